@@ -1,0 +1,26 @@
+/* What the CUDA build of trainrun sees: library versions and GPUs. Used by --version and by
+ * the GPU tests to decide whether to skip (77). The backend's kernels join this folder later. */
+#ifndef TR_CUDA_PROBE_H
+#define TR_CUDA_PROBE_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct tr_cuda_info {
+    int runtime_version;   /* cudaRuntimeGetVersion: 13000 for 13.0 */
+    int driver_version;    /* 0 when no driver is installed */
+    long cudnn_version;    /* cudnnGetVersion: 91000 for 9.10.0 */
+    int cublaslt_version;  /* cublasLtGetVersion */
+    int devices;           /* GPUs seen; 0 when none (or no driver) */
+    char first_name[256];  /* the first GPU's name, when devices > 0 */
+    unsigned long long first_memory;  /* its memory, bytes */
+};
+
+void tr_cuda_probe(struct tr_cuda_info *info);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,75 @@
+/* Argument splitting shared by the subcommands that take a recipe and overrides. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "core/error.h"
+#include "core/exit.h"
+#include "recipe/recipe.h"
+
+int tr_args_parse(int argc, char **argv, const char *const *flags, const char *usage, struct tr_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->overrides = tr_xcalloc((size_t)argc + 1, sizeof *a->overrides);
+    bool options_done = false;
+    for (int i = 0; i < argc; i++) {
+        const char *arg = argv[i];
+        if (!options_done && !strcmp(arg, "--")) {
+            options_done = true;
+        } else if (!options_done && arg[0] == '-' && arg[1]) {
+            int known = 0;
+            for (int f = 0; flags[f] && !known; f++)
+                known = !strcmp(arg, flags[f]);
+            if (!known) {
+                fprintf(stderr, "trainrun: unknown option '%s'\n%s", arg, usage);
+                return TR_EXIT_USAGE;
+            }
+            if (a->nflags < 8)
+                a->flags_seen[a->nflags++] = arg;
+        } else if (!a->recipe && !strchr(arg, '=') && arg[0] != '~') {
+            a->recipe = arg;
+        } else if (strchr(arg, '=') || arg[0] == '~') {
+            a->overrides[a->noverrides++] = argv[i];
+        } else {
+            fprintf(stderr, "trainrun: unexpected argument '%s': after the recipe come overrides "
+                    "(key=value or ~key)\n%s", arg, usage);
+            return TR_EXIT_USAGE;
+        }
+    }
+    if (!a->recipe && !tr_args_has(a, "--help") && !tr_args_has(a, "-h")) {
+        fprintf(stderr, "trainrun: no recipe file given\n%s", usage);
+        return TR_EXIT_USAGE;
+    }
+    return TR_EXIT_OK;
+}
+
+int tr_args_has(const struct tr_args *a, const char *flag)
+{
+    for (int i = 0; i < a->nflags; i++)
+        if (!strcmp(a->flags_seen[i], flag))
+            return 1;
+    return 0;
+}
+
+void tr_args_free(struct tr_args *a)
+{
+    free(a->overrides);
+    a->overrides = NULL;
+}
+
+int tr_cli_load_recipe(const struct tr_args *a, struct tr_recipe *r, struct tr_diag *diag)
+{
+    char system_conf[4096], user_conf[4096];
+    struct tr_recipe_sources src;
+    tr_recipe_default_sources(&src, system_conf, user_conf, sizeof system_conf);
+    src.recipe = a->recipe;
+    src.overrides = a->overrides;
+    src.noverrides = a->noverrides;
+    if (tr_recipe_load(r, &src, diag) == 0)
+        return TR_EXIT_OK;
+    tr_diag_print(diag, stderr);
+    fprintf(stderr, "trainrun: %s: %d error%s; nothing was run\n", a->recipe, diag->n,
+            diag->n == 1 ? "" : "s");
+    return TR_EXIT_USAGE;
+}

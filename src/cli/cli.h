@@ -1,0 +1,28 @@
+/* The command line: one file per subcommand behind one dispatch table (main.c). Each
+ * subcommand gets argv after its name and returns an exit status (core/exit.h). */
+#ifndef TR_CLI_H
+#define TR_CLI_H
+
+int tr_cmd_check(int argc, char **argv);
+int tr_cmd_run(int argc, char **argv);
+
+/* Splits argv into the recipe, its key=value / ~key overrides and the options listed in
+ * flags (each "--name"); unknown options and stray words are usage errors (message printed). */
+struct tr_args {
+    const char *recipe;
+    char **overrides;
+    int noverrides;
+    const char *flags_seen[8];
+    int nflags;
+};
+int tr_args_parse(int argc, char **argv, const char *const *flags, const char *usage, struct tr_args *a);
+int tr_args_has(const struct tr_args *a, const char *flag);
+void tr_args_free(struct tr_args *a);
+
+struct tr_recipe;
+struct tr_diag;
+/* Loads args' recipe over the conf files with args' overrides. On errors prints each and a
+ * summary to stderr and returns TR_EXIT_USAGE; the diagnostics stay in diag for callers. */
+int tr_cli_load_recipe(const struct tr_args *a, struct tr_recipe *r, struct tr_diag *diag);
+
+#endif

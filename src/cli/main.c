@@ -1,0 +1,82 @@
+/* trainrun's entry point: dispatches to one file per subcommand (src/cli/<name>.c). A first
+ * argument that names an existing file is a recipe for the default subcommand, run. */
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli/cli.h"
+#include "config.h"
+#include "core/exit.h"
+#ifdef HAVE_CUDA
+#include "backend/cuda/probe.h"
+#endif
+
+struct subcommand {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *summary;
+};
+
+/* Subcommands land with their issues; --help lists only these. */
+static const struct subcommand subcommands[] = {
+    {"check", tr_cmd_check, "validate a recipe and print it resolved, each value's origin beside it"},
+};
+
+static void usage(FILE *out)
+{
+    fputs("usage: trainrun SUBCOMMAND RECIPE [key=value | ~key ...] [options]\n"
+          "       trainrun --version | --help\n\nsubcommands:\n", out);
+    for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
+        fprintf(out, "  %-8s %s\n", subcommands[i].name, subcommands[i].summary);
+    fputs("\noverrides: dotted.key=value (a YAML scalar or flow collection, such as\n"
+          "  train.batch_size=64 or train.optimizer.betas=[0.9,0.95]); ~dotted.key resets a key\n"
+          "  to its default. See trainrun(1) and trainrun-recipe(5).\n", out);
+}
+
+static void version(void)
+{
+    printf("trainrun %s\n", PACKAGE_VERSION);
+#ifdef HAVE_CUDA
+    struct tr_cuda_info info;
+    tr_cuda_probe(&info);
+    printf("CUDA backend: built (runtime %d.%d, cuDNN %ld, cuBLASLt %d); driver %s; GPUs seen: %d",
+           info.runtime_version / 1000, info.runtime_version % 1000 / 10, info.cudnn_version,
+           info.cublaslt_version, info.driver_version ? "present" : "absent", info.devices);
+    if (info.devices > 0)
+        printf(" (%s, %.1f GiB)", info.first_name, info.first_memory / 1073741824.0);
+    putchar('\n');
+#else
+    puts("CUDA backend: not built (configure found no CUDA toolkit, or --without-cuda)");
+#endif
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return TR_EXIT_USAGE;
+    }
+    const char *first = argv[1];
+    struct stat st;
+    if (stat(first, &st) == 0 && !S_ISDIR(st.st_mode))
+        return tr_cmd_run(argc - 1, argv + 1);
+    if (!strcmp(first, "--help") || !strcmp(first, "-h")) {
+        usage(stdout);
+        return TR_EXIT_OK;
+    }
+    if (!strcmp(first, "--version") || !strcmp(first, "-V")) {
+        version();
+        return TR_EXIT_OK;
+    }
+    for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
+        if (!strcmp(first, subcommands[i].name))
+            return subcommands[i].fn(argc - 2, argv + 2);
+    if (first[0] == '-')
+        fprintf(stderr, "trainrun: unknown option '%s'\n", first);
+    else if (strchr(first, '/') || strstr(first, ".yaml") || strstr(first, ".yml"))
+        fprintf(stderr, "trainrun: cannot read the recipe %s: no such file\n", first);
+    else
+        fprintf(stderr, "trainrun: unknown subcommand '%s'\n", first);
+    fputs("Try 'trainrun --help'.\n", stderr);
+    return TR_EXIT_USAGE;
+}

@@ -1,0 +1,150 @@
+/* The recipe: what to train and within what (DESIGN.md §9). First stage of the pipeline:
+ * YAML files, conf files and key=value overrides become one typed struct tr_recipe, each
+ * value remembering where it came from. Later stages read the struct, never the YAML. */
+#ifndef TR_RECIPE_H
+#define TR_RECIPE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/error.h"
+
+#define TR_LIST_MAX 16
+
+struct tr_ints   { int n; int64_t v[TR_LIST_MAX]; };
+struct tr_floats { int n; double v[TR_LIST_MAX]; };
+/* "auto | off | … | <number>": name is an index into the key's names, or -1 for a number. */
+struct tr_choice { int name; int64_t n; };
+/* Warm-up: a fraction of the training steps (0.06) or a number of steps (500). */
+struct tr_warmup { bool is_steps; double fraction; int64_t steps; };
+
+/* Enumerations: their order is the order of the names in schema.c. */
+enum tr_arch       { TR_ARCH_MLP, TR_ARCH_RESNET, TR_ARCH_BERT, TR_ARCH_GPT };
+enum tr_activation { TR_ACT_AUTO, TR_ACT_RELU, TR_ACT_GELU, TR_ACT_GELU_TANH, TR_ACT_TANH };
+enum tr_from_run   { TR_FROM_RUN_NONE, TR_FROM_RUN_PROMOTED, TR_FROM_RUN_LATEST };
+enum tr_format     { TR_FMT_AUTO, TR_FMT_CSV, TR_FMT_TSV, TR_FMT_JSONL, TR_FMT_TEXT, TR_FMT_IDX, TR_FMT_BIN };
+enum tr_tokenizer  { TR_TOK_NONE, TR_TOK_BYTES, TR_TOK_CHARS, TR_TOK_WORDPIECE, TR_TOK_GPT2_BPE };
+enum tr_tristate   { TR_AUTO, TR_OFF, TR_ON };
+enum tr_optimizer  { TR_OPT_ADAMW, TR_OPT_SGD };
+enum tr_schedule   { TR_SCHED_CONSTANT, TR_SCHED_LINEAR, TR_SCHED_COSINE };
+enum tr_amp        { TR_AMP_AUTO, TR_AMP_OFF, TR_AMP_BF16, TR_AMP_FP16 };
+enum tr_ckpt       { TR_CKPT_AUTO, TR_CKPT_OFF, TR_CKPT_SELECTIVE, TR_CKPT_FULL };
+enum tr_notify_on  { TR_NOTIFY_FAILURE, TR_NOTIFY_REGRESSION, TR_NOTIFY_SUCCESS };
+
+/* An inline data source (data.train / data.valid / data.test). */
+struct tr_source {
+    char *source;      /* path, file:// or http(s):// URL; NULL: not given */
+    char *sha256;      /* 64 hex digits, or NULL */
+    int format;        /* enum tr_format */
+    char *text;        /* field holding the input text (or features) */
+    char *label;       /* field holding the label */
+};
+
+/* Where a value came from, lowest to highest precedence. */
+enum tr_origin_kind {
+    TR_ORIGIN_DEFAULT,
+    TR_ORIGIN_SYSTEM_CONF,
+    TR_ORIGIN_USER_CONF,
+    TR_ORIGIN_RECIPE,
+    TR_ORIGIN_OVERRIDE,
+    TR_ORIGIN_RESET,      /* set back to the default by a ~key override */
+    TR_ORIGIN_DERIVED,    /* computed from another value (name from the file name) */
+};
+
+struct tr_origin {
+    enum tr_origin_kind kind;
+    const char *file;     /* conf or recipe file (owned by the recipe); the override text */
+    int line, col;
+};
+
+#define TR_NKEYS_MAX 96
+
+struct tr_recipe {
+    char *name;
+    int64_t seed;
+    char *device;
+    struct {
+        int arch;
+        int64_t layers, hidden, heads, ffn, max_len;
+        double dropout;
+        int activation;
+        struct { char *path; int from_run; } init;
+    } model;
+    struct {
+        char *dataset;
+        struct tr_source train, valid, test;
+        struct { int kind; char *vocab, *merges; bool lowercase; } tokenizer;
+        int64_t num_workers, prefetch_factor;
+        int pin_memory;   /* enum tr_tristate */
+    } data;
+    struct {
+        int64_t batch_size, epochs, steps;   /* steps: 0 when null (train by epochs) */
+        struct {
+            int name;
+            double lr, weight_decay, eps, momentum;
+            struct tr_floats betas;
+            bool nesterov;
+        } optimizer;
+        struct { int name; struct tr_warmup warmup; double min_lr; } schedule;
+        double grad_clip;                    /* 0 when null (no clipping) */
+        int64_t eval_every, checkpoint_every;
+    } train;
+    struct {
+        uint64_t memory;   /* bytes */
+        double time;       /* seconds; 0 when null (no limit) */
+    } budget;
+    struct {
+        int amp;
+        struct { double init, growth, backoff, min; int64_t interval, hysteresis; } loss_scale;
+        struct tr_choice checkpointing;       /* enum tr_ckpt, or a number of blocks */
+        struct { int mode; struct tr_ints buckets; int64_t pool; } dynamic_batching;
+        struct tr_choice accumulation;        /* auto (name 0), or a number of micro-steps */
+    } optimize;
+    struct {
+        char *dir;
+        bool tensorboard;
+        int64_t histograms_every;
+        struct { char *url; struct tr_ints on; double timeout; } notify;
+    } report;
+
+    /* Per key (index into the schema): where its value came from, and whether it is null. */
+    struct tr_origin origin[TR_NKEYS_MAX];
+    bool is_null[TR_NKEYS_MAX];
+    char **files;         /* file names and override texts that origins point to, owned */
+    int nfiles, capfiles;
+    char *recipe_file;    /* the recipe given on the command line, or NULL */
+};
+
+/* The layers to load, lowest first after the built-in defaults. Any may be NULL. */
+struct tr_recipe_sources {
+    const char *system_conf;   /* $(sysconfdir)/trainrun.conf; missing is fine */
+    const char *user_conf;     /* ~/.config/trainrun/trainrun.conf or $TRAINRUN_CONF */
+    bool user_conf_required;   /* true when named by $TRAINRUN_CONF: missing is an error */
+    const char *recipe;        /* the recipe file (may use extends:) */
+    char *const *overrides;    /* "a.b=value" or "~a.b" */
+    int noverrides;
+};
+
+/* Fills the defaults, then applies each layer; collects every problem into diag.
+ * Returns 0, or TR_EINVAL when diag holds errors (the recipe is then unusable). */
+int tr_recipe_load(struct tr_recipe *r, const struct tr_recipe_sources *src, struct tr_diag *diag);
+/* The same from in-memory YAML, for tests and the fuzzer ("file" names it in messages). */
+int tr_recipe_load_string(struct tr_recipe *r, const char *yaml, size_t len, const char *file,
+                          char *const *overrides, int noverrides, struct tr_diag *diag);
+void tr_recipe_init(struct tr_recipe *r);   /* built-in defaults only */
+void tr_recipe_free(struct tr_recipe *r);
+
+/* The conf file paths that apply now: $TRAINRUN_SYSTEM_CONF or $(sysconfdir)/trainrun.conf;
+ * $TRAINRUN_CONF, else $XDG_CONFIG_HOME or ~/.config, /trainrun/trainrun.conf. The paths are
+ * written into the caller's buffers. */
+void tr_recipe_default_sources(struct tr_recipe_sources *src, char *system_buf, char *user_buf,
+                               size_t bufsize);
+
+/* Output for `trainrun check`. */
+void tr_recipe_write_yaml(const struct tr_recipe *r, FILE *out);
+char *tr_recipe_to_json(const struct tr_recipe *r);   /* caller frees */
+/* "recipes/x.yaml:3:9", "override", "default", …; caller frees. */
+char *tr_origin_describe(const struct tr_origin *o);
+
+#endif
