@@ -1,0 +1,129 @@
+#!/bin/sh
+# The command line as a user meets it: help, version, check with overrides, a misspelt key,
+# JSON for machines, and exit statuses. Runs the real binary.
+. "$srcdir/tests/lib.sh"
+recipes="$srcdir/recipes"
+
+run "$TRAINRUN" --version
+expect_rc 0 "--version"
+expect_in "$out" "trainrun 0.1" "--version names the version"
+expect_in "$out" "CUDA backend:" "--version says whether CUDA is built"
+
+run "$TRAINRUN" --help
+expect_rc 0 "--help"
+expect_in "$out" "check" "--help lists check"
+for unbuilt in plan resume report sample data; do
+  expect_not_in "$out" "  $unbuilt " "--help lists only what works"
+done
+
+run "$TRAINRUN"
+expect_rc 2 "no arguments"
+expect_in "$err" "usage:" "no arguments prints the usage"
+
+run "$TRAINRUN" --frobnicate
+expect_rc 2 "unknown option"
+expect_in "$err" "unknown option '--frobnicate'" "unknown option is named"
+
+run "$TRAINRUN" check "$recipes/mlp.yaml" --frobnicate
+expect_rc 2 "unknown option after check"
+expect_in "$err" "unknown option '--frobnicate'" "check names an unknown option"
+
+run "$TRAINRUN" frobnicate
+expect_rc 2 "unknown subcommand"
+expect_in "$err" "unknown subcommand 'frobnicate'" "unknown subcommand is named"
+
+run "$TRAINRUN" "$scratch/missing.yaml"
+expect_rc 2 "missing recipe file"
+expect_in "$err" "no such file" "a missing recipe is reported"
+
+run "$TRAINRUN" check
+expect_rc 2 "check without a recipe"
+expect_in "$err" "no recipe file given" "check needs a recipe"
+
+run "$TRAINRUN" check "$recipes/mlp.yaml" stray
+expect_rc 2 "a stray word"
+expect_in "$err" "unexpected argument 'stray'" "stray words are named"
+
+# Every shipped recipe is valid.
+for r in "$recipes"/*.yaml; do
+  run "$TRAINRUN" check "$r"
+  expect_rc 0 "check $(basename "$r")"
+done
+
+# An override shows with origin "override"; the recipe's own values with file:line:col.
+run "$TRAINRUN" check "$recipes/mlp.yaml" train.batch_size=64 optimize.amp=bf16
+expect_rc 0 "check with overrides"
+line=$(echo "$out" | grep '^  batch_size:')
+expect_in "$line" "batch_size: 64" "the override's value"
+expect_in "$line" "# override" "the override's origin"
+expect_in "$(echo "$out" | grep '^  amp:')" "amp: bf16" "a second override"
+expect_in "$(echo "$out" | grep '^  hidden:')" "mlp.yaml:9:11" "a recipe value's file:line:col"
+expect_in "$(echo "$out" | grep '^  heads:')" "# default" "a default's origin"
+
+# The output of check is itself a recipe that resolves to the same values.
+"$TRAINRUN" check "$recipes/bert.yaml" train.optimizer.betas=[0.9,0.95] >"$scratch/resolved.yaml"
+run "$TRAINRUN" check "$scratch/resolved.yaml"
+expect_rc 0 "check of check's output"
+strip() { sed -e 's/ *#.*$//' -e '/^$/d'; }
+a=$("$TRAINRUN" check "$recipes/bert.yaml" train.optimizer.betas=[0.9,0.95] | strip)
+b=$(echo "$out" | strip)
+checks=$((checks + 1))
+[ "$a" = "$b" ] || fail "check's output does not resolve to the same recipe: $(echo "$a" > "$scratch/a"; echo "$b" > "$scratch/b"; diff "$scratch/a" "$scratch/b")"
+
+# A misspelt key: exit 2, with the suggestion and the place.
+cat >"$scratch/typo.yaml" <<'YAML'
+model: {arch: mlp}
+data: {dataset: digits}
+train:
+  batchsize: 64
+YAML
+run "$TRAINRUN" check "$scratch/typo.yaml"
+expect_rc 2 "a misspelt key"
+expect_in "$err" "typo.yaml:4:3: unknown key 'train.batchsize'; did you mean 'train.batch_size'?" "the suggestion"
+expect_in "$err" "1 error; nothing was run" "the summary"
+run "$TRAINRUN" check "$scratch/typo.yaml" optimize.ampp=bf16
+expect_rc 2 "two errors"
+expect_in "$err" "override 'optimize.ampp=bf16': unknown key 'optimize.ampp'; did you mean 'optimize.amp'?" "override suggestion"
+expect_in "$err" "2 errors" "errors are collected"
+
+# JSON for machines.
+if command -v python3 >/dev/null; then
+  run "$TRAINRUN" check "$recipes/mlp.yaml" train.batch_size=64 --json
+  expect_rc 0 "check --json"
+  echo "$out" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert d["ok"] is True
+assert d["recipe"]["train"]["batch_size"] == 64
+assert d["origins"]["train.batch_size"] == {"kind": "override", "argument": "train.batch_size=64"}, d["origins"]["train.batch_size"]
+assert d["origins"]["model.hidden"]["line"] == 9
+assert d["recipe"]["budget"]["memory"] == 512 * 2**20
+assert d["recipe"]["train"]["steps"] is None
+' || fail "check --json content"
+  checks=$((checks + 1))
+  run "$TRAINRUN" check "$scratch/typo.yaml" --json
+  expect_rc 2 "check --json with an error"
+  echo "$out" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert d["ok"] is False
+e = d["errors"][0]
+assert (e["line"], e["col"]) == (4, 3), e
+assert "did you mean" in e["message"]
+' || fail "check --json error content"
+  checks=$((checks + 1))
+fi
+
+# The default subcommand validates, and says it cannot train yet: never a silent success.
+run "$TRAINRUN" "$recipes/mlp.yaml"
+expect_rc 2 "run before training exists"
+expect_in "$err" "cannot train yet" "run says what it did not do"
+
+# Output that cannot be written is an error, not a silent truncation.
+if [ -w /dev/full ]; then
+  "$TRAINRUN" check "$recipes/mlp.yaml" >/dev/full 2>"$scratch/full.err"
+  rc=$?; err=$(cat "$scratch/full.err")
+  expect_rc 1 "writing to a full device"
+  expect_in "$err" "writing the output" "the write error is reported"
+fi
+finish

@@ -1,0 +1,41 @@
+# Helpers for the shell tests, which run the real binary as a user would (sourced, POSIX sh).
+# Each test gets a fresh scratch folder, removed on exit, and counts its failed checks.
+set -u
+: "${TRAINRUN:?set TRAINRUN to the trainrun binary}" "${srcdir:?set srcdir}"
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/trainrun-test.XXXXXX")
+trap 'rm -rf "$scratch"' EXIT
+failures=0
+checks=0
+
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# run CMD...: runs it, keeping stdout in $out, stderr in $err and the status in $rc.
+run() {
+  "$@" >"$scratch/.out" 2>"$scratch/.err"
+  rc=$?
+  out=$(cat "$scratch/.out")
+  err=$(cat "$scratch/.err")
+}
+
+# expect_rc N WHAT: the last run's status must be N.
+expect_rc() {
+  checks=$((checks + 1))
+  [ "$rc" = "$1" ] || fail "$2: exit status $rc, expected $1; stderr: $err"
+}
+
+# expect_in TEXT NEEDLE WHAT: TEXT must contain the fixed string NEEDLE.
+expect_in() {
+  checks=$((checks + 1))
+  case "$1" in *"$2"*) ;; *) fail "$3: missing '$2' in: $1" ;; esac
+}
+
+expect_not_in() {
+  checks=$((checks + 1))
+  case "$1" in *"$2"*) fail "$3: unexpected '$2' in: $1" ;; esac
+}
+
+finish() {
+  echo "$checks checks, $failures failed"
+  [ "$failures" = 0 ]
+  exit $?
+}
