@@ -20,7 +20,7 @@ char *tr_origin_describe(const struct tr_origin *o)
 {
     switch (o->kind) {
     case TR_ORIGIN_DEFAULT:     return tr_strdup("default");
-    case TR_ORIGIN_DERIVED:     return tr_strdup("default: the recipe file's name");
+    case TR_ORIGIN_DERIVED:     return tr_strdup_printf("default: %s", o->file);
     case TR_ORIGIN_RESET:       return tr_strdup_printf("default: reset by override %s", o->file);
     case TR_ORIGIN_OVERRIDE:    return tr_strdup("override");
     case TR_ORIGIN_SYSTEM_CONF:
@@ -261,6 +261,8 @@ static json_t *json_origin(const struct tr_origin *o)
     json_t *j = json_pack("{ss}", "kind", kinds[o->kind]);
     if (o->kind == TR_ORIGIN_OVERRIDE || o->kind == TR_ORIGIN_RESET)
         json_object_set_new(j, "argument", json_string(o->file));
+    else if (o->kind == TR_ORIGIN_DERIVED)
+        json_object_set_new(j, "reason", json_string(o->file));
     else if (o->file)
         json_object_set_new(j, "file", json_string(o->file)),
         json_object_set_new(j, "line", json_integer(o->line)),

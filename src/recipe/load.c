@@ -456,26 +456,32 @@ void tr_recipe_free(struct tr_recipe *r)
     memset(r, 0, sizeof *r);
 }
 
-/* name: null means the recipe file's name without its extension. */
-static void derive_name(struct tr_recipe *r)
+/* Values that follow from others: name: null is the recipe file's name without its extension;
+ * train.steps, when set, replaces the default train.epochs. */
+static void derive(struct tr_recipe *r)
 {
-    int key = tr_key_find("name");
-    if (!r->is_null[key] || !r->recipe_file)
-        return;
-    const char *base = strrchr(r->recipe_file, '/');
-    base = base ? base + 1 : r->recipe_file;
-    const char *dot = strrchr(base, '.');
-    size_t n = dot && dot != base ? (size_t)(dot - base) : strlen(base);
-    r->name = strndup(base, n);
-    r->is_null[key] = false;
-    r->origin[key] = (struct tr_origin){.kind = TR_ORIGIN_DERIVED};
+    int name = tr_key_find("name");
+    if (r->is_null[name] && r->recipe_file) {
+        const char *base = strrchr(r->recipe_file, '/');
+        base = base ? base + 1 : r->recipe_file;
+        const char *dot = strrchr(base, '.');
+        r->name = strndup(base, dot && dot != base ? (size_t)(dot - base) : strlen(base));
+        r->is_null[name] = false;
+        r->origin[name] = (struct tr_origin){.kind = TR_ORIGIN_DERIVED, .file = "the recipe file's name"};
+    }
+    int epochs = tr_key_find("train.epochs"), steps = tr_key_find("train.steps");
+    if (!r->is_null[steps] && r->origin[epochs].kind == TR_ORIGIN_DEFAULT) {
+        r->is_null[epochs] = true;
+        r->train.epochs = 0;
+        r->origin[epochs] = (struct tr_origin){.kind = TR_ORIGIN_DERIVED, .file = "train.steps is set"};
+    }
 }
 
 static int finish(struct tr_recipe *r, struct loader *ld, char *const *overrides, int noverrides)
 {
     for (int i = 0; i < noverrides; i++)
         apply_override(ld, overrides[i]);
-    derive_name(r);
+    derive(r);
     if (ld->diag->n == 0)
         tr_recipe_validate(r, ld->diag);
     return ld->diag->n ? TR_EINVAL : 0;

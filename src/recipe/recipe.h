@@ -49,7 +49,7 @@ enum tr_origin_kind {
     TR_ORIGIN_RECIPE,
     TR_ORIGIN_OVERRIDE,
     TR_ORIGIN_RESET,      /* set back to the default by a ~key override */
-    TR_ORIGIN_DERIVED,    /* computed from another value (name from the file name) */
+    TR_ORIGIN_DERIVED,    /* follows from another value; file holds the reason (static text) */
 };
 
 struct tr_origin {
@@ -79,7 +79,7 @@ struct tr_recipe {
         int pin_memory;   /* enum tr_tristate */
     } data;
     struct {
-        int64_t batch_size, epochs, steps;   /* steps: 0 when null (train by epochs) */
+        int64_t batch_size, epochs, steps;   /* exactly one is null (0): epochs or steps */
         struct {
             int name;
             double lr, weight_decay, eps, momentum;

@@ -91,8 +91,8 @@ const struct tr_key tr_keys[] = {
 
     {"train.batch_size", TR_T_INT, OFF(train.batch_size), "32", 1, 16777216, NULL, 0, 0, 0,
      "the target (effective) batch per optimizer step, in samples"},
-    {"train.epochs", TR_T_INT, OFF(train.epochs), "3", 1, 1000000, NULL, 0, 0, 0,
-     "passes over the training data (ignored when train.steps is set)"},
+    {"train.epochs", TR_T_INT, OFF(train.epochs), "3", 1, 1000000, NULL, TR_NULLABLE, 0, 0,
+     "passes over the training data (null when train.steps is set: a default 3 gives way)"},
     {"train.steps", TR_T_INT, OFF(train.steps), "null", 1, BIG, NULL, TR_NULLABLE, 0, 0,
      "optimizer steps to train for (null: train by epochs)"},
     {"train.optimizer.name", TR_T_ENUM, OFF(train.optimizer.name), "adamw", 0, 0,

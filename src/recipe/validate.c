@@ -94,17 +94,21 @@ static void check_model(struct checker *c)
 
 static void check_source(struct checker *c, const char *split)
 {
-    static const char *const fields[] = {"sha256", "format", "text", "label"};
-    char path[64];
+    static const char *const fields[] = {"sha256", "text", "label"};
+    char path[64], other[64];
     snprintf(path, sizeof path, "data.%s.source", split);
     if (!is_null(c->r, path))
         return;
-    for (int i = 0; i < 4; i++) {
-        char other[64];
+    for (int i = 0; i < 3; i++) {
         snprintf(other, sizeof other, "data.%s.%s", split, fields[i]);
-        if (explicit(c->r, other))
+        if (!is_null(c->r, other))
             fail(c, other, "%s is set but %s is not: name the file or URL to read", other, path);
     }
+    const struct tr_source *s = !strcmp(split, "train") ? &c->r->data.train
+                              : !strcmp(split, "valid") ? &c->r->data.valid : &c->r->data.test;
+    snprintf(other, sizeof other, "data.%s.format", split);
+    if (s->format != TR_FMT_AUTO)
+        fail(c, other, "%s is set but %s is not: name the file or URL to read", other, path);
 }
 
 static void check_data(struct checker *c)
@@ -139,8 +143,12 @@ static void check_data(struct checker *c)
 static void check_train(struct checker *c)
 {
     const struct tr_recipe *r = c->r;
-    if (!is_null(r, "train.steps") && explicit(r, "train.epochs") && explicit(r, "train.steps"))
-        fail(c, "train.steps", "train: set either epochs or steps, not both (~train.epochs resets epochs)");
+    bool by_epochs = !is_null(r, "train.epochs"), by_steps = !is_null(r, "train.steps");
+    if (by_epochs && by_steps)
+        fail(c, "train.steps", "train: set either epochs or steps, not both (train.epochs=null "
+             "or ~train.epochs drops epochs)");
+    else if (!by_epochs && !by_steps)
+        fail(c, "train.epochs", "train: set epochs or steps; both are null");
     const struct tr_warmup *w = &r->train.schedule.warmup;
     if (w->is_steps && !is_null(r, "train.steps") && w->steps > r->train.steps)
         fail(c, "train.schedule.warmup", "train.schedule.warmup: %lld warm-up steps is more than "
