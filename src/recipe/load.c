@@ -419,11 +419,11 @@ static void apply_override(struct loader *ld, const char *text)
     yaml_document_t doc;
     if (!strcmp(path, "extends")) {
         report(&at, NULL, "extends is read only in recipe files");
-    } else if (!*value) {
-        report(&at, NULL, "no value after '='; write %s=null for null, or ~%s for the default", path, path);
     } else if (parse_yaml(&at, value, strlen(value), &doc) == 0) {
         yaml_node_t *root = yaml_document_get_root_node(&doc);
-        if ((root->type == YAML_SEQUENCE_NODE && root->data.sequence.style != YAML_FLOW_SEQUENCE_STYLE) ||
+        if (!root)   /* nothing, blanks or only a comment: "k=", "k= # x" */
+            report(&at, NULL, "no value after '='; write %s=null for null, or ~%s for the default", path, path);
+        else if ((root->type == YAML_SEQUENCE_NODE && root->data.sequence.style != YAML_FLOW_SEQUENCE_STYLE) ||
             (root->type == YAML_MAPPING_NODE && root->data.mapping.style != YAML_FLOW_MAPPING_STYLE))
             report(&at, NULL, "a value is a YAML scalar or a flow collection ([0.9, 0.95] or {name: sgd})");
         else
