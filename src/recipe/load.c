@@ -10,6 +10,7 @@
 
 #include "recipe/recipe.h"
 #include "recipe/schema.h"
+#include "recipe/units.h"
 #include "recipe/validate.h"
 #include "recipe/value.h"
 
@@ -83,6 +84,38 @@ static void set_leaf(struct loader *ld, int key, yaml_document_t *doc, yaml_node
     ld->r->origin[key] = o;
 }
 
+/* Whether line (0-based) of text starts with blanks that hold a tab. */
+static bool indented_with_tab(const char *text, size_t len, size_t line)
+{
+    size_t i = 0;
+    for (size_t at = 0; at < line && i < len; i++)
+        at += text[i] == '\n';
+    for (; i < len && (text[i] == ' ' || text[i] == '\t'); i++)
+        if (text[i] == '\t')
+            return true;
+    return false;
+}
+
+static void report_syntax(struct loader *ld, const yaml_parser_t *parser, const char *text,
+                          size_t len)
+{
+    yaml_node_t at = {.start_mark = parser->problem_mark};
+    const char *problem = parser->problem ? parser->problem : "syntax error";
+    /* libyaml says "found character that cannot start any token" for an indenting tab. */
+    bool tab = !strstr(problem, "tab") && indented_with_tab(text, len, parser->problem_mark.line);
+    /* An unclosed [ { or " is found lines later, often at the end: name where it opened
+     * (an override is one line, named whole). */
+    char *context = !parser->context ? tr_strdup("")
+                    : parser->context_mark.line == parser->problem_mark.line || ld->arg
+                        ? tr_strdup_printf(" %s", parser->context)
+                        : tr_strdup_printf(" %s that starts at %d:%d", parser->context,
+                                           (int)parser->context_mark.line + 1,
+                                           (int)parser->context_mark.column + 1);
+    report(ld, &at, "invalid YAML: %s%s%s", problem, context,
+           tab ? " (the line is indented with a tab; YAML indents with spaces)" : "");
+    free(context);
+}
+
 /* Parses YAML text held in memory into doc; on a syntax error reports it and returns -1. */
 static int parse_yaml(struct loader *ld, const char *text, size_t len, yaml_document_t *doc)
 {
@@ -91,19 +124,17 @@ static int parse_yaml(struct loader *ld, const char *text, size_t len, yaml_docu
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
     int ok = yaml_parser_load(&parser, doc);
     if (!ok) {
-        yaml_node_t at = {.start_mark = parser.problem_mark};
-        report(ld, &at, "invalid YAML: %s%s%s", parser.problem ? parser.problem : "syntax error",
-               parser.context ? " " : "", parser.context ? parser.context : "");
+        report_syntax(ld, &parser, text, len);
     } else if (yaml_document_get_root_node(doc)) {
         yaml_document_t next;
         if (!yaml_parser_load(&parser, &next)) {
-            yaml_node_t at = {.start_mark = parser.problem_mark};
-            report(ld, &at, "invalid YAML: %s", parser.problem ? parser.problem : "syntax error");
+            report_syntax(ld, &parser, text, len);
             ok = 0;
         } else {
             yaml_node_t *root = yaml_document_get_root_node(&next);
-            if (root) {
-                report(ld, root, "a second YAML document ('---'); a recipe is one mapping");
+            if (root) {   /* placed at its '---', not at its first key */
+                yaml_node_t at = {.start_mark = next.start_mark};
+                report(ld, &at, "a second YAML document ('---'); a recipe is one mapping");
                 ok = 0;
             }
             yaml_document_delete(&next);
@@ -164,6 +195,8 @@ static int shorthand_of(const char *section)
 static void unknown_key(struct loader *ld, const char *path, const yaml_node_t *at)
 {
     char *hint = tr_key_suggest(path);
+    if (!hint && !strchr(path, '.') && tr_edit_distance(path, "extends") <= 2)
+        hint = tr_strdup("extends");   /* a recipe's word, though not in the schema */
     if (hint) {
         report(ld, at, "unknown key '%s'; did you mean '%s'?", path, hint);
     } else {
@@ -366,7 +399,7 @@ static void load_file(struct loader *ld, const char *path, enum tr_origin_kind k
     size_t len;
     struct loader at = *ld;
     at.layer = (struct tr_origin){.kind = kind, .file = intern(ld->r, path)};
-    char *text = read_file(&at, path, &len, missing_ok, NULL);
+    char *text = read_file(ld, path, &len, missing_ok, NULL);   /* the message names path */
     if (!text)
         return;
     char real[PATH_MAX];
@@ -470,7 +503,8 @@ static void derive(struct tr_recipe *r)
         r->origin[name] = (struct tr_origin){.kind = TR_ORIGIN_DERIVED, .file = "the recipe file's name"};
     }
     int epochs = tr_key_find("train.epochs"), steps = tr_key_find("train.steps");
-    if (!r->is_null[steps] && r->origin[epochs].kind == TR_ORIGIN_DEFAULT) {
+    enum tr_origin_kind from = r->origin[epochs].kind;   /* ~train.epochs gives the default too */
+    if (!r->is_null[steps] && (from == TR_ORIGIN_DEFAULT || from == TR_ORIGIN_RESET)) {
         r->is_null[epochs] = true;
         r->train.epochs = 0;
         r->origin[epochs] = (struct tr_origin){.kind = TR_ORIGIN_DERIVED, .file = "train.steps is set"};

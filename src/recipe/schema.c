@@ -228,9 +228,10 @@ static char *int_range(const struct tr_key *k)
 char *tr_key_expected(const struct tr_key *k)
 {
     char *part = NULL, *s;
+    char lo[32], hi[32];
     switch (k->type) {
     case TR_T_STR:
-        s = tr_strdup("a string");
+        s = tr_strdup("a non-empty string");
         break;
     case TR_T_INT:
         part = int_range(k);
@@ -248,10 +249,16 @@ char *tr_key_expected(const struct tr_key *k)
         s = tr_strdup_printf("one of %s", part);
         break;
     case TR_T_SIZE:
-        s = tr_strdup("a memory size such as 14GiB, 512MiB, 14GB or 1.5e9 (bytes), at least 1MiB");
+        tr_format_size((uint64_t)k->min, lo);
+        tr_format_size((uint64_t)k->max, hi);
+        s = tr_strdup_printf("a memory size such as 14GiB, 512MiB, 14GB or 1.5e9 (bytes), from %s "
+                             "to %s", lo, hi);
         break;
     case TR_T_DURATION:
-        s = tr_strdup_printf("a duration such as 45s, 90m, 2h or 1h30m, at most %gs", k->max);
+        tr_format_duration(k->min, lo);
+        tr_format_duration(k->max, hi);   /* 8760h, not 3.1536e+07s */
+        s = tr_strdup_printf("a duration such as 45s, 90m, 2h or 1h30m, %s %s and at most %s",
+                             (k->flags & TR_MIN_OPEN) ? "more than" : "at least", lo, hi);
         break;
     case TR_T_INTS:
         part = int_range(k);

@@ -132,8 +132,12 @@ void tr_format_duration(double seconds, char out[32])
         snprintf(out, 32, "%.0fh", seconds / 3600);
     else if (seconds == floor(seconds) && seconds >= 60 && fmod(seconds, 60) == 0)
         snprintf(out, 32, "%.0fm", seconds / 60);
-    else
-        snprintf(out, 32, "%.17gs", seconds);
+    else   /* the shortest text that reads back the same: 0.1s, not 0.10000000000000001s */
+        for (int precision = 1; precision <= 17; precision++) {
+            snprintf(out, 32, "%.*gs", precision, seconds);
+            if (strtod(out, NULL) == seconds)
+                break;
+        }
 }
 
 int tr_edit_distance(const char *a, const char *b)

@@ -43,6 +43,8 @@ static void fail(struct checker *c, const char *path, const char *fmt, ...)
     struct tr_where w = {0};
     if (o->kind == TR_ORIGIN_OVERRIDE || o->kind == TR_ORIGIN_RESET)
         w.arg = o->file;
+    else if (o->kind == TR_ORIGIN_DERIVED)
+        w.file = c->r->recipe_file;   /* o->file is the reason, not a place */
     else if (o->file)
         w = (struct tr_where){.file = o->file, .line = o->line, .col = o->col};
     va_list ap;
@@ -151,7 +153,7 @@ static void check_train(struct checker *c)
         fail(c, "train.epochs", "train: set epochs or steps; both are null");
     const struct tr_warmup *w = &r->train.schedule.warmup;
     if (w->is_steps && !is_null(r, "train.steps") && w->steps > r->train.steps)
-        fail(c, "train.schedule.warmup", "train.schedule.warmup: %lld warm-up steps is more than "
+        fail(c, "train.schedule.warmup", "train.schedule.warmup: %lld warm-up steps are more than "
              "train.steps (%lld)", (long long)w->steps, (long long)r->train.steps);
 }
 

@@ -30,8 +30,10 @@ bool tr_node_is_null(const yaml_node_t *n)
 
 char *tr_node_describe(const yaml_node_t *n)
 {
-    if (n->type == YAML_SEQUENCE_NODE)
-        return tr_strdup("a list");
+    if (n->type == YAML_SEQUENCE_NODE) {
+        int count = (int)(n->data.sequence.items.top - n->data.sequence.items.start);
+        return count ? tr_strdup_printf("a list of %d", count) : tr_strdup("an empty list");
+    }
     if (n->type == YAML_MAPPING_NODE)
         return tr_strdup("a mapping");
     if (tr_node_is_null(n))
@@ -102,8 +104,9 @@ static int parse_int(const struct tr_key *k, const yaml_node_t *n, int64_t *i)
     double x;
     if (parse_number(n, &x) || x != floor(x) || x < k->min || x > k->max)
         return TR_EINVAL;
-    /* Beyond 2^53 a double is not exact: read the digits themselves. */
-    *i = fabs(x) < 9007199254740992.0 ? (int64_t)x : strtoll(text(n), NULL, 10);
+    /* Every range lies within 2^53, where a double holds whole numbers exactly (reading the
+     * digits instead would turn 9.007199254740992e15 into 9). */
+    *i = (int64_t)x;
     return 0;
 }
 
@@ -131,9 +134,10 @@ static int parse_warmup(const yaml_node_t *n, struct tr_warmup *w)
     size_t len = strlen(t);
     double x;
     if (len > 1 && t[len - 1] == '%') {
-        char *end;
-        x = strtod(t, &end);
-        if (end != t + len - 1 || !isdigit((unsigned char)t[0]) || !(x >= 0 && x < 100))
+        char *number = strndup(t, len - 1);   /* number_text, not strtod: no hex (0x10%) */
+        bool ok = isdigit((unsigned char)t[0]) && number_text(number, &x) == 0 && x < 100;
+        free(number);
+        if (!ok)
             return TR_EINVAL;
         *w = (struct tr_warmup){.fraction = x / 100};
         return 0;
@@ -219,13 +223,39 @@ static bool is_list_type(enum tr_type t)
     return t == TR_T_INTS || t == TR_T_FLOATS || t == TR_T_ENUMS;
 }
 
+/* Whether a quoted scalar would be accepted written plain ("32" for a number). */
+static bool valid_unquoted(const struct tr_key *k, const yaml_node_t *n)
+{
+    if (n->type != YAML_SCALAR_NODE || is_plain(n) || is_list_type(k->type))
+        return false;
+    yaml_node_t plain = *n;
+    plain.data.scalar.style = YAML_PLAIN_SCALAR_STYLE;
+    struct tr_value v = {0};
+    if (convert_scalar(k, &plain, &v))
+        return false;
+    if (k->type == TR_T_STR || k->type == TR_T_SHA256)
+        free(v.u.s);
+    return true;
+}
+
 static char *mismatch(const struct tr_key *k, const yaml_node_t *n, const char *what)
 {
     char *expected = tr_key_expected(k), *got = tr_node_describe(n);
-    char *msg = tr_strdup_printf("%s%s: expected %s, got %s", k->path, what, expected, got);
+    /* A quoted number is a string in YAML; say so rather than just "expected a number". */
+    char *msg = tr_strdup_printf("%s%s: expected %s, got %s%s", k->path, what, expected, got,
+                                 valid_unquoted(k, n) ? " (remove the quotes)" : "");
     free(expected);
     free(got);
     return msg;
+}
+
+/* One element of a list key, as a key of its own, for messages about that element. */
+static struct tr_key element_of(const struct tr_key *k)
+{
+    struct tr_key e = *k;
+    e.type = k->type == TR_T_INTS ? TR_T_INT : k->type == TR_T_FLOATS ? TR_T_FLOAT : TR_T_ENUM;
+    e.flags &= ~(unsigned)TR_NULLABLE;
+    return e;
 }
 
 static char *convert_list(const struct tr_key *k, yaml_document_t *doc, yaml_node_t *n,
@@ -241,12 +271,10 @@ static char *convert_list(const struct tr_key *k, yaml_document_t *doc, yaml_nod
         struct tr_value one = {0};
         if (!item || item->type != YAML_SCALAR_NODE || convert_scalar(k, item, &one)) {
             *bad = item ? item : n;
-            char *where = tr_strdup_printf("[%d]", i);
-            char *expected = tr_key_expected(k);
-            char *got = item ? tr_node_describe(item) : tr_strdup("nothing");
-            char *msg = tr_strdup_printf("%s%s: got %s; expected %s", k->path, where, got, expected);
-            free(where), free(expected), free(got);
-            return msg;
+            struct tr_key element = element_of(k);
+            char where[16];
+            snprintf(where, sizeof where, "[%d]", i);
+            return mismatch(&element, *bad, where);
         }
         if (k->type == TR_T_FLOATS)
             out->u.floats.v[i] = one.u.f;
@@ -284,19 +312,8 @@ char *tr_value_convert(const struct tr_key *k, yaml_document_t *doc, yaml_node_t
             return mismatch(k, n, "");
         return convert_list(k, doc, n, out, bad);
     }
-    if (n->type != YAML_SCALAR_NODE || convert_scalar(k, n, out)) {
-        char *msg = mismatch(k, n, "");
-        double x;
-        bool b;
-        /* A quoted number is a string in YAML; say so rather than just "expected a number". */
-        if (n->type == YAML_SCALAR_NODE && !is_plain(n) &&
-            (number_text(text(n), &x) == 0 || bool_text(text(n), &b) == 0)) {
-            char *t = tr_strdup_printf("%s (remove the quotes)", msg);
-            free(msg);
-            msg = t;
-        }
-        return msg;
-    }
+    if (n->type != YAML_SCALAR_NODE || convert_scalar(k, n, out))
+        return mismatch(k, n, "");
     return NULL;
 }
 
