@@ -602,6 +602,36 @@ START_TEST(extends_fails)
 }
 END_TEST
 
+/* A recipe may stand on 8 bases in a chain; a 9th is refused, at the extends that asks for it. */
+START_TEST(extends_depth)
+{
+    for (int bases = 8; bases <= 9; bases++) {
+        unit_write("r.yaml", DATA "extends: b1.yaml\n");
+        for (int i = 1; i <= bases; i++) {
+            char name[16], *text = i < bases ? tr_strdup_printf("extends: b%d.yaml\n", i + 1)
+                                             : tr_strdup("seed: 42\n");
+            snprintf(name, sizeof name, "b%d.yaml", i);
+            unit_write(name, text);
+            free(text);
+        }
+        struct tr_recipe r;
+        struct tr_diag diag = {0};
+        int rc = load_files(&r, NULL, NULL, "r.yaml", NULL, &diag);
+        char *got = unit_diag_text(&diag);
+        if (bases == 8) {
+            ck_assert_msg(rc == 0, "8 bases: %s", got);
+            ck_assert_int_eq(r.seed, 42);
+        } else {
+            ck_assert_int_eq(rc, TR_EINVAL);
+            ck_assert_str_eq(got, "b8.yaml:1:10: extends: more than 8 levels deep\n");
+        }
+        free(got);
+        tr_diag_free(&diag);
+        tr_recipe_free(&r);
+    }
+}
+END_TEST
+
 START_TEST(extends_in_conf_file)
 {
     unit_write("base.yaml", "seed: 3\n");
@@ -1188,6 +1218,7 @@ static Suite *recipe_suite(void)
     tcase_add_test(tc, extends_relative_and_chained);
     tcase_add_test(tc, extends_absolute_path);
     tcase_add_loop_test(tc, extends_fails, 0, N(extends_failures));
+    tcase_add_test(tc, extends_depth);
     tcase_add_test(tc, extends_in_conf_file);
     suite_add_tcase(s, tc);
 

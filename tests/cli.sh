@@ -119,8 +119,20 @@ run "$TRAINRUN" "$recipes/mlp.yaml"
 expect_rc 2 "run before training exists"
 expect_in "$err" "cannot train yet" "run says what it did not do"
 
+run "$TRAINRUN" run "$recipes/mlp.yaml"
+expect_rc 2 "run named explicitly"
+expect_in "$err" "cannot train yet" "trainrun run RECIPE is the same"
+run "$TRAINRUN" "$recipes/mlp.yaml" --json
+expect_rc 2 "run has no --json"
+expect_in "$err" "usage: trainrun [run] RECIPE" "run prints its own usage"
+
 # Output that cannot be written is an error, not a silent truncation.
 if [ -w /dev/full ]; then
+  for opt in --help --version; do
+    "$TRAINRUN" $opt >/dev/full 2>/dev/null
+    rc=$?; err=
+    expect_rc 1 "$opt to a full device"
+  done
   "$TRAINRUN" check "$recipes/mlp.yaml" >/dev/full 2>"$scratch/full.err"
   rc=$?; err=$(cat "$scratch/full.err")
   expect_rc 1 "writing to a full device"

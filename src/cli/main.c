@@ -14,12 +14,13 @@
 struct subcommand {
     const char *name;
     int (*fn)(int argc, char **argv);
-    const char *summary;
+    const char *summary;   /* NULL: not listed by --help, because it cannot do its job yet */
 };
 
-/* Subcommands land with their issues; --help lists only these. */
+/* Subcommands land with their issues; --help lists only those that work. */
 static const struct subcommand subcommands[] = {
     {"check", tr_cmd_check, "validate a recipe and print it resolved, each value's origin beside it"},
+    {"run", tr_cmd_run, NULL},
 };
 
 static void usage(FILE *out)
@@ -27,7 +28,8 @@ static void usage(FILE *out)
     fputs("usage: trainrun SUBCOMMAND RECIPE [key=value | ~key ...] [options]\n"
           "       trainrun --version | --help\n\nsubcommands:\n", out);
     for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
-        fprintf(out, "  %-8s %s\n", subcommands[i].name, subcommands[i].summary);
+        if (subcommands[i].summary)
+            fprintf(out, "  %-8s %s\n", subcommands[i].name, subcommands[i].summary);
     fputs("\noverrides: dotted.key=value (a YAML scalar or flow collection, such as\n"
           "  train.batch_size=64 or train.optimizer.betas=[0.9,0.95]); ~dotted.key resets a key\n"
           "  to its default. See trainrun(1) and trainrun-recipe(5).\n", out);
@@ -50,6 +52,16 @@ static void version(void)
 #endif
 }
 
+/* Help and version go to stdout; a failed write (a full disk, a closed pipe) is a failure. */
+static int flushed(int status)
+{
+    if (fflush(stdout) || ferror(stdout)) {
+        perror("trainrun: writing the output");
+        return TR_EXIT_FAILURE;
+    }
+    return status;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -62,11 +74,11 @@ int main(int argc, char **argv)
         return tr_cmd_run(argc - 1, argv + 1);
     if (!strcmp(first, "--help") || !strcmp(first, "-h")) {
         usage(stdout);
-        return TR_EXIT_OK;
+        return flushed(TR_EXIT_OK);
     }
     if (!strcmp(first, "--version") || !strcmp(first, "-V")) {
         version();
-        return TR_EXIT_OK;
+        return flushed(TR_EXIT_OK);
     }
     for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
         if (!strcmp(first, subcommands[i].name))

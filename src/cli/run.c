@@ -10,7 +10,7 @@
 int tr_cmd_run(int argc, char **argv)
 {
     static const char *const flags[] = {NULL};
-    static const char usage[] = "usage: trainrun check RECIPE [key=value | ~key ...] [--json]\n";
+    static const char usage[] = "usage: trainrun [run] RECIPE [key=value | ~key ...]\n";
     struct tr_args args;
     int rc = tr_args_parse(argc, argv, flags, usage, &args);
     if (rc)

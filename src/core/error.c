@@ -1,15 +1,24 @@
 /* Diagnostics lists and the few allocation helpers every stage shares. */
 #include "core/error.h"
 
+#include "core/exit.h"
+
 #include <stdlib.h>
 #include <string.h>
+
+/* At start-up, where these helpers serve, running out of memory ends the process with the
+ * documented failure status rather than a crash. */
+static void out_of_memory(void)
+{
+    fputs("trainrun: out of memory\n", stderr);
+    exit(TR_EXIT_FAILURE);
+}
 
 void *tr_xmalloc(size_t n)
 {
     void *p = malloc(n ? n : 1);
     if (!p) {
-        fputs("trainrun: out of memory\n", stderr);
-        abort();
+        out_of_memory();
     }
     return p;
 }
@@ -18,8 +27,7 @@ void *tr_xcalloc(size_t n, size_t size)
 {
     void *p = calloc(n ? n : 1, size ? size : 1);
     if (!p) {
-        fputs("trainrun: out of memory\n", stderr);
-        abort();
+        out_of_memory();
     }
     return p;
 }
@@ -28,8 +36,7 @@ void *tr_xrealloc(void *p, size_t n)
 {
     void *q = realloc(p, n ? n : 1);
     if (!q) {
-        fputs("trainrun: out of memory\n", stderr);
-        abort();
+        out_of_memory();
     }
     return q;
 }

@@ -356,7 +356,7 @@ static void load_extends(struct loader *ld, yaml_document_t *doc, yaml_node_t *r
                 free(path);
                 return;
             }
-        if (ld->depth >= MAX_EXTENDS) {
+        if (ld->depth > MAX_EXTENDS) {   /* the chain holds the recipe and 8 bases */
             report(ld, v, "extends: more than %d levels deep", MAX_EXTENDS);
             free(path);
             return;

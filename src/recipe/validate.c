@@ -125,8 +125,6 @@ static void check_data(struct checker *c)
     check_source(c, "train");
     check_source(c, "valid");
     check_source(c, "test");
-    if (!is_null(r, "data.valid.source") && !inline_train && named)
-        fail(c, "data.valid.source", "data.valid is inline but data.train comes from data.dataset");
 
     int kind = r->data.tokenizer.kind;
     bool vocab = !is_null(r, "data.tokenizer.vocab"), merges = !is_null(r, "data.tokenizer.merges");

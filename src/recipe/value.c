@@ -77,7 +77,7 @@ static int number_text(const char *t, double *x)
         if (!isdigit((unsigned char)*q) && !strchr(".eE+-", *q))
             return TR_EINVAL;
     char *end;
-    *x = strtod(t, &end);
+    *x = strtod(t, &end) + 0.0;   /* + 0.0 turns -0 into 0 */
     return (*end || !isfinite(*x)) ? TR_EINVAL : 0;
 }
 
