@@ -1,0 +1,111 @@
+/* The backend interface (DESIGN.md §3): a kernel per op plus the few memory operations the
+ * executor needs. The CPU backend (src/backend/cpu) is the reference; the CUDA backend
+ * implements the same table. Kernels never allocate: scratch comes from the workspace the
+ * memory plan sized (tr_backend.workspace_bytes).
+ *
+ * Conventions every kernel follows — the graph builders and autodiff rely on them:
+ *  - tensors are contiguous, row-major; a kernel reads in[], writes out[];
+ *  - when node->accumulate is set, outputs are added into (+=) instead of overwritten;
+ *  - results are bitwise independent of the thread count: threads split independent outputs
+ *    (rows, columns), never one reduction (a sum is always taken in the same order);
+ *  - f32, bf16/f16 (16-bit storage, f32 arithmetic) and f64 (tests) are the float types;
+ *  - a bad input that only shows at run time (an id out of range) returns TR_EINVAL with a
+ *    sentence in args->error; nothing else fails.
+ *
+ * Inputs (in) and outputs (out) per op, as graph.h names them:
+ *   MATMUL          in a, b                 out y     a [P.., M, K] (trans_a: [P.., K, M]),
+ *                                                     b [P.., K, N] or [K, N] shared (trans_b: N, K)
+ *   BIAS_ADD        in x [.., N], bias [N]  out y
+ *   ADD, MUL        in a, b (same shape)    out y
+ *   SCALE           in x                    out y = alpha·x
+ *   RELU, TANH      in x                    out y
+ *   GELU            in x                    out y     erf form, or tanh form when tanh_approx
+ *   SOFTMAX, LOG_SOFTMAX  in x              out y     over the last dim
+ *   CROSS_ENTROPY   in logits [N, C], targets i32 [N]   out loss [1]: mean over targets ≠ ignore_index (0 if none)
+ *   LAYERNORM       in x [.., D], gamma [D], beta [D]   out y, stats f32 [rows, 2] = (mean, 1/σ)
+ *   EMBEDDING       in table [V, D], ids i32 [..]       out y [.., D]
+ *   DROPOUT         in x                    out y = x·keep/(1−p); keep = uniform(key) ≥ p,
+ *                   key = (seed, step, sample id of dim 0's row, position = dim 1 when rank ≥ 3
+ *                   else 0, feature = index within the remaining dims, stream)
+ *   ATTENTION       in q, k, v [B, H, S, D] (+ mask u8 [B, S]: 1 real token, 0 padding)
+ *                   out o [B, H, S, D], lse f32 [B, H, S]; scale = 1/√D; causal: key ≤ query
+ *   CONV2D          in x [N, C, H, W], w [O, C, kh, kw]      out y [N, O, H', W'] (stride, pad)
+ *   BATCHNORM       in x [N, C, H, W] (or [N, C]), gamma [C], beta [C], running_mean [C], running_var [C]
+ *                   out y, saved f32 [2, C] = (mean, 1/σ); training updates the running
+ *                   statistics in place like PyTorch (momentum, unbiased variance)
+ *   MAXPOOL         in x [N, C, H, W]       out y, argmax i32 (flat index within the H·W plane)
+ *   AVGPOOL         in x                    out y     padding counted (PyTorch's default)
+ *   GLOBAL_AVGPOOL  in x [N, C, H, W]       out y [N, C]
+ *   PERMUTE         in x                    out y     y's axis i is x's axis perm[i]
+ *   SLICE           in x                    out y     x[.., start : start + len(y), ..] on axis
+ *   CONCAT          in x0, x1, ..           out y     along axis
+ *   GATHER          in x [N, D], ids i32 [M]          out y [M, D]
+ *   MASKED_FILL     in x, mask u8 (a prefix of x's shape)   out y = mask ? value : x
+ *   CAST            in x                    out y (the output's dtype)
+ *   SUM, MEAN       in x                    out y     over axis (kept out), or all when −1 → [1]
+ *   ARGMAX          in x                    out y i32 over the last dim
+ * Backward:
+ *   BIAS_GRAD       in dy [.., N]           out dbias [N]
+ *   RELU_BWD        in dy, y                out dx
+ *   GELU_BWD        in dy, x                out dx
+ *   TANH_BWD        in dy, y                out dx
+ *   SOFTMAX_BWD     in dy, y                out dx
+ *   LOG_SOFTMAX_BWD in dy, y                out dx
+ *   CROSS_ENTROPY_BWD in dloss [1], logits, targets      out dlogits
+ *   LAYERNORM_BWD   in dy, x, gamma, stats  out dx, dgamma, dbeta
+ *   EMBEDDING_BWD   in dy, ids              out dtable [V, D] (zeroed, then rows scatter-added)
+ *   ATTENTION_BWD   in do, q, k, v, o, lse (+ mask)      out dq, dk, dv
+ *   CONV2D_BWD_DATA in dy, w                out dx
+ *   CONV2D_BWD_FILTER in dy, x              out dw
+ *   BATCHNORM_BWD   in dy, x, gamma, saved  out dx, dgamma, dbeta (training statistics)
+ *   MAXPOOL_BWD     in dy, argmax           out dx
+ *   AVGPOOL_BWD, GLOBAL_AVGPOOL_BWD  in dy  out dx
+ *   SLICE_BWD       in dy                   out dx: zeros with dy at [start, start + len) on axis
+ *   GATHER_BWD      in dy [M, D], ids       out dx [N, D] (zeroed, scatter-added)
+ *   SUM_BWD         in dy                   out dx: dy broadcast along axis (−1: everywhere)
+ *   ACCUMULATE      in x                    out y += x (accumulate is implied)
+ * The backward of DROPOUT is DROPOUT of dy with the same attributes (the same mask); of
+ * PERMUTE, the inverse PERMUTE; of MASKED_FILL, MASKED_FILL of dy with 0; of CAST, a CAST back.
+ */
+#ifndef TR_BACKEND_H
+#define TR_BACKEND_H
+
+#include "graph/graph.h"
+
+/* What dropout's counter-based generator needs to know about the micro-batch being run. */
+struct tr_rng_ctx {
+    uint64_t seed;
+    uint64_t step;               /* the optimizer step */
+    const int64_t *sample_ids;   /* the data set index of each row of dim 0; NULL: the row number */
+};
+
+struct tr_kernel_args {
+    const struct tr_node *node;
+    struct tr_tensor in[TR_MAX_IN];
+    struct tr_tensor out[TR_MAX_OUT];
+    int nin, nout;
+    void *workspace;
+    size_t workspace_bytes;
+    const struct tr_rng_ctx *rng;
+    char *error;                 /* a buffer of TR_KERNEL_ERROR_MAX bytes for a failure's sentence */
+};
+
+#define TR_KERNEL_ERROR_MAX 256
+
+typedef int (*tr_kernel_fn)(const struct tr_kernel_args *args);
+
+struct tr_backend {
+    const char *name;
+    tr_kernel_fn kernels[TR_NOPS];
+    /* Scratch one node needs, from its bound shapes (im2col buffers, say); 0 for most. */
+    size_t (*workspace_bytes)(const struct tr_node *node, const struct tr_tensor *in,
+                              const struct tr_tensor *out);
+};
+
+/* The CPU backend: OpenBLAS for GEMMs, OpenMP for the rest. */
+const struct tr_backend *tr_backend_cpu(void);
+
+/* Runs one node's kernel on bound tensors (the executor's and the tests' single entry point). */
+int tr_backend_run(const struct tr_backend *be, struct tr_kernel_args *args);
+
+#endif

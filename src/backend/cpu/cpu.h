@@ -1,0 +1,52 @@
+/* Shared by the CPU backend's kernel files: each file writes its kernels once over a type
+ * `real` and includes that body twice (f32 and f64, see template.h); a dispatcher per op
+ * picks by the first input's dtype. Threads: OpenMP over independent outputs only. */
+#ifndef TR_CPU_H
+#define TR_CPU_H
+
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "backend/backend.h"
+#include "core/error.h"
+
+/* Every kernel of the CPU table, named tr_cpu_<op>. */
+#define TR_CPU_KERNELS(X) \
+    X(matmul) X(bias_add) X(add) X(mul) X(scale) X(relu) X(gelu) X(tanh) X(softmax) \
+    X(log_softmax) X(cross_entropy) X(layernorm) X(embedding) X(dropout) X(attention) \
+    X(conv2d) X(batchnorm) X(maxpool) X(avgpool) X(global_avgpool) X(permute) X(slice) \
+    X(concat) X(gather) X(masked_fill) X(cast) X(sum) X(mean) X(argmax) X(bias_grad) \
+    X(relu_bwd) X(gelu_bwd) X(tanh_bwd) X(softmax_bwd) X(log_softmax_bwd) \
+    X(cross_entropy_bwd) X(layernorm_bwd) X(embedding_bwd) X(attention_bwd) \
+    X(conv2d_bwd_data) X(conv2d_bwd_filter) X(batchnorm_bwd) X(maxpool_bwd) X(avgpool_bwd) \
+    X(global_avgpool_bwd) X(slice_bwd) X(gather_bwd) X(sum_bwd) X(accumulate)
+
+#define TR_CPU_DECLARE(name) int tr_cpu_##name(const struct tr_kernel_args *a);
+TR_CPU_KERNELS(TR_CPU_DECLARE)
+#undef TR_CPU_DECLARE
+
+/* Workspace of the ops that need scratch (conv2d's im2col). */
+size_t tr_cpu_conv2d_workspace(const struct tr_node *node, const struct tr_tensor *in,
+                               const struct tr_tensor *out);
+
+/* Fills a->error and returns TR_EINVAL. */
+int tr_cpu_fail(const struct tr_kernel_args *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Rows and the last dim of a tensor seen as a matrix [rows, cols]. */
+static inline int64_t tr_cpu_cols(const struct tr_tensor *t) { return t->rank ? t->dim[t->rank - 1] : 1; }
+static inline int64_t tr_cpu_rows(const struct tr_tensor *t) { return tr_tensor_numel(t) / (t->rank ? t->dim[t->rank - 1] : 1); }
+
+/* A dispatcher: tr_cpu_<name> runs <name>_f32 or <name>_f64 by the first input's dtype. */
+#define TR_CPU_DISPATCH(name)                                                         \
+    int tr_cpu_##name(const struct tr_kernel_args *a)                                 \
+    {                                                                                 \
+        switch (a->in[0].dtype) {                                                     \
+        case TR_F32: return name##_f32(a);                                            \
+        case TR_F64: return name##_f64(a);                                            \
+        default:                                                                      \
+            return tr_cpu_fail(a, #name ": %s tensors are not supported on the CPU",  \
+                               tr_dtype_name(a->in[0].dtype));                        \
+        }                                                                             \
+    }
+
+#endif

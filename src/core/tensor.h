@@ -1,0 +1,67 @@
+/* Element types, symbolic sizes and bound tensors: the vocabulary every stage of the engine
+ * shares (DESIGN.md §3, ENGINE.md). A graph is built once with sizes that may depend on the
+ * micro-batch B and the sequence length S; kernels see concrete sizes and a pointer. */
+#ifndef TR_TENSOR_H
+#define TR_TENSOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum tr_dtype {
+    TR_F32,
+    TR_BF16,   /* 16-bit storage, f32 compute */
+    TR_F16,    /* 16-bit storage, f32 compute */
+    TR_I32,
+    TR_U8,
+    TR_F64,    /* test kernels only: the finite-difference gradient checks */
+    TR_NDTYPES
+};
+
+#define TR_MAX_RANK 5
+
+/* The size k·B^b·S^s: B is the micro-batch, S the sequence length. */
+struct tr_dim {
+    int64_t k;
+    uint8_t b, s;
+};
+
+struct tr_shape {
+    int rank;
+    struct tr_dim dim[TR_MAX_RANK];
+};
+
+/* What a kernel sees: concrete sizes (row-major, contiguous) and the data. */
+struct tr_tensor {
+    enum tr_dtype dtype;
+    int rank;
+    int64_t dim[TR_MAX_RANK];
+    void *data;
+};
+
+size_t tr_dtype_size(enum tr_dtype t);
+const char *tr_dtype_name(enum tr_dtype t);
+
+static inline struct tr_dim tr_dim_const(int64_t k) { return (struct tr_dim){k, 0, 0}; }
+static inline struct tr_dim tr_dim_B(int64_t k) { return (struct tr_dim){k, 1, 0}; }
+static inline struct tr_dim tr_dim_S(int64_t k) { return (struct tr_dim){k, 0, 1}; }
+int64_t tr_dim_eval(struct tr_dim d, int64_t B, int64_t S);
+bool tr_dim_equal(struct tr_dim a, struct tr_dim b);
+struct tr_dim tr_dim_mul(struct tr_dim a, struct tr_dim b);
+
+struct tr_shape tr_shape_make(int rank, const struct tr_dim *dims);
+struct tr_dim tr_shape_numel(const struct tr_shape *s);
+bool tr_shape_equal(const struct tr_shape *a, const struct tr_shape *b);
+/* "[B, S, 768]", for messages. */
+void tr_shape_format(const struct tr_shape *s, char *out, size_t n);
+
+int64_t tr_tensor_numel(const struct tr_tensor *t);
+size_t tr_tensor_bytes(const struct tr_tensor *t);
+
+/* 16-bit floats: round to nearest even, NaN kept NaN. */
+uint16_t tr_f32_to_bf16(float x);
+float tr_bf16_to_f32(uint16_t h);
+uint16_t tr_f32_to_f16(float x);
+float tr_f16_to_f32(uint16_t h);
+
+#endif

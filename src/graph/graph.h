@@ -1,0 +1,184 @@
+/* The static graph (DESIGN.md §3): values with symbolic sizes and nodes named by op, built
+ * once per plan by the model builders through small functions named by op
+ * (`y = tr_matmul(g, x, w, 0, 1)`). Passes (autodiff, later amp and remat) append nodes; the
+ * schedule and the memory plan turn the graph into something an executor can run. */
+#ifndef TR_GRAPH_H
+#define TR_GRAPH_H
+
+#include "core/tensor.h"
+
+enum tr_value_kind {
+    TR_PARAM,    /* trained weights: persistent, the parameters region */
+    TR_GRAD,     /* a parameter's gradient: persistent, accumulates (+=) across micro-batches */
+    TR_STATE,    /* persistent non-trained state: batch-norm running statistics */
+    TR_INPUT,    /* data fed per micro-batch: the data buffers region */
+    TR_ACT,      /* everything else: lives in the arena while live */
+};
+
+enum tr_op {
+    /* forward */
+    TR_OP_MATMUL,         /* y = op(a)·op(b) (+ y when accumulate); batched over leading dims */
+    TR_OP_BIAS_ADD,       /* y = x + bias, bias broadcast over rows (last dim) */
+    TR_OP_ADD,            /* y = a + b, same shape */
+    TR_OP_MUL,            /* y = a ⊙ b, same shape */
+    TR_OP_SCALE,          /* y = alpha·x */
+    TR_OP_RELU,
+    TR_OP_GELU,           /* exact (erf) or tanh approximation */
+    TR_OP_TANH,
+    TR_OP_SOFTMAX,        /* over the last dim */
+    TR_OP_LOG_SOFTMAX,    /* over the last dim */
+    TR_OP_CROSS_ENTROPY,  /* logits [N, C], targets i32 [N] → mean loss [1] over targets ≠ ignore */
+    TR_OP_LAYERNORM,      /* over the last dim; outputs y and stats [rows, 2] (mean, rstd) */
+    TR_OP_EMBEDDING,      /* table [V, D], ids i32 [...] → [..., D] */
+    TR_OP_DROPOUT,        /* counter-based mask: a pure function of (seed, step, sample, position, feature, stream) */
+    TR_OP_ATTENTION,      /* q, k, v [B, H, S, D] (+ key padding mask u8 [B, S]) → out, lse [B, H, S] */
+    TR_OP_CONV2D,         /* x [N, C, H, W], w [O, C, kh, kw] → [N, O, H', W']; im2col + GEMM */
+    TR_OP_BATCHNORM,      /* x [N, C, H, W], gamma, beta, running mean/var → y, saved [C, 2] */
+    TR_OP_MAXPOOL,        /* → y and argmax indices (i32) */
+    TR_OP_AVGPOOL,
+    TR_OP_GLOBAL_AVGPOOL, /* [N, C, H, W] → [N, C] */
+    TR_OP_RESHAPE,        /* same elements, new shape: a view, no copy */
+    TR_OP_PERMUTE,        /* transpose of any axes, copied */
+    TR_OP_SLICE,          /* a range along one axis */
+    TR_OP_CONCAT,         /* along one axis */
+    TR_OP_GATHER,         /* rows of x [N, D] at ids [M] → [M, D] */
+    TR_OP_MASKED_FILL,    /* y = mask ? value : x, mask u8 broadcast over trailing dims */
+    TR_OP_CAST,
+    TR_OP_SUM,            /* over one axis, or all (axis = -1) */
+    TR_OP_MEAN,
+    TR_OP_ARGMAX,         /* over the last dim → i32 */
+    /* backward */
+    TR_OP_BIAS_GRAD,      /* dbias = Σ_rows dy */
+    TR_OP_RELU_BWD,       /* dx = dy · [y > 0] */
+    TR_OP_GELU_BWD,       /* dx = dy · gelu'(x) */
+    TR_OP_TANH_BWD,       /* dx = dy · (1 − y²) */
+    TR_OP_SOFTMAX_BWD,    /* dx = y ⊙ (dy − Σ dy⊙y) */
+    TR_OP_LOG_SOFTMAX_BWD,/* dx = dy − exp(y)·Σ dy */
+    TR_OP_CROSS_ENTROPY_BWD,
+    TR_OP_LAYERNORM_BWD,  /* → dx, dgamma, dbeta */
+    TR_OP_EMBEDDING_BWD,  /* scatter-add of dy rows into dtable */
+    TR_OP_ATTENTION_BWD,  /* → dq, dk, dv */
+    TR_OP_CONV2D_BWD_DATA,
+    TR_OP_CONV2D_BWD_FILTER,
+    TR_OP_BATCHNORM_BWD,  /* → dx, dgamma, dbeta */
+    TR_OP_MAXPOOL_BWD,
+    TR_OP_AVGPOOL_BWD,
+    TR_OP_GLOBAL_AVGPOOL_BWD,
+    TR_OP_SLICE_BWD,      /* dy placed into zeros of x's shape */
+    TR_OP_GATHER_BWD,     /* scatter-add */
+    TR_OP_SUM_BWD,        /* broadcast dy back over the reduced axis (× 1/n for mean) */
+    TR_OP_ACCUMULATE,     /* y += x: gradient contributions, parameter gradients */
+    TR_NOPS
+};
+
+enum tr_phase { TR_FORWARD, TR_BACKWARD, TR_RECOMPUTE, TR_OPTIMIZER };
+
+#define TR_MAX_IN 8
+#define TR_MAX_OUT 4
+
+union tr_attrs {
+    struct { uint8_t trans_a, trans_b; } matmul;
+    struct { float alpha; } scale;
+    struct { uint8_t tanh_approx; } gelu;
+    struct { float eps; } norm;                         /* layer norm, batch norm */
+    struct { float p; uint32_t stream; } dropout;
+    struct { uint8_t causal, padding_mask; float scale; } attention;
+    struct { int32_t ignore_index; } cross_entropy;
+    struct { int stride, pad; } conv;
+    struct { int kernel, stride, pad; } pool;
+    struct { float eps, momentum; uint8_t training; } batchnorm;
+    struct { int axis; int64_t start; } slice;          /* the length is the output's dim */
+    struct { int perm[TR_MAX_RANK]; } permute;
+    struct { int axis; } axis;                          /* concat, sum, mean, sum_bwd */
+    struct { float value; } fill;
+    struct { int64_t count; } gather;                   /* rows of the table (gather_bwd) */
+};
+
+struct tr_value {
+    enum tr_dtype dtype;
+    struct tr_shape shape;
+    enum tr_value_kind kind;
+    int producer;       /* the node that writes it; -1 for params, grads, state, inputs */
+    int grad;           /* params: their TR_GRAD value; else -1 */
+    int view_of;        /* reshape: the value whose storage it shares; else -1 */
+    char name[48];      /* params and inputs: "encoder.0.attn.q.weight" */
+};
+
+struct tr_node {
+    enum tr_op op;
+    int in[TR_MAX_IN], nin;
+    int out[TR_MAX_OUT], nout;
+    union tr_attrs attrs;
+    int block;          /* the model block it belongs to (-1: none): checkpointing's unit */
+    uint8_t phase;      /* enum tr_phase */
+    uint8_t accumulate; /* outputs are added into (+=), not overwritten */
+};
+
+struct tr_graph {
+    struct tr_value *values;
+    struct tr_node *nodes;
+    int nvalues, nnodes, cap_values, cap_nodes;
+    int block;          /* current block for new nodes (tr_graph_block) */
+    int error;          /* first builder error (0: none): shapes that do not fit, and so on */
+    char message[256];
+    int loss;           /* the scalar loss value, once set; -1 before */
+};
+
+void tr_graph_init(struct tr_graph *g);
+void tr_graph_free(struct tr_graph *g);
+/* Nodes built after this belong to block b (-1: outside any block). */
+void tr_graph_block(struct tr_graph *g, int b);
+
+/* Leaves. */
+int tr_param(struct tr_graph *g, const char *name, enum tr_dtype t, int rank, const struct tr_dim *dims);
+int tr_input(struct tr_graph *g, const char *name, enum tr_dtype t, int rank, const struct tr_dim *dims);
+int tr_state(struct tr_graph *g, const char *name, enum tr_dtype t, int rank, const struct tr_dim *dims);
+
+/* Builders: each returns the output value (or -1 after an error, recorded in g). */
+int tr_matmul(struct tr_graph *g, int a, int b, int trans_a, int trans_b);
+int tr_linear(struct tr_graph *g, int x, int w, int bias);   /* x·wᵀ + bias, w [out, in] */
+int tr_bias_add(struct tr_graph *g, int x, int bias);
+int tr_add(struct tr_graph *g, int a, int b);
+int tr_mul(struct tr_graph *g, int a, int b);
+int tr_scale(struct tr_graph *g, int x, float alpha);
+int tr_relu(struct tr_graph *g, int x);
+int tr_gelu(struct tr_graph *g, int x, int tanh_approx);
+int tr_tanh(struct tr_graph *g, int x);
+int tr_softmax(struct tr_graph *g, int x);
+int tr_log_softmax(struct tr_graph *g, int x);
+int tr_cross_entropy(struct tr_graph *g, int logits, int targets, int ignore_index);
+int tr_layernorm(struct tr_graph *g, int x, int gamma, int beta, float eps);
+int tr_embedding(struct tr_graph *g, int table, int ids);
+int tr_dropout(struct tr_graph *g, int x, float p, uint32_t stream);
+int tr_attention(struct tr_graph *g, int q, int k, int v, int padding_mask, int causal);
+int tr_conv2d(struct tr_graph *g, int x, int w, int stride, int pad);
+int tr_batchnorm(struct tr_graph *g, int x, int gamma, int beta, int running_mean,
+                 int running_var, float eps, float momentum, int training);
+int tr_maxpool(struct tr_graph *g, int x, int kernel, int stride, int pad);
+int tr_avgpool(struct tr_graph *g, int x, int kernel, int stride, int pad);
+int tr_global_avgpool(struct tr_graph *g, int x);
+int tr_reshape(struct tr_graph *g, int x, int rank, const struct tr_dim *dims);
+int tr_permute(struct tr_graph *g, int x, const int *perm);
+int tr_transpose(struct tr_graph *g, int x);   /* the last two axes */
+int tr_slice(struct tr_graph *g, int x, int axis, int64_t start, int64_t len);
+void tr_split(struct tr_graph *g, int x, int axis, int parts, int *out);
+int tr_concat(struct tr_graph *g, const int *xs, int n, int axis);
+int tr_gather(struct tr_graph *g, int x, int ids);
+int tr_masked_fill(struct tr_graph *g, int x, int mask, float value);
+int tr_cast(struct tr_graph *g, int x, enum tr_dtype to);
+int tr_sum(struct tr_graph *g, int x, int axis);    /* axis −1: all elements → [1] */
+int tr_mean(struct tr_graph *g, int x, int axis);
+int tr_argmax(struct tr_graph *g, int x);
+
+/* Marks the loss; tr_autodiff differentiates it. */
+void tr_graph_set_loss(struct tr_graph *g, int loss);
+
+/* The low-level append every builder and pass uses. Returns the node index. */
+int tr_node_add(struct tr_graph *g, enum tr_op op, const int *in, int nin, const int *out, int nout,
+                const union tr_attrs *attrs);
+int tr_value_add(struct tr_graph *g, enum tr_value_kind kind, enum tr_dtype t, const struct tr_shape *s,
+                 const char *name);
+
+const char *tr_op_name(enum tr_op op);
+
+#endif

@@ -1,0 +1,258 @@
+/* CPU kernels, elementwise and GEMM: finite-difference gradient checks in f64 (gradcheck.h
+ * says why the tolerance is what it is), accumulation (+=), and f32 agreeing with f64. */
+#include "gradcheck.h"
+
+#include <stdio.h>
+
+static struct tr_node node_of(enum tr_op op)
+{
+    return (struct tr_node){.op = op};
+}
+
+/* dL/dx of a unary op through its backward kernel: in (dy, saved) where saved is the forward's
+ * input (use_input) or output. */
+static void check_unary(enum tr_op fwd_op, enum tr_op bwd_op, int use_input, union tr_attrs at,
+                        double lo, double hi)
+{
+    uint64_t seed = 42;
+    struct tr_node f = node_of(fwd_op), b = node_of(bwd_op);
+    f.attrs = b.attrs = at;
+    struct tr_tensor x = gc_make(TR_F64, 3, 7), y = gc_make(TR_F64, 3, 7), w = gc_make(TR_F64, 3, 7),
+                     dx = gc_make(TR_F64, 3, 7);
+    gc_fill(&x, &seed, lo, hi);
+    for (int i = 0; i < 21; i++)   /* keep away from kinks at 0 by more than the step */
+        if (fabs(((double *)x.data)[i]) < 1e-3)
+            ((double *)x.data)[i] = 0.5;
+    gc_fill(&w, &seed, -1, 1);
+    struct tr_kernel_args fa = {.node = &f, .in = {x}, .out = {y}, .nin = 1, .nout = 1};
+    gc_run(&fa);
+    struct tr_kernel_args ba = {.node = &b, .in = {w, use_input ? x : y}, .out = {dx}, .nin = 2, .nout = 1};
+    gc_run(&ba);
+    struct tr_tensor weights[1] = {w};
+    gc_assert(&fa, 0, weights, &dx);
+    gc_free(&x), gc_free(&y), gc_free(&w), gc_free(&dx);
+}
+
+START_TEST(relu_gradient) { check_unary(TR_OP_RELU, TR_OP_RELU_BWD, 0, (union tr_attrs){0}, -2, 2); }
+END_TEST
+START_TEST(tanh_gradient) { check_unary(TR_OP_TANH, TR_OP_TANH_BWD, 0, (union tr_attrs){0}, -3, 3); }
+END_TEST
+START_TEST(gelu_erf_gradient) { check_unary(TR_OP_GELU, TR_OP_GELU_BWD, 1, (union tr_attrs){.gelu = {0}}, -4, 4); }
+END_TEST
+START_TEST(gelu_tanh_gradient) { check_unary(TR_OP_GELU, TR_OP_GELU_BWD, 1, (union tr_attrs){.gelu = {1}}, -4, 4); }
+END_TEST
+
+/* GELU against reference values: PyTorch 1.13's F.gelu(x) and F.gelu(x, approximate='tanh'). */
+START_TEST(gelu_values)
+{
+    static const double x[] = {-3, -1, -0.5, 0, 0.5, 1, 3};
+    static const double erf_ref[] = {-0.0040496597, -0.15865526, -0.15426877, 0, 0.34573123, 0.84134474, 2.9959503};
+    static const double tanh_ref[] = {-0.0036373201, -0.15880801, -0.15428599, 0, 0.34571401, 0.84119199, 2.9963627};
+    for (int approx = 0; approx < 2; approx++) {
+        struct tr_node f = {.op = TR_OP_GELU, .attrs.gelu = {(uint8_t)approx}};
+        struct tr_tensor in = gc_make(TR_F64, 7), out = gc_make(TR_F64, 7);
+        memcpy(in.data, x, sizeof x);
+        struct tr_kernel_args a = {.node = &f, .in = {in}, .out = {out}, .nin = 1, .nout = 1};
+        gc_run(&a);
+        for (int i = 0; i < 7; i++)
+            ck_assert_double_eq_tol(((double *)out.data)[i], approx ? tanh_ref[i] : erf_ref[i], 1e-7);
+        gc_free(&in), gc_free(&out);
+    }
+}
+END_TEST
+
+START_TEST(binary_gradients)
+{
+    uint64_t seed = 7;
+    struct tr_tensor a = gc_make(TR_F64, 4, 5), b = gc_make(TR_F64, 4, 5), y = gc_make(TR_F64, 4, 5),
+                     w = gc_make(TR_F64, 4, 5);
+    gc_fill(&a, &seed, -1, 1), gc_fill(&b, &seed, -1, 1), gc_fill(&w, &seed, -1, 1);
+    struct tr_tensor weights[1] = {w};
+    /* add: dL/da = dL/db = w;  mul: dL/da = w ⊙ b, dL/db = w ⊙ a (built by MUL itself) */
+    struct tr_node add = node_of(TR_OP_ADD), mul = node_of(TR_OP_MUL);
+    struct tr_kernel_args fa = {.node = &add, .in = {a, b}, .out = {y}, .nin = 2, .nout = 1};
+    gc_run(&fa);
+    gc_assert(&fa, 0, weights, &w);
+    gc_assert(&fa, 1, weights, &w);
+    struct tr_tensor da = gc_make(TR_F64, 4, 5), db = gc_make(TR_F64, 4, 5);
+    struct tr_kernel_args ga = {.node = &mul, .in = {w, b}, .out = {da}, .nin = 2, .nout = 1};
+    struct tr_kernel_args gb = {.node = &mul, .in = {w, a}, .out = {db}, .nin = 2, .nout = 1};
+    gc_run(&ga), gc_run(&gb);
+    struct tr_kernel_args fm = {.node = &mul, .in = {a, b}, .out = {y}, .nin = 2, .nout = 1};
+    gc_run(&fm);
+    gc_assert(&fm, 0, weights, &da);
+    gc_assert(&fm, 1, weights, &db);
+    /* scale: dL/dx = alpha·w */
+    struct tr_node sc = {.op = TR_OP_SCALE, .attrs.scale = {-0.75f}};
+    struct tr_kernel_args fs = {.node = &sc, .in = {a}, .out = {y}, .nin = 1, .nout = 1};
+    struct tr_kernel_args gs = {.node = &sc, .in = {w}, .out = {da}, .nin = 1, .nout = 1};
+    gc_run(&fs), gc_run(&gs);
+    gc_assert(&fs, 0, weights, &da);
+    gc_free(&a), gc_free(&b), gc_free(&y), gc_free(&w), gc_free(&da), gc_free(&db);
+}
+END_TEST
+
+START_TEST(bias_gradients)
+{
+    uint64_t seed = 9;
+    struct tr_tensor x = gc_make(TR_F64, 2, 3, 4), bias = gc_make(TR_F64, 4), y = gc_make(TR_F64, 2, 3, 4),
+                     w = gc_make(TR_F64, 2, 3, 4), db = gc_make(TR_F64, 4);
+    gc_fill(&x, &seed, -1, 1), gc_fill(&bias, &seed, -1, 1), gc_fill(&w, &seed, -1, 1);
+    struct tr_node f = node_of(TR_OP_BIAS_ADD), b = node_of(TR_OP_BIAS_GRAD);
+    struct tr_kernel_args fa = {.node = &f, .in = {x, bias}, .out = {y}, .nin = 2, .nout = 1};
+    struct tr_kernel_args ba = {.node = &b, .in = {w}, .out = {db}, .nin = 1, .nout = 1};
+    gc_run(&fa), gc_run(&ba);
+    struct tr_tensor weights[1] = {w};
+    gc_assert(&fa, 0, weights, &w);
+    gc_assert(&fa, 1, weights, &db);
+    gc_free(&x), gc_free(&bias), gc_free(&y), gc_free(&w), gc_free(&db);
+}
+END_TEST
+
+/* y = op(a)·op(b) for every transpose pair, batched and shared b: dA = dY·op(b)ᵀ, dB = op(a)ᵀ·dY,
+ * each computed by MATMUL itself with the transposes autodiff uses. */
+static void check_matmul(int ta, int tb, int batched_b)
+{
+    uint64_t seed = 100 + (uint64_t)(ta * 4 + tb * 2 + batched_b);
+    const int64_t P = 2, M = 3, K = 4, N = 5;
+    struct tr_tensor a = ta ? gc_make(TR_F64, P, K, M) : gc_make(TR_F64, P, M, K);
+    struct tr_tensor b = batched_b ? (tb ? gc_make(TR_F64, P, N, K) : gc_make(TR_F64, P, K, N))
+                                   : (tb ? gc_make(TR_F64, N, K) : gc_make(TR_F64, K, N));
+    struct tr_tensor y = gc_make(TR_F64, P, M, N), w = gc_make(TR_F64, P, M, N);
+    gc_fill(&a, &seed, -1, 1), gc_fill(&b, &seed, -1, 1), gc_fill(&w, &seed, -1, 1);
+    struct tr_node f = {.op = TR_OP_MATMUL, .attrs.matmul = {(uint8_t)ta, (uint8_t)tb}};
+    struct tr_kernel_args fa = {.node = &f, .in = {a, b}, .out = {y}, .nin = 2, .nout = 1};
+    gc_run(&fa);
+    struct tr_tensor weights[1] = {w};
+    /* dA: ta ? op(b)·dYᵀ : dY·op(b)ᵀ */
+    struct tr_tensor da = gc_tensor(TR_F64, a.rank, a.dim);
+    struct tr_node nda = {.op = TR_OP_MATMUL};
+    struct tr_kernel_args ga;
+    if (!ta) {
+        nda.attrs.matmul = (typeof(nda.attrs.matmul)){0, (uint8_t)!tb};
+        ga = (struct tr_kernel_args){.node = &nda, .in = {w, b}, .out = {da}, .nin = 2, .nout = 1};
+        gc_run(&ga);
+    } else if (batched_b) {
+        nda.attrs.matmul = (typeof(nda.attrs.matmul)){(uint8_t)tb, 1};
+        ga = (struct tr_kernel_args){.node = &nda, .in = {b, w}, .out = {da}, .nin = 2, .nout = 1};
+        gc_run(&ga);
+    } else {   /* b shared and a transposed: per batch, dA_p = op(b)·dY_pᵀ */
+        for (int64_t p = 0; p < P; p++) {
+            struct tr_tensor wp = {TR_F64, 2, {M, N}, (double *)w.data + p * M * N};
+            struct tr_tensor dap = {TR_F64, 2, {K, M}, (double *)da.data + p * K * M};
+            nda.attrs.matmul = (typeof(nda.attrs.matmul)){(uint8_t)tb, 1};
+            ga = (struct tr_kernel_args){.node = &nda, .in = {b, wp}, .out = {dap}, .nin = 2, .nout = 1};
+            gc_run(&ga);
+        }
+    }
+    gc_assert(&fa, 0, weights, &da);
+    /* dB: batched: op(a)ᵀ·dY (tb: dYᵀ·op(a)); shared: the same summed over batches = one GEMM
+     * of a flattened to [P·M, K] (only without ta) or a sum of per-batch GEMMs (accumulate). */
+    struct tr_tensor dbt = gc_tensor(TR_F64, b.rank, b.dim);
+    struct tr_node ndb = {.op = TR_OP_MATMUL};
+    for (int64_t p = 0; p < (batched_b ? 1 : P); p++) {
+        struct tr_tensor ap = a, wp = w;
+        if (!batched_b) {
+            ap = (struct tr_tensor){TR_F64, 2, {a.dim[1], a.dim[2]}, (double *)a.data + p * M * K};
+            wp = (struct tr_tensor){TR_F64, 2, {M, N}, (double *)w.data + p * M * N};
+            ndb.accumulate = p > 0;
+        }
+        struct tr_kernel_args gb;
+        if (!tb) {
+            ndb.attrs.matmul = (typeof(ndb.attrs.matmul)){(uint8_t)!ta, 0};
+            gb = (struct tr_kernel_args){.node = &ndb, .in = {ap, wp}, .out = {dbt}, .nin = 2, .nout = 1};
+        } else {
+            ndb.attrs.matmul = (typeof(ndb.attrs.matmul)){1, (uint8_t)ta};
+            gb = (struct tr_kernel_args){.node = &ndb, .in = {wp, ap}, .out = {dbt}, .nin = 2, .nout = 1};
+        }
+        gc_run(&gb);
+    }
+    gc_assert(&fa, 1, weights, &dbt);
+    gc_free(&a), gc_free(&b), gc_free(&y), gc_free(&w), gc_free(&da), gc_free(&dbt);
+}
+
+START_TEST(matmul_gradients)
+{
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++)
+            for (int batched = 0; batched < 2; batched++)
+                check_matmul(ta, tb, batched);
+}
+END_TEST
+
+/* accumulate: outputs are added into, for every op that honours the flag. */
+START_TEST(accumulate_flag)
+{
+    uint64_t seed = 3;
+    struct tr_tensor x = gc_make(TR_F64, 6), y = gc_make(TR_F64, 6), y2 = gc_make(TR_F64, 6);
+    gc_fill(&x, &seed, -1, 1);
+    struct tr_node r = node_of(TR_OP_RELU);
+    struct tr_kernel_args a = {.node = &r, .in = {x}, .out = {y}, .nin = 1, .nout = 1};
+    gc_run(&a);
+    memcpy(y2.data, y.data, 6 * sizeof(double));
+    r.accumulate = 1;
+    gc_run(&a);
+    for (int i = 0; i < 6; i++)
+        ck_assert_double_eq(((double *)y.data)[i], 2 * ((double *)y2.data)[i]);
+    struct tr_node acc = node_of(TR_OP_ACCUMULATE);
+    struct tr_kernel_args b = {.node = &acc, .in = {y2}, .out = {y}, .nin = 1, .nout = 1};
+    gc_run(&b);
+    for (int i = 0; i < 6; i++)
+        ck_assert_double_eq(((double *)y.data)[i], 3 * ((double *)y2.data)[i]);
+    gc_free(&x), gc_free(&y), gc_free(&y2);
+}
+END_TEST
+
+/* The f32 kernels compute what the f64 ones do, to f32 precision. */
+START_TEST(f32_agrees_with_f64)
+{
+    uint64_t seed = 11;
+    const int64_t M = 33, K = 17, N = 9;
+    struct tr_tensor a64 = gc_make(TR_F64, M, K), b64 = gc_make(TR_F64, K, N), y64 = gc_make(TR_F64, M, N);
+    struct tr_tensor a32 = gc_make(TR_F32, M, K), b32 = gc_make(TR_F32, K, N), y32 = gc_make(TR_F32, M, N);
+    gc_fill(&a64, &seed, -1, 1), gc_fill(&b64, &seed, -1, 1);
+    for (int64_t i = 0; i < M * K; i++)
+        ((float *)a32.data)[i] = (float)((double *)a64.data)[i], ((double *)a64.data)[i] = ((float *)a32.data)[i];
+    for (int64_t i = 0; i < K * N; i++)
+        ((float *)b32.data)[i] = (float)((double *)b64.data)[i], ((double *)b64.data)[i] = ((float *)b32.data)[i];
+    struct tr_node mm = node_of(TR_OP_MATMUL), ge = node_of(TR_OP_GELU);
+    struct tr_kernel_args f64 = {.node = &mm, .in = {a64, b64}, .out = {y64}, .nin = 2, .nout = 1};
+    struct tr_kernel_args f32 = {.node = &mm, .in = {a32, b32}, .out = {y32}, .nin = 2, .nout = 1};
+    gc_run(&f64), gc_run(&f32);
+    struct tr_tensor g64 = gc_make(TR_F64, M, N), g32 = gc_make(TR_F32, M, N);
+    struct tr_kernel_args h64 = {.node = &ge, .in = {y64}, .out = {g64}, .nin = 1, .nout = 1};
+    struct tr_kernel_args h32 = {.node = &ge, .in = {y32}, .out = {g32}, .nin = 1, .nout = 1};
+    gc_run(&h64), gc_run(&h32);
+    double diff = 0, norm = 0;
+    for (int64_t i = 0; i < M * N; i++) {
+        double d = ((float *)g32.data)[i] - ((double *)g64.data)[i];
+        diff += d * d, norm += ((double *)g64.data)[i] * ((double *)g64.data)[i];
+    }
+    ck_assert_msg(sqrt(diff / norm) < 1e-6, "normwise %g", sqrt(diff / norm));
+    gc_free(&a64), gc_free(&b64), gc_free(&y64), gc_free(&a32), gc_free(&b32), gc_free(&y32);
+    gc_free(&g64), gc_free(&g32);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("kernels");
+    TCase *tc = tcase_create("elementwise and gemm");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, relu_gradient);
+    tcase_add_test(tc, tanh_gradient);
+    tcase_add_test(tc, gelu_erf_gradient);
+    tcase_add_test(tc, gelu_tanh_gradient);
+    tcase_add_test(tc, gelu_values);
+    tcase_add_test(tc, binary_gradients);
+    tcase_add_test(tc, bias_gradients);
+    tcase_add_test(tc, matmul_gradients);
+    tcase_add_test(tc, accumulate_flag);
+    tcase_add_test(tc, f32_agrees_with_f64);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,128 @@
+/* Kernel-level gradient checks for the Check tests (tests/check_kernels_*.c): tensors in f64,
+ * a forward kernel, and central differences of the loss L = Σ_k Σ w_k ⊙ out_k compared with the
+ * analytic gradient a backward kernel gives for dy_k = w_k.
+ *
+ * Tolerance: in f64 with h = 1e-6 the central difference carries a truncation error of order
+ * h²·|f'''| ≈ 1e-12 and a rounding error of order ε·|L|/h ≈ 1e-16·10/1e-6 = 1e-9; a normwise
+ * relative error ‖fd − an‖/‖fd‖ below 1e-6 therefore means the backward is right, while any
+ * wrong term (a missing factor, a sign, a dropped row) shows as an error of order 1e-2 or more.
+ * Inputs of non-smooth ops (relu, max) are kept away from their kinks by more than h. */
+#ifndef TR_TESTS_GRADCHECK_H
+#define TR_TESTS_GRADCHECK_H
+
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+
+#define GC_TOL 1e-6
+#define GC_STEP 1e-6
+
+/* A zeroed tensor of the given dtype and dims, allocated. */
+static inline struct tr_tensor gc_tensor(enum tr_dtype t, int rank, const int64_t *dims)
+{
+    struct tr_tensor x = {.dtype = t, .rank = rank};
+    for (int i = 0; i < rank; i++)
+        x.dim[i] = dims[i];
+    x.data = calloc((size_t)tr_tensor_numel(&x) ? (size_t)tr_tensor_numel(&x) : 1, tr_dtype_size(t));
+    ck_assert_ptr_nonnull(x.data);
+    return x;
+}
+
+#define GC_DIMS(...) ((const int64_t[]){__VA_ARGS__})
+#define GC_RANK(...) ((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
+/* gc_make(TR_F64, 2, 3) → a [2, 3] tensor */
+#define gc_make(type, ...) gc_tensor(type, GC_RANK(__VA_ARGS__), GC_DIMS(__VA_ARGS__))
+
+/* A small deterministic generator (xorshift64*), so failures reproduce. */
+static inline double gc_uniform(uint64_t *s, double lo, double hi)
+{
+    *s ^= *s >> 12, *s ^= *s << 25, *s ^= *s >> 27;
+    return lo + (hi - lo) * (double)((*s * 2685821657736338717ull) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static inline void gc_fill(struct tr_tensor *t, uint64_t *s, double lo, double hi)
+{
+    int64_t n = tr_tensor_numel(t);
+    for (int64_t i = 0; i < n; i++) {
+        double v = gc_uniform(s, lo, hi);
+        if (t->dtype == TR_F64)
+            ((double *)t->data)[i] = v;
+        else if (t->dtype == TR_F32)
+            ((float *)t->data)[i] = (float)v;
+        else if (t->dtype == TR_I32)
+            ((int32_t *)t->data)[i] = (int32_t)floor(v);
+        else if (t->dtype == TR_U8)
+            ((uint8_t *)t->data)[i] = (uint8_t)floor(v);
+    }
+}
+
+static inline void gc_free(struct tr_tensor *t)
+{
+    free(t->data);
+    t->data = NULL;
+}
+
+/* Runs a node on bound tensors; fails the test with the kernel's sentence on error. */
+static inline void gc_run(struct tr_kernel_args *a)
+{
+    char error[TR_KERNEL_ERROR_MAX] = "";
+    a->error = error;
+    int rc = tr_backend_run(tr_backend_cpu(), a);
+    ck_assert_msg(rc == 0, "%s failed: %s", tr_op_name(a->node->op), error);
+    a->error = NULL;
+}
+
+/* L = Σ_k Σ w_k ⊙ out_k over the outputs that have a weight tensor (f64). */
+static inline double gc_loss(const struct tr_kernel_args *fwd, const struct tr_tensor *weights)
+{
+    double L = 0;
+    for (int k = 0; k < fwd->nout; k++) {
+        if (!weights[k].data)
+            continue;
+        const double *o = fwd->out[k].data, *w = weights[k].data;
+        for (int64_t i = 0, n = tr_tensor_numel(&fwd->out[k]); i < n; i++)
+            L += w[i] * o[i];
+    }
+    return L;
+}
+
+/* ‖fd − analytic‖ / max(‖fd‖, ‖analytic‖) for dL/d(fwd->in[input]); the input is restored. */
+static inline double gc_error(struct tr_kernel_args *fwd, int input, const struct tr_tensor *weights,
+                              const struct tr_tensor *analytic)
+{
+    double *x = fwd->in[input].data;
+    const double *an = analytic->data;
+    int64_t n = tr_tensor_numel(&fwd->in[input]);
+    ck_assert_int_eq(n, tr_tensor_numel(analytic));
+    double diff = 0, norm_fd = 0, norm_an = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double v = x[i], h = GC_STEP * (fabs(v) > 1 ? fabs(v) : 1);
+        x[i] = v + h;
+        gc_run(fwd);
+        double plus = gc_loss(fwd, weights);
+        x[i] = v - h;
+        gc_run(fwd);
+        double minus = gc_loss(fwd, weights);
+        x[i] = v;
+        double fd = (plus - minus) / (2 * h);
+        diff += (fd - an[i]) * (fd - an[i]);
+        norm_fd += fd * fd;
+        norm_an += an[i] * an[i];
+    }
+    gc_run(fwd);   /* leave the outputs as they were for the unperturbed input */
+    double scale = sqrt(norm_fd > norm_an ? norm_fd : norm_an);
+    return scale > 0 ? sqrt(diff) / scale : sqrt(diff);
+}
+
+/* Asserts the check passes, naming the op and the input. */
+#define gc_assert(fwd, input, weights, analytic)                                               \
+    do {                                                                                       \
+        double gc_e = gc_error((fwd), (input), (weights), (analytic));                         \
+        ck_assert_msg(gc_e <= GC_TOL, "%s: gradient of input %d: normwise error %.3g > %.0e", \
+                      tr_op_name((fwd)->node->op), (input), gc_e, GC_TOL);                    \
+    } while (0)
+
+#endif
