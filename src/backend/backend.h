@@ -62,7 +62,8 @@
  *   AVGPOOL_BWD, GLOBAL_AVGPOOL_BWD  in dy  out dx
  *   SLICE_BWD       in dy                   out dx: zeros with dy at [start, start + len) on axis
  *   GATHER_BWD      in dy [M, D], ids       out dx [N, D] (zeroed, scatter-added)
- *   SUM_BWD         in dy                   out dx: dy broadcast along axis (−1: everywhere)
+ *   SUM_BWD         in dy                   out dx: dy broadcast along axis (−1: everywhere),
+ *                                                     divided by the axis's size when attrs.axis.mean
  *   ACCUMULATE      in x                    out y += x (accumulate is implied)
  * The backward of DROPOUT is DROPOUT of dy with the same attributes (the same mask); of
  * PERMUTE, the inverse PERMUTE; of MASKED_FILL, MASKED_FILL of dy with 0; of CAST, a CAST back.

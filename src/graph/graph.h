@@ -66,7 +66,7 @@ enum tr_op {
     TR_OP_GLOBAL_AVGPOOL_BWD,
     TR_OP_SLICE_BWD,      /* dy placed into zeros of x's shape */
     TR_OP_GATHER_BWD,     /* scatter-add */
-    TR_OP_SUM_BWD,        /* broadcast dy back over the reduced axis (× 1/n for mean) */
+    TR_OP_SUM_BWD,        /* broadcast dy back over the reduced axis (÷ its size when attrs.axis.mean) */
     TR_OP_ACCUMULATE,     /* y += x: gradient contributions, parameter gradients */
     TR_NOPS
 };
@@ -89,7 +89,7 @@ union tr_attrs {
     struct { float eps, momentum; uint8_t training; } batchnorm;
     struct { int axis; int64_t start; } slice;          /* the length is the output's dim */
     struct { int perm[TR_MAX_RANK]; } permute;
-    struct { int axis; } axis;                          /* concat, sum, mean, sum_bwd */
+    struct { int axis; uint8_t mean; } axis;            /* concat, sum, mean; sum_bwd (mean: ÷ n) */
     struct { float value; } fill;
     struct { int64_t count; } gather;                   /* rows of the table (gather_bwd) */
 };
@@ -172,6 +172,13 @@ int tr_argmax(struct tr_graph *g, int x);
 
 /* Marks the loss; tr_autodiff differentiates it. */
 void tr_graph_set_loss(struct tr_graph *g, int loss);
+
+/* Reverse-mode differentiation of the loss (graph.h's autodiff.c): appends the backward nodes
+ * (phase TR_BACKWARD) and gives every parameter a TR_GRAD value that the backward adds into,
+ * so gradients accumulate across micro-batches until the optimizer zeroes them. The gradient
+ * of the loss itself is the input value it returns ("loss.scale", [1]): 1, or the fp16 loss
+ * scale. Returns that value, or -1 with g->error set. */
+int tr_autodiff(struct tr_graph *g);
 
 /* The low-level append every builder and pass uses. Returns the node index. */
 int tr_node_add(struct tr_graph *g, enum tr_op op, const int *in, int nin, const int *out, int nout,

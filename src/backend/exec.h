@@ -1,0 +1,31 @@
+/* The executor: walks a schedule and runs each node's kernel on a backend, with the memory
+ * plan's offsets into regions the caller allocated. It allocates nothing while running.
+ * Debug mode poisons every arena slot when its value dies and, after each node, checks that
+ * the kernel wrote nothing outside its own outputs (a shadow copy of the arena). */
+#ifndef TR_EXEC_H
+#define TR_EXEC_H
+
+#include "backend/backend.h"
+#include "graph/memplan.h"
+
+struct tr_exec {
+    const struct tr_graph *g;
+    const int *schedule;
+    int n;
+    const struct tr_memplan *plan;
+    const struct tr_backend *be;
+    char *base[TR_NKINDS];      /* region bases, by value kind ([TR_ACT]: the arena) */
+    void *workspace;
+    const struct tr_rng_ctx *rng;
+    bool debug;
+    char *shadow;               /* debug: the arena as it should be */
+    char error[TR_KERNEL_ERROR_MAX + 64];
+};
+
+/* Runs the whole schedule at (B, S), each at most the plan's. 0, or TR_EINVAL with x->error. */
+int tr_exec_run(struct tr_exec *x, int64_t B, int64_t S);
+/* Where a value's data is (valid for persistent values always, for activations while live). */
+void *tr_exec_data(const struct tr_exec *x, int v);
+void tr_exec_free(struct tr_exec *x);
+
+#endif

@@ -1,0 +1,314 @@
+/* Reverse-mode automatic differentiation over the forward graph (DESIGN.md §3). Forward nodes
+ * are visited last to first; each op's rule appends the backward nodes that turn its output
+ * gradient into its inputs' gradients. A gradient reaches a value in one of three ways:
+ *  - a parameter's: added (+=) into its persistent TR_GRAD value, so micro-batches accumulate;
+ *  - the first contribution to any other value: a new value (or, for pass-through ops like
+ *    add, the output gradient itself, shared without a copy);
+ *  - later contributions: added into that value in place.
+ * Every contribution to a value comes from its consumers, which all come after it in the
+ * forward order; so by the time its producer's rule reads the gradient, it is complete. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/graph.h"
+#include "core/error.h"
+
+struct autodiff {
+    struct tr_graph *g;
+    int *grad;          /* per value: the value holding its gradient, or -1 */
+    bool *needs;        /* per value: depends on a parameter through differentiable ops */
+    bool *shared;       /* per value: already handed out as another value's gradient */
+};
+
+static struct tr_shape shape_of(const struct autodiff *ad, int v)
+{
+    return ad->g->values[v].shape;
+}
+
+static int new_act(struct autodiff *ad, int like)
+{
+    struct tr_shape s = shape_of(ad, like);
+    return tr_value_add(ad->g, TR_ACT, ad->g->values[like].dtype, &s, NULL);
+}
+
+static int backward_node(struct autodiff *ad, enum tr_op op, const int *in, int nin, const int *out,
+                         int nout, const union tr_attrs *attrs, bool accumulate)
+{
+    int n = tr_node_add(ad->g, op, in, nin, out, nout, attrs);
+    ad->g->nodes[n].phase = TR_BACKWARD;
+    ad->g->nodes[n].accumulate = accumulate;
+    return n;
+}
+
+/* Where the next gradient contribution for v goes: *acc says whether it must be added. */
+static int destination(struct autodiff *ad, int v, bool *acc)
+{
+    struct tr_value *val = &ad->g->values[v];
+    if (val->kind == TR_PARAM) {
+        *acc = true;
+        return val->grad;
+    }
+    if (ad->grad[v] >= 0) {
+        *acc = true;
+        return ad->grad[v];
+    }
+    *acc = false;
+    return ad->grad[v] = new_act(ad, v);
+}
+
+/* One backward node whose outputs are the gradients of the forward values for[0..nout-1]
+ * (−1: an output nobody needs, written to scratch). A single output is written straight into
+ * its destination, adding when it must; with several outputs, those that must be added go
+ * through a fresh value and an ACCUMULATE each, since a kernel's accumulate flag is all or none. */
+static void emit(struct autodiff *ad, enum tr_op op, const int *in, int nin, const int *for_values,
+                 int nout, const union tr_attrs *attrs)
+{
+    int out[TR_MAX_OUT], pending[TR_MAX_OUT], dest[TR_MAX_OUT];
+    bool acc[TR_MAX_OUT] = {false}, wanted = false;
+    for (int i = 0; i < nout; i++)
+        wanted |= for_values[i] >= 0 && ad->needs[for_values[i]];
+    if (!wanted)
+        return;
+    for (int i = 0; i < nout; i++) {
+        int v = for_values[i];
+        pending[i] = -1;
+        if (v < 0 || !ad->needs[v]) {
+            out[i] = new_act(ad, v >= 0 ? v : for_values[0]);
+            continue;
+        }
+        dest[i] = destination(ad, v, &acc[i]);
+        out[i] = dest[i];
+        if (acc[i] && nout > 1)
+            out[i] = pending[i] = new_act(ad, v);
+    }
+    backward_node(ad, op, in, nin, out, nout, attrs, nout == 1 && acc[0]);
+    for (int i = 0; i < nout; i++)
+        if (pending[i] >= 0)
+            backward_node(ad, TR_OP_ACCUMULATE, &pending[i], 1, &dest[i], 1, NULL, true);
+}
+
+/* The gradient gy passes unchanged to x (add, bias_add, reshape's storage). */
+static void pass_through(struct autodiff *ad, int x, int gy)
+{
+    if (!ad->needs[x])
+        return;
+    /* Shared only when nothing else can write it: an activation not yet handed out (never the
+     * loss.scale input, which must stay as the caller set it). */
+    if (ad->g->values[x].kind != TR_PARAM && ad->grad[x] < 0 && !ad->shared[gy] &&
+        ad->g->values[gy].kind == TR_ACT) {
+        ad->grad[x] = gy;
+        ad->shared[gy] = true;
+        return;
+    }
+    bool acc;
+    int dest = destination(ad, x, &acc);
+    if (acc)
+        backward_node(ad, TR_OP_ACCUMULATE, &gy, 1, &dest, 1, NULL, true);
+    else
+        backward_node(ad, TR_OP_SCALE, &gy, 1, &dest, 1, &(union tr_attrs){.scale = {1}}, false);
+}
+
+/* A view of v with another shape (reshape's backward, batch flattening): no copy, the view
+ * shares v's storage and so its "shared" mark. */
+static int view(struct autodiff *ad, int v, struct tr_shape s)
+{
+    int w = tr_value_add(ad->g, TR_ACT, ad->g->values[v].dtype, &s, NULL);
+    backward_node(ad, TR_OP_RESHAPE, &v, 1, &w, 1, NULL, false);
+    ad->g->values[w].view_of = ad->g->values[v].view_of >= 0 ? ad->g->values[v].view_of : v;
+    ad->shared[w] = ad->shared[v];
+    return w;
+}
+
+/* [.., rows, cols] seen as [rows·…, cols]. */
+static struct tr_shape as_matrix(struct tr_shape s)
+{
+    struct tr_dim rows = tr_shape_numel(&s), cols = s.dim[s.rank - 1];
+    rows.k /= cols.k;
+    rows.b -= cols.b, rows.s -= cols.s;
+    return tr_shape_make(2, (struct tr_dim[]){rows, cols});
+}
+
+static void matmul_rule(struct autodiff *ad, const struct tr_node *n, int gy)
+{
+    int a = n->in[0], b = n->in[1], ta = n->attrs.matmul.trans_a, tb = n->attrs.matmul.trans_b;
+    bool b_shared = shape_of(ad, b).rank == 2 && shape_of(ad, a).rank > 2;
+    union tr_attrs at = {0};
+    if (ad->needs[a]) {   /* da = dy·op(b)ᵀ, or op(b)·dyᵀ when a was transposed */
+        at.matmul.trans_a = ta ? (uint8_t)tb : 0;
+        at.matmul.trans_b = ta ? 1 : (uint8_t)!tb;
+        emit(ad, TR_OP_MATMUL, ta ? (int[]){b, gy} : (int[]){gy, b}, 2, &a, 1, &at);
+    }
+    if (ad->needs[b]) {   /* db = op(a)ᵀ·dy, or dyᵀ·op(a) when b was transposed; summed over
+                           * the batch for a shared b by flattening the batch into rows */
+        int aa = b_shared ? view(ad, a, as_matrix(shape_of(ad, a))) : a;
+        int gg = b_shared ? view(ad, gy, as_matrix(shape_of(ad, gy))) : gy;
+        at.matmul.trans_a = tb ? 1 : (uint8_t)!ta;
+        at.matmul.trans_b = tb ? (uint8_t)ta : 0;
+        emit(ad, TR_OP_MATMUL, tb ? (int[]){gg, aa} : (int[]){aa, gg}, 2, &b, 1, &at);
+    }
+}
+
+static void concat_rule(struct autodiff *ad, const struct tr_node *n, int gy)
+{
+    int axis = n->attrs.axis.axis;
+    int64_t start = 0;
+    for (int i = 0; i < n->nin; i++) {
+        int x = n->in[i];
+        union tr_attrs at = {.slice = {axis, start}};
+        if (ad->needs[x])
+            emit(ad, TR_OP_SLICE, &gy, 1, &x, 1, &at);
+        start += shape_of(ad, x).dim[axis].k;
+    }
+}
+
+/* Appends the backward of forward node n, whose first output's gradient is gy. */
+static void rule(struct autodiff *ad, const struct tr_node *n, int gy)
+{
+    const int *in = n->in, y = n->out[0];
+    union tr_attrs at = n->attrs;
+    switch (n->op) {
+    case TR_OP_MATMUL:        matmul_rule(ad, n, gy); break;
+    case TR_OP_BIAS_ADD:
+        if (ad->needs[in[1]])
+            emit(ad, TR_OP_BIAS_GRAD, &gy, 1, &in[1], 1, NULL);
+        pass_through(ad, in[0], gy);
+        break;
+    case TR_OP_ADD:
+        pass_through(ad, in[0], gy);
+        pass_through(ad, in[1], gy);
+        break;
+    case TR_OP_MUL:
+        if (ad->needs[in[0]])
+            emit(ad, TR_OP_MUL, (int[]){gy, in[1]}, 2, &in[0], 1, NULL);
+        if (ad->needs[in[1]])
+            emit(ad, TR_OP_MUL, (int[]){gy, in[0]}, 2, &in[1], 1, NULL);
+        break;
+    case TR_OP_SCALE:
+    case TR_OP_DROPOUT:       emit(ad, n->op, &gy, 1, &in[0], 1, &at); break;
+    case TR_OP_RELU:          emit(ad, TR_OP_RELU_BWD, (int[]){gy, y}, 2, &in[0], 1, NULL); break;
+    case TR_OP_TANH:          emit(ad, TR_OP_TANH_BWD, (int[]){gy, y}, 2, &in[0], 1, NULL); break;
+    case TR_OP_GELU:          emit(ad, TR_OP_GELU_BWD, (int[]){gy, in[0]}, 2, &in[0], 1, &at); break;
+    case TR_OP_SOFTMAX:       emit(ad, TR_OP_SOFTMAX_BWD, (int[]){gy, y}, 2, &in[0], 1, NULL); break;
+    case TR_OP_LOG_SOFTMAX:   emit(ad, TR_OP_LOG_SOFTMAX_BWD, (int[]){gy, y}, 2, &in[0], 1, NULL); break;
+    case TR_OP_CROSS_ENTROPY:
+        emit(ad, TR_OP_CROSS_ENTROPY_BWD, (int[]){gy, in[0], in[1]}, 3, &in[0], 1, &at);
+        break;
+    case TR_OP_LAYERNORM:
+        emit(ad, TR_OP_LAYERNORM_BWD, (int[]){gy, in[0], in[1], n->out[1]}, 4, in, 3, &at);
+        break;
+    case TR_OP_EMBEDDING:     emit(ad, TR_OP_EMBEDDING_BWD, (int[]){gy, in[1]}, 2, &in[0], 1, NULL); break;
+    case TR_OP_ATTENTION: {
+        int bin[7] = {gy, in[0], in[1], in[2], y, n->out[1], n->nin > 3 ? in[3] : -1};
+        emit(ad, TR_OP_ATTENTION_BWD, bin, n->nin > 3 ? 7 : 6, in, 3, &at);
+        break;
+    }
+    case TR_OP_CONV2D:
+        if (ad->needs[in[0]])
+            emit(ad, TR_OP_CONV2D_BWD_DATA, (int[]){gy, in[1]}, 2, &in[0], 1, &at);
+        if (ad->needs[in[1]])
+            emit(ad, TR_OP_CONV2D_BWD_FILTER, (int[]){gy, in[0]}, 2, &in[1], 1, &at);
+        break;
+    case TR_OP_BATCHNORM:
+        emit(ad, TR_OP_BATCHNORM_BWD, (int[]){gy, in[0], in[1], n->out[1]}, 4, in, 3, &at);
+        break;
+    case TR_OP_MAXPOOL:       emit(ad, TR_OP_MAXPOOL_BWD, (int[]){gy, n->out[1]}, 2, &in[0], 1, &at); break;
+    case TR_OP_AVGPOOL:       emit(ad, TR_OP_AVGPOOL_BWD, &gy, 1, &in[0], 1, &at); break;
+    case TR_OP_GLOBAL_AVGPOOL: emit(ad, TR_OP_GLOBAL_AVGPOOL_BWD, &gy, 1, &in[0], 1, NULL); break;
+    case TR_OP_RESHAPE:       pass_through(ad, in[0], view(ad, gy, shape_of(ad, in[0]))); break;
+    case TR_OP_PERMUTE: {
+        union tr_attrs inv = {0};
+        for (int i = 0; i < shape_of(ad, y).rank; i++)
+            inv.permute.perm[at.permute.perm[i]] = i;
+        emit(ad, TR_OP_PERMUTE, &gy, 1, &in[0], 1, &inv);
+        break;
+    }
+    case TR_OP_SLICE:         emit(ad, TR_OP_SLICE_BWD, &gy, 1, &in[0], 1, &at); break;
+    case TR_OP_CONCAT:        concat_rule(ad, n, gy); break;
+    case TR_OP_GATHER:        emit(ad, TR_OP_GATHER_BWD, (int[]){gy, in[1]}, 2, &in[0], 1, &at); break;
+    case TR_OP_MASKED_FILL:
+        at.fill.value = 0;
+        emit(ad, TR_OP_MASKED_FILL, (int[]){gy, in[1]}, 2, &in[0], 1, &at);
+        break;
+    case TR_OP_CAST:          emit(ad, TR_OP_CAST, &gy, 1, &in[0], 1, NULL); break;
+    case TR_OP_SUM:
+    case TR_OP_MEAN:
+        at.axis.mean = n->op == TR_OP_MEAN;
+        emit(ad, TR_OP_SUM_BWD, &gy, 1, &in[0], 1, &at);
+        break;
+    default:
+        break;   /* argmax, and backward ops: no gradient */
+    }
+}
+
+static bool differentiable(enum tr_op op)
+{
+    return op != TR_OP_ARGMAX && op < TR_OP_BIAS_GRAD;
+}
+
+static bool is_float(enum tr_dtype t)
+{
+    return t == TR_F32 || t == TR_BF16 || t == TR_F16 || t == TR_F64;
+}
+
+/* needs[v]: v is a parameter, or a float output of a differentiable op reading one. */
+static void mark_needs(struct autodiff *ad, int nforward)
+{
+    struct tr_graph *g = ad->g;
+    for (int v = 0; v < g->nvalues; v++)
+        ad->needs[v] = g->values[v].kind == TR_PARAM;
+    for (int i = 0; i < nforward; i++) {
+        const struct tr_node *n = &g->nodes[i];
+        bool any = false;
+        for (int j = 0; j < n->nin; j++)
+            any |= n->in[j] >= 0 && ad->needs[n->in[j]];
+        for (int j = 0; j < n->nout; j++)
+            ad->needs[n->out[j]] = any && differentiable(n->op) && is_float(g->values[n->out[j]].dtype);
+    }
+}
+
+int tr_autodiff(struct tr_graph *g)
+{
+    if (g->error)
+        return -1;
+    if (g->loss < 0) {
+        snprintf(g->message, sizeof g->message, "autodiff: no loss was set");
+        return g->error = TR_EINVAL, -1;
+    }
+    int nforward = g->nnodes;
+    for (int v = 0, n = g->nvalues; v < n; v++)   /* every parameter gets its gradient buffer */
+        if (g->values[v].kind == TR_PARAM && g->values[v].grad < 0) {
+            char name[48];
+            struct tr_shape s = g->values[v].shape;
+            snprintf(name, sizeof name, "%.42s.grad", g->values[v].name);
+            int gv = tr_value_add(g, TR_GRAD, g->values[v].dtype == TR_F64 ? TR_F64 : TR_F32, &s, name);
+            g->values[v].grad = gv;
+        }
+    struct tr_shape one = tr_shape_make(1, (struct tr_dim[]){tr_dim_const(1)});
+    int seed = tr_value_add(g, TR_INPUT, g->values[g->loss].dtype, &one, "loss.scale");
+
+    /* Passes append values: size the side tables for the most a backward can add (≤ 8 per
+     * forward output and node, generously). */
+    int cap = g->nvalues + 16 * (nforward + 1);
+    struct autodiff ad = {g, tr_xmalloc((size_t)cap * sizeof(int)), tr_xcalloc((size_t)cap, 1),
+                          tr_xcalloc((size_t)cap, 1)};
+    for (int v = 0; v < cap; v++)
+        ad.grad[v] = -1;
+    mark_needs(&ad, nforward);
+    ad.grad[g->loss] = seed;
+    int saved_block = g->block;
+    for (int i = nforward - 1; i >= 0 && !g->error; i--) {
+        struct tr_node n = g->nodes[i];   /* a copy: appending may move the array */
+        int gy = ad.grad[n.out[0]];
+        if (gy < 0 || !differentiable(n.op))
+            continue;
+        g->block = n.block;   /* backward nodes belong to their forward's block (remat's unit) */
+        rule(&ad, &n, gy);
+        if (g->nvalues + 16 > cap) {
+            snprintf(g->message, sizeof g->message, "autodiff: internal: side tables too small");
+            g->error = TR_EINVAL;
+        }
+    }
+    g->block = saved_block;
+    free(ad.grad), free(ad.needs), free(ad.shared);
+    return g->error ? -1 : seed;
+}

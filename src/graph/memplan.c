@@ -1,0 +1,259 @@
+/* Liveness, then best-fit placement of activations in one arena (memplan.h). */
+#include "graph/memplan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+
+#define ALIGN 64
+
+static size_t align_up(size_t n)
+{
+    return (n + ALIGN - 1) / ALIGN * ALIGN;
+}
+
+void tr_bind_shapes(const struct tr_graph *g, const struct tr_node *n, int64_t B, int64_t S,
+                    struct tr_tensor *in, struct tr_tensor *out)
+{
+    for (int side = 0; side < 2; side++) {
+        const int *vs = side ? n->out : n->in;
+        int count = side ? n->nout : n->nin;
+        struct tr_tensor *t = side ? out : in;
+        for (int i = 0; i < count; i++) {
+            const struct tr_value *v = &g->values[vs[i]];
+            t[i] = (struct tr_tensor){.dtype = v->dtype, .rank = v->shape.rank};
+            for (int d = 0; d < v->shape.rank; d++)
+                t[i].dim[d] = tr_dim_eval(v->shape.dim[d], B, S);
+        }
+    }
+}
+
+/* Ops whose output element i depends only on input element i: the output may take the slot
+ * of an input that dies at this node. The CPU kernels of these ops are written to allow it. */
+static bool elementwise(enum tr_op op)
+{
+    switch (op) {
+    case TR_OP_ADD: case TR_OP_MUL: case TR_OP_SCALE: case TR_OP_RELU: case TR_OP_TANH:
+    case TR_OP_GELU: case TR_OP_DROPOUT: case TR_OP_BIAS_ADD: case TR_OP_MASKED_FILL:
+    case TR_OP_RELU_BWD: case TR_OP_TANH_BWD: case TR_OP_GELU_BWD:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* ---- the free list: blocks of the arena not in use, sorted by offset --------------------- */
+
+struct block { size_t offset, size; };
+
+struct arena {
+    struct block *free;
+    int nfree, cap;
+    size_t top;        /* the end of the highest block ever handed out: the arena's size */
+};
+
+static void arena_release(struct arena *a, size_t offset, size_t size)
+{
+    int i = 0;
+    while (i < a->nfree && a->free[i].offset < offset)
+        i++;
+    if (a->nfree == a->cap) {
+        a->cap = a->cap ? 2 * a->cap : 64;
+        a->free = tr_xrealloc(a->free, (size_t)a->cap * sizeof *a->free);
+    }
+    memmove(&a->free[i + 1], &a->free[i], (size_t)(a->nfree - i) * sizeof *a->free);
+    a->free[i] = (struct block){offset, size};
+    a->nfree++;
+    /* coalesce with the next block, then with the previous one */
+    if (i + 1 < a->nfree && a->free[i].offset + a->free[i].size == a->free[i + 1].offset) {
+        a->free[i].size += a->free[i + 1].size;
+        memmove(&a->free[i + 1], &a->free[i + 2], (size_t)(a->nfree - i - 2) * sizeof *a->free);
+        a->nfree--;
+    }
+    if (i > 0 && a->free[i - 1].offset + a->free[i - 1].size == a->free[i].offset) {
+        a->free[i - 1].size += a->free[i].size;
+        memmove(&a->free[i], &a->free[i + 1], (size_t)(a->nfree - i - 1) * sizeof *a->free);
+        a->nfree--;
+    }
+}
+
+/* Best fit: the smallest free block that holds size; else grow the arena at the top (taking
+ * a free block that ends there, if any). */
+static size_t arena_take(struct arena *a, size_t size)
+{
+    int best = -1;
+    for (int i = 0; i < a->nfree; i++)
+        if (a->free[i].size >= size && (best < 0 || a->free[i].size < a->free[best].size))
+            best = i;
+    if (best < 0) {
+        struct block *last = a->nfree ? &a->free[a->nfree - 1] : NULL;
+        if (last && last->offset + last->size == a->top) {
+            size_t offset = last->offset;
+            a->top = offset + size;
+            a->nfree--;
+            return offset;
+        }
+        size_t offset = a->top;
+        a->top += size;
+        return offset;
+    }
+    size_t offset = a->free[best].offset;
+    a->free[best].offset += size;
+    a->free[best].size -= size;
+    if (a->free[best].size == 0) {
+        memmove(&a->free[best], &a->free[best + 1], (size_t)(a->nfree - best - 1) * sizeof *a->free);
+        a->nfree--;
+    }
+    return offset;
+}
+
+/* ---- liveness --------------------------------------------------------------------------- */
+
+static void touch(struct tr_memplan *p, int root, int step)
+{
+    if (p->first[root] < 0 || step < p->first[root])
+        p->first[root] = step;
+    if (step > p->last[root])
+        p->last[root] = step;
+}
+
+static void liveness(struct tr_memplan *p, const struct tr_graph *g, const int *schedule, int n,
+                     const int *keep, int nkeep)
+{
+    for (int v = 0; v < g->nvalues; v++)
+        p->first[v] = p->last[v] = -1;
+    for (int step = 0; step < n; step++) {
+        const struct tr_node *node = &g->nodes[schedule[step]];
+        for (int i = 0; i < node->nin; i++)
+            if (node->in[i] >= 0)
+                touch(p, tr_storage_of(g, node->in[i]), step);
+        for (int i = 0; i < node->nout; i++)
+            touch(p, tr_storage_of(g, node->out[i]), step);
+    }
+    for (int i = 0; i < nkeep; i++) {
+        int root = tr_storage_of(g, keep[i]);
+        if (p->first[root] >= 0)
+            p->last[root] = n;
+    }
+}
+
+/* The input of an elementwise node whose slot its output can take: same size, a plain
+ * activation (not a view, not shared by a view) that is last used right here. */
+static int in_place_donor(const struct tr_memplan *p, const struct tr_graph *g,
+                          const struct tr_node *node, int step, const bool *has_views)
+{
+    if (!elementwise(node->op) || node->accumulate || node->nout != 1)
+        return -1;
+    int out = node->out[0];
+    if (g->values[out].view_of >= 0 || has_views[out])
+        return -1;
+    for (int i = 0; i < node->nin; i++) {
+        int v = node->in[i];
+        if (v >= 0 && g->values[v].kind == TR_ACT && g->values[v].view_of < 0 && !has_views[v] &&
+            p->last[v] == step && p->first[v] < step && p->bytes[v] == p->bytes[out] &&
+            g->values[v].dtype == g->values[out].dtype)
+            return v;
+    }
+    return -1;
+}
+
+static void place_arena(struct tr_memplan *p, const struct tr_graph *g, const int *schedule, int n)
+{
+    struct arena a = {0};
+    bool *has_views = tr_xcalloc((size_t)g->nvalues, 1);
+    for (int v = 0; v < g->nvalues; v++)
+        if (g->values[v].view_of >= 0)
+            has_views[g->values[v].view_of] = true;
+    int **dying = tr_xcalloc((size_t)n + 1, sizeof *dying);
+    int *ndying = tr_xcalloc((size_t)n + 1, sizeof *ndying);
+    for (int v = 0; v < g->nvalues; v++)
+        if (g->values[v].kind == TR_ACT && g->values[v].view_of < 0 && p->first[v] >= 0) {
+            int s = p->last[v];
+            dying[s] = tr_xrealloc(dying[s], (size_t)(ndying[s] + 1) * sizeof(int));
+            dying[s][ndying[s]++] = v;
+        }
+    size_t live = 0;
+    for (int step = 0; step < n; step++) {
+        const struct tr_node *node = &g->nodes[schedule[step]];
+        int donor = in_place_donor(p, g, node, step, has_views);
+        for (int i = 0; i < node->nout; i++) {
+            int v = node->out[i];
+            if (g->values[v].kind != TR_ACT || g->values[v].view_of >= 0 || p->first[v] != step)
+                continue;
+            if (donor >= 0) {
+                p->offset[v] = p->offset[donor];
+                p->offset[donor] = -2;   /* its slot moved on: not released below */
+            } else {
+                p->offset[v] = (int64_t)arena_take(&a, p->bytes[v]);
+                live += p->bytes[v];
+            }
+        }
+        if (live > p->arena_live_peak)
+            p->arena_live_peak = live;
+        for (int i = 0; i < ndying[step]; i++) {
+            int v = dying[step][i];
+            if (p->offset[v] == -2) {
+                p->offset[v] = p->offset[node->out[0]];   /* shared with its in-place heir */
+                continue;
+            }
+            arena_release(&a, (size_t)p->offset[v], p->bytes[v]);
+            live -= p->bytes[v];
+        }
+    }
+    p->region_bytes[TR_ACT] = a.top;
+    for (int s = 0; s <= n; s++)
+        free(dying[s]);
+    free(dying), free(ndying), free(has_views), free(a.free);
+}
+
+static void place_persistent(struct tr_memplan *p, const struct tr_graph *g)
+{
+    for (int v = 0; v < g->nvalues; v++) {
+        enum tr_value_kind k = g->values[v].kind;
+        if (k == TR_ACT || g->values[v].view_of >= 0)
+            continue;
+        p->offset[v] = (int64_t)p->region_bytes[k];
+        p->region_bytes[k] += p->bytes[v];
+    }
+}
+
+int tr_memplan_build(struct tr_memplan *p, const struct tr_graph *g, const int *schedule, int n,
+                     int64_t B, int64_t S, const int *keep, int nkeep, const struct tr_backend *be)
+{
+    memset(p, 0, sizeof *p);
+    p->B = B, p->S = S;
+    p->nvalues = g->nvalues;
+    p->offset = tr_xmalloc((size_t)g->nvalues * sizeof *p->offset);
+    p->bytes = tr_xmalloc((size_t)g->nvalues * sizeof *p->bytes);
+    p->first = tr_xmalloc((size_t)g->nvalues * sizeof *p->first);
+    p->last = tr_xmalloc((size_t)g->nvalues * sizeof *p->last);
+    for (int v = 0; v < g->nvalues; v++) {
+        const struct tr_value *val = &g->values[v];
+        p->offset[v] = -1;
+        p->bytes[v] = align_up((size_t)tr_dim_eval(tr_shape_numel(&val->shape), B, S) * tr_dtype_size(val->dtype));
+        if (val->kind == TR_ACT && val->view_of < 0)
+            p->arena_sum += p->bytes[v];
+    }
+    liveness(p, g, schedule, n, keep, nkeep);
+    place_arena(p, g, schedule, n);
+    place_persistent(p, g);
+    for (int v = 0; v < g->nvalues; v++)   /* views live where their storage does */
+        if (g->values[v].view_of >= 0)
+            p->offset[v] = p->offset[g->values[v].view_of];
+    for (int step = 0; be && be->workspace_bytes && step < n; step++) {
+        const struct tr_node *node = &g->nodes[schedule[step]];
+        struct tr_tensor in[TR_MAX_IN], out[TR_MAX_OUT];
+        tr_bind_shapes(g, node, B, S, in, out);
+        size_t w = be->workspace_bytes(node, in, out);
+        if (w > p->workspace_bytes)
+            p->workspace_bytes = align_up(w);
+    }
+    return 0;
+}
+
+void tr_memplan_free(struct tr_memplan *p)
+{
+    free(p->offset), free(p->bytes), free(p->first), free(p->last);
+    memset(p, 0, sizeof *p);
+}

@@ -1,0 +1,41 @@
+/* The memory plan (DESIGN.md §3): for concrete sizes (B, S), every value gets a byte offset in
+ * its region. Activations share one arena by liveness over the schedule — best-fit, with
+ * elementwise ops writing in place over an input that dies there (the ggml-alloc idea) — and
+ * the arena's size is the plan's peak. Parameters, gradients, state and inputs get fixed
+ * offsets in their own regions. Nothing is allocated here: the plan says how much. */
+#ifndef TR_MEMPLAN_H
+#define TR_MEMPLAN_H
+
+#include "backend/backend.h"
+
+#define TR_NKINDS 5   /* enum tr_value_kind: params, grads, state, inputs, arena */
+
+struct tr_memplan {
+    int64_t B, S;
+    int nvalues;
+    int64_t *offset;            /* per value: offset in its kind's region (views: their root's) */
+    size_t *bytes;              /* per value: its size at (B, S), 64-byte aligned */
+    int *first, *last;          /* per value: the schedule steps where its storage is live */
+    size_t region_bytes[TR_NKINDS];  /* [TR_ACT] is the arena: the planned peak */
+    size_t arena_sum;           /* Σ sizes of arena values: what no reuse would take */
+    size_t arena_live_peak;     /* the most bytes live at one step: the bound any packing meets */
+    size_t workspace_bytes;     /* the largest scratch one node needs */
+};
+
+/* Plans schedule[0..n-1] of g at (B, S). keep lists values that must outlive the schedule
+ * (the loss, logits read by evaluation). be sizes the workspace (NULL: none). */
+int tr_memplan_build(struct tr_memplan *p, const struct tr_graph *g, const int *schedule, int n,
+                     int64_t B, int64_t S, const int *keep, int nkeep, const struct tr_backend *be);
+void tr_memplan_free(struct tr_memplan *p);
+
+/* The value whose storage v uses: v itself, or the value it is a view of. */
+static inline int tr_storage_of(const struct tr_graph *g, int v)
+{
+    return g->values[v].view_of >= 0 ? g->values[v].view_of : v;
+}
+
+/* The node's tensors bound at (B, S), data pointers left NULL. */
+void tr_bind_shapes(const struct tr_graph *g, const struct tr_node *n, int64_t B, int64_t S,
+                    struct tr_tensor *in, struct tr_tensor *out);
+
+#endif

@@ -1,0 +1,239 @@
+/* The program: graph builders, autodiff, the memory plan and the executor, end to end.
+ * Gradients of whole graphs are checked against finite differences in f64 (the same bound
+ * as the kernel checks: gradcheck.h); the memory plan against its invariants on random graphs
+ * and on a BERT-base-shaped graph. */
+#include <time.h>
+
+#include "harness.h"
+#include "models.h"
+
+static uint64_t rng_state = 2024;
+
+static double uniform(double lo, double hi)
+{
+    rng_state ^= rng_state >> 12, rng_state ^= rng_state << 25, rng_state ^= rng_state >> 27;
+    return lo + (hi - lo) * (double)((rng_state * 2685821657736338717ull) >> 11) / 9007199254740992.0;
+}
+
+/* loss = Σ y ⊙ r for a fixed random r: a scalar whose gradient dy = r is dense and random,
+ * built from matmul alone: [1, n] · [n, 1]. */
+static int weighted_sum(struct tr_graph *g, int y, int *r_out)
+{
+    struct tr_dim n = tr_shape_numel(&g->values[y].shape);
+    int flat = tr_reshape(g, y, 2, (struct tr_dim[]){tr_dim_const(1), n});
+    int r = tr_input(g, "r", g->values[y].dtype, 2, (struct tr_dim[]){n, tr_dim_const(1)});
+    *r_out = r;
+    int s = tr_matmul(g, flat, r, 0, 0);
+    return tr_reshape(g, s, 1, (struct tr_dim[]){tr_dim_const(1)});
+}
+
+START_TEST(mlp_gradients)
+{
+    struct harness h = {0};
+    tr_graph_init(&h.g);
+    struct tr_graph *g = &h.g;
+    int x = tr_input(g, "x", TR_F64, 2, (struct tr_dim[]){tr_dim_B(1), tr_dim_const(5)});
+    int y = tr_gelu(g, model_linear(g, TR_F64, "fc1", x, 5, 7), 0);
+    y = tr_tanh(g, model_linear(g, TR_F64, "fc2", y, 7, 6));
+    y = tr_add(g, y, tr_scale(g, tr_relu(g, y), 0.5f));   /* two paths into one value */
+    y = model_linear(g, TR_F64, "fc3", y, 6, 3);
+    int r;
+    tr_graph_set_loss(g, weighted_sum(g, y, &r));
+    harness_plan(&h, 4, 1, true);
+    uint64_t seed = 5;
+    for (int v = 0; v < g->nvalues; v++)
+        if (g->values[v].kind == TR_PARAM)
+            harness_fill(&h, v, &seed, -0.8, 0.8);
+    harness_fill(&h, x, &seed, -1, 1);
+    harness_fill(&h, r, &seed, -1, 1);
+    double e = harness_gradcheck(&h, 4, 1);
+    ck_assert_msg(e < 1e-6, "normwise error %g", e);
+    /* a smaller micro-batch runs on the same plan */
+    e = harness_gradcheck(&h, 2, 1);
+    ck_assert_msg(e < 1e-6, "B=2: normwise error %g", e);
+    harness_free(&h);
+}
+END_TEST
+
+/* Gradients add up across runs until zeroed: that is gradient accumulation. */
+START_TEST(gradients_accumulate)
+{
+    struct harness h = {0};
+    tr_graph_init(&h.g);
+    int x = tr_input(&h.g, "x", TR_F64, 2, (struct tr_dim[]){tr_dim_B(1), tr_dim_const(3)});
+    int r, y = model_linear(&h.g, TR_F64, "fc", x, 3, 2);
+    tr_graph_set_loss(&h.g, weighted_sum(&h.g, y, &r));
+    harness_plan(&h, 2, 1, false);
+    uint64_t seed = 8;
+    for (int v = 0; v < h.g.nvalues; v++)
+        if (h.g.values[v].kind == TR_PARAM || h.g.values[v].kind == TR_INPUT)
+            harness_fill(&h, v, &seed, -1, 1);
+    harness_run(&h, 2, 1);
+    size_t n = h.plan.region_bytes[TR_GRAD];
+    double *once = malloc(n);
+    memcpy(once, h.x.base[TR_GRAD], n);
+    ck_assert_int_eq(tr_exec_run(&h.x, 2, 1), 0);   /* again, without zeroing */
+    double *twice = (double *)h.x.base[TR_GRAD];
+    for (size_t i = 0; i < n / sizeof(double); i++)
+        ck_assert_double_eq_tol(twice[i], 2 * once[i], 1e-12);
+    free(once);
+    harness_free(&h);
+}
+END_TEST
+
+/* A random graph of the ops whose kernels are elementwise or GEMM, with fan-out and views. */
+static void random_graph(struct tr_graph *g, int nops, int *r_out)
+{
+    int pool[64], npool = 0;
+    pool[npool++] = tr_input(g, "x", TR_F64, 2, (struct tr_dim[]){tr_dim_B(1), tr_dim_const(6)});
+    for (int i = 0; i < nops && npool < 64; i++) {
+        int a = pool[(int)uniform(0, npool)], b = pool[(int)uniform(0, npool)], y;
+        switch ((int)uniform(0, 7)) {
+        case 0: y = tr_add(g, a, b); break;
+        case 1: y = tr_mul(g, a, b); break;
+        case 2: y = tr_tanh(g, a); break;
+        case 3: y = tr_gelu(g, a, 1); break;
+        case 4: y = tr_scale(g, a, (float)uniform(-1, 1)); break;
+        case 5: {
+            char name[16];
+            snprintf(name, sizeof name, "w%d", i);
+            y = model_linear(g, TR_F64, name, a, 6, 6);
+            break;
+        }
+        default:   /* a round trip through a view */
+            y = tr_reshape(g, a, 3, (struct tr_dim[]){tr_dim_B(1), tr_dim_const(2), tr_dim_const(3)});
+            y = tr_reshape(g, tr_relu(g, y), 2, (struct tr_dim[]){tr_dim_B(1), tr_dim_const(6)});
+        }
+        pool[npool++] = y;
+    }
+    tr_graph_set_loss(g, weighted_sum(g, pool[npool - 1], r_out));
+}
+
+/* The plan's invariants: values live at the same step never share bytes; the arena is at
+ * least the live peak and at most the sum; debug execution (dead slots poisoned, writes
+ * outside a node's outputs refused) gives the same loss and gradients as a plain run. */
+START_TEST(memplan_random_graphs)
+{
+    for (int trial = 0; trial < 40; trial++) {
+        struct harness h = {0}, plain = {0};
+        tr_graph_init(&h.g);
+        tr_graph_init(&plain.g);
+        uint64_t keep_state = rng_state;
+        int r, r2;
+        random_graph(&h.g, 6 + trial % 20, &r);
+        rng_state = keep_state;
+        random_graph(&plain.g, 6 + trial % 20, &r2);
+        int B = 1 + trial % 4;
+        harness_plan(&h, B, 1, true);
+        harness_plan(&plain, B, 1, false);
+        const struct tr_memplan *p = &h.plan;
+        for (int u = 0; u < h.g.nvalues; u++)
+            for (int v = u + 1; v < h.g.nvalues; v++) {
+                if (h.g.values[u].kind != TR_ACT || h.g.values[v].kind != TR_ACT ||
+                    h.g.values[u].view_of >= 0 || h.g.values[v].view_of >= 0 || p->first[u] < 0 ||
+                    p->first[v] < 0)
+                    continue;
+                bool overlap_time = p->first[u] < p->last[v] && p->first[v] < p->last[u];
+                bool overlap_space = p->offset[u] < p->offset[v] + (int64_t)p->bytes[v] &&
+                                     p->offset[v] < p->offset[u] + (int64_t)p->bytes[u];
+                ck_assert_msg(!(overlap_time && overlap_space), "trial %d: values %d and %d overlap", trial, u, v);
+            }
+        ck_assert_uint_ge(p->region_bytes[TR_ACT], p->arena_live_peak);
+        ck_assert_uint_le(p->region_bytes[TR_ACT], p->arena_sum);
+        uint64_t seed = 77;
+        for (int v = 0; v < h.g.nvalues; v++)
+            if (h.g.values[v].kind == TR_PARAM || h.g.values[v].kind == TR_INPUT) {
+                uint64_t s2 = seed;
+                harness_fill(&h, v, &seed, -1, 1);
+                harness_fill(&plain, v, &s2, -1, 1);
+            }
+        double a = harness_run(&h, B, 1), b = harness_run(&plain, B, 1);
+        ck_assert_msg(isfinite(a) && a == b, "trial %d: loss %g (debug) vs %g", trial, a, b);
+        ck_assert_int_eq(memcmp(h.x.base[TR_GRAD], plain.x.base[TR_GRAD], h.plan.region_bytes[TR_GRAD]), 0);
+        harness_free(&h);
+        harness_free(&plain);
+    }
+}
+END_TEST
+
+/* BERT-base shape: 12 layers, hidden 768, 12 heads, ffn 3072, seq 512, micro-batch 8. The plan
+ * must reuse memory (the arena far below the sum of all activations) and be quick to make. */
+START_TEST(memplan_bert_base)
+{
+    struct tr_graph g;
+    tr_graph_init(&g);
+    int x = tr_input(&g, "x", TR_F32, 3, (struct tr_dim[]){tr_dim_B(1), tr_dim_S(1), tr_dim_const(768)});
+    int mask = tr_input(&g, "mask", TR_U8, 2, (struct tr_dim[]){tr_dim_B(1), tr_dim_S(1)});
+    for (int l = 0; l < 12; l++)
+        x = model_bert_block(&g, TR_F32, l, x, mask, 768, 12, 3072, 0.1f);
+    tr_graph_set_loss(&g, tr_sum(&g, x, -1));
+    ck_assert_msg(!g.error, "%s", g.message);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    ck_assert_int_ge(tr_autodiff(&g), 0);
+    int *schedule = malloc((size_t)g.nnodes * sizeof(int));
+    for (int i = 0; i < g.nnodes; i++)
+        schedule[i] = i;
+    struct tr_memplan p;
+    tr_memplan_build(&p, &g, schedule, g.nnodes, 8, 512, &g.loss, 1, tr_backend_cpu());
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+    double gib = 1073741824.0;
+    printf("BERT-base (B=8, S=512): %d nodes, %d values; arena %.3f GiB, live peak %.3f GiB, "
+           "sum of activations %.3f GiB, reuse factor %.2f; params %.1f MiB; autodiff + plan %.1f ms\n",
+           g.nnodes, g.nvalues, (double)p.region_bytes[TR_ACT] / gib, (double)p.arena_live_peak / gib,
+           (double)p.arena_sum / gib, (double)p.arena_sum / (double)p.region_bytes[TR_ACT],
+           (double)p.region_bytes[TR_PARAM] / 1048576.0, ms);
+    ck_assert_uint_ge(p.region_bytes[TR_ACT], p.arena_live_peak);
+    ck_assert(p.region_bytes[TR_ACT] < p.arena_sum / 2);
+    ck_assert(ms < 1000);
+    /* 12 layers of 7,087,872 parameters (q, k, v, o: 768·768 + 768; FFN: 768·3072 + 3072 and
+     * 3072·768 + 768; two layer norms: 2·768 each), all sizes multiples of 64 bytes */
+    ck_assert_uint_eq(p.region_bytes[TR_PARAM], 12u * 7087872u * 4u);
+    tr_memplan_free(&p);
+    free(schedule);
+    tr_graph_free(&g);
+}
+END_TEST
+
+/* Builders refuse shapes that do not fit, with a sentence, and later builders pass -1 on. */
+START_TEST(builder_errors)
+{
+    struct tr_graph g;
+    tr_graph_init(&g);
+    int a = tr_input(&g, "a", TR_F32, 2, (struct tr_dim[]){tr_dim_B(1), tr_dim_const(4)});
+    int w = tr_param(&g, "w", TR_F32, 2, (struct tr_dim[]){tr_dim_const(5), tr_dim_const(3)});
+    int y = tr_matmul(&g, a, w, 0, 0);
+    ck_assert_int_eq(y, -1);
+    ck_assert_str_eq(g.message, "matmul: shapes [B, 4] and [5, 3] do not multiply");
+    ck_assert_int_eq(tr_relu(&g, y), -1);
+    ck_assert_str_eq(g.message, "matmul: shapes [B, 4] and [5, 3] do not multiply");
+    tr_graph_free(&g);
+    tr_graph_init(&g);
+    ck_assert_int_eq(tr_param(&g, "p", TR_F32, 1, (struct tr_dim[]){tr_dim_B(2)}), -1);
+    ck_assert_str_eq(g.message, "p: a parameter's size cannot depend on B or S");
+    tr_graph_free(&g);
+    tr_graph_init(&g);
+    ck_assert_int_eq(tr_autodiff(&g), -1);
+    ck_assert_str_eq(g.message, "autodiff: no loss was set");
+    tr_graph_free(&g);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("graph");
+    TCase *tc = tcase_create("program");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, builder_errors);
+    tcase_add_test(tc, mlp_gradients);
+    tcase_add_test(tc, gradients_accumulate);
+    tcase_add_test(tc, memplan_random_graphs);
+    tcase_add_test(tc, memplan_bert_base);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
