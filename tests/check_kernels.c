@@ -234,6 +234,50 @@ START_TEST(f32_agrees_with_f64)
 }
 END_TEST
 
+/* 16-bit storage: operands widened into the workspace, multiplied in f32, the result rounded
+ * once. With inputs exactly representable in the 16-bit type, the only error left is that
+ * final rounding: at most half a unit in the last place, 2^-8 (bf16) or 2^-11 (f16) relative. */
+START_TEST(matmul_16bit)
+{
+    const int64_t M = 19, K = 23, N = 11;
+    for (int type = 0; type < 2; type++) {
+        enum tr_dtype t = type ? TR_F16 : TR_BF16;
+        uint16_t (*to16)(float) = type ? tr_f32_to_f16 : tr_f32_to_bf16;
+        float (*from16)(uint16_t) = type ? tr_f16_to_f32 : tr_bf16_to_f32;
+        uint64_t seed = 31;
+        struct tr_tensor a = gc_make(t, M, K), b = gc_make(t, N, K), y = gc_make(t, M, N);
+        double *ra = malloc(sizeof(double) * M * K), *rb = malloc(sizeof(double) * N * K);
+        for (int64_t i = 0; i < M * K; i++)
+            ((uint16_t *)a.data)[i] = to16((float)gc_uniform(&seed, -2, 2)), ra[i] = from16(((uint16_t *)a.data)[i]);
+        for (int64_t i = 0; i < N * K; i++)
+            ((uint16_t *)b.data)[i] = to16((float)gc_uniform(&seed, -2, 2)), rb[i] = from16(((uint16_t *)b.data)[i]);
+        struct tr_node mm = {.op = TR_OP_MATMUL, .attrs.matmul = {0, 1}};
+        struct tr_kernel_args args = {.node = &mm, .in = {a, b}, .out = {y}, .nin = 2, .nout = 1};
+        char error[TR_KERNEL_ERROR_MAX];
+        args.error = error;
+        ck_assert_int_eq(tr_backend_run(tr_backend_cpu(), &args), TR_EINVAL);   /* no workspace */
+        ck_assert_str_eq(error, "matmul: needs 3596 bytes of workspace, has 0");
+        size_t need = tr_backend_cpu()->workspace_bytes(&mm, args.in, args.out);
+        args.workspace = malloc(need), args.workspace_bytes = need;
+        gc_run(&args);
+        double worst = 0;
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                double exact = 0;
+                for (int64_t k = 0; k < K; k++)
+                    exact += ra[i * K + k] * rb[j * K + k];
+                double got = from16(((uint16_t *)y.data)[i * N + j]);
+                if (fabs(exact) > 1e-2 && fabs(got - exact) / fabs(exact) > worst)
+                    worst = fabs(got - exact) / fabs(exact);
+            }
+        ck_assert_msg(worst <= (type ? 0x1p-11 : 0x1p-8) * 1.0001, "%s: worst relative error %g",
+                      tr_dtype_name(t), worst);
+        free(args.workspace), free(ra), free(rb);
+        gc_free(&a), gc_free(&b), gc_free(&y);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("kernels");
@@ -249,6 +293,7 @@ int main(void)
     tcase_add_test(tc, matmul_gradients);
     tcase_add_test(tc, accumulate_flag);
     tcase_add_test(tc, f32_agrees_with_f64);
+    tcase_add_test(tc, matmul_16bit);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

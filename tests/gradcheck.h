@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "core/error.h"
 
 #define GC_TOL 1e-6
 #define GC_STEP 1e-6

@@ -19,6 +19,8 @@ static size_t cpu_workspace_bytes(const struct tr_node *node, const struct tr_te
                                   const struct tr_tensor *out)
 {
     switch (node->op) {
+    case TR_OP_MATMUL:
+        return tr_cpu_matmul_workspace(node, in, out);
     case TR_OP_CONV2D:
     case TR_OP_CONV2D_BWD_DATA:
     case TR_OP_CONV2D_BWD_FILTER:

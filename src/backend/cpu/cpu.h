@@ -25,7 +25,9 @@
 TR_CPU_KERNELS(TR_CPU_DECLARE)
 #undef TR_CPU_DECLARE
 
-/* Workspace of the ops that need scratch (conv2d's im2col). */
+/* Workspace of the ops that need scratch (conv2d's im2col, 16-bit GEMM's f32 copies). */
+size_t tr_cpu_matmul_workspace(const struct tr_node *node, const struct tr_tensor *in,
+                               const struct tr_tensor *out);
 size_t tr_cpu_conv2d_workspace(const struct tr_node *node, const struct tr_tensor *in,
                                const struct tr_tensor *out);
 
