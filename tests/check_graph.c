@@ -4,6 +4,7 @@
  * and on a BERT-base-shaped graph. */
 #include <time.h>
 
+#include "graph/program.h"
 #include "harness.h"
 #include "models.h"
 
@@ -196,6 +197,62 @@ START_TEST(memplan_bert_base)
 }
 END_TEST
 
+/* Length buckets: one plan per (B, S), one arena as large as the largest plan; each bucket's
+ * run on the shared regions gives the loss a program planned for that bucket alone gives. */
+START_TEST(buckets_share_one_arena)
+{
+    static const struct tr_bucket buckets[] = {{8, 4}, {4, 8}, {2, 16}};
+    struct harness alone[3];
+    memset(alone, 0, sizeof alone);
+    struct tr_graph g;
+    int r[4];
+    for (int i = 0; i <= 3; i++) {
+        struct tr_graph *gi = i < 3 ? &alone[i].g : &g;
+        tr_graph_init(gi);
+        int x = tr_input(gi, "x", TR_F64, 3, (struct tr_dim[]){tr_dim_B(1), tr_dim_S(1), tr_dim_const(6)});
+        int y = tr_gelu(gi, model_linear(gi, TR_F64, "fc1", x, 6, 12), 1);
+        tr_graph_set_loss(gi, weighted_sum(gi, model_linear(gi, TR_F64, "fc2", y, 12, 6), &r[i]));
+    }
+    ck_assert_int_ge(tr_autodiff(&g), 0);
+    struct tr_program prog;
+    ck_assert_int_eq(tr_program_plan(&prog, &g, buckets, 3, &g.loss, 1, tr_backend_cpu()), 0);
+    size_t biggest = 0;
+    for (int b = 0; b < 3; b++)
+        if (prog.plans[b].region_bytes[TR_ACT] > biggest)
+            biggest = prog.plans[b].region_bytes[TR_ACT];
+    ck_assert_uint_eq(prog.region_bytes[TR_ACT], biggest);
+    ck_assert_ptr_eq(tr_program_plan_for(&prog, 3, 5), &prog.plans[1]);   /* (4, 8) holds it */
+    ck_assert_ptr_null(tr_program_plan_for(&prog, 9, 1));
+    char *base[TR_NKINDS];
+    for (int k = 0; k < TR_NKINDS; k++)
+        base[k] = calloc(prog.region_bytes[k] + 64, 1);
+    for (int b = 0; b < 3; b++) {
+        struct harness *h = &alone[b];
+        harness_plan(h, buckets[b].B, buckets[b].S, false);
+        uint64_t seed = 99;
+        for (int v = 0; v < h->g.nvalues; v++)
+            if (h->g.values[v].kind == TR_PARAM || h->g.values[v].kind == TR_INPUT)
+                harness_fill(h, v, &seed, -1, 1);
+        double expected = harness_run(h, buckets[b].B, buckets[b].S);
+        struct tr_exec x = {.g = &g, .schedule = prog.schedule, .n = prog.n, .plan = &prog.plans[b],
+                            .be = tr_backend_cpu(), .debug = true};
+        memcpy(x.base, base, sizeof base);
+        for (int v = 0; v < g.nvalues; v++)   /* the same values, at this plan's offsets */
+            if (g.values[v].kind == TR_PARAM || g.values[v].kind == TR_INPUT)
+                memcpy(tr_exec_data(&x, v), harness_f64(h, v), h->plan.bytes[v]);
+        memset(base[TR_GRAD], 0, prog.region_bytes[TR_GRAD]);
+        ck_assert_int_eq(tr_exec_run(&x, buckets[b].B, buckets[b].S), 0);
+        ck_assert_double_eq(*(double *)tr_exec_data(&x, g.loss), expected);
+        tr_exec_free(&x);
+        harness_free(h);
+    }
+    for (int k = 0; k < TR_NKINDS; k++)
+        free(base[k]);
+    tr_program_free(&prog);
+    tr_graph_free(&g);
+}
+END_TEST
+
 /* Builders refuse shapes that do not fit, with a sentence, and later builders pass -1 on. */
 START_TEST(builder_errors)
 {
@@ -230,6 +287,7 @@ int main(void)
     tcase_add_test(tc, gradients_accumulate);
     tcase_add_test(tc, memplan_random_graphs);
     tcase_add_test(tc, memplan_bert_base);
+    tcase_add_test(tc, buckets_share_one_arena);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

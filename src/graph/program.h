@@ -1,0 +1,28 @@
+/* A program: the differentiated graph, its schedule, and one memory plan per length bucket
+ * (B, S), all sharing one arena as large as the largest plan (DESIGN.md §3). It is what the
+ * planner compares and what the trainer runs. */
+#ifndef TR_PROGRAM_H
+#define TR_PROGRAM_H
+
+#include "graph/memplan.h"
+
+struct tr_bucket { int64_t B, S; };
+
+struct tr_program {
+    struct tr_graph *graph;         /* borrowed; autodiff has run on it */
+    int *schedule, n;
+    struct tr_memplan *plans;       /* one per bucket */
+    struct tr_bucket *buckets;
+    int nbuckets;
+    size_t region_bytes[TR_NKINDS]; /* the most any plan needs, per region */
+    size_t workspace_bytes;
+};
+
+/* Plans g (already differentiated) for each bucket; keep: values that outlive the schedule. */
+int tr_program_plan(struct tr_program *p, struct tr_graph *g, const struct tr_bucket *buckets,
+                    int nbuckets, const int *keep, int nkeep, const struct tr_backend *be);
+/* The plan for the smallest bucket that holds (B, S), or NULL if none does. */
+const struct tr_memplan *tr_program_plan_for(const struct tr_program *p, int64_t B, int64_t S);
+void tr_program_free(struct tr_program *p);
+
+#endif
