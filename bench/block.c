@@ -1,0 +1,126 @@
+/* bench/block: one BERT-style transformer block, forward + backward, timed on the CPU
+ * backend — the engine's side of bench/run-block.sh (PyTorch's side: bench/block.py).
+ *   bench/block D H F B S ITERS      → prints "trainrun block D=… ms=<median>"
+ *   bench/block gemm16 M K N ITERS   → the 16-bit GEMM path (widen, sgemm, narrow) vs sgemm */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend/exec.h"
+#include "graph/program.h"
+#include "../tests/models.h"
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void fill(float *p, size_t n, unsigned *seed)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = ((float)rand_r(seed) / (float)RAND_MAX - 0.5f) * 0.2f;
+}
+
+static double median(double *t, int n)
+{
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    return t[n / 2];
+}
+
+static int block(int64_t D, int64_t H, int64_t Fd, int64_t B, int64_t S, int iters)
+{
+    struct tr_graph g;
+    tr_graph_init(&g);
+    int x = tr_input(&g, "x", TR_F32, 3, (struct tr_dim[]){tr_dim_B(1), tr_dim_S(1), tr_dim_const(D)});
+    int mask = tr_input(&g, "mask", TR_U8, 2, (struct tr_dim[]){tr_dim_B(1), tr_dim_S(1)});
+    int y = model_bert_block(&g, TR_F32, 0, x, mask, D, H, Fd, 0.0f);
+    /* loss = Σ y ⊙ w: [1, B·S·D]·[B·S·D, 1] */
+    struct tr_dim n = tr_shape_numel(&g.values[y].shape);
+    int w = tr_input(&g, "w", TR_F32, 2, (struct tr_dim[]){n, tr_dim_const(1)});
+    int flat = tr_reshape(&g, y, 2, (struct tr_dim[]){tr_dim_const(1), n});
+    tr_graph_set_loss(&g, tr_matmul(&g, flat, w, 0, 0));
+    int scale = tr_autodiff(&g);
+    if (scale < 0) {
+        fprintf(stderr, "block: %s\n", g.message);
+        return 1;
+    }
+    struct tr_program p;
+    struct tr_bucket bucket = {B, S};
+    tr_program_plan(&p, &g, &bucket, 1, &g.loss, 1, tr_backend_cpu());
+    struct tr_exec ex = {.g = &g, .schedule = p.schedule, .n = p.n, .plan = &p.plans[0], .be = tr_backend_cpu()};
+    for (int k = 0; k < TR_NKINDS; k++)
+        ex.base[k] = aligned_alloc(64, (p.region_bytes[k] + 127) / 64 * 64);
+    ex.workspace = aligned_alloc(64, (p.workspace_bytes + 127) / 64 * 64);
+    unsigned seed = 1;
+    for (int v = 0; v < g.nvalues; v++)
+        if ((g.values[v].kind == TR_PARAM || g.values[v].kind == TR_INPUT) && g.values[v].dtype == TR_F32)
+            fill(tr_exec_data(&ex, v), p.plans[0].bytes[v] / sizeof(float), &seed);
+    memset(tr_exec_data(&ex, mask), 1, p.plans[0].bytes[mask]);
+    *(float *)tr_exec_data(&ex, scale) = 1;
+    double *t = calloc((size_t)iters, sizeof *t);
+    for (int i = -1; i < iters; i++) {   /* one warm-up run */
+        double t0 = now_ms();
+        if (tr_exec_run(&ex, B, S)) {
+            fprintf(stderr, "block: %s\n", ex.error);
+            return 1;
+        }
+        if (i >= 0)
+            t[i] = now_ms() - t0;
+    }
+    printf("trainrun block D=%lld H=%lld F=%lld B=%lld S=%lld ms=%.2f arena_mib=%.1f\n", (long long)D,
+           (long long)H, (long long)Fd, (long long)B, (long long)S, median(t, iters),
+           (double)p.region_bytes[TR_ACT] / 1048576.0);
+    return 0;
+}
+
+/* [M, K]·[K, N] in f32, and the same operands stored in bf16 and f16 through the 16-bit path. */
+static int gemm16(int64_t M, int64_t K, int64_t N, int iters)
+{
+    const enum tr_dtype types[3] = {TR_F32, TR_BF16, TR_F16};
+    double ms[3];
+    unsigned seed = 2;
+    for (int ti = 0; ti < 3; ti++) {
+        size_t es = tr_dtype_size(types[ti]);
+        struct tr_tensor a = {types[ti], 2, {M, K}, aligned_alloc(64, (size_t)(M * K) * es + 64)};
+        struct tr_tensor b = {types[ti], 2, {K, N}, aligned_alloc(64, (size_t)(K * N) * es + 64)};
+        struct tr_tensor y = {types[ti], 2, {M, N}, aligned_alloc(64, (size_t)(M * N) * es + 64)};
+        memset(a.data, 0, (size_t)(M * K) * es), memset(b.data, 0, (size_t)(K * N) * es);
+        if (ti == 0)
+            fill(a.data, (size_t)(M * K), &seed), fill(b.data, (size_t)(K * N), &seed);
+        struct tr_node node = {.op = TR_OP_MATMUL};
+        struct tr_kernel_args args = {.node = &node, .in = {a, b}, .out = {y}, .nin = 2, .nout = 1};
+        size_t ws = tr_backend_cpu()->workspace_bytes(&node, args.in, args.out);
+        args.workspace = malloc(ws + 64), args.workspace_bytes = ws;
+        double *t = calloc((size_t)iters, sizeof *t);
+        for (int i = -1; i < iters; i++) {
+            double t0 = now_ms();
+            tr_backend_run(tr_backend_cpu(), &args);
+            if (i >= 0)
+                t[i] = now_ms() - t0;
+        }
+        ms[ti] = median(t, iters);
+        free(t), free(args.workspace), free(a.data), free(b.data), free(y.data);
+    }
+    printf("gemm M=%lld K=%lld N=%lld f32_ms=%.3f bf16_ms=%.3f f16_ms=%.3f bf16_ratio=%.2f f16_ratio=%.2f\n",
+           (long long)M, (long long)K, (long long)N, ms[0], ms[1], ms[2], ms[1] / ms[0], ms[2] / ms[0]);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 6 && !strcmp(argv[1], "gemm16"))
+        return gemm16(atoll(argv[2]), atoll(argv[3]), atoll(argv[4]), atoi(argv[5]));
+    if (argc == 7)
+        return block(atoll(argv[1]), atoll(argv[2]), atoll(argv[3]), atoll(argv[4]), atoll(argv[5]), atoi(argv[6]));
+    fprintf(stderr, "usage: bench/block D H F B S ITERS | bench/block gemm16 M K N ITERS\n");
+    return 2;
+}
