@@ -111,7 +111,7 @@ static void random_graph(struct tr_graph *g, int nops, int *r_out)
 }
 
 /* The plan's invariants: values live at the same step never share bytes; the arena is at
- * least the live peak and at most the sum; debug execution (dead slots poisoned, writes
+ * least the live peak and at most the sum; the allocator's peak is the planned one; debug execution (dead slots poisoned, writes
  * outside a node's outputs refused) gives the same loss and gradients as a plain run. */
 START_TEST(memplan_random_graphs)
 {
@@ -141,6 +141,13 @@ START_TEST(memplan_random_graphs)
             }
         ck_assert_uint_ge(p->region_bytes[TR_ACT], p->arena_live_peak);
         ck_assert_uint_le(p->region_bytes[TR_ACT], p->arena_sum);
+        /* the allocator's high-water marks are the plan's numbers, exactly */
+        struct tr_alloc_stats st;
+        tr_alloc_stats(&h.alloc, &st);
+        ck_assert_uint_eq(st.region[TR_REGION_ARENA].peak, p->region_bytes[TR_ACT]);
+        ck_assert_uint_eq(st.peak, p->region_bytes[TR_PARAM] + p->region_bytes[TR_GRAD] +
+                                       p->region_bytes[TR_INPUT] + p->region_bytes[TR_ACT] +
+                                       p->workspace_bytes);
         uint64_t seed = 77;
         for (int v = 0; v < h.g.nvalues; v++)
             if (h.g.values[v].kind == TR_PARAM || h.g.values[v].kind == TR_INPUT) {

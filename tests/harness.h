@@ -1,5 +1,5 @@
 /* A graph made runnable for tests: autodiff, a schedule in creation order, a memory plan at
- * (B, S), regions from calloc, and the executor — what the trainer will do with the allocator.
+ * (B, S), the regions from the allocator, and the executor.
  * Graph-level gradient checks perturb parameters and compare with the gradients autodiff built. */
 #ifndef TR_TESTS_HARNESS_H
 #define TR_TESTS_HARNESS_H
@@ -18,6 +18,7 @@ struct harness {
     struct tr_memplan plan;
     struct tr_exec x;
     struct tr_rng_ctx rng;
+    struct tr_allocator alloc;
 };
 
 static inline void harness_plan(struct harness *h, int64_t B, int64_t S, bool debug)
@@ -32,17 +33,15 @@ static inline void harness_plan(struct harness *h, int64_t B, int64_t S, bool de
     tr_memplan_build(&h->plan, &h->g, h->schedule, h->n, B, S, &h->g.loss, 1, tr_backend_cpu());
     h->x = (struct tr_exec){.g = &h->g, .schedule = h->schedule, .n = h->n, .plan = &h->plan,
                             .be = tr_backend_cpu(), .rng = &h->rng, .debug = debug};
-    for (int k = 0; k < TR_NKINDS; k++)
-        h->x.base[k] = calloc(h->plan.region_bytes[k] + 64, 1);
-    h->x.workspace = calloc(h->plan.workspace_bytes + 64, 1);
+    tr_alloc_init(&h->alloc, NULL);
+    ck_assert_msg(tr_exec_alloc(&h->x, &h->alloc, h->plan.region_bytes, h->plan.workspace_bytes) == 0,
+                  "%s", h->x.error);
     h->rng = (struct tr_rng_ctx){.seed = 1234, .step = 1};
 }
 
 static inline void harness_free(struct harness *h)
 {
-    for (int k = 0; k < TR_NKINDS; k++)
-        free(h->x.base[k]);
-    free(h->x.workspace);
+    tr_alloc_destroy(&h->alloc);
     tr_exec_free(&h->x);
     tr_memplan_free(&h->plan);
     free(h->schedule);

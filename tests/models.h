@@ -12,7 +12,7 @@ static inline int model_param(struct tr_graph *g, enum tr_dtype t, const char *p
 {
     char full[48];
     struct tr_dim d[TR_MAX_RANK];
-    snprintf(full, sizeof full, "%s.%s", prefix, name);
+    snprintf(full, sizeof full, "%s%s%s", prefix, *prefix ? "." : "", name);
     for (int i = 0; i < rank; i++)
         d[i] = tr_dim_const(dims[i]);
     return tr_param(g, full, t, rank, d);
@@ -23,7 +23,7 @@ static inline int model_linear(struct tr_graph *g, enum tr_dtype t, const char *
 {
     char name[40];
     snprintf(name, sizeof name, "%s.weight", prefix);
-    int w = model_param(g, t, "", name + 0, 2, (int64_t[]){out, in});
+    int w = model_param(g, t, "", name, 2, (int64_t[]){out, in});
     snprintf(name, sizeof name, "%s.bias", prefix);
     int b = model_param(g, t, "", name, 1, (int64_t[]){out});
     return tr_linear(g, x, w, b);

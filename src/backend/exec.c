@@ -13,7 +13,7 @@ void *tr_exec_data(const struct tr_exec *x, int v)
     int root = tr_storage_of(x->g, v);
     if (x->plan->offset[root] < 0)
         return NULL;
-    return x->base[x->g->values[root].kind] + x->plan->offset[root];
+    return x->base[tr_region_kind(x->g->values[root].kind)] + x->plan->offset[root];
 }
 
 static int fail(struct tr_exec *x, const struct tr_node *n, int step, const char *what)
@@ -101,6 +101,24 @@ int tr_exec_run(struct tr_exec *x, int64_t B, int64_t S)
             poison(x, step);
         }
     }
+    return 0;
+}
+
+int tr_exec_alloc(struct tr_exec *x, struct tr_allocator *a, const size_t *region_bytes,
+                  size_t workspace_bytes)
+{
+    static const struct { enum tr_value_kind kind; enum tr_region region; } map[] = {
+        {TR_PARAM, TR_REGION_PARAMS}, {TR_GRAD, TR_REGION_GRADS}, {TR_INPUT, TR_REGION_DATA},
+        {TR_ACT, TR_REGION_ARENA},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
+        void *p = NULL;
+        if (tr_alloc_region(a, map[i].region, region_bytes[map[i].kind], &p))
+            return snprintf(x->error, sizeof x->error, "%s", tr_alloc_error(a)), TR_ENOMEM;
+        x->base[map[i].kind] = p;
+    }
+    if (tr_alloc_region(a, TR_REGION_WORKSPACE, workspace_bytes, &x->workspace))
+        return snprintf(x->error, sizeof x->error, "%s", tr_alloc_error(a)), TR_ENOMEM;
     return 0;
 }
 

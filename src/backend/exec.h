@@ -6,6 +6,7 @@
 #define TR_EXEC_H
 
 #include "backend/backend.h"
+#include "core/alloc.h"
 #include "graph/memplan.h"
 
 struct tr_exec {
@@ -26,6 +27,10 @@ struct tr_exec {
 int tr_exec_run(struct tr_exec *x, int64_t B, int64_t S);
 /* Where a value's data is (valid for persistent values always, for activations while live). */
 void *tr_exec_data(const struct tr_exec *x, int v);
+/* Takes the regions (sizes by value kind, as a plan or program gives them) and the workspace
+ * from the allocator, which enforces its byte limit; TR_ENOMEM with x->error when refused. */
+int tr_exec_alloc(struct tr_exec *x, struct tr_allocator *a, const size_t *region_bytes,
+                  size_t workspace_bytes);
 void tr_exec_free(struct tr_exec *x);
 
 #endif

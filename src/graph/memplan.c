@@ -210,7 +210,7 @@ static void place_arena(struct tr_memplan *p, const struct tr_graph *g, const in
 static void place_persistent(struct tr_memplan *p, const struct tr_graph *g)
 {
     for (int v = 0; v < g->nvalues; v++) {
-        enum tr_value_kind k = g->values[v].kind;
+        enum tr_value_kind k = tr_region_kind(g->values[v].kind);
         if (k == TR_ACT || g->values[v].view_of >= 0)
             continue;
         p->offset[v] = (int64_t)p->region_bytes[k];

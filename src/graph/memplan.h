@@ -16,7 +16,7 @@ struct tr_memplan {
     int64_t *offset;            /* per value: offset in its kind's region (views: their root's) */
     size_t *bytes;              /* per value: its size at (B, S), 64-byte aligned */
     int *first, *last;          /* per value: the schedule steps where its storage is live */
-    size_t region_bytes[TR_NKINDS];  /* [TR_ACT] is the arena: the planned peak */
+    size_t region_bytes[TR_NKINDS];  /* by tr_region_kind; [TR_ACT] is the arena: the planned peak */
     size_t arena_sum;           /* Σ sizes of arena values: what no reuse would take */
     size_t arena_live_peak;     /* the most bytes live at one step: the bound any packing meets */
     size_t workspace_bytes;     /* the largest scratch one node needs */
@@ -27,6 +27,13 @@ struct tr_memplan {
 int tr_memplan_build(struct tr_memplan *p, const struct tr_graph *g, const int *schedule, int n,
                      int64_t B, int64_t S, const int *keep, int nkeep, const struct tr_backend *be);
 void tr_memplan_free(struct tr_memplan *p);
+
+/* The region a kind of value lives in: state (batch-norm statistics) sits with the parameters,
+ * since it is saved and restored with them; the others have their own. */
+static inline enum tr_value_kind tr_region_kind(enum tr_value_kind k)
+{
+    return k == TR_STATE ? TR_PARAM : k;
+}
 
 /* The value whose storage v uses: v itself, or the value it is a view of. */
 static inline int tr_storage_of(const struct tr_graph *g, int v)

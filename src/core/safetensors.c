@@ -1,0 +1,674 @@
+/* safetensors reading and writing (safetensors.h). Reading checks, in this order: the
+ * 8-byte length against the file and the 100 MB cap, the JSON, each entry's fields, dtype,
+ * shape and offsets, then that the tensors tile the data buffer exactly. Every message
+ * starts with the file's name; names from the file are quoted with control bytes escaped. */
+#include "core/safetensors.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/error.h"
+
+static const char *const dtype_names[TR_NDTYPES] = {"F32", "BF16", "F16", "I32", "U8", "F64"};
+
+/* Dtypes the format defines that the engine has no kernels for: named as unsupported rather
+ * than unknown, so a user knows the file is fine and the engine is the limit. */
+static const char *const unsupported_dtypes[] = {
+    "BOOL", "I8", "I16", "U16", "U32", "I64", "U64", "F8_E5M2", "F8_E4M3", "F8_E8M0",
+    "F6_E2M3", "F6_E3M2", "F4", "C64",
+};
+
+#define QUOTED_MAX 72   /* a quoted name in a message: at most ~64 bytes of it, escaped */
+
+const char *tr_st_dtype_name(enum tr_dtype t)
+{
+    return t < TR_NDTYPES ? dtype_names[t] : "?";
+}
+
+/* "name: " then the sentence, into err. Returns code, so that callers can `return fail(…)`. */
+__attribute__((format(printf, 5, 6)))
+static int fail(char *err, size_t errsize, int code, const char *file, const char *fmt, ...)
+{
+    if (!err || !errsize)
+        return code;
+    int n = snprintf(err, errsize, "%s: ", file);
+    if (n >= 0 && (size_t)n < errsize) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err + n, errsize - (size_t)n, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+/* s for a message: control bytes escaped as \xNN, cut at a UTF-8 character boundary after
+ * ~64 bytes with "..." — a hostile name must not forge lines or flood the terminal. */
+static const char *quote(const char *s, char *out, size_t size)
+{
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (o >= size - 8) {
+            if ((*p & 0xc0) == 0x80) {   /* mid-character: drop its first bytes too */
+                while (o > 0 && ((unsigned char)out[o - 1] & 0xc0) == 0x80)
+                    o--;
+                if (o > 0 && ((unsigned char)out[o - 1] & 0xc0) == 0xc0)
+                    o--;
+            }
+            memcpy(out + o, "...", 4);
+            return out;
+        }
+        if (*p < 0x20 || *p == 0x7f)
+            o += (size_t)snprintf(out + o, size - o, "\\x%02x", *p);
+        else
+            out[o++] = (char)*p;
+    }
+    out[o] = '\0';
+    return out;
+}
+
+static void format_shape(const int64_t *shape, int rank, char *out, size_t n)
+{
+    size_t len = (size_t)snprintf(out, n, "[");
+    for (int i = 0; i < rank && len < n; i++)
+        len += (size_t)snprintf(out + len, n - len, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (len < n)
+        snprintf(out + len, n - len, "]");
+}
+
+/* numel·size of a shape, or -1 when that overflows 64 bits. Zero dimensions are left out of
+ * the overflow check's product, so that [0, 2^62, 2^62] is refused too: its strides would
+ * overflow wherever it is used, even though it holds nothing. */
+static int64_t shape_bytes(const int64_t *shape, int rank, size_t elem)
+{
+    int64_t product = (int64_t)elem;
+    bool empty = false;
+    for (int i = 0; i < rank; i++) {
+        if (shape[i] == 0)
+            empty = true;
+        else if (__builtin_mul_overflow(product, shape[i], &product))
+            return -1;
+    }
+    return empty ? 0 : product;
+}
+
+/* ---- reading ------------------------------------------------------------------------------ */
+
+struct parse_ctx {
+    const char *file;
+    char *err;
+    size_t errsize;
+    size_t data_len;   /* the byte buffer after the header */
+};
+
+/* Where a tensor's bytes are, before the tiling check; index into the tensors array. */
+struct span {
+    uint64_t begin, end;
+    int index;
+    const char *name;
+};
+
+__attribute__((format(printf, 3, 4)))
+static int tensor_fail(const struct parse_ctx *c, const char *name, const char *fmt, ...)
+{
+    char sentence[256], q[QUOTED_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(sentence, sizeof sentence, fmt, ap);
+    va_end(ap);
+    return fail(c->err, c->errsize, TR_EINVAL, c->file, "tensor '%s': %s",
+                quote(name, q, sizeof q), sentence);
+}
+
+static int parse_dtype(const struct parse_ctx *c, const char *name, const char *s, enum tr_dtype *out)
+{
+    char q[QUOTED_MAX];
+    for (int t = 0; t < TR_NDTYPES; t++)
+        if (!strcmp(s, dtype_names[t])) {
+            *out = (enum tr_dtype)t;
+            return 0;
+        }
+    for (size_t i = 0; i < sizeof unsupported_dtypes / sizeof *unsupported_dtypes; i++)
+        if (!strcmp(s, unsupported_dtypes[i]))
+            return tensor_fail(c, name, "dtype %s is not supported (supported: F32, BF16, F16, "
+                               "F64, I32, U8)", s);
+    return tensor_fail(c, name, "unknown dtype '%s'", quote(s, q, sizeof q));
+}
+
+static int parse_shape(const struct parse_ctx *c, const char *name, json_t *shape,
+                       struct tr_st_tensor *t)
+{
+    if (!json_is_array(shape))
+        return tensor_fail(c, name, "shape is not an array");
+    size_t rank = json_array_size(shape);
+    for (size_t i = 0; i < rank; i++)
+        if (!json_is_integer(json_array_get(shape, i)))
+            return tensor_fail(c, name, "shape is not an array of integers");
+    if (rank > TR_MAX_RANK)
+        return tensor_fail(c, name, "rank %zu is more than the %d supported", rank, TR_MAX_RANK);
+    t->rank = (int)rank;
+    for (int i = 0; i < t->rank; i++) {
+        t->shape[i] = json_integer_value(json_array_get(shape, (size_t)i));
+        if (t->shape[i] < 0)
+            return tensor_fail(c, name, "shape dimension %d is negative (%lld)", i,
+                               (long long)t->shape[i]);
+    }
+    return 0;
+}
+
+static int parse_offsets(const struct parse_ctx *c, const char *name, json_t *offsets,
+                         const struct tr_st_tensor *t, struct span *sp)
+{
+    if (!json_is_array(offsets) || json_array_size(offsets) != 2 ||
+        !json_is_integer(json_array_get(offsets, 0)) || !json_is_integer(json_array_get(offsets, 1)))
+        return tensor_fail(c, name, "data_offsets is not an array of two integers");
+    long long begin = json_integer_value(json_array_get(offsets, 0));
+    long long end = json_integer_value(json_array_get(offsets, 1));
+    if (begin < 0 || end < 0)
+        return tensor_fail(c, name, "data_offsets [%lld, %lld] are negative", begin, end);
+    if (end < begin)
+        return tensor_fail(c, name, "data_offsets [%lld, %lld] end before they begin", begin, end);
+    char shape[160];
+    format_shape(t->shape, t->rank, shape, sizeof shape);
+    int64_t need = shape_bytes(t->shape, t->rank, tr_dtype_size(t->dtype));
+    if (need < 0)
+        return tensor_fail(c, name, "shape %s of %s is too large: its size in bytes overflows "
+                           "64 bits", shape, dtype_names[t->dtype]);
+    if (end - begin != need)
+        return tensor_fail(c, name, "data_offsets [%lld, %lld] hold %lld bytes, but shape %s of "
+                           "%s needs %lld", begin, end, end - begin, shape,
+                           dtype_names[t->dtype], (long long)need);
+    if ((uint64_t)end > c->data_len)
+        return tensor_fail(c, name, "data_offsets [%lld, %lld] run past the end of the %zu-byte "
+                           "data buffer; the file may be truncated", begin, end, c->data_len);
+    sp->begin = (uint64_t)begin;
+    sp->end = (uint64_t)end;
+    return 0;
+}
+
+static int parse_entry(const struct parse_ctx *c, const char *name, json_t *entry,
+                       struct tr_st_tensor *t, struct span *sp)
+{
+    if (!json_is_object(entry))
+        return tensor_fail(c, name, "entry is not an object");
+    static const char *const fields[] = {"dtype", "shape", "data_offsets"};
+    for (int i = 0; i < 3; i++)
+        if (!json_object_get(entry, fields[i]))
+            return tensor_fail(c, name, "missing field '%s'", fields[i]);
+    json_t *dtype = json_object_get(entry, "dtype");
+    if (!json_is_string(dtype))
+        return tensor_fail(c, name, "dtype is not a string");
+    int rc = parse_dtype(c, name, json_string_value(dtype), &t->dtype);
+    if (!rc)
+        rc = parse_shape(c, name, json_object_get(entry, "shape"), t);
+    if (!rc)
+        rc = parse_offsets(c, name, json_object_get(entry, "data_offsets"), t, sp);
+    t->name = name;
+    t->bytes = (size_t)(sp->end - sp->begin);
+    return rc;
+}
+
+static int parse_metadata(const struct parse_ctx *c, json_t *meta, struct tr_safetensors *st)
+{
+    char q[QUOTED_MAX];
+    if (!json_is_object(meta))
+        return fail(c->err, c->errsize, TR_EINVAL, c->file, "__metadata__ is not an object");
+    size_t n = json_object_size(meta);
+    st->metadata = calloc(2 * n + 1, sizeof *st->metadata);
+    if (!st->metadata)
+        return fail(c->err, c->errsize, TR_ENOMEM, c->file, "out of memory");
+    const char *key;
+    json_t *value;
+    json_object_foreach(meta, key, value) {
+        if (!json_is_string(value))
+            return fail(c->err, c->errsize, TR_EINVAL, c->file,
+                        "__metadata__ value of '%s' is not a string", quote(key, q, sizeof q));
+        st->metadata[2 * st->n_metadata] = key;
+        st->metadata[2 * st->n_metadata + 1] = json_string_value(value);
+        st->n_metadata++;
+    }
+    return 0;
+}
+
+static int span_by_offset(const void *a, const void *b)
+{
+    const struct span *x = a, *y = b;
+    if (x->begin != y->begin)
+        return x->begin < y->begin ? -1 : 1;
+    if (x->end != y->end)
+        return x->end < y->end ? -1 : 1;
+    return x->index - y->index;
+}
+
+/* The format forbids holes and overlaps: sorted by offset, each tensor starts where the
+ * previous ended, and the last ends where the buffer does (a zero-byte tensor may sit at
+ * any boundary). */
+static int check_tiling(const struct parse_ctx *c, struct span *spans, int n)
+{
+    char q1[QUOTED_MAX], q2[QUOTED_MAX];
+    qsort(spans, (size_t)n, sizeof *spans, span_by_offset);
+    uint64_t covered = 0;
+    for (int i = 0; i < n; i++) {
+        if (spans[i].begin > covered)
+            return fail(c->err, c->errsize, TR_EINVAL, c->file, "no tensor covers bytes "
+                        "%llu..%llu of the data buffer (the format allows no holes)",
+                        (unsigned long long)covered, (unsigned long long)spans[i].begin);
+        if (spans[i].begin < covered)
+            return fail(c->err, c->errsize, TR_EINVAL, c->file, "tensors '%s' (bytes %llu..%llu) "
+                        "and '%s' (bytes %llu..%llu) overlap",
+                        quote(spans[i - 1].name, q1, sizeof q1),
+                        (unsigned long long)spans[i - 1].begin, (unsigned long long)spans[i - 1].end,
+                        quote(spans[i].name, q2, sizeof q2), (unsigned long long)spans[i].begin,
+                        (unsigned long long)spans[i].end);
+        covered = spans[i].end;
+    }
+    if (covered < c->data_len)
+        return fail(c->err, c->errsize, TR_EINVAL, c->file, "no tensor covers bytes %llu..%zu "
+                    "of the data buffer (the format allows no holes)",
+                    (unsigned long long)covered, c->data_len);
+    return 0;
+}
+
+static int tensor_by_name(const void *a, const void *b)
+{
+    const struct tr_st_tensor *const *x = a, *const *y = b;
+    return strcmp((*x)->name, (*y)->name);
+}
+
+/* The 8-byte length and the JSON it announces; *header_len is that length. */
+static int load_header(const struct parse_ctx *c, const uint8_t *p, size_t len, json_t **root,
+                       uint64_t *header_len)
+{
+    if (len < 8)
+        return fail(c->err, c->errsize, TR_EINVAL, c->file, "file is %zu bytes, too short for "
+                    "the 8-byte header length", len);
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; i--)
+        n = n << 8 | p[i];
+    if (n > len - 8)
+        return fail(c->err, c->errsize, TR_EINVAL, c->file, "header length %llu is more than "
+                    "the %zu bytes that follow it; the file is truncated or not safetensors",
+                    (unsigned long long)n, len - 8);
+    if (n > TR_ST_MAX_HEADER)
+        return fail(c->err, c->errsize, TR_EINVAL, c->file, "header length %llu is more than "
+                    "the %u-byte limit", (unsigned long long)n, TR_ST_MAX_HEADER);
+    if (n == 0 || p[8] != '{')
+        return fail(c->err, c->errsize, TR_EINVAL, c->file,
+                    "header is not a JSON object (it does not start with '{')");
+    json_error_t error;
+    *root = json_loadb((const char *)p + 8, (size_t)n, JSON_REJECT_DUPLICATES, &error);
+    if (!*root) {
+        char q[sizeof error.text + 64];
+        quote(error.text, q, sizeof q);   /* jansson quotes the bytes near the error: escape them */
+        return fail(c->err, c->errsize, TR_EINVAL, c->file,
+                    "header is not valid JSON: %s (byte %d of the header)", q, error.position);
+    }
+    if (!json_is_object(*root))   /* unreachable after the '{' check; kept for safety */
+        return fail(c->err, c->errsize, TR_EINVAL, c->file, "header is not a JSON object");
+    *header_len = n;
+    return 0;
+}
+
+/* The entries of the header into st; spans gets each tensor's offsets. */
+static int parse_entries(const struct parse_ctx *c, struct tr_safetensors *st, struct span *spans)
+{
+    const char *key;
+    json_t *value;
+    json_object_foreach(st->header, key, value) {
+        int rc;
+        if (!strcmp(key, "__metadata__")) {
+            rc = parse_metadata(c, value, st);
+        } else {
+            spans[st->n] = (struct span){.index = st->n, .name = key};
+            rc = parse_entry(c, key, value, &st->tensors[st->n], &spans[st->n]);
+            st->n++;
+        }
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* The tensors in file order, their data pointers set, and the index by name. */
+static int arrange(const struct parse_ctx *c, struct tr_safetensors *st, const struct span *spans,
+                   const uint8_t *data)
+{
+    struct tr_st_tensor *ordered = malloc((size_t)(st->n ? st->n : 1) * sizeof *ordered);
+    st->by_name = malloc((size_t)(st->n ? st->n : 1) * sizeof *st->by_name);
+    if (!ordered || !st->by_name) {
+        free(ordered);
+        return fail(c->err, c->errsize, TR_ENOMEM, c->file, "out of memory");
+    }
+    for (int i = 0; i < st->n; i++) {
+        ordered[i] = st->tensors[spans[i].index];
+        ordered[i].data = data + spans[i].begin;
+    }
+    free(st->tensors);
+    st->tensors = ordered;
+    for (int i = 0; i < st->n; i++)
+        st->by_name[i] = &st->tensors[i];
+    qsort(st->by_name, (size_t)st->n, sizeof *st->by_name, tensor_by_name);
+    return 0;
+}
+
+int tr_st_parse(struct tr_safetensors *st, const void *buf, size_t len, const char *name,
+                char *err, size_t errsize)
+{
+    memset(st, 0, sizeof *st);
+    struct parse_ctx c = {.file = name ? name : "<buffer>", .err = err, .errsize = errsize};
+    const uint8_t *p = buf;
+    uint64_t header_len;
+    int rc = load_header(&c, p, len, &st->header, &header_len);
+    struct span *spans = NULL;
+    if (!rc) {
+        c.data_len = len - 8 - (size_t)header_len;
+        size_t entries = json_object_size(st->header);
+        st->tensors = calloc(entries ? entries : 1, sizeof *st->tensors);
+        spans = calloc(entries ? entries : 1, sizeof *spans);
+        if (!st->tensors || !spans)
+            rc = fail(err, errsize, TR_ENOMEM, c.file, "out of memory");
+    }
+    if (!rc)
+        rc = parse_entries(&c, st, spans);
+    if (!rc)
+        rc = check_tiling(&c, spans, st->n);
+    if (!rc)
+        rc = arrange(&c, st, spans, p + 8 + header_len);
+    free(spans);
+    if (rc) {
+        tr_st_close(st);
+        return rc;
+    }
+    if (!st->metadata && !(st->metadata = calloc(1, sizeof *st->metadata))) {
+        tr_st_close(st);
+        return fail(err, errsize, TR_ENOMEM, c.file, "out of memory");
+    }
+    return 0;
+}
+
+int tr_st_open(struct tr_safetensors *st, const char *path, char *err, size_t errsize)
+{
+    memset(st, 0, sizeof *st);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return fail(err, errsize, TR_EIO, path, "cannot open: %s", strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) < 0) {
+        int e = errno;
+        close(fd);
+        return fail(err, errsize, TR_EIO, path, "cannot stat: %s", strerror(e));
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return fail(err, errsize, TR_EINVAL, path, "not a regular file");
+    }
+    if ((uint64_t)sb.st_size > SIZE_MAX) {
+        close(fd);
+        return fail(err, errsize, TR_EINVAL, path, "too large to map");
+    }
+    size_t size = (size_t)sb.st_size;
+    void *map = NULL;
+    if (size > 0) {   /* mmap refuses length 0; an empty file fails in parse as too short */
+        map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (map == MAP_FAILED) {
+            int e = errno;
+            close(fd);
+            return fail(err, errsize, TR_EIO, path, "cannot map: %s", strerror(e));
+        }
+    }
+    close(fd);
+    int rc = tr_st_parse(st, map ? map : "", size, path, err, errsize);
+    if (rc) {
+        if (map)
+            munmap(map, size);
+        return rc;
+    }
+    st->mapping = map;
+    st->mapping_size = size;
+    return 0;
+}
+
+static int find_by_name(const void *key, const void *elem)
+{
+    const struct tr_st_tensor *const *t = elem;
+    return strcmp(key, (*t)->name);
+}
+
+const struct tr_st_tensor *tr_st_find(const struct tr_safetensors *st, const char *name)
+{
+    if (!st->n)
+        return NULL;
+    const struct tr_st_tensor *const *hit =
+        bsearch(name, st->by_name, (size_t)st->n, sizeof *st->by_name, find_by_name);
+    return hit ? *hit : NULL;
+}
+
+const char *tr_st_metadata(const struct tr_safetensors *st, const char *key)
+{
+    for (int i = 0; i < st->n_metadata; i++)
+        if (!strcmp(st->metadata[2 * i], key))
+            return st->metadata[2 * i + 1];
+    return NULL;
+}
+
+void tr_st_close(struct tr_safetensors *st)
+{
+    free(st->tensors);
+    free(st->by_name);
+    free(st->metadata);
+    json_decref(st->header);
+    if (st->mapping)
+        munmap(st->mapping, st->mapping_size);
+    memset(st, 0, sizeof *st);
+}
+
+/* ---- writing ------------------------------------------------------------------------------ */
+
+/* Largest element first (8-byte dtypes, then 4, 2, 1), then by name: see tr_st_write. */
+static int tensor_by_layout(const void *a, const void *b)
+{
+    const struct tr_st_tensor *const *x = a, *const *y = b;
+    size_t sx = tr_dtype_size((*x)->dtype), sy = tr_dtype_size((*y)->dtype);
+    if (sx != sy)
+        return sx > sy ? -1 : 1;
+    return strcmp((*x)->name, (*y)->name);
+}
+
+static int check_tensor(const char *path, const struct tr_st_tensor *t, char *err, size_t errsize)
+{
+    char q[QUOTED_MAX], shape[160];
+    if (!t->name)
+        return fail(err, errsize, TR_EINVAL, path, "a tensor has no name");
+    if (!strcmp(t->name, "__metadata__"))
+        return fail(err, errsize, TR_EINVAL, path, "a tensor may not be called __metadata__");
+    if ((unsigned)t->dtype >= TR_NDTYPES)
+        return fail(err, errsize, TR_EINVAL, path, "tensor '%s': invalid dtype %d",
+                    quote(t->name, q, sizeof q), (int)t->dtype);
+    if (t->rank < 0 || t->rank > TR_MAX_RANK)
+        return fail(err, errsize, TR_EINVAL, path, "tensor '%s': rank %d is not 0 to %d",
+                    quote(t->name, q, sizeof q), t->rank, TR_MAX_RANK);
+    format_shape(t->shape, t->rank, shape, sizeof shape);
+    for (int i = 0; i < t->rank; i++)
+        if (t->shape[i] < 0)
+            return fail(err, errsize, TR_EINVAL, path, "tensor '%s': shape %s has a negative "
+                        "dimension", quote(t->name, q, sizeof q), shape);
+    int64_t need = shape_bytes(t->shape, t->rank, tr_dtype_size(t->dtype));
+    if (need < 0 || (uint64_t)need != t->bytes)
+        return fail(err, errsize, TR_EINVAL, path, "tensor '%s': bytes is %zu, but shape %s of "
+                    "%s needs %lld", quote(t->name, q, sizeof q), t->bytes, shape,
+                    dtype_names[t->dtype], (long long)need);
+    if (t->bytes && !t->data)
+        return fail(err, errsize, TR_EINVAL, path, "tensor '%s': data is NULL",
+                    quote(t->name, q, sizeof q));
+    return 0;
+}
+
+static json_t *json_int_array(const int64_t *v, int n)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(a, json_integer(v[i]));
+    return a;
+}
+
+static int add_metadata(const char *path, json_t *root, const char *const *kv, char *err,
+                        size_t errsize)
+{
+    char q[QUOTED_MAX];
+    json_t *meta = json_object();
+    json_object_set_new(root, "__metadata__", meta);
+    for (int i = 0; kv[i]; i += 2) {
+        if (!kv[i + 1])
+            return fail(err, errsize, TR_EINVAL, path, "metadata key '%s' has no value",
+                        quote(kv[i], q, sizeof q));
+        if (json_object_get(meta, kv[i]))
+            return fail(err, errsize, TR_EINVAL, path, "metadata key '%s' is given twice",
+                        quote(kv[i], q, sizeof q));
+        json_t *value = json_string(kv[i + 1]);
+        if (!value || json_object_set_new(meta, kv[i], value))
+            return fail(err, errsize, TR_EINVAL, path, "metadata '%s' is not valid UTF-8",
+                        quote(kv[i], q, sizeof q));
+    }
+    return 0;
+}
+
+/* The header's JSON, tensors in the order given (already laid out). */
+static int build_header(const char *path, const struct tr_st_tensor *const *order, int n,
+                        const char *const *metadata_kv, char **text, char *err, size_t errsize)
+{
+    char q[QUOTED_MAX];
+    json_t *root = json_object();
+    int rc = metadata_kv ? add_metadata(path, root, metadata_kv, err, errsize) : 0;
+    int64_t offset = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        const struct tr_st_tensor *t = order[i];
+        if (json_object_get(root, t->name)) {
+            rc = fail(err, errsize, TR_EINVAL, path, "tensor '%s' is given twice",
+                      quote(t->name, q, sizeof q));
+            break;
+        }
+        int64_t end;
+        if (__builtin_add_overflow(offset, (int64_t)t->bytes, &end)) {
+            rc = fail(err, errsize, TR_EINVAL, path, "the tensors total more than 2^63 bytes");
+            break;
+        }
+        json_t *entry = json_pack("{s:s, s:o, s:[I, I]}", "dtype", dtype_names[t->dtype],
+                                  "shape", json_int_array(t->shape, t->rank), "data_offsets",
+                                  (json_int_t)offset, (json_int_t)end);
+        if (!entry || json_object_set_new(root, t->name, entry))
+            rc = fail(err, errsize, TR_EINVAL, path, "tensor name '%s' is not valid UTF-8",
+                      quote(t->name, q, sizeof q));
+        offset = end;
+    }
+    if (!rc && !(*text = json_dumps(root, JSON_COMPACT)))
+        rc = fail(err, errsize, TR_ENOMEM, path, "out of memory");
+    json_decref(root);
+    return rc;
+}
+
+/* The length, the header padded with spaces to end on a multiple of 8, the data. */
+static int write_contents(FILE *f, const char *header, const struct tr_st_tensor *const *order,
+                          int n)
+{
+    size_t len = strlen(header), pad = (8 - len % 8) % 8;
+    uint64_t total = len + pad;
+    uint8_t prefix[8];
+    for (int i = 0; i < 8; i++)
+        prefix[i] = (uint8_t)(total >> (8 * i));
+    static const char spaces[8] = "        ";
+    if (fwrite(prefix, 1, 8, f) != 8 || fwrite(header, 1, len, f) != len ||
+        fwrite(spaces, 1, pad, f) != pad)
+        return -1;
+    for (int i = 0; i < n; i++)
+        if (order[i]->bytes && fwrite(order[i]->data, 1, order[i]->bytes, f) != order[i]->bytes)
+            return -1;
+    return fflush(f);
+}
+
+/* fsync of the folder holding path, so that the rename itself survives a power cut. */
+static int sync_directory(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    if (!dir)
+        return -1;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    free(dir);
+    if (fd < 0)
+        return -1;
+    int rc = fsync(fd);
+    int e = errno;
+    close(fd);
+    errno = e;
+    return rc;
+}
+
+static int write_atomically(const char *path, const char *header,
+                            const struct tr_st_tensor *const *order, int n, char *err,
+                            size_t errsize)
+{
+    char tmp[4096];
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp)
+        return fail(err, errsize, TR_EIO, path, "path too long");
+    /* O_EXCL: never write through a link or into a file someone else has open */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0)
+        return fail(err, errsize, TR_EIO, path, "cannot create %s: %s", tmp, strerror(errno));
+    FILE *f = fdopen(fd, "wb");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        unlink(tmp);
+        return fail(err, errsize, TR_EIO, path, "cannot write %s: %s", tmp, strerror(e));
+    }
+    const char *step = "write", *tail = "";
+    int failed = write_contents(f, header, order, n);
+    if (!failed && fsync(fileno(f)) < 0)
+        step = "sync", failed = -1;
+    int e = errno;
+    if (fclose(f) != 0 && !failed)   /* nothing left to flush, but it may report a late error */
+        failed = -1, e = errno;
+    if (!failed && rename(tmp, path) < 0)
+        step = "rename", tail = " over it", failed = -1, e = errno;
+    if (failed) {
+        unlink(tmp);
+        return fail(err, errsize, TR_EIO, path, "cannot %s %s%s: %s; left unchanged", step, tmp,
+                    tail, strerror(e));
+    }
+    if (sync_directory(path) < 0)
+        return fail(err, errsize, TR_EIO, path, "written, but syncing its directory failed (%s): "
+                    "the new file may not survive a power cut", strerror(errno));
+    return 0;
+}
+
+int tr_st_write(const char *path, const struct tr_st_tensor *tensors, int n,
+                const char *const *metadata_kv, char *err, size_t errsize)
+{
+    if (n < 0 || (n > 0 && !tensors))
+        return fail(err, errsize, TR_EINVAL, path, "invalid tensor list");
+    for (int i = 0; i < n; i++) {
+        int rc = check_tensor(path, &tensors[i], err, errsize);
+        if (rc)
+            return rc;
+    }
+    const struct tr_st_tensor **order = malloc((size_t)(n ? n : 1) * sizeof *order);
+    if (!order)
+        return fail(err, errsize, TR_ENOMEM, path, "out of memory");
+    for (int i = 0; i < n; i++)
+        order[i] = &tensors[i];
+    qsort(order, (size_t)n, sizeof *order, tensor_by_layout);
+    char *header = NULL;
+    int rc = build_header(path, order, n, metadata_kv, &header, err, errsize);
+    if (!rc)
+        rc = write_atomically(path, header, order, n, err, errsize);
+    free(header);
+    free(order);
+    return rc;
+}
