@@ -5,7 +5,11 @@
  *
  * Conventions every kernel follows — the graph builders and autodiff rely on them:
  *  - tensors are contiguous, row-major; a kernel reads in[], writes out[];
- *  - when node->accumulate is set, outputs are added into (+=) instead of overwritten;
+ *  - when node->accumulate is set, outputs are added into (+=) instead of overwritten — except
+ *    saved statistics (layer norm's stats, attention's lse, batch norm's saved and running
+ *    statistics, max-pool's argmax), which are always overwritten: the backward needs this
+ *    call's own;
+ *  - statistics are f32 (f64 beside f64 data, in the test graphs);
  *  - results are bitwise independent of the thread count: threads split independent outputs
  *    (rows, columns), never one reduction (a sum is always taken in the same order);
  *  - f32, bf16/f16 (16-bit storage, f32 arithmetic) and f64 (tests) are the float types;
@@ -28,7 +32,8 @@
  *                   key = (seed, step, sample id of dim 0's row, position = dim 1 when rank ≥ 3
  *                   else 0, feature = index within the remaining dims, stream)
  *   ATTENTION       in q, k, v [B, H, S, D] (+ mask u8 [B, S]: 1 real token, 0 padding)
- *                   out o [B, H, S, D], lse f32 [B, H, S]; scale = 1/√D; causal: key ≤ query
+ *                   out o [B, H, S, D], lse f32 [B, H, S]; scale = 1/√D (attrs.attention.scale 0);
+ *                   causal: key ≤ query; the mask is present when there is a fourth input
  *   CONV2D          in x [N, C, H, W], w [O, C, kh, kw]      out y [N, O, H', W'] (stride, pad)
  *   BATCHNORM       in x [N, C, H, W] (or [N, C]), gamma [C], beta [C], running_mean [C], running_var [C]
  *                   out y, saved f32 [2, C] = (mean, 1/σ); training updates the running

@@ -33,7 +33,7 @@ enum tr_op {
     TR_OP_DROPOUT,        /* counter-based mask: a pure function of (seed, step, sample, position, feature, stream) */
     TR_OP_ATTENTION,      /* q, k, v [B, H, S, D] (+ key padding mask u8 [B, S]) → out, lse [B, H, S] */
     TR_OP_CONV2D,         /* x [N, C, H, W], w [O, C, kh, kw] → [N, O, H', W']; im2col + GEMM */
-    TR_OP_BATCHNORM,      /* x [N, C, H, W], gamma, beta, running mean/var → y, saved [C, 2] */
+    TR_OP_BATCHNORM,      /* x [N, C, H, W], gamma, beta, running mean/var → y, saved [2, C] */
     TR_OP_MAXPOOL,        /* → y and argmax indices (i32) */
     TR_OP_AVGPOOL,
     TR_OP_GLOBAL_AVGPOOL, /* [N, C, H, W] → [N, C] */
@@ -82,7 +82,7 @@ union tr_attrs {
     struct { uint8_t tanh_approx; } gelu;
     struct { float eps; } norm;                         /* layer norm, batch norm */
     struct { float p; uint32_t stream; } dropout;
-    struct { uint8_t causal, padding_mask; float scale; } attention;
+    struct { uint8_t causal, padding_mask; float scale; } attention;   /* scale 0: 1/√D */
     struct { int32_t ignore_index; } cross_entropy;
     struct { int stride, pad; } conv;
     struct { int kernel, stride, pad; } pool;

@@ -1,4 +1,60 @@
-/* PLACEHOLDER: the batchnorm kernels are being written; each fails cleanly until then. */
+/* BATCHNORM and its backward on the CPU (DESIGN.md §3): per-channel statistics over (N, H, W).
+ * Threads split the channels and each channel's sums run in one fixed order, so any thread
+ * count gives the same bits. Sums are kept in double: a channel of a batch of 224² images
+ * holds millions of values, and an f32 running sum would keep only about 3 correct digits. */
+#include <math.h>
+
 #include "backend/cpu/cpu.h"
-int tr_cpu_batchnorm(const struct tr_kernel_args *a) { return tr_cpu_fail(a, "batchnorm: not written yet"); }
-int tr_cpu_batchnorm_bwd(const struct tr_kernel_args *a) { return tr_cpu_fail(a, "batchnorm_bwd: not written yet"); }
+
+/* x seen as [N, C, S]: S = H·W, or 1 for x [N, C]. */
+struct bn_geom {
+    int64_t N, C, S;
+};
+
+static struct bn_geom bn_geom_of(const struct tr_tensor *x)
+{
+    struct bn_geom g = {x->dim[0], x->dim[1], 1};
+    for (int d = 2; d < x->rank; d++)
+        g.S *= x->dim[d];
+    return g;
+}
+
+/* The statistics and parameters are read as x's type: one of another type would be misread. */
+static int bn_check_dtypes(const struct tr_kernel_args *a)
+{
+    enum tr_dtype t = a->in[0].dtype;
+    for (int i = 1; i < a->nin; i++)
+        if (a->in[i].dtype != t)
+            return tr_cpu_fail(a, "%s: input %d is %s but x is %s", tr_op_name(a->node->op), i,
+                               tr_dtype_name(a->in[i].dtype), tr_dtype_name(t));
+    for (int i = 0; i < a->nout; i++)
+        if (a->out[i].dtype != t)
+            return tr_cpu_fail(a, "%s: output %d is %s but x is %s", tr_op_name(a->node->op), i,
+                               tr_dtype_name(a->out[i].dtype), tr_dtype_name(t));
+    return 0;
+}
+
+/* Training needs two values per channel: the unbiased variance divides by m − 1 (PyTorch
+ * refuses the same batch). With a symbolic batch size this shows only at run time. */
+static int bn_check(const struct tr_kernel_args *a, const struct bn_geom *g)
+{
+    if (a->node->attrs.batchnorm.training && g->N * g->S < 2)
+        return tr_cpu_fail(a, "batchnorm: training needs more than one value per channel, "
+                              "got a batch of %lld×%lld", (long long)g->N, (long long)g->S);
+    return bn_check_dtypes(a);
+}
+
+#define REAL float
+#define SFX f32
+#include "backend/cpu/batchnorm.inc"
+#undef REAL
+#undef SFX
+
+#define REAL double
+#define SFX f64
+#include "backend/cpu/batchnorm.inc"
+#undef REAL
+#undef SFX
+
+TR_CPU_DISPATCH(batchnorm)
+TR_CPU_DISPATCH(batchnorm_bwd)

@@ -1,8 +1,48 @@
-/* PLACEHOLDER: the pool kernels are being written; each fails cleanly until then. */
+/* Pooling on the CPU (DESIGN.md §3): max and average windows, global average, and their
+ * backwards. Threads split the (n, c) planes; a backward scatters only within its own plane,
+ * in one fixed order, so overlapping windows add up the same on any thread count. */
+#include <math.h>
+#include <string.h>
+
 #include "backend/cpu/cpu.h"
-int tr_cpu_maxpool(const struct tr_kernel_args *a) { return tr_cpu_fail(a, "maxpool: not written yet"); }
-int tr_cpu_maxpool_bwd(const struct tr_kernel_args *a) { return tr_cpu_fail(a, "maxpool_bwd: not written yet"); }
-int tr_cpu_avgpool(const struct tr_kernel_args *a) { return tr_cpu_fail(a, "avgpool: not written yet"); }
-int tr_cpu_avgpool_bwd(const struct tr_kernel_args *a) { return tr_cpu_fail(a, "avgpool_bwd: not written yet"); }
-int tr_cpu_global_avgpool(const struct tr_kernel_args *a) { return tr_cpu_fail(a, "global_avgpool: not written yet"); }
-int tr_cpu_global_avgpool_bwd(const struct tr_kernel_args *a) { return tr_cpu_fail(a, "global_avgpool_bwd: not written yet"); }
+
+/* x seen as planes [N·C, H, W], y as [N·C, Ho, Wo]; square windows. */
+struct pool_geom {
+    int64_t planes, H, W, Ho, Wo;
+    int64_t kernel, stride, pad;
+};
+
+static struct pool_geom pool_geom_of(const struct tr_node *node, const struct tr_tensor *x,
+                                     const struct tr_tensor *y)
+{
+    return (struct pool_geom){x->dim[0] * x->dim[1], x->dim[2], x->dim[3], y->dim[2], y->dim[3],
+                              node->attrs.pool.kernel, node->attrs.pool.stride,
+                              node->attrs.pool.pad};
+}
+
+/* The input rows (or columns) [lo, hi) that window o covers, clipped to the real ones. */
+static void pool_span(const struct pool_geom *g, int64_t o, int64_t size, int64_t *lo, int64_t *hi)
+{
+    int64_t start = o * g->stride - g->pad;
+    *lo = start > 0 ? start : 0;
+    *hi = start + g->kernel < size ? start + g->kernel : size;
+}
+
+#define REAL float
+#define SFX f32
+#include "backend/cpu/pool.inc"
+#undef REAL
+#undef SFX
+
+#define REAL double
+#define SFX f64
+#include "backend/cpu/pool.inc"
+#undef REAL
+#undef SFX
+
+TR_CPU_DISPATCH(maxpool)
+TR_CPU_DISPATCH(maxpool_bwd)
+TR_CPU_DISPATCH(avgpool)
+TR_CPU_DISPATCH(avgpool_bwd)
+TR_CPU_DISPATCH(global_avgpool)
+TR_CPU_DISPATCH(global_avgpool_bwd)
