@@ -66,7 +66,8 @@ static inline void harness_fill(struct harness *h, int v, uint64_t *seed, double
 /* One forward + backward with gradients zeroed first; returns the loss. */
 static inline double harness_run(struct harness *h, int64_t B, int64_t S)
 {
-    memset(h->x.base[TR_GRAD], 0, h->plan.region_bytes[TR_GRAD]);
+    if (h->plan.region_bytes[TR_GRAD])
+        memset(h->x.base[TR_GRAD], 0, h->plan.region_bytes[TR_GRAD]);
     *harness_f64(h, h->loss_scale) = 1;
     int rc = tr_exec_run(&h->x, B, S);
     ck_assert_msg(rc == 0, "exec: %s", h->x.error);

@@ -62,6 +62,7 @@ static int fail(struct tr_graph *g, const char *fmt, ...)
 int tr_value_add(struct tr_graph *g, enum tr_value_kind kind, enum tr_dtype t, const struct tr_shape *s,
                  const char *name)
 {
+    struct tr_shape shape = *s;   /* s may point into the array the realloc below moves */
     if (g->nvalues == g->cap_values) {
         g->cap_values = g->cap_values ? 2 * g->cap_values : 64;
         g->values = tr_xrealloc(g->values, (size_t)g->cap_values * sizeof *g->values);
@@ -69,7 +70,7 @@ int tr_value_add(struct tr_graph *g, enum tr_value_kind kind, enum tr_dtype t, c
     struct tr_value *v = &g->values[g->nvalues];
     memset(v, 0, sizeof *v);
     v->dtype = t;
-    v->shape = *s;
+    v->shape = shape;
     v->kind = kind;
     v->producer = -1;
     v->grad = -1;
