@@ -118,7 +118,7 @@ struct span {
 __attribute__((format(printf, 3, 4)))
 static int tensor_fail(const struct parse_ctx *c, const char *name, const char *fmt, ...)
 {
-    char sentence[256], q[QUOTED_MAX];
+    char sentence[512], q[QUOTED_MAX];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(sentence, sizeof sentence, fmt, ap);
@@ -127,7 +127,8 @@ static int tensor_fail(const struct parse_ctx *c, const char *name, const char *
                 quote(name, q, sizeof q), sentence);
 }
 
-static int parse_dtype(const struct parse_ctx *c, const char *name, const char *s, enum tr_dtype *out)
+static int parse_dtype(const struct parse_ctx *c, const char *name, const char *s,
+                       enum tr_dtype *out)
 {
     char q[QUOTED_MAX];
     for (int t = 0; t < TR_NDTYPES; t++)
@@ -166,11 +167,11 @@ static int parse_shape(const struct parse_ctx *c, const char *name, json_t *shap
 static int parse_offsets(const struct parse_ctx *c, const char *name, json_t *offsets,
                          const struct tr_st_tensor *t, struct span *sp)
 {
-    if (!json_is_array(offsets) || json_array_size(offsets) != 2 ||
-        !json_is_integer(json_array_get(offsets, 0)) || !json_is_integer(json_array_get(offsets, 1)))
+    json_t *first = json_array_get(offsets, 0), *second = json_array_get(offsets, 1);
+    if (!json_is_array(offsets) || json_array_size(offsets) != 2 || !json_is_integer(first) ||
+        !json_is_integer(second))
         return tensor_fail(c, name, "data_offsets is not an array of two integers");
-    long long begin = json_integer_value(json_array_get(offsets, 0));
-    long long end = json_integer_value(json_array_get(offsets, 1));
+    long long begin = json_integer_value(first), end = json_integer_value(second);
     if (begin < 0 || end < 0)
         return tensor_fail(c, name, "data_offsets [%lld, %lld] are negative", begin, end);
     if (end < begin)
@@ -218,6 +219,8 @@ static int parse_entry(const struct parse_ctx *c, const char *name, json_t *entr
 static int parse_metadata(const struct parse_ctx *c, json_t *meta, struct tr_safetensors *st)
 {
     char q[QUOTED_MAX];
+    if (json_is_null(meta))   /* as the reference reader: null is no metadata */
+        return 0;
     if (!json_is_object(meta))
         return fail(c->err, c->errsize, TR_EINVAL, c->file, "__metadata__ is not an object");
     size_t n = json_object_size(meta);
@@ -264,7 +267,8 @@ static int check_tiling(const struct parse_ctx *c, struct span *spans, int n)
             return fail(c->err, c->errsize, TR_EINVAL, c->file, "tensors '%s' (bytes %llu..%llu) "
                         "and '%s' (bytes %llu..%llu) overlap",
                         quote(spans[i - 1].name, q1, sizeof q1),
-                        (unsigned long long)spans[i - 1].begin, (unsigned long long)spans[i - 1].end,
+                        (unsigned long long)spans[i - 1].begin,
+                        (unsigned long long)spans[i - 1].end,
                         quote(spans[i].name, q2, sizeof q2), (unsigned long long)spans[i].begin,
                         (unsigned long long)spans[i].end);
         covered = spans[i].end;
@@ -562,7 +566,9 @@ static int build_header(const char *path, const struct tr_st_tensor *const *orde
         json_t *entry = json_pack("{s:s, s:o, s:[I, I]}", "dtype", dtype_names[t->dtype],
                                   "shape", json_int_array(t->shape, t->rank), "data_offsets",
                                   (json_int_t)offset, (json_int_t)end);
-        if (!entry || json_object_set_new(root, t->name, entry))
+        if (!entry)
+            rc = fail(err, errsize, TR_ENOMEM, path, "out of memory");
+        else if (json_object_set_new(root, t->name, entry))
             rc = fail(err, errsize, TR_EINVAL, path, "tensor name '%s' is not valid UTF-8",
                       quote(t->name, q, sizeof q));
         offset = end;
@@ -570,6 +576,10 @@ static int build_header(const char *path, const struct tr_st_tensor *const *orde
     if (!rc && !(*text = json_dumps(root, JSON_COMPACT)))
         rc = fail(err, errsize, TR_ENOMEM, path, "out of memory");
     json_decref(root);
+    /* padded to a multiple of 8, and the limit is one: a reader refuses exactly these */
+    if (!rc && strlen(*text) > TR_ST_MAX_HEADER)
+        rc = fail(err, errsize, TR_EINVAL, path, "the header would be %zu bytes, more than the "
+                  "%u-byte limit", strlen(*text), TR_ST_MAX_HEADER);
     return rc;
 }
 
@@ -617,8 +627,12 @@ static int write_atomically(const char *path, const char *header,
     char tmp[4096];
     if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp)
         return fail(err, errsize, TR_EIO, path, "path too long");
-    /* O_EXCL: never write through a link or into a file someone else has open */
+    /* O_EXCL: never write through a link or into a file someone else has open. One left by
+     * a crash of an earlier process with our pid (a container's pid 1, every run) is ours
+     * to replace: no live process can have this pid but us. */
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0 && errno == EEXIST && unlink(tmp) == 0)
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0)
         return fail(err, errsize, TR_EIO, path, "cannot create %s: %s", tmp, strerror(errno));
     FILE *f = fdopen(fd, "wb");

@@ -15,10 +15,11 @@
  * hundred bytes per tensor, so this is ~200k tensors, and it caps what jansson allocates. */
 #define TR_ST_MAX_HEADER 100000000u
 
-/* One tensor. Read: name and data point into the open file (valid until tr_st_close); data
- * is aligned to the element size when the file was written with the header padded to 8
- * bytes and its tensors ordered by element size (ours and the Python package's are), but a
- * file from elsewhere may leave it unaligned: memcpy rather than cast when unsure.
+/* One tensor. Read: name and data belong to the struct tr_safetensors (data points into
+ * the file or buffer) and last until tr_st_close. data is aligned to the element size when
+ * the file was written with its header padded to 8 bytes and its tensors ordered by
+ * element size (ours and the Python package's are); a file from elsewhere may leave it
+ * unaligned: memcpy rather than cast when unsure.
  * Written: the caller's; bytes must equal numel·tr_dtype_size(dtype). */
 struct tr_st_tensor {
     const char *name;
@@ -34,7 +35,7 @@ struct json_t;
 struct tr_safetensors {
     struct tr_st_tensor *tensors;   /* in the order of their data in the file */
     int n;
-    const char **metadata;          /* "__metadata__": key, value, …, NULL; never NULL while open */
+    const char **metadata;          /* key, value, …, NULL from "__metadata__"; never NULL if open */
     int n_metadata;                 /* pairs */
     /* private */
     struct tr_st_tensor **by_name;  /* the tensors sorted by name, for tr_st_find */
@@ -52,7 +53,7 @@ struct tr_safetensors {
 int tr_st_open(struct tr_safetensors *st, const char *path, char *err, size_t errsize);
 
 /* Parses a whole file held in buf[0..len); name is what messages call it (NULL: "<buffer>").
- * The tensors and names point into buf, which must outlive st. */
+ * The tensors' data point into buf, which must outlive st. Same returns as tr_st_open. */
 int tr_st_parse(struct tr_safetensors *st, const void *buf, size_t len, const char *name,
                 char *err, size_t errsize);
 
@@ -66,14 +67,16 @@ void tr_st_close(struct tr_safetensors *st);
 
 /* Writes n tensors and the metadata (key, value, …, NULL; or NULL for none) to path,
  * atomically: a temporary "path.tmp.<pid>" is written, flushed, fsynced and renamed over
- * path, then the directory is fsynced. On failure the temporary file is removed and a file
- * already at path is left as it was (except when only the final directory fsync fails: the
- * new file is then in place, but may not survive a power cut; err says so).
+ * path, then the directory is fsynced (a temporary left by a crashed run with the same pid
+ * is replaced). On failure the temporary file is removed and a file already at path is
+ * left as it was (except when only the final directory fsync fails: the new file is then
+ * in place, but may not survive a power cut; err says so).
  * Tensors are laid out by element size, largest first, then by name: with the header padded
  * so the data starts at a multiple of 8 bytes, every tensor is then aligned to its element
  * size without holes (the format forbids them), and the same tensors give the same bytes
  * whatever order the caller lists them in. Names must be unique, valid UTF-8 and not
- * "__metadata__". */
+ * "__metadata__"; a header over TR_ST_MAX_HEADER, which readers refuse, is not written.
+ * Returns 0, TR_EINVAL (bad input: nothing is created), TR_EIO or TR_ENOMEM. */
 int tr_st_write(const char *path, const struct tr_st_tensor *tensors, int n,
                 const char *const *metadata_kv, char *err, size_t errsize);
 
