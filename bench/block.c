@@ -66,7 +66,9 @@ static int block(int64_t D, int64_t H, int64_t Fd, int64_t B, int64_t S, int ite
             fill(tr_exec_data(&ex, v), p.plans[0].bytes[v] / sizeof(float), &seed);
     memset(tr_exec_data(&ex, mask), 1, p.plans[0].bytes[mask]);
     *(float *)tr_exec_data(&ex, scale) = 1;
-    double *t = calloc((size_t)iters, sizeof *t);
+    double *t = calloc((size_t)iters, sizeof *t), op_seconds[TR_NOPS] = {0};
+    if (getenv("TR_PROFILE"))
+        ex.op_seconds = op_seconds;
     for (int i = -1; i < iters; i++) {   /* one warm-up run */
         double t0 = now_ms();
         if (tr_exec_run(&ex, B, S)) {
@@ -76,17 +78,23 @@ static int block(int64_t D, int64_t H, int64_t Fd, int64_t B, int64_t S, int ite
         if (i >= 0)
             t[i] = now_ms() - t0;
     }
+    for (int op = 0; op < TR_NOPS; op++)
+        if (op_seconds[op] > 0)
+            fprintf(stderr, "  %-20s %8.2f ms per run\n", tr_op_name((enum tr_op)op), op_seconds[op] * 1e3 / (iters + 1));
     printf("trainrun block D=%lld H=%lld F=%lld B=%lld S=%lld ms=%.2f arena_mib=%.1f\n", (long long)D,
            (long long)H, (long long)Fd, (long long)B, (long long)S, median(t, iters),
            (double)p.region_bytes[TR_ACT] / 1048576.0);
     return 0;
 }
 
-/* [M, K]·[K, N] in f32, and the same operands stored in bf16 and f16 through the 16-bit path. */
+/* [M, K]·[K, N] in f32, and the same operands stored in bf16 and f16 through the 16-bit path.
+ * The three run in turn, iteration by iteration, so drifts in the machine's speed hit all alike. */
 static int gemm16(int64_t M, int64_t K, int64_t N, int iters)
 {
     const enum tr_dtype types[3] = {TR_F32, TR_BF16, TR_F16};
-    double ms[3];
+    struct tr_kernel_args args[3];
+    struct tr_node node = {.op = TR_OP_MATMUL};
+    double *t[3];
     unsigned seed = 2;
     for (int ti = 0; ti < 3; ti++) {
         size_t es = tr_dtype_size(types[ti]);
@@ -96,19 +104,23 @@ static int gemm16(int64_t M, int64_t K, int64_t N, int iters)
         memset(a.data, 0, (size_t)(M * K) * es), memset(b.data, 0, (size_t)(K * N) * es);
         if (ti == 0)
             fill(a.data, (size_t)(M * K), &seed), fill(b.data, (size_t)(K * N), &seed);
-        struct tr_node node = {.op = TR_OP_MATMUL};
-        struct tr_kernel_args args = {.node = &node, .in = {a, b}, .out = {y}, .nin = 2, .nout = 1};
-        size_t ws = tr_backend_cpu()->workspace_bytes(&node, args.in, args.out);
-        args.workspace = malloc(ws + 64), args.workspace_bytes = ws;
-        double *t = calloc((size_t)iters, sizeof *t);
-        for (int i = -1; i < iters; i++) {
+        args[ti] = (struct tr_kernel_args){.node = &node, .in = {a, b}, .out = {y}, .nin = 2, .nout = 1};
+        args[ti].workspace_bytes = tr_backend_cpu()->workspace_bytes(&node, args[ti].in, args[ti].out);
+        args[ti].workspace = malloc(args[ti].workspace_bytes + 64);
+        t[ti] = calloc((size_t)iters, sizeof(double));
+    }
+    for (int i = -1; i < iters; i++)
+        for (int ti = 0; ti < 3; ti++) {
             double t0 = now_ms();
-            tr_backend_run(tr_backend_cpu(), &args);
+            tr_backend_run(tr_backend_cpu(), &args[ti]);
             if (i >= 0)
-                t[i] = now_ms() - t0;
+                t[ti][i] = now_ms() - t0;
         }
-        ms[ti] = median(t, iters);
-        free(t), free(args.workspace), free(a.data), free(b.data), free(y.data);
+    double ms[3];
+    for (int ti = 0; ti < 3; ti++) {
+        ms[ti] = median(t[ti], iters);
+        free(t[ti]), free(args[ti].workspace), free(args[ti].in[0].data), free(args[ti].in[1].data);
+        free(args[ti].out[0].data);
     }
     printf("gemm M=%lld K=%lld N=%lld f32_ms=%.3f bf16_ms=%.3f f16_ms=%.3f bf16_ratio=%.2f f16_ratio=%.2f\n",
            (long long)M, (long long)K, (long long)N, ms[0], ms[1], ms[2], ms[1] / ms[0], ms[2] / ms[0]);

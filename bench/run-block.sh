@@ -7,23 +7,21 @@ set -eu
 threads=${1:-$(nproc)}
 rounds=${2:-3}
 here=$(dirname "$0")
+median() { printf '%s\n' "$@" | sort -n | sed -n "$(( ($# + 1) / 2 ))p"; }
 export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
 echo "threads=$threads rounds=$rounds $(date -u +%Y-%m-%dT%H:%MZ) $(lscpu | sed -n 's/^Model name: *//p')"
 for shape in "256 4 1024 8 128 bert-small" "768 12 3072 8 128 bert-base/S128" "768 12 3072 2 512 bert-base/S512"; do
   set -- $shape
-  iters=5
+  iters=$(( $5 >= 512 ? 3 : 8 ))
   ours= theirs=
   for r in $(seq "$rounds"); do
     ours="$ours $(./bench/block "$1" "$2" "$3" "$4" "$5" $iters | sed 's/.*ms=\([0-9.]*\).*/\1/')"
     theirs="$theirs $(/usr/bin/python3 "$here/block.py" "$1" "$2" "$3" "$4" "$5" $iters "$threads" | sed 's/.*ms=//')"
   done
-  echo "$6 D=$1 H=$2 F=$3 B=$4 S=$5: trainrun ms [$ours ] pytorch ms [$theirs ]" |
-    awk '{print}'
-  printf '%s\n%s\n' "$ours" "$theirs" | awk -v name="$6" '
-    NR == 1 { n = split($0, a, " "); asort(a); ours = a[int((n + 1) / 2)] }
-    NR == 2 { n = split($0, b, " "); asort(b); theirs = b[int((n + 1) / 2)] }
-    END { printf "%s: trainrun %.1f ms, pytorch %.1f ms, ratio trainrun/pytorch %.2f\n", name, ours, theirs, ours / theirs }'
+  echo "$6 D=$1 H=$2 F=$3 B=$4 S=$5: trainrun ms [$ours ] pytorch ms [$theirs ]"
+  a=$(median $ours) b=$(median $theirs)
+  echo "$6: trainrun $a ms, pytorch $b ms, ratio trainrun/pytorch $(echo "$a $b" | awk '{printf "%.2f", $1 / $2}')"
 done
 for shape in "1024 768 3072" "4096 768 768"; do
-  ./bench/block gemm16 $shape 5
+  ./bench/block gemm16 $shape 21
 done

@@ -196,6 +196,24 @@ START_TEST(memplan_bert_base)
     ck_assert_uint_ge(p.region_bytes[TR_ACT], p.arena_live_peak);
     ck_assert(p.region_bytes[TR_ACT] < p.arena_sum / 2);
     ck_assert(ms < 1000);
+    for (int u = 0; u < g.nvalues; u++)   /* no two values live at once share a byte */
+        for (int v = u + 1; v < g.nvalues; v++)
+            if (g.values[u].kind == TR_ACT && g.values[v].kind == TR_ACT && g.values[u].view_of < 0 &&
+                g.values[v].view_of < 0 && p.first[u] >= 0 && p.first[v] >= 0 &&
+                p.first[u] < p.last[v] && p.first[v] < p.last[u])
+                ck_assert_msg(p.offset[u] >= p.offset[v] + (int64_t)p.bytes[v] ||
+                              p.offset[v] >= p.offset[u] + (int64_t)p.bytes[u], "values %d and %d overlap", u, v);
+    /* the regions, taken from the allocator, peak at exactly the planned bytes */
+    struct tr_allocator alloc;
+    struct tr_exec ex = {.g = &g, .plan = &p};
+    tr_alloc_init(&alloc, NULL);
+    ck_assert_msg(tr_exec_alloc(&ex, &alloc, p.region_bytes, p.workspace_bytes) == 0, "%s", ex.error);
+    struct tr_alloc_stats st;
+    tr_alloc_stats(&alloc, &st);
+    ck_assert_uint_eq(st.region[TR_REGION_ARENA].peak, p.region_bytes[TR_ACT]);
+    ck_assert_uint_eq(st.peak, p.region_bytes[TR_PARAM] + p.region_bytes[TR_GRAD] + p.region_bytes[TR_INPUT] +
+                                   p.region_bytes[TR_ACT] + p.workspace_bytes);
+    tr_alloc_destroy(&alloc);
     /* 12 layers of 7,087,872 parameters (q, k, v, o: 768·768 + 768; FFN: 768·3072 + 3072 and
      * 3072·768 + 768; two layer norms: 2·768 each), all sizes multiples of 64 bytes */
     ck_assert_uint_eq(p.region_bytes[TR_PARAM], 12u * 7087872u * 4u);

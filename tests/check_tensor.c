@@ -60,6 +60,36 @@ START_TEST(f16_matches_ieee)
 }
 END_TEST
 
+/* The array conversions (F16C where present) give the scalar code's bits: every half, and
+ * floats across the whole range including ties, subnormals, overflow and NaN. */
+START_TEST(f16_arrays_match_scalar)
+{
+    enum { N = 65536 };
+    uint16_t *h = malloc(N * sizeof *h), *back = malloc(N * sizeof *back);
+    float *f = malloc(N * sizeof *f);
+    for (uint32_t i = 0; i < N; i++)
+        h[i] = (uint16_t)i;
+    tr_f16_widen(h, f, N);
+    for (uint32_t i = 0; i < N; i++) {
+        float want = tr_f16_to_f32(h[i]);
+        ck_assert_msg(memcmp(&f[i], &want, 4) == 0 || (isnan(f[i]) && isnan(want)), "widen %04x", i);
+    }
+    uint32_t state = 12345;
+    for (uint32_t i = 0; i < N; i++) {
+        state = state * 1664525u + 1013904223u;
+        uint32_t bits = i < 1024 ? (0x38000000u + (i << 13)) | 0x1000u : state;   /* ties first */
+        memcpy(&f[i], &bits, 4);
+    }
+    tr_f16_narrow(f, back, N);
+    for (uint32_t i = 0; i < N; i++) {
+        uint16_t want = tr_f32_to_f16(f[i]);
+        ck_assert_msg(back[i] == want || (isnan(f[i]) && (back[i] & 0x7c00) == 0x7c00 && (back[i] & 0x3ff)),
+                      "narrow %a: %04x != %04x", f[i], back[i], want);
+    }
+    free(h), free(back), free(f);
+}
+END_TEST
+
 /* Known-answer vectors of Philox4x32-10 from Random123 (kat_vectors). */
 START_TEST(philox_known_answers)
 {
@@ -108,6 +138,7 @@ int main(void)
     tcase_add_test(tc, symbolic_sizes);
     tcase_add_test(tc, bf16_rounds_to_nearest_even);
     tcase_add_test(tc, f16_matches_ieee);
+    tcase_add_test(tc, f16_arrays_match_scalar);
     tcase_add_test(tc, philox_known_answers);
     tcase_add_test(tc, dropout_uniforms);
     suite_add_tcase(s, tc);

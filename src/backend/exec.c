@@ -5,8 +5,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/error.h"
+
+static double seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
 
 void *tr_exec_data(const struct tr_exec *x, int v)
 {
@@ -92,8 +100,11 @@ int tr_exec_run(struct tr_exec *x, int64_t B, int64_t S)
             for (int i = 0; i < node->nout; i++)
                 a.out[i].data = tr_exec_data(x, node->out[i]);
             kernel_error[0] = '\0';
+            double start = x->op_seconds ? seconds() : 0;
             if (tr_backend_run(x->be, &a))
                 return fail(x, node, step, kernel_error);
+            if (x->op_seconds)
+                x->op_seconds[node->op] += seconds() - start;
         }
         if (x->debug) {
             if (police(x, node, step))

@@ -19,6 +19,7 @@ struct tr_exec {
     void *workspace;
     const struct tr_rng_ctx *rng;
     bool debug;
+    double *op_seconds;         /* optional, TR_NOPS entries: time spent per op is added here */
     char *shadow;               /* debug: the arena as it should be */
     char error[TR_KERNEL_ERROR_MAX + 64];
 };

@@ -58,10 +58,30 @@ void tr_shape_format(const struct tr_shape *s, char *out, size_t n);
 int64_t tr_tensor_numel(const struct tr_tensor *t);
 size_t tr_tensor_bytes(const struct tr_tensor *t);
 
-/* 16-bit floats: round to nearest even, NaN kept NaN. */
-uint16_t tr_f32_to_bf16(float x);
-float tr_bf16_to_f32(uint16_t h);
+/* 16-bit floats: round to nearest even, NaN kept NaN. The bf16 pair is inline so conversion
+ * loops vectorise (bf16 is the top half of an f32); f16 has its F16C path in the CPU backend. */
+static inline uint16_t tr_f32_to_bf16(float x)
+{
+    uint32_t u;
+    __builtin_memcpy(&u, &x, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x40);   /* quiet NaN, sign kept */
+    u += 0x7fffu + ((u >> 16) & 1u);          /* round to nearest, ties to even */
+    return (uint16_t)(u >> 16);
+}
+
+static inline float tr_bf16_to_f32(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float x;
+    __builtin_memcpy(&x, &u, 4);
+    return x;
+}
+
 uint16_t tr_f32_to_f16(float x);
 float tr_f16_to_f32(uint16_t h);
+/* Whole arrays, using F16C where the CPU has it (bit-identical to the scalar functions). */
+void tr_f16_widen(const uint16_t *in, float *out, int64_t n);
+void tr_f16_narrow(const float *in, uint16_t *out, int64_t n);
 
 #endif

@@ -22,18 +22,21 @@
 /* 16-bit storage, f32 arithmetic: Debian's OpenBLAS has no sbgemm, so bf16/f16 operands are
  * widened into the workspace, multiplied with sgemm and the result narrowed back. The cost of
  * the conversions against a plain sgemm is measured in bench/ (gemm16). */
+/* Conversions in chunks of 4096 elements, split among threads (each chunk independent). */
+#define CHUNK 4096
+
 static void widen(const struct tr_tensor *t, float *out)
 {
     const uint16_t *h = t->data;
     int64_t n = tr_tensor_numel(t);
-    if (t->dtype == TR_BF16) {
 #pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < n; i++)
-            out[i] = tr_bf16_to_f32(h[i]);
-    } else {
-#pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < n; i++)
-            out[i] = tr_f16_to_f32(h[i]);
+    for (int64_t c = 0; c < n; c += CHUNK) {
+        int64_t len = n - c < CHUNK ? n - c : CHUNK;
+        if (t->dtype == TR_F16)
+            tr_f16_widen(h + c, out + c, len);
+        else
+            for (int64_t i = c; i < c + len; i++)
+                out[i] = tr_bf16_to_f32(h[i]);
     }
 }
 
@@ -41,14 +44,14 @@ static void narrow(const float *in, const struct tr_tensor *t)
 {
     uint16_t *h = t->data;
     int64_t n = tr_tensor_numel(t);
-    if (t->dtype == TR_BF16) {
 #pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < n; i++)
-            h[i] = tr_f32_to_bf16(in[i]);
-    } else {
-#pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < n; i++)
-            h[i] = tr_f32_to_f16(in[i]);
+    for (int64_t c = 0; c < n; c += CHUNK) {
+        int64_t len = n - c < CHUNK ? n - c : CHUNK;
+        if (t->dtype == TR_F16)
+            tr_f16_narrow(in + c, h + c, len);
+        else
+            for (int64_t i = c; i < c + len; i++)
+                h[i] = tr_f32_to_bf16(in[i]);
     }
 }
 
