@@ -1,6 +1,7 @@
 /* The allocator (src/core/alloc.c): regions taken and given back with exact statistics,
  * alignment and zeroing, the hard limit refused one byte past it and met exactly, memory ops
  * that fail or misbehave, and the process footprint (VmHWM/VmRSS, the peak reset, the heap). */
+#include "runner.h"
 #include <check.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -586,9 +587,5 @@ int main(void)
     tcase_add_test(fp, peak_rss_follows_region);
     tcase_add_test(fp, heap_in_use_follows_malloc);
     suite_add_tcase(s, fp);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return unit_run(s);
 }

@@ -99,7 +99,7 @@ static double run_case(struct fx *c)
     struct tr_graph *g = &c->g;
     int loss = -1, w[4];
     for (int k = 0; k < c->nout; k++) {
-        char name[8];
+        char name[16];
         snprintf(name, sizeof name, "w%d", k);
         struct tr_dim n = tr_shape_numel(&g->values[c->outs[k]].shape);
         int flat = tr_reshape(g, c->outs[k], 2, (struct tr_dim[]){tr_dim_const(1), n});
@@ -123,7 +123,7 @@ static double run_case(struct fx *c)
     for (int i = 0; i < c->nleaves; i++)
         memcpy(tr_exec_data(&x, c->leaves[i]), ref(c, c->leaf_names[i])->data, ref(c, c->leaf_names[i])->bytes);
     for (int k = 0; k < c->nout; k++) {
-        char name[8];
+        char name[16];
         snprintf(name, sizeof name, "w%d", k);
         memcpy(tr_exec_data(&x, w[k]), ref(c, name)->data, ref(c, name)->bytes);
     }
@@ -131,7 +131,7 @@ static double run_case(struct fx *c)
     ck_assert_msg(tr_exec_run(&x, c->B, c->S) == 0, "%s: %s", c->name, x.error);
     double worst = 0;
     for (int k = 0; k < c->nout; k++) {
-        char name[8];
+        char name[16];
         snprintf(name, sizeof name, "out%d", k);
         const struct tr_st_tensor *want = ref(c, name);
         double e, ratio = error_ratio(tr_exec_data(&x, c->outs[k]), want->data, (int64_t)(want->bytes / 4), &e);

@@ -2,6 +2,7 @@
  * Gradients of whole graphs are checked against finite differences in f64 (the same bound
  * as the kernel checks: gradcheck.h); the memory plan against its invariants on random graphs
  * and on a BERT-base-shaped graph. */
+#include "runner.h"
 #include <time.h>
 
 #include "graph/program.h"
@@ -315,9 +316,5 @@ int main(void)
     tcase_add_test(tc, memplan_bert_base);
     tcase_add_test(tc, buckets_share_one_arena);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return unit_run(s);
 }

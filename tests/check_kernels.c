@@ -1,5 +1,6 @@
 /* CPU kernels, elementwise and GEMM: finite-difference gradient checks in f64 (gradcheck.h
  * says why the tolerance is what it is), accumulation (+=), and f32 agreeing with f64. */
+#include "runner.h"
 #include "gradcheck.h"
 
 #include <stdio.h>
@@ -295,9 +296,5 @@ int main(void)
     tcase_add_test(tc, f32_agrees_with_f64);
     tcase_add_test(tc, matmul_16bit);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return unit_run(s);
 }

@@ -3,6 +3,7 @@
  * written here, the running statistics and eval mode, accumulation (+=), f32 agreeing with f64,
  * the filter gradient's independence of the thread count, and a workspace that is too small.
  * GC_VERBOSE=1 in the environment prints each gradient check's error. */
+#include "runner.h"
 #include "gradcheck.h"
 
 #include <omp.h>
@@ -729,9 +730,5 @@ int main(void)
     tcase_add_test(tc, thread_count_independent);
     tcase_add_test(tc, f32_agrees_with_f64);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return unit_run(s);
 }

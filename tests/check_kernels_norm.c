@@ -3,6 +3,7 @@
  * written here, accumulation (+=), f32 agreeing with f64, results that do not depend on the
  * thread count, and dropout masks that depend on the sample, never on its micro-batch.
  * GC_VERBOSE=1 prints each gradient check's error. */
+#include "runner.h"
 #include "gradcheck.h"
 
 #include <omp.h>
@@ -640,9 +641,5 @@ int main(void)
     tcase_add_test(tc, layernorm_f32_agrees_with_f64);
     tcase_add_test(tc, attention_f32_agrees_with_f64);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return unit_run(s);
 }

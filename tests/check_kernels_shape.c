@@ -3,59 +3,15 @@
  * checks in f64 through the backward the graph uses, values against index arithmetic done
  * here, every dtype pair of cast with exact 16-bit values, out-of-range ids, accumulate (+=),
  * and scatter-adds that give the same bits on 1 thread and on 2. */
+#include "runner.h"
 #include "gradcheck.h"
 
 #include <omp.h>
 #include <stdio.h>
 
-#define F64(t) ((double *)(t).data)
-#define F32(t) ((float *)(t).data)
-#define I32(t) ((int32_t *)(t).data)
 #define U8(t) ((uint8_t *)(t).data)
 #define U16(t) ((uint16_t *)(t).data)
 
-/* Runs one node on bound tensors; fails the test with the kernel's sentence. */
-static void run_node(enum tr_op op, union tr_attrs at, int acc, int nin, const struct tr_tensor *in,
-                     struct tr_tensor out)
-{
-    struct tr_node node = {.op = op, .attrs = at, .accumulate = (uint8_t)acc};
-    struct tr_kernel_args a = {.node = &node, .nin = nin, .nout = 1, .out = {out}};
-    for (int i = 0; i < nin; i++)
-        a.in[i] = in[i];
-    gc_run(&a);
-}
-
-/* A run that must fail with TR_EINVAL and exactly this sentence. */
-static void expect_error(enum tr_op op, union tr_attrs at, int nin, const struct tr_tensor *in,
-                         struct tr_tensor out, const char *sentence)
-{
-    struct tr_node node = {.op = op, .attrs = at};
-    char error[TR_KERNEL_ERROR_MAX] = "";
-    struct tr_kernel_args a = {.node = &node, .nin = nin, .nout = 1, .out = {out}, .error = error};
-    for (int i = 0; i < nin; i++)
-        a.in[i] = in[i];
-    ck_assert_int_eq(tr_backend_run(tr_backend_cpu(), &a), TR_EINVAL);
-    ck_assert_str_eq(error, sentence);
-}
-
-/* Running a node a second time with accumulate set doubles its (f64) output. */
-static void check_accumulates(enum tr_op op, union tr_attrs at, int nin, const struct tr_tensor *in,
-                              struct tr_tensor out)
-{
-    int64_t n = tr_tensor_numel(&out);
-    run_node(op, at, 0, nin, in, out);
-    double *first = malloc((size_t)n * sizeof(double));
-    ck_assert_ptr_nonnull(first);
-    memcpy(first, out.data, (size_t)n * sizeof(double));
-    run_node(op, at, 1, nin, in, out);
-    for (int64_t i = 0; i < n; i++)   /* a scatter-add's second pass adds in another order */
-        ck_assert_msg(fabs(F64(out)[i] - 2 * first[i]) <= 1e-14 * (1 + fabs(first[i])),
-                      "%s: accumulate: element %lld is %.17g, not 2·%.17g", tr_op_name(op), (long long)i,
-                      F64(out)[i], first[i]);
-    free(first);
-}
-
-/* The forward's gradient for input `input` is `analytic`, for loss weights w on its output. */
 static void check_gradient(enum tr_op op, union tr_attrs at, int nin, const struct tr_tensor *in,
                            struct tr_tensor out, int input, struct tr_tensor w, struct tr_tensor analytic)
 {
@@ -591,9 +547,5 @@ int main(void)
     tcase_add_test(tc, accumulate_other_dtypes);
     tcase_add_test(tc, f32_agrees_with_f64);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return unit_run(s);
 }

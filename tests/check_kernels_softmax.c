@@ -2,54 +2,12 @@
  * finite-difference gradient checks in f64 (gradcheck.h says why the tolerance is what it is),
  * values against hand-computed and independently computed ones, accumulate (+=), f32 agreeing
  * with f64, and reductions whose result does not depend on the thread count. */
+#include "runner.h"
 #include "gradcheck.h"
 
 #include <omp.h>
 #include <stdio.h>
 
-#define F64(t) ((double *)(t).data)
-#define F32(t) ((float *)(t).data)
-#define I32(t) ((int32_t *)(t).data)
-
-/* Runs one node on bound tensors; fails the test with the kernel's sentence. */
-static void run_node(enum tr_op op, union tr_attrs at, int acc, int nin, const struct tr_tensor *in,
-                     struct tr_tensor out)
-{
-    struct tr_node node = {.op = op, .attrs = at, .accumulate = (uint8_t)acc};
-    struct tr_kernel_args a = {.node = &node, .nin = nin, .nout = 1, .out = {out}};
-    for (int i = 0; i < nin; i++)
-        a.in[i] = in[i];
-    gc_run(&a);
-}
-
-/* A run that must fail with TR_EINVAL and exactly this sentence. */
-static void expect_error(enum tr_op op, union tr_attrs at, int nin, const struct tr_tensor *in,
-                         struct tr_tensor out, const char *sentence)
-{
-    struct tr_node node = {.op = op, .attrs = at};
-    char error[TR_KERNEL_ERROR_MAX] = "";
-    struct tr_kernel_args a = {.node = &node, .nin = nin, .nout = 1, .out = {out}, .error = error};
-    for (int i = 0; i < nin; i++)
-        a.in[i] = in[i];
-    ck_assert_int_eq(tr_backend_run(tr_backend_cpu(), &a), TR_EINVAL);
-    ck_assert_str_eq(error, sentence);
-}
-
-/* Running a node a second time with accumulate set doubles its (f64) output. */
-static void check_accumulates(enum tr_op op, union tr_attrs at, int nin, const struct tr_tensor *in,
-                              struct tr_tensor out)
-{
-    int64_t n = tr_tensor_numel(&out);
-    run_node(op, at, 0, nin, in, out);
-    double *first = malloc((size_t)n * sizeof(double));
-    ck_assert_ptr_nonnull(first);
-    memcpy(first, out.data, (size_t)n * sizeof(double));
-    run_node(op, at, 1, nin, in, out);
-    for (int64_t i = 0; i < n; i++)
-        ck_assert_msg(F64(out)[i] == 2 * first[i], "%s: accumulate: element %lld is %g, not 2·%g",
-                      tr_op_name(op), (long long)i, F64(out)[i], first[i]);
-    free(first);
-}
 
 /* An f32 copy of an f64 tensor; the f64 one is rounded to the same values, so both kernels see
  * identical inputs. */
@@ -520,9 +478,5 @@ int main(void)
     tcase_add_test(tc, f32_agrees_with_f64);
     tcase_add_test(tc, reductions_independent_of_threads);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return unit_run(s);
 }

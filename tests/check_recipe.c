@@ -2,6 +2,7 @@
  * round trip through the YAML `trainrun check` prints; layering of conf files, recipe,
  * extends and overrides, with each value's origin; typed values; and a table of bad inputs,
  * each with the exact messages a user must see. Every test runs in its own scratch folder. */
+#include "runner.h"
 #include <jansson.h>
 #include <math.h>
 
@@ -1249,9 +1250,5 @@ static Suite *recipe_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(recipe_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed != 0;
+    return unit_run(recipe_suite());
 }

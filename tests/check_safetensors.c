@@ -2,6 +2,7 @@
  * a file built byte by byte from the format's description, one the Python package wrote,
  * hostile headers each with the exact sentence expected, and the writer's atomicity when
  * the directory is missing or read-only, the disk fills mid-write, or the rename fails. */
+#include "runner.h"
 #include <dirent.h>
 #include <math.h>
 #include <pwd.h>
@@ -1004,9 +1005,5 @@ int main(void)
     tcase_add_test(tc, failed_rename_leaves_no_temporary);
     tcase_add_test(tc, replace_under_open_reader);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return unit_run(s);
 }

@@ -1,5 +1,6 @@
 /* Unit tests of src/core/tensor.c and src/core/rng.c: symbolic sizes, 16-bit float
  * conversions, and the Philox generator against its published known-answer vectors. */
+#include "runner.h"
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -142,9 +143,5 @@ int main(void)
     tcase_add_test(tc, philox_known_answers);
     tcase_add_test(tc, dropout_uniforms);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return unit_run(s);
 }

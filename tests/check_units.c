@@ -1,6 +1,7 @@
 /* Unit tests of src/recipe/units.c: memory sizes and durations as people write them in
  * recipes, their formatting for `trainrun check` (which must read back the same), and the
  * edit distance behind "did you mean". */
+#include "runner.h"
 #include <math.h>
 #include <stdint.h>
 
@@ -270,9 +271,5 @@ static Suite *units_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(units_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed != 0;
+    return unit_run(units_suite());
 }
