@@ -748,7 +748,8 @@ START_TEST(override_null)
 END_TEST
 
 /* train.steps replaces epochs when epochs is the default, reset to it by ~train.epochs or
- * nulled; validate.c's own advice ("~train.epochs drops epochs") must work. */
+ * nulled, or set in an earlier layer; validate.c's own advice ("~train.epochs drops epochs")
+ * must work. Both in one layer is an error (the bad-input table). */
 START_TEST(override_steps_replace_epochs)
 {
     const char *steps[] = {"train.steps=500", NULL};
@@ -774,6 +775,18 @@ START_TEST(override_steps_replace_epochs)
     load_ok(&r, DATA "train: {epochs: 2}\n", section);
     ck_assert(is_null(&r, "train.epochs"));
     ck_assert_int_eq(r.train.steps, 50);
+    tr_recipe_free(&r);
+
+    /* set in two layers, the later one wins either way round */
+    load_ok(&r, DATA "train: {epochs: 2}\n", steps);
+    ck_assert(is_null(&r, "train.epochs"));
+    ck_assert_int_eq(r.train.steps, 500);
+    ck_assert_str_eq(r.origin[tr_key_find("train.epochs")].file, "train.steps is set in a later layer");
+    tr_recipe_free(&r);
+    const char *epochs[] = {"train.epochs=4", NULL};
+    load_ok(&r, DATA "train: {steps: 100}\n", epochs);
+    ck_assert(is_null(&r, "train.steps"));
+    ck_assert_int_eq(r.train.epochs, 4);
     tr_recipe_free(&r);
 }
 END_TEST

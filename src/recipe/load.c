@@ -489,6 +489,18 @@ void tr_recipe_free(struct tr_recipe *r)
     memset(r, 0, sizeof *r);
 }
 
+/* The precedence of the layer a value came from; defaults and resets rank lowest. */
+static int layer_rank(enum tr_origin_kind k)
+{
+    switch (k) {
+    case TR_ORIGIN_SYSTEM_CONF: return 1;
+    case TR_ORIGIN_USER_CONF:   return 2;
+    case TR_ORIGIN_RECIPE:      return 3;
+    case TR_ORIGIN_OVERRIDE:    return 4;
+    default:                    return 0;
+    }
+}
+
 /* Values that follow from others: name: null is the recipe file's name without its extension;
  * train.steps, when set, replaces the default train.epochs. */
 static void derive(struct tr_recipe *r)
@@ -502,12 +514,22 @@ static void derive(struct tr_recipe *r)
         r->is_null[name] = false;
         r->origin[name] = (struct tr_origin){.kind = TR_ORIGIN_DERIVED, .file = "the recipe file's name"};
     }
+    /* train.epochs and train.steps: set in two layers, the later layer's wins (an override of
+     * steps replaces the recipe's epochs); set in one layer, validation reports both. */
     int epochs = tr_key_find("train.epochs"), steps = tr_key_find("train.steps");
-    enum tr_origin_kind from = r->origin[epochs].kind;   /* ~train.epochs gives the default too */
-    if (!r->is_null[steps] && (from == TR_ORIGIN_DEFAULT || from == TR_ORIGIN_RESET)) {
-        r->is_null[epochs] = true;
-        r->train.epochs = 0;
-        r->origin[epochs] = (struct tr_origin){.kind = TR_ORIGIN_DERIVED, .file = "train.steps is set"};
+    if (!r->is_null[steps] && !r->is_null[epochs]) {
+        int le = layer_rank(r->origin[epochs].kind), ls = layer_rank(r->origin[steps].kind);
+        int loser = ls > le ? epochs : le > ls ? steps : -1;
+        if (loser >= 0) {
+            r->is_null[loser] = true;
+            *(int64_t *)((char *)r + tr_keys[loser].offset) = 0;
+            static const char *const why[2][2] = {
+                {"train.epochs is set", "train.epochs is set in a later layer"},
+                {"train.steps is set", "train.steps is set in a later layer"}};
+            int loser_rank = loser == epochs ? le : ls;
+            r->origin[loser] = (struct tr_origin){.kind = TR_ORIGIN_DERIVED,
+                                                  .file = why[loser == epochs][loser_rank > 0]};
+        }
     }
 }
 
