@@ -14,13 +14,13 @@
 struct subcommand {
     const char *name;
     int (*fn)(int argc, char **argv);
-    const char *summary;   /* NULL: not listed by --help, because it cannot do its job yet */
+    const char *summary;   /* for --help */
 };
 
-/* Subcommands land with their issues; --help lists only those that work. */
+/* Subcommands land with their issues; only those that work are here. */
 static const struct subcommand subcommands[] = {
     {"check", tr_cmd_check, "validate a recipe and print it resolved, each value's origin beside it"},
-    {"run", tr_cmd_run, NULL},
+    {"run", tr_cmd_run, "train: the default, so 'trainrun RECIPE' is 'trainrun run RECIPE'"},
 };
 
 static void usage(FILE *out)
@@ -28,8 +28,7 @@ static void usage(FILE *out)
     fputs("usage: trainrun SUBCOMMAND RECIPE [key=value | ~key ...] [options]\n"
           "       trainrun --version | --help\n\nsubcommands:\n", out);
     for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
-        if (subcommands[i].summary)
-            fprintf(out, "  %-8s %s\n", subcommands[i].name, subcommands[i].summary);
+        fprintf(out, "  %-8s %s\n", subcommands[i].name, subcommands[i].summary);
     fputs("\noverrides: dotted.key=value (a YAML scalar or flow collection, such as\n"
           "  train.batch_size=64 or train.optimizer.betas=[0.9,0.95]); ~dotted.key resets a key\n"
           "  to its default. See trainrun(1) and trainrun-recipe(5).\n", out);

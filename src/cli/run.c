@@ -1,27 +1,54 @@
-/* trainrun [run] RECIPE [key=value ...]: the default subcommand. Training arrives with the
- * engine and trainer (DESIGN.md §2); until then a run validates the recipe and says plainly
- * that it did not train, with the usage exit status so no script mistakes it for success. */
+/* trainrun [run] RECIPE [key=value ...] [--quiet]: the default subcommand. Loads the recipe,
+ * trains it (src/train/trainer.c) into a run folder, and exits with the trainer's status. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "core/exit.h"
 #include "recipe/recipe.h"
+#include "train/trainer.h"
+
+static const char usage[] = "usage: trainrun [run] RECIPE [key=value | ~key ...] [--quiet]\n";
+
+/* Data set definitions: $TRAINRUN_DATASETS, else ./datasets (a checkout), else the installed ones. */
+static const char *datasets_dir(void)
+{
+    const char *env = getenv("TRAINRUN_DATASETS");
+    if (env && *env)
+        return env;
+    return access("datasets", F_OK) == 0 ? "datasets" : PKGDATADIR "/datasets";
+}
 
 int tr_cmd_run(int argc, char **argv)
 {
-    static const char *const flags[] = {NULL};
-    static const char usage[] = "usage: trainrun [run] RECIPE [key=value | ~key ...]\n";
+    static const char *const flags[] = {"--quiet", "-q", "--help", "-h", NULL};
     struct tr_args args;
     int rc = tr_args_parse(argc, argv, flags, usage, &args);
-    if (rc)
+    if (rc || tr_args_has(&args, "--help") || tr_args_has(&args, "-h")) {
+        if (!rc)
+            fputs(usage, stdout);
+        tr_args_free(&args);
         return rc;
+    }
     struct tr_recipe recipe;
     struct tr_diag diag = {0};
-    if (tr_cli_load_recipe(&args, &recipe, &diag) == TR_EXIT_OK)
-        fprintf(stderr, "trainrun: %s is a valid recipe, but this version of trainrun cannot "
-                "train yet; 'trainrun check %s' shows what it means\n", args.recipe, args.recipe);
+    rc = tr_cli_load_recipe(&args, &recipe, &diag);
+    if (rc == TR_EXIT_OK) {
+        struct tr_train_options opt = {.datasets_dir = datasets_dir(),
+                                       .quiet = tr_args_has(&args, "--quiet") || tr_args_has(&args, "-q")};
+        struct tr_train_result res;
+        rc = tr_train(&recipe, &opt, &res, &diag);
+        for (int i = 0; i < diag.n; i++) {
+            char *line = tr_diag_line(&diag, i);
+            fprintf(stderr, "trainrun: %s\n", line);
+            free(line);
+        }
+        if (rc == TR_EXIT_OK && opt.quiet)
+            printf("%s: test accuracy %.4f, run folder %s\n", recipe.name, res.test_accuracy, res.run_dir);
+    }
     tr_diag_free(&diag);
     tr_recipe_free(&recipe);
     tr_args_free(&args);
-    return TR_EXIT_USAGE;
+    return rc;
 }

@@ -189,6 +189,15 @@ int tr_state(struct tr_graph *g, const char *name, enum tr_dtype t, int rank, co
     return leaf(g, TR_STATE, name, t, rank, dims);
 }
 
+void tr_param_init(struct tr_graph *g, int v, enum tr_init init, float scale, int no_decay)
+{
+    if (!valid(g, v))
+        return;
+    g->values[v].init = (uint8_t)init;
+    g->values[v].init_scale = scale;
+    g->values[v].no_decay = (uint8_t)no_decay;
+}
+
 void tr_graph_set_loss(struct tr_graph *g, int loss)
 {
     if (valid(g, loss))

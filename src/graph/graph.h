@@ -94,10 +94,21 @@ union tr_attrs {
     struct { int64_t count; } gather;                   /* rows of the table (gather_bwd) */
 };
 
+/* How the trainer fills a parameter or state value before the first step. */
+enum tr_init {
+    TR_INIT_ZERO,
+    TR_INIT_ONE,
+    TR_INIT_UNIFORM,   /* U(−scale, scale): PyTorch's Linear/Conv default is scale = 1/√fan_in */
+    TR_INIT_NORMAL,    /* N(0, scale²) */
+};
+
 struct tr_value {
     enum tr_dtype dtype;
     struct tr_shape shape;
     enum tr_value_kind kind;
+    uint8_t init;       /* params and state: enum tr_init */
+    uint8_t no_decay;   /* params: excluded from weight decay (biases, norms, embeddings) */
+    float init_scale;
     int producer;       /* the node that writes it; -1 for params, grads, state, inputs */
     int grad;           /* params: their TR_GRAD value; else -1 */
     int view_of;        /* reshape: the value whose storage it shares; else -1 */
@@ -133,6 +144,8 @@ void tr_graph_block(struct tr_graph *g, int b);
 int tr_param(struct tr_graph *g, const char *name, enum tr_dtype t, int rank, const struct tr_dim *dims);
 int tr_input(struct tr_graph *g, const char *name, enum tr_dtype t, int rank, const struct tr_dim *dims);
 int tr_state(struct tr_graph *g, const char *name, enum tr_dtype t, int rank, const struct tr_dim *dims);
+/* Sets how a parameter (or state) is initialised and whether weight decay applies to it. */
+void tr_param_init(struct tr_graph *g, int v, enum tr_init init, float scale, int no_decay);
 
 /* Builders: each returns the output value (or -1 after an error, recorded in g). */
 int tr_matmul(struct tr_graph *g, int a, int b, int trans_a, int trans_b);

@@ -1,0 +1,457 @@
+/* The training loop (trainer.h). The training graph and the evaluation graph are built by the
+ * same model builder, so their parameters (and batch-norm statistics) sit at the same offsets:
+ * both programs run on one set of regions, each region as large as the larger plan needs. */
+#include "train/trainer.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend/exec.h"
+#include "core/exit.h"
+#include "core/rng.h"
+#include "core/safetensors.h"
+#include "data/dataset.h"
+#include "data/loader.h"
+#include "graph/program.h"
+#include "models/models.h"
+#include "train/optim.h"
+
+#define EVAL_BATCH 256
+#define INIT_STREAM 0x1417u   /* the dropout streams are small numbers; initialisation has its own */
+
+struct side {                  /* one of the two programs: training or evaluation */
+    struct tr_graph g;
+    struct tr_model m;
+    struct tr_program p;
+    struct tr_exec x;
+    int loss_scale;
+};
+
+struct run {
+    const struct tr_recipe *r;
+    const struct tr_train_options *opt;
+    struct tr_diag *diag;
+    struct tr_data data;
+    struct side train, eval;
+    struct tr_allocator alloc;
+    struct tr_optim optim;
+    struct tr_rng_ctx rng;
+    int64_t micro, accumulation, total_steps;
+    FILE *log, *metrics;
+    char dir[4096];
+};
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* A line for people: on stdout unless quiet, and always in log.txt. */
+static void say(struct run *run, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void say(struct run *run, const char *fmt, ...)
+{
+    va_list ap;
+    if (!run->opt->quiet) {
+        va_start(ap, fmt);
+        vprintf(fmt, ap);
+        va_end(ap);
+        fflush(stdout);
+    }
+    if (run->log) {
+        va_start(ap, fmt);
+        vfprintf(run->log, fmt, ap);
+        va_end(ap);
+        fflush(run->log);
+    }
+}
+
+static int fail(struct run *run, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static int fail(struct run *run, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    tr_diag_vadd(run->diag, (struct tr_where){0}, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+/* ---- building ------------------------------------------------------------------------------ */
+
+static int build_side(struct run *run, struct side *s, int training, int64_t batch)
+{
+    const struct tr_split *split = &run->data.train;
+    tr_graph_init(&s->g);
+    tr_model_build(&s->g, run->r, split->rank, split->dims, run->data.nclasses, training, &s->m);
+    s->loss_scale = training ? tr_autodiff(&s->g) : -1;
+    if (s->g.error)
+        return fail(run, TR_EXIT_USAGE, "model: %s", s->g.message);
+    int keep[2] = {s->m.loss, s->m.logits};
+    struct tr_bucket bucket = {batch, 1};
+    if (tr_program_plan(&s->p, &s->g, &bucket, 1, keep, 2, tr_backend_cpu()))
+        return fail(run, TR_EXIT_FAILURE, "planning the %s program failed", training ? "training" : "evaluation");
+    s->x = (struct tr_exec){.g = &s->g, .schedule = s->p.schedule, .n = s->p.n, .plan = &s->p.plans[0],
+                            .be = tr_backend_cpu(), .rng = &run->rng};
+    return 0;
+}
+
+/* Both programs on one set of regions (each the larger of the two), plus the optimizer state,
+ * all from the allocator under the recipe's memory budget. */
+static int allocate(struct run *run)
+{
+    size_t bytes[TR_NKINDS], work = run->train.p.workspace_bytes;
+    for (int k = 0; k < TR_NKINDS; k++)
+        bytes[k] = run->train.p.region_bytes[k] > run->eval.p.region_bytes[k] ? run->train.p.region_bytes[k]
+                                                                              : run->eval.p.region_bytes[k];
+    if (run->eval.p.workspace_bytes > work)
+        work = run->eval.p.workspace_bytes;
+    if (run->train.p.region_bytes[TR_PARAM] != run->eval.p.region_bytes[TR_PARAM])
+        return fail(run, TR_EXIT_FAILURE, "internal: training and evaluation lay parameters out differently");
+    tr_alloc_init(&run->alloc, NULL);
+    tr_alloc_set_limit(&run->alloc, run->r->budget.memory);
+    if (tr_exec_alloc(&run->train.x, &run->alloc, bytes, work))
+        return fail(run, TR_EXIT_NO_FIT, "memory budget: %s", run->train.x.error);
+    memcpy(run->eval.x.base, run->train.x.base, sizeof run->eval.x.base);
+    run->eval.x.workspace = run->train.x.workspace;
+    size_t state = tr_optim_state_bytes(run->r, run->train.x.plan, &run->train.g);
+    void *p = NULL;
+    if (tr_alloc_region(&run->alloc, TR_REGION_OPTIMIZER, state, &p))
+        return fail(run, TR_EXIT_NO_FIT, "memory budget: %s", tr_alloc_error(&run->alloc));
+    tr_optim_init(&run->optim, run->r, &run->train.g, run->train.x.plan, run->train.x.base[TR_PARAM],
+                  run->train.x.base[TR_GRAD], p);
+    return 0;
+}
+
+/* ---- initial weights ------------------------------------------------------------------------- */
+
+/* Every element from the counter-based generator keyed by (seed, value, element): the same
+ * weights whatever the thread count or the order values were created in other programs. */
+static void init_value(struct run *run, int v, float *data)
+{
+    const struct tr_value *val = &run->train.g.values[v];
+    int64_t n = tr_dim_eval(tr_shape_numel(&val->shape), 1, 1);
+    for (int64_t i = 0; i < n; i++) {
+        float u = tr_rng_uniform(run->r->seed, 0, (uint64_t)v, (uint32_t)(i >> 32), (uint32_t)i, INIT_STREAM);
+        switch (val->init) {
+        case TR_INIT_ONE:     data[i] = 1; break;
+        case TR_INIT_UNIFORM: data[i] = (2 * u - 1) * val->init_scale; break;
+        case TR_INIT_NORMAL: {
+            float u2 = tr_rng_uniform(run->r->seed, 0, (uint64_t)v, (uint32_t)(i >> 32) | 0x80000000u,
+                                      (uint32_t)i, INIT_STREAM);
+            data[i] = val->init_scale * sqrtf(-2 * logf(1 - u)) * cosf(6.2831853f * u2);
+            break;
+        }
+        default:              data[i] = 0;
+        }
+    }
+}
+
+/* model.init: a safetensors file whose tensors match the parameters by name and shape. */
+static int load_weights(struct run *run, const char *path)
+{
+    struct tr_safetensors st;
+    char err[512];
+    if (tr_st_open(&st, path, err, sizeof err))
+        return fail(run, TR_EXIT_DATA, "model.init: %s", err);
+    int status = 0;
+    for (int v = 0; v < run->train.g.nvalues && !status; v++) {
+        const struct tr_value *val = &run->train.g.values[v];
+        if (val->kind != TR_PARAM && val->kind != TR_STATE)
+            continue;
+        const struct tr_st_tensor *t = tr_st_find(&st, val->name);
+        size_t bytes = (size_t)tr_dim_eval(tr_shape_numel(&val->shape), 1, 1) * sizeof(float);
+        if (!t)
+            status = fail(run, TR_EXIT_DATA, "model.init: %s has no tensor %s", path, val->name);
+        else if (t->dtype != TR_F32 || t->bytes != bytes || t->rank != val->shape.rank)
+            status = fail(run, TR_EXIT_DATA, "model.init: %s in %s has another dtype or shape", val->name, path);
+        else
+            memcpy(tr_exec_data(&run->train.x, v), t->data, bytes);
+    }
+    tr_st_close(&st);
+    return status;
+}
+
+static int init_weights(struct run *run)
+{
+    if (run->r->model.init.path)
+        return load_weights(run, run->r->model.init.path);
+    for (int v = 0; v < run->train.g.nvalues; v++) {
+        enum tr_value_kind k = run->train.g.values[v].kind;
+        if (k == TR_PARAM || k == TR_STATE)
+            init_value(run, v, tr_exec_data(&run->train.x, v));
+    }
+    return 0;
+}
+
+/* ---- running --------------------------------------------------------------------------------- */
+
+static void feed(struct side *s, const float *x, const int32_t *y, int64_t rows, int64_t features)
+{
+    memcpy(tr_exec_data(&s->x, s->m.x), x, (size_t)(rows * features) * sizeof(float));
+    memcpy(tr_exec_data(&s->x, s->m.y), y, (size_t)rows * sizeof(int32_t));
+}
+
+/* Mean loss and accuracy over a split, in batches of the evaluation program. */
+static int evaluate(struct run *run, const struct tr_split *split, double *loss, double *accuracy)
+{
+    int64_t f = tr_split_features(split), correct = 0, classes = run->data.nclasses;
+    double sum = 0;
+    for (int64_t start = 0; start < split->n; start += EVAL_BATCH) {
+        int64_t rows = split->n - start < EVAL_BATCH ? split->n - start : EVAL_BATCH;
+        feed(&run->eval, split->x + start * f, split->y + start, rows, f);
+        if (tr_exec_run(&run->eval.x, rows, 1))
+            return fail(run, TR_EXIT_FAILURE, "evaluation: %s", run->eval.x.error);
+        sum += (double)*(float *)tr_exec_data(&run->eval.x, run->eval.m.loss) * (double)rows;
+        const float *logits = tr_exec_data(&run->eval.x, run->eval.m.logits);
+        for (int64_t i = 0; i < rows; i++) {
+            int64_t best = 0;
+            for (int64_t c = 1; c < classes; c++)
+                if (logits[i * classes + c] > logits[i * classes + best])
+                    best = c;
+            correct += best == split->y[start + i];
+        }
+    }
+    *loss = split->n ? sum / (double)split->n : NAN;
+    *accuracy = split->n ? (double)correct / (double)split->n : NAN;
+    return 0;
+}
+
+/* One optimizer step: accumulation micro-batches, each loss weighted by its share of the step's
+ * samples (so the update equals one batch of them all), then clipping and the update. */
+static int train_step(struct run *run, struct tr_loader *loader, int64_t t, double *loss)
+{
+    struct side *s = &run->train;
+    struct tr_batch b[64];
+    int64_t rows = 0, f = tr_split_features(&run->data.train);
+    for (int64_t a = 0; a < run->accumulation; a++) {
+        if (tr_loader_next(loader, &b[a]))
+            return fail(run, TR_EXIT_DATA, "the data loader stopped");
+        rows += b[a].n;
+    }
+    memset(s->x.base[TR_GRAD], 0, s->p.region_bytes[TR_GRAD]);
+    *loss = 0;
+    for (int64_t a = 0; a < run->accumulation; a++) {
+        feed(s, b[a].x, b[a].y, b[a].n, f);
+        run->rng.sample_ids = b[a].ids;
+        run->rng.step = (uint64_t)t;
+        float share = (float)b[a].n / (float)rows;
+        *(float *)tr_exec_data(&s->x, s->loss_scale) = share;
+        if (tr_exec_run(&s->x, b[a].n, 1))
+            return fail(run, TR_EXIT_FAILURE, "step %lld: %s", (long long)t, s->x.error);
+        *loss += share * *(float *)tr_exec_data(&s->x, s->m.loss);
+    }
+    if (!isfinite(*loss))
+        return fail(run, TR_EXIT_DIVERGED, "step %lld: the loss is %g; lower train.optimizer.lr or "
+                    "set train.grad_clip", (long long)t, *loss);
+    int bad = tr_grad_first_nonfinite(&run->optim);
+    if (bad >= 0)
+        return fail(run, TR_EXIT_DIVERGED, "step %lld: the gradient of %s holds NaN or Inf",
+                    (long long)t, s->g.values[bad].name);
+    double clip = run->r->train.grad_clip;
+    tr_grad_clip(&run->optim, clip);
+    tr_optim_step(&run->optim, tr_schedule_lr(run->r, t, run->total_steps));
+    return 0;
+}
+
+/* ---- the run folder -------------------------------------------------------------------------- */
+
+static int make_dirs(const char *path)
+{
+    char buf[4200];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(buf, 0777) && errno != EEXIST)
+                return -1;
+            *p = '/';
+        }
+    return mkdir(buf, 0777) && errno != EEXIST ? -1 : 0;
+}
+
+static int open_run_dir(struct run *run)
+{
+    time_t now_s = time(NULL);
+    char stamp[32];
+    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", gmtime(&now_s));
+    snprintf(run->dir, sizeof run->dir, "%s/%s/%s", run->r->report.dir, run->r->name, stamp);
+    for (int n = 2; access(run->dir, F_OK) == 0 && n < 100; n++)   /* two runs in one second */
+        snprintf(run->dir, sizeof run->dir, "%s/%s/%s-%d", run->r->report.dir, run->r->name, stamp, n);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/checkpoints", run->dir);
+    if (make_dirs(path))
+        return fail(run, TR_EXIT_FAILURE, "cannot create %s: %s", path, strerror(errno));
+    snprintf(path, sizeof path, "%s/recipe.yaml", run->dir);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return fail(run, TR_EXIT_FAILURE, "cannot write %s: %s", path, strerror(errno));
+    tr_recipe_write_yaml(run->r, f);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/log.txt", run->dir);
+    run->log = fopen(path, "w");
+    snprintf(path, sizeof path, "%s/metrics.jsonl", run->dir);
+    run->metrics = fopen(path, "w");
+    if (!run->log || !run->metrics)
+        return fail(run, TR_EXIT_FAILURE, "cannot write in %s: %s", run->dir, strerror(errno));
+    char latest[4200], target[64];
+    snprintf(latest, sizeof latest, "%s/%s/latest", run->r->report.dir, run->r->name);
+    snprintf(target, sizeof target, "%s", strrchr(run->dir, '/') + 1);
+    unlink(latest);
+    if (symlink(target, latest))
+        say(run, "warning: cannot point %s at the new run: %s\n", latest, strerror(errno));
+    return 0;
+}
+
+static void metric(struct run *run, json_t *line)
+{
+    char *text = json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    fprintf(run->metrics, "%s\n", text);
+    fflush(run->metrics);
+    free(text);
+    json_decref(line);
+}
+
+/* The parameters and batch-norm statistics, by name, as a safetensors file PyTorch can load. */
+static int save_weights(struct run *run, int64_t step)
+{
+    const struct tr_graph *g = &run->train.g;
+    struct tr_st_tensor *t = tr_xcalloc((size_t)g->nvalues, sizeof *t);
+    int n = 0;
+    for (int v = 0; v < g->nvalues; v++) {
+        const struct tr_value *val = &g->values[v];
+        if (val->kind != TR_PARAM && val->kind != TR_STATE)
+            continue;
+        t[n] = (struct tr_st_tensor){.name = val->name, .dtype = TR_F32, .rank = val->shape.rank,
+                                     .data = tr_exec_data(&run->train.x, v)};
+        for (int d = 0; d < val->shape.rank; d++)
+            t[n].shape[d] = val->shape.dim[d].k;
+        t[n].bytes = (size_t)tr_dim_eval(tr_shape_numel(&val->shape), 1, 1) * sizeof(float);
+        n++;
+    }
+    char path[4200], err[512], steps[32];
+    snprintf(path, sizeof path, "%s/checkpoints/step-%lld.safetensors", run->dir, (long long)step);
+    snprintf(steps, sizeof steps, "%lld", (long long)step);
+    const char *meta[] = {"format", "pt", "trainrun.step", steps, "trainrun.recipe", run->r->name, NULL};
+    int rc = tr_st_write(path, t, n, meta, err, sizeof err);
+    free(t);
+    return rc ? fail(run, TR_EXIT_FAILURE, "checkpoint: %s", err) : 0;
+}
+
+/* ---- the whole run ----------------------------------------------------------------------------- */
+
+static int loop(struct run *run, struct tr_train_result *res)
+{
+    const struct tr_recipe *r = run->r;
+    const struct tr_split *train = &run->data.train;
+    struct tr_loader *loader;
+    if (tr_loader_open(&loader, train, run->micro, (uint64_t)r->seed, 1, 0, (int)r->data.num_workers,
+                       (int)r->data.prefetch_factor, (int)run->accumulation, run->diag))
+        return TR_EXIT_DATA;
+    int64_t log_every = run->total_steps / 20 > 0 ? run->total_steps / 20 : 1;
+    double start = now(), last = start;
+    int64_t samples = 0;
+    int status = 0;
+    for (int64_t t = 1; t <= run->total_steps && !status; t++) {
+        double loss = NAN;
+        status = train_step(run, loader, t, &loss);
+        samples += run->micro * run->accumulation;
+        res->train_loss = loss;
+        if (!status && (t % log_every == 0 || t == run->total_steps)) {
+            double lr = tr_schedule_lr(r, t, run->total_steps), elapsed = now() - last;
+            say(run, "step %lld/%lld  loss %.4f  lr %.3g  %.0f samples/s\n", (long long)t,
+                (long long)run->total_steps, loss, lr, (double)samples / elapsed);
+            metric(run, json_pack("{sIsfsfsf}", "step", (json_int_t)t, "train/loss", loss, "train/lr", lr,
+                                  "train/samples_per_s", (double)samples / elapsed));
+            samples = 0;
+            last = now();
+        }
+        if (!status && ((r->train.eval_every && t % r->train.eval_every == 0) || t == run->total_steps) &&
+            run->data.valid.n) {
+            status = evaluate(run, &run->data.valid, &res->valid_loss, &res->valid_accuracy);
+            if (!status) {
+                say(run, "step %lld  eval loss %.4f  accuracy %.4f\n", (long long)t, res->valid_loss,
+                    res->valid_accuracy);
+                metric(run, json_pack("{sIsfsf}", "step", (json_int_t)t, "eval/loss", res->valid_loss,
+                                      "eval/accuracy", res->valid_accuracy));
+            }
+        }
+        res->steps = t;
+    }
+    res->data_wait_seconds = tr_loader_wait_seconds(loader);
+    tr_loader_close(loader);
+    res->seconds = now() - start;
+    return status;
+}
+
+static void release(struct run *run)
+{
+    tr_alloc_destroy(&run->alloc);
+    for (int i = 0; i < 2; i++) {
+        struct side *s = i ? &run->eval : &run->train;
+        tr_exec_free(&s->x);
+        tr_program_free(&s->p);
+        tr_graph_free(&s->g);
+    }
+    tr_data_free(&run->data);
+    if (run->log)
+        fclose(run->log);
+    if (run->metrics)
+        fclose(run->metrics);
+}
+
+int tr_train(const struct tr_recipe *r, const struct tr_train_options *opt, struct tr_train_result *res,
+             struct tr_diag *diag)
+{
+    struct run run = {.r = r, .opt = opt, .diag = diag, .rng = {.seed = (uint64_t)r->seed}};
+    memset(res, 0, sizeof *res);
+    run.accumulation = r->optimize.accumulation.name < 0 ? r->optimize.accumulation.n : 1;
+    run.micro = r->train.batch_size / run.accumulation;
+    if (run.accumulation > 64)
+        return fail(&run, TR_EXIT_USAGE, "optimize.accumulation: at most 64 micro-steps for now");
+    if (tr_data_load(r, opt->datasets_dir, &run.data, diag))
+        return TR_EXIT_DATA;
+    int64_t per_epoch = (run.data.train.n + r->train.batch_size - 1) / r->train.batch_size;
+    run.total_steps = r->train.steps ? r->train.steps : r->train.epochs * per_epoch;
+    int status = build_side(&run, &run.train, 1, run.micro);
+    if (!status)
+        status = build_side(&run, &run.eval, 0, EVAL_BATCH);
+    if (!status)
+        status = allocate(&run);
+    if (!status)
+        status = init_weights(&run);
+    if (!status)
+        status = open_run_dir(&run);
+    if (!status) {
+        snprintf(res->run_dir, sizeof res->run_dir, "%s", run.dir);
+        say(&run, "%s: %s on %s (%lld train, %lld valid, %lld test), %lld steps of %lld, run folder %s\n",
+            r->name, r->model.arch == TR_ARCH_MLP ? "mlp" : "resnet", run.data.name,
+            (long long)run.data.train.n, (long long)run.data.valid.n, (long long)run.data.test.n,
+            (long long)run.total_steps, (long long)r->train.batch_size, run.dir);
+        status = loop(&run, res);
+    }
+    if (!status && run.data.test.n)
+        status = evaluate(&run, &run.data.test, &res->test_loss, &res->test_accuracy);
+    if (!status)
+        status = save_weights(&run, res->steps);
+    if (!status) {
+        say(&run, "done: %lld steps in %.1f s (data wait %.1f%%); test loss %.4f, test accuracy %.4f\n",
+            (long long)res->steps, res->seconds, 100 * res->data_wait_seconds / (res->seconds > 0 ? res->seconds : 1),
+            res->test_loss, res->test_accuracy);
+        metric(&run, json_pack("{sIsfsf}", "step", (json_int_t)res->steps, "test/loss", res->test_loss,
+                               "test/accuracy", res->test_accuracy));
+    } else if (run.log) {
+        for (int i = 0; i < diag->n; i++)
+            fprintf(run.log, "error: %s\n", diag->items[i].message);
+    }
+    release(&run);
+    return status;
+}

@@ -1,0 +1,184 @@
+/* The trainer's arithmetic: AdamW and SGD against their definitions computed here in double,
+ * the learning-rate schedule, gradient clipping, and the non-finite gradient check. */
+#include "runner.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/memplan.h"
+#include "recipe/recipe.h"
+#include "train/optim.h"
+
+/* A graph of one parameter w [n] (and its gradient), planned, with regions from calloc. */
+struct one_param {
+    struct tr_graph g;
+    struct tr_memplan plan;
+    int w;
+    char *params, *grads;
+    float *state;
+};
+
+static void one_param(struct one_param *o, int64_t n, int no_decay)
+{
+    tr_graph_init(&o->g);
+    o->w = tr_param(&o->g, "w", TR_F32, 1, (struct tr_dim[]){tr_dim_const(n)});
+    tr_param_init(&o->g, o->w, TR_INIT_ZERO, 0, no_decay);
+    tr_graph_set_loss(&o->g, tr_sum(&o->g, o->w, -1));
+    ck_assert_int_ge(tr_autodiff(&o->g), 0);
+    int *schedule = malloc((size_t)o->g.nnodes * sizeof(int));
+    for (int i = 0; i < o->g.nnodes; i++)
+        schedule[i] = i;
+    tr_memplan_build(&o->plan, &o->g, schedule, o->g.nnodes, 1, 1, &o->g.loss, 1, NULL);
+    free(schedule);
+    o->params = calloc(o->plan.region_bytes[TR_PARAM] + 64, 1);
+    o->grads = calloc(o->plan.region_bytes[TR_GRAD] + 64, 1);
+    o->state = calloc((size_t)(3 * n + 16), sizeof(float));
+}
+
+static void one_param_free(struct one_param *o)
+{
+    free(o->params), free(o->grads), free(o->state);
+    tr_memplan_free(&o->plan);
+    tr_graph_free(&o->g);
+}
+
+static float *P(struct one_param *o) { return (float *)(o->params + o->plan.offset[o->w]); }
+static float *G(struct one_param *o) { return (float *)(o->grads + o->plan.offset[o->g.values[o->w].grad]); }
+
+static struct tr_recipe recipe_with(int optimizer, double wd, int nesterov)
+{
+    struct tr_recipe r;
+    tr_recipe_init(&r);
+    r.train.optimizer.name = optimizer;
+    r.train.optimizer.lr = 0.01;
+    r.train.optimizer.weight_decay = wd;
+    r.train.optimizer.nesterov = nesterov;
+    return r;
+}
+
+/* Three AdamW steps against the formulas in double: p ← p(1 − lr·wd), then the bias-corrected
+ * moment step; f32 arithmetic keeps within a few ulps of it. */
+START_TEST(adamw_matches_definition)
+{
+    for (int no_decay = 0; no_decay < 2; no_decay++) {
+        struct one_param o;
+        one_param(&o, 5, no_decay);
+        struct tr_recipe r = recipe_with(TR_OPT_ADAMW, 0.1, 0);
+        struct tr_optim opt;
+        tr_optim_init(&opt, &r, &o.g, &o.plan, o.params, o.grads, o.state);
+        ck_assert_uint_eq(opt.state_bytes, 2 * 5 * sizeof(float));
+        double p[5], m[5] = {0}, v[5] = {0}, lr = 0.01, b1 = 0.9, b2 = 0.999, eps = 1e-8;
+        double wd = no_decay ? 0 : 0.1;
+        for (int i = 0; i < 5; i++)
+            p[i] = P(&o)[i] = (float)(0.5 - 0.3 * i);
+        for (int t = 1; t <= 3; t++) {
+            for (int i = 0; i < 5; i++) {
+                G(&o)[i] = (float)(0.2 * i - 0.3 + 0.1 * t);
+                double g = G(&o)[i];
+                p[i] *= 1 - lr * wd;
+                m[i] = b1 * m[i] + (1 - b1) * g;
+                v[i] = b2 * v[i] + (1 - b2) * g * g;
+                p[i] -= lr * (m[i] / (1 - pow(b1, t))) / (sqrt(v[i] / (1 - pow(b2, t))) + eps);
+            }
+            tr_optim_step(&opt, lr);
+            for (int i = 0; i < 5; i++)
+                ck_assert_msg(fabs(P(&o)[i] - p[i]) <= 1e-6 * (1 + fabs(p[i])), "step %d elem %d: %.9g vs %.9g",
+                              t, i, P(&o)[i], p[i]);
+        }
+        tr_recipe_free(&r);
+        one_param_free(&o);
+    }
+}
+END_TEST
+
+/* SGD with momentum, plain and Nesterov, with weight decay as an L2 term (PyTorch's rule). */
+START_TEST(sgd_matches_definition)
+{
+    for (int nesterov = 0; nesterov < 2; nesterov++) {
+        struct one_param o;
+        one_param(&o, 4, 0);
+        struct tr_recipe r = recipe_with(TR_OPT_SGD, 0.05, nesterov);
+        struct tr_optim opt;
+        tr_optim_init(&opt, &r, &o.g, &o.plan, o.params, o.grads, o.state);
+        double p[4], buf[4] = {0}, lr = 0.01, mu = 0.9, wd = 0.05;
+        for (int i = 0; i < 4; i++)
+            p[i] = P(&o)[i] = (float)(1.0 - 0.5 * i);
+        for (int t = 1; t <= 3; t++) {
+            for (int i = 0; i < 4; i++) {
+                G(&o)[i] = (float)(0.1 * i * t - 0.2);
+                double d = G(&o)[i] + wd * p[i];
+                buf[i] = t == 1 ? d : mu * buf[i] + d;
+                d = nesterov ? d + mu * buf[i] : buf[i];
+                p[i] -= lr * d;
+            }
+            tr_optim_step(&opt, lr);
+            for (int i = 0; i < 4; i++)
+                ck_assert_msg(fabs(P(&o)[i] - p[i]) <= 1e-6 * (1 + fabs(p[i])), "nesterov %d step %d elem %d",
+                              nesterov, t, i);
+        }
+        tr_recipe_free(&r);
+        one_param_free(&o);
+    }
+}
+END_TEST
+
+START_TEST(schedules)
+{
+    struct tr_recipe r;
+    tr_recipe_init(&r);
+    r.train.optimizer.lr = 1.0;
+    r.train.schedule.warmup = (struct tr_warmup){.fraction = 0.1};
+    r.train.schedule.name = TR_SCHED_LINEAR;
+    ck_assert_double_eq_tol(tr_schedule_lr(&r, 5, 100), 0.5, 1e-12);    /* warm-up: 5/10 */
+    ck_assert_double_eq_tol(tr_schedule_lr(&r, 10, 100), 1.0, 1e-12);
+    ck_assert_double_eq_tol(tr_schedule_lr(&r, 55, 100), 0.5, 1e-12);   /* halfway down */
+    ck_assert_double_eq_tol(tr_schedule_lr(&r, 100, 100), 0.0, 1e-12);
+    r.train.schedule.name = TR_SCHED_COSINE;
+    ck_assert_double_eq_tol(tr_schedule_lr(&r, 55, 100), 0.5, 1e-12);
+    ck_assert_double_eq_tol(tr_schedule_lr(&r, 32.5 + 0.5, 100), 0.5 * (1 + cos(M_PI * 23.0 / 90)), 1e-12);
+    r.train.schedule.name = TR_SCHED_CONSTANT;
+    r.train.schedule.warmup = (struct tr_warmup){.is_steps = true, .steps = 4};
+    ck_assert_double_eq_tol(tr_schedule_lr(&r, 1, 100), 0.25, 1e-12);
+    ck_assert_double_eq_tol(tr_schedule_lr(&r, 80, 100), 1.0, 1e-12);
+    r.train.schedule.warmup = (struct tr_warmup){.is_steps = true, .steps = 0};
+    ck_assert_double_eq_tol(tr_schedule_lr(&r, 1, 100), 1.0, 1e-12);     /* no warm-up, no 0/0 */
+    tr_recipe_free(&r);
+}
+END_TEST
+
+START_TEST(clipping_and_nonfinite)
+{
+    struct one_param o;
+    one_param(&o, 2, 0);
+    struct tr_recipe r = recipe_with(TR_OPT_SGD, 0, 0);
+    struct tr_optim opt;
+    tr_optim_init(&opt, &r, &o.g, &o.plan, o.params, o.grads, o.state);
+    G(&o)[0] = 3, G(&o)[1] = 4;
+    ck_assert_double_eq_tol(tr_grad_clip(&opt, 10), 5, 1e-12);   /* under the bound: untouched */
+    ck_assert_float_eq(G(&o)[0], 3);
+    ck_assert_double_eq_tol(tr_grad_clip(&opt, 1), 5, 1e-12);
+    ck_assert_double_eq_tol(G(&o)[0], 0.6, 1e-6);
+    ck_assert_double_eq_tol(G(&o)[1], 0.8, 1e-6);
+    ck_assert_int_eq(tr_grad_first_nonfinite(&opt), -1);
+    G(&o)[1] = NAN;
+    ck_assert_int_eq(tr_grad_first_nonfinite(&opt), o.w);
+    ck_assert(isnan(tr_grad_clip(&opt, 1)));
+    ck_assert(isnan(G(&o)[1]));   /* a NaN norm scales nothing: the caller stops the run */
+    tr_recipe_free(&r);
+    one_param_free(&o);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("train");
+    TCase *tc = tcase_create("optimizer");
+    tcase_add_test(tc, adamw_matches_definition);
+    tcase_add_test(tc, sgd_matches_definition);
+    tcase_add_test(tc, schedules);
+    tcase_add_test(tc, clipping_and_nonfinite);
+    suite_add_tcase(s, tc);
+    return unit_run(s);
+}
