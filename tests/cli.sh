@@ -12,7 +12,7 @@ expect_in "$out" "CUDA backend:" "--version says whether CUDA is built"
 run "$TRAINRUN" --help
 expect_rc 0 "--help"
 expect_in "$out" "check" "--help lists check"
-for unbuilt in plan resume report sample data; do   # land with their issues
+for unbuilt in plan report sample data; do   # land with their issues
   expect_not_in "$out" "  $unbuilt " "--help lists only what works"
 done
 

@@ -7,6 +7,9 @@
 #include "core/error.h"
 #include "core/exit.h"
 #include "recipe/recipe.h"
+#include "train/trainer.h"
+
+#include <unistd.h>
 
 int tr_args_parse(int argc, char **argv, const char *const *flags, const char *usage, struct tr_args *a)
 {
@@ -72,4 +75,24 @@ int tr_cli_load_recipe(const struct tr_args *a, struct tr_recipe *r, struct tr_d
     fprintf(stderr, "trainrun: %s: %d error%s; nothing was run\n", a->recipe, diag->n,
             diag->n == 1 ? "" : "s");
     return TR_EXIT_USAGE;
+}
+
+const char *tr_cli_datasets_dir(void)
+{
+    const char *env = getenv("TRAINRUN_DATASETS");
+    if (env && *env)
+        return env;
+    return access("datasets", F_OK) == 0 ? "datasets" : PKGDATADIR "/datasets";
+}
+
+void tr_cli_report(const struct tr_diag *diag, int status, const struct tr_recipe *r,
+                   const struct tr_train_result *res, int quiet)
+{
+    for (int i = 0; i < diag->n; i++) {
+        char *line = tr_diag_line(diag, i);
+        fprintf(stderr, "trainrun: %s\n", line);
+        free(line);
+    }
+    if (status == TR_EXIT_OK && quiet)
+        printf("%s: test accuracy %.4f, run folder %s\n", r->name, res->test_accuracy, res->run_dir);
 }

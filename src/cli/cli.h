@@ -5,6 +5,7 @@
 
 int tr_cmd_check(int argc, char **argv);
 int tr_cmd_run(int argc, char **argv);
+int tr_cmd_resume(int argc, char **argv);
 
 /* Splits argv into the recipe, its key=value / ~key overrides and the options listed in
  * flags (each "--name"); unknown options and stray words are usage errors (message printed). */
@@ -24,5 +25,12 @@ struct tr_diag;
 /* Loads args' recipe over the conf files with args' overrides. On errors prints each and a
  * summary to stderr and returns TR_EXIT_USAGE; the diagnostics stay in diag for callers. */
 int tr_cli_load_recipe(const struct tr_args *a, struct tr_recipe *r, struct tr_diag *diag);
+
+/* Data set definitions: $TRAINRUN_DATASETS, else ./datasets (a checkout), else the installed ones. */
+const char *tr_cli_datasets_dir(void);
+struct tr_train_result;
+/* After training: the trainer's messages on stderr; with quiet, the one result line. */
+void tr_cli_report(const struct tr_diag *diag, int status, const struct tr_recipe *r,
+                   const struct tr_train_result *res, int quiet);
 
 #endif

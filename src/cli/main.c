@@ -21,6 +21,7 @@ struct subcommand {
 static const struct subcommand subcommands[] = {
     {"check", tr_cmd_check, "validate a recipe and print it resolved, each value's origin beside it"},
     {"run", tr_cmd_run, "train: the default, so 'trainrun RECIPE' is 'trainrun run RECIPE'"},
+    {"resume", tr_cmd_resume, "continue an interrupted run from its newest good checkpoint"},
 };
 
 static void usage(FILE *out)

@@ -11,15 +11,6 @@
 
 static const char usage[] = "usage: trainrun [run] RECIPE [key=value | ~key ...] [--quiet]\n";
 
-/* Data set definitions: $TRAINRUN_DATASETS, else ./datasets (a checkout), else the installed ones. */
-static const char *datasets_dir(void)
-{
-    const char *env = getenv("TRAINRUN_DATASETS");
-    if (env && *env)
-        return env;
-    return access("datasets", F_OK) == 0 ? "datasets" : PKGDATADIR "/datasets";
-}
-
 int tr_cmd_run(int argc, char **argv)
 {
     static const char *const flags[] = {"--quiet", "-q", "--help", "-h", NULL};
@@ -35,17 +26,11 @@ int tr_cmd_run(int argc, char **argv)
     struct tr_diag diag = {0};
     rc = tr_cli_load_recipe(&args, &recipe, &diag);
     if (rc == TR_EXIT_OK) {
-        struct tr_train_options opt = {.datasets_dir = datasets_dir(),
+        struct tr_train_options opt = {.datasets_dir = tr_cli_datasets_dir(),
                                        .quiet = tr_args_has(&args, "--quiet") || tr_args_has(&args, "-q")};
         struct tr_train_result res;
         rc = tr_train(&recipe, &opt, &res, &diag);
-        for (int i = 0; i < diag.n; i++) {
-            char *line = tr_diag_line(&diag, i);
-            fprintf(stderr, "trainrun: %s\n", line);
-            free(line);
-        }
-        if (rc == TR_EXIT_OK && opt.quiet)
-            printf("%s: test accuracy %.4f, run folder %s\n", recipe.name, res.test_accuracy, res.run_dir);
+        tr_cli_report(&diag, rc, &recipe, &res, opt.quiet);
     }
     tr_diag_free(&diag);
     tr_recipe_free(&recipe);

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <signal.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,9 +21,18 @@
 #include "data/loader.h"
 #include "graph/program.h"
 #include "models/models.h"
+#include "train/checkpoint.h"
 #include "train/optim.h"
 
 #define EVAL_BATCH 256
+
+/* Set by SIGINT/SIGTERM, read between steps: the one piece of global state a signal needs. */
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig)
+{
+    stop_signal = sig;
+}
 #define INIT_STREAM 0x1417u   /* the dropout streams are small numbers; initialisation has its own */
 
 struct side {                  /* one of the two programs: training or evaluation */
@@ -278,8 +288,23 @@ static int make_dirs(const char *path)
     return mkdir(buf, 0777) && errno != EEXIST ? -1 : 0;
 }
 
+static int reopen_run_dir(struct run *run)
+{
+    char path[4200];
+    snprintf(run->dir, sizeof run->dir, "%s", run->opt->resume_dir);
+    snprintf(path, sizeof path, "%s/log.txt", run->dir);
+    run->log = fopen(path, "a");
+    snprintf(path, sizeof path, "%s/metrics.jsonl", run->dir);
+    run->metrics = fopen(path, "a");
+    if (!run->log || !run->metrics)
+        return fail(run, TR_EXIT_FAILURE, "cannot write in %s: %s", run->dir, strerror(errno));
+    return 0;
+}
+
 static int open_run_dir(struct run *run)
 {
+    if (run->opt->resume_dir)
+        return reopen_run_dir(run);
     time_t now_s = time(NULL);
     char stamp[32];
     strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", gmtime(&now_s));
@@ -320,35 +345,31 @@ static void metric(struct run *run, json_t *line)
     json_decref(line);
 }
 
-/* The parameters and batch-norm statistics, by name, as a safetensors file PyTorch can load. */
-static int save_weights(struct run *run, int64_t step)
+static int checkpoint(struct run *run, int64_t step)
 {
-    const struct tr_graph *g = &run->train.g;
-    struct tr_st_tensor *t = tr_xcalloc((size_t)g->nvalues, sizeof *t);
-    int n = 0;
-    for (int v = 0; v < g->nvalues; v++) {
-        const struct tr_value *val = &g->values[v];
-        if (val->kind != TR_PARAM && val->kind != TR_STATE)
-            continue;
-        t[n] = (struct tr_st_tensor){.name = val->name, .dtype = TR_F32, .rank = val->shape.rank,
-                                     .data = tr_exec_data(&run->train.x, v)};
-        for (int d = 0; d < val->shape.rank; d++)
-            t[n].shape[d] = val->shape.dim[d].k;
-        t[n].bytes = (size_t)tr_dim_eval(tr_shape_numel(&val->shape), 1, 1) * sizeof(float);
-        n++;
-    }
-    char path[4200], err[512], steps[32];
-    snprintf(path, sizeof path, "%s/checkpoints/step-%lld.safetensors", run->dir, (long long)step);
-    snprintf(steps, sizeof steps, "%lld", (long long)step);
-    const char *meta[] = {"format", "pt", "trainrun.step", steps, "trainrun.recipe", run->r->name, NULL};
-    int rc = tr_st_write(path, t, n, meta, err, sizeof err);
-    free(t);
-    return rc ? fail(run, TR_EXIT_FAILURE, "checkpoint: %s", err) : 0;
+    char dir[4200], err[512];
+    snprintf(dir, sizeof dir, "%s/checkpoints", run->dir);
+    if (tr_checkpoint_write(dir, &run->train.x, &run->optim, step, run->r->name, err, sizeof err))
+        return fail(run, TR_EXIT_FAILURE, "checkpoint: %s", err);
+    return 0;
+}
+
+/* The newest checkpoint that verifies; the loader is moved to where that step left it. */
+static int resume(struct run *run, int64_t *start)
+{
+    char dir[4200], warn[1024], err[512];
+    snprintf(dir, sizeof dir, "%s/checkpoints", run->dir);
+    if (tr_checkpoint_resume(dir, &run->train.x, &run->optim, start, warn, sizeof warn, err, sizeof err))
+        return fail(run, TR_EXIT_FAILURE, "resume: %s", err);
+    if (*warn)
+        say(run, "warning: skipped damaged checkpoints: %s\n", warn);
+    say(run, "resuming %s at step %lld of %lld\n", run->dir, (long long)*start, (long long)run->total_steps);
+    return 0;
 }
 
 /* ---- the whole run ----------------------------------------------------------------------------- */
 
-static int loop(struct run *run, struct tr_train_result *res)
+static int loop(struct run *run, int64_t start, struct tr_train_result *res)
 {
     const struct tr_recipe *r = run->r;
     const struct tr_split *train = &run->data.train;
@@ -356,11 +377,15 @@ static int loop(struct run *run, struct tr_train_result *res)
     if (tr_loader_open(&loader, train, run->micro, (uint64_t)r->seed, 1, 0, (int)r->data.num_workers,
                        (int)r->data.prefetch_factor, (int)run->accumulation, run->diag))
         return TR_EXIT_DATA;
+    int64_t taken = start * run->accumulation, per_epoch = tr_loader_batches_per_epoch(loader);
+    if (taken)
+        tr_loader_seek(loader, taken / per_epoch, taken % per_epoch);
+    res->steps = start;
     int64_t log_every = run->total_steps / 20 > 0 ? run->total_steps / 20 : 1;
-    double start = now(), last = start;
+    double began = now(), last = began;
     int64_t samples = 0;
     int status = 0;
-    for (int64_t t = 1; t <= run->total_steps && !status; t++) {
+    for (int64_t t = start + 1; t <= run->total_steps && !status; t++) {
         double loss = NAN;
         status = train_step(run, loader, t, &loss);
         samples += run->micro * run->accumulation;
@@ -385,10 +410,21 @@ static int loop(struct run *run, struct tr_train_result *res)
             }
         }
         res->steps = t;
+        if (!status && r->train.checkpoint_every && t % r->train.checkpoint_every == 0 && t < run->total_steps)
+            status = checkpoint(run, t);
+        if (!status && stop_signal && t < run->total_steps) {
+            status = checkpoint(run, t);
+            if (!status) {
+                say(run, "stopped by signal %d after step %lld; 'trainrun resume %s' continues\n",
+                    (int)stop_signal, (long long)t, run->dir);
+                status = fail(run, TR_EXIT_INTERRUPTED, "stopped by signal %d after step %lld (checkpointed)",
+                              (int)stop_signal, (long long)t);
+            }
+        }
     }
     res->data_wait_seconds = tr_loader_wait_seconds(loader);
     tr_loader_close(loader);
-    res->seconds = now() - start;
+    res->seconds = now() - began;
     return status;
 }
 
@@ -430,18 +466,28 @@ int tr_train(const struct tr_recipe *r, const struct tr_train_options *opt, stru
         status = init_weights(&run);
     if (!status)
         status = open_run_dir(&run);
+    int64_t start = 0;
+    if (!status && opt->resume_dir)
+        status = resume(&run, &start);
     if (!status) {
         snprintf(res->run_dir, sizeof res->run_dir, "%s", run.dir);
         say(&run, "%s: %s on %s (%lld train, %lld valid, %lld test), %lld steps of %lld, run folder %s\n",
             r->name, r->model.arch == TR_ARCH_MLP ? "mlp" : "resnet", run.data.name,
             (long long)run.data.train.n, (long long)run.data.valid.n, (long long)run.data.test.n,
             (long long)run.total_steps, (long long)r->train.batch_size, run.dir);
-        status = loop(&run, res);
+        struct sigaction sa = {.sa_handler = on_signal}, old_int, old_term;
+        sigemptyset(&sa.sa_mask);
+        stop_signal = 0;
+        sigaction(SIGINT, &sa, &old_int);
+        sigaction(SIGTERM, &sa, &old_term);
+        status = loop(&run, start, res);
+        sigaction(SIGINT, &old_int, NULL);
+        sigaction(SIGTERM, &old_term, NULL);
     }
     if (!status && run.data.test.n)
         status = evaluate(&run, &run.data.test, &res->test_loss, &res->test_accuracy);
     if (!status)
-        status = save_weights(&run, res->steps);
+        status = checkpoint(&run, res->steps);
     if (!status) {
         say(&run, "done: %lld steps in %.1f s (data wait %.1f%%); test loss %.4f, test accuracy %.4f\n",
             (long long)res->steps, res->seconds, 100 * res->data_wait_seconds / (res->seconds > 0 ? res->seconds : 1),

@@ -11,6 +11,7 @@
 struct tr_train_options {
     const char *datasets_dir;   /* where datasets/<name>/dataset.yaml live */
     int quiet;                  /* no progress lines on stdout */
+    const char *resume_dir;     /* continue this run folder from its newest good checkpoint */
 };
 
 struct tr_train_result {
@@ -23,7 +24,9 @@ struct tr_train_result {
 };
 
 /* Trains; returns an exit status (core/exit.h): 0, TR_EXIT_DATA, TR_EXIT_DIVERGED,
- * TR_EXIT_FAILURE…, with the reason in diag. */
+ * TR_EXIT_INTERRUPTED (SIGINT or SIGTERM: the step in progress finishes and is checkpointed),
+ * TR_EXIT_FAILURE…, with the reason in diag. A resumed run ends with the same weights, bit for
+ * bit, as one never interrupted (on the same machine and thread count). */
 int tr_train(const struct tr_recipe *r, const struct tr_train_options *opt, struct tr_train_result *res,
              struct tr_diag *diag);
 

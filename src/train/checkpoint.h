@@ -1,0 +1,21 @@
+/* Checkpoints (DESIGN.md §6): the weights, batch-norm statistics and optimizer state of a run in
+ * one safetensors file (PyTorch's safetensors.torch.load_file reads it), with the trainer's
+ * position, a format version and a SHA-256 of every tensor in its metadata. Written atomically;
+ * a checkpoint that does not verify is never loaded, and resume falls back to an older one. */
+#ifndef TR_CHECKPOINT_H
+#define TR_CHECKPOINT_H
+
+#include "backend/exec.h"
+#include "train/optim.h"
+
+#define TR_CHECKPOINT_VERSION "1"
+
+/* Writes dir/step-<step>.safetensors. 0, or an error code with a sentence in err. */
+int tr_checkpoint_write(const char *dir, const struct tr_exec *x, const struct tr_optim *o, int64_t step,
+                        const char *recipe_name, char *err, size_t errsize);
+/* Loads the newest checkpoint in dir that verifies into the regions and the optimizer; sets
+ * *step (0 when dir holds none). Files that do not verify are named in warn (if not NULL). */
+int tr_checkpoint_resume(const char *dir, struct tr_exec *x, struct tr_optim *o, int64_t *step,
+                         char *warn, size_t warnsize, char *err, size_t errsize);
+
+#endif
