@@ -134,6 +134,18 @@ assert any("eval/accuracy" in l for l in lines) and "test/accuracy" in lines[-1]
 PY
   checks=$((checks + 1))
 fi
+# Early stopping ends a run after `patience` evaluations without improvement; resume leaves it so.
+run "$TRAINRUN" "$recipes/mlp.yaml" train.early_stop=eval.loss train.early_stop.patience=1 \
+  train.early_stop.min_delta=10 train.eval_every=50 report.dir="$scratch/early"
+expect_rc 0 "early stopping"
+expect_in "$out" "early stop at step 100: eval/loss has not improved for 1 evaluations (best" "the stop is explained"
+expect_in "$out" "done: 100 steps" "the run ends at the stop"
+run "$TRAINRUN" resume "$scratch/early/mlp/latest"
+expect_rc 0 "resume of an early-stopped run"
+expect_in "$out" "done: 100 steps" "resume does not train past an early stop"
+run "$TRAINRUN" check "$recipes/mlp.yaml" train.early_stop=eval.accuracy train.eval_every=0
+expect_rc 2 "early stopping without evaluations"
+expect_in "$err" "train.early_stop needs evaluations to compare" "the rule is explained"
 run "$TRAINRUN" run "$recipes/mlp.yaml" train.steps=2 report.dir="$scratch/runs" --quiet
 expect_rc 0 "run named explicitly"
 run "$TRAINRUN" "$recipes/mlp.yaml" --json

@@ -31,6 +31,8 @@ enum tr_schedule   { TR_SCHED_CONSTANT, TR_SCHED_LINEAR, TR_SCHED_COSINE };
 enum tr_amp        { TR_AMP_AUTO, TR_AMP_OFF, TR_AMP_BF16, TR_AMP_FP16 };
 enum tr_ckpt       { TR_CKPT_AUTO, TR_CKPT_OFF, TR_CKPT_SELECTIVE, TR_CKPT_FULL };
 enum tr_notify_on  { TR_NOTIFY_FAILURE, TR_NOTIFY_REGRESSION, TR_NOTIFY_SUCCESS };
+enum tr_stop_metric { TR_STOP_NONE, TR_STOP_EVAL_LOSS, TR_STOP_EVAL_ACCURACY };
+enum tr_stop_mode  { TR_STOP_AUTO, TR_STOP_MIN, TR_STOP_MAX };
 
 /* An inline data source (data.train / data.valid / data.test). */
 struct tr_source {
@@ -89,6 +91,7 @@ struct tr_recipe {
         struct { int name; struct tr_warmup warmup; double min_lr; } schedule;
         double grad_clip;                    /* 0 when null (no clipping) */
         int64_t eval_every, checkpoint_every;
+        struct { int metric, mode; int64_t patience; double min_delta; } early_stop;
     } train;
     struct {
         uint64_t memory;   /* bytes */

@@ -25,6 +25,8 @@ static const char *const amp_names[] = {"auto", "off", "bf16", "fp16", NULL};
 static const char *const ckpt_names[] = {"auto", "off", "selective", "full", NULL};
 static const char *const auto_names[] = {"auto", NULL};
 static const char *const notify_names[] = {"failure", "regression", "success", NULL};
+static const char *const stop_metric_names[] = {"none", "eval.loss", "eval.accuracy", NULL};
+static const char *const stop_mode_names[] = {"auto", "min", "max", NULL};
 
 #define SOURCE_KEYS(split, what)                                                              \
     {"data." split ".source", TR_T_STR, OFF(data.what.source), "null", 0, 0, NULL,             \
@@ -120,6 +122,15 @@ const struct tr_key tr_keys[] = {
      "evaluate every N optimizer steps (0: only at the end)"},
     {"train.checkpoint_every", TR_T_INT, OFF(train.checkpoint_every), "1000", 0, BIG, NULL, 0,
      0, 0, "write a checkpoint every N optimizer steps (0: only at the end)"},
+    {"train.early_stop.metric", TR_T_ENUM, OFF(train.early_stop.metric), "none", 0, 0,
+     stop_metric_names, TR_SHORTHAND, 0, 0,
+     "stop when this evaluation metric stops improving (none: train all the steps)"},
+    {"train.early_stop.patience", TR_T_INT, OFF(train.early_stop.patience), "5", 1, 1000000, NULL, 0,
+     0, 0, "evaluations without improvement before stopping"},
+    {"train.early_stop.mode", TR_T_ENUM, OFF(train.early_stop.mode), "auto", 0, 0, stop_mode_names, 0,
+     0, 0, "min or max is better (auto: min for eval.loss, max for eval.accuracy)"},
+    {"train.early_stop.min_delta", TR_T_FLOAT, OFF(train.early_stop.min_delta), "0", 0, 1e9, NULL, 0,
+     0, 0, "the least change that counts as an improvement"},
 
     {"budget.memory", TR_T_SIZE, OFF(budget.memory), "14GiB", 1048576, BIG, NULL, 0, 0, 0,
      "the footprint allowed on the training device: GPU memory, or process memory on the CPU"},

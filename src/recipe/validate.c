@@ -149,6 +149,9 @@ static void check_train(struct checker *c)
              "or ~train.epochs drops epochs)");
     else if (!by_epochs && !by_steps)
         fail(c, "train.epochs", "train: set epochs or steps; both are null");
+    if (r->train.early_stop.metric != TR_STOP_NONE && r->train.eval_every == 0)
+        fail(c, "train.early_stop.metric", "train.early_stop needs evaluations to compare: set "
+             "train.eval_every above 0");
     const struct tr_warmup *w = &r->train.schedule.warmup;
     if (w->is_steps && !is_null(r, "train.steps") && w->steps > r->train.steps)
         fail(c, "train.schedule.warmup", "train.schedule.warmup: %lld warm-up steps are more than "

@@ -84,7 +84,7 @@ static void checksum(const struct tr_st_tensor *t, int n, const void *const *dat
 }
 
 int tr_checkpoint_write(const char *dir, const struct tr_exec *x, const struct tr_optim *o, int64_t step,
-                        const char *recipe_name, char *err, size_t errsize)
+                        const char *recipe_name, const char *trainer_state, char *err, size_t errsize)
 {
     struct entries e;
     list_entries(&e, x, o);
@@ -95,7 +95,8 @@ int tr_checkpoint_write(const char *dir, const struct tr_exec *x, const struct t
     snprintf(path, sizeof path, "%s/step-%" PRId64 ".safetensors", dir, step);
     const char *meta[] = {"format", "pt", "trainrun.format_version", TR_CHECKPOINT_VERSION,
                           "trainrun.step", steps, "trainrun.optimizer_step", ostep,
-                          "trainrun.recipe", recipe_name, "trainrun.sha256", hex, NULL};
+                          "trainrun.recipe", recipe_name, "trainrun.sha256", hex,
+                          "trainrun.trainer_state", trainer_state ? trainer_state : "", NULL};
     int rc = tr_st_write(path, e.t, e.n, meta, err, errsize);
     free_entries(&e);
     return rc;
@@ -103,7 +104,7 @@ int tr_checkpoint_write(const char *dir, const struct tr_exec *x, const struct t
 
 /* Verifies the file at path against what this run expects and, when load, copies it in. */
 static int read_checkpoint(const char *path, struct tr_exec *x, struct tr_optim *o, int load, int64_t *step,
-                           char *err, size_t errsize)
+                           char *state, size_t statesize, char *err, size_t errsize)
 {
     struct tr_safetensors st;
     if (tr_st_open(&st, path, err, errsize))
@@ -140,6 +141,8 @@ static int read_checkpoint(const char *path, struct tr_exec *x, struct tr_optim 
             memcpy((void *)e.t[i].data, data[i], e.t[i].bytes);
         o->step = strtoll(ostep, NULL, 10);
         *step = strtoll(steps, NULL, 10);
+        const char *trainer = tr_st_metadata(&st, "trainrun.trainer_state");
+        snprintf(state, statesize, "%s", trainer ? trainer : "");
     }
     free(data);
     free_entries(&e);
@@ -154,7 +157,8 @@ static int by_step_descending(const void *a, const void *b)
 }
 
 int tr_checkpoint_resume(const char *dir, struct tr_exec *x, struct tr_optim *o, int64_t *step,
-                         char *warn, size_t warnsize, char *err, size_t errsize)
+                         char *state, size_t statesize, char *warn, size_t warnsize, char *err,
+                         size_t errsize)
 {
     DIR *d = opendir(dir);
     if (!d) {
@@ -178,13 +182,15 @@ int tr_checkpoint_resume(const char *dir, struct tr_exec *x, struct tr_optim *o,
     closedir(d);
     qsort(steps, (size_t)n, sizeof *steps, by_step_descending);
     *step = 0;
+    if (statesize)
+        state[0] = '\0';
     if (warn && warnsize)
         warn[0] = '\0';
     for (int i = 0; i < n; i++) {
         char path[4200], why[512];
         snprintf(path, sizeof path, "%s/step-%" PRId64 ".safetensors", dir, steps[i]);
-        if (read_checkpoint(path, x, o, 0, step, why, sizeof why) == 0)
-            return read_checkpoint(path, x, o, 1, step, err, errsize);
+        if (read_checkpoint(path, x, o, 0, step, state, statesize, why, sizeof why) == 0)
+            return read_checkpoint(path, x, o, 1, step, state, statesize, err, errsize);
         if (warn && strlen(warn) + strlen(why) + 3 < warnsize)
             snprintf(warn + strlen(warn), warnsize - strlen(warn), "%s%s", *warn ? "; " : "", why);
     }

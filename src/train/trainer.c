@@ -55,6 +55,7 @@ struct run {
     int64_t micro, accumulation, total_steps;
     FILE *log, *metrics;
     char dir[4096];
+    struct { double best; int64_t best_step, bad; int stopped; } early;   /* train.early_stop */
 };
 
 static double now(void)
@@ -349,7 +350,10 @@ static int checkpoint(struct run *run, int64_t step)
 {
     char dir[4200], err[512];
     snprintf(dir, sizeof dir, "%s/checkpoints", run->dir);
-    if (tr_checkpoint_write(dir, &run->train.x, &run->optim, step, run->r->name, err, sizeof err))
+    char state[160];
+    snprintf(state, sizeof state, "early_stop best=%.17g best_step=%lld bad=%lld stopped=%d", run->early.best,
+             (long long)run->early.best_step, (long long)run->early.bad, run->early.stopped);
+    if (tr_checkpoint_write(dir, &run->train.x, &run->optim, step, run->r->name, state, err, sizeof err))
         return fail(run, TR_EXIT_FAILURE, "checkpoint: %s", err);
     return 0;
 }
@@ -357,10 +361,19 @@ static int checkpoint(struct run *run, int64_t step)
 /* The newest checkpoint that verifies; the loader is moved to where that step left it. */
 static int resume(struct run *run, int64_t *start)
 {
-    char dir[4200], warn[1024], err[512];
+    char dir[4200], warn[1024], err[512], state[160];
     snprintf(dir, sizeof dir, "%s/checkpoints", run->dir);
-    if (tr_checkpoint_resume(dir, &run->train.x, &run->optim, start, warn, sizeof warn, err, sizeof err))
+    if (tr_checkpoint_resume(dir, &run->train.x, &run->optim, start, state, sizeof state, warn, sizeof warn,
+                             err, sizeof err))
         return fail(run, TR_EXIT_FAILURE, "resume: %s", err);
+    long long best_step, bad;
+    int stopped;
+    if (*start && sscanf(state, "early_stop best=%lf best_step=%lld bad=%lld stopped=%d", &run->early.best,
+                         &best_step, &bad, &stopped) == 4) {
+        run->early.best_step = best_step, run->early.bad = bad, run->early.stopped = stopped;
+        if (stopped)   /* the run had ended early: it is finished where it stopped */
+            run->total_steps = *start;
+    }
     if (*warn)
         say(run, "warning: skipped damaged checkpoints: %s\n", warn);
     say(run, "resuming %s at step %lld of %lld\n", run->dir, (long long)*start, (long long)run->total_steps);
@@ -368,6 +381,30 @@ static int resume(struct run *run, int64_t *start)
 }
 
 /* ---- the whole run ----------------------------------------------------------------------------- */
+
+/* train.early_stop: after an evaluation, has the metric gone `patience` evaluations without
+ * improving by more than min_delta? */
+static int should_stop(struct run *run, int64_t t, const struct tr_train_result *res)
+{
+    const struct tr_recipe *r = run->r;
+    if (r->train.early_stop.metric == TR_STOP_NONE)
+        return 0;
+    int accuracy = r->train.early_stop.metric == TR_STOP_EVAL_ACCURACY;
+    double v = accuracy ? res->valid_accuracy : res->valid_loss;
+    int maximise = r->train.early_stop.mode == TR_STOP_MAX || (r->train.early_stop.mode == TR_STOP_AUTO && accuracy);
+    double delta = r->train.early_stop.min_delta;
+    if (run->early.best_step == 0 || (maximise ? v > run->early.best + delta : v < run->early.best - delta)) {
+        run->early.best = v, run->early.best_step = t, run->early.bad = 0;
+        return 0;
+    }
+    if (++run->early.bad < r->train.early_stop.patience)
+        return 0;
+    say(run, "early stop at step %lld: %s has not improved for %lld evaluations (best %.4f at step %lld)\n",
+        (long long)t, accuracy ? "eval/accuracy" : "eval/loss", (long long)run->early.bad, run->early.best,
+        (long long)run->early.best_step);
+    run->early.stopped = 1;
+    return 1;
+}
 
 static int loop(struct run *run, int64_t start, struct tr_train_result *res)
 {
@@ -407,6 +444,10 @@ static int loop(struct run *run, int64_t start, struct tr_train_result *res)
                     res->valid_accuracy);
                 metric(run, json_pack("{sIsfsf}", "step", (json_int_t)t, "eval/loss", res->valid_loss,
                                       "eval/accuracy", res->valid_accuracy));
+                if (should_stop(run, t, res)) {
+                    res->steps = t;
+                    break;
+                }
             }
         }
         res->steps = t;
