@@ -79,6 +79,7 @@ struct tr_recipe {
         struct { int kind; char *vocab, *merges; bool lowercase; } tokenizer;
         int64_t num_workers, prefetch_factor;
         int pin_memory;   /* enum tr_tristate */
+        bool shuffle;
     } data;
     struct {
         int64_t batch_size, epochs, steps;   /* exactly one is null (0): epochs or steps */
@@ -106,6 +107,7 @@ struct tr_recipe {
     } optimize;
     struct {
         char *dir;
+        int64_t log_every;
         bool tensorboard;
         int64_t histograms_every;
         struct { char *url; struct tr_ints on; double timeout; } notify;

@@ -90,6 +90,8 @@ const struct tr_key tr_keys[] = {
      "batches each loader thread prepares ahead"},
     {"data.pin_memory", TR_T_ENUM, OFF(data.pin_memory), "auto", 0, 0, tristate_names, 0, 0, 0,
      "page-locked loader buffers (auto: on when training on a GPU)"},
+    {"data.shuffle", TR_T_BOOL, OFF(data.shuffle), "true", 0, 0, NULL, 0, 0, 0,
+     "a new order of the training samples every epoch, from the seed (false: the split's order)"},
 
     {"train.batch_size", TR_T_INT, OFF(train.batch_size), "32", 1, 16777216, NULL, 0, 0, 0,
      "the target (effective) batch per optimizer step, in samples"},
@@ -168,6 +170,8 @@ const struct tr_key tr_keys[] = {
 
     {"report.dir", TR_T_STR, OFF(report.dir), "runs", 0, 0, NULL, 0, 0, 0,
      "where run folders go: DIR/NAME/YYYYmmdd-HHMMSS/"},
+    {"report.log_every", TR_T_INT, OFF(report.log_every), "0", 0, BIG, NULL, 0, 0, 0,
+     "a progress line and metrics every N steps (0: about 20 in a run)"},
     {"report.tensorboard", TR_T_BOOL, OFF(report.tensorboard), "true", 0, 0, NULL, 0, 0, 0,
      "write TensorBoard event files"},
     {"report.histograms_every", TR_T_INT, OFF(report.histograms_every), "0", 0, BIG, NULL, 0,

@@ -411,14 +411,15 @@ static int loop(struct run *run, int64_t start, struct tr_train_result *res)
     const struct tr_recipe *r = run->r;
     const struct tr_split *train = &run->data.train;
     struct tr_loader *loader;
-    if (tr_loader_open(&loader, train, run->micro, (uint64_t)r->seed, 1, 0, (int)r->data.num_workers,
+    if (tr_loader_open(&loader, train, run->micro, (uint64_t)r->seed, r->data.shuffle, 0, (int)r->data.num_workers,
                        (int)r->data.prefetch_factor, (int)run->accumulation, run->diag))
         return TR_EXIT_DATA;
     int64_t taken = start * run->accumulation, per_epoch = tr_loader_batches_per_epoch(loader);
     if (taken)
         tr_loader_seek(loader, taken / per_epoch, taken % per_epoch);
     res->steps = start;
-    int64_t log_every = run->total_steps / 20 > 0 ? run->total_steps / 20 : 1;
+    int64_t log_every = r->report.log_every ? r->report.log_every
+                                            : run->total_steps / 20 > 0 ? run->total_steps / 20 : 1;
     double began = now(), last = began;
     int64_t samples = 0;
     int status = 0;
