@@ -16,6 +16,12 @@ for unbuilt in plan report sample data; do   # land with their issues
   expect_not_in "$out" "  $unbuilt " "--help lists only what works"
 done
 
+for sub in check run resume; do
+  run "$TRAINRUN" $sub --help
+  expect_rc 0 "$sub --help"
+  expect_in "$out" "usage: trainrun" "$sub --help prints its usage"
+done
+
 run "$TRAINRUN"
 expect_rc 2 "no arguments"
 expect_in "$err" "usage:" "no arguments prints the usage"

@@ -47,6 +47,17 @@ int tr_args_parse(int argc, char **argv, const char *const *flags, const char *u
     return TR_EXIT_OK;
 }
 
+int tr_args_start(int argc, char **argv, const char *const *flags, const char *usage, struct tr_args *a)
+{
+    int rc = tr_args_parse(argc, argv, flags, usage, a);
+    if (!rc && !tr_args_has(a, "--help") && !tr_args_has(a, "-h"))
+        return 0;
+    if (!rc)
+        fputs(usage, stdout);
+    tr_args_free(a);
+    return rc ? rc : -1;
+}
+
 int tr_args_has(const struct tr_args *a, const char *flag)
 {
     for (int i = 0; i < a->nflags; i++)

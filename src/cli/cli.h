@@ -17,6 +17,9 @@ struct tr_args {
     int nflags;
 };
 int tr_args_parse(int argc, char **argv, const char *const *flags, const char *usage, struct tr_args *a);
+/* tr_args_parse, and --help/-h answered: returns 0 to go on, −1 when the usage was printed
+ * (exit 0), or the usage error's status; a ≠ 0 return has already freed a. */
+int tr_args_start(int argc, char **argv, const char *const *flags, const char *usage, struct tr_args *a);
 int tr_args_has(const struct tr_args *a, const char *flag);
 void tr_args_free(struct tr_args *a);
 

@@ -16,13 +16,9 @@ int tr_cmd_resume(int argc, char **argv)
 {
     static const char *const flags[] = {"--quiet", "-q", "--help", "-h", NULL};
     struct tr_args args;
-    int rc = tr_args_parse(argc, argv, flags, usage, &args);
-    if (rc || tr_args_has(&args, "--help") || tr_args_has(&args, "-h")) {
-        if (!rc)
-            fputs(usage, stdout);
-        tr_args_free(&args);
-        return rc;
-    }
+    int rc = tr_args_start(argc, argv, flags, usage, &args);
+    if (rc)
+        return rc < 0 ? TR_EXIT_OK : rc;
     if (args.noverrides) {
         fprintf(stderr, "trainrun: resume continues a run as it was recorded; it takes no overrides\n%s", usage);
         tr_args_free(&args);

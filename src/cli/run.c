@@ -15,13 +15,9 @@ int tr_cmd_run(int argc, char **argv)
 {
     static const char *const flags[] = {"--quiet", "-q", "--help", "-h", NULL};
     struct tr_args args;
-    int rc = tr_args_parse(argc, argv, flags, usage, &args);
-    if (rc || tr_args_has(&args, "--help") || tr_args_has(&args, "-h")) {
-        if (!rc)
-            fputs(usage, stdout);
-        tr_args_free(&args);
-        return rc;
-    }
+    int rc = tr_args_start(argc, argv, flags, usage, &args);
+    if (rc)
+        return rc < 0 ? TR_EXIT_OK : rc;
     struct tr_recipe recipe;
     struct tr_diag diag = {0};
     rc = tr_cli_load_recipe(&args, &recipe, &diag);
