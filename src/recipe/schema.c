@@ -33,7 +33,7 @@ static const char *const stop_mode_names[] = {"auto", "min", "max", NULL};
      TR_NULLABLE | TR_SHORTHAND, 0, 0,                                                        \
      "the " split " data: a path, file:// or http(s):// URL (null: from data.dataset)"},       \
     {"data." split ".sha256", TR_T_SHA256, OFF(data.what.sha256), "null", 0, 0, NULL,          \
-     TR_NULLABLE, 0, 0, "the source's expected SHA-256 (null: recorded at first download)"},   \
+     TR_NULLABLE, 0, 0, "the SHA-256 of the decompressed content, checked on every read (null: not checked)"},   \
     {"data." split ".format", TR_T_ENUM, OFF(data.what.format), "auto", 0, 0, format_names, 0, \
      0, 0, "file format; auto: from the file name's extension"},                              \
     {"data." split ".text", TR_T_STR, OFF(data.what.text), "null", 0, 0, NULL, TR_NULLABLE, 0, \
