@@ -137,6 +137,8 @@ lines = [json.loads(l) for l in open(sys.argv[1])]
 steps = [l["step"] for l in lines if "train/loss" in l]
 assert steps == sorted(steps) and steps[-1] == 40, steps
 assert any("eval/accuracy" in l for l in lines) and "test/accuracy" in lines[-1]
+last = lines[-1]
+assert last["test/accuracy"] <= last["test/top5_accuracy"] <= 1, last
 PY
   checks=$((checks + 1))
 fi
@@ -152,6 +154,13 @@ expect_in "$out" "done: 100 steps" "resume does not train past an early stop"
 run "$TRAINRUN" check "$recipes/mlp.yaml" train.early_stop=eval.accuracy train.eval_every=0
 expect_rc 2 "early stopping without evaluations"
 expect_in "$err" "train.early_stop needs evaluations to compare" "the rule is explained"
+# On a terminal a progress bar is redrawn in place; log.txt keeps only the plain lines.
+if command -v script >/dev/null; then
+  script -q -c "'$TRAINRUN' '$recipes/mlp.yaml' train.steps=40 report.dir='$scratch/tty'" "$scratch/tty.out" >/dev/null
+  expect_in "$(cat "$scratch/tty.out")" "step 40/40 [####################]" "the progress bar on a terminal"
+  expect_in "$(cat "$scratch/tty.out")" "ETA 0:00" "the bar's time left"
+  expect_not_in "$(cat "$scratch/tty/mlp/latest/log.txt")" "ETA" "log.txt has no progress bar"
+fi
 run "$TRAINRUN" run "$recipes/mlp.yaml" train.steps=2 report.dir="$scratch/runs" --quiet
 expect_rc 0 "run named explicitly"
 run "$TRAINRUN" "$recipes/mlp.yaml" --json

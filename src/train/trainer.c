@@ -56,6 +56,8 @@ struct run {
     FILE *log, *metrics;
     char dir[4096];
     struct { double best; int64_t best_step, bad; int stopped; } early;   /* train.early_stop */
+    int tty;                   /* stdout is a terminal: a progress bar, redrawn in place */
+    double bar_drawn;          /* when the bar was last drawn */
 };
 
 static double now(void)
@@ -72,6 +74,8 @@ static void say(struct run *run, const char *fmt, ...)
 {
     va_list ap;
     if (!run->opt->quiet) {
+        if (run->tty)
+            fputs("\r\033[K", stdout);   /* the progress bar's line, cleared for the text */
         va_start(ap, fmt);
         vprintf(fmt, ap);
         va_end(ap);
@@ -211,10 +215,11 @@ static void feed(struct side *s, const float *x, const int32_t *y, int64_t rows,
     memcpy(tr_exec_data(&s->x, s->m.y), y, (size_t)rows * sizeof(int32_t));
 }
 
-/* Mean loss and accuracy over a split, in batches of the evaluation program. */
-static int evaluate(struct run *run, const struct tr_split *split, double *loss, double *accuracy)
+/* Mean loss, accuracy and top-5 accuracy over a split, in batches of the evaluation program. */
+static int evaluate(struct run *run, const struct tr_split *split, double *loss, double *accuracy,
+                    double *top5)
 {
-    int64_t f = tr_split_features(split), correct = 0, classes = run->data.nclasses;
+    int64_t f = tr_split_features(split), correct = 0, in_top5 = 0, classes = run->data.nclasses;
     double sum = 0;
     for (int64_t start = 0; start < split->n; start += EVAL_BATCH) {
         int64_t rows = split->n - start < EVAL_BATCH ? split->n - start : EVAL_BATCH;
@@ -224,15 +229,17 @@ static int evaluate(struct run *run, const struct tr_split *split, double *loss,
         sum += (double)*(float *)tr_exec_data(&run->eval.x, run->eval.m.loss) * (double)rows;
         const float *logits = tr_exec_data(&run->eval.x, run->eval.m.logits);
         for (int64_t i = 0; i < rows; i++) {
-            int64_t best = 0;
-            for (int64_t c = 1; c < classes; c++)
-                if (logits[i * classes + c] > logits[i * classes + best])
-                    best = c;
-            correct += best == split->y[start + i];
+            const float *row = logits + i * classes;
+            int64_t truth = split->y[start + i], above = 0;   /* classes ranked over the true one */
+            for (int64_t c = 0; c < classes; c++)
+                above += row[c] > row[truth] || (row[c] == row[truth] && c < truth);
+            correct += above == 0;
+            in_top5 += above < 5;
         }
     }
     *loss = split->n ? sum / (double)split->n : NAN;
     *accuracy = split->n ? (double)correct / (double)split->n : NAN;
+    *top5 = split->n ? (double)in_top5 / (double)split->n : NAN;
     return 0;
 }
 
@@ -382,6 +389,27 @@ static int resume(struct run *run, int64_t *start)
 
 /* ---- the whole run ----------------------------------------------------------------------------- */
 
+/* On a terminal: one line redrawn in place, at most ten times a second — step, a bar, the
+ * loss, throughput and the time left. Cron and pipes get only the periodic lines. */
+static void progress(struct run *run, int64_t t, double loss, double began, int64_t start)
+{
+    double now_s = now();
+    if (!run->tty || run->opt->quiet || (now_s - run->bar_drawn < 0.1 && t < run->total_steps))
+        return;
+    run->bar_drawn = now_s;
+    double done = (double)(t - start), rate = done / (now_s - began + 1e-9);
+    double left = rate > 0 ? (double)(run->total_steps - t) / rate : 0;
+    char bar[21];
+    int filled = (int)(20 * t / run->total_steps);
+    for (int i = 0; i < 20; i++)
+        bar[i] = i < filled ? '#' : '.';
+    bar[20] = '\0';
+    printf("\r\033[Kstep %lld/%lld [%s] loss %.4f  %.0f samples/s  ETA %d:%02d", (long long)t,
+           (long long)run->total_steps, bar, loss, rate * (double)(run->micro * run->accumulation),
+           (int)(left / 60), (int)left % 60);
+    fflush(stdout);
+}
+
 /* train.early_stop: after an evaluation, has the metric gone `patience` evaluations without
  * improving by more than min_delta? */
 static int should_stop(struct run *run, int64_t t, const struct tr_train_result *res)
@@ -428,6 +456,8 @@ static int loop(struct run *run, int64_t start, struct tr_train_result *res)
         status = train_step(run, loader, t, &loss);
         samples += run->micro * run->accumulation;
         res->train_loss = loss;
+        if (!status)
+            progress(run, t, loss, began, start);
         if (!status && (t % log_every == 0 || t == run->total_steps)) {
             double lr = tr_schedule_lr(r, t, run->total_steps), elapsed = now() - last;
             say(run, "step %lld/%lld  loss %.4f  lr %.3g  %.0f samples/s\n", (long long)t,
@@ -439,12 +469,13 @@ static int loop(struct run *run, int64_t start, struct tr_train_result *res)
         }
         if (!status && ((r->train.eval_every && t % r->train.eval_every == 0) || t == run->total_steps) &&
             run->data.valid.n) {
-            status = evaluate(run, &run->data.valid, &res->valid_loss, &res->valid_accuracy);
+            status = evaluate(run, &run->data.valid, &res->valid_loss, &res->valid_accuracy, &res->valid_top5);
             if (!status) {
                 say(run, "step %lld  eval loss %.4f  accuracy %.4f\n", (long long)t, res->valid_loss,
                     res->valid_accuracy);
-                metric(run, json_pack("{sIsfsf}", "step", (json_int_t)t, "eval/loss", res->valid_loss,
-                                      "eval/accuracy", res->valid_accuracy));
+                metric(run, json_pack("{sIsfsfsf}", "step", (json_int_t)t, "eval/loss", res->valid_loss,
+                                      "eval/accuracy", res->valid_accuracy, "eval/top5_accuracy",
+                                      res->valid_top5));
                 if (should_stop(run, t, res)) {
                     res->steps = t;
                     break;
@@ -489,7 +520,8 @@ static void release(struct run *run)
 int tr_train(const struct tr_recipe *r, const struct tr_train_options *opt, struct tr_train_result *res,
              struct tr_diag *diag)
 {
-    struct run run = {.r = r, .opt = opt, .diag = diag, .rng = {.seed = (uint64_t)r->seed}};
+    struct run run = {.r = r, .opt = opt, .diag = diag, .rng = {.seed = (uint64_t)r->seed},
+                      .tty = isatty(STDOUT_FILENO)};
     memset(res, 0, sizeof *res);
     run.accumulation = r->optimize.accumulation.name < 0 ? r->optimize.accumulation.n : 1;
     run.micro = r->train.batch_size / run.accumulation;
@@ -527,15 +559,15 @@ int tr_train(const struct tr_recipe *r, const struct tr_train_options *opt, stru
         sigaction(SIGTERM, &old_term, NULL);
     }
     if (!status && run.data.test.n)
-        status = evaluate(&run, &run.data.test, &res->test_loss, &res->test_accuracy);
+        status = evaluate(&run, &run.data.test, &res->test_loss, &res->test_accuracy, &res->test_top5);
     if (!status)
         status = checkpoint(&run, res->steps);
     if (!status) {
         say(&run, "done: %lld steps in %.1f s (data wait %.1f%%); test loss %.4f, test accuracy %.4f\n",
             (long long)res->steps, res->seconds, 100 * res->data_wait_seconds / (res->seconds > 0 ? res->seconds : 1),
             res->test_loss, res->test_accuracy);
-        metric(&run, json_pack("{sIsfsf}", "step", (json_int_t)res->steps, "test/loss", res->test_loss,
-                               "test/accuracy", res->test_accuracy));
+        metric(&run, json_pack("{sIsfsfsf}", "step", (json_int_t)res->steps, "test/loss", res->test_loss,
+                               "test/accuracy", res->test_accuracy, "test/top5_accuracy", res->test_top5));
     } else if (run.log) {
         for (int i = 0; i < diag->n; i++)
             fprintf(run.log, "error: %s\n", diag->items[i].message);

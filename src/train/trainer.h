@@ -18,8 +18,8 @@ struct tr_train_result {
     int64_t steps;
     double seconds, data_wait_seconds;
     double train_loss;          /* the last step's */
-    double valid_loss, valid_accuracy;
-    double test_loss, test_accuracy;
+    double valid_loss, valid_accuracy, valid_top5;
+    double test_loss, test_accuracy, test_top5;   /* top5: the true class among the 5 highest */
     char run_dir[4096];
 };
 
