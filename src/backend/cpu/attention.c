@@ -31,37 +31,8 @@ static const uint8_t *attn_mask(const struct tr_kernel_args *a, int index)
     return a->nin > index ? a->in[index].data : NULL;
 }
 
-#define REAL float
-#define SFX f32
-#define EXP expf
-#define LOG logf
-#define SQRT sqrtf
-#define GEMV cblas_sgemv
-#define GER cblas_sger
-#include "backend/cpu/attention.inc"
-#undef REAL
-#undef SFX
-#undef EXP
-#undef LOG
-#undef SQRT
-#undef GEMV
-#undef GER
-
-#define REAL double
-#define SFX f64
-#define EXP exp
-#define LOG log
-#define SQRT sqrt
-#define GEMV cblas_dgemv
-#define GER cblas_dger
-#include "backend/cpu/attention.inc"
-#undef REAL
-#undef SFX
-#undef EXP
-#undef LOG
-#undef SQRT
-#undef GEMV
-#undef GER
+#define TR_KERNEL_BODY "backend/cpu/attention.inc"
+#include "backend/cpu/instantiate.h"
 
 TR_CPU_DISPATCH(attention)
 TR_CPU_DISPATCH(attention_bwd)

@@ -44,17 +44,8 @@ static int bn_check(const struct tr_kernel_args *a, const struct bn_geom *g)
     return bn_check_dtypes(a);
 }
 
-#define REAL float
-#define SFX f32
-#include "backend/cpu/batchnorm.inc"
-#undef REAL
-#undef SFX
-
-#define REAL double
-#define SFX f64
-#include "backend/cpu/batchnorm.inc"
-#undef REAL
-#undef SFX
+#define TR_KERNEL_BODY "backend/cpu/batchnorm.inc"
+#include "backend/cpu/instantiate.h"
 
 TR_CPU_DISPATCH(batchnorm)
 TR_CPU_DISPATCH(batchnorm_bwd)

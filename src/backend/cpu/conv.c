@@ -76,21 +76,8 @@ static struct gemm_tile gemm_tile_of(int64_t t, int64_t M, int64_t N)
     return g;
 }
 
-#define REAL float
-#define SFX f32
-#define GEMM cblas_sgemm
-#include "backend/cpu/conv.inc"
-#undef REAL
-#undef SFX
-#undef GEMM
-
-#define REAL double
-#define SFX f64
-#define GEMM cblas_dgemm
-#include "backend/cpu/conv.inc"
-#undef REAL
-#undef SFX
-#undef GEMM
+#define TR_KERNEL_BODY "backend/cpu/conv.inc"
+#include "backend/cpu/instantiate.h"
 
 TR_CPU_DISPATCH(conv2d)
 TR_CPU_DISPATCH(conv2d_bwd_data)

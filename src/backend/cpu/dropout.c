@@ -44,16 +44,7 @@ static inline bool dropout_keeps(const struct dropout_key *k, int64_t row, int64
                           k->stream) >= k->p;
 }
 
-#define REAL float
-#define SFX f32
-#include "backend/cpu/dropout.inc"
-#undef REAL
-#undef SFX
-
-#define REAL double
-#define SFX f64
-#include "backend/cpu/dropout.inc"
-#undef REAL
-#undef SFX
+#define TR_KERNEL_BODY "backend/cpu/dropout.inc"
+#include "backend/cpu/instantiate.h"
 
 TR_CPU_DISPATCH(dropout)

@@ -3,29 +3,8 @@
 
 #include "backend/cpu/cpu.h"
 
-#define REAL float
-#define SFX f32
-#define TANH tanhf
-#define ERF erff
-#define EXP expf
-#include "backend/cpu/elementwise.inc"
-#undef REAL
-#undef SFX
-#undef TANH
-#undef ERF
-#undef EXP
-
-#define REAL double
-#define SFX f64
-#define TANH tanh
-#define ERF erf
-#define EXP exp
-#include "backend/cpu/elementwise.inc"
-#undef REAL
-#undef SFX
-#undef TANH
-#undef ERF
-#undef EXP
+#define TR_KERNEL_BODY "backend/cpu/elementwise.inc"
+#include "backend/cpu/instantiate.h"
 
 TR_CPU_DISPATCH(add)
 TR_CPU_DISPATCH(mul)

@@ -26,17 +26,8 @@ static int check_ids(const struct tr_kernel_args *a, const int32_t *ids, int64_t
     return 0;
 }
 
-#define REAL float
-#define SFX f32
-#include "backend/cpu/embedding.inc"
-#undef REAL
-#undef SFX
-
-#define REAL double
-#define SFX f64
-#include "backend/cpu/embedding.inc"
-#undef REAL
-#undef SFX
+#define TR_KERNEL_BODY "backend/cpu/embedding.inc"
+#include "backend/cpu/instantiate.h"
 
 /* GATHER is EMBEDDING's kernel, GATHER_BWD EMBEDDING_BWD's; named apart for the dispatch messages. */
 #define gather_f32 embedding_f32

@@ -10,21 +10,8 @@
  * 64 partial sums staying in L1 (D = 768 makes 12 tasks). */
 #define LN_COL_BLOCK 64
 
-#define REAL float
-#define SFX f32
-#define SQRT sqrtf
-#include "backend/cpu/layernorm.inc"
-#undef REAL
-#undef SFX
-#undef SQRT
-
-#define REAL double
-#define SFX f64
-#define SQRT sqrt
-#include "backend/cpu/layernorm.inc"
-#undef REAL
-#undef SFX
-#undef SQRT
+#define TR_KERNEL_BODY "backend/cpu/layernorm.inc"
+#include "backend/cpu/instantiate.h"
 
 TR_CPU_DISPATCH(layernorm)
 TR_CPU_DISPATCH(layernorm_bwd)

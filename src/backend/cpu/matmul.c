@@ -3,21 +3,8 @@
 
 #include "backend/cpu/cpu.h"
 
-#define REAL float
-#define SFX f32
-#define GEMM cblas_sgemm
-#include "backend/cpu/matmul.inc"
-#undef REAL
-#undef SFX
-#undef GEMM
-
-#define REAL double
-#define SFX f64
-#define GEMM cblas_dgemm
-#include "backend/cpu/matmul.inc"
-#undef REAL
-#undef SFX
-#undef GEMM
+#define TR_KERNEL_BODY "backend/cpu/matmul.inc"
+#include "backend/cpu/instantiate.h"
 
 /* 16-bit storage, f32 arithmetic: Debian's OpenBLAS has no sbgemm, so bf16/f16 operands are
  * widened into the workspace, multiplied with sgemm and the result narrowed back. The cost of

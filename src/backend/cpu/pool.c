@@ -28,17 +28,8 @@ static void pool_span(const struct pool_geom *g, int64_t o, int64_t size, int64_
     *hi = start + g->kernel < size ? start + g->kernel : size;
 }
 
-#define REAL float
-#define SFX f32
-#include "backend/cpu/pool.inc"
-#undef REAL
-#undef SFX
-
-#define REAL double
-#define SFX f64
-#include "backend/cpu/pool.inc"
-#undef REAL
-#undef SFX
+#define TR_KERNEL_BODY "backend/cpu/pool.inc"
+#include "backend/cpu/instantiate.h"
 
 TR_CPU_DISPATCH(maxpool)
 TR_CPU_DISPATCH(maxpool_bwd)

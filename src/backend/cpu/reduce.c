@@ -18,17 +18,8 @@ static void split_at_axis(const struct tr_tensor *t, int axis, int64_t *outer, i
     *n = t->dim[axis];
 }
 
-#define REAL float
-#define SFX f32
-#include "backend/cpu/reduce.inc"
-#undef REAL
-#undef SFX
-
-#define REAL double
-#define SFX f64
-#include "backend/cpu/reduce.inc"
-#undef REAL
-#undef SFX
+#define TR_KERNEL_BODY "backend/cpu/reduce.inc"
+#include "backend/cpu/instantiate.h"
 
 TR_CPU_DISPATCH(sum)
 TR_CPU_DISPATCH(mean)

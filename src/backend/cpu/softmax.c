@@ -26,25 +26,8 @@ static int count_targets(const struct tr_kernel_args *a, const int32_t *targets,
     return 0;
 }
 
-#define REAL float
-#define SFX f32
-#define EXP expf
-#define LOG logf
-#include "backend/cpu/softmax.inc"
-#undef REAL
-#undef SFX
-#undef EXP
-#undef LOG
-
-#define REAL double
-#define SFX f64
-#define EXP exp
-#define LOG log
-#include "backend/cpu/softmax.inc"
-#undef REAL
-#undef SFX
-#undef EXP
-#undef LOG
+#define TR_KERNEL_BODY "backend/cpu/softmax.inc"
+#include "backend/cpu/instantiate.h"
 
 TR_CPU_DISPATCH(softmax)
 TR_CPU_DISPATCH(log_softmax)

@@ -1,0 +1,54 @@
+/* Builds a kernel body twice, for f32 and f64: a kernel file defines TR_KERNEL_BODY (the path of
+ * its .inc) and includes this header. Inside the body, REAL is the element type, FN(name) names
+ * a function for it (template.h), and the math and BLAS names below pick the matching routine. */
+#ifndef TR_KERNEL_BODY
+#error "define TR_KERNEL_BODY before including backend/cpu/instantiate.h"
+#endif
+
+#include <cblas.h>
+#include <math.h>
+
+#define REAL float
+#define SFX f32
+#define EXP expf
+#define LOG logf
+#define SQRT sqrtf
+#define TANH tanhf
+#define ERF erff
+#define GEMM cblas_sgemm
+#define GEMV cblas_sgemv
+#define GER cblas_sger
+#include TR_KERNEL_BODY
+#undef REAL
+#undef SFX
+#undef EXP
+#undef LOG
+#undef SQRT
+#undef TANH
+#undef ERF
+#undef GEMM
+#undef GEMV
+#undef GER
+
+#define REAL double
+#define SFX f64
+#define EXP exp
+#define LOG log
+#define SQRT sqrt
+#define TANH tanh
+#define ERF erf
+#define GEMM cblas_dgemm
+#define GEMV cblas_dgemv
+#define GER cblas_dger
+#include TR_KERNEL_BODY
+#undef REAL
+#undef SFX
+#undef EXP
+#undef LOG
+#undef SQRT
+#undef TANH
+#undef ERF
+#undef GEMM
+#undef GEMV
+#undef GER
+#undef TR_KERNEL_BODY
