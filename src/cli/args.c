@@ -96,14 +96,20 @@ const char *tr_cli_datasets_dir(void)
     return access("datasets", F_OK) == 0 ? "datasets" : PKGDATADIR "/datasets";
 }
 
-void tr_cli_report(const struct tr_diag *diag, int status, const struct tr_recipe *r,
-                   const struct tr_train_result *res, int quiet)
+int tr_cli_train(const struct tr_recipe *r, const struct tr_args *a, const char *resume_dir,
+                 struct tr_diag *diag)
 {
+    int quiet = tr_args_has(a, "--quiet") || tr_args_has(a, "-q");
+    struct tr_train_options opt = {.datasets_dir = tr_cli_datasets_dir(), .quiet = quiet,
+                                   .resume_dir = resume_dir};
+    struct tr_train_result res;
+    int status = tr_train(r, &opt, &res, diag);
     for (int i = 0; i < diag->n; i++) {
         char *line = tr_diag_line(diag, i);
         fprintf(stderr, "trainrun: %s\n", line);
         free(line);
     }
     if (status == TR_EXIT_OK && quiet)
-        printf("%s: test accuracy %.4f, run folder %s\n", r->name, res->test_accuracy, res->run_dir);
+        printf("%s: test accuracy %.4f, run folder %s\n", r->name, res.test_accuracy, res.run_dir);
+    return status;
 }

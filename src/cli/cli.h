@@ -31,9 +31,9 @@ int tr_cli_load_recipe(const struct tr_args *a, struct tr_recipe *r, struct tr_d
 
 /* Data set definitions: $TRAINRUN_DATASETS, else ./datasets (a checkout), else the installed ones. */
 const char *tr_cli_datasets_dir(void);
-struct tr_train_result;
-/* After training: the trainer's messages on stderr; with quiet, the one result line. */
-void tr_cli_report(const struct tr_diag *diag, int status, const struct tr_recipe *r,
-                   const struct tr_train_result *res, int quiet);
+/* Trains r (continuing resume_dir when not NULL): the trainer's messages on stderr, and with
+ * --quiet/-q in a the one result line. Returns the trainer's exit status. */
+int tr_cli_train(const struct tr_recipe *r, const struct tr_args *a, const char *resume_dir,
+                 struct tr_diag *diag);
 
 #endif

@@ -8,7 +8,6 @@
 #include "cli/cli.h"
 #include "core/exit.h"
 #include "recipe/recipe.h"
-#include "train/trainer.h"
 
 static const char usage[] = "usage: trainrun resume RUN_DIR [--quiet]\n";
 
@@ -38,11 +37,7 @@ int tr_cmd_resume(int argc, char **argv)
         tr_diag_print(&diag, stderr);
         rc = TR_EXIT_USAGE;
     } else {
-        struct tr_train_options opt = {.datasets_dir = tr_cli_datasets_dir(), .resume_dir = args.recipe,
-                                       .quiet = tr_args_has(&args, "--quiet") || tr_args_has(&args, "-q")};
-        struct tr_train_result res;
-        rc = tr_train(&recipe, &opt, &res, &diag);
-        tr_cli_report(&diag, rc, &recipe, &res, opt.quiet);
+        rc = tr_cli_train(&recipe, &args, args.recipe, &diag);
     }
     tr_diag_free(&diag);
     tr_recipe_free(&recipe);

@@ -1,13 +1,10 @@
 /* trainrun [run] RECIPE [key=value ...] [--quiet]: the default subcommand. Loads the recipe,
  * trains it (src/train/trainer.c) into a run folder, and exits with the trainer's status. */
 #include <stdio.h>
-#include <stdlib.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
 #include "core/exit.h"
 #include "recipe/recipe.h"
-#include "train/trainer.h"
 
 static const char usage[] = "usage: trainrun [run] RECIPE [key=value | ~key ...] [--quiet]\n";
 
@@ -21,13 +18,8 @@ int tr_cmd_run(int argc, char **argv)
     struct tr_recipe recipe;
     struct tr_diag diag = {0};
     rc = tr_cli_load_recipe(&args, &recipe, &diag);
-    if (rc == TR_EXIT_OK) {
-        struct tr_train_options opt = {.datasets_dir = tr_cli_datasets_dir(),
-                                       .quiet = tr_args_has(&args, "--quiet") || tr_args_has(&args, "-q")};
-        struct tr_train_result res;
-        rc = tr_train(&recipe, &opt, &res, &diag);
-        tr_cli_report(&diag, rc, &recipe, &res, opt.quiet);
-    }
+    if (rc == TR_EXIT_OK)
+        rc = tr_cli_train(&recipe, &args, NULL, &diag);
     tr_diag_free(&diag);
     tr_recipe_free(&recipe);
     tr_args_free(&args);
