@@ -154,6 +154,12 @@ expect_in "$out" "done: 100 steps" "resume does not train past an early stop"
 run "$TRAINRUN" check "$recipes/mlp.yaml" train.early_stop=eval.accuracy train.eval_every=0
 expect_rc 2 "early stopping without evaluations"
 expect_in "$err" "train.early_stop needs evaluations to compare" "the rule is explained"
+# A diverging run stops with status 5 and says at which step and what to try.
+run "$TRAINRUN" "$recipes/mlp.yaml" 'train.optimizer={name: sgd, lr: 10, momentum: 0.9}' \
+  train.grad_clip=null train.steps=200 report.dir="$scratch/diverge" --quiet
+expect_rc 5 "a diverging run"
+expect_in "$err" "the loss is NaN; lower train.optimizer.lr or set train.grad_clip" "divergence is explained"
+
 # On a terminal a progress bar is redrawn in place; log.txt keeps only the plain lines.
 if command -v script >/dev/null; then
   script -q -c "'$TRAINRUN' '$recipes/mlp.yaml' train.steps=40 report.dir='$scratch/tty'" "$scratch/tty.out" >/dev/null

@@ -268,14 +268,15 @@ static int train_step(struct run *run, struct tr_loader *loader, int64_t t, doub
         *loss += share * *(float *)tr_exec_data(&s->x, s->m.loss);
     }
     if (!isfinite(*loss))
-        return fail(run, TR_EXIT_DIVERGED, "step %lld: the loss is %g; lower train.optimizer.lr or "
-                    "set train.grad_clip", (long long)t, *loss);
-    int bad = tr_grad_first_nonfinite(&run->optim);
-    if (bad >= 0)
+        return fail(run, TR_EXIT_DIVERGED, "step %lld: the loss is %s; lower train.optimizer.lr or "
+                    "set train.grad_clip", (long long)t, isnan(*loss) ? "NaN" : "infinite");
+    /* One pass over the gradients: their norm (clipping them) is NaN or Inf exactly when one of
+     * them is; only then is the culprit looked for. */
+    if (!isfinite(tr_grad_clip(&run->optim, run->r->train.grad_clip))) {
+        int bad = tr_grad_first_nonfinite(&run->optim);
         return fail(run, TR_EXIT_DIVERGED, "step %lld: the gradient of %s holds NaN or Inf",
-                    (long long)t, s->g.values[bad].name);
-    double clip = run->r->train.grad_clip;
-    tr_grad_clip(&run->optim, clip);
+                    (long long)t, bad >= 0 ? s->g.values[bad].name : "a parameter");
+    }
     tr_optim_step(&run->optim, tr_schedule_lr(run->r, t, run->total_steps));
     return 0;
 }
