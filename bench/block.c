@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "backend/cpu/cpu.h"
 #include "backend/exec.h"
 #include "graph/program.h"
 #include "../tests/models.h"
@@ -129,6 +130,7 @@ static int gemm16(int64_t M, int64_t K, int64_t N, int iters)
 
 int main(int argc, char **argv)
 {
+    tr_cpu_blas_pick_core(argv);   /* the kernels trainrun runs (blas.c) */
     if (argc == 6 && !strcmp(argv[1], "gemm16"))
         return gemm16(atoll(argv[2]), atoll(argv[3]), atoll(argv[4]), atoi(argv[5]));
     if (argc == 7)

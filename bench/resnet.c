@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "backend/cpu/cpu.h"
 #include "backend/exec.h"
 #include "graph/program.h"
 #include "models/models.h"
@@ -126,6 +127,7 @@ static int resnet(int64_t B, int iters)
 
 int main(int argc, char **argv)
 {
+    tr_cpu_blas_pick_core(argv);   /* the kernels trainrun runs (blas.c) */
     if (argc == 3)
         return resnet(atoll(argv[1]), atoi(argv[2]));
     fprintf(stderr, "usage: bench/resnet B ITERS\n");

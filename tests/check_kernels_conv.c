@@ -153,39 +153,6 @@ START_TEST(conv2d_pointwise_gradients)
 }
 END_TEST
 
-/* The workspace is one image's columns, C·kh·kw·Ho·Wo values, whichever op asks; one byte less
- * is refused with a sentence by all three kernels, and so is no workspace at all. */
-START_TEST(conv2d_workspace)
-{
-    uint64_t seed = 30;
-    struct tr_tensor t[] = {gc_random(&seed, -1, 1, 2, 3, 6, 5), gc_random(&seed, -1, 1, 4, 3, 3, 2),
-                            gc_make(TR_F64, 2, 4, 3, 3)};   /* stride 2, pad 1: Ho = 3, Wo = 3 */
-    struct tr_tensor x = t[0], w = t[1], y = t[2];
-    const struct tr_tensor ins[3][2] = {{x, w}, {y, w}, {y, x}}, outs[3] = {y, x, w};
-    for (int k = 0; k < 3; k++) {
-        struct tr_node node = {.op = conv_ops[k], .attrs.conv = {2, 1}};
-        struct tr_kernel_args a = bind(&node, 2, ins[k], 1, &outs[k]);
-        ck_assert_uint_eq(a.workspace_bytes, 3 * 3 * 2 * 3 * 3 * sizeof(double));
-        char error[TR_KERNEL_ERROR_MAX] = "";
-        a.error = error;
-        a.workspace_bytes -= 1;
-        ck_assert_int_eq(tr_backend_run(tr_backend_cpu(), &a), TR_EINVAL);
-        ck_assert_msg(strstr(error, "workspace") && strstr(error, tr_op_name(conv_ops[k])), "%s", error);
-        void *ws = a.workspace;
-        a.workspace = NULL, a.workspace_bytes = 0, error[0] = 0;
-        ck_assert_int_eq(tr_backend_run(tr_backend_cpu(), &a), TR_EINVAL);
-        ck_assert_str_ne(error, "");
-        a.workspace = ws;
-        unbind(&a);
-    }
-    struct tr_tensor x32 = {.dtype = TR_F32, .rank = 4, .dim = {2, 3, 6, 5}};
-    struct tr_node node = {.op = TR_OP_CONV2D, .attrs.conv = {2, 1}};
-    ck_assert_uint_eq(tr_backend_cpu()->workspace_bytes(&node, (struct tr_tensor[]){x32, w}, &y),
-                      3 * 3 * 2 * 3 * 3 * sizeof(float));
-    free_all(t, 3);
-}
-END_TEST
-
 /* All of a run's outputs, concatenated into one allocation (for memcmp). */
 static char *outputs_copy(const struct tr_kernel_args *a, size_t *bytes)
 {
@@ -198,9 +165,60 @@ static char *outputs_copy(const struct tr_kernel_args *a, size_t *bytes)
     return copy;
 }
 
+/* The workspace is one image's columns, C·kh·kw·Ho·Wo values, for each thread that takes
+ * images (one per image at most), and for the filter gradient one partial O·C·kh·kw per run of
+ * images (min(N, 8) runs) besides. Less than one thread's share is refused with a sentence by
+ * all three kernels, and so is no workspace at all; a workspace sized for more threads than
+ * run, or fewer, gives the same bits. */
+START_TEST(conv2d_workspace)
+{
+    uint64_t seed = 30;
+    struct tr_tensor t[] = {gc_random(&seed, -1, 1, 2, 3, 6, 5), gc_random(&seed, -1, 1, 4, 3, 3, 2),
+                            gc_make(TR_F64, 2, 4, 3, 3)};   /* stride 2, pad 1: Ho = 3, Wo = 3 */
+    struct tr_tensor x = t[0], w = t[1], y = t[2];
+    const struct tr_tensor ins[3][2] = {{x, w}, {y, w}, {y, x}}, outs[3] = {y, x, w};
+    const size_t col = 3 * 3 * 2 * 3 * 3 * sizeof(double), partials = 2 * 4 * 3 * 3 * 2 * sizeof(double);
+    for (int k = 0; k < 3; k++) {
+        struct tr_node node = {.op = conv_ops[k], .attrs.conv = {2, 1}};
+        size_t extra = conv_ops[k] == TR_OP_CONV2D_BWD_FILTER ? partials : 0;
+        omp_set_num_threads(3);   /* N = 2 images: two threads' columns */
+        struct tr_kernel_args a = bind(&node, 2, ins[k], 1, &outs[k]);
+        ck_assert_uint_eq(a.workspace_bytes, 2 * col + extra);
+        gc_run(&a);
+        size_t bytes, other;
+        char *wide = outputs_copy(&a, &bytes);
+        omp_set_num_threads(1);
+        ck_assert_uint_eq(tr_backend_cpu()->workspace_bytes(&node, ins[k], &outs[k]), col + extra);
+        a.workspace_bytes = col + extra;   /* room for one thread only, while 3 may run */
+        omp_set_num_threads(3);
+        gc_run(&a);
+        char *narrow = outputs_copy(&a, &other);
+        ck_assert_msg(memcmp(wide, narrow, bytes) == 0, "%s: the result depends on the workspace",
+                      tr_op_name(conv_ops[k]));
+        free(wide), free(narrow);
+        char error[TR_KERNEL_ERROR_MAX] = "";
+        a.error = error;
+        a.workspace_bytes = col + extra - 1;
+        ck_assert_int_eq(tr_backend_run(tr_backend_cpu(), &a), TR_EINVAL);
+        ck_assert_msg(strstr(error, "workspace") && strstr(error, tr_op_name(conv_ops[k])), "%s", error);
+        void *ws = a.workspace;
+        a.workspace = NULL, a.workspace_bytes = 0, error[0] = 0;
+        ck_assert_int_eq(tr_backend_run(tr_backend_cpu(), &a), TR_EINVAL);
+        ck_assert_str_ne(error, "");
+        a.workspace = ws;
+        unbind(&a);
+    }
+    omp_set_num_threads(1);
+    struct tr_tensor x32 = {.dtype = TR_F32, .rank = 4, .dim = {2, 3, 6, 5}};
+    struct tr_node node = {.op = TR_OP_CONV2D, .attrs.conv = {2, 1}};
+    ck_assert_uint_eq(tr_backend_cpu()->workspace_bytes(&node, (struct tr_tensor[]){x32, w}, &y),
+                      col / 2);
+    free_all(t, 3);
+}
+END_TEST
+
 /* One conv kernel on x [4, 8, 20, 20], w [48, 8, 3, 3], stride 1, pad 1 run on some threads:
- * GEMMs of several tiles, some partial, and the 48×72×400 filter GEMM whose bits OpenBLAS's
- * own threads would change. */
+ * the 48×72×400 filter GEMM is one whose bits OpenBLAS's own threads would change. */
 static char *conv_on_threads(int op, enum tr_dtype type, int threads, size_t *bytes)
 {
     uint64_t seed = 40;
@@ -210,8 +228,8 @@ static char *conv_on_threads(int op, enum tr_dtype type, int threads, size_t *by
         gc_fill(&t[i], &seed, -1, 1);
     const struct tr_tensor ins[3][2] = {{t[0], t[1]}, {t[2], t[1]}, {t[2], t[0]}}, outs[3] = {t[2], t[0], t[1]};
     struct tr_node node = {.op = conv_ops[op], .attrs.conv = {1, 1}};
+    omp_set_num_threads(threads);   /* before bind: the workspace holds a copy per thread */
     struct tr_kernel_args a = bind(&node, 2, ins[op], 1, &outs[op]);
-    omp_set_num_threads(threads);
     gc_run(&a);
     char *copy = outputs_copy(&a, bytes);
     unbind(&a);

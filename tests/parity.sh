@@ -1,5 +1,6 @@
 #!/bin/sh
-# Loss-trajectory parity with PyTorch: the same MLP from the same initial weights, on the same
+# Loss-trajectory parity with PyTorch: the same MLP, and the same small ResNet (batch norm in
+# training mode, strided convolutions, 1×1 shortcuts), from the same initial weights, on the same
 # batches in the same order, for 50 steps of SGD (Nesterov momentum, weight decay) and of AdamW;
 # every step's loss must match PyTorch 1.13's (tests/fixtures/make_train_fixtures.py).
 # Tolerance: both compute in f32 with different summation orders, so each loss differs from the
@@ -10,17 +11,24 @@
 . "$srcdir/tests/lib.sh"
 command -v python3 >/dev/null || { echo "SKIP: python3 is needed to read the fixtures"; exit 77; }
 fixtures="$srcdir/tests/fixtures/parity"
-for opt in sgd adamw; do
+for case in sgd adamw resnet-sgd resnet-adamw; do
+  opt=${case#resnet-}
+  case $case in
+    resnet-*) model="{arch: resnet, layers: 1, hidden: 4, dropout: 0, init: \"$fixtures/resnet-init.safetensors\"}"
+              dataset=parity-image ;;
+    *) model="{arch: mlp, layers: 2, hidden: 32, activation: relu, dropout: 0, init: \"$fixtures/init.safetensors\"}"
+       dataset=parity ;;
+  esac
   case $opt in
     sgd) optimizer="{name: sgd, lr: 0.05, momentum: 0.9, nesterov: true, weight_decay: 5.0e-4}" ;;
     adamw) optimizer="{name: adamw, lr: 1.0e-3, betas: [0.9, 0.999], eps: 1.0e-8, weight_decay: 0.01}" ;;
   esac
-  cat >"$scratch/$opt.yaml" <<YAML
-name: parity-$opt
+  cat >"$scratch/$case.yaml" <<YAML
+name: parity-$case
 seed: 1
 device: cpu
-model: {arch: mlp, layers: 2, hidden: 32, activation: relu, dropout: 0, init: "$fixtures/init.safetensors"}
-data: {dataset: parity, shuffle: false, num_workers: 0}
+model: $model
+data: {dataset: $dataset, shuffle: false, num_workers: 0}
 train:
   batch_size: 32
   steps: 50
@@ -33,10 +41,10 @@ budget: {memory: 256MiB}
 report: {dir: "$scratch/runs", log_every: 1}
 optimize: {amp: off}
 YAML
-  TRAINRUN_DATASETS="$srcdir/tests/fixtures" run "$TRAINRUN" "$scratch/$opt.yaml" --quiet
-  expect_rc 0 "$opt run"
+  TRAINRUN_DATASETS="$srcdir/tests/fixtures" run "$TRAINRUN" "$scratch/$case.yaml" --quiet
+  expect_rc 0 "$case run"
   checks=$((checks + 1))
-  python3 - "$scratch/runs/parity-$opt/latest/metrics.jsonl" "$fixtures/losses.json" "$opt" <<'PY' || fail "$opt: the losses differ from PyTorch's"
+  python3 - "$scratch/runs/parity-$case/latest/metrics.jsonl" "$fixtures/losses.json" "$case" <<'PY' || fail "$case: the losses differ from PyTorch's"
 import json, math, sys
 ours = [l["train/loss"] for l in map(json.loads, open(sys.argv[1])) if "train/loss" in l]
 ref = json.load(open(sys.argv[2]))[sys.argv[3]]

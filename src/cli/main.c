@@ -4,6 +4,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <omp.h>
+
+#include "backend/cpu/cpu.h"
 #include "cli/cli.h"
 #include "config.h"
 #include "core/exit.h"
@@ -15,13 +18,14 @@ struct subcommand {
     const char *name;
     int (*fn)(int argc, char **argv);
     const char *summary;   /* for --help */
+    int computes;          /* runs the engine: worth the BLAS kernels' re-execution (blas.c) */
 };
 
 /* Subcommands land with their issues; only those that work are here. */
 static const struct subcommand subcommands[] = {
-    {"check", tr_cmd_check, "validate a recipe and print it resolved, each value's origin beside it"},
-    {"run", tr_cmd_run, "train: the default, so 'trainrun RECIPE' is 'trainrun run RECIPE'"},
-    {"resume", tr_cmd_resume, "continue an interrupted run from its newest good checkpoint"},
+    {"check", tr_cmd_check, "validate a recipe and print it resolved, each value's origin beside it", 0},
+    {"run", tr_cmd_run, "train: the default, so 'trainrun RECIPE' is 'trainrun run RECIPE'", 1},
+    {"resume", tr_cmd_resume, "continue an interrupted run from its newest good checkpoint", 1},
 };
 
 static void usage(FILE *out)
@@ -38,6 +42,8 @@ static void usage(FILE *out)
 static void version(void)
 {
     printf("trainrun %s\n", PACKAGE_VERSION);
+    printf("CPU backend: OpenBLAS %s kernels, OpenMP %d threads\n", tr_cpu_blas_core(),
+           omp_get_max_threads());
 #ifdef HAVE_CUDA
     struct tr_cuda_info info;
     tr_cuda_probe(&info);
@@ -70,19 +76,25 @@ int main(int argc, char **argv)
     }
     const char *first = argv[1];
     struct stat st;
-    if (stat(first, &st) == 0 && !S_ISDIR(st.st_mode))
+    if (stat(first, &st) == 0 && !S_ISDIR(st.st_mode)) {
+        tr_cpu_blas_pick_core(argv);
         return tr_cmd_run(argc - 1, argv + 1);
+    }
     if (!strcmp(first, "--help") || !strcmp(first, "-h")) {
         usage(stdout);
         return flushed(TR_EXIT_OK);
     }
     if (!strcmp(first, "--version") || !strcmp(first, "-V")) {
+        tr_cpu_blas_pick_core(argv);
         version();
         return flushed(TR_EXIT_OK);
     }
     for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
-        if (!strcmp(first, subcommands[i].name))
+        if (!strcmp(first, subcommands[i].name)) {
+            if (subcommands[i].computes)
+                tr_cpu_blas_pick_core(argv);
             return subcommands[i].fn(argc - 2, argv + 2);
+        }
     if (first[0] == '-')
         fprintf(stderr, "trainrun: unknown option '%s'\n", first);
     else if (strchr(first, '/') || strstr(first, ".yaml") || strstr(first, ".yml"))

@@ -134,8 +134,10 @@ void tr_format_duration(double seconds, char out[32])
         snprintf(out, 32, "%.0fm", seconds / 60);
     else   /* the shortest text that reads back the same: 0.1s, not 0.10000000000000001s */
         for (int precision = 1; precision <= 17; precision++) {
-            snprintf(out, 32, "%.*gs", precision, seconds);
-            if (strtod(out, NULL) == seconds)
+            char text[32];
+            snprintf(text, sizeof text, "%.*gs", precision, seconds);
+            memcpy(out, text, sizeof text);
+            if (strtod(text, NULL) == seconds)
                 break;
         }
 }

@@ -37,6 +37,8 @@ static void strip_comments(char *text)
     *out = '\0';
 }
 
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);   /* libFuzzer's entry point */
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *nul = memchr(data, 0, size);

@@ -1,10 +1,16 @@
-/* CONV2D and its two backwards on the CPU (DESIGN.md §3): one image at a time, im2col into the
- * workspace the memory plan sized, then a GEMM (OpenBLAS sgemm; dgemm in the f64 test build).
- * Images run in order, so the filter gradient's sum over the batch has one order. Threads take
- * fixed tiles of each GEMM's output, one single-threaded BLAS call each, rather than OpenBLAS's
- * own threads: those split the output by the thread count and its edge kernels round
- * differently (OpenBLAS 0.3.21 dgemm 32×72×400: 3 threads differ from 1 in the last bits). */
+/* CONV2D and its two backwards on the CPU (DESIGN.md §3): im2col + GEMM, one image per GEMM.
+ *
+ * Threads take whole images. Each thread owns one copy of the im2col scratch in the workspace
+ * and makes single-threaded BLAS calls (OpenBLAS runs single-threaded inside a parallel region),
+ * so an image's result is the same call with the same sizes whichever thread runs it. OpenBLAS's
+ * own threads would split an output by the thread count, and its edge kernels round differently
+ * (OpenBLAS 0.3.21 dgemm 32×72×400: 3 threads differ from 1 in the last bits).
+ *
+ * The filter gradient sums over images. The batch is cut into CONV_CHUNKS fixed runs of images
+ * (how many depends on N only); each run is summed in image order into its own partial, and the
+ * partials are added in run order: the same bits on any number of threads. */
 #include <cblas.h>
+#include <omp.h>
 #include <string.h>
 
 #include "backend/cpu/cpu.h"
@@ -29,51 +35,85 @@ static struct conv_geom conv_geom_of(const struct tr_node *node, const struct tr
                               node->attrs.conv.pad};
 }
 
-/* The im2col buffer of one image: [C·kh·kw, Ho·Wo] elements of the op's dtype. */
-size_t tr_cpu_conv2d_workspace(const struct tr_node *node, const struct tr_tensor *in,
-                               const struct tr_tensor *out)
-{
-    struct conv_geom g = conv_geom_of(node, in, out);
-    return (size_t)(g.C * g.kh * g.kw * g.Ho * g.Wo) * tr_dtype_size(in[0].dtype);
-}
-
-static int conv_check_workspace(const struct tr_kernel_args *a)
-{
-    size_t need = tr_cpu_conv2d_workspace(a->node, a->in, a->out);
-    if (a->workspace_bytes < need || (!a->workspace && need))
-        return tr_cpu_fail(a, "%s: the workspace holds %zu bytes but the im2col buffer needs %zu",
-                           tr_op_name(a->node->op), a->workspace ? a->workspace_bytes : 0, need);
-    return 0;
-}
-
 /* A 1×1, stride-1, unpadded convolution's columns are the image itself: no copy needed. */
 static int conv_is_pointwise(const struct conv_geom *g)
 {
     return g->kh == 1 && g->kw == 1 && g->stride == 1 && g->pad == 0;
 }
 
-/* GEMM output tiles: a fixed size, so where a sum is split never depends on the thread count;
- * 32×128 still cuts a late ResNet layer ([512, 49] per image) into 16 tiles, while packing
- * copies only 160 values per 8192 flops of a tile. */
-#define GEMM_TILE_M 32
-#define GEMM_TILE_N 128
-
-struct gemm_tile {
-    int64_t row, col, rows, cols;
-};
-
-static int64_t gemm_tile_count(int64_t M, int64_t N)
+/* The output columns ow whose input column ow·s − p + j lies inside [0, W): [*lo, *hi). */
+static void conv_inside(const struct conv_geom *g, int64_t j, int64_t *lo, int64_t *hi)
 {
-    return ((M + GEMM_TILE_M - 1) / GEMM_TILE_M) * ((N + GEMM_TILE_N - 1) / GEMM_TILE_N);
+    int64_t first = g->pad - j, end = g->W + g->pad - j;   /* ow·s must lie in [first, end) */
+    *lo = first > 0 ? (first + g->stride - 1) / g->stride : 0;
+    *hi = end > 0 ? (end + g->stride - 1) / g->stride : 0;
+    *hi = *hi < g->Wo ? *hi : g->Wo;
+    *lo = *lo < *hi ? *lo : *hi;
 }
 
-static struct gemm_tile gemm_tile_of(int64_t t, int64_t M, int64_t N)
+/* Runs of images the filter gradient sums separately: at most 8 threads share its work, and
+ * the partials cost 8·O·C·kh·kw values of workspace. */
+#define CONV_CHUNKS 8
+
+static int64_t conv_chunks(const struct conv_geom *g)
 {
-    int64_t across = (N + GEMM_TILE_N - 1) / GEMM_TILE_N;
-    struct gemm_tile g = {t / across * GEMM_TILE_M, t % across * GEMM_TILE_N, 0, 0};
-    g.rows = M - g.row < GEMM_TILE_M ? M - g.row : GEMM_TILE_M;
-    g.cols = N - g.col < GEMM_TILE_N ? N - g.col : GEMM_TILE_N;
-    return g;
+    return g->N < CONV_CHUNKS ? g->N : CONV_CHUNKS;
+}
+
+/* The workspace, in values: `copies` im2col buffers of K·P (one per thread, none when the
+ * columns are the image itself) after `chunks` filter-gradient partials of O·K. */
+struct conv_layout {
+    int64_t col, copies, partial, chunks;
+};
+
+static struct conv_layout conv_layout_of(const struct conv_geom *g, enum tr_op op, int64_t copies)
+{
+    int64_t K = g->C * g->kh * g->kw, P = g->Ho * g->Wo;
+    int needs_col = op == TR_OP_CONV2D_BWD_DATA || !conv_is_pointwise(g);
+    struct conv_layout l = {needs_col ? K * P : 0, copies, 0, 0};
+    if (op == TR_OP_CONV2D_BWD_FILTER)
+        l.partial = g->O * K, l.chunks = conv_chunks(g);
+    return l;
+}
+
+/* Threads that may take images at once: one per image at most. */
+static int64_t conv_threads(const struct conv_geom *g, enum tr_op op)
+{
+    int64_t items = op == TR_OP_CONV2D_BWD_FILTER ? conv_chunks(g) : g->N;
+    int64_t threads = omp_get_max_threads();
+    return items < threads ? (items > 0 ? items : 1) : threads;
+}
+
+/* The workspace for as many copies of the scratch as threads will run the op. */
+size_t tr_cpu_conv2d_workspace(const struct tr_node *node, const struct tr_tensor *in,
+                               const struct tr_tensor *out)
+{
+    struct conv_geom g = conv_geom_of(node, in, out);
+    struct conv_layout l = conv_layout_of(&g, node->op, conv_threads(&g, node->op));
+    return (size_t)(l.col * l.copies + l.partial * l.chunks) * tr_dtype_size(in[0].dtype);
+}
+
+/* Checks the workspace holds the partials and at least one copy of the columns; returns the
+ * number of threads to run (as many as there are copies, up to conv_threads), or 0 on error. */
+static int conv_plan_threads(const struct tr_kernel_args *a, struct conv_geom *g, struct conv_layout *l)
+{
+    *g = conv_geom_of(a->node, a->in, a->out);
+    int64_t threads = conv_threads(g, a->node->op);
+    *l = conv_layout_of(g, a->node->op, 1);
+    size_t value = tr_dtype_size(a->in[0].dtype);
+    size_t need = (size_t)(l->col + l->partial * l->chunks) * value;
+    size_t have = a->workspace ? a->workspace_bytes : 0;
+    if (have < need) {
+        tr_cpu_fail(a, "%s: the workspace holds %zu bytes but one thread's scratch needs %zu",
+                    tr_op_name(a->node->op), have, need);
+        return 0;
+    }
+    if (l->col) {
+        int64_t fit = (int64_t)((have / value - (size_t)(l->partial * l->chunks)) / (size_t)l->col);
+        threads = fit < threads ? fit : threads;
+    }
+    l->copies = threads;
+    return (int)threads;
 }
 
 #define TR_KERNEL_BODY "backend/cpu/conv.inc"

@@ -31,6 +31,11 @@ size_t tr_cpu_matmul_workspace(const struct tr_node *node, const struct tr_tenso
 size_t tr_cpu_conv2d_workspace(const struct tr_node *node, const struct tr_tensor *in,
                                const struct tr_tensor *out);
 
+/* OpenBLAS's kernels (blas.c): when the ones it chose lack AVX2 on a CPU that has it, sets
+ * OPENBLAS_CORETYPE and executes argv again (returns only when it does not); the name chosen. */
+void tr_cpu_blas_pick_core(char **argv);
+const char *tr_cpu_blas_core(void);
+
 /* Fills a->error and returns TR_EINVAL. */
 int tr_cpu_fail(const struct tr_kernel_args *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
