@@ -12,11 +12,6 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-B, iters, threads = map(int, sys.argv[1:4])
-torch.set_num_threads(threads)
-torch.manual_seed(1)
-
-
 def conv(cin, cout, k, stride):
     return nn.Conv2d(cin, cout, k, stride, k // 2, bias=False)
 
@@ -51,12 +46,20 @@ class ResNet(nn.Module):
         return self.head(self.blocks(self.stem(x)).mean((2, 3)))
 
 
-model = ResNet().train()
-x, y = torch.rand(B, 1, 28, 28) * 2 - 1, torch.randint(0, 10, (B,))
-times = []
-for i in range(iters + 1):   # one warm-up run
-    t0 = time.perf_counter()
-    F.cross_entropy(model(x), y).backward()
-    if i:
-        times.append((time.perf_counter() - t0) * 1e3)
-print(f"pytorch resnet B={B} ms={statistics.median(times):.2f}")
+def main():
+    B, iters, threads = map(int, sys.argv[1:4])
+    torch.set_num_threads(threads)
+    torch.manual_seed(1)
+    model = ResNet().train()
+    x, y = torch.rand(B, 1, 28, 28) * 2 - 1, torch.randint(0, 10, (B,))
+    times = []
+    for i in range(iters + 1):   # one warm-up run
+        t0 = time.perf_counter()
+        F.cross_entropy(model(x), y).backward()
+        if i:
+            times.append((time.perf_counter() - t0) * 1e3)
+    print(f"pytorch resnet B={B} ms={statistics.median(times):.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -9,7 +9,9 @@ rounds=${2:-3}
 here=$(dirname "$0")
 median() { printf '%s\n' "$@" | sort -n | sed -n "$(( ($# + 1) / 2 ))p"; }
 export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
-echo "threads=$threads rounds=$rounds $(date -u +%Y-%m-%dT%H:%MZ) $(lscpu | sed -n 's/^Model name: *//p')"
+# The BLAS kernels trainrun picks for this CPU (src/backend/cpu/blas.c), for PyTorch's BLAS too.
+export OPENBLAS_CORETYPE="${OPENBLAS_CORETYPE:-$(./trainrun --version | sed -n 's/^CPU backend: OpenBLAS \(.*\) kernels.*/\1/p')}"
+echo "threads=$threads blas=$OPENBLAS_CORETYPE rounds=$rounds $(date -u +%Y-%m-%dT%H:%MZ) $(lscpu | sed -n 's/^Model name: *//p')"
 for shape in "256 4 1024 8 128 bert-small" "768 12 3072 8 128 bert-base/S128" "768 12 3072 2 512 bert-base/S512"; do
   set -- $shape
   iters=$(( $5 >= 512 ? 3 : 8 ))

@@ -7,6 +7,8 @@ threads=${1:-$(nproc)}
 rounds=${2:-3}
 here=$(dirname "$0")
 export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
+# The BLAS kernels trainrun picks for this CPU (src/backend/cpu/blas.c), for PyTorch's BLAS too.
+export OPENBLAS_CORETYPE="${OPENBLAS_CORETYPE:-$(./trainrun --version | sed -n 's/^CPU backend: OpenBLAS \(.*\) kernels.*/\1/p')}"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 for r in $(seq "$rounds"); do

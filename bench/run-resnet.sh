@@ -12,7 +12,9 @@ iters=5
 here=$(dirname "$0")
 median() { printf '%s\n' "$@" | sort -n | sed -n "$(( ($# + 1) / 2 ))p"; }
 export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
-echo "threads=$threads rounds=$rounds B=$batch $(date -u +%Y-%m-%dT%H:%MZ) $(lscpu | sed -n 's/^Model name: *//p')"
+# The BLAS kernels trainrun picks for this CPU (src/backend/cpu/blas.c), for PyTorch's BLAS too.
+export OPENBLAS_CORETYPE="${OPENBLAS_CORETYPE:-$(./trainrun --version | sed -n 's/^CPU backend: OpenBLAS \(.*\) kernels.*/\1/p')}"
+echo "threads=$threads blas=$OPENBLAS_CORETYPE rounds=$rounds B=$batch $(date -u +%Y-%m-%dT%H:%MZ) $(lscpu | sed -n 's/^Model name: *//p')"
 ours= theirs=
 for r in $(seq "$rounds"); do
   ours="$ours $(./bench/resnet "$batch" $iters | sed 's/.*ms=\([0-9.]*\).*/\1/')"

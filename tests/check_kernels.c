@@ -3,7 +3,9 @@
 #include "runner.h"
 #include "gradcheck.h"
 
+#include <omp.h>
 #include <stdio.h>
+#include <string.h>
 
 static struct tr_node node_of(enum tr_op op)
 {
@@ -279,6 +281,45 @@ START_TEST(matmul_16bit)
 }
 END_TEST
 
+/* GEMMs of several tiles, one edge tile partial in both directions (matmul.c), give the same
+ * bits on 1, 2 and 3 threads: each transpose, a batched B, and accumulation into y. OpenBLAS's
+ * own threads change the last bits of these shapes (300×700×200 on 3 threads). */
+START_TEST(matmul_thread_independent)
+{
+    const int64_t P = 2, M = 300, K = 200, N = 700;
+    for (int f32 = 0; f32 <= 1; f32++)
+        for (int form = 0; form < 6; form++) {
+            int ta = form & 1, tb = form >> 1 & 1, batched = form >= 4;
+            enum tr_dtype t = f32 ? TR_F32 : TR_F64;
+            uint64_t seed = 50;
+            struct tr_tensor a = ta ? gc_make(t, P, K, M) : gc_make(t, P, M, K);
+            struct tr_tensor b = batched ? (tb ? gc_make(t, P, N, K) : gc_make(t, P, K, N))
+                                         : (tb ? gc_make(t, N, K) : gc_make(t, K, N));
+            struct tr_tensor y = gc_make(t, P, M, N), first = gc_make(t, P, M, N);
+            gc_fill(&a, &seed, -1, 1), gc_fill(&b, &seed, -1, 1), gc_fill(&first, &seed, -1, 1);
+            struct tr_node mm = {.op = TR_OP_MATMUL, .attrs.matmul = {(uint8_t)ta, (uint8_t)tb},
+                                 .accumulate = (uint8_t)(form == 3)};
+            struct tr_kernel_args args = {.node = &mm, .in = {a, b}, .out = {y}, .nin = 2, .nout = 1};
+            size_t bytes = tr_tensor_bytes(&y);
+            char *result[3];
+            for (int threads = 1; threads <= 3; threads++) {
+                memcpy(y.data, first.data, bytes);
+                omp_set_num_threads(threads);
+                gc_run(&args);
+                result[threads - 1] = memcpy(malloc(bytes), y.data, bytes);
+            }
+            omp_set_num_threads(1);
+            for (int i = 1; i < 3; i++)
+                ck_assert_msg(memcmp(result[0], result[i], bytes) == 0,
+                              "%s ta=%d tb=%d batched=%d accumulate=%d: 1 and %d threads differ",
+                              tr_dtype_name(t), ta, tb, batched, mm.accumulate, i + 1);
+            for (int i = 0; i < 3; i++)
+                free(result[i]);
+            gc_free(&a), gc_free(&b), gc_free(&y), gc_free(&first);
+        }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("kernels");
@@ -295,6 +336,7 @@ int main(void)
     tcase_add_test(tc, accumulate_flag);
     tcase_add_test(tc, f32_agrees_with_f64);
     tcase_add_test(tc, matmul_16bit);
+    tcase_add_test(tc, matmul_thread_independent);
     suite_add_tcase(s, tc);
     return unit_run(s);
 }

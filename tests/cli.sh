@@ -8,6 +8,20 @@ run "$TRAINRUN" --version
 expect_rc 0 "--version"
 expect_in "$out" "trainrun 0.1" "--version names the version"
 expect_in "$out" "CUDA backend:" "--version says whether CUDA is built"
+expect_in "$out" "CPU backend: OpenBLAS " "--version names the BLAS kernels"
+# On a CPU with AVX2 and FMA, the kernels run use them, whatever OpenBLAS took the CPU for;
+# a kernel named in OPENBLAS_CORETYPE is kept.
+if grep -qw avx2 /proc/cpuinfo 2>/dev/null && grep -qw fma /proc/cpuinfo; then
+  env -u OPENBLAS_CORETYPE "$TRAINRUN" --version >"$scratch/v" 2>&1
+  kernels=$(sed -n 's/^CPU backend: OpenBLAS \(.*\) kernels.*/\1/p' "$scratch/v")
+  checks=$((checks + 1))
+  case "$kernels" in
+    Haswell | SkylakeX | Cooperlake | SapphireRapids | Zen) ;;
+    *) fail "an AVX2 CPU runs OpenBLAS's '$kernels' kernels" ;;
+  esac
+fi
+OPENBLAS_CORETYPE=Haswell run "$TRAINRUN" --version
+expect_in "$out" "CPU backend: OpenBLAS Haswell kernels" "OPENBLAS_CORETYPE is respected"
 
 run "$TRAINRUN" --help
 expect_rc 0 "--help"
