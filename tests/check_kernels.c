@@ -281,14 +281,16 @@ START_TEST(matmul_16bit)
 }
 END_TEST
 
-/* GEMMs of several tiles, one edge tile partial in both directions (matmul.c), give the same
- * bits on 1, 2 and 3 threads: each transpose, a batched B, and accumulation into y. OpenBLAS's
- * own threads change the last bits of these shapes (300×700×200 on 3 threads). */
+/* GEMMs of several tiles, one edge tile partial in both directions (matmul.c), and of a single
+ * tile give the same bits on 1, 2 and 3 threads: each transpose, a batched B, and accumulation
+ * into y. OpenBLAS's own threads change the last bits of these shapes. */
 START_TEST(matmul_thread_independent)
 {
-    const int64_t P = 2, M = 300, K = 200, N = 700;
-    for (int f32 = 0; f32 <= 1; f32++)
+    const int64_t shapes[2][4] = {{2, 300, 200, 700}, {1, 32, 400, 72}};   /* P, M, K, N */
+    for (int c = 0; c < 4; c++)
         for (int form = 0; form < 6; form++) {
+            int s = c / 2, f32 = c % 2;
+            const int64_t P = shapes[s][0], M = shapes[s][1], K = shapes[s][2], N = shapes[s][3];
             int ta = form & 1, tb = form >> 1 & 1, batched = form >= 4;
             enum tr_dtype t = f32 ? TR_F32 : TR_F64;
             uint64_t seed = 50;

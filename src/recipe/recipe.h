@@ -110,6 +110,7 @@ struct tr_recipe {
         int64_t log_every;
         bool tensorboard;
         int64_t histograms_every;
+        double flush_every;   /* seconds */
         struct { char *url; struct tr_ints on; double timeout; } notify;
     } report;
 

@@ -176,6 +176,8 @@ const struct tr_key tr_keys[] = {
      "write TensorBoard event files"},
     {"report.histograms_every", TR_T_INT, OFF(report.histograms_every), "0", 0, BIG, NULL, 0,
      0, 0, "weight and gradient histograms every N steps (0: off)"},
+    {"report.flush_every", TR_T_DURATION, OFF(report.flush_every), "5s", 0, 3600, NULL, 0, 0, 0,
+     "write TensorBoard's records to disk at least this often (0: each record at once)"},
     {"report.notify.url", TR_T_STR, OFF(report.notify.url), "null", 0, 0, NULL,
      TR_NULLABLE | TR_SHORTHAND, 0, 0, "POST a JSON summary here when a run ends (null: off)"},
     {"report.notify.on", TR_T_ENUMS, OFF(report.notify.on), "[failure, regression]", 0, 0,

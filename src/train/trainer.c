@@ -21,6 +21,8 @@
 #include "data/loader.h"
 #include "graph/program.h"
 #include "models/models.h"
+#include "report/events.h"
+#include "report/tensorboard.h"
 #include "train/checkpoint.h"
 #include "train/optim.h"
 
@@ -54,6 +56,7 @@ struct run {
     struct tr_rng_ctx rng;
     int64_t micro, accumulation, total_steps;
     FILE *log, *metrics;
+    struct tr_events events;   /* report.tensorboard; fd −1 when off */
     char dir[4096];
     struct { double best; int64_t best_step, bad; int stopped; } early;   /* train.early_stop */
     int tty;                   /* stdout is a terminal: a progress bar, redrawn in place */
@@ -245,7 +248,7 @@ static int evaluate(struct run *run, const struct tr_split *split, double *loss,
 
 /* One optimizer step: accumulation micro-batches, each loss weighted by its share of the step's
  * samples (so the update equals one batch of them all), then clipping and the update. */
-static int train_step(struct run *run, struct tr_loader *loader, int64_t t, double *loss)
+static int train_step(struct run *run, struct tr_loader *loader, int64_t t, double *loss, double *grad_norm)
 {
     struct side *s = &run->train;
     struct tr_batch b[64];
@@ -272,7 +275,8 @@ static int train_step(struct run *run, struct tr_loader *loader, int64_t t, doub
                     "set train.grad_clip", (long long)t, isnan(*loss) ? "NaN" : "infinite");
     /* One pass over the gradients: their norm (clipping them) is NaN or Inf exactly when one of
      * them is; only then is the culprit looked for. */
-    if (!isfinite(tr_grad_clip(&run->optim, run->r->train.grad_clip))) {
+    *grad_norm = tr_grad_clip(&run->optim, run->r->train.grad_clip);
+    if (!isfinite(*grad_norm)) {
         int bad = tr_grad_first_nonfinite(&run->optim);
         return fail(run, TR_EXIT_DIVERGED, "step %lld: the gradient of %s holds NaN or Inf",
                     (long long)t, bad >= 0 ? s->g.values[bad].name : "a parameter");
@@ -345,13 +349,99 @@ static int open_run_dir(struct run *run)
     return 0;
 }
 
+/* One line of metrics.jsonl, {"step": n, "tag": value, …}, and the same values as TensorBoard
+ * scalars under the same tags. */
 static void metric(struct run *run, json_t *line)
 {
     char *text = json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER);
     fprintf(run->metrics, "%s\n", text);
     fflush(run->metrics);
     free(text);
+    int64_t step = json_integer_value(json_object_get(line, "step"));
+    const char *tag;
+    json_t *value;
+    json_object_foreach(line, tag, value)
+        if (strcmp(tag, "step") && json_is_number(value))
+            tr_events_scalar(&run->events, tag, step, json_number_value(value));
+    tr_events_tick(&run->events);
     json_decref(line);
+}
+
+/* The plan, for people: what each region of memory holds and how large it is. */
+static char *plan_markdown(struct run *run)
+{
+    static const char *const what[TR_NKINDS] = {"parameters", "gradients", "batch-norm statistics",
+                                                "input batches", "activations (arena, reused)"};
+    const struct tr_program *p = &run->train.p;
+    char *md = NULL, size[32];
+    size_t len = 0, total = 0;
+    FILE *f = open_memstream(&md, &len);
+    if (!f)
+        return NULL;
+    fprintf(f, "Fixed plan: fp32, no gradient checkpointing, %lld micro-batch%s of %lld per step "
+            "(batch %lld).\n\n| memory | bytes |\n| --- | ---: |\n", (long long)run->accumulation,
+            run->accumulation > 1 ? "es" : "", (long long)run->micro, (long long)run->r->train.batch_size);
+    for (int k = 0; k < TR_NKINDS; k++) {
+        size_t b = p->region_bytes[k] > run->eval.p.region_bytes[k] ? p->region_bytes[k] : run->eval.p.region_bytes[k];
+        tr_format_bytes(b, size);
+        fprintf(f, "| %s | %s |\n", what[k], size);
+        total += b;
+    }
+    size_t optimizer = tr_optim_state_bytes(run->r, run->train.x.plan, &run->train.g);
+    size_t work = p->workspace_bytes > run->eval.p.workspace_bytes ? p->workspace_bytes : run->eval.p.workspace_bytes;
+    tr_format_bytes(optimizer, size);
+    fprintf(f, "| optimizer state | %s |\n", size);
+    tr_format_bytes(work, size);
+    fprintf(f, "| kernel workspace | %s |\n", size);
+    tr_format_bytes(total + optimizer + work, size);
+    fprintf(f, "| **predicted peak** | **%s** |\n", size);
+    fclose(f);
+    return md;
+}
+
+/* The predicted peak of plan_markdown: every region the plan asked the allocator for. */
+static double predicted_peak(struct run *run)
+{
+    struct tr_alloc_stats st;
+    tr_alloc_stats(&run->alloc, &st);
+    return (double)st.current;
+}
+
+/* report.tensorboard: a new event file in the run folder. A fresh run opens with the recipe,
+ * the plan, its HParams session and the graph; a resumed one with SessionLog START at the first
+ * step it logs again, so TensorBoard drops what the interrupted session logged after its last
+ * checkpoint and the curves continue as one. */
+static int open_events(struct run *run, int64_t start)
+{
+    if (!run->r->report.tensorboard)
+        return 0;
+    char err[600];
+    if (tr_events_open(&run->events, run->dir, start + 1, run->r->report.flush_every, err, sizeof err))
+        return fail(run, TR_EXIT_FAILURE, "tensorboard: %s", err);
+    if (start == 0) {
+        char *plan = plan_markdown(run);
+        tr_tb_session_start(&run->events, run->r, plan ? plan : "", &run->train.g, run->micro, (double)time(NULL));
+        free(plan);
+    }
+    return 0;
+}
+
+/* report.histograms_every: each parameter's values and gradient after the step's backward. */
+static void histograms(struct run *run, int64_t t)
+{
+    const struct tr_graph *g = &run->train.g;
+    for (int v = 0; v < g->nvalues; v++) {
+        const struct tr_value *val = &g->values[v];
+        if (val->kind != TR_PARAM)
+            continue;
+        int64_t n = tr_dim_eval(tr_shape_numel(&val->shape), 1, 1);
+        char tag[80];
+        snprintf(tag, sizeof tag, "weights/%s", val->name);
+        tr_events_histogram(&run->events, tag, t, tr_exec_data(&run->train.x, v), n);
+        snprintf(tag, sizeof tag, "grads/%s", val->name);
+        tr_events_histogram(&run->events, tag, t, tr_exec_data(&run->train.x, val->grad), n);
+    }
+    tr_events_tick(&run->events);
 }
 
 static int checkpoint(struct run *run, int64_t step)
@@ -363,6 +453,7 @@ static int checkpoint(struct run *run, int64_t step)
              (long long)run->early.best_step, (long long)run->early.bad, run->early.stopped);
     if (tr_checkpoint_write(dir, &run->train.x, &run->optim, step, run->r->name, state, err, sizeof err))
         return fail(run, TR_EXIT_FAILURE, "checkpoint: %s", err);
+    tr_events_flush(&run->events, 1);   /* what TensorBoard shows is never behind a checkpoint */
     return 0;
 }
 
@@ -449,23 +540,33 @@ static int loop(struct run *run, int64_t start, struct tr_train_result *res)
     res->steps = start;
     int64_t log_every = r->report.log_every ? r->report.log_every
                                             : run->total_steps / 20 > 0 ? run->total_steps / 20 : 1;
-    double began = now(), last = began;
+    double began = now(), last = began, waited = 0;
     int64_t samples = 0;
     int status = 0;
     for (int64_t t = start + 1; t <= run->total_steps && !status; t++) {
-        double loss = NAN;
-        status = train_step(run, loader, t, &loss);
+        double loss = NAN, grad_norm = NAN;
+        status = train_step(run, loader, t, &loss, &grad_norm);
+        if (!status && r->report.histograms_every && t % r->report.histograms_every == 0)
+            histograms(run, t);
         samples += run->micro * run->accumulation;
         res->train_loss = loss;
         if (!status)
             progress(run, t, loss, began, start);
         if (!status && (t % log_every == 0 || t == run->total_steps)) {
             double lr = tr_schedule_lr(r, t, run->total_steps), elapsed = now() - last;
+            double wait = tr_loader_wait_seconds(loader) - waited;
+            struct tr_alloc_stats mem;
+            tr_alloc_stats(&run->alloc, &mem);
             say(run, "step %lld/%lld  loss %.4f  lr %.3g  %.0f samples/s\n", (long long)t,
                 (long long)run->total_steps, loss, lr, (double)samples / elapsed);
-            metric(run, json_pack("{sIsfsfsf}", "step", (json_int_t)t, "train/loss", loss, "train/lr", lr,
-                                  "train/samples_per_s", (double)samples / elapsed));
+            metric(run, json_pack("{sIsfsfsfsfsfsfsfsf}", "step", (json_int_t)t, "train/loss", loss, "train/lr", lr,
+                                  "train/grad_norm", grad_norm, "train/samples_per_s", (double)samples / elapsed,
+                                  "data/wait_fraction", elapsed > 0 ? wait / elapsed : 0.0,
+                                  "memory/allocated", (double)mem.current,
+                                  "memory/peak", (double)tr_process_peak_rss(),
+                                  "memory/predicted_peak", predicted_peak(run)));
             samples = 0;
+            waited += wait;
             last = now();
         }
         if (!status && ((r->train.eval_every && t % r->train.eval_every == 0) || t == run->total_steps) &&
@@ -474,9 +575,9 @@ static int loop(struct run *run, int64_t start, struct tr_train_result *res)
             if (!status) {
                 say(run, "step %lld  eval loss %.4f  accuracy %.4f\n", (long long)t, res->valid_loss,
                     res->valid_accuracy);
-                metric(run, json_pack("{sIsfsfsf}", "step", (json_int_t)t, "eval/loss", res->valid_loss,
+                metric(run, json_pack("{sIsfsfsfsf}", "step", (json_int_t)t, "eval/loss", res->valid_loss,
                                       "eval/accuracy", res->valid_accuracy, "eval/top5_accuracy",
-                                      res->valid_top5));
+                                      res->valid_top5, "eval/perplexity", exp(res->valid_loss)));
                 if (should_stop(run, t, res)) {
                     res->steps = t;
                     break;
@@ -522,7 +623,7 @@ int tr_train(const struct tr_recipe *r, const struct tr_train_options *opt, stru
              struct tr_diag *diag)
 {
     struct run run = {.r = r, .opt = opt, .diag = diag, .rng = {.seed = (uint64_t)r->seed},
-                      .tty = isatty(STDOUT_FILENO)};
+                      .tty = isatty(STDOUT_FILENO), .events = {.fd = -1}};
     memset(res, 0, sizeof *res);
     run.accumulation = r->optimize.accumulation.name < 0 ? r->optimize.accumulation.n : 1;
     run.micro = r->train.batch_size / run.accumulation;
@@ -544,6 +645,8 @@ int tr_train(const struct tr_recipe *r, const struct tr_train_options *opt, stru
     int64_t start = 0;
     if (!status && opt->resume_dir)
         status = resume(&run, &start);
+    if (!status)
+        status = open_events(&run, start);
     if (!status) {
         snprintf(res->run_dir, sizeof res->run_dir, "%s", run.dir);
         say(&run, "%s: %s on %s (%lld train, %lld valid, %lld test), %lld steps of %lld, run folder %s\n",
@@ -567,12 +670,17 @@ int tr_train(const struct tr_recipe *r, const struct tr_train_options *opt, stru
         say(&run, "done: %lld steps in %.1f s (data wait %.1f%%); test loss %.4f, test accuracy %.4f\n",
             (long long)res->steps, res->seconds, 100 * res->data_wait_seconds / (res->seconds > 0 ? res->seconds : 1),
             res->test_loss, res->test_accuracy);
-        metric(&run, json_pack("{sIsfsfsf}", "step", (json_int_t)res->steps, "test/loss", res->test_loss,
-                               "test/accuracy", res->test_accuracy, "test/top5_accuracy", res->test_top5));
+        metric(&run, json_pack("{sIsfsfsfsf}", "step", (json_int_t)res->steps, "test/loss", res->test_loss,
+                               "test/accuracy", res->test_accuracy, "test/top5_accuracy", res->test_top5,
+                               "test/perplexity", exp(res->test_loss)));
     } else if (run.log) {
         for (int i = 0; i < diag->n; i++)
             fprintf(run.log, "error: %s\n", diag->items[i].message);
     }
+    if (run.events.fd >= 0 && status != TR_EXIT_INTERRUPTED)   /* interrupted: the session goes on */
+        tr_events_session_end(&run.events, status ? TR_SESSION_FAILURE : TR_SESSION_SUCCESS, (double)time(NULL));
+    if (tr_events_close(&run.events) && run.log)
+        say(&run, "warning: TensorBoard events: %s\n", tr_events_error(&run.events));
     release(&run);
     return status;
 }

@@ -84,6 +84,13 @@ static int64_t conv_threads(const struct conv_geom *g, enum tr_op op)
     return items < threads ? (items > 0 ? items : 1) : threads;
 }
 
+/* The team a kernel starts for `threads` workers: at least two where OpenMP may use two, so the
+ * region is active and OpenBLAS stays on one thread (matmul.c says why); extra threads idle. */
+static int conv_team(int threads)
+{
+    return threads < 2 && omp_get_max_threads() > 1 ? 2 : threads;
+}
+
 /* The workspace for as many copies of the scratch as threads will run the op. */
 size_t tr_cpu_conv2d_workspace(const struct tr_node *node, const struct tr_tensor *in,
                                const struct tr_tensor *out)

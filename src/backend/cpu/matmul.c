@@ -4,10 +4,15 @@
  * and its edge kernels round differently (0.3.21 dgemm 32×72×400: 3 threads differ from 1 in the
  * last bits). So the output is cut into tiles of a fixed size, and threads take whole tiles, one
  * single-threaded BLAS call each (OpenBLAS runs single-threaded inside a parallel region): a
- * tile is the same call on any thread. 256 × 512 tiles keep packing under 0.3% of a tile's
- * arithmetic and still give a BERT-base layer's GEMMs 12 to 24 tiles; a GEMM of one tile (the
- * MLP's) runs on one thread, as OpenBLAS would run it anyway. */
+ * tile is the same call on any thread. 256 × 512 tiles keep packing to a few percent of a
+ * tile's time and still give a BERT-base layer's GEMMs 12 to 24 tiles; a GEMM of one tile (the
+ * MLP's) runs on one thread.
+ *
+ * The parallel region must be active (two threads or more) even for one tile: inside an
+ * inactive one OpenBLAS starts a nested team of its own threads for every call, which made the
+ * MLP recipe 7× slower on 2 threads. */
 #include <cblas.h>
+#include <omp.h>
 
 #include "backend/cpu/cpu.h"
 
