@@ -25,19 +25,20 @@ checks=$((checks + 1)); check cut "$scratch"/a/mlp/latest
 "$TRAINRUN" "$recipe" report.dir="$scratch/b" "$@" train.checkpoint_every=300 >/dev/null 2>&1 &
 pid=$!
 dir=
-for i in $(seq 1000); do
+last_step() { tail -n 1 "$1/metrics.jsonl" 2>/dev/null | sed -n 's/^{"step":\([0-9]*\).*/\1/p' | grep . || echo 0; }
+for i in $(seq 2000); do   # until a step past the checkpoint is logged
   dir=$(ls -d "$scratch"/b/mlp/2* 2>/dev/null | head -n 1)
-  [ -n "$dir" ] && [ -e "$dir/checkpoints/step-300.safetensors" ] && break
+  [ -n "$dir" ] && [ -e "$dir/checkpoints/step-300.safetensors" ] && [ "$(last_step "$dir")" -gt 300 ] && break
   sleep 0.01
 done
-sleep 0.1
 kill -KILL "$pid" 2>/dev/null
 wait "$pid" 2>/dev/null
 if [ -e "$dir/checkpoints/step-1200.safetensors" ]; then
   echo "note: the run finished before SIGKILL; the resume below only re-evaluates"
 else
-  echo "killed after step $(tail -n 1 "$dir/metrics.jsonl" | sed 's/{"step":\([0-9]*\).*/\1/') was logged"
+  echo "killed after step $(last_step "$dir") was logged"
 fi
+checks=$((checks + 1)); check prefix "$dir" "$scratch"/a/mlp/latest
 run "$TRAINRUN" resume "$dir" --quiet
 expect_rc 0 "resume"
 checks=$((checks + 1)); check same "$dir" "$scratch"/a/mlp/latest

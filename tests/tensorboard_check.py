@@ -9,6 +9,8 @@ them against what the run wrote elsewhere. Used by tests/tensorboard.sh:
                                                        checkpoint, the graph
   tensorboard_check.py cut RUN_DIR                     every truncation of the event file loads
                                                        the records before the cut, no error
+  tensorboard_check.py prefix RUN_DIR OTHER_RUN_DIR    a killed run loads, each deterministic curve
+                                                       the start of the other (uninterrupted) run's
   tensorboard_check.py same RUN_DIR OTHER_RUN_DIR      one continuous curve per tag, equal to
                                                        the other run's (a resumed run against an
                                                        uninterrupted one)
@@ -178,6 +180,20 @@ def cut(run_dir):
     print(f"{files[0]}: {len(ends)} records, {len(offsets)} truncations all load")
 
 
+DETERMINISTIC = ("train/loss", "train/lr", "train/grad_norm", "eval/", "test/")
+
+
+def prefix(run_dir, other_dir):
+    """A run killed mid-way: its file loads without error, and each deterministic curve is the
+    beginning of the uninterrupted run's."""
+    got, want = scalars(load(run_dir)), scalars(load(other_dir))
+    expect(got.get("train/loss"), "the killed run shows no train/loss")
+    for tag, series in got.items():
+        if tag.startswith(DETERMINISTIC):
+            expect(series == want[tag][:len(series)], f"{tag}: {series[-2:]} is not where the full run was")
+    print(f"{run_dir}: killed at step {got['train/loss'][-1][0]}, {len(got)} tags load")
+
+
 def same(run_dir, other_dir):
     """A resumed run: several event files, one run to TensorBoard, each tag's steps strictly
     increasing and its values equal to the uninterrupted run's."""
@@ -194,7 +210,7 @@ def same(run_dir, other_dir):
     for tag, series in got.items():
         steps = [s for s, _ in series]
         expect(steps == sorted(set(steps)), f"{tag}: steps not one increasing curve: {steps}")
-        if tag.startswith(("train/loss", "train/lr", "train/grad_norm", "eval/", "test/")):
+        if tag.startswith(DETERMINISTIC):
             expect(series == want[tag], f"{tag}: {series} != uninterrupted {want[tag]}")
         else:   # timings and memory differ between runs; the steps may not
             expect(steps == [s for s, _ in want[tag]], f"{tag}: steps {steps} != {[s for s, _ in want[tag]]}")
@@ -203,4 +219,4 @@ def same(run_dir, other_dir):
 
 if __name__ == "__main__":
     {"full": lambda a: full(a[0], int(a[1]), a[2]), "cut": lambda a: cut(a[0]),
-     "same": lambda a: same(a[0], a[1])}[sys.argv[1]](sys.argv[2:])
+     "prefix": lambda a: prefix(a[0], a[1]), "same": lambda a: same(a[0], a[1])}[sys.argv[1]](sys.argv[2:])
