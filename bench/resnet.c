@@ -76,7 +76,7 @@ static int resnet(int64_t B, int iters)
     struct tr_graph g;
     struct tr_model m;
     tr_graph_init(&g);
-    tr_model_build(&g, &r, 3, (const int64_t[]){1, 28, 28}, 10, 1, &m);
+    tr_model_build(&g, &r, 3, (const int64_t[]){1, 28, 28}, 10, 0, 1, &m);
     int scale = tr_autodiff(&g);
     if (g.error || scale < 0) {
         fprintf(stderr, "resnet: %s\n", g.message);

@@ -277,9 +277,9 @@ int tr_autodiff(struct tr_graph *g)
     int nforward = g->nnodes;
     for (int v = 0, n = g->nvalues; v < n; v++)   /* every parameter gets its gradient buffer */
         if (g->values[v].kind == TR_PARAM && g->values[v].grad < 0) {
-            char name[48];
+            char name[sizeof g->values[v].name];
             struct tr_shape s = g->values[v].shape;
-            snprintf(name, sizeof name, "%.42s.grad", g->values[v].name);
+            snprintf(name, sizeof name, "%.90s.grad", g->values[v].name);
             int gv = tr_value_add(g, TR_GRAD, g->values[v].dtype == TR_F64 ? TR_F64 : TR_F32, &s, name);
             g->values[v].grad = gv;
         }

@@ -482,8 +482,8 @@ int tr_slice(struct tr_graph *g, int x, int axis, int64_t start, int64_t len)
 {
     CHECK_VALUES(g, x);
     const struct tr_shape *sx = shape(g, x);
-    if (axis < 0 || axis >= sx->rank || sx->dim[axis].b || sx->dim[axis].s || start < 0 || len < 1 ||
-        start + len > sx->dim[axis].k)
+    /* k·B^b·S^s ≥ k for any B, S ≥ 1: within k is within the tensor (BERT's first token of S) */
+    if (axis < 0 || axis >= sx->rank || start < 0 || len < 1 || start + len > sx->dim[axis].k)
         return fail(g, "slice: [%lld, %lld) on axis %d is outside the tensor", (long long)start,
                     (long long)(start + len), axis);
     struct tr_shape s = *sx;

@@ -112,7 +112,7 @@ struct tr_value {
     int producer;       /* the node that writes it; -1 for params, grads, state, inputs */
     int grad;           /* params: their TR_GRAD value; else -1 */
     int view_of;        /* reshape: the value whose storage it shares; else -1 */
-    char name[48];      /* params and inputs: "encoder.0.attn.q.weight" */
+    char name[96];      /* params and inputs: "bert.encoder.layer.11.attention.output.LayerNorm.weight" */
 };
 
 struct tr_node {

@@ -8,7 +8,7 @@
 
 int tr_model_linear(struct tr_graph *g, const char *prefix, int x, int64_t in, int64_t out)
 {
-    char name[48];
+    char name[96];
     snprintf(name, sizeof name, "%s.weight", prefix);
     int w = tr_param(g, name, TR_F32, 2, (struct tr_dim[]){tr_dim_const(out), tr_dim_const(in)});
     snprintf(name, sizeof name, "%s.bias", prefix);

@@ -3,14 +3,38 @@
 
 #include "models/models.h"
 
-int tr_model_build(struct tr_graph *g, const struct tr_recipe *r, int sample_rank,
-                   const int64_t *sample_dims, int classes, int training, struct tr_model *m)
+/* The token inputs of a text model: ids, positions, segments (bert), the padding mask. */
+static void text_inputs(struct tr_graph *g, int segments, struct tr_model *m)
 {
+    const struct tr_dim bs[2] = {tr_dim_B(1), tr_dim_S(1)};
+    m->ids = tr_input(g, "ids", TR_I32, 2, bs);
+    m->positions = tr_input(g, "positions", TR_I32, 2, bs);
+    if (segments)
+        m->segments = tr_input(g, "segments", TR_I32, 2, bs);
+    m->mask = tr_input(g, "mask", TR_U8, 2, bs);
+}
+
+int tr_model_build(struct tr_graph *g, const struct tr_recipe *r, int sample_rank,
+                   const int64_t *sample_dims, int classes, int64_t vocab, int training,
+                   struct tr_model *m)
+{
+    *m = (struct tr_model){-1, -1, -1, -1, -1, -1, -1, -1};
     struct tr_dim dims[TR_MAX_RANK] = {tr_dim_B(1)};
     int64_t features = 1;
     for (int i = 0; i < sample_rank; i++) {
         dims[i + 1] = tr_dim_const(sample_dims[i]);
         features *= sample_dims[i];
+    }
+    if (r->model.arch == TR_ARCH_GPT) {   /* a language model: every position predicts the next */
+        text_inputs(g, 0, m);
+        m->y = tr_input(g, "y", TR_I32, 2, (struct tr_dim[]){tr_dim_B(1), tr_dim_S(1)});
+        m->logits = tr_gpt_build(g, r, m, vocab);
+        int flat = tr_reshape(g, m->logits, 2, (struct tr_dim[]){tr_dim_mul(tr_dim_B(1), tr_dim_S(1)),
+                                                                  tr_dim_const(vocab)});
+        int targets = tr_reshape(g, m->y, 1, (struct tr_dim[]){tr_dim_mul(tr_dim_B(1), tr_dim_S(1))});
+        m->loss = tr_cross_entropy(g, flat, targets, -100);
+        tr_graph_set_loss(g, m->loss);
+        return g->error;
     }
     m->y = tr_input(g, "y", TR_I32, 1, (struct tr_dim[]){tr_dim_B(1)});
     switch (r->model.arch) {
@@ -25,10 +49,10 @@ int tr_model_build(struct tr_graph *g, const struct tr_recipe *r, int sample_ran
         m->x = tr_input(g, "x", TR_F32, 4, dims);
         m->logits = tr_resnet_build(g, r, m->x, sample_dims, classes, training);
         break;
-    default:
-        return snprintf(g->message, sizeof g->message, "model.arch %s is not built yet (it lands with the transformers)",
-                        r->model.arch == TR_ARCH_BERT ? "bert" : "gpt"),
-               g->error = -1;
+    default:   /* bert */
+        text_inputs(g, 1, m);
+        m->logits = tr_bert_build(g, r, m, vocab, classes);
+        break;
     }
     m->loss = tr_cross_entropy(g, m->logits, m->y, -100);
     tr_graph_set_loss(g, m->loss);

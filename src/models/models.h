@@ -8,21 +8,33 @@
 #include "graph/graph.h"
 #include "recipe/recipe.h"
 
+/* A model's inputs and outputs; an input the model does not take is −1. */
 struct tr_model {
-    int x;          /* input: features [B, …] (f32) */
-    int y;          /* input: labels i32 [B] */
-    int logits;     /* [B, classes] */
-    int loss;       /* mean cross-entropy over the micro-batch, [1] */
+    int x;          /* features [B, …] (f32): mlp, resnet */
+    int ids;        /* token ids i32 [B, S]: bert, gpt */
+    int positions;  /* position of each token i32 [B, S] (0, 1, …) */
+    int segments;   /* segment (token type) i32 [B, S]: bert */
+    int mask;       /* u8 [B, S]: 1 a real token, 0 padding */
+    int y;          /* labels i32 [B]; for gpt the next tokens [B, S] (−100: no target) */
+    int logits;     /* [B, classes]; for gpt [B, S, vocab] */
+    int loss;       /* mean cross-entropy over the micro-batch's targets, [1] */
 };
 
-/* sample_dims: one sample's shape ([64] for digits, [1, 28, 28] for images). */
+/* sample_dims: one sample's shape ([64] for digits, [1, 28, 28] for images; unused for text).
+ * vocab: the tokenizer's vocabulary size (text models only). */
 int tr_model_build(struct tr_graph *g, const struct tr_recipe *r, int sample_rank,
-                   const int64_t *sample_dims, int classes, int training, struct tr_model *m);
+                   const int64_t *sample_dims, int classes, int64_t vocab, int training,
+                   struct tr_model *m);
 
 int tr_mlp_build(struct tr_graph *g, const struct tr_recipe *r, int x, int64_t features, int classes,
                  int training);
 int tr_resnet_build(struct tr_graph *g, const struct tr_recipe *r, int x, const int64_t *chw, int classes,
                     int training);
+
+/* Text models (bert.c, gpt.c) read m's token inputs and return the logits. */
+int tr_bert_build(struct tr_graph *g, const struct tr_recipe *r, const struct tr_model *m, int64_t vocab,
+                  int classes);
+int tr_gpt_build(struct tr_graph *g, const struct tr_recipe *r, const struct tr_model *m, int64_t vocab);
 
 /* A linear layer named prefix.weight [out, in] and prefix.bias [out], PyTorch's initialisation. */
 int tr_model_linear(struct tr_graph *g, const char *prefix, int x, int64_t in, int64_t out);

@@ -48,7 +48,7 @@ static void list_entries(struct entries *e, const struct tr_exec *x, const struc
     for (int v = 0; v < g->nvalues && o->state_bytes; v++) {
         if (g->values[v].kind != TR_PARAM)
             continue;
-        char name[96];
+        char name[128];
         if (o->kind == TR_OPT_ADAMW) {
             snprintf(name, sizeof name, "optimizer.m.%s", g->values[v].name);
             add(e, name, &g->values[v], o->state + offset);

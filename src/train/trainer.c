@@ -109,7 +109,7 @@ static int build_side(struct run *run, struct side *s, int training, int64_t bat
 {
     const struct tr_split *split = &run->data.train;
     tr_graph_init(&s->g);
-    tr_model_build(&s->g, run->r, split->rank, split->dims, run->data.nclasses, training, &s->m);
+    tr_model_build(&s->g, run->r, split->rank, split->dims, run->data.nclasses, 0, training, &s->m);
     s->loss_scale = training ? tr_autodiff(&s->g) : -1;
     if (s->g.error)
         return fail(run, TR_EXIT_USAGE, "model: %s", s->g.message);
@@ -435,7 +435,7 @@ static void histograms(struct run *run, int64_t t)
         if (val->kind != TR_PARAM)
             continue;
         int64_t n = tr_dim_eval(tr_shape_numel(&val->shape), 1, 1);
-        char tag[80];
+        char tag[sizeof val->name + 16];
         snprintf(tag, sizeof tag, "weights/%s", val->name);
         tr_events_histogram(&run->events, tag, t, tr_exec_data(&run->train.x, v), n);
         snprintf(tag, sizeof tag, "grads/%s", val->name);

@@ -1,0 +1,64 @@
+/* Shared transformer pieces (transformer.h). */
+#include "models/transformer.h"
+
+#include <stdio.h>
+
+int tr_tf_param(struct tr_graph *g, int rank, const int64_t *dims, float std, int no_decay, const char *fmt, ...)
+{
+    char name[sizeof g->values[0].name];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    struct tr_dim d[TR_MAX_RANK];
+    for (int i = 0; i < rank; i++)
+        d[i] = tr_dim_const(dims[i]);
+    int p = tr_param(g, name, TR_F32, rank, d);
+    tr_param_init(g, p, std > 0 ? TR_INIT_NORMAL : std < 0 ? TR_INIT_ONE : TR_INIT_ZERO, std > 0 ? std : 0,
+                  no_decay);
+    return p;
+}
+
+int tr_tf_linear(struct tr_graph *g, int x, int64_t in, int64_t out, float std, const char *prefix)
+{
+    int w = tr_tf_param(g, 2, (int64_t[]){out, in}, std, 0, "%s.weight", prefix);
+    int b = tr_tf_param(g, 1, &out, 0, 1, "%s.bias", prefix);
+    return tr_linear(g, x, w, b);
+}
+
+int tr_tf_conv1d(struct tr_graph *g, int x, int64_t in, int64_t out, float std, const char *prefix)
+{
+    int w = tr_tf_param(g, 2, (int64_t[]){in, out}, std, 0, "%s.weight", prefix);
+    int b = tr_tf_param(g, 1, &out, 0, 1, "%s.bias", prefix);
+    return tr_bias_add(g, tr_matmul(g, x, w, 0, 0), b);
+}
+
+int tr_tf_layernorm(struct tr_graph *g, int x, int64_t D, float eps, const char *prefix)
+{
+    int w = tr_tf_param(g, 1, &D, -1, 1, "%s.weight", prefix);
+    int b = tr_tf_param(g, 1, &D, 0, 1, "%s.bias", prefix);
+    return tr_layernorm(g, x, w, b, eps);
+}
+
+int tr_tf_heads(struct tr_graph *g, int x, int64_t H, int64_t Dh)
+{
+    int r = tr_reshape(g, x, 4, (struct tr_dim[]){tr_dim_B(1), tr_dim_S(1), tr_dim_const(H), tr_dim_const(Dh)});
+    return tr_permute(g, r, (int[]){0, 2, 1, 3});
+}
+
+int tr_tf_merge(struct tr_graph *g, int x, int64_t D)
+{
+    int o = tr_permute(g, x, (int[]){0, 2, 1, 3});
+    return tr_reshape(g, o, 3, (struct tr_dim[]){tr_dim_B(1), tr_dim_S(1), tr_dim_const(D)});
+}
+
+int tr_tf_gelu(struct tr_graph *g, const struct tr_recipe *r, int x, int tanh_default)
+{
+    switch (r->model.activation) {
+    case TR_ACT_RELU:      return tr_relu(g, x);
+    case TR_ACT_TANH:      return tr_tanh(g, x);
+    case TR_ACT_GELU:      return tr_gelu(g, x, 0);
+    case TR_ACT_GELU_TANH: return tr_gelu(g, x, 1);
+    default:               return tr_gelu(g, x, tanh_default);   /* auto: BERT erf, GPT-2 tanh */
+    }
+}
