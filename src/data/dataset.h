@@ -12,13 +12,21 @@
 
 #define TR_DATA_RANK_MAX 4
 
-/* One split: n samples of shape dims[0..rank), row-major, sample after sample. */
+/* One split: n samples of shape dims[0..rank), row-major, sample after sample; or, for text,
+ * n token sequences. */
 struct tr_split {
     int64_t n;
     int rank;
     int64_t dims[TR_DATA_RANK_MAX];   /* per sample: [64] for digits, [1, 28, 28] for images */
-    float *x;                         /* n × prod(dims) floats, normalised */
-    int32_t *y;                       /* n labels in [0, nclasses) */
+    float *x;                         /* n × prod(dims) floats, normalised; NULL for text */
+    int32_t *y;                       /* n labels in [0, nclasses); NULL for language modelling */
+    /* Text (tr_data.kind != TR_DATA_FEATURES): */
+    int32_t *tokens;                  /* every token id of the split, sample after sample */
+    int64_t *offsets;                 /* classification: n + 1; sample i is tokens[offsets[i],
+                                       * offsets[i+1]), [CLS] … [SEP] cut to model.max_len */
+    int64_t window;                   /* language modelling: sample i is the window + 1 tokens
+                                       * from tokens[i·window] (inputs, then shifted targets) */
+    int64_t ntokens;
 };
 
 enum tr_norm_kind { TR_NORM_NONE, TR_NORM_SCALE, TR_NORM_STANDARDIZE };
@@ -31,8 +39,20 @@ struct tr_norm {
     float *mean, *std;                /*   the train split's statistics (std 0 counts as 1) */
 };
 
+enum tr_data_kind {
+    TR_DATA_FEATURES,                 /* csv, idx: float features and a label */
+    TR_DATA_TEXT_CLASSES,             /* tsv, jsonl: a text and a label */
+    TR_DATA_TEXT_LM,                  /* text: running text for language modelling */
+};
+
+struct tr_tokenizer;
+
 struct tr_data {
+    int kind;                         /* enum tr_data_kind */
     struct tr_split train, valid, test;   /* valid and test may hold n = 0 */
+    struct tr_tokenizer *tokenizer;   /* text: the one that made the tokens (owned) */
+    int64_t vocab;                    /* text: its vocabulary size */
+    int32_t pad_id;                   /* text: the padding id ([PAD], or 0) */
     int nclasses;
     char **class_names;               /* nclasses names, then NULL */
     char name[64];

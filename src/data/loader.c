@@ -23,6 +23,9 @@ struct slot {
     float *x;
     int32_t *y;
     int64_t *ids;
+    int32_t *tokens, *targets;   /* text: [n, S] each */
+    uint8_t *mask;
+    int64_t S;
 };
 
 struct worker {
@@ -44,6 +47,9 @@ struct tr_loader {
     float *xs;
     int32_t *ys;
     int64_t *ids;
+    int64_t seq;               /* text: the longest sequence a batch can hold; 0 for features */
+    int32_t *toks, *tgts;
+    uint8_t *masks;
     struct worker *workers;    /* nworkers, or one for the consumer when there are none */
 
     pthread_mutex_t mu;
@@ -78,20 +84,64 @@ static const int64_t *epoch_order(const struct tr_loader *l, struct worker *w, i
     return w->order;
 }
 
+int64_t tr_text_longest(const struct tr_split *s)
+{
+    if (!s->offsets)
+        return s->window;
+    int64_t longest = 0;
+    for (int64_t i = 0; i < s->n; i++)
+        if (s->offsets[i + 1] - s->offsets[i] > longest)
+            longest = s->offsets[i + 1] - s->offsets[i];
+    return longest;
+}
+
+int64_t tr_text_batch(const struct tr_split *s, const int64_t *ids, int64_t n, int32_t *tokens,
+                      int32_t *targets, uint8_t *mask, int32_t *labels)
+{
+    if (!s->offsets) {   /* language modelling: a window and the same shifted by one */
+        int64_t S = s->window;
+        for (int64_t i = 0; i < n; i++) {
+            const int32_t *at = s->tokens + ids[i] * S;
+            memcpy(tokens + i * S, at, (size_t)S * sizeof(int32_t));
+            memcpy(targets + i * S, at + 1, (size_t)S * sizeof(int32_t));
+            memset(mask + i * S, 1, (size_t)S);
+        }
+        return S;
+    }
+    int64_t S = 1;   /* classification: padded to the batch's longest, the padding masked */
+    for (int64_t i = 0; i < n; i++)
+        if (s->offsets[ids[i] + 1] - s->offsets[ids[i]] > S)
+            S = s->offsets[ids[i] + 1] - s->offsets[ids[i]];
+    for (int64_t i = 0; i < n; i++) {
+        int64_t len = s->offsets[ids[i] + 1] - s->offsets[ids[i]];
+        memcpy(tokens + i * S, s->tokens + s->offsets[ids[i]], (size_t)len * sizeof(int32_t));
+        memset(tokens + i * S + len, 0, (size_t)(S - len) * sizeof(int32_t));
+        memset(mask + i * S, 1, (size_t)len);
+        memset(mask + i * S + len, 0, (size_t)(S - len));
+        labels[i] = s->y[ids[i]];
+    }
+    return S;
+}
+
 /* Copies batch k's samples into slot; touches nothing shared but the slot it owns. */
 static void produce(const struct tr_loader *l, struct worker *w, int64_t k, struct slot *slot)
 {
     int64_t epoch = k / l->per_epoch, start = (k % l->per_epoch) * l->batch;
     int64_t n = l->s->n - start < l->batch ? l->s->n - start : l->batch;
     const int64_t *order = epoch_order(l, w, epoch);
-    size_t row = (size_t)l->features * sizeof(float);
-    for (int64_t i = 0; i < n; i++) {
-        int64_t id = order[start + i];
-        memcpy(slot->x + i * l->features, l->s->x + id * l->features, row);
-        slot->y[i] = l->s->y[id];
-        slot->ids[i] = id;
-    }
+    for (int64_t i = 0; i < n; i++)
+        slot->ids[i] = order[start + i];
     slot->n = n;
+    if (l->seq) {
+        slot->S = tr_text_batch(l->s, slot->ids, n, slot->tokens, slot->targets, slot->mask, slot->y);
+        return;
+    }
+    size_t row = (size_t)l->features * sizeof(float);
+    slot->S = 1;
+    for (int64_t i = 0; i < n; i++) {
+        memcpy(slot->x + i * l->features, l->s->x + slot->ids[i] * l->features, row);
+        slot->y[i] = l->s->y[slot->ids[i]];
+    }
 }
 
 /* Worker w's first batch at or after the stream's start. */
@@ -159,11 +209,22 @@ static int check_arguments(const struct tr_split *s, int64_t batch, int drop_las
     return why ? TR_EINVAL : 0;
 }
 
-/* The ring: every slot's arrays in three allocations, made once. */
+/* The ring: every slot's arrays in a few allocations, made once. */
 static int allocate_ring(struct tr_loader *l, struct tr_diag *diag)
 {
     /* A slot's rows start on a 64-byte line so that slots never share one between threads. */
-    size_t stride = ((size_t)l->batch * (size_t)l->features + 15) & ~(size_t)15;
+    size_t stride = l->seq ? 0 : ((size_t)l->batch * (size_t)l->features + 15) & ~(size_t)15;
+    size_t tstride = ((size_t)l->batch * (size_t)l->seq + 63) & ~(size_t)63;   /* text tokens */
+    if (l->seq) {
+        l->toks = aligned_alloc(64, (size_t)l->ring * tstride * sizeof(int32_t));
+        l->tgts = aligned_alloc(64, (size_t)l->ring * tstride * sizeof(int32_t));
+        l->masks = aligned_alloc(64, (size_t)l->ring * tstride);
+        if (!l->toks || !l->tgts || !l->masks) {
+            tr_diag_add(diag, (struct tr_where){0}, "loader: out of memory for %d batches of %lld × %lld tokens",
+                        l->ring, (long long)l->batch, (long long)l->seq);
+            return TR_ENOMEM;
+        }
+    }
     unsigned __int128 bytes = (unsigned __int128)l->ring * stride * sizeof(float);
     l->slots = calloc((size_t)l->ring, sizeof *l->slots);
     l->xs = bytes < ((size_t)1 << 40) ? aligned_alloc(64, (size_t)bytes ? (size_t)bytes : 64) : NULL;
@@ -177,7 +238,10 @@ static int allocate_ring(struct tr_loader *l, struct tr_diag *diag)
     for (int i = 0; i < l->ring; i++)
         l->slots[i] = (struct slot){.batch = -1, .x = l->xs + (size_t)i * stride,
                                     .y = l->ys + (size_t)i * ((size_t)l->batch + 16),
-                                    .ids = l->ids + (size_t)i * ((size_t)l->batch + 8)};
+                                    .ids = l->ids + (size_t)i * ((size_t)l->batch + 8),
+                                    .tokens = l->seq ? l->toks + (size_t)i * tstride : NULL,
+                                    .targets = l->seq ? l->tgts + (size_t)i * tstride : NULL,
+                                    .mask = l->seq ? l->masks + (size_t)i * tstride : NULL};
     return 0;
 }
 
@@ -219,7 +283,8 @@ int tr_loader_open(struct tr_loader **out, const struct tr_split *s, int64_t bat
         tr_diag_add(diag, (struct tr_where){0}, "loader: out of memory");
         return TR_ENOMEM;
     }
-    *l = (struct tr_loader){.s = s, .batch = batch, .features = tr_split_features(s), .seed = seed,
+    *l = (struct tr_loader){.s = s, .batch = batch, .features = s->tokens ? 0 : tr_split_features(s),
+                            .seq = s->tokens ? tr_text_longest(s) : 0, .seed = seed,
                             .shuffle = shuffle != 0, .drop_last = drop_last != 0, .nworkers = num_workers,
                             .hold = hold, .ring = num_workers * prefetch + hold};
     l->per_epoch = drop_last ? s->n / batch : (s->n + batch - 1) / batch;
@@ -261,6 +326,9 @@ void tr_loader_close(struct tr_loader *l)
     free(l->xs);
     free(l->ys);
     free(l->ids);
+    free(l->toks);
+    free(l->tgts);
+    free(l->masks);
     free(l);
 }
 
@@ -287,7 +355,8 @@ int tr_loader_next(struct tr_loader *l, struct tr_batch *b)
         l->wait_seconds += now() - t0;
     }
     *b = (struct tr_batch){.x = slot->x, .y = slot->y, .ids = slot->ids, .n = slot->n,
-                           .epoch = k / l->per_epoch, .index = k % l->per_epoch};
+                           .epoch = k / l->per_epoch, .index = k % l->per_epoch, .tokens = slot->tokens,
+                           .targets = slot->targets, .mask = slot->mask, .S = slot->S};
     l->next = k + 1;
     pthread_mutex_unlock(&l->mu);
     return 0;

@@ -21,6 +21,11 @@ struct tr_batch {
     int64_t n;         /* rows: the batch size, except an epoch's last batch when !drop_last */
     int64_t epoch;     /* from 0 */
     int64_t index;     /* the batch's place in its epoch, from 0 */
+    /* Text splits (x is NULL): [n, S] token ids, next-token targets (language modelling) and a
+     * mask (1 a token, 0 padding); y holds classification labels. */
+    int32_t *tokens, *targets;
+    uint8_t *mask;
+    int64_t S;
 };
 
 /* Opens a stream of batches of `batch` samples of s (which must outlive the loader).
@@ -44,6 +49,13 @@ void tr_loader_seek(struct tr_loader *l, int64_t epoch, int64_t index);
 int64_t tr_loader_batches_per_epoch(const struct tr_loader *l);
 /* Seconds tr_loader_next spent waiting for data (producing it, with 0 workers). */
 double tr_loader_wait_seconds(const struct tr_loader *l);
+/* A text batch of the samples ids[0..n) of s into caller arrays of n × tr_text_longest(s):
+ * classification pads to the batch's longest sample (id 0, mask 0) and copies the labels;
+ * language modelling copies each window and its targets. Returns the batch's S. */
+int64_t tr_text_batch(const struct tr_split *s, const int64_t *ids, int64_t n, int32_t *tokens,
+                      int32_t *targets, uint8_t *mask, int32_t *labels);
+/* The longest sequence in a text split (the window, for language modelling). */
+int64_t tr_text_longest(const struct tr_split *s);
 /* Stops and joins the workers, frees the ring. NULL is fine. */
 void tr_loader_close(struct tr_loader *l);
 

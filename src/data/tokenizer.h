@@ -32,7 +32,7 @@ void tr_ids_free(struct tr_ids *ids);
 
 struct tr_tokenizer;
 
-/* kind: enum tr_tokenizer of recipe/recipe.h (TR_TOK_WORDPIECE, TR_TOK_GPT2_BPE, TR_TOK_BYTES,
+/* kind: enum tr_tokenizer_kind of recipe/recipe.h (TR_TOK_WORDPIECE, TR_TOK_GPT2_BPE, TR_TOK_BYTES,
  * TR_TOK_CHARS). vocab: vocab.txt, encoder.json or the chars list (NULL for bytes); merges:
  * vocab.bpe (gpt2_bpe only). A missing, empty or unreadable file, a vocabulary with duplicate
  * entries, or a malformed line is an error naming the file and line, added to diag; returns 0

@@ -26,7 +26,7 @@
 #include "train/checkpoint.h"
 #include "train/optim.h"
 
-#define EVAL_BATCH 256
+#define EVAL_BATCH 256   /* rows an evaluation batch of features takes (text: the micro-batch) */
 
 /* Set by SIGINT/SIGTERM, read between steps: the one piece of global state a signal needs. */
 static volatile sig_atomic_t stop_signal;
@@ -55,6 +55,8 @@ struct run {
     struct tr_optim optim;
     struct tr_rng_ctx rng;
     int64_t micro, accumulation, total_steps;
+    int64_t seq;               /* text: the longest sequence of any split (the plans' S); else 1 */
+    int64_t eval_batch;        /* rows an evaluation batch takes */
     FILE *log, *metrics;
     struct tr_events events;   /* report.tensorboard; fd −1 when off */
     char dir[4096];
@@ -109,12 +111,13 @@ static int build_side(struct run *run, struct side *s, int training, int64_t bat
 {
     const struct tr_split *split = &run->data.train;
     tr_graph_init(&s->g);
-    tr_model_build(&s->g, run->r, split->rank, split->dims, run->data.nclasses, 0, training, &s->m);
+    tr_model_build(&s->g, run->r, split->rank, split->dims, run->data.nclasses, run->data.vocab, training,
+                   &s->m);
     s->loss_scale = training ? tr_autodiff(&s->g) : -1;
     if (s->g.error)
         return fail(run, TR_EXIT_USAGE, "model: %s", s->g.message);
     int keep[2] = {s->m.loss, s->m.logits};
-    struct tr_bucket bucket = {batch, 1};
+    struct tr_bucket bucket = {batch, run->seq};
     if (tr_program_plan(&s->p, &s->g, &bucket, 1, keep, 2, tr_backend_cpu()))
         return fail(run, TR_EXIT_FAILURE, "planning the %s program failed", training ? "training" : "evaluation");
     s->x = (struct tr_exec){.g = &s->g, .schedule = s->p.schedule, .n = s->p.n, .plan = &s->p.plans[0],
@@ -212,38 +215,100 @@ static int init_weights(struct run *run)
 
 /* ---- running --------------------------------------------------------------------------------- */
 
-static void feed(struct side *s, const float *x, const int32_t *y, int64_t rows, int64_t features)
+/* A batch into a program's inputs: features and labels, or for text the token ids, their
+ * positions (0, 1, …), segment 0, the padding mask and the labels or next-token targets. */
+static void feed(struct side *s, const struct tr_batch *b, int64_t features)
 {
-    memcpy(tr_exec_data(&s->x, s->m.x), x, (size_t)(rows * features) * sizeof(float));
-    memcpy(tr_exec_data(&s->x, s->m.y), y, (size_t)rows * sizeof(int32_t));
+    int64_t n = b->n, S = b->S;
+    if (s->m.x >= 0) {
+        memcpy(tr_exec_data(&s->x, s->m.x), b->x, (size_t)(n * features) * sizeof(float));
+        memcpy(tr_exec_data(&s->x, s->m.y), b->y, (size_t)n * sizeof(int32_t));
+        return;
+    }
+    memcpy(tr_exec_data(&s->x, s->m.ids), b->tokens, (size_t)(n * S) * sizeof(int32_t));
+    memcpy(tr_exec_data(&s->x, s->m.mask), b->mask, (size_t)(n * S));
+    int32_t *pos = tr_exec_data(&s->x, s->m.positions);
+    for (int64_t i = 0; i < n * S; i++)
+        pos[i] = (int32_t)(i % S);
+    if (s->m.segments >= 0)
+        memset(tr_exec_data(&s->x, s->m.segments), 0, (size_t)(n * S) * sizeof(int32_t));
+    if (b->targets && !b->y)
+        memcpy(tr_exec_data(&s->x, s->m.y), b->targets, (size_t)(n * S) * sizeof(int32_t));
+    else
+        memcpy(tr_exec_data(&s->x, s->m.y), b->y, (size_t)n * sizeof(int32_t));
 }
 
-/* Mean loss, accuracy and top-5 accuracy over a split, in batches of the evaluation program. */
+/* Adds up where each row's true class ranks among its logits: top-1 and top-5 hits; rows whose
+ * truth is negative (no target) are skipped. Returns the rows counted. */
+static int64_t rank_truth(const float *logits, const int32_t *truth, int64_t rows, int64_t classes,
+                          int64_t *correct, int64_t *in_top5)
+{
+    int64_t counted = 0;
+    for (int64_t i = 0; i < rows; i++) {
+        if (truth[i] < 0)
+            continue;
+        const float *row = logits + i * classes;
+        int64_t t = truth[i], above = 0;   /* classes ranked over the true one */
+        for (int64_t c = 0; c < classes; c++)
+            above += row[c] > row[t] || (row[c] == row[t] && c < t);
+        *correct += above == 0;
+        *in_top5 += above < 5;
+        counted++;
+    }
+    return counted;
+}
+
+/* Mean loss, accuracy and top-5 accuracy over a split, in batches of the evaluation program
+ * (for language models: per token, over every next-token target). */
 static int evaluate(struct run *run, const struct tr_split *split, double *loss, double *accuracy,
                     double *top5)
 {
-    int64_t f = tr_split_features(split), correct = 0, in_top5 = 0, classes = run->data.nclasses;
-    double sum = 0;
-    for (int64_t start = 0; start < split->n; start += EVAL_BATCH) {
-        int64_t rows = split->n - start < EVAL_BATCH ? split->n - start : EVAL_BATCH;
-        feed(&run->eval, split->x + start * f, split->y + start, rows, f);
-        if (tr_exec_run(&run->eval.x, rows, 1))
-            return fail(run, TR_EXIT_FAILURE, "evaluation: %s", run->eval.x.error);
-        sum += (double)*(float *)tr_exec_data(&run->eval.x, run->eval.m.loss) * (double)rows;
-        const float *logits = tr_exec_data(&run->eval.x, run->eval.m.logits);
-        for (int64_t i = 0; i < rows; i++) {
-            const float *row = logits + i * classes;
-            int64_t truth = split->y[start + i], above = 0;   /* classes ranked over the true one */
-            for (int64_t c = 0; c < classes; c++)
-                above += row[c] > row[truth] || (row[c] == row[truth] && c < truth);
-            correct += above == 0;
-            in_top5 += above < 5;
-        }
+    int64_t f = split->tokens ? 0 : tr_split_features(split), correct = 0, in_top5 = 0, counted = 0;
+    int64_t classes = run->data.kind == TR_DATA_TEXT_LM ? run->data.vocab : run->data.nclasses;
+    int64_t cap = run->eval_batch * run->seq;
+    int32_t *tokens = NULL, *targets = NULL, *labels = NULL;
+    uint8_t *mask = NULL;
+    int64_t *ids = tr_xmalloc((size_t)run->eval_batch * sizeof(int64_t));
+    if (split->tokens) {
+        tokens = tr_xmalloc((size_t)cap * sizeof(int32_t));
+        targets = tr_xmalloc((size_t)cap * sizeof(int32_t));
+        labels = tr_xmalloc((size_t)run->eval_batch * sizeof(int32_t));
+        mask = tr_xmalloc((size_t)cap);
     }
-    *loss = split->n ? sum / (double)split->n : NAN;
-    *accuracy = split->n ? (double)correct / (double)split->n : NAN;
-    *top5 = split->n ? (double)in_top5 / (double)split->n : NAN;
-    return 0;
+    double sum = 0;
+    int status = 0;
+    for (int64_t start = 0; start < split->n && !status; start += run->eval_batch) {
+        int64_t rows = split->n - start < run->eval_batch ? split->n - start : run->eval_batch;
+        struct tr_batch b = {.n = rows, .S = 1, .ids = ids};
+        for (int64_t i = 0; i < rows; i++)
+            ids[i] = start + i;
+        if (split->tokens) {
+            b.S = tr_text_batch(split, ids, rows, tokens, targets, mask, labels);
+            b.tokens = tokens, b.mask = mask;
+            if (run->data.kind == TR_DATA_TEXT_LM)
+                b.targets = targets;
+            else
+                b.y = labels;
+        } else {
+            b.x = split->x + start * f, b.y = split->y + start;
+        }
+        feed(&run->eval, &b, f);
+        run->rng.sample_ids = ids;
+        if (tr_exec_run(&run->eval.x, rows, b.S)) {
+            status = fail(run, TR_EXIT_FAILURE, "evaluation: %s", run->eval.x.error);
+            break;
+        }
+        const float *logits = tr_exec_data(&run->eval.x, run->eval.m.logits);
+        int lm = run->data.kind == TR_DATA_TEXT_LM;
+        int64_t n = rank_truth(logits, lm ? targets : b.y, lm ? rows * b.S : rows, classes, &correct, &in_top5);
+        sum += (double)*(float *)tr_exec_data(&run->eval.x, run->eval.m.loss) * (double)n;
+        counted += n;
+    }
+    free(ids), free(tokens), free(targets), free(labels), free(mask);
+    *loss = counted ? sum / (double)counted : NAN;
+    *accuracy = counted ? (double)correct / (double)counted : NAN;
+    *top5 = counted ? (double)in_top5 / (double)counted : NAN;
+    return status;
 }
 
 /* One optimizer step: accumulation micro-batches, each loss weighted by its share of the step's
@@ -261,12 +326,12 @@ static int train_step(struct run *run, struct tr_loader *loader, int64_t t, doub
     memset(s->x.base[TR_GRAD], 0, s->p.region_bytes[TR_GRAD]);
     *loss = 0;
     for (int64_t a = 0; a < run->accumulation; a++) {
-        feed(s, b[a].x, b[a].y, b[a].n, f);
+        feed(s, &b[a], f);
         run->rng.sample_ids = b[a].ids;
         run->rng.step = (uint64_t)t;
         float share = (float)b[a].n / (float)rows;
         *(float *)tr_exec_data(&s->x, s->loss_scale) = share;
-        if (tr_exec_run(&s->x, b[a].n, 1))
+        if (tr_exec_run(&s->x, b[a].n, b[a].S))
             return fail(run, TR_EXIT_FAILURE, "step %lld: %s", (long long)t, s->x.error);
         *loss += share * *(float *)tr_exec_data(&s->x, s->m.loss);
     }
@@ -632,10 +697,18 @@ int tr_train(const struct tr_recipe *r, const struct tr_train_options *opt, stru
     if (tr_data_load(r, opt->datasets_dir, &run.data, diag))
         return TR_EXIT_DATA;
     int64_t per_epoch = (run.data.train.n + r->train.batch_size - 1) / r->train.batch_size;
+    run.seq = 1, run.eval_batch = EVAL_BATCH;
+    if (run.data.kind != TR_DATA_FEATURES) {   /* text: plans for the longest sequence of any split */
+        const struct tr_split *sp[3] = {&run.data.train, &run.data.valid, &run.data.test};
+        for (int i = 0; i < 3; i++)
+            if (sp[i]->n && tr_text_longest(sp[i]) > run.seq)
+                run.seq = tr_text_longest(sp[i]);
+        run.eval_batch = run.micro;
+    }
     run.total_steps = r->train.steps ? r->train.steps : r->train.epochs * per_epoch;
     int status = build_side(&run, &run.train, 1, run.micro);
     if (!status)
-        status = build_side(&run, &run.eval, 0, EVAL_BATCH);
+        status = build_side(&run, &run.eval, 0, run.eval_batch);
     if (!status)
         status = allocate(&run);
     if (!status)
@@ -650,7 +723,7 @@ int tr_train(const struct tr_recipe *r, const struct tr_train_options *opt, stru
     if (!status) {
         snprintf(res->run_dir, sizeof res->run_dir, "%s", run.dir);
         say(&run, "%s: %s on %s (%lld train, %lld valid, %lld test), %lld steps of %lld, run folder %s\n",
-            r->name, r->model.arch == TR_ARCH_MLP ? "mlp" : "resnet", run.data.name,
+            r->name, (const char *[]){"mlp", "resnet", "bert", "gpt"}[r->model.arch], run.data.name,
             (long long)run.data.train.n, (long long)run.data.valid.n, (long long)run.data.test.n,
             (long long)run.total_steps, (long long)r->train.batch_size, run.dir);
         struct sigaction sa = {.sa_handler = on_signal}, old_int, old_term;
