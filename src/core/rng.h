@@ -1,7 +1,8 @@
 /* The counter-based random generator (Philox 4×32-10, Salmon et al., SC'11): a random number
  * is a pure function of a counter and a key, so a dropout mask depends only on what it masks
  * (seed, step, sample, position, feature, stream), never on the micro-batch it ran in, the
- * thread that drew it, or whether it is a recompute — and the CUDA kernels draw the same. */
+ * thread that drew it, or whether it is a recompute — and the CUDA kernels draw the same.
+ * Header-only: both are inline. */
 #ifndef TR_RNG_H
 #define TR_RNG_H
 
@@ -9,11 +10,37 @@
 
 struct tr_philox { uint32_t v[4]; };
 
-/* Four 32-bit random words for counter c[0..3] under key k[0..1]. */
-struct tr_philox tr_philox4x32(const uint32_t c[4], const uint32_t k[2]);
+#define TR_PHILOX_M0 0xD2511F53u
+#define TR_PHILOX_M1 0xCD9E8D57u
+#define TR_PHILOX_W0 0x9E3779B9u
+#define TR_PHILOX_W1 0xBB67AE85u
 
-/* A uniform float in [0, 1) for one element of a dropout mask. */
-float tr_rng_uniform(uint64_t seed, uint64_t step, uint64_t sample, uint32_t position,
-                     uint32_t feature, uint32_t stream);
+/* Four 32-bit random words for counter c[0..3] under key k[0..1]. Inline: dropout draws one per
+ * element, and a call per element cost more than the ten rounds. */
+static inline struct tr_philox tr_philox4x32(const uint32_t c[4], const uint32_t k[2])
+{
+    uint32_t x0 = c[0], x1 = c[1], x2 = c[2], x3 = c[3], k0 = k[0], k1 = k[1];
+    for (int round = 0; round < 10; round++) {
+        uint64_t p0 = (uint64_t)TR_PHILOX_M0 * x0, p1 = (uint64_t)TR_PHILOX_M1 * x2;
+        uint32_t y0 = (uint32_t)(p1 >> 32) ^ x1 ^ k0, y1 = (uint32_t)p1;
+        uint32_t y2 = (uint32_t)(p0 >> 32) ^ x3 ^ k1, y3 = (uint32_t)p0;
+        x0 = y0, x1 = y1, x2 = y2, x3 = y3;
+        k0 += TR_PHILOX_W0, k1 += TR_PHILOX_W1;
+    }
+    return (struct tr_philox){{x0, x1, x2, x3}};
+}
+
+/* A uniform float in [0, 1) for one element of a dropout mask. Counter (feature, position,
+ * sample low, sample high ^ step·2^16), key (seed ^ stream·c, seed high ^ step): every field of
+ * the key reaches the output, and neighbouring elements differ in the counter. */
+static inline float tr_rng_uniform(uint64_t seed, uint64_t step, uint64_t sample, uint32_t position,
+                                   uint32_t feature, uint32_t stream)
+{
+    uint32_t c[4] = {feature, position, (uint32_t)sample,
+                     (uint32_t)(sample >> 32) ^ ((uint32_t)step << 16) ^ (uint32_t)(step >> 16)};
+    uint32_t k[2] = {(uint32_t)seed ^ stream * 0x85EBCA6Bu, (uint32_t)(seed >> 32) ^ (uint32_t)step};
+    struct tr_philox r = tr_philox4x32(c, k);
+    return (float)(r.v[0] >> 8) * (1.0f / 16777216.0f);   /* 24 bits: exact in a float */
+}
 
 #endif

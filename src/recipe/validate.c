@@ -132,12 +132,14 @@ static void check_data(struct checker *c)
         fail(c, "data.tokenizer.kind", "data.tokenizer: wordpiece needs vocab (a BERT vocab.txt)");
     if (kind == TR_TOK_GPT2_BPE && (!vocab || !merges))
         fail(c, "data.tokenizer.kind", "data.tokenizer: gpt2-bpe needs vocab (encoder.json) and merges (vocab.bpe)");
-    if (kind == TR_TOK_WORDPIECE && merges)
-        fail(c, "data.tokenizer.merges", "data.tokenizer: merges is for gpt2-bpe, not wordpiece");
-    if ((kind == TR_TOK_BYTES || kind == TR_TOK_CHARS || kind == TR_TOK_NONE) && (vocab || merges))
+    if (kind == TR_TOK_CHARS && !vocab)
+        fail(c, "data.tokenizer.kind", "data.tokenizer: chars needs vocab (the characters, one a line)");
+    if ((kind == TR_TOK_WORDPIECE || kind == TR_TOK_CHARS) && merges)
+        fail(c, "data.tokenizer.merges", "data.tokenizer: merges is for gpt2-bpe, not %s",
+             kind == TR_TOK_CHARS ? "chars" : "wordpiece");
+    if ((kind == TR_TOK_BYTES || kind == TR_TOK_NONE) && (vocab || merges))
         fail(c, vocab ? "data.tokenizer.vocab" : "data.tokenizer.merges",
-             "data.tokenizer: %s takes no vocab or merges files",
-             kind == TR_TOK_NONE ? "none" : kind == TR_TOK_BYTES ? "bytes" : "chars");
+             "data.tokenizer: %s takes no vocab or merges files", kind == TR_TOK_NONE ? "none" : "bytes");
 }
 
 static void check_train(struct checker *c)

@@ -1,0 +1,32 @@
+#!/bin/sh
+# recipes/bert-small.yaml's model (or gpt-small's) one training step, forward + backward:
+# trainrun's engine (bench/transformer) against PyTorch 1.13 (bench/transformer.py), same
+# threads, interleaved round by round; time per step and each process's peak resident memory.
+#   bench/run-transformer.sh [THREADS] [ROUNDS] [bert|gpt] [B] [S]   (from the build folder,
+#   after `make bench/transformer`)
+set -eu
+threads=${1:-$(nproc)}
+rounds=${2:-3}
+arch=${3:-bert}
+batch=${4:-32}
+seq=${5:-64}
+iters=3
+here=$(dirname "$0")
+median() { printf '%s\n' "$@" | sort -n | sed -n "$(( ($# + 1) / 2 ))p"; }
+export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
+# The BLAS kernels trainrun picks for this CPU (src/backend/cpu/blas.c), for PyTorch's BLAS too.
+export OPENBLAS_CORETYPE="${OPENBLAS_CORETYPE:-$(./trainrun --version | sed -n 's/^CPU backend: OpenBLAS \(.*\) kernels.*/\1/p')}"
+echo "threads=$threads blas=$OPENBLAS_CORETYPE rounds=$rounds $arch B=$batch S=$seq $(date -u +%Y-%m-%dT%H:%MZ)"
+ours= theirs= ours_rss= theirs_rss=
+for r in $(seq "$rounds"); do
+  line=$(./bench/transformer "$arch" "$batch" "$seq" $iters)
+  ours="$ours $(echo "$line" | sed 's/.* ms=\([0-9.]*\).*/\1/')"
+  ours_rss=$(echo "$line" | sed 's/.*peak_rss_mib=\([0-9.]*\).*/\1/')
+  line=$(/usr/bin/python3 "$here/transformer.py" "$arch" "$batch" "$seq" $iters "$threads")
+  theirs="$theirs $(echo "$line" | sed 's/.* ms=\([0-9.]*\).*/\1/')"
+  theirs_rss=$(echo "$line" | sed 's/.*peak_rss_mib=\([0-9.]*\).*/\1/')
+done
+echo "$arch: trainrun ms [$ours ] pytorch ms [$theirs ]"
+a=$(median $ours) b=$(median $theirs)
+echo "$arch: trainrun $a ms, pytorch $b ms, ratio $(echo "$a $b" | awk '{printf "%.2f", $1 / $2}');" \
+  "peak RSS trainrun $ours_rss MiB, pytorch $theirs_rss MiB"
