@@ -204,7 +204,7 @@ static void run_dropout(const struct tr_node *n, const struct tr_rng_ctx *rng, s
     gc_run(&a);
 }
 
-/* Each element against the key backend.h gives, drawn here with tr_rng_uniform directly:
+/* Each element against the key backend.h gives, drawn here with tr_rng_uniform4 directly:
  * rank 3 [rows, positions, features], rank 2 [rows, features], rank 4 [rows, positions, a, b]. */
 static void check_dropout_key(int rank, const int64_t *dims)
 {
@@ -219,7 +219,9 @@ static void check_dropout_key(int rank, const int64_t *dims)
     int64_t positions = rank >= 3 ? dims[1] : 1, features = tr_tensor_numel(&x) / dims[0] / positions;
     for (int64_t i = 0; i < tr_tensor_numel(&x); i++) {
         int64_t r = i / (positions * features), pos = i / features % positions, f = i % features;
-        int keep = tr_rng_uniform(rng.seed, rng.step, (uint64_t)ids[r], (uint32_t)pos, (uint32_t)f, 5) >= p;
+        float u[4];
+        tr_rng_uniform4(rng.seed, rng.step, (uint64_t)ids[r], (uint32_t)pos, (uint32_t)(f / 4), 5, u);
+        int keep = u[f % 4] >= p;
         ck_assert_double_eq(F64(y)[i], keep ? F64(x)[i] / (1 - (double)p) : 0);
     }
     gc_free(&x), gc_free(&y);

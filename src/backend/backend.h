@@ -28,9 +28,10 @@
  *   CROSS_ENTROPY   in logits [N, C], targets i32 [N]   out loss [1]: mean over targets ≠ ignore_index (0 if none)
  *   LAYERNORM       in x [.., D], gamma [D], beta [D]   out y, stats f32 [rows, 2] = (mean, 1/σ)
  *   EMBEDDING       in table [V, D], ids i32 [..]       out y [.., D]
- *   DROPOUT         in x                    out y = x·keep/(1−p); keep = uniform(key) ≥ p,
- *                   key = (seed, step, sample id of dim 0's row, position = dim 1 when rank ≥ 3
- *                   else 0, feature = index within the remaining dims, stream)
+ *   DROPOUT         in x                    out y = x·keep/(1−p); keep = uniform ≥ p, feature f's
+ *                   uniform word f mod 4 of tr_rng_uniform4(seed, step, sample id of dim 0's
+ *                   row, position = dim 1 when rank ≥ 3 else 0, group f / 4, stream), f the
+ *                   index within the remaining dims
  *   ATTENTION       in q, k, v [B, H, S, D] (+ mask u8 [B, S]: 1 real token, 0 padding)
  *                   out o [B, H, S, D], lse f32 [B, H, S]; scale = 1/√D (attrs.attention.scale 0);
  *                   causal: key ≤ query; the mask is present when there is a fourth input

@@ -43,4 +43,18 @@ static inline float tr_rng_uniform(uint64_t seed, uint64_t step, uint64_t sample
     return (float)(r.v[0] >> 8) * (1.0f / 16777216.0f);   /* 24 bits: exact in a float */
 }
 
+/* The uniforms of features 4g … 4g + 3 from one Philox call (its four words), for dropout:
+ * feature f's number is word f mod 4 of the call whose counter holds g = f / 4 where
+ * tr_rng_uniform holds the feature. */
+static inline void tr_rng_uniform4(uint64_t seed, uint64_t step, uint64_t sample, uint32_t position,
+                                   uint32_t group, uint32_t stream, float out[4])
+{
+    uint32_t c[4] = {group, position, (uint32_t)sample,
+                     (uint32_t)(sample >> 32) ^ ((uint32_t)step << 16) ^ (uint32_t)(step >> 16)};
+    uint32_t k[2] = {(uint32_t)seed ^ stream * 0x85EBCA6Bu, (uint32_t)(seed >> 32) ^ (uint32_t)step};
+    struct tr_philox r = tr_philox4x32(c, k);
+    for (int w = 0; w < 4; w++)
+        out[w] = (float)(r.v[w] >> 8) * (1.0f / 16777216.0f);
+}
+
 #endif

@@ -35,13 +35,16 @@ static struct dropout_layout dropout_layout_of(const struct tr_tensor *x)
     return l;
 }
 
-/* keep = uniform(seed, step, sample, position, feature, stream) ≥ p */
-static inline bool dropout_keeps(const struct dropout_key *k, int64_t row, int64_t position,
-                                 int64_t feature)
+/* keep[j] = uniform4(seed, step, sample, position, group, stream)[j] ≥ p for the features
+ * 4·group + j: one Philox call draws four features (rng.h). */
+static inline void dropout_keeps4(const struct dropout_key *k, int64_t row, int64_t position, int64_t group,
+                                  bool keep[4])
 {
     uint64_t sample = k->sample_ids ? (uint64_t)k->sample_ids[row] : (uint64_t)row;
-    return tr_rng_uniform(k->seed, k->step, sample, (uint32_t)position, (uint32_t)feature,
-                          k->stream) >= k->p;
+    float u[4];
+    tr_rng_uniform4(k->seed, k->step, sample, (uint32_t)position, (uint32_t)group, k->stream, u);
+    for (int j = 0; j < 4; j++)
+        keep[j] = u[j] >= k->p;
 }
 
 #define TR_KERNEL_BODY "backend/cpu/dropout.inc"
