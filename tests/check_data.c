@@ -1,9 +1,12 @@
 /* Unit tests of src/data/: SHA-256 against the FIPS 180-4 examples, data set definitions,
  * CSV and IDX files (good ones, and broken ones each with the exact sentence expected), the
- * real digits, iris and (when Debian's package is installed) Fashion-MNIST sets, splits and
- * normalisation, and the loader's stream: complete epochs, one order for any thread count,
- * seek, drop_last and the batches a consumer holds. */
+ * real digits, iris, Austen and (when Debian's packages are installed) Fashion-MNIST and
+ * WordNet sets, splits and normalisation; text: TSV and JSON Lines samples tokenised with
+ * [CLS]/[SEP] and cut, language-model windows, lines: ranges and lists of files, prepare
+ * scripts run once and cached; and the loader's stream: complete epochs, one order for any
+ * thread count, seek, drop_last and the batches a consumer holds. */
 #include "runner.h"
+#include <stdarg.h>
 #include <stdint.h>
 #include <math.h>
 #include <zlib.h>
@@ -398,8 +401,8 @@ static const struct { const char *yaml, *line; } bad_definitions[] = {
      "dataset.yaml:3:1: unknown key 'nomalize'; did you mean 'normalize'?"},
     {"format: csv\nsource: d.csv\nsplit: {valid: 0.1, tset: 0.2}\n",
      "dataset.yaml:3:21: unknown key 'split.tset'; did you mean 'split.test'?"},
-    {"source: d.csv\n", "dataset.yaml:1:1: format: missing; csv or idx"},
-    {"format: tsv\nsource: d.csv\n", "dataset.yaml:1:9: format: expected one of csv, idx, got 'tsv'"},
+    {"source: d.csv\n", "dataset.yaml:1:1: format: missing; csv, tsv, jsonl, text or idx"},
+    {"format: bin\nsource: d.csv\n", "dataset.yaml:1:9: format: expected one of csv, tsv, jsonl, text, idx, got 'bin'"},
     {"format: csv\n", "dataset.yaml:1:1: no data: give source: (one file, split by split:) or train:"},
     {"format: csv\nsource: d.csv\ntrain: {source: d.csv}\n",
      "dataset.yaml:1:1: give either source: (one file, split by split:) or train: (a file a split), not both"},
@@ -433,6 +436,68 @@ static const struct { const char *yaml, *line; } bad_definitions[] = {
     {"", "dataset.yaml: the definition is empty"},
     {"format: csv\nsource: d.csv\nsplit: {valid: 2, test: 1}\n",
      "dataset.yaml:3:8: split: 2 valid and 1 test samples leave none of 3 to train on"},
+    /* Keys that mean nothing for the format. */
+    {"format: idx\ntrain: {images: {source: i}, labels: {source: l}}\nlabel: x\n",
+     "dataset.yaml:3:8: label: is for csv, tsv and jsonl data sets, not idx"},
+    {"format: text\nsource: d.csv\nlabel: x\n", "dataset.yaml:3:8: label: is for csv, tsv and jsonl data sets, not text"},
+    {"format: csv\nsource: d.csv\ntokenizer: {kind: bytes}\n",
+     "dataset.yaml:3:12: tokenizer: is for tsv, jsonl and text data sets, not csv"},
+    {"format: text\nsource: d.csv\nsplit: {valid: 0.1}\n",
+     "dataset.yaml:3:8: split: is for csv, tsv, jsonl and idx data sets, not text"},
+    {"format: text\nsource: d.csv\nnormalize: standardize\n",
+     "dataset.yaml:3:12: normalize: is for csv and idx data sets, not text"},
+    {"format: csv\ntrain: [{source: d.csv}]\n",
+     "dataset.yaml:2:8: train: a list of files is for tsv, jsonl and text data sets, not csv"},
+    {"format: tsv\ntrain: {images: {source: i}, labels: {source: l}}\ntext: t\nlabel: l\nnum_classes: 2\n",
+     "dataset.yaml:1:1: train: images: and labels: are for idx data sets"},
+    /* tsv and jsonl name their fields and classes. */
+    {"format: tsv\nsource: d.csv\nlabel: l\nnum_classes: 2\n",
+     "dataset.yaml:1:1: text: missing; name the field that holds each sample's text"},
+    {"format: jsonl\nsource: d.csv\ntext: t\nnum_classes: 2\n",
+     "dataset.yaml:1:1: label: missing; name the field that holds each sample's class"},
+    {"format: tsv\nsource: d.csv\ntext: t\nlabel: l\n",
+     "dataset.yaml:1:1: class_names: missing; a tsv data set's labels are names from this list (or class "
+     "numbers below num_classes)"},
+    {"format: jsonl\nsource: d.csv\ntext: t\nlabel: t\nnum_classes: 2\n",
+     "dataset.yaml:4:8: label: 't' is the text: field too; a sample's class is another field"},
+    {"format: tsv\nsource: d.csv\ntext: t\nlabel: l\nnum_classes: 2\nheader: none\n",
+     "dataset.yaml:6:9: header: a tsv file's first line names its fields; header: names is the only choice"},
+    /* Lists of files and lines: ranges. */
+    {"format: text\ntrain: []\n", "dataset.yaml:2:8: train: an empty list; name at least one file"},
+    {"format: text\ntrain: [{lines: [1, 2]}]\n", "dataset.yaml:2:9: train[0].source: missing"},
+    {"format: text\ntrain: [{source: d.csv, lnes: [1, 2]}]\n",
+     "dataset.yaml:2:25: unknown key 'train[0].lnes'; did you mean 'train[0].lines'?"},
+    {"format: text\ntrain: {source: d.csv, lines: [3, 2]}\n", "dataset.yaml:2:31: lines: [3, 2] ends before it starts"},
+    {"format: text\ntrain: {source: d.csv, lines: 3}\n",
+     "dataset.yaml:2:31: lines: expected [first, last], line numbers from 1, both ends read"},
+    {"format: text\ntrain: {source: d.csv, lines: [0, 2]}\n",
+     "dataset.yaml:2:32: lines: '0' is not a whole number from 1 to 9223372036854775807"},
+    {"format: tsv\ntrain: {source: d.csv, lines: [1, 2]}\ntext: t\nlabel: l\nnum_classes: 2\n",
+     "dataset.yaml:2:31: lines: is for text and jsonl data sets, not tsv (a tsv file's first line is its header)"},
+    {"format: text\ntrain: {source: d.csv, lines: [1, 9]}\ntokenizer: {kind: bytes}\n",
+     "dataset.yaml:2:31: lines: [1, 9], but {dir}/d.csv has 3 lines"},
+    /* prepare: and tokenizer:. */
+    {"format: text\nsource: d.csv\nprepare: /bin/true\n",
+     "dataset.yaml:3:10: prepare: expected the name of a script in the definition's folder, got '/bin/true'"},
+    {"format: text\nsource: d.csv\nprepare: ../x\n",
+     "dataset.yaml:3:10: prepare: expected the name of a script in the definition's folder, got '../x'"},
+    {"format: text\nsource: d.csv\nprepare: make.sh\n",
+     "dataset.yaml:3:10: prepare: cannot read the script {dir}/make.sh: No such file or directory"},
+    {"format: text\nsource: d.csv\ntokenizer: {kind: wordpiece}\n",
+     "dataset.yaml:3:12: tokenizer: wordpiece needs vocab (a BERT vocab.txt)"},
+    {"format: text\nsource: d.csv\ntokenizer: {kind: gpt2-bpe, vocab: e.json}\n",
+     "dataset.yaml:3:12: tokenizer: gpt2-bpe needs vocab (encoder.json) and merges (vocab.bpe)"},
+    {"format: text\nsource: d.csv\ntokenizer: {kind: bytes, vocab: v.txt}\n",
+     "dataset.yaml:3:12: tokenizer: bytes takes no vocab file"},
+    {"format: text\nsource: d.csv\ntokenizer: {kind: sentencepiece}\n",
+     "dataset.yaml:3:19: tokenizer.kind: expected one of bytes, chars, wordpiece, gpt2-bpe, got 'sentencepiece'"},
+    {"format: text\nsource: d.csv\ntokenizer: {vocab: v.txt}\n",
+     "dataset.yaml:3:12: tokenizer.kind: missing; bytes, chars, wordpiece or gpt2-bpe"},
+    {"format: text\nsource: d.csv\ntokenizer: {kind: bytes, lowercase: maybe}\n",
+     "dataset.yaml:3:37: tokenizer.lowercase: expected true or false, got 'maybe'"},
+    {"format: text\nsource: d.csv\n",
+     "dataset.yaml: tokenizer: missing; text data is read through one (bytes, chars, wordpiece or gpt2-bpe), "
+     "named here or by a recipe's data.tokenizer"},
 };
 
 START_TEST(definition_errors)
@@ -441,7 +506,7 @@ START_TEST(definition_errors)
     free(unit_write_in(dir, "d.csv", "1,0\n2,1\n3,0\n"));
     struct tr_data d;
     ck_assert_int_ne(load_yaml(dir, bad_definitions[_i].yaml, &d, &text), 0);
-    char *want = tr_strdup_printf("%s/%s\n", dir, bad_definitions[_i].line);
+    char *want = expected_line(dir, bad_definitions[_i].line);
     ck_assert_str_eq(text, want);
     free(want);
     free(text);
@@ -712,7 +777,7 @@ START_TEST(unknown_dataset_lists_the_known_ones)
     char *text;
     ck_assert_int_eq(load_named("digts", &d, &text), TR_EINVAL);
     ck_assert_msg(strstr(text, "r.yaml:2:17: data.dataset: no data set 'digts' (no ") != NULL, "%s", text);
-    ck_assert_msg(strstr(text, "digits, fashion-mnist, iris\n") != NULL, "%s", text);
+    ck_assert_msg(strstr(text, "austen, digits, fashion-mnist, iris, wordnet-senses\n") != NULL, "%s", text);
     free(text);
 }
 END_TEST
@@ -794,6 +859,476 @@ START_TEST(inline_csv_is_split_like_a_definition)
                            "the file and name its path\n");
     free(text);
     free(csv);
+    unit_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
+/* ---- text data sets --------------------------------------------------------------------------- */
+
+/* A WordPiece vocabulary small enough to read: [PAD] 0, [UNK] 1, [CLS] 2, [SEP] 3, then words. */
+static const char tiny_vocab[] = "[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\ncat\nsat\ndog\n##s\nran\n.\n";
+enum { PAD, UNK, CLS, SEP, THE, CAT, SAT, DOG, S_, RAN, DOT };
+
+/* Token ids of sample i of split s. */
+static void expect_sample(const struct tr_split *s, int64_t i, const int32_t *ids, int64_t n, int32_t label)
+{
+    ck_assert_int_lt(i, s->n);
+    int64_t len = s->offsets[i + 1] - s->offsets[i];
+    ck_assert_msg(len == n, "sample %lld has %lld tokens, expected %lld", (long long)i, (long long)len, (long long)n);
+    ck_assert_mem_eq(s->tokens + s->offsets[i], ids, (size_t)n * sizeof *ids);
+    ck_assert_int_eq(s->y[i], label);
+}
+
+/* Writes dir/datasets/<name>/dataset.yaml and the files its test names (pairs of name, text,
+ * then NULL); returns dir/datasets (caller frees). */
+static char *datasets_in(const char *dir, const char *name, const char *yaml, ...)
+{
+    char *datasets = tr_strdup_printf("%s/datasets", dir), *folder = tr_strdup_printf("%s/%s", datasets, name);
+    ck_assert_int_eq(mkdir(datasets, 0777), 0);
+    ck_assert_int_eq(mkdir(folder, 0777), 0);
+    free(unit_write_in(folder, "dataset.yaml", yaml));
+    va_list ap;
+    va_start(ap, yaml);
+    for (const char *file; (file = va_arg(ap, const char *)) != NULL;)
+        free(unit_write_in(folder, file, va_arg(ap, const char *)));
+    va_end(ap);
+    free(folder);
+    return datasets;
+}
+
+/* The data of a recipe read from datasets (recipe is its YAML); diagnostics in *text. */
+static int load_recipe(const char *datasets, const char *recipe, struct tr_data *d, char **text)
+{
+    struct tr_recipe r;
+    struct tr_diag diag = {0};
+    int rc = tr_recipe_load_string(&r, recipe, strlen(recipe), "r.yaml", NULL, 0, &diag);
+    char *problems = unit_diag_text(&diag);
+    ck_assert_msg(rc == 0, "%s", problems);
+    free(problems);
+    rc = tr_data_load(&r, datasets, d, &diag);
+    *text = unit_diag_text(&diag);
+    tr_diag_free(&diag);
+    tr_recipe_free(&r);
+    return rc;
+}
+
+START_TEST(tsv_reads_texts_and_label_names)
+{
+    char *dir = unit_mkdtemp(), *text;
+    free(unit_write_in(dir, "vocab.txt", tiny_vocab));
+    free(unit_write_in(dir, "t.tsv", "label\ttext\r\nanimal\tThe cat sat.\r\n\naction\tdogs ran\r\n"));
+    free(unit_write_in(dir, "v.tsv", "\xef\xbb\xbftext\tlabel\nthe dog\taction\n"));   /* a byte-order mark */
+    struct tr_data d;
+    int rc = load_yaml(dir, "format: tsv\ntext: text\nlabel: label\nclass_names: [animal, action]\n"
+                            "tokenizer: {kind: wordpiece, vocab: vocab.txt}\n"
+                            "train: {source: t.tsv}\nvalid: {source: v.tsv}\n", &d, &text);
+    ck_assert_msg(rc == 0, "%s", text);
+    ck_assert_int_eq(d.kind, TR_DATA_TEXT_CLASSES);
+    ck_assert_ptr_nonnull(d.tokenizer);
+    ck_assert_int_eq(d.vocab, 11);
+    ck_assert_int_eq(d.pad_id, PAD);
+    ck_assert_int_eq(d.nclasses, 2);
+    ck_assert_str_eq(d.class_names[1], "action");
+    ck_assert_int_eq(d.train.n, 2);
+    ck_assert_ptr_null(d.train.x);
+    expect_sample(&d.train, 0, (const int32_t[]){CLS, THE, CAT, SAT, DOT, SEP}, 6, 0);
+    expect_sample(&d.train, 1, (const int32_t[]){CLS, DOG, S_, RAN, SEP}, 5, 1);
+    ck_assert_int_eq(d.train.ntokens, 11);
+    expect_sample(&d.valid, 0, (const int32_t[]){CLS, THE, DOG, SEP}, 4, 1);
+    ck_assert_int_eq(d.test.n, 0);   /* empty, yet text: tokens and offsets to read */
+    ck_assert_ptr_nonnull(d.test.tokens);
+    ck_assert_int_eq(d.test.offsets[0], 0);
+    tr_data_free(&d);
+    ck_assert_ptr_null(d.tokenizer);
+    free(text);
+    unit_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
+/* JSON Lines through the bytes tokenizer (no [CLS] or [SEP]): escapes decoded, labels by name
+ * or number, lines: ranges, and a list of files joined in order. */
+START_TEST(jsonl_reads_objects)
+{
+    char *dir = unit_mkdtemp(), *text;
+    free(unit_write_in(dir, "a.jsonl", "{\"text\": \"h\\u00e9\", \"label\": \"b\", \"id\": 1}\n"
+                                       "{\"label\": 0, \"text\": \"x\\ty\"}\n"
+                                       "{\"text\": \"zz\", \"label\": \"a\"}\n"));
+    free(unit_write_in(dir, "b.jsonl", "\n{\"text\": \"q\", \"label\": 1}"));
+    struct tr_data d;
+    int rc = load_yaml(dir, "format: jsonl\ntext: text\nlabel: label\nclass_names: [a, b]\n"
+                            "tokenizer: {kind: bytes}\n"
+                            "train: [{source: a.jsonl}, {source: b.jsonl}]\n"
+                            "test: {source: a.jsonl, lines: [2, 3]}\n", &d, &text);
+    ck_assert_msg(rc == 0, "%s", text);
+    ck_assert_int_eq(d.vocab, 256);
+    ck_assert_int_eq(d.pad_id, 0);
+    ck_assert_int_eq(d.train.n, 4);
+    expect_sample(&d.train, 0, (const int32_t[]){'h', 0xc3, 0xa9}, 3, 1);
+    expect_sample(&d.train, 1, (const int32_t[]){'x', '\t', 'y'}, 3, 0);
+    expect_sample(&d.train, 2, (const int32_t[]){'z', 'z'}, 2, 0);
+    expect_sample(&d.train, 3, (const int32_t[]){'q'}, 1, 1);
+    ck_assert_int_eq(d.test.n, 2);
+    expect_sample(&d.test, 0, (const int32_t[]){'x', '\t', 'y'}, 3, 0);
+    expect_sample(&d.test, 1, (const int32_t[]){'z', 'z'}, 2, 0);
+    tr_data_free(&d);
+    free(text);
+    unit_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
+/* One tsv source split like a csv one: disjoint, in file order, the same every time. */
+START_TEST(tsv_one_source_is_split)
+{
+    char *dir = unit_mkdtemp(), *text;
+    char *tsv = tr_strdup("text\tlabel\n");
+    for (int i = 0; i < 20; i++) {   /* sample i: the byte 'A' + i, label i % 3 */
+        char *longer = tr_strdup_printf("%s%c\t%d\n", tsv, 'A' + i, i % 3);
+        free(tsv);
+        tsv = longer;
+    }
+    free(unit_write_in(dir, "d.tsv", tsv));
+    struct tr_data d;
+    int rc = load_yaml(dir, "format: tsv\ntext: text\nlabel: label\nnum_classes: 3\ntokenizer: {kind: bytes}\n"
+                            "source: d.tsv\nsplit: {valid: 4, test: 0.25, seed: 3}\n", &d, &text);
+    ck_assert_msg(rc == 0, "%s", text);
+    ck_assert_int_eq(d.train.n, 11);
+    ck_assert_int_eq(d.valid.n, 4);
+    ck_assert_int_eq(d.test.n, 5);
+    int seen[20] = {0};
+    const struct tr_split *splits[3] = {&d.train, &d.valid, &d.test};
+    for (int s = 0; s < 3; s++) {
+        ck_assert_int_eq(splits[s]->ntokens, splits[s]->n);
+        for (int64_t i = 0; i < splits[s]->n; i++) {
+            int row = splits[s]->tokens[splits[s]->offsets[i]] - 'A';
+            ck_assert(row >= 0 && row < 20 && !seen[row]);
+            seen[row] = 1;
+            ck_assert_int_eq(splits[s]->y[i], row % 3);
+            ck_assert(i == 0 || splits[s]->tokens[i] > splits[s]->tokens[i - 1]);
+        }
+    }
+    tr_data_free(&d);
+    free(text);
+    free(tsv);
+    unit_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
+/* The recipe's tokenizer comes first, its vocabulary found in the datasets folder; samples
+ * are cut to model.max_len with [SEP] kept last. */
+START_TEST(recipe_tokenizer_and_max_len)
+{
+    char *dir = unit_mkdtemp(), *text;
+    char *datasets = datasets_in(dir, "pets", "format: tsv\ntext: text\nlabel: label\nclass_names: [a, b]\n"
+                                 "tokenizer: {kind: bytes}\ntrain: {source: t.tsv}\n",
+                                 "t.tsv", "text\tlabel\nthe cat sat the dog\ta\nthe cat\tb\n", NULL);
+    free(unit_write_in(datasets, "tiny-vocab.txt", tiny_vocab));
+    struct tr_data d;
+    int rc = load_recipe(datasets, "model: {arch: bert, max_len: 4}\ndata: {dataset: pets, tokenizer: "
+                         "{kind: wordpiece, vocab: tiny-vocab.txt}}\n", &d, &text);
+    ck_assert_msg(rc == 0, "%s", text);
+    ck_assert_int_eq(d.vocab, 11);
+    expect_sample(&d.train, 0, (const int32_t[]){CLS, THE, CAT, SEP}, 4, 0);
+    expect_sample(&d.train, 1, (const int32_t[]){CLS, THE, CAT, SEP}, 4, 1);
+    tr_data_free(&d);
+    free(text);
+    /* Without one, the definition's: bytes, cut to 4 with nothing added. (A transformer's recipe
+     * must name its tokenizer: src/recipe/validate.c.) */
+    rc = load_recipe(datasets, "model: {arch: mlp, max_len: 4}\ndata: {dataset: pets}\n", &d, &text);
+    ck_assert_msg(rc == 0, "%s", text);
+    expect_sample(&d.train, 0, (const int32_t[]){'t', 'h', 'e', ' '}, 4, 0);
+    tr_data_free(&d);
+    free(text);
+    free(datasets);
+    unit_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
+START_TEST(text_without_tokenizer)
+{
+    char *dir = unit_mkdtemp(), *text;
+    char *datasets = datasets_in(dir, "prose", "format: text\ntrain: {source: a.txt}\n", "a.txt", "words\n", NULL);
+    struct tr_data d;
+    ck_assert_int_eq(load_recipe(datasets, "model: {arch: mlp}\ndata: {dataset: prose}\n", &d, &text), TR_EINVAL);
+    char *want = tr_strdup_printf("data.tokenizer.kind: none, and %s/prose/dataset.yaml names no tokenizer:; "
+                                  "text data is read through one: set data.tokenizer (bytes, chars, wordpiece "
+                                  "or gpt2-bpe), or tokenizer: in the definition\n", datasets);
+    ck_assert_str_eq(text, want);
+    free(want);
+    free(text);
+    free(datasets);
+    unit_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
+/* Language modelling: a split's files joined (a newline added to one that lacks it), or the
+ * lines it names, as one stream in windows of model.max_len. */
+START_TEST(text_stream_in_windows)
+{
+    char *dir = unit_mkdtemp(), *text;
+    char *datasets = datasets_in(dir, "prose", "format: text\ntokenizer: {kind: bytes}\n"
+                                 "train:\n  - source: a.txt\n  - {source: b.txt}\n"
+                                 "valid: {source: a.txt, lines: [2, 3]}\ntest: {source: a.txt, lines: [3, 3]}\n",
+                                 "a.txt", "one\ntwo\nthree\n", "b.txt", "four", NULL);
+    struct tr_data d;
+    int rc = load_recipe(datasets, "model: {arch: gpt, max_len: 4}\ndata: {dataset: prose, tokenizer: bytes}\n",
+                         &d, &text);
+    ck_assert_msg(rc == 0, "%s", text);
+    ck_assert_int_eq(d.kind, TR_DATA_TEXT_LM);
+    ck_assert_int_eq(d.nclasses, 0);
+    ck_assert_ptr_null(d.class_names[0]);
+    const char *want[3] = {"one\ntwo\nthree\nfour\n", "two\nthree\n", "three\n"};
+    const struct tr_split *splits[3] = {&d.train, &d.valid, &d.test};
+    for (int s = 0; s < 3; s++) {
+        int64_t n = (int64_t)strlen(want[s]);
+        ck_assert_int_eq(splits[s]->ntokens, n);
+        ck_assert_int_eq(splits[s]->window, 4);
+        ck_assert_int_eq(splits[s]->n, (n - 1) / 4);   /* 4, 2, 1 */
+        ck_assert_ptr_null(splits[s]->offsets);
+        ck_assert_ptr_null(splits[s]->y);
+        for (int64_t i = 0; i < n; i++)
+            ck_assert_int_eq(splits[s]->tokens[i], (unsigned char)want[s][i]);
+    }
+    tr_data_free(&d);
+    free(text);
+    /* Too short for one window and its target. */
+    ck_assert_int_ne(load_recipe(datasets, "model: {arch: gpt, max_len: 6}\ndata: {dataset: prose, tokenizer: bytes}\n",
+                                 &d, &text), 0);
+    char *line = tr_strdup_printf("%s/prose/dataset.yaml: test: 6 tokens, too few for one window of "
+                                  "model.max_len 6 tokens and the target after it\n", datasets);
+    ck_assert_str_eq(text, line);
+    free(line);
+    free(text);
+    free(datasets);
+    unit_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
+/* Loading must fail with exactly this one line (placed in the scratch folder); file holds the
+ * data and extra the definition's lines after the format. */
+static void expect_text_error(const char *format, const char *file, const char *extra, const char *line)
+{
+    char *dir = unit_mkdtemp(), *text;
+    free(unit_write_in(dir, "t.txt", file));
+    char *yaml = tr_strdup_printf("format: %s\ntrain: {source: t.txt}\ntokenizer: {kind: bytes}\n%s", format, extra);
+    struct tr_data d;
+    int rc = load_yaml(dir, yaml, &d, &text);
+    char *want = expected_line(dir, line);
+    ck_assert_msg(rc != 0, "loaded, expected: %s", want);
+    ck_assert_str_eq(text, want);
+    ck_assert_ptr_null(d.tokenizer);   /* freed */
+    free(want);
+    free(text);
+    free(yaml);
+    unit_rmtree(dir);
+    free(dir);
+}
+
+static const char tsv_fields[] = "text: text\nlabel: label\nclass_names: [animal, plant]\n";
+static const char jsonl_fields[] = "text: text\nlabel: label\nclass_names: [animal, plant]\n";
+
+START_TEST(text_errors)
+{
+    expect_text_error("tsv", "text\tlabel\ncat\tanimal\nrose\tplnt\n", tsv_fields,
+                      "t.txt:3:6: label 'plnt' is not one of the 2 class_names; did you mean 'plant'?");
+    expect_text_error("tsv", "text\tlabel\ncat\tanimal\tx\n", tsv_fields,
+                      "t.txt:2:1: expected 2 fields (a TAB between fields), found 3");
+    expect_text_error("tsv", "body\tlabel\ncat\tanimal\n", tsv_fields,
+                      "dataset.yaml:4:7: text: {dir}/t.txt has no field named 'text'; its first line names 'body', "
+                      "'label'");
+    expect_text_error("tsv", "text\tlabel\nca\xfft\tanimal\n", tsv_fields,
+                      "t.txt:2:3: invalid UTF-8 (byte 0xff); text data must be UTF-8");
+    expect_text_error("tsv", "text\tlabel\n\tanimal\n", tsv_fields, "t.txt:2:1: the text is empty: no tokens to learn from");
+    expect_text_error("tsv", "text\tlabel\ncat\t5\n", "text: text\nlabel: label\nnum_classes: 2\n",
+                      "t.txt:2:5: label '5' is not a class number from 0 to 1 (the definition names no class_names)");
+    expect_text_error("tsv", "", tsv_fields, "t.txt: the file is empty");
+    expect_text_error("tsv", "text\tlabel\n", tsv_fields, "t.txt: the file holds no samples");
+    expect_text_error("jsonl", "{\"text\": \"a\", \"label\": \"animal\"}\n{\"text\": \"a\"\n", jsonl_fields,
+                      "t.txt:2:12: invalid JSON: '}' expected near end of file");
+    expect_text_error("jsonl", "[1]\n", jsonl_fields, "t.txt:1:1: expected a JSON object, one a line");
+    expect_text_error("jsonl", "{\"label\": \"animal\"}\n", jsonl_fields, "t.txt:1:1: no field 'text'");
+    expect_text_error("jsonl", "{\"text\": 1, \"label\": \"animal\"}\n", jsonl_fields,
+                      "t.txt:1:1: field 'text' is not a string");
+    expect_text_error("jsonl", "{\"text\": \"a\", \"label\": 2}\n", jsonl_fields,
+                      "t.txt:1:1: field 'label' is neither a class name nor a class number from 0 to 1");
+    expect_text_error("jsonl", "{\"text\": \"a\", \"label\": \"fungus\"}\n", jsonl_fields,
+                      "t.txt:1:1: label 'fungus' is not one of the 2 class_names");
+    expect_text_error("text", "ok\nstill ok\n\xe2\x82\n", "", "t.txt:3:1: invalid UTF-8 (byte 0xe2); text data must be UTF-8");
+    expect_text_error("text", "short\n", "",
+                      "dataset.yaml: train: 6 tokens, too few for one window of model.max_len 128 tokens and the "
+                      "target after it");
+}
+END_TEST
+
+/* ---- prepare ----------------------------------------------------------------------------------- */
+
+/* A scratch folder whose definition's prepare script `make` copies src.txt into the prepared
+ * folder, counting its runs in runs.txt; trainrun's cache is made there too. */
+static char *prepared_set(const char *script, char hex[65])
+{
+    char *dir = unit_mkdtemp(), *cache = tr_strdup_printf("%s/cache", dir);
+    setenv("XDG_CACHE_HOME", cache, 1);
+    free(cache);
+    char src[300];
+    for (size_t i = 0; i < sizeof src; i++)
+        src[i] = i % 50 == 49 ? '\n' : (char)('a' + i % 26);
+    char *path = tr_strdup_printf("%s/src.txt", dir);
+    write_bytes(path, src, sizeof src);
+    free(path);
+    tr_sha256_of(src, sizeof src, hex);
+    free(unit_write_in(dir, "make", script));
+    char *yaml = tr_strdup_printf("name: prep\nprepare: make\nformat: text\ntokenizer: {kind: bytes}\n"
+                                  "train: {source: t.txt, sha256: %s}\n", hex);
+    free(unit_write_in(dir, "dataset.yaml", yaml));
+    free(yaml);
+    return dir;
+}
+
+static const char copy_script[] =
+    "here=$(dirname \"$0\")\necho run >>\"$here/runs.txt\"\necho progress\ncp \"$here/src.txt\" \"$1/t.txt\"\n";
+
+static int runs(const char *dir)
+{
+    char *path = tr_strdup_printf("%s/runs.txt", dir);
+    FILE *f = fopen(path, "r");
+    int n = 0;
+    for (int c; f && (c = fgetc(f)) != EOF;)
+        n += c == '\n';
+    if (f)
+        fclose(f);
+    free(path);
+    return n;
+}
+
+static int load_prepared(const char *dir, struct tr_data *d, char **text)
+{
+    char *path = tr_strdup_printf("%s/dataset.yaml", dir);
+    struct tr_diag diag = {0};
+    int rc = tr_data_load_definition(path, d, &diag);
+    *text = unit_diag_text(&diag);
+    tr_diag_free(&diag);
+    free(path);
+    return rc;
+}
+
+START_TEST(prepare_runs_once)
+{
+    char hex[65], *text;
+    char *dir = prepared_set(copy_script, hex);
+    struct tr_data d;
+    ck_assert_msg(load_prepared(dir, &d, &text) == 0, "%s", text);
+    ck_assert_str_eq(text, "");
+    ck_assert_int_eq(runs(dir), 1);
+    ck_assert_int_eq(d.train.ntokens, 300);
+    ck_assert_int_eq(d.train.n, 2);   /* 299 / 128 */
+    tr_data_free(&d);
+    free(text);
+    char *made = tr_strdup_printf("%s/cache/trainrun/datasets/prep/t.txt", dir);
+    ck_assert_int_eq(access(made, R_OK), 0);
+    ck_assert_msg(load_prepared(dir, &d, &text) == 0, "%s", text);
+    ck_assert_int_eq(runs(dir), 1);   /* cached: not run again */
+    tr_data_free(&d);
+    free(text);
+    unit_write(made, "stale");        /* a file unlike its sha256 is made again */
+    ck_assert_msg(load_prepared(dir, &d, &text) == 0, "%s", text);
+    ck_assert_int_eq(runs(dir), 2);
+    ck_assert_int_eq(d.train.ntokens, 300);
+    tr_data_free(&d);
+    free(text);
+    free(made);
+    unit_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
+START_TEST(prepare_failures)
+{
+    char hex[65], *text;
+    char *dir = prepared_set("echo starting\necho 'no WordNet here:' >&2\necho '  install it' >&2\nexit 3\n", hex);
+    struct tr_data d;
+    ck_assert_int_eq(load_prepared(dir, &d, &text), TR_EINVAL);
+    char *want = tr_strdup_printf("%s/dataset.yaml:2:10: prepare: sh %s/make %s/cache/trainrun/datasets/prep "
+                                  "failed (exit status 3): no WordNet here:   install it\n", dir, dir, dir);
+    ck_assert_str_eq(text, want);
+    free(want);
+    free(text);
+    /* It succeeds, but what it makes is not what the definition pins. */
+    free(unit_write_in(dir, "make", "echo other >\"$1/t.txt\"\n"));
+    ck_assert_int_eq(load_prepared(dir, &d, &text), TR_EINVAL);
+    char other[65];
+    tr_sha256_of("other\n", 6, other);
+    want = tr_strdup_printf("%s/cache/trainrun/datasets/prep/t.txt: sha256 mismatch: expected %s "
+                            "(%s/dataset.yaml:5:32), got %s\n"
+                            "%s/dataset.yaml:2:10: prepare: sh %s/make %s/cache/trainrun/datasets/prep ran, but "
+                            "the file above is still missing or unlike its sha256\n",
+                            dir, hex, dir, other, dir, dir, dir);
+    ck_assert_str_eq(text, want);
+    free(want);
+    free(text);
+    unit_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
+/* ---- the shipped text sets ------------------------------------------------------------------- */
+
+/* Austen through the bytes tokenizer: a token a byte, so each split holds the bytes that
+ * datasets/austen/dataset.yaml counts (five novels; Persuasion's two volumes). */
+START_TEST(austen_loads)
+{
+    struct tr_data d;
+    char *text;
+    int rc = load_recipe(datasets_dir(), "model: {arch: gpt, max_len: 128}\n"
+                         "data: {dataset: austen, tokenizer: {kind: bytes}}\n", &d, &text);
+    ck_assert_msg(rc == 0, "%s", text);
+    free(text);
+    ck_assert_str_eq(d.name, "austen");
+    ck_assert_int_eq(d.kind, TR_DATA_TEXT_LM);
+    ck_assert_int_eq(d.vocab, 256);
+    ck_assert_int_eq(d.train.ntokens, 3558175);
+    ck_assert_int_eq(d.valid.ntokens, 215529);
+    ck_assert_int_eq(d.test.ntokens, 251325);
+    ck_assert_int_eq(d.train.n, (3558175 - 1) / 128);
+    ck_assert_int_eq(d.valid.window, 128);
+    static const int32_t start[] = {'S', 'E', 'N', 'S', 'E'};
+    ck_assert_mem_eq(d.train.tokens, start, sizeof start);
+    tr_data_free(&d);
+}
+END_TEST
+
+/* WordNet senses, prepared from Debian's wordnet-base into a scratch cache (about 3 s). */
+START_TEST(wordnet_senses_loads)
+{
+    if (access("/usr/share/wordnet/data.noun", R_OK) != 0) {
+        printf("wordnet_senses_loads: skipped; apt-get install wordnet-base to run it\n");
+        return;
+    }
+    char *dir = unit_mkdtemp(), *cache = tr_strdup_printf("%s/cache", dir), *text;
+    setenv("XDG_CACHE_HOME", cache, 1);
+    struct tr_data d;
+    int rc = load_recipe(datasets_dir(), "model: {arch: bert, max_len: 64}\n"
+                         "data: {dataset: wordnet-senses, tokenizer: {kind: bytes}}\n", &d, &text);
+    ck_assert_msg(rc == 0, "%s", text);
+    free(text);
+    ck_assert_int_eq(d.kind, TR_DATA_TEXT_CLASSES);
+    ck_assert_int_eq(d.train.n, 93371);
+    ck_assert_int_eq(d.valid.n, 11800);
+    ck_assert_int_eq(d.test.n, 11871);
+    ck_assert_int_eq(d.nclasses, 45);
+    ck_assert_str_eq(d.class_names[5], "noun.animal");
+    int64_t longest = 0;
+    for (int64_t i = 0; i < d.train.n; i++)
+        if (d.train.offsets[i + 1] - d.train.offsets[i] > longest)
+            longest = d.train.offsets[i + 1] - d.train.offsets[i];
+    ck_assert_int_eq(longest, 64);   /* glosses run to 505 bytes: cut */
+    tr_data_free(&d);
+    free(cache);
     unit_rmtree(dir);
     free(dir);
 }
@@ -1052,7 +1587,21 @@ static Suite *data_suite(void)
     tcase_add_test(tc, iris_loads_standardized);
     tcase_add_test(tc, unknown_dataset_lists_the_known_ones);
     tcase_add_test(tc, fashion_mnist_loads);
+    tcase_add_test(tc, austen_loads);
+    tcase_add_test(tc, wordnet_senses_loads);
     tcase_set_timeout(tc, 120);   /* Fashion-MNIST under the sanitizers */
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("text");
+    tcase_add_test(tc, tsv_reads_texts_and_label_names);
+    tcase_add_test(tc, jsonl_reads_objects);
+    tcase_add_test(tc, tsv_one_source_is_split);
+    tcase_add_test(tc, recipe_tokenizer_and_max_len);
+    tcase_add_test(tc, text_without_tokenizer);
+    tcase_add_test(tc, text_stream_in_windows);
+    tcase_add_test(tc, text_errors);
+    tcase_add_test(tc, prepare_runs_once);
+    tcase_add_test(tc, prepare_failures);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("loader");

@@ -37,7 +37,10 @@ echo "killed $kills times; $(grep -c '^resuming' "$dir/log.txt") resumes logged"
 # SIGTERM: the step in progress finishes, a checkpoint is written, exit 130, resume finishes.
 "$TRAINRUN" "$recipe" report.dir="$scratch/c" train.checkpoint_every=0 data.num_workers=0 >"$scratch/c.out" 2>&1 &
 pid=$!
-sleep 0.5
+for i in $(seq 500); do   # until training has begun: a signal during start-up is not this test's
+  [ -s "$(ls -d "$scratch"/c/mlp/2* 2>/dev/null | head -n 1)/metrics.jsonl" ] && break
+  sleep 0.01
+done
 kill -TERM "$pid"
 wait "$pid"
 rc=$?

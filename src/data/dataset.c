@@ -1,20 +1,29 @@
 /* From a recipe's data section to struct tr_data (dataset.h): find the definition (a named
- * dataset.yaml, or the recipe's inline CSV files), read its tables (files.c), cut the
+ * dataset.yaml, or the recipe's inline CSV files), run its prepare script when its files are
+ * missing or stale, read its tables (files.c), tokenising text as it is read, cut the
  * validation and test sets from the train pool with the definition's own split seed, and
  * normalise every split with statistics of the train split alone. */
 #include "data/dataset.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "data/definition.h"
 #include "data/files.h"
 #include "data/shuffle.h"
+#include "data/tokenizer.h"
 #include "recipe/schema.h"
+
+extern char **environ;
 
 /* Inline data sets are cut like a definition's defaults (datasets/digits/dataset.yaml). */
 #define INLINE_VALID 0.1
@@ -30,21 +39,29 @@ int64_t tr_split_features(const struct tr_split *s)
 
 /* ---- reading the tables ------------------------------------------------------------------ */
 
+/* The package to name when a file is missing: not when prepare makes the files, since the
+ * package then holds what prepare reads, and prepare names it itself. */
+static const char *package_of(const struct tr_data_def *def)
+{
+    return def->prepare ? NULL : def->package;
+}
+
 static int read_table(const struct tr_data_def *def, const struct tr_data_source *src, struct tr_table *t,
                       struct tr_diag *diag)
 {
     unsigned char *data = NULL, *labels = NULL;
     size_t data_len = 0, labels_len = 0;
-    int rc = tr_data_read(&src->data, def->package, &data, &data_len, diag);
+    const struct tr_data_file *f = &src->files[0];
+    int rc = tr_data_read(f, package_of(def), &data, &data_len, diag);
     if (!rc && def->format == TR_FMT_IDX)
-        rc = tr_data_read(&src->labels, def->package, &labels, &labels_len, diag);
+        rc = tr_data_read(&src->labels, package_of(def), &labels, &labels_len, diag);
     if (!rc && def->format == TR_FMT_IDX)
-        rc = tr_idx_parse(src->data.path, data, data_len, src->labels.path, labels, labels_len,
-                          def->nclasses, t, diag);
+        rc = tr_idx_parse(f->path, data, data_len, src->labels.path, labels, labels_len, def->nclasses, t,
+                          diag);
     else if (!rc) {
         struct tr_csv_options o = {.header = def->header, .label = def->label, .label_at = def->label_at,
                                    .nclasses = def->nclasses};
-        rc = tr_csv_parse(src->data.path, (const char *)data, data_len, &o, t, diag);
+        rc = tr_csv_parse(f->path, (const char *)data, data_len, &o, t, diag);
     }
     free(data);
     free(labels);
@@ -99,10 +116,38 @@ static void set_shape(struct tr_split *s, const struct tr_data_def *def, const s
     memcpy(s->dims, def->shape_rank ? def->shape : t->dims, sizeof s->dims);
 }
 
+/* Split s gets the token sequences and labels ids[0..n) of a text table, in that order. */
+static int take_text_rows(const struct tr_table *t, const int64_t *ids, int64_t n, struct tr_split *s,
+                          struct tr_diag *diag)
+{
+    int64_t total = 0;
+    for (int64_t i = 0; i < n; i++)
+        total += t->offsets[ids[i] + 1] - t->offsets[ids[i]];
+    s->n = n;
+    s->ntokens = total;
+    s->tokens = malloc((size_t)(total ? total : 1) * sizeof(int32_t));
+    s->offsets = malloc((size_t)(n + 1) * sizeof(int64_t));
+    s->y = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+    if (!s->tokens || !s->offsets || !s->y) {
+        tr_diag_add(diag, (struct tr_where){0}, "out of memory splitting the data (%lld tokens)", (long long)total);
+        return TR_ENOMEM;
+    }
+    s->offsets[0] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t from = t->offsets[ids[i]], len = t->offsets[ids[i] + 1] - from;
+        memcpy(s->tokens + s->offsets[i], t->tokens + from, (size_t)len * sizeof(int32_t));
+        s->offsets[i + 1] = s->offsets[i] + len;
+        s->y[i] = t->y[ids[i]];
+    }
+    return 0;
+}
+
 /* Split s gets rows ids[0..n) of t, in that order. */
 static int take_rows(const struct tr_table *t, const int64_t *ids, int64_t n, struct tr_split *s,
                      struct tr_diag *diag)
 {
+    if (t->offsets)
+        return take_text_rows(t, ids, n, s, diag);
     s->n = n;
     if (!n)
         return 0;
@@ -127,8 +172,13 @@ static void adopt(struct tr_table *t, struct tr_split *s)
     s->n = t->n;
     s->x = t->x;
     s->y = t->y;
+    s->tokens = t->tokens;
+    s->offsets = t->offsets;
+    s->ntokens = t->ntokens;
     t->x = NULL;
     t->y = NULL;
+    t->tokens = NULL;
+    t->offsets = NULL;
 }
 
 /* Cuts test (first) and valid (next) from the pool's order shuffled by the split seed; the
@@ -234,6 +284,317 @@ static int normalize(const struct tr_data_def *def, struct tr_data *d, struct tr
     return 0;
 }
 
+/* ---- prepare ----------------------------------------------------------------------------- */
+
+#define STDERR_KEPT 1000   /* bytes of a failing script's stderr quoted: its last words */
+
+/* mkdir -p: 0, or the errno of the folder that could not be made. */
+static int make_folders(const char *path)
+{
+    char *p = tr_strdup(path);
+    int err = 0;
+    for (char *at = p + 1; !err; at++) {
+        at = strchr(at, '/');
+        if (at)
+            *at = '\0';
+        if (mkdir(p, 0777) != 0 && errno != EEXIST)
+            err = errno;
+        if (!at)
+            break;
+        *at = '/';
+    }
+    free(p);
+    return err;
+}
+
+/* Everything fd gives until its end, keeping the last STDERR_KEPT bytes, on one line. */
+static char *read_tail(int fd)
+{
+    char buf[2 * STDERR_KEPT + 1];
+    size_t n = 0;
+    for (;;) {
+        if (n == sizeof buf - 1) {   /* keep the newer half */
+            memmove(buf, buf + STDERR_KEPT, STDERR_KEPT);
+            n = STDERR_KEPT;
+        }
+        ssize_t got = read(fd, buf + n, sizeof buf - 1 - n);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            break;
+        n += (size_t)got;
+    }
+    while (n && strchr(" \t\r\n", buf[n - 1]))
+        n--;
+    size_t from = n > STDERR_KEPT ? n - STDERR_KEPT : 0;
+    for (size_t i = from; i < n; i++)
+        if (buf[i] == '\n' || buf[i] == '\r' || buf[i] == '\t')
+            buf[i] = ' ';   /* a diagnostic is one line */
+    buf[n] = '\0';
+    return tr_strdup_printf("%s%s", from ? "…" : "", buf + from);
+}
+
+/* Runs `/bin/sh <prepare> <prepared_dir>` and waits for it. Its stdout is dropped (the data
+ * stage prints nothing); its stderr is quoted when it fails. */
+static int run_prepare(const struct tr_data_def *def, struct tr_diag *diag)
+{
+    int err = make_folders(def->prepared_dir), fds[2] = {-1, -1};
+    if (err || pipe2(fds, O_CLOEXEC) != 0) {
+        tr_diag_add(diag, def->prepare_at, "prepare: cannot %s %s: %s", err ? "create" : "run",
+                    err ? def->prepared_dir : def->prepare, strerror(err ? err : errno));
+        return TR_EIO;
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
+    char *argv[] = {"/bin/sh", def->prepare, def->prepared_dir, NULL};
+    pid_t pid;
+    err = posix_spawn(&pid, "/bin/sh", &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(fds[1]);
+    char *said = err ? NULL : read_tail(fds[0]);
+    close(fds[0]);
+    int status = 0;
+    while (!err && waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            err = errno;
+    int rc = 0;
+    if (err) {
+        tr_diag_add(diag, def->prepare_at, "prepare: cannot run /bin/sh %s: %s", def->prepare, strerror(err));
+        rc = TR_EIO;
+    } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        char how[64];
+        if (WIFEXITED(status))
+            snprintf(how, sizeof how, "exit status %d", WEXITSTATUS(status));
+        else
+            snprintf(how, sizeof how, "killed by signal %d, %s", WTERMSIG(status), strsignal(WTERMSIG(status)));
+        tr_diag_add(diag, def->prepare_at, "prepare: sh %s %s failed (%s)%s%s", def->prepare, def->prepared_dir,
+                    how, *said ? ": " : " and wrote nothing on stderr", said);
+        rc = TR_EINVAL;
+    }
+    free(said);
+    return rc;
+}
+
+/* Whether every file of every split is there and matches its sha256; the first that is not
+ * goes to diag. */
+static bool files_ready(const struct tr_data_def *def, struct tr_diag *diag)
+{
+    const struct tr_data_source *src[4] = {&def->all, &def->train, &def->valid, &def->test};
+    for (int s = 0; s < 4; s++) {
+        for (int i = 0; i < src[s]->nfiles; i++)
+            if (tr_data_check(&src[s]->files[i], NULL, diag))
+                return false;
+        if (src[s]->labels.path && tr_data_check(&src[s]->labels, NULL, diag))
+            return false;
+    }
+    return true;
+}
+
+/* Runs the definition's prepare script when a file is missing or stale, then checks again:
+ * still wrong is a data error. Every load checks, so a second one runs nothing. */
+static int ensure_prepared(const struct tr_data_def *def, struct tr_diag *diag)
+{
+    if (!def->prepare)
+        return 0;
+    struct tr_diag first = {0};
+    bool ready = files_ready(def, &first);
+    tr_diag_free(&first);   /* a missing or stale file is what prepare is for: not an error yet */
+    if (ready)
+        return 0;
+    int rc = run_prepare(def, diag);
+    if (rc)
+        return rc;
+    if (files_ready(def, diag))
+        return 0;
+    tr_diag_add(diag, def->prepare_at, "prepare: sh %s %s ran, but the file above is still missing or "
+                "unlike its sha256", def->prepare, def->prepared_dir);
+    return TR_EINVAL;
+}
+
+/* ---- text -------------------------------------------------------------------------------- */
+
+/* How text is read: the tokenizer (the recipe's, or the definition's) and model.max_len, the
+ * longest classification sample and the language-model window. */
+struct text_setup {
+    int kind;                     /* enum tr_tokenizer_kind; TR_TOK_NONE for features */
+    char *vocab, *merges;         /* owned */
+    bool lowercase;
+    int64_t max_len;
+};
+
+static bool is_text(int format)
+{
+    return format == TR_FMT_TSV || format == TR_FMT_JSONL || format == TR_FMT_TEXT;
+}
+
+static int open_tokenizer(const struct text_setup *ts, struct tr_data *d, struct tr_diag *diag)
+{
+    if (tr_tokenizer_open(&d->tokenizer, ts->kind, ts->vocab, ts->merges, ts->lowercase, diag))
+        return TR_EINVAL;
+    d->vocab = tr_tokenizer_vocab_size(d->tokenizer);
+    int32_t pad = tr_tokenizer_special(d->tokenizer, "[PAD]");
+    d->pad_id = pad >= 0 ? pad : 0;
+    return 0;
+}
+
+/* Tokenises classification samples as tr_text_parse hands them over, into one table. */
+struct text_reader {
+    const struct tr_tokenizer *tok;
+    const char *path;
+    int32_t cls, sep;             /* -1 where the vocabulary has none (bytes, chars, gpt2-bpe) */
+    int64_t max_len;
+    struct tr_ids ids;            /* every sample's tokens so far */
+    int64_t *offsets;             /* n + 1 */
+    int32_t *y;
+    int64_t n, cap;
+};
+
+/* Sample i becomes [CLS] tokens [SEP], cut to max_len with [SEP] kept last: BERT's input. */
+static int take_sample(void *ctx, const struct tr_text_sample *s, struct tr_diag *diag)
+{
+    struct text_reader *r = ctx;
+    size_t start = r->ids.n;
+    if (r->cls >= 0)
+        tr_ids_push(&r->ids, r->cls);
+    char err[256];
+    if (tr_tokenize(r->tok, s->text, s->len, &r->ids, err, sizeof err)) {
+        tr_diag_add(diag, (struct tr_where){.file = r->path, .line = s->line, .col = s->col}, "%s", err);
+        return TR_EINVAL;
+    }
+    if (r->ids.n - start + (r->sep >= 0) > (size_t)r->max_len)
+        r->ids.n = start + (size_t)r->max_len - (r->sep >= 0);
+    if (r->sep >= 0)
+        tr_ids_push(&r->ids, r->sep);
+    if (r->ids.n == start) {
+        tr_diag_add(diag, (struct tr_where){.file = r->path, .line = s->line, .col = s->col},
+                    "the text is empty: no tokens to learn from");
+        return TR_EINVAL;
+    }
+    if (r->n + 1 >= r->cap) {
+        r->cap = r->cap ? 2 * r->cap : 1024;
+        r->offsets = tr_xrealloc(r->offsets, (size_t)(r->cap + 1) * sizeof *r->offsets);
+        r->y = tr_xrealloc(r->y, (size_t)r->cap * sizeof *r->y);
+    }
+    r->y[r->n] = s->label;
+    r->offsets[++r->n] = (int64_t)r->ids.n;
+    return 0;
+}
+
+/* A text file's lines: range, checked to be UTF-8: *text points into *buf (caller frees). */
+static int read_text(const struct tr_data_def *def, const struct tr_data_file *f, unsigned char **buf,
+                     const char **text, size_t *len, int *first_line, struct tr_diag *diag)
+{
+    size_t all;
+    int rc = tr_data_read(f, package_of(def), buf, &all, diag);
+    if (!rc)
+        rc = tr_text_lines(f, (const char *)*buf, all, text, len, first_line, diag);
+    if (!rc && *text == (const char *)*buf && *len >= 3 && !memcmp(*text, "\xef\xbb\xbf", 3))
+        *text += 3, *len -= 3;   /* a byte-order mark, as Windows editors write: not text */
+    return rc ? rc : tr_utf8_check(f->path, *text, *len, *first_line, diag);
+}
+
+/* A tsv or jsonl split: its files, read in order, as one table of token sequences. */
+static int read_text_table(const struct tr_data_def *def, const struct tr_data_source *src,
+                           const struct tr_tokenizer *tok, int64_t max_len, struct tr_table *t,
+                           struct tr_diag *diag)
+{
+    struct text_reader r = {.tok = tok, .cls = tr_tokenizer_special(tok, "[CLS]"),
+                            .sep = tr_tokenizer_special(tok, "[SEP]"), .max_len = max_len};
+    if (max_len <= (r.cls >= 0) + (r.sep >= 0)) {
+        tr_diag_add(diag, (struct tr_where){0}, "model.max_len: %lld leaves no room for text between [CLS] "
+                    "and [SEP]", (long long)max_len);
+        return TR_EINVAL;
+    }
+    struct tr_text_options o = {.format = def->format, .text = def->text, .label = def->label,
+                                .text_at = def->text_at, .label_at = def->label_at,
+                                .class_names = def->class_names, .nclasses = def->nclasses};
+    r.offsets = tr_xmalloc(sizeof *r.offsets);
+    r.offsets[0] = 0;
+    int rc = 0;
+    for (int i = 0; i < src->nfiles && !rc; i++) {
+        unsigned char *buf = NULL;
+        const char *text;
+        size_t len;
+        rc = read_text(def, &src->files[i], &buf, &text, &len, &o.first_line, diag);
+        r.path = src->files[i].path;
+        if (!rc)
+            rc = tr_text_parse(r.path, text, len, &o, take_sample, &r, diag);
+        free(buf);
+    }
+    *t = (struct tr_table){.n = r.n, .tokens = r.ids.v, .offsets = r.offsets, .y = r.y,
+                           .ntokens = (int64_t)r.ids.n, .nclasses = def->nclasses};
+    return rc;
+}
+
+/* A language-model split: its files' text, each ending in a newline (one is added where it
+ * lacks it), tokenised into one stream; GPT-2's <|endoftext|> separates files when its
+ * vocabulary has it, as GPT-2 was trained between documents. */
+static int read_stream(const struct tr_data_def *def, const struct tr_data_source *src,
+                       const struct tr_tokenizer *tok, int kind, struct tr_ids *ids, struct tr_diag *diag)
+{
+    int32_t end_of_text = kind == TR_TOK_GPT2_BPE ? tr_tokenizer_special(tok, "<|endoftext|>") : -1;
+    int rc = 0;
+    for (int i = 0; i < src->nfiles && !rc; i++) {
+        unsigned char *buf = NULL;
+        const char *text;
+        size_t len;
+        int first_line;
+        char err[256];
+        rc = read_text(def, &src->files[i], &buf, &text, &len, &first_line, diag);
+        if (!rc && i && end_of_text >= 0)
+            tr_ids_push(ids, end_of_text);
+        if (!rc && (tr_tokenize(tok, text, len, ids, err, sizeof err) ||
+                    (end_of_text < 0 && len && text[len - 1] != '\n' && tr_tokenize(tok, "\n", 1, ids, err, sizeof err)))) {
+            tr_diag_add(diag, (struct tr_where){.file = src->files[i].path}, "%s", err);
+            rc = TR_EINVAL;
+        }
+        free(buf);
+    }
+    return rc;
+}
+
+/* Language modelling: each split one stream cut into windows of max_len tokens; window i is
+ * tokens[i·window, (i+1)·window] (its inputs and, shifted by one, its targets). */
+static int load_stream(const struct tr_data_def *def, const struct text_setup *ts, struct tr_data *d,
+                       struct tr_diag *diag)
+{
+    const struct tr_data_source *src[3] = {def->all.given ? &def->all : &def->train, &def->valid, &def->test};
+    struct tr_split *to[3] = {&d->train, &d->valid, &d->test};
+    static const char *const names[3] = {"train", "valid", "test"};
+    int rc = 0;
+    for (int s = 0; s < 3 && !rc; s++) {
+        struct tr_ids ids = {0};
+        if (src[s]->given)
+            rc = read_stream(def, src[s], d->tokenizer, ts->kind, &ids, diag);
+        to[s]->tokens = ids.v;
+        to[s]->ntokens = (int64_t)ids.n;
+        to[s]->window = ts->max_len;
+        to[s]->n = ids.n ? ((int64_t)ids.n - 1) / ts->max_len : 0;
+        if (!rc && src[s]->given && to[s]->n == 0) {
+            tr_diag_add(diag, (struct tr_where){.file = def->file}, "%s: %lld tokens, too few for one window "
+                        "of model.max_len %lld tokens and the target after it", names[s], (long long)ids.n,
+                        (long long)ts->max_len);
+            rc = TR_EINVAL;
+        }
+    }
+    return rc;
+}
+
+/* Text splits hold tokens even when empty, so that a reader tells text from features by them. */
+static void text_splits_complete(struct tr_data *d)
+{
+    struct tr_split *splits[3] = {&d->train, &d->valid, &d->test};
+    for (int s = 0; s < 3; s++) {
+        if (!splits[s]->tokens)
+            splits[s]->tokens = tr_xcalloc(1, sizeof *splits[s]->tokens);
+        if (d->kind == TR_DATA_TEXT_CLASSES && !splits[s]->offsets)
+            splits[s]->offsets = tr_xcalloc(1, sizeof *splits[s]->offsets);
+    }
+}
+
 /* ---- a definition into data -------------------------------------------------------------- */
 
 static void set_names(const struct tr_data_def *def, const struct tr_table *first, struct tr_data *d)
@@ -267,7 +628,7 @@ static int build(const struct tr_data_def *def, struct tr_table *t, const struct
 {
     const char *paths[3];
     for (int i = 0; i < ntables; i++)
-        paths[i] = src[i]->data.path;
+        paths[i] = src[i]->files[0].path;
     int rc = check_tables(def, t, ntables, paths, diag);
     if (rc)
         return rc;
@@ -297,7 +658,10 @@ static void name_from_path(const char *path, char name[64])
     snprintf(name, 64, "%.*s", (int)(n ? n : strlen(base)), base);
 }
 
-static int load_def(const struct tr_data_def *def, struct tr_data *out, struct tr_diag *diag)
+/* The tables of a csv, idx, tsv or jsonl definition: the pool (one source, or train) and the
+ * valid and test files, built into splits. */
+static int load_tables(const struct tr_data_def *def, const struct text_setup *ts, struct tr_data *out,
+                       struct tr_diag *diag)
 {
     const struct tr_data_source *src[3] = {def->all.given ? &def->all : &def->train};
     int ntables = 1;
@@ -308,13 +672,33 @@ static int load_def(const struct tr_data_def *def, struct tr_data *out, struct t
     struct tr_table t[3] = {{0}};
     int rc = 0;
     for (int i = 0; i < ntables && !rc; i++)
-        rc = read_table(def, src[i], &t[i], diag);
+        rc = is_text(def->format) ? read_text_table(def, src[i], out->tokenizer, ts->max_len, &t[i], diag)
+                                  : read_table(def, src[i], &t[i], diag);
     if (!rc)
         rc = build(def, t, src, ntables, out, diag);
     for (int i = 0; i < ntables; i++)
         tr_table_free(&t[i]);
+    return rc;
+}
+
+static int load_def(const struct tr_data_def *def, const struct text_setup *ts, struct tr_data *out,
+                    struct tr_diag *diag)
+{
+    int rc = ensure_prepared(def, diag);
+    if (!rc && is_text(def->format)) {
+        out->kind = def->format == TR_FMT_TEXT ? TR_DATA_TEXT_LM : TR_DATA_TEXT_CLASSES;
+        rc = open_tokenizer(ts, out, diag);
+    }
+    if (!rc && def->format == TR_FMT_TEXT) {
+        rc = load_stream(def, ts, out, diag);
+        if (!rc)
+            out->class_names = tr_xcalloc(1, sizeof *out->class_names);
+    } else if (!rc)
+        rc = load_tables(def, ts, out, diag);
     if (rc)
         return rc;
+    if (is_text(def->format))
+        text_splits_complete(out);
     if (def->name[0])
         memcpy(out->name, def->name, sizeof out->name);
     else if (def->file) {   /* the folder's name */
@@ -326,13 +710,43 @@ static int load_def(const struct tr_data_def *def, struct tr_data *out, struct t
     return 0;
 }
 
+static void text_setup_free(struct text_setup *ts)
+{
+    free(ts->vocab);
+    free(ts->merges);
+}
+
+/* The definition's own tokenizer, and model.max_len's default: a definition loaded without a
+ * recipe. */
+static int definition_text_setup(const struct tr_data_def *def, struct text_setup *ts, struct tr_diag *diag)
+{
+    *ts = (struct text_setup){.max_len = strtoll(tr_keys[tr_key_find("model.max_len")].def, NULL, 10)};
+    if (!is_text(def->format))
+        return 0;
+    if (def->tokenizer.kind == TR_TOK_NONE) {
+        tr_diag_add(diag, (struct tr_where){.file = def->file}, "tokenizer: missing; text data is read "
+                    "through one (bytes, chars, wordpiece or gpt2-bpe), named here or by a recipe's "
+                    "data.tokenizer");
+        return TR_EINVAL;
+    }
+    ts->kind = def->tokenizer.kind;
+    ts->vocab = def->tokenizer.vocab ? tr_strdup(def->tokenizer.vocab) : NULL;
+    ts->merges = def->tokenizer.merges ? tr_strdup(def->tokenizer.merges) : NULL;
+    ts->lowercase = def->tokenizer.lowercase;
+    return 0;
+}
+
 int tr_data_load_definition(const char *path, struct tr_data *out, struct tr_diag *diag)
 {
     memset(out, 0, sizeof *out);
     struct tr_data_def def;
+    struct text_setup ts = {0};
     int rc = tr_data_def_parse(path, &def, diag);
     if (!rc)
-        rc = load_def(&def, out, diag);
+        rc = definition_text_setup(&def, &ts, diag);
+    if (!rc)
+        rc = load_def(&def, &ts, out, diag);
+    text_setup_free(&ts);
     tr_data_def_free(&def);
     if (rc)
         tr_data_free(out);
@@ -386,12 +800,13 @@ static int inline_source(const struct tr_recipe *r, const char *split, const str
         return TR_EINVAL;
     }
     out->given = true;
-    out->data.path = tr_strdup(path);
+    struct tr_data_file *f = tr_data_source_add(out);
+    f->path = tr_strdup(path);
     if (s->sha256) {
         for (int i = 0; i < 64 && s->sha256[i]; i++)
-            out->data.sha256[i] = (char)(s->sha256[i] >= 'A' && s->sha256[i] <= 'F'
-                                             ? s->sha256[i] - 'A' + 'a' : s->sha256[i]);
-        out->data.pinned_by = tr_strdup_printf("data.%s.sha256", split);
+            f->sha256[i] = (char)(s->sha256[i] >= 'A' && s->sha256[i] <= 'F' ? s->sha256[i] - 'A' + 'a'
+                                                                            : s->sha256[i]);
+        f->pinned_by = tr_strdup_printf("data.%s.sha256", split);
     }
     return 0;
 }
@@ -420,15 +835,8 @@ static int inline_definition(const struct tr_recipe *r, struct tr_data_def *def,
     def->label_at = key_where(r, "data.train.label");
     def->split_valid = def->valid.given ? 0 : INLINE_VALID;
     def->split_test = def->test.given ? 0 : INLINE_TEST;
-    name_from_path(def->train.data.path ? def->train.data.path : "inline", def->name);
+    name_from_path(def->train.nfiles ? def->train.files[0].path : "inline", def->name);
     return rc;
-}
-
-static bool is_folder_name(const char *s)
-{
-    size_t n = strlen(s);
-    return n && n < 64 && s[0] != '.' &&
-           strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n;
 }
 
 static int compare_names(const void *a, const void *b)
@@ -462,6 +870,48 @@ static char *known_datasets(const char *dir)
     return list;
 }
 
+/* A tokenizer file the recipe names: as given when it is there (relative to the current
+ * folder), else in the datasets folder, where the shipped vocabularies live, so that
+ * vocab/bert-base-uncased/vocab.txt works from anywhere. */
+static char *recipe_file(const char *path, const char *dir)
+{
+    if (!path)
+        return NULL;
+    char *in_datasets = tr_strdup_printf("%s/%s", dir, path);
+    if (path[0] != '/' && access(path, F_OK) != 0 && access(in_datasets, F_OK) == 0)
+        return in_datasets;
+    free(in_datasets);   /* absolute, here, or nowhere: the tokenizer names what it cannot read */
+    return tr_strdup(path);
+}
+
+/* The tokenizer text is read with: the recipe's data.tokenizer unless its kind is none, else
+ * the definition's tokenizer:. */
+static int recipe_text_setup(const struct tr_recipe *r, const char *dir, const struct tr_data_def *def,
+                             struct text_setup *ts, struct tr_diag *diag)
+{
+    *ts = (struct text_setup){.max_len = r->model.max_len};
+    if (!is_text(def->format))
+        return 0;
+    if (r->data.tokenizer.kind == TR_TOK_NONE && def->tokenizer.kind == TR_TOK_NONE) {
+        tr_diag_add(diag, key_where(r, "data.tokenizer.kind"), "data.tokenizer.kind: none, and %s names no "
+                    "tokenizer:; text data is read through one: set data.tokenizer (bytes, chars, wordpiece "
+                    "or gpt2-bpe), or tokenizer: in the definition", def->file);
+        return TR_EINVAL;
+    }
+    if (r->data.tokenizer.kind == TR_TOK_NONE) {
+        ts->kind = def->tokenizer.kind;
+        ts->vocab = def->tokenizer.vocab ? tr_strdup(def->tokenizer.vocab) : NULL;
+        ts->merges = def->tokenizer.merges ? tr_strdup(def->tokenizer.merges) : NULL;
+        ts->lowercase = def->tokenizer.lowercase;
+        return 0;
+    }
+    ts->kind = r->data.tokenizer.kind;
+    ts->lowercase = r->data.tokenizer.lowercase;
+    ts->vocab = recipe_file(r->data.tokenizer.vocab, dir);
+    ts->merges = recipe_file(r->data.tokenizer.merges, dir);
+    return 0;
+}
+
 static int load_named(const struct tr_recipe *r, const char *dir, struct tr_data *out, struct tr_diag *diag)
 {
     const char *name = r->data.dataset;
@@ -469,7 +919,7 @@ static int load_named(const struct tr_recipe *r, const char *dir, struct tr_data
     char *path = tr_strdup_printf("%s/%s/dataset.yaml", dir, name);
     struct stat st;
     int rc = 0;
-    if (!is_folder_name(name) || stat(path, &st) != 0) {
+    if (!tr_data_is_folder_name(name) || stat(path, &st) != 0) {
         char *known = known_datasets(dir);
         tr_diag_add(diag, at, "data.dataset: no data set '%s' (no %s); the data sets in %s: %s", name, path,
                     dir, known);
@@ -484,8 +934,12 @@ static int load_named(const struct tr_recipe *r, const char *dir, struct tr_data
                     "be the same", def.name, name);
         rc = TR_EINVAL;
     }
+    struct text_setup ts = {0};
     if (!rc)
-        rc = load_def(&def, out, diag);
+        rc = recipe_text_setup(r, dir, &def, &ts, diag);
+    if (!rc)
+        rc = load_def(&def, &ts, out, diag);
+    text_setup_free(&ts);
     tr_data_def_free(&def);
     free(path);
     return rc;
@@ -500,9 +954,10 @@ int tr_data_load(const struct tr_recipe *r, const char *datasets_dir, struct tr_
         rc = load_named(r, datasets_dir ? datasets_dir : "datasets", out, diag);
     else if (r->data.train.source) {
         struct tr_data_def def;
+        struct text_setup features = {0};   /* inline data is csv: no tokenizer */
         rc = inline_definition(r, &def, diag);
         if (!rc)
-            rc = load_def(&def, out, diag);
+            rc = load_def(&def, &features, out, diag);
         tr_data_def_free(&def);
     } else {
         tr_diag_add(diag, key_where(r, "data.dataset"), "data: no training data; set data.dataset or "
@@ -518,6 +973,8 @@ static void free_split(struct tr_split *s)
 {
     free(s->x);
     free(s->y);
+    free(s->tokens);
+    free(s->offsets);
 }
 
 void tr_data_free(struct tr_data *d)
@@ -530,5 +987,6 @@ void tr_data_free(struct tr_data *d)
     free(d->class_names);
     free(d->norm.mean);
     free(d->norm.std);
+    tr_tokenizer_free(d->tokenizer);
     memset(d, 0, sizeof *d);
 }

@@ -1,6 +1,7 @@
 /* The data stage (DESIGN.md §5), second in the pipeline: the recipe's data section becomes
  * three in-memory splits of normalised float features and integer labels, read from CSV or IDX
- * files whose decompressed content is checked against the sha256 that the definition pins.
+ * files, or of token ids, read from TSV, JSON Lines or plain text through a tokenizer; every
+ * file's decompressed content is checked against the sha256 that the definition pins.
  * The trainer reads struct tr_data and never the files; the loader (loader.h) batches a split. */
 #ifndef TR_DATASET_H
 #define TR_DATASET_H
@@ -69,39 +70,70 @@ struct tr_data {
 int tr_data_load(const struct tr_recipe *r, const char *datasets_dir, struct tr_data *out,
                  struct tr_diag *diag);
 /* The same from a definition file (dataset.yaml, or any name); relative sources are found
- * beside it. */
+ * beside it. Text is read with the definition's own tokenizer: and model.max_len's default. */
 int tr_data_load_definition(const char *path, struct tr_data *out, struct tr_diag *diag);
 void tr_data_free(struct tr_data *d);
 /* prod(dims): the floats of one sample. */
 int64_t tr_split_features(const struct tr_split *s);
 
-/* dataset.yaml, one mapping (unknown keys are errors, with a "did you mean"):
+/* dataset.yaml, one mapping (unknown keys are errors, with a "did you mean"; so are keys that
+ * mean nothing for the format, such as label: for idx or tokenizer: for csv):
  *
  *   name: digits                    # optional; when loaded by name it must match the folder
  *   description, licence, homepage  # free text for people
  *   package: dataset-fashion-mnist  # the Debian package whose files these are: named when
  *                                   #   a file is missing
- *   format: csv | idx
+ *   prepare: prepare                # a script in the definition's folder that makes the files:
+ *                                   #   run as `/bin/sh <folder>/prepare DIR`, DIR being
+ *                                   #   $XDG_CACHE_HOME/trainrun/datasets/<name> (~/.cache/…
+ *                                   #   when unset), where relative sources are then found; run
+ *                                   #   only when a source is missing or fails its sha256, then
+ *                                   #   checked again. Its stdout is dropped, its stderr quoted
+ *                                   #   when it fails.
+ *   format: csv | tsv | jsonl | text | idx
  *   source: digits.csv.gz           # one file holding every sample, split below; or
  *   sha256: <64 hex>                #   (sha256 always pins the DECOMPRESSED content)
  *   train: {source: …, sha256: …}   # a file a split (csv); for idx each split is
  *   valid: …                        #   {images: {source, sha256}, labels: {source, sha256}}
- *   test: …                         #   (train is then required; valid and test optional)
+ *   test: …                         #   (train is then required; valid and test optional);
+ *                                   #   tsv, jsonl, text: a split may be a list of
+ *                                   #   {source, sha256, lines} read in order and joined, and
+ *                                   #   two splits may name the same file
+ *     lines: [first, last]          # text, jsonl: only these lines of the file (1-based, both
+ *                                   #   read; the file must reach last)
  *   header: auto | none | sklearn | names   # csv; sklearn: `n_samples,n_features,class…`;
- *                                   #   names: one line of column names; auto: guess
- *   label: last | first | <0-based column> | <column name>   # csv; default last
- *   num_classes: 10                 # at least one of these two; they must agree
- *   class_names: [...]
+ *                                   #   names: one line of column names; auto: guess.
+ *                                   #   tsv: always names (its first line names the fields)
+ *   label: last | first | <0-based column> | <column name>   # csv; default last.
+ *                                   #   tsv, jsonl: the field holding the class, a name from
+ *                                   #   class_names (or, with only num_classes, a number)
+ *   text: text                      # tsv, jsonl: the field holding the text
+ *   num_classes: 10                 # at least one of these two (required for tsv, jsonl);
+ *   class_names: [...]              #   they must agree
  *   shape: [1, 8, 8]                # per-sample shape; its product is the feature count
  *                                   #   (default: [features] for csv, [1, rows, cols] for idx)
  *   split: {valid: 0.1, test: 0.2, seed: 0}   # cut from the train pool (or the one source)
  *                                   #   a number < 1 is a fraction of the pool, ≥ 1 a count;
  *                                   #   the pool is shuffled with the split's own seed
  *                                   #   (splitmix64 + Fisher–Yates, shuffle.h), never the
- *                                   #   recipe's: every run sees the same test set
- *   normalize: none | standardize | {scale: 16}
+ *                                   #   recipe's: every run sees the same test set. Not text.
+ *   normalize: none | standardize | {scale: 16}   # csv, idx
+ *   tokenizer: {kind: wordpiece, vocab: vocab.txt, merges: …, lowercase: true}
+ *                                   # tsv, jsonl, text: the tokenizer when the recipe's
+ *                                   #   data.tokenizer.kind is none; paths relative to the
+ *                                   #   definition's folder
  *
- * Sources are paths, relative to the definition's folder, or file:// URLs. Every split keeps
- * its samples in file order. */
+ * Sources are paths, relative to the definition's folder (or the prepared folder), or file://
+ * URLs. Every split keeps its samples in file order.
+ *
+ * Text: tsv is a header line of field names, then a sample a line, a TAB between fields, no
+ * quoting; jsonl an object a line (jansson); text is running text. Files must be UTF-8. A
+ * classification sample becomes [CLS] tokens [SEP] (ids from the tokenizer's vocabulary; only
+ * the tokens for one without them), cut to model.max_len with [SEP] kept last. Language
+ * modelling tokenises a split's files, each ending in a newline (one is added where it lacks
+ * it; gpt2-bpe puts <|endoftext|> between files instead), as one stream of ntokens, cut into
+ * n = (ntokens − 1) / model.max_len windows. The recipe's data.tokenizer (unless its kind is
+ * none) comes before the definition's tokenizer:; its relative paths are looked for in the
+ * current folder, then in the datasets folder (vocab/bert-base-uncased/vocab.txt). */
 
 #endif

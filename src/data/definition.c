@@ -1,13 +1,17 @@
 /* dataset.yaml → struct tr_data_def (definition.h). A small walker of its own over libyaml's
  * document tree: the recipe's schema machinery (src/recipe/) describes recipes, not data sets.
- * Every problem is collected with its file:line:col before the definition is refused. */
+ * Every problem is collected with its file:line:col before the definition is refused; sources
+ * are resolved last, once it is known whether a prepare: script makes them. */
 #include "data/definition.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <unistd.h>
 #include <yaml.h>
 
 #include "recipe/recipe.h"
@@ -16,6 +20,13 @@
 #define MAX_DEFINITION_BYTES (1 << 20)   /* a definition is a page of YAML */
 #define MAX_CLASSES (1 << 24)
 
+/* The top-level keys, in the order a definition usually gives them. */
+static const char *const top_keys[] = {
+    "name", "description", "licence", "homepage", "package", "prepare", "format", "source", "sha256",
+    "train", "valid", "test", "header", "text", "label", "num_classes", "class_names", "shape", "split",
+    "normalize", "tokenizer", NULL};
+#define NTOP_KEYS (sizeof top_keys / sizeof top_keys[0] - 1)
+
 struct parser {
     const char *file;
     const char *dir;              /* the definition's folder, "" for the current one */
@@ -23,6 +34,7 @@ struct parser {
     struct tr_diag *diag;
     int errors;
     struct tr_data_def *def;
+    const yaml_node_t *given[NTOP_KEYS];   /* each top-level key's value, once seen */
 };
 
 static struct tr_where where_of(const struct parser *p, const yaml_node_t *n)
@@ -157,7 +169,9 @@ static void walk(struct parser *p, yaml_node_t *map, const char *section, const 
 
 /* ---- files ------------------------------------------------------------------------------- */
 
-static char *resolve(struct parser *p, const yaml_node_t *n, const char *source)
+/* A source as written, less any file:// prefix; it is resolved once the whole definition is
+ * read (resolve_sources), since prepare: decides the folder a relative one is found in. */
+static char *source_path(struct parser *p, const yaml_node_t *n, const char *source)
 {
     if (!strncmp(source, "file://", 7))
         source += 7;
@@ -169,9 +183,7 @@ static char *resolve(struct parser *p, const yaml_node_t *n, const char *source)
         problem(p, n, "source: empty path");
         return NULL;
     }
-    if (source[0] == '/' || !*p->dir)
-        return tr_strdup(source);
-    return tr_strdup_printf("%s/%s", p->dir, source);
+    return tr_strdup(source);
 }
 
 static void set_sha256(struct parser *p, const yaml_node_t *n, struct tr_data_file *f)
@@ -195,6 +207,27 @@ static void set_sha256(struct parser *p, const yaml_node_t *n, struct tr_data_fi
                                     (int)n->start_mark.column + 1);
 }
 
+/* lines: [first, last], 1-based, both read. */
+static void set_lines(struct parser *p, yaml_node_t *n, struct tr_data_file *f)
+{
+    if (n->type != YAML_SEQUENCE_NODE || n->data.sequence.items.top - n->data.sequence.items.start != 2) {
+        problem(p, n, "lines: expected [first, last], line numbers from 1, both ends read");
+        return;
+    }
+    yaml_node_item_t *start = n->data.sequence.items.start;
+    int64_t first, last;
+    if (!whole(p, node_at(p, start[0]), "lines", 1, INT64_MAX, &first) ||
+        !whole(p, node_at(p, start[1]), "lines", 1, INT64_MAX, &last))
+        return;
+    if (first > last) {
+        problem(p, n, "lines: [%lld, %lld] ends before it starts", (long long)first, (long long)last);
+        return;
+    }
+    f->first_line = first;
+    f->last_line = last;
+    f->lines_at = where_of(p, n);
+}
+
 static void on_file_key(struct parser *p, const char *key, yaml_node_t *v, void *ctx)
 {
     struct tr_data_file *f = ctx;
@@ -202,36 +235,72 @@ static void on_file_key(struct parser *p, const char *key, yaml_node_t *v, void 
         set_sha256(p, v, f);
         return;
     }
+    if (!strcmp(key, "lines")) {
+        set_lines(p, v, f);
+        return;
+    }
     const char *s = scalar(p, v, key);
     if (s) {
         free(f->path);
-        f->path = resolve(p, v, s);
+        f->path = source_path(p, v, s);
     }
 }
 
-static const char *const file_keys[] = {"source", "sha256", NULL};
+static const char *const file_keys[] = {"source", "sha256", "lines", NULL};
+
+struct tr_data_file *tr_data_source_add(struct tr_data_source *s)
+{
+    s->files = tr_xrealloc(s->files, ((size_t)s->nfiles + 1) * sizeof *s->files);
+    memset(&s->files[s->nfiles], 0, sizeof *s->files);
+    return &s->files[s->nfiles++];
+}
+
+/* The split's one file: its first, made when the split names none yet. */
+static struct tr_data_file *first_file(struct tr_data_source *s)
+{
+    return s->nfiles ? &s->files[0] : tr_data_source_add(s);
+}
 
 static void on_source_key(struct parser *p, const char *key, yaml_node_t *v, void *ctx)
 {
     struct tr_data_source *src = ctx;
     if (!strcmp(key, "images") || !strcmp(key, "labels")) {
+        static const char *const idx_file_keys[] = {"source", "sha256", NULL};
+        struct tr_data_file *f = !strcmp(key, "images") ? first_file(src) : &src->labels;
+        src->pair = true;
         char section[16];
         snprintf(section, sizeof section, "%s.", key);
-        walk(p, v, section, file_keys, on_file_key, !strcmp(key, "images") ? &src->data : &src->labels);
-        if (!strcmp(key, "images") ? !src->data.path : !src->labels.path)
+        walk(p, v, section, idx_file_keys, on_file_key, f);
+        if (!f->path)
             problem(p, v, "%s: source: missing", key);
     } else {
-        on_file_key(p, key, v, &src->data);
+        on_file_key(p, key, v, first_file(src));
     }
 }
 
+/* A split: one mapping, or (text formats) a list of {source, sha256, lines} read in order. */
 static void parse_source(struct parser *p, const char *split, yaml_node_t *v, struct tr_data_source *src)
 {
-    static const char *const names[] = {"source", "sha256", "images", "labels", NULL};
-    char section[16];
-    snprintf(section, sizeof section, "%s.", split);
+    static const char *const names[] = {"source", "sha256", "lines", "images", "labels", NULL};
+    char section[32];
     src->given = true;
-    walk(p, v, section, names, on_source_key, src);
+    if (v->type != YAML_SEQUENCE_NODE) {
+        snprintf(section, sizeof section, "%s.", split);
+        walk(p, v, section, names, on_source_key, src);
+        return;
+    }
+    src->list_at = where_of(p, v);
+    yaml_node_item_t *start = v->data.sequence.items.start, *top = v->data.sequence.items.top;
+    if (start == top)
+        problem(p, v, "%s: an empty list; name at least one file", split);
+    for (yaml_node_item_t *it = start; it < top; it++) {
+        yaml_node_t *item = node_at(p, *it);
+        struct tr_data_file *f = tr_data_source_add(src);
+        snprintf(section, sizeof section, "%s[%d].", split, (int)(it - start));
+        walk(p, item, section, file_keys, on_file_key, f);
+        if (item->type == YAML_MAPPING_NODE && !f->path)
+            problem(p, item, "%ssource: missing", section);
+    }
 }
 
 /* ---- the other sections ------------------------------------------------------------------ */
@@ -324,6 +393,14 @@ static void parse_class_names(struct parser *p, yaml_node_t *v, struct tr_data_d
                 problem(p, item, "class_names: '%s' is named twice (classes %d and %d)", s, j, i);
     }
     def->class_names = names;
+    def->class_names_at = where_of(p, v);
+}
+
+bool tr_data_is_folder_name(const char *s)
+{
+    size_t n = strlen(s);
+    return n && n < sizeof ((struct tr_data_def *)0)->name && s[0] != '.' &&
+           strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n;
 }
 
 static void parse_name(struct parser *p, yaml_node_t *v, struct tr_data_def *def)
@@ -331,15 +408,11 @@ static void parse_name(struct parser *p, yaml_node_t *v, struct tr_data_def *def
     const char *s = scalar(p, v, "name");
     if (!s)
         return;
-    size_t len = strlen(s);
-    bool ok = len > 0 && len < sizeof def->name && s[0] != '.';
-    for (size_t i = 0; ok && i < len; i++)
-        ok = strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-", s[i]) != NULL;
-    if (!ok)
+    if (!tr_data_is_folder_name(s))
         problem(p, v, "name: '%s' is not a folder name (letters, digits, '.', '_', '-'; under %d characters)",
                 s, (int)sizeof def->name);
     else
-        memcpy(def->name, s, len + 1);
+        strcpy(def->name, s);
 }
 
 static void parse_choice(struct parser *p, yaml_node_t *v, const char *key, const char *const *names,
@@ -360,13 +433,110 @@ static void parse_choice(struct parser *p, yaml_node_t *v, const char *key, cons
     problem(p, v, "%s: expected one of %s, got '%s'", key, list, s);
 }
 
+/* A field or column name (label:, text:), kept with where it was given for later errors. */
+static void parse_field(struct parser *p, yaml_node_t *v, const char *key, char **out, struct tr_where *at)
+{
+    const char *s = scalar(p, v, key);
+    if (s) {
+        *out = tr_strdup(s);
+        *at = where_of(p, v);
+    }
+}
+
+/* prepare: a script in the definition's folder. Only a definition on this machine can name one
+ * (sources from URLs are refused above), so nothing fetched is ever run (DESIGN.md §5). */
+static void parse_prepare(struct parser *p, yaml_node_t *v, struct tr_data_def *def)
+{
+    const char *s = scalar(p, v, "prepare");
+    if (!s)
+        return;
+    def->prepare_at = where_of(p, v);
+    bool up = !strcmp(s, "..") || !strncmp(s, "../", 3) || strstr(s, "/../") ||
+              (strlen(s) >= 3 && !strcmp(s + strlen(s) - 3, "/.."));
+    if (!*s || s[0] == '/' || up) {
+        problem(p, v, "prepare: expected the name of a script in the definition's folder, got '%s'", s);
+        return;
+    }
+    def->prepare = *p->dir ? tr_strdup_printf("%s/%s", p->dir, s) : tr_strdup(s);
+    if (access(def->prepare, R_OK) != 0)
+        problem(p, v, "prepare: cannot read the script %s: %s", def->prepare, strerror(errno));
+}
+
+static bool parse_bool(struct parser *p, const yaml_node_t *n, const char *key, bool *out)
+{
+    static const char *const yes[] = {"true", "yes", "on"}, *const no[] = {"false", "no", "off"};
+    const char *s = scalar(p, n, key);
+    for (int i = 0; s && i < 3; i++)
+        if (!strcasecmp(s, yes[i]) || !strcasecmp(s, no[i])) {
+            *out = !strcasecmp(s, yes[i]);
+            return true;
+        }
+    if (s)
+        problem(p, n, "%s: expected true or false, got '%s'", key, s);
+    return false;
+}
+
+/* A tokenizer file: relative paths are the definition's folder's, like its shipped vocabularies. */
+static char *beside(const struct parser *p, const char *path)
+{
+    return path[0] == '/' || !*p->dir ? tr_strdup(path) : tr_strdup_printf("%s/%s", p->dir, path);
+}
+
+static void on_tokenizer_key(struct parser *p, const char *key, yaml_node_t *v, void *ctx)
+{
+    /* Indexed like enum tr_tokenizer_kind, and named as data.tokenizer.kind names them; none
+     * ("") is what leaving tokenizer: out says. */
+    static const char *const kinds[] = {"", "bytes", "chars", "wordpiece", "gpt2-bpe", NULL};
+    struct tr_data_tokenizer *t = ctx;
+    char name[32];
+    snprintf(name, sizeof name, "tokenizer.%s", key);
+    if (!strcmp(key, "kind"))
+        parse_choice(p, v, name, kinds, &t->kind);
+    else if (!strcmp(key, "lowercase"))
+        parse_bool(p, v, name, &t->lowercase);
+    else {
+        const char *s = scalar(p, v, name);
+        char **path = !strcmp(key, "vocab") ? &t->vocab : &t->merges;
+        if (s && !*s)
+            problem(p, v, "%s: empty path", name);
+        else if (s)
+            *path = beside(p, s);
+    }
+}
+
+/* The files each kind reads, as data.tokenizer checks them (src/recipe/validate.c). */
+static void parse_tokenizer(struct parser *p, yaml_node_t *v, struct tr_data_tokenizer *t)
+{
+    static const char *const names[] = {"kind", "vocab", "merges", "lowercase", NULL};
+    t->lowercase = true;
+    t->at = where_of(p, v);
+    int errors = p->errors;
+    walk(p, v, "tokenizer.", names, on_tokenizer_key, t);
+    if (p->errors > errors)
+        return;
+    if (t->kind == TR_TOK_NONE)
+        problem(p, v, "tokenizer.kind: missing; bytes, chars, wordpiece or gpt2-bpe");
+    else if ((t->kind == TR_TOK_WORDPIECE || t->kind == TR_TOK_CHARS) && !t->vocab)
+        problem(p, v, "tokenizer: %s needs vocab (%s)", t->kind == TR_TOK_CHARS ? "chars" : "wordpiece",
+                t->kind == TR_TOK_CHARS ? "a list of characters" : "a BERT vocab.txt");
+    else if (t->kind == TR_TOK_GPT2_BPE && (!t->vocab || !t->merges))
+        problem(p, v, "tokenizer: gpt2-bpe needs vocab (encoder.json) and merges (vocab.bpe)");
+    else if (t->kind != TR_TOK_GPT2_BPE && t->merges)
+        problem(p, v, "tokenizer: merges is for gpt2-bpe");
+    else if (t->kind == TR_TOK_BYTES && t->vocab)
+        problem(p, v, "tokenizer: bytes takes no vocab file");
+}
+
 static void on_top_key(struct parser *p, const char *key, yaml_node_t *v, void *ctx)
 {
     /* Indexed like enum tr_format and enum tr_csv_header; "" marks formats this reader lacks. */
-    static const char *const formats[] = {"", "csv", "", "", "", "idx", "", NULL};
+    static const char *const formats[] = {"", "csv", "tsv", "jsonl", "text", "idx", "", NULL};
     static const char *const headers[] = {"auto", "none", "sklearn", "names", NULL};
     static const char *const split_keys[] = {"valid", "test", "seed", NULL};
     struct tr_data_def *def = ctx;
+    for (size_t i = 0; i < NTOP_KEYS; i++)
+        if (!strcmp(top_keys[i], key))
+            p->given[i] = v;
     int64_t n;
     if (!strcmp(key, "name"))
         parse_name(p, v, def);
@@ -376,11 +546,13 @@ static void on_top_key(struct parser *p, const char *key, yaml_node_t *v, void *
         const char *s = scalar(p, v, key);
         if (s)
             def->package = tr_strdup(s);
-    } else if (!strcmp(key, "format"))
+    } else if (!strcmp(key, "prepare"))
+        parse_prepare(p, v, def);
+    else if (!strcmp(key, "format"))
         parse_choice(p, v, key, formats, &def->format);
     else if (!strcmp(key, "source") || !strcmp(key, "sha256")) {
         def->all.given = true;
-        on_file_key(p, key, v, &def->all.data);
+        on_file_key(p, key, v, first_file(&def->all));
     } else if (!strcmp(key, "train"))
         parse_source(p, key, v, &def->train);
     else if (!strcmp(key, "valid"))
@@ -389,13 +561,11 @@ static void on_top_key(struct parser *p, const char *key, yaml_node_t *v, void *
         parse_source(p, key, v, &def->test);
     else if (!strcmp(key, "header"))
         parse_choice(p, v, key, headers, &def->header);
-    else if (!strcmp(key, "label")) {
-        const char *s = scalar(p, v, key);
-        if (s) {
-            def->label = tr_strdup(s);
-            def->label_at = where_of(p, v);
-        }
-    } else if (!strcmp(key, "num_classes")) {
+    else if (!strcmp(key, "text"))
+        parse_field(p, v, key, &def->text, &def->text_at);
+    else if (!strcmp(key, "label"))
+        parse_field(p, v, key, &def->label, &def->label_at);
+    else if (!strcmp(key, "num_classes")) {
         if (whole(p, v, key, 1, MAX_CLASSES, &n))
             def->nclasses = (int)n;
     } else if (!strcmp(key, "class_names"))
@@ -407,28 +577,179 @@ static void on_top_key(struct parser *p, const char *key, yaml_node_t *v, void *
         walk(p, v, "split.", split_keys, on_split_key, def);
     } else if (!strcmp(key, "normalize"))
         parse_normalize(p, v, def);
+    else if (!strcmp(key, "tokenizer"))
+        parse_tokenizer(p, v, &def->tokenizer);
 }
 
 /* ---- whole-definition checks ------------------------------------------------------------- */
+
+/* Named as the format: key names them (enum tr_format). */
+static const char *const format_names[] = {"auto", "csv", "tsv", "jsonl", "text", "idx", "bin"};
+
+#define FMT(x) (1u << TR_FMT_##x)
+#define TEXT_FORMATS (FMT(TSV) | FMT(JSONL) | FMT(TEXT))
+
+/* Keys that mean something for some formats only; given for another, they are mistakes. */
+static const struct { const char *key; unsigned formats; } format_keys[] = {
+    {"header", FMT(CSV) | FMT(TSV)},
+    {"text", FMT(TSV) | FMT(JSONL)},
+    {"label", FMT(CSV) | FMT(TSV) | FMT(JSONL)},
+    {"num_classes", FMT(CSV) | FMT(TSV) | FMT(JSONL) | FMT(IDX)},
+    {"class_names", FMT(CSV) | FMT(TSV) | FMT(JSONL) | FMT(IDX)},
+    {"shape", FMT(CSV) | FMT(IDX)},
+    {"normalize", FMT(CSV) | FMT(IDX)},
+    {"split", FMT(CSV) | FMT(TSV) | FMT(JSONL) | FMT(IDX)},
+    {"tokenizer", TEXT_FORMATS},
+};
+
+/* "csv, tsv and jsonl": the formats of mask. */
+static void format_list(unsigned mask, char *out, size_t size)
+{
+    int n = 0, total = 0;
+    for (int f = 0; f < 7; f++)
+        total += (mask >> f) & 1;
+    *out = '\0';
+    for (int f = 0; f < 7; f++)
+        if (mask & (1u << f)) {
+            n++;
+            snprintf(out + strlen(out), size - strlen(out), "%s%s", n == 1 ? "" : n == total ? " and " : ", ",
+                     format_names[f]);
+        }
+}
+
+static const yaml_node_t *given(const struct parser *p, const char *key)
+{
+    for (size_t i = 0; i < NTOP_KEYS; i++)
+        if (!strcmp(top_keys[i], key))
+            return p->given[i];
+    return NULL;
+}
+
+static void check_format_keys(struct parser *p)
+{
+    int format = p->def->format;
+    for (size_t i = 0; i < sizeof format_keys / sizeof format_keys[0]; i++) {
+        const yaml_node_t *v = given(p, format_keys[i].key);
+        if (v && !(format_keys[i].formats & (1u << format))) {
+            char list[64];
+            format_list(format_keys[i].formats, list, sizeof list);
+            problem(p, v, "%s: is for %s data sets, not %s", format_keys[i].key, list, format_names[format]);
+        }
+    }
+}
+
+/* A text split's files: lists, and lines: ranges where a line is a sample or running text. */
+static void check_text_files(struct parser *p, const char *what, const struct tr_data_source *s, int format)
+{
+    if (s->list_at.file && !((1u << format) & TEXT_FORMATS)) {
+        tr_diag_add(p->diag, s->list_at, "%s: a list of files is for tsv, jsonl and text data sets, not %s",
+                    what, format_names[format]);
+        p->errors++;
+    }
+    for (int i = 0; i < s->nfiles; i++)
+        if (s->files[i].lines_at.file && format != TR_FMT_TEXT && format != TR_FMT_JSONL) {
+            tr_diag_add(p->diag, s->files[i].lines_at, "lines: is for text and jsonl data sets, not %s%s",
+                        format_names[format], format == TR_FMT_TSV ? " (a tsv file's first line is its header)"
+                                                                   : "");
+            p->errors++;
+        }
+}
 
 static void check_source(struct parser *p, const yaml_node_t *root, const char *what,
                          const struct tr_data_source *s, int format)
 {
     if (!s->given)
         return;
-    if (format == TR_FMT_IDX && (!s->data.path || !s->labels.path))
+    bool paths = s->nfiles > 0;
+    for (int i = 0; i < s->nfiles; i++)
+        paths = paths && s->files[i].path;
+    if (format == TR_FMT_IDX && (!s->pair || !paths || !s->labels.path))
         problem(p, root, "%s: an idx data set names images: and labels: files", what);
-    else if (format == TR_FMT_CSV && (s->labels.path || !s->data.path))
+    else if (format != TR_FMT_IDX && s->pair)
+        problem(p, root, "%s: images: and labels: are for idx data sets", what);
+    else if (format == TR_FMT_CSV && (s->nfiles != 1 || !paths))
         problem(p, root, "%s: a csv data set names one source: file", what);
+    else if (!paths && !s->list_at.file)   /* a list's items said so themselves */
+        problem(p, root, "%s: source: missing", what);
+    check_text_files(p, what, s, format);
+}
+
+/* tsv and jsonl: which fields hold the text and the label, and what the labels are. */
+static void check_text_fields(struct parser *p, const yaml_node_t *root)
+{
+    struct tr_data_def *def = p->def;
+    const char *format = format_names[def->format];
+    if (!def->text)
+        problem(p, root, "text: missing; name the field that holds each sample's text");
+    if (!def->label)
+        problem(p, root, "label: missing; name the field that holds each sample's class");
+    else if (def->text && !strcmp(def->text, def->label))
+        problem(p, given(p, "label"), "label: '%s' is the text: field too; a sample's class is another field",
+                def->label);
+    if (!def->nclasses)
+        problem(p, root, "class_names: missing; a %s data set's labels are names from this list (or class "
+                         "numbers below num_classes)", format);
+    const yaml_node_t *header = given(p, "header");
+    if (header && def->format == TR_FMT_TSV && def->header != TR_HEADER_NAMES && def->header != TR_HEADER_AUTO)
+        problem(p, header, "header: a tsv file's first line names its fields; header: names is the only choice");
+    def->header = TR_HEADER_NAMES;
+}
+
+/* Where prepare writes: trainrun's cache (DESIGN.md §5), $XDG_CACHE_HOME/trainrun or
+ * ~/.cache/trainrun, then datasets/<name>: an installed datasets/ folder is read-only. */
+static void set_prepared_dir(struct parser *p)
+{
+    struct tr_data_def *def = p->def;
+    const yaml_node_t *at = given(p, "prepare");
+    char name[sizeof def->name] = "", *folder = realpath(*p->dir ? p->dir : ".", NULL);
+    if (def->name[0])
+        strcpy(name, def->name);
+    else if (folder && tr_data_is_folder_name(strrchr(folder, '/') + 1))
+        strcpy(name, strrchr(folder, '/') + 1);
+    free(folder);
+    const char *cache = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (!name[0])
+        problem(p, at, "prepare: give the data set a name: (its prepared folder's name); its folder's name "
+                       "will not do");
+    else if (cache && cache[0] == '/')   /* the XDG spec: a relative path is to be ignored */
+        def->prepared_dir = tr_strdup_printf("%s/trainrun/datasets/%s", cache, name);
+    else if (home && *home)
+        def->prepared_dir = tr_strdup_printf("%s/.cache/trainrun/datasets/%s", home, name);
+    else
+        problem(p, at, "prepare: neither XDG_CACHE_HOME nor HOME is set, so there is no cache folder to "
+                       "prepare the files in");
+}
+
+static void resolve(struct tr_data_file *f, const char *base)
+{
+    if (!f->path || f->path[0] == '/' || !*base)
+        return;
+    char *full = tr_strdup_printf("%s/%s", base, f->path);
+    free(f->path);
+    f->path = full;
+}
+
+/* Relative sources are found beside the definition, or in the prepared folder. */
+static void resolve_sources(struct parser *p)
+{
+    struct tr_data_def *def = p->def;
+    const char *base = def->prepared_dir ? def->prepared_dir : p->dir;
+    struct tr_data_source *all[4] = {&def->all, &def->train, &def->valid, &def->test};
+    for (int s = 0; s < 4; s++) {
+        for (int i = 0; i < all[s]->nfiles; i++)
+            resolve(&all[s]->files[i], base);
+        resolve(&all[s]->labels, base);
+    }
 }
 
 static void check_definition(struct parser *p, const yaml_node_t *root)
 {
     struct tr_data_def *def = p->def;
     if (!def->format) {
-        problem(p, root, "format: missing; csv or idx");
+        problem(p, root, "format: missing; csv, tsv, jsonl, text or idx");
         return;
     }
+    check_format_keys(p);
     if (def->all.given && (def->train.given || def->valid.given || def->test.given))
         problem(p, root, "give either source: (one file, split by split:) or train: (a file a split), "
                          "not both");
@@ -456,8 +777,10 @@ static void check_definition(struct parser *p, const yaml_node_t *root)
         problem(p, root, "class_names names %d classes, num_classes says %d", named, def->nclasses);
     if (named)
         def->nclasses = named;
-    if (def->format == TR_FMT_IDX && (def->label || def->header))
-        problem(p, root, "%s: is for csv data sets", def->label ? "label" : "header");
+    if (def->format == TR_FMT_TSV || def->format == TR_FMT_JSONL)
+        check_text_fields(p, root);
+    if (def->prepare)
+        set_prepared_dir(p);
 }
 
 /* ---- reading ----------------------------------------------------------------------------- */
@@ -510,18 +833,16 @@ int tr_data_def_parse(const char *path, struct tr_data_def *def, struct tr_diag 
     if (slash && slash == path)   /* "/dataset.yaml" */
         strcpy(dir, "/");
     struct parser p = {.file = def->file, .dir = dir, .diag = diag, .def = def};
-    static const char *const keys[] = {
-        "name", "description", "licence", "homepage", "package", "format", "source", "sha256",
-        "train", "valid", "test", "header", "label", "num_classes", "class_names", "shape", "split",
-        "normalize", NULL};
     if (load_document(&p, text, len) == 0) {
         yaml_node_t *root = yaml_document_get_root_node(&p.doc);
         if (!root)
             problem(&p, NULL, "the definition is empty");
         else {
-            walk(&p, root, "", keys, on_top_key, def);
+            walk(&p, root, "", top_keys, on_top_key, def);
             if (!p.errors)
                 check_definition(&p, root);
+            if (!p.errors)
+                resolve_sources(&p);
         }
         yaml_document_delete(&p.doc);
     }
@@ -538,7 +859,9 @@ static void free_file(struct tr_data_file *f)
 
 static void free_source(struct tr_data_source *s)
 {
-    free_file(&s->data);
+    for (int i = 0; i < s->nfiles; i++)
+        free_file(&s->files[i]);
+    free(s->files);
     free_file(&s->labels);
 }
 
@@ -551,6 +874,11 @@ void tr_data_def_free(struct tr_data_def *def)
     free_source(&def->valid);
     free_source(&def->test);
     free(def->label);
+    free(def->text);
+    free(def->prepare);
+    free(def->prepared_dir);
+    free(def->tokenizer.vocab);
+    free(def->tokenizer.merges);
     for (int i = 0; def->class_names && def->class_names[i]; i++)
         free(def->class_names[i]);
     free(def->class_names);

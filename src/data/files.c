@@ -1,6 +1,7 @@
 /* Reading and parsing a data set's files (files.h): zlib reads gzip and plain files alike, the
  * bytes are hashed as they arrive, and the parsers check every count against the buffer before
- * they index it. A file's first error stops its reading: past that, the rest is noise. */
+ * they index it. A file's first error stops its reading: past that, the rest is noise.
+ * Text files (TSV, JSON Lines through jansson) become samples handed to a callback. */
 #include "data/files.h"
 
 #include <errno.h>
@@ -9,9 +10,13 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <jansson.h>
+#include <utf8proc.h>
 #include <zlib.h>
 
 #include "data/sha256.h"
+#include "recipe/recipe.h"
+#include "recipe/units.h"
 
 #define MAX_DATA_BYTES ((size_t)1 << 34)   /* 16 GiB decompressed: past that, a bomb or a mistake */
 #define READ_CHUNK (1u << 24)
@@ -48,17 +53,20 @@ static int cannot_open(const struct tr_data_file *f, const char *package, int er
     return TR_EIO;
 }
 
-/* Reads gz to the end into *buf, hashing; 0, or an error already in diag. */
+/* Reads gz to the end, hashing, into *buf; or, when buf is NULL, hashing each chunk and
+ * dropping it, to check a file without holding it. 0, or an error already in diag. */
 static int read_all(gzFile gz, const char *path, unsigned char **buf, size_t *len, char hex[65],
                     struct tr_diag *diag)
 {
-    size_t cap = 1 << 20, n = 0;
+    size_t cap = 1 << 20, n = 0, total = 0;
     unsigned char *b = malloc(cap);
     if (!b)
         return out_of_memory(diag, path, cap);
     struct tr_sha256 sha;
     tr_sha256_init(&sha);
     for (int got = 1; got > 0;) {
+        if (!buf)
+            n = 0;
         if (n == cap) {
             unsigned char *bigger = cap < MAX_DATA_BYTES ? realloc(b, cap * 2) : NULL;
             if (!bigger) {
@@ -75,6 +83,7 @@ static int read_all(gzFile gz, const char *path, unsigned char **buf, size_t *le
         if (got > 0) {
             tr_sha256_update(&sha, b + n, (size_t)got);
             n += (size_t)got;
+            total += (size_t)got;
         }
     }
     int errnum;
@@ -96,15 +105,18 @@ static int read_all(gzFile gz, const char *path, unsigned char **buf, size_t *le
     unsigned char digest[32];
     tr_sha256_final(&sha, digest);
     tr_sha256_hex(digest, hex);
-    *buf = b;
-    *len = n;
+    if (buf)
+        *buf = b;
+    else
+        free(b);
+    *len = total;
     return 0;
 }
 
-int tr_data_read(const struct tr_data_file *f, const char *package, unsigned char **buf, size_t *len,
-                 struct tr_diag *diag)
+/* Reads f into *buf (or only checks it, buf NULL) and compares its sha256 with the pinned one. */
+static int read_checked(const struct tr_data_file *f, const char *package, unsigned char **buf, size_t *len,
+                        struct tr_diag *diag)
 {
-    *buf = NULL;
     *len = 0;
     errno = 0;
     gzFile gz = gzopen(f->path, "rb");
@@ -118,12 +130,25 @@ int tr_data_read(const struct tr_data_file *f, const char *package, unsigned cha
     if (!rc && f->sha256[0] && strcmp(hex, f->sha256))
         rc = data_error(diag, f->path, 0, 0, "sha256 mismatch: expected %s (%s), got %s", f->sha256,
                         f->pinned_by ? f->pinned_by : "pinned", hex);
-    if (rc) {
+    if (rc && buf) {
         free(*buf);
         *buf = NULL;
         *len = 0;
     }
     return rc;
+}
+
+int tr_data_read(const struct tr_data_file *f, const char *package, unsigned char **buf, size_t *len,
+                 struct tr_diag *diag)
+{
+    *buf = NULL;
+    return read_checked(f, package, buf, len, diag);
+}
+
+int tr_data_check(const struct tr_data_file *f, const char *package, struct tr_diag *diag)
+{
+    size_t len;
+    return read_checked(f, package, NULL, &len, diag);
 }
 
 /* ---- CSV ----------------------------------------------------------------------------------- */
@@ -560,10 +585,241 @@ int tr_idx_parse(const char *images_path, const unsigned char *images, size_t im
     return 0;
 }
 
+/* ---- text ---------------------------------------------------------------------------------- */
+
+/* The offset just past the line that starts at `at` (its '\n' included). */
+static size_t after_line(const char *text, size_t len, size_t at)
+{
+    const char *nl = memchr(text + at, '\n', len - at);
+    return nl ? (size_t)(nl - text) + 1 : len;
+}
+
+int tr_text_lines(const struct tr_data_file *f, const char *text, size_t len, const char **start,
+                  size_t *slice_len, int *first_line, struct tr_diag *diag)
+{
+    *start = text;
+    *slice_len = len;
+    *first_line = 1;
+    if (!f->first_line)
+        return 0;
+    size_t from = 0, to;
+    int64_t line = 1;
+    for (; line < f->first_line && from < len; line++)
+        from = after_line(text, len, from);
+    for (to = from; line <= f->last_line && to < len; line++)
+        to = after_line(text, len, to);
+    if (line - 1 < f->last_line) {   /* the file ended first: line - 1 is its line count */
+        tr_diag_add(diag, f->lines_at, "lines: [%lld, %lld], but %s has %lld lines", (long long)f->first_line,
+                    (long long)f->last_line, f->path, (long long)(line - 1));
+        return TR_EINVAL;
+    }
+    *start = text + from;
+    *slice_len = to - from;
+    *first_line = (int)f->first_line;
+    return 0;
+}
+
+int tr_utf8_check(const char *path, const char *text, size_t len, int first_line, struct tr_diag *diag)
+{
+    const unsigned char *s = (const unsigned char *)text;
+    size_t line_start = 0;
+    int line = first_line;
+    for (size_t i = 0; i < len;) {
+        if (s[i] < 0x80) {   /* ASCII, most of any text: no call */
+            if (s[i++] == '\n')
+                line++, line_start = i;
+            continue;
+        }
+        utf8proc_int32_t code;
+        utf8proc_ssize_t n = utf8proc_iterate(s + i, (utf8proc_ssize_t)(len - i), &code);
+        if (n < 0)
+            return data_error(diag, path, line, (int)(i - line_start) + 1,
+                              "invalid UTF-8 (byte 0x%02x); text data must be UTF-8", s[i]);
+        i += (size_t)n;
+    }
+    return 0;
+}
+
+/* A label, quoted in messages: at most 40 bytes of it. */
+#define LABEL_SHOWN 40
+
+/* The class a label names: its index in class_names, or, with no names, its class number. */
+static int class_of(const char *path, int line, int col, const char *s, size_t n,
+                    const struct tr_text_options *o, int32_t *out, struct tr_diag *diag)
+{
+    int shown = n > LABEL_SHOWN ? LABEL_SHOWN : (int)n;
+    if (!o->class_names) {
+        char buf[16] = "";
+        long v = -1;
+        if (n && n < sizeof buf) {
+            memcpy(buf, s, n);   /* s is not NUL-ended: look only at the copy */
+            buf[n] = '\0';
+            v = strspn(buf, "0123456789") == n ? strtol(buf, NULL, 10) : -1;
+        }
+        if (v < 0 || v >= o->nclasses)
+            return data_error(diag, path, line, col, "label '%.*s' is not a class number from 0 to %d (the "
+                              "definition names no class_names)", shown, s, o->nclasses - 1);
+        *out = (int32_t)v;
+        return 0;
+    }
+    for (int c = 0; o->class_names[c]; c++)
+        if (strlen(o->class_names[c]) == n && !memcmp(o->class_names[c], s, n)) {
+            *out = c;
+            return 0;
+        }
+    char *label = tr_strdup_printf("%.*s", (int)n, s);
+    const char *best = NULL;
+    int best_d = 3;
+    for (int c = 0; o->class_names[c]; c++) {
+        int d = tr_edit_distance(label, o->class_names[c]);
+        if (d < best_d)
+            best = o->class_names[c], best_d = d;
+    }
+    free(label);
+    return data_error(diag, path, line, col, "label '%.*s' is not one of the %d class_names%s%s%s", shown, s,
+                      o->nclasses, best ? "; did you mean '" : "", best ? best : "", best ? "'?" : "");
+}
+
+struct tsv_layout {
+    int ncols;
+    int col[2];   /* of the text, of the label */
+};
+
+/* Splits l at its TABs: returns the field count, with fields col[0] and col[1] in s and n. */
+static int tsv_fields(const struct line *l, const int col[2], const char *s[2], size_t n[2])
+{
+    const char *p = l->s, *end = l->s + l->len;
+    for (int count = 0;; count++) {
+        const char *tab = memchr(p, '\t', (size_t)(end - p));
+        const char *e = tab ? tab : end;
+        for (int k = 0; k < 2; k++)
+            if (count == col[k])
+                s[k] = p, n[k] = (size_t)(e - p);
+        if (!tab)
+            return count + 1;
+        p = tab + 1;
+    }
+}
+
+/* The header line: which columns hold the text and the label. */
+static int tsv_header(const char *path, struct cursor *c, const struct tr_text_options *o,
+                      struct tsv_layout *lay, struct tr_diag *diag)
+{
+    struct line header;
+    if (!next_line(c, &header))
+        return data_error(diag, path, 0, 0, "the file is empty");
+    const char *names[2] = {o->text, o->label};
+    const struct tr_where at[2] = {o->text_at, o->label_at};
+    lay->col[0] = lay->col[1] = -1;
+    lay->ncols = 0;
+    const char *p = header.s, *end = header.s + header.len;
+    char *list = tr_strdup("");
+    for (bool more = true; more; lay->ncols++) {
+        const char *tab = memchr(p, '\t', (size_t)(end - p));
+        const char *e = tab ? tab : end;
+        for (int k = 0; k < 2; k++)
+            if (lay->col[k] < 0 && strlen(names[k]) == (size_t)(e - p) && !memcmp(names[k], p, (size_t)(e - p)))
+                lay->col[k] = lay->ncols;
+        if (strlen(list) < 200) {
+            char *longer = tr_strdup_printf("%s%s'%.*s'", list, *list ? ", " : "", (int)(e - p), p);
+            free(list);
+            list = longer;
+        }
+        more = tab != NULL;
+        p = more ? tab + 1 : end;
+    }
+    int rc = 0;
+    for (int k = 0; k < 2 && !rc; k++)
+        if (lay->col[k] < 0) {
+            tr_diag_add(diag, at[k], "%s: %s has no field named '%s'; its first line names %s%s",
+                        k ? "label" : "text", path, names[k], list, strlen(list) >= 200 ? ", …" : "");
+            rc = TR_EINVAL;
+        }
+    free(list);
+    return rc;
+}
+
+static int tsv_sample(const char *path, const struct line *l, const struct tsv_layout *lay,
+                      const struct tr_text_options *o, tr_text_sample_fn *take, void *ctx, struct tr_diag *diag)
+{
+    const char *s[2] = {NULL, NULL};
+    size_t n[2] = {0, 0};
+    int found = tsv_fields(l, lay->col, s, n);
+    if (found != lay->ncols)
+        return data_error(diag, path, l->number, 1, "expected %d fields (a TAB between fields), found %d",
+                          lay->ncols, found);
+    struct tr_text_sample sample = {.text = s[0], .len = n[0], .line = l->number, .col = (int)(s[0] - l->s) + 1};
+    int rc = class_of(path, l->number, (int)(s[1] - l->s) + 1, s[1], n[1], o, &sample.label, diag);
+    return rc ? rc : take(ctx, &sample, diag);
+}
+
+static int jsonl_label(const char *path, const struct line *l, const json_t *label,
+                       const struct tr_text_options *o, int32_t *out, struct tr_diag *diag)
+{
+    if (json_is_string(label))
+        return class_of(path, l->number, 1, json_string_value(label), json_string_length(label), o, out, diag);
+    json_int_t v = json_is_integer(label) ? json_integer_value(label) : -1;
+    if (!json_is_integer(label) || v < 0 || v >= o->nclasses)
+        return data_error(diag, path, l->number, 1, "field '%s' is neither a class name nor a class number "
+                          "from 0 to %d", o->label, o->nclasses - 1);
+    *out = (int32_t)v;
+    return 0;
+}
+
+static int jsonl_sample(const char *path, const struct line *l, const struct tr_text_options *o,
+                        tr_text_sample_fn *take, void *ctx, struct tr_diag *diag)
+{
+    json_error_t err;
+    json_t *obj = json_loadb(l->s, l->len, JSON_REJECT_DUPLICATES, &err);
+    if (!obj)
+        return data_error(diag, path, l->number, err.column > 0 ? err.column : 1, "invalid JSON: %s", err.text);
+    json_t *text = json_object_get(obj, o->text), *label = json_object_get(obj, o->label);
+    struct tr_text_sample sample = {.line = l->number, .col = 1};
+    int rc;
+    if (!json_is_object(obj))
+        rc = data_error(diag, path, l->number, 1, "expected a JSON object, one a line");
+    else if (!text || !label)
+        rc = data_error(diag, path, l->number, 1, "no field '%s'", text ? o->label : o->text);
+    else if (!json_is_string(text))
+        rc = data_error(diag, path, l->number, 1, "field '%s' is not a string", o->text);
+    else
+        rc = jsonl_label(path, l, label, o, &sample.label, diag);
+    if (!rc) {
+        sample.text = json_string_value(text);
+        sample.len = json_string_length(text);
+        rc = take(ctx, &sample, diag);
+    }
+    json_decref(obj);
+    return rc;
+}
+
+int tr_text_parse(const char *path, const char *text, size_t len, const struct tr_text_options *o,
+                  tr_text_sample_fn *take, void *ctx, struct tr_diag *diag)
+{
+    struct cursor c = {.text = text, .len = len, .number = o->first_line - 1};
+    struct tsv_layout lay = {0};
+    if (o->format == TR_FMT_TSV) {
+        int rc = tsv_header(path, &c, o, &lay, diag);
+        if (rc)
+            return rc;
+    }
+    struct line l;
+    int64_t n = 0;
+    for (; next_line(&c, &l); n++) {
+        int rc = o->format == TR_FMT_TSV ? tsv_sample(path, &l, &lay, o, take, ctx, diag)
+                                         : jsonl_sample(path, &l, o, take, ctx, diag);
+        if (rc)
+            return rc;
+    }
+    return n ? 0 : data_error(diag, path, 0, 0, "the file holds no samples");
+}
+
 void tr_table_free(struct tr_table *t)
 {
     free(t->x);
     free(t->y);
+    free(t->tokens);
+    free(t->offsets);
     free_words(t->class_names);
     memset(t, 0, sizeof *t);
 }

@@ -1,7 +1,8 @@
 /* Reading a data set's files: the decompressed bytes (gzip or plain, through zlib) checked
  * against their pinned sha256, then parsed as CSV or IDX into a table of raw features and
- * labels. Internal to src/data/; dataset.c splits and normalises the tables. Every error names
- * the file, and for CSV the line and column. */
+ * labels, or as TSV or JSON Lines into text samples handed one by one to the caller, who
+ * tokenises them. Internal to src/data/; dataset.c splits and normalises the tables. Every
+ * error names the file, and for CSV and text the line and column. */
 #ifndef TR_DATA_FILES_H
 #define TR_DATA_FILES_H
 
@@ -11,13 +12,17 @@
 #include "core/error.h"
 #include "data/definition.h"
 
-/* What one file (or IDX pair) held: n samples of nfeatures raw floats and their labels. */
+/* What one file (or IDX pair) held: n samples of nfeatures raw floats and their labels; or,
+ * for text classification, n token sequences (tokens[offsets[i], offsets[i+1])) and labels. */
 struct tr_table {
     int64_t n, nfeatures;
     int rank;
     int64_t dims[TR_DATA_RANK_MAX];   /* the file's own per-sample shape */
     float *x;
     int32_t *y;
+    int32_t *tokens;                  /* text: ntokens ids; NULL for features */
+    int64_t *offsets;                 /* text: n + 1 */
+    int64_t ntokens;
     int nclasses;                     /* as the caller fixed it, or from the header, or max + 1 */
     char **class_names;               /* from an sklearn header, NULL-ended; else NULL */
 };
@@ -43,5 +48,46 @@ int tr_idx_parse(const char *images_path, const unsigned char *images, size_t im
                  const char *labels_path, const unsigned char *labels, size_t labels_len, int nclasses,
                  struct tr_table *t, struct tr_diag *diag);
 void tr_table_free(struct tr_table *t);
+
+/* Reads f to the end and checks its sha256 like tr_data_read, keeping none of it: is the file
+ * there and right? */
+int tr_data_check(const struct tr_data_file *f, const char *package, struct tr_diag *diag);
+
+/* The lines f's lines: range names ([first, last], 1-based), or all of text: *start, *len and
+ * *first_line (the file's number of the slice's first line). A range past the file's end is an
+ * error at the definition's lines:. */
+int tr_text_lines(const struct tr_data_file *f, const char *text, size_t len, const char **start,
+                  size_t *slice_len, int *first_line, struct tr_diag *diag);
+
+/* Checks that len bytes of text are UTF-8; the first bad byte is an error at path:line:col
+ * (line counted from first_line, col in bytes). */
+int tr_utf8_check(const char *path, const char *text, size_t len, int first_line, struct tr_diag *diag);
+
+/* One text sample as read: its text (in a buffer that lives for the call only), its class, and
+ * where the text field starts in the file. */
+struct tr_text_sample {
+    const char *text;
+    size_t len;
+    int32_t label;
+    int line, col;
+};
+
+/* Called for each sample in file order; a non-zero return (with its reason in diag) stops. */
+typedef int tr_text_sample_fn(void *ctx, const struct tr_text_sample *s, struct tr_diag *diag);
+
+struct tr_text_options {
+    int format;                       /* TR_FMT_TSV (a header line of field names, a TAB between
+                                       * fields, no quoting) or TR_FMT_JSONL (an object a line) */
+    const char *text, *label;         /* the fields holding the text and the label */
+    struct tr_where text_at, label_at;   /* where the definition names them */
+    char *const *class_names;         /* NULL-ended: labels are these names; NULL: class numbers */
+    int nclasses;
+    int first_line;                   /* the file's number of the first line of text */
+};
+
+/* Parses TSV or JSON Lines text (len bytes; need not end in a NUL or newline) read from path,
+ * handing each sample to take. UTF-8 is the caller's to check (tr_utf8_check). */
+int tr_text_parse(const char *path, const char *text, size_t len, const struct tr_text_options *o,
+                  tr_text_sample_fn *take, void *ctx, struct tr_diag *diag);
 
 #endif

@@ -12,10 +12,9 @@
 #define STD 0.02f   /* BertConfig.initializer_range */
 #define EPS 1e-12f  /* BertConfig.layer_norm_eps */
 
-static int block(struct tr_graph *g, const struct tr_recipe *r, int x, int mask, int layer)
+static int block(struct tr_graph *g, const struct tr_recipe *r, int x, int mask, int layer, float p)
 {
     int64_t D = r->model.hidden, H = r->model.heads, F = r->model.ffn;
-    float p = (float)r->model.dropout;
     char at[96], name[128];
     snprintf(at, sizeof at, "bert.encoder.layer.%d", layer);
     tr_graph_block(g, layer);
@@ -27,13 +26,13 @@ static int block(struct tr_graph *g, const struct tr_recipe *r, int x, int mask,
     }
     int o = tr_tf_merge(g, tr_attention(g, qkv[0], qkv[1], qkv[2], mask, 0), D);
     snprintf(name, sizeof name, "%s.attention.output.dense", at);
-    o = tr_dropout(g, tr_tf_linear(g, o, D, D, STD, name), p, (uint32_t)(4 * layer + 1));
+    o = tr_tf_dropout(g, tr_tf_linear(g, o, D, D, STD, name), p, (uint32_t)(4 * layer + 1));
     snprintf(name, sizeof name, "%s.attention.output.LayerNorm", at);
     int h = tr_tf_layernorm(g, tr_add(g, x, o), D, EPS, name);
     snprintf(name, sizeof name, "%s.intermediate.dense", at);
     int f = tr_tf_gelu(g, r, tr_tf_linear(g, h, D, F, STD, name), 0);
     snprintf(name, sizeof name, "%s.output.dense", at);
-    f = tr_dropout(g, tr_tf_linear(g, f, F, D, STD, name), p, (uint32_t)(4 * layer + 2));
+    f = tr_tf_dropout(g, tr_tf_linear(g, f, F, D, STD, name), p, (uint32_t)(4 * layer + 2));
     snprintf(name, sizeof name, "%s.output.LayerNorm", at);
     int y = tr_tf_layernorm(g, tr_add(g, h, f), D, EPS, name);
     tr_graph_block(g, -1);
@@ -41,10 +40,10 @@ static int block(struct tr_graph *g, const struct tr_recipe *r, int x, int mask,
 }
 
 int tr_bert_build(struct tr_graph *g, const struct tr_recipe *r, const struct tr_model *m, int64_t vocab,
-                  int classes)
+                  int classes, int training)
 {
     int64_t D = r->model.hidden, P = r->model.max_len, types = 2;
-    float p = (float)r->model.dropout;
+    float p = training ? (float)r->model.dropout : 0;
     if (r->model.heads <= 0 || D % r->model.heads)
         return snprintf(g->message, sizeof g->message, "model.hidden %lld is not a multiple of model.heads %lld",
                         (long long)D, (long long)r->model.heads), g->error = -1;
@@ -53,11 +52,11 @@ int tr_bert_build(struct tr_graph *g, const struct tr_recipe *r, const struct tr
     int type = tr_tf_param(g, 2, (int64_t[]){types, D}, STD, 1, "bert.embeddings.token_type_embeddings.weight");
     int x = tr_add(g, tr_add(g, tr_embedding(g, word, m->ids), tr_embedding(g, pos, m->positions)),
                    tr_embedding(g, type, m->segments));
-    x = tr_dropout(g, tr_tf_layernorm(g, x, D, EPS, "bert.embeddings.LayerNorm"), p, 0);
+    x = tr_tf_dropout(g, tr_tf_layernorm(g, x, D, EPS, "bert.embeddings.LayerNorm"), p, 0);
     for (int layer = 0; layer < r->model.layers; layer++)
-        x = block(g, r, x, m->mask, layer);
+        x = block(g, r, x, m->mask, layer, p);
     int first = tr_reshape(g, tr_slice(g, x, 1, 0, 1), 2, (struct tr_dim[]){tr_dim_B(1), tr_dim_const(D)});
     int pooled = tr_tanh(g, tr_tf_linear(g, first, D, D, STD, "bert.pooler.dense"));
-    pooled = tr_dropout(g, pooled, p, 0xFFFFu);
+    pooled = tr_tf_dropout(g, pooled, p, 0xFFFFu);
     return tr_tf_linear(g, pooled, D, classes, STD, "classifier");
 }

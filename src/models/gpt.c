@@ -13,10 +13,10 @@
 #define STD 0.02f   /* GPT2Config.initializer_range */
 #define EPS 1e-5f   /* GPT2Config.layer_norm_epsilon */
 
-static int block(struct tr_graph *g, const struct tr_recipe *r, int x, int mask, int layer)
+static int block(struct tr_graph *g, const struct tr_recipe *r, int x, int mask, int layer, float p)
 {
     int64_t D = r->model.hidden, H = r->model.heads, F = r->model.ffn;
-    float p = (float)r->model.dropout, proj_std = STD / sqrtf(2.0f * (float)r->model.layers);
+    float proj_std = STD / sqrtf(2.0f * (float)r->model.layers);
     char at[96], name[128];
     snprintf(at, sizeof at, "transformer.h.%d", layer);
     tr_graph_block(g, layer);
@@ -29,21 +29,23 @@ static int block(struct tr_graph *g, const struct tr_recipe *r, int x, int mask,
         qkv[i] = tr_tf_heads(g, qkv[i], H, D / H);
     int o = tr_tf_merge(g, tr_attention(g, qkv[0], qkv[1], qkv[2], mask, 1), D);
     snprintf(name, sizeof name, "%s.attn.c_proj", at);
-    o = tr_dropout(g, tr_tf_conv1d(g, o, D, D, proj_std, name), p, (uint32_t)(4 * layer + 1));
+    o = tr_tf_dropout(g, tr_tf_conv1d(g, o, D, D, proj_std, name), p, (uint32_t)(4 * layer + 1));
     int h = tr_add(g, x, o);
     snprintf(name, sizeof name, "%s.ln_2", at);
     int f = tr_tf_layernorm(g, h, D, EPS, name);
     snprintf(name, sizeof name, "%s.mlp.c_fc", at);
     f = tr_tf_gelu(g, r, tr_tf_conv1d(g, f, D, F, STD, name), 1);
     snprintf(name, sizeof name, "%s.mlp.c_proj", at);
-    f = tr_dropout(g, tr_tf_conv1d(g, f, F, D, proj_std, name), p, (uint32_t)(4 * layer + 2));
+    f = tr_tf_dropout(g, tr_tf_conv1d(g, f, F, D, proj_std, name), p, (uint32_t)(4 * layer + 2));
     int y = tr_add(g, h, f);
     tr_graph_block(g, -1);
     return y;
 }
 
-int tr_gpt_build(struct tr_graph *g, const struct tr_recipe *r, const struct tr_model *m, int64_t vocab)
+int tr_gpt_build(struct tr_graph *g, const struct tr_recipe *r, const struct tr_model *m, int64_t vocab,
+                 int training)
 {
+    float p = training ? (float)r->model.dropout : 0;
     int64_t D = r->model.hidden, P = r->model.max_len;
     if (r->model.heads <= 0 || D % r->model.heads)
         return snprintf(g->message, sizeof g->message, "model.hidden %lld is not a multiple of model.heads %lld",
@@ -51,9 +53,9 @@ int tr_gpt_build(struct tr_graph *g, const struct tr_recipe *r, const struct tr_
     int wte = tr_tf_param(g, 2, (int64_t[]){vocab, D}, STD, 1, "transformer.wte.weight");
     int wpe = tr_tf_param(g, 2, (int64_t[]){P, D}, STD / 2, 1, "transformer.wpe.weight");
     int x = tr_add(g, tr_embedding(g, wte, m->ids), tr_embedding(g, wpe, m->positions));
-    x = tr_dropout(g, x, (float)r->model.dropout, 0);
+    x = tr_tf_dropout(g, x, p, 0);
     for (int layer = 0; layer < r->model.layers; layer++)
-        x = block(g, r, x, m->mask, layer);
+        x = block(g, r, x, m->mask, layer, p);
     x = tr_tf_layernorm(g, x, D, EPS, "transformer.ln_f");
     return tr_matmul(g, x, wte, 0, 1);   /* [B, S, V]: the tied head */
 }

@@ -28,7 +28,7 @@ int tr_model_build(struct tr_graph *g, const struct tr_recipe *r, int sample_ran
     if (r->model.arch == TR_ARCH_GPT) {   /* a language model: every position predicts the next */
         text_inputs(g, 0, m);
         m->y = tr_input(g, "y", TR_I32, 2, (struct tr_dim[]){tr_dim_B(1), tr_dim_S(1)});
-        m->logits = tr_gpt_build(g, r, m, vocab);
+        m->logits = tr_gpt_build(g, r, m, vocab, training);
         int flat = tr_reshape(g, m->logits, 2, (struct tr_dim[]){tr_dim_mul(tr_dim_B(1), tr_dim_S(1)),
                                                                   tr_dim_const(vocab)});
         int targets = tr_reshape(g, m->y, 1, (struct tr_dim[]){tr_dim_mul(tr_dim_B(1), tr_dim_S(1))});
@@ -51,7 +51,7 @@ int tr_model_build(struct tr_graph *g, const struct tr_recipe *r, int sample_ran
         break;
     default:   /* bert */
         text_inputs(g, 1, m);
-        m->logits = tr_bert_build(g, r, m, vocab, classes);
+        m->logits = tr_bert_build(g, r, m, vocab, classes, training);
         break;
     }
     m->loss = tr_cross_entropy(g, m->logits, m->y, -100);

@@ -33,8 +33,9 @@ int tr_resnet_build(struct tr_graph *g, const struct tr_recipe *r, int x, const 
 
 /* Text models (bert.c, gpt.c) read m's token inputs and return the logits. */
 int tr_bert_build(struct tr_graph *g, const struct tr_recipe *r, const struct tr_model *m, int64_t vocab,
-                  int classes);
-int tr_gpt_build(struct tr_graph *g, const struct tr_recipe *r, const struct tr_model *m, int64_t vocab);
+                  int classes, int training);
+int tr_gpt_build(struct tr_graph *g, const struct tr_recipe *r, const struct tr_model *m, int64_t vocab,
+                 int training);
 
 /* A linear layer named prefix.weight [out, in] and prefix.bias [out], PyTorch's initialisation. */
 int tr_model_linear(struct tr_graph *g, const char *prefix, int x, int64_t in, int64_t out);

@@ -52,6 +52,11 @@ int tr_tf_merge(struct tr_graph *g, int x, int64_t D)
     return tr_reshape(g, o, 3, (struct tr_dim[]){tr_dim_B(1), tr_dim_S(1), tr_dim_const(D)});
 }
 
+int tr_tf_dropout(struct tr_graph *g, int x, float p, uint32_t stream)
+{
+    return p > 0 ? tr_dropout(g, x, p, stream) : x;
+}
+
 int tr_tf_gelu(struct tr_graph *g, const struct tr_recipe *r, int x, int tanh_default)
 {
     switch (r->model.activation) {

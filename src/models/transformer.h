@@ -21,6 +21,8 @@ int tr_tf_layernorm(struct tr_graph *g, int x, int64_t D, float eps, const char 
 /* [B, S, D] → [B, H, S, D/H] and back. */
 int tr_tf_heads(struct tr_graph *g, int x, int64_t H, int64_t Dh);
 int tr_tf_merge(struct tr_graph *g, int x, int64_t D);
+/* Dropout with probability p, or x itself when p is 0 (evaluation): no node at all. */
+int tr_tf_dropout(struct tr_graph *g, int x, float p, uint32_t stream);
 int tr_tf_gelu(struct tr_graph *g, const struct tr_recipe *r, int x, int tanh_default);
 
 #endif
