@@ -11,15 +11,47 @@
 
 #include <unistd.h>
 
-int tr_args_parse(int argc, char **argv, const char *const *flags, const char *usage, struct tr_args *a)
+/* The entry of valued that arg names, as "--name" or "--name=value" (*inline_value then points
+ * after the '='), or NULL. */
+static const char *valued_option(const char *arg, const char *const *valued, const char **inline_value)
+{
+    *inline_value = NULL;
+    for (int v = 0; valued && valued[v]; v++) {
+        size_t len = strlen(valued[v]);
+        if (!strncmp(arg, valued[v], len) && (arg[len] == '\0' || arg[len] == '=')) {
+            if (arg[len] == '=')
+                *inline_value = arg + len + 1;
+            return valued[v];
+        }
+    }
+    return NULL;
+}
+
+static int parse(int argc, char **argv, const char *const *flags, const char *const *valued, const char *usage,
+                 struct tr_args *a)
 {
     memset(a, 0, sizeof *a);
     a->overrides = tr_xcalloc((size_t)argc + 1, sizeof *a->overrides);
     bool options_done = false;
     for (int i = 0; i < argc; i++) {
-        const char *arg = argv[i];
+        const char *arg = argv[i], *value, *name;
         if (!options_done && !strcmp(arg, "--")) {
             options_done = true;
+        } else if (!options_done && (name = valued_option(arg, valued, &value))) {
+            if (!value && i + 1 == argc) {
+                fprintf(stderr, "trainrun: option '%s' needs a value\n%s", name, usage);
+                return TR_EXIT_USAGE;
+            }
+            if (!value)
+                value = argv[++i];
+            int slot = 0;   /* one per name: a repeated option replaces its value */
+            while (slot < a->nvalues && strcmp(a->value_names[slot], name))
+                slot++;
+            if (slot < 8) {
+                a->value_names[slot] = name;
+                a->values[slot] = value;
+                a->nvalues += slot == a->nvalues;
+            }
         } else if (!options_done && arg[0] == '-' && arg[1]) {
             int known = 0;
             for (int f = 0; flags[f] && !known; f++)
@@ -47,9 +79,20 @@ int tr_args_parse(int argc, char **argv, const char *const *flags, const char *u
     return TR_EXIT_OK;
 }
 
+int tr_args_parse(int argc, char **argv, const char *const *flags, const char *usage, struct tr_args *a)
+{
+    return parse(argc, argv, flags, NULL, usage, a);
+}
+
 int tr_args_start(int argc, char **argv, const char *const *flags, const char *usage, struct tr_args *a)
 {
-    int rc = tr_args_parse(argc, argv, flags, usage, a);
+    return tr_args_start_valued(argc, argv, flags, NULL, usage, a);
+}
+
+int tr_args_start_valued(int argc, char **argv, const char *const *flags, const char *const *valued,
+                         const char *usage, struct tr_args *a)
+{
+    int rc = parse(argc, argv, flags, valued, usage, a);
     if (!rc && !tr_args_has(a, "--help") && !tr_args_has(a, "-h"))
         return 0;
     if (!rc)
@@ -64,6 +107,14 @@ int tr_args_has(const struct tr_args *a, const char *flag)
         if (!strcmp(a->flags_seen[i], flag))
             return 1;
     return 0;
+}
+
+const char *tr_args_value(const struct tr_args *a, const char *name)
+{
+    for (int i = 0; i < a->nvalues; i++)
+        if (!strcmp(a->value_names[i], name))
+            return a->values[i];
+    return NULL;
 }
 
 void tr_args_free(struct tr_args *a)

@@ -6,6 +6,7 @@
 int tr_cmd_check(int argc, char **argv);
 int tr_cmd_run(int argc, char **argv);
 int tr_cmd_resume(int argc, char **argv);
+int tr_cmd_sample(int argc, char **argv);
 
 /* Splits argv into the recipe, its key=value / ~key overrides and the options listed in
  * flags (each "--name"); unknown options and stray words are usage errors (message printed). */
@@ -15,12 +16,21 @@ struct tr_args {
     int noverrides;
     const char *flags_seen[8];
     int nflags;
+    const char *value_names[8], *values[8];   /* options with a value: each name once, its last value */
+    int nvalues;
 };
 int tr_args_parse(int argc, char **argv, const char *const *flags, const char *usage, struct tr_args *a);
 /* tr_args_parse, and --help/-h answered: returns 0 to go on, −1 when the usage was printed
  * (exit 0), or the usage error's status; a ≠ 0 return has already freed a. */
 int tr_args_start(int argc, char **argv, const char *const *flags, const char *usage, struct tr_args *a);
+/* tr_args_start for a subcommand whose options also include some that take a value, listed
+ * in valued: "--name VALUE" (the next word, whatever it begins with) or "--name=VALUE". A
+ * valued option last in argv is a usage error. */
+int tr_args_start_valued(int argc, char **argv, const char *const *flags, const char *const *valued,
+                         const char *usage, struct tr_args *a);
 int tr_args_has(const struct tr_args *a, const char *flag);
+/* The value of the valued option name (its last one when repeated), or NULL when not given. */
+const char *tr_args_value(const struct tr_args *a, const char *name);
 void tr_args_free(struct tr_args *a);
 
 struct tr_recipe;

@@ -26,6 +26,7 @@ static const struct subcommand subcommands[] = {
     {"check", tr_cmd_check, "validate a recipe and print it resolved, each value's origin beside it", 0},
     {"run", tr_cmd_run, "train: the default, so 'trainrun RECIPE' is 'trainrun run RECIPE'", 1},
     {"resume", tr_cmd_resume, "continue an interrupted run from its newest good checkpoint", 1},
+    {"sample", tr_cmd_sample, "generate text from a trained GPT run, continuing a prompt", 1},
 };
 
 static void usage(FILE *out)

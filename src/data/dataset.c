@@ -435,6 +435,9 @@ static int open_tokenizer(const struct text_setup *ts, struct tr_data *d, struct
     if (tr_tokenizer_open(&d->tokenizer, ts->kind, ts->vocab, ts->merges, ts->lowercase, diag))
         return TR_EINVAL;
     d->vocab = tr_tokenizer_vocab_size(d->tokenizer);
+    d->tokenizer_kind = ts->kind;
+    d->tokenizer_files[0] = ts->vocab ? tr_strdup(ts->vocab) : NULL;
+    d->tokenizer_files[1] = ts->merges ? tr_strdup(ts->merges) : NULL;
     int32_t pad = tr_tokenizer_special(d->tokenizer, "[PAD]");
     d->pad_id = pad >= 0 ? pad : 0;
     return 0;
@@ -988,5 +991,7 @@ void tr_data_free(struct tr_data *d)
     free(d->norm.mean);
     free(d->norm.std);
     tr_tokenizer_free(d->tokenizer);
+    free(d->tokenizer_files[0]);
+    free(d->tokenizer_files[1]);
     memset(d, 0, sizeof *d);
 }

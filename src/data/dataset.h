@@ -54,6 +54,9 @@ struct tr_data {
     struct tr_tokenizer *tokenizer;   /* text: the one that made the tokens (owned) */
     int64_t vocab;                    /* text: its vocabulary size */
     int32_t pad_id;                   /* text: the padding id ([PAD], or 0) */
+    int tokenizer_kind;               /* text: enum tr_tokenizer_kind */
+    char *tokenizer_files[2];         /* text: the vocabulary and merges files read (owned, or NULL),
+                                       * for the run folder's copies */
     int nclasses;
     char **class_names;               /* nclasses names, then NULL */
     char name[64];

@@ -43,6 +43,7 @@ struct side {                  /* one of the two programs: training or evaluatio
     struct tr_program p;
     struct tr_exec x;
     int loss_scale;
+    int lm;                    /* a language model: its targets are the next tokens */
 };
 
 struct run {
@@ -113,6 +114,7 @@ static int build_side(struct run *run, struct side *s, int training, int64_t bat
     tr_graph_init(&s->g);
     tr_model_build(&s->g, run->r, split->rank, split->dims, run->data.nclasses, run->data.vocab, training,
                    &s->m);
+    s->lm = run->data.kind == TR_DATA_TEXT_LM;
     s->loss_scale = training ? tr_autodiff(&s->g) : -1;
     if (s->g.error)
         return fail(run, TR_EXIT_USAGE, "model: %s", s->g.message);
@@ -232,7 +234,7 @@ static void feed(struct side *s, const struct tr_batch *b, int64_t features)
         pos[i] = (int32_t)(i % S);
     if (s->m.segments >= 0)
         memset(tr_exec_data(&s->x, s->m.segments), 0, (size_t)(n * S) * sizeof(int32_t));
-    if (b->targets && !b->y)
+    if (s->lm)   /* next-token targets [B, S]; classification labels [B] */
         memcpy(tr_exec_data(&s->x, s->m.y), b->targets, (size_t)(n * S) * sizeof(int32_t));
     else
         memcpy(tr_exec_data(&s->x, s->m.y), b->y, (size_t)n * sizeof(int32_t));
@@ -416,6 +418,59 @@ static int open_run_dir(struct run *run)
 
 /* One line of metrics.jsonl, {"step": n, "tag": value, …}, and the same values as TensorBoard
  * scalars under the same tags. */
+/* Copies a file whole (a vocabulary: a few megabytes at most); 0 or −1 with errno. */
+static int copy_file(const char *from, const char *to)
+{
+    FILE *in = fopen(from, "rb"), *out = in ? fopen(to, "wb") : NULL;
+    char buf[65536];
+    size_t n;
+    int rc = in && out ? 0 : -1;
+    while (!rc && (n = fread(buf, 1, sizeof buf, in)) > 0)
+        rc = fwrite(buf, 1, n, out) == n ? 0 : -1;
+    if (in && ferror(in))
+        rc = -1;
+    if (out && fclose(out))
+        rc = -1;
+    if (in)
+        fclose(in);
+    return rc;
+}
+
+/* What `trainrun sample` and later inference need besides the recipe and the weights: the
+ * tokenizer's files in tokenizer/ (vocab.txt, encoder.json + vocab.bpe, or chars.txt) and the
+ * class names, one a line, in labels.txt. */
+static int keep_data_files(struct run *run)
+{
+    char path[4300];
+    if (run->data.class_names && run->data.kind != TR_DATA_TEXT_LM) {
+        snprintf(path, sizeof path, "%s/labels.txt", run->dir);
+        FILE *f = fopen(path, "w");
+        for (int i = 0; f && run->data.class_names[i]; i++)
+            fprintf(f, "%s\n", run->data.class_names[i]);
+        if (!f || fclose(f))
+            return fail(run, TR_EXIT_FAILURE, "cannot write %s: %s", path, strerror(errno));
+    }
+    static const char *const names[][2] = {
+        [TR_TOK_WORDPIECE] = {"vocab.txt", NULL}, [TR_TOK_GPT2_BPE] = {"encoder.json", "vocab.bpe"},
+        [TR_TOK_CHARS] = {"chars.txt", NULL},
+    };
+    int kind = run->data.tokenizer_kind;
+    if (kind != TR_TOK_WORDPIECE && kind != TR_TOK_GPT2_BPE && kind != TR_TOK_CHARS)
+        return 0;
+    snprintf(path, sizeof path, "%s/tokenizer", run->dir);
+    if (mkdir(path, 0777) && errno != EEXIST)
+        return fail(run, TR_EXIT_FAILURE, "cannot create %s: %s", path, strerror(errno));
+    for (int i = 0; i < 2; i++) {
+        if (!names[kind][i] || !run->data.tokenizer_files[i])
+            continue;
+        snprintf(path, sizeof path, "%s/tokenizer/%s", run->dir, names[kind][i]);
+        if (copy_file(run->data.tokenizer_files[i], path))
+            return fail(run, TR_EXIT_FAILURE, "cannot copy %s to %s: %s", run->data.tokenizer_files[i], path,
+                        strerror(errno));
+    }
+    return 0;
+}
+
 static void metric(struct run *run, json_t *line)
 {
     char *text = json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER);
@@ -718,6 +773,8 @@ int tr_train(const struct tr_recipe *r, const struct tr_train_options *opt, stru
     int64_t start = 0;
     if (!status && opt->resume_dir)
         status = resume(&run, &start);
+    if (!status && !opt->resume_dir)
+        status = keep_data_files(&run);
     if (!status)
         status = open_events(&run, start);
     if (!status) {
