@@ -15,6 +15,7 @@
 #include "cli/cli.h"
 #include "core/exit.h"
 #include "core/safetensors.h"
+#include "data/dataset.h"
 #include "data/sha256.h"
 #include "data/tokenizer.h"
 #include "models/gpt_decode.h"
@@ -89,21 +90,14 @@ static int readable(const char *path)
 }
 
 /* A tokenizer file: the run's own copy, run_dir/tokenizer/<kept>, when there is one; else the
- * recipe's path as given when it is there (relative to the current folder), else in the data
- * sets folder, where the shipped vocabularies live (as the data stage finds it). NULL: none. */
+ * recipe's path, found as the data stage finds it (tr_data_find_file). NULL: none. */
 static char *tokenizer_file(const char *run_dir, const char *kept, const char *given)
 {
     char *copy = tr_strdup_printf("%s/tokenizer/%s", run_dir, kept);
     if (readable(copy))
         return copy;
     free(copy);
-    if (!given)
-        return NULL;
-    char *in_datasets = tr_strdup_printf("%s/%s", tr_cli_datasets_dir(), given);
-    if (given[0] != '/' && !readable(given) && readable(in_datasets))
-        return in_datasets;
-    free(in_datasets);   /* absolute, here, or nowhere: the tokenizer names what it cannot read */
-    return tr_strdup(given);
+    return tr_data_find_file(given, tr_cli_datasets_dir());
 }
 
 /* The kind of a run whose recipe names none (its data set's definition did): from the files the

@@ -873,17 +873,15 @@ static char *known_datasets(const char *dir)
     return list;
 }
 
-/* A tokenizer file the recipe names: as given when it is there (relative to the current
- * folder), else in the datasets folder, where the shipped vocabularies live, so that
- * vocab/bert-base-uncased/vocab.txt works from anywhere. */
-static char *recipe_file(const char *path, const char *dir)
+/* Absolute, here, or nowhere else: the tokenizer then names the file it cannot read (dataset.h). */
+char *tr_data_find_file(const char *path, const char *dir)
 {
     if (!path)
         return NULL;
     char *in_datasets = tr_strdup_printf("%s/%s", dir, path);
     if (path[0] != '/' && access(path, F_OK) != 0 && access(in_datasets, F_OK) == 0)
         return in_datasets;
-    free(in_datasets);   /* absolute, here, or nowhere: the tokenizer names what it cannot read */
+    free(in_datasets);
     return tr_strdup(path);
 }
 
@@ -910,8 +908,8 @@ static int recipe_text_setup(const struct tr_recipe *r, const char *dir, const s
     }
     ts->kind = r->data.tokenizer.kind;
     ts->lowercase = r->data.tokenizer.lowercase;
-    ts->vocab = recipe_file(r->data.tokenizer.vocab, dir);
-    ts->merges = recipe_file(r->data.tokenizer.merges, dir);
+    ts->vocab = tr_data_find_file(r->data.tokenizer.vocab, dir);
+    ts->merges = tr_data_find_file(r->data.tokenizer.merges, dir);
     return 0;
 }
 

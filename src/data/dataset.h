@@ -76,6 +76,10 @@ int tr_data_load(const struct tr_recipe *r, const char *datasets_dir, struct tr_
  * beside it. Text is read with the definition's own tokenizer: and model.max_len's default. */
 int tr_data_load_definition(const char *path, struct tr_data *out, struct tr_diag *diag);
 void tr_data_free(struct tr_data *d);
+/* A file a recipe names (a tokenizer's vocabulary): as given when it is there (relative to the
+ * current folder), else in the data sets folder dir, where the shipped vocabularies live, so
+ * that vocab/bert-base-uncased/vocab.txt works from anywhere. NULL for NULL; caller frees. */
+char *tr_data_find_file(const char *path, const char *dir);
 /* prod(dims): the floats of one sample. */
 int64_t tr_split_features(const struct tr_split *s);
 
