@@ -1,4 +1,5 @@
-/* CPU kernels of the softmax family and the reductions (src/backend/cpu/softmax.c, reduce.c):
+/* CPU kernels of the softmax family, the fused classifier + cross-entropy and the reductions
+ * (src/backend/cpu/softmax.c, reduce.c):
  * finite-difference gradient checks in f64 (gradcheck.h says why the tolerance is what it is),
  * values against hand-computed and independently computed ones, accumulate (+=), f32 agreeing
  * with f64, and reductions whose result does not depend on the thread count. */
@@ -31,6 +32,15 @@ static void put(struct tr_tensor t, int64_t i, double v)
         F32(t)[i] = (float)v;
     else
         F64(t)[i] = v;
+}
+
+/* ‖a − b‖ / ‖b‖, both f64 */
+static double normwise_diff64(struct tr_tensor a, struct tr_tensor b)
+{
+    double diff = 0, norm = 0;
+    for (int64_t i = 0; i < tr_tensor_numel(&b); i++)
+        diff += (F64(a)[i] - F64(b)[i]) * (F64(a)[i] - F64(b)[i]), norm += F64(b)[i] * F64(b)[i];
+    return norm > 0 ? sqrt(diff / norm) : sqrt(diff);
 }
 
 /* ‖a32 − a64‖ / ‖a64‖ */
@@ -425,6 +435,187 @@ START_TEST(f32_agrees_with_f64)
 }
 END_TEST
 
+/* ---- the classifier and cross-entropy fused ------------------------------------------------ */
+
+static union tr_attrs lce_attrs(int32_t ignore, int32_t chunk)
+{
+    return (union tr_attrs){.cross_entropy = {ignore, chunk}};
+}
+
+/* Runs LINEAR_CROSS_ENTROPY (nin 3: x, w, targets → loss, lse, rank) or its backward (nin 5:
+ * dloss, x, w, targets, lse → dx, dw) with the workspace the backend asks for. */
+static void lce_run(enum tr_op op, union tr_attrs at, int acc, const struct tr_tensor *in, struct tr_tensor *out)
+{
+    struct tr_node node = {.op = op, .attrs = at, .accumulate = (uint8_t)acc};
+    int fwd = op == TR_OP_LINEAR_CROSS_ENTROPY;
+    struct tr_kernel_args a = {.node = &node, .nin = fwd ? 3 : 5, .nout = fwd ? 3 : 2};
+    for (int i = 0; i < a.nin; i++)
+        a.in[i] = in[i];
+    for (int i = 0; i < a.nout; i++)
+        a.out[i] = out[i];
+    a.workspace_bytes = tr_backend_cpu()->workspace_bytes(&node, a.in, a.out);
+    a.workspace = malloc(a.workspace_bytes + 1);
+    ck_assert_ptr_nonnull(a.workspace);
+    gc_run(&a);
+    free(a.workspace);
+}
+
+/* Rows 7 in chunks of 3 (the last one short), an ignored row; the loss weighted 1.7 so that a
+ * dropped dloss factor shows: dx and dw against central differences of the forward. */
+START_TEST(linear_cross_entropy_gradient)
+{
+    uint64_t seed = 77;
+    static const int32_t targets[] = {1, 5, -100, 0, 3, 2, 4};
+    struct tr_tensor x = gc_make(TR_F64, 7, 4), w = gc_make(TR_F64, 6, 4), t = gc_make(TR_I32, 7),
+                     loss = gc_make(TR_F64, 1), lse = gc_make(TR_F64, 7), rank = gc_make(TR_I32, 7),
+                     dl = gc_make(TR_F64, 1), dx = gc_make(TR_F64, 7, 4), dw = gc_make(TR_F64, 6, 4);
+    gc_fill(&x, &seed, -2, 2), gc_fill(&w, &seed, -2, 2);
+    memcpy(t.data, targets, sizeof targets);
+    F64(dl)[0] = 1.7;
+    union tr_attrs at = lce_attrs(-100, 3);
+    struct tr_node f = {.op = TR_OP_LINEAR_CROSS_ENTROPY, .attrs = at};
+    double scratch[3 * 6];
+    struct tr_kernel_args fa = {.node = &f, .in = {x, w, t}, .out = {loss, lse, rank}, .nin = 3, .nout = 3,
+                                .workspace = scratch, .workspace_bytes = sizeof scratch};
+    gc_run(&fa);
+    lce_run(TR_OP_LINEAR_CROSS_ENTROPY_BWD, at, 0, (struct tr_tensor[]){dl, x, w, t, lse},
+            (struct tr_tensor[]){dx, dw});
+    gc_assert(&fa, 0, (struct tr_tensor[3]){dl}, &dx);   /* lse and rank unweighted */
+    gc_assert(&fa, 1, (struct tr_tensor[3]){dl}, &dw);
+    for (int c = 0; c < 4; c++)   /* the ignored row gets exactly nothing */
+        ck_assert(F64(dx)[2 * 4 + c] == 0);
+    gc_free(&x), gc_free(&w), gc_free(&t), gc_free(&loss), gc_free(&lse), gc_free(&rank), gc_free(&dl),
+        gc_free(&dx), gc_free(&dw);
+}
+END_TEST
+
+/* The loss, lse and ranks equal what the unfused path (MATMUL, then CROSS_ENTROPY) and the
+ * definitions give, whatever the chunk: 1 row, 4 (not dividing 13), all of them at once, the
+ * backend's own; the gradients equal CROSS_ENTROPY_BWD's pushed through the matmul. */
+START_TEST(linear_cross_entropy_matches_unfused)
+{
+    uint64_t seed = 5;
+    const int N = 13, D = 6, V = 17;
+    struct tr_tensor x = gc_make(TR_F64, N, D), w = gc_make(TR_F64, V, D), t = gc_make(TR_I32, N),
+                     logits = gc_make(TR_F64, N, V), want = gc_make(TR_F64, 1), dl = gc_make(TR_F64, 1),
+                     dlogits = gc_make(TR_F64, N, V), dx_want = gc_make(TR_F64, N, D),
+                     dw_want = gc_make(TR_F64, V, D);
+    gc_fill(&x, &seed, -3, 3), gc_fill(&w, &seed, -1, 1), gc_fill(&t, &seed, -1, V);   /* −1: ignored */
+    F64(dl)[0] = 0.8;
+    run_node(TR_OP_MATMUL, (union tr_attrs){.matmul = {0, 1}}, 0, 2, (struct tr_tensor[]){x, w}, logits);
+    run_node(TR_OP_CROSS_ENTROPY, ce_attrs(-1), 0, 2, (struct tr_tensor[]){logits, t}, want);
+    run_node(TR_OP_CROSS_ENTROPY_BWD, ce_attrs(-1), 0, 3, (struct tr_tensor[]){dl, logits, t}, dlogits);
+    run_node(TR_OP_MATMUL, (union tr_attrs){.matmul = {0, 0}}, 0, 2, (struct tr_tensor[]){dlogits, w}, dx_want);
+    run_node(TR_OP_MATMUL, (union tr_attrs){.matmul = {1, 0}}, 0, 2, (struct tr_tensor[]){dlogits, x}, dw_want);
+    static const int chunks[] = {1, 4, 13, 0};
+    for (int k = 0; k < 4; k++) {
+        struct tr_tensor loss = gc_make(TR_F64, 1), lse = gc_make(TR_F64, N), rank = gc_make(TR_I32, N),
+                         dx = gc_make(TR_F64, N, D), dw = gc_make(TR_F64, V, D);
+        union tr_attrs at = lce_attrs(-1, chunks[k]);
+        lce_run(TR_OP_LINEAR_CROSS_ENTROPY, at, 0, (struct tr_tensor[]){x, w, t},
+                (struct tr_tensor[]){loss, lse, rank});
+        ck_assert_msg(fabs(F64(loss)[0] - F64(want)[0]) <= 1e-13, "chunk %d: loss %.17g, unfused %.17g",
+                      chunks[k], F64(loss)[0], F64(want)[0]);
+        for (int r = 0; r < N; r++) {
+            const double *row = F64(logits) + r * V;
+            if (I32(t)[r] < 0) {
+                ck_assert(I32(rank)[r] == -1 && F64(lse)[r] == 0);
+                continue;
+            }
+            double s = 0;
+            int above = 0;
+            for (int c = 0; c < V; c++) {
+                s += exp(row[c]);
+                above += row[c] > row[I32(t)[r]];
+            }
+            ck_assert_double_eq_tol(F64(lse)[r], log(s), 1e-13);
+            ck_assert_int_eq(I32(rank)[r], above);
+        }
+        lce_run(TR_OP_LINEAR_CROSS_ENTROPY_BWD, at, 0, (struct tr_tensor[]){dl, x, w, t, lse},
+                (struct tr_tensor[]){dx, dw});
+        ck_assert_msg(normwise_diff64(dx, dx_want) < 1e-13, "chunk %d: dx", chunks[k]);
+        ck_assert_msg(normwise_diff64(dw, dw_want) < 1e-13, "chunk %d: dw", chunks[k]);
+        lce_run(TR_OP_LINEAR_CROSS_ENTROPY_BWD, at, 1, (struct tr_tensor[]){dl, x, w, t, lse},
+                (struct tr_tensor[]){dx, dw});   /* accumulate: both outputs doubled */
+        for (int i = 0; i < N * D; i++)
+            ck_assert_double_eq_tol(F64(dx)[i], 2 * F64(dx_want)[i], 1e-12);
+        for (int i = 0; i < V * D; i++)
+            ck_assert_double_eq_tol(F64(dw)[i], 2 * F64(dw_want)[i], 1e-12);
+        gc_free(&loss), gc_free(&lse), gc_free(&rank), gc_free(&dx), gc_free(&dw);
+    }
+    gc_free(&x), gc_free(&w), gc_free(&t), gc_free(&logits), gc_free(&want), gc_free(&dl),
+        gc_free(&dlogits), gc_free(&dx_want), gc_free(&dw_want);
+}
+END_TEST
+
+/* Ties rank by index: equal logits put the lower class first. Every row ignored: loss 0 and
+ * zero gradients (dw overwritten, not left as it was). A target out of range: the sentence. */
+START_TEST(linear_cross_entropy_edges)
+{
+    struct tr_tensor x = gc_make(TR_F64, 2, 2), w = gc_make(TR_F64, 3, 2), t = gc_make(TR_I32, 2),
+                     loss = gc_make(TR_F64, 1), lse = gc_make(TR_F64, 2), rank = gc_make(TR_I32, 2),
+                     dl = gc_make(TR_F64, 1), dx = gc_make(TR_F64, 2, 2), dw = gc_make(TR_F64, 3, 2);
+    for (int i = 0; i < 6; i++)
+        F64(w)[i] = 1;                       /* every class scores the same */
+    F64(x)[0] = 1, F64(x)[3] = 2;
+    I32(t)[0] = 0, I32(t)[1] = 2;
+    lce_run(TR_OP_LINEAR_CROSS_ENTROPY, lce_attrs(-100, 0), 0, (struct tr_tensor[]){x, w, t},
+            (struct tr_tensor[]){loss, lse, rank});
+    ck_assert_int_eq(I32(rank)[0], 0);
+    ck_assert_int_eq(I32(rank)[1], 2);
+    ck_assert_double_eq_tol(F64(loss)[0], log(3.0), 1e-15);
+    I32(t)[0] = I32(t)[1] = -100;
+    F64(dl)[0] = 1;
+    for (int i = 0; i < 6; i++)
+        F64(dw)[i] = NAN;
+    lce_run(TR_OP_LINEAR_CROSS_ENTROPY, lce_attrs(-100, 1), 0, (struct tr_tensor[]){x, w, t},
+            (struct tr_tensor[]){loss, lse, rank});
+    ck_assert(F64(loss)[0] == 0);
+    lce_run(TR_OP_LINEAR_CROSS_ENTROPY_BWD, lce_attrs(-100, 1), 0, (struct tr_tensor[]){dl, x, w, t, lse},
+            (struct tr_tensor[]){dx, dw});
+    for (int i = 0; i < 6; i++)
+        ck_assert(F64(dw)[i] == 0 && (i >= 4 || F64(dx)[i] == 0));
+    I32(t)[1] = 3;
+    struct tr_node node = {.op = TR_OP_LINEAR_CROSS_ENTROPY, .attrs = lce_attrs(-100, 0)};
+    char error[TR_KERNEL_ERROR_MAX] = "", scratch[64];
+    struct tr_kernel_args a = {.node = &node, .in = {x, w, t}, .out = {loss, lse, rank}, .nin = 3, .nout = 3,
+                               .workspace = scratch, .workspace_bytes = sizeof scratch, .error = error};
+    ck_assert_int_eq(tr_backend_run(tr_backend_cpu(), &a), TR_EINVAL);
+    ck_assert_str_eq(error, "linear_cross_entropy: target 3 at row 1 is outside the 3 classes");
+    gc_free(&x), gc_free(&w), gc_free(&t), gc_free(&loss), gc_free(&lse), gc_free(&rank), gc_free(&dl),
+        gc_free(&dx), gc_free(&dw);
+}
+END_TEST
+
+/* f32, 3 chunks: the same bits for loss, lse, rank, dx and dw on 1 thread and on 3. */
+START_TEST(linear_cross_entropy_independent_of_threads)
+{
+    uint64_t seed = 99;
+    const int N = 300, D = 70, V = 1001;
+    struct tr_tensor x = gc_make(TR_F32, N, D), w = gc_make(TR_F32, V, D), t = gc_make(TR_I32, N),
+                     dl = gc_make(TR_F32, 1);
+    gc_fill(&x, &seed, -1, 1), gc_fill(&w, &seed, -1, 1), gc_fill(&t, &seed, -1, V);
+    F32(dl)[0] = 1;
+    struct tr_tensor out[2][5];
+    for (int run = 0; run < 2; run++) {
+        omp_set_num_threads(run ? 3 : 1);
+        struct tr_tensor *o = out[run];
+        o[0] = gc_make(TR_F32, 1), o[1] = gc_make(TR_F32, N), o[2] = gc_make(TR_I32, N);
+        o[3] = gc_make(TR_F32, N, D), o[4] = gc_make(TR_F32, V, D);
+        lce_run(TR_OP_LINEAR_CROSS_ENTROPY, lce_attrs(-1, 128), 0, (struct tr_tensor[]){x, w, t}, o);
+        lce_run(TR_OP_LINEAR_CROSS_ENTROPY_BWD, lce_attrs(-1, 128), 0, (struct tr_tensor[]){dl, x, w, t, o[1]},
+                o + 3);
+    }
+    omp_set_num_threads(2);
+    for (int k = 0; k < 5; k++) {
+        ck_assert_msg(memcmp(out[0][k].data, out[1][k].data, tr_tensor_bytes(&out[0][k])) == 0,
+                      "output %d differs between 1 and 3 threads", k);
+        gc_free(&out[0][k]), gc_free(&out[1][k]);
+    }
+    gc_free(&x), gc_free(&w), gc_free(&t), gc_free(&dl);
+}
+END_TEST
+
 /* Runs a node on 1 thread and on 2 (f32, where a different order would change the bits) and
  * asserts the two outputs are the same to the bit. */
 static void check_thread_independent(enum tr_op op, union tr_attrs at, int nin, const struct tr_tensor *in,
@@ -470,6 +661,10 @@ int main(void)
     tcase_add_test(tc, cross_entropy_large_logits);
     tcase_add_test(tc, cross_entropy_all_ignored);
     tcase_add_test(tc, cross_entropy_target_out_of_range);
+    tcase_add_test(tc, linear_cross_entropy_gradient);
+    tcase_add_test(tc, linear_cross_entropy_matches_unfused);
+    tcase_add_test(tc, linear_cross_entropy_edges);
+    tcase_add_test(tc, linear_cross_entropy_independent_of_threads);
     tcase_add_test(tc, sum_mean_values);
     tcase_add_test(tc, sum_mean_gradients);
     tcase_add_test(tc, sum_bwd_values);

@@ -58,6 +58,7 @@ static void graph_logits(const struct tr_recipe *r, float *out)
     struct tr_model m;
     tr_graph_init(&g);
     tr_model_build(&g, r, 0, NULL, 0, V, 0, &m);
+    tr_model_logits(&g, &m);   /* fused with the loss otherwise */
     ck_assert_msg(!g.error, "%s", g.message);
     struct tr_program p;
     int keep[2] = {m.loss, m.logits};

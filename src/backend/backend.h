@@ -26,6 +26,10 @@
  *   GELU            in x                    out y     erf form, or tanh form when tanh_approx
  *   SOFTMAX, LOG_SOFTMAX  in x              out y     over the last dim
  *   CROSS_ENTROPY   in logits [N, C], targets i32 [N]   out loss [1]: mean over targets ≠ ignore_index (0 if none)
+ *   LINEAR_CROSS_ENTROPY  in x [N, D], w [C, D], targets i32 [N]   out loss [1] (as CROSS_ENTROPY's
+ *                   of x·wᵀ), lse f32 [N] (0 for ignored rows), rank i32 [N]: the classes scoring
+ *                   above the target, ties broken by index (−1 for ignored rows); the logits are
+ *                   held a chunk of rows at a time (attrs.cross_entropy.chunk, 0: the backend's)
  *   LAYERNORM       in x [.., D], gamma [D], beta [D]   out y, stats f32 [rows, 2] = (mean, 1/σ)
  *   EMBEDDING       in table [V, D], ids i32 [..]       out y [.., D]
  *   DROPOUT         in x                    out y = x·keep/(1−p); keep = uniform ≥ p, feature f's
@@ -58,6 +62,7 @@
  *   SOFTMAX_BWD     in dy, y                out dx
  *   LOG_SOFTMAX_BWD in dy, y                out dx
  *   CROSS_ENTROPY_BWD in dloss [1], logits, targets      out dlogits
+ *   LINEAR_CROSS_ENTROPY_BWD in dloss [1], x, w, targets, lse   out dx, dw (the logits again)
  *   LAYERNORM_BWD   in dy, x, gamma, stats  out dx, dgamma, dbeta
  *   EMBEDDING_BWD   in dy, ids              out dtable [V, D] (zeroed, then rows scatter-added)
  *   ATTENTION_BWD   in do, q, k, v, o, lse (+ mask)      out dq, dk, dv

@@ -193,6 +193,9 @@ static void rule(struct autodiff *ad, const struct tr_node *n, int gy)
     case TR_OP_CROSS_ENTROPY:
         emit(ad, TR_OP_CROSS_ENTROPY_BWD, (int[]){gy, in[0], in[1]}, 3, &in[0], 1, &at);
         break;
+    case TR_OP_LINEAR_CROSS_ENTROPY:
+        emit(ad, TR_OP_LINEAR_CROSS_ENTROPY_BWD, (int[]){gy, in[0], in[1], in[2], n->out[1]}, 5, in, 2, &at);
+        break;
     case TR_OP_LAYERNORM:
         emit(ad, TR_OP_LAYERNORM_BWD, (int[]){gy, in[0], in[1], n->out[1]}, 4, in, 3, &at);
         break;

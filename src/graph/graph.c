@@ -12,10 +12,10 @@
 
 static const char *const op_names[TR_NOPS] = {
     "matmul", "bias_add", "add", "mul", "scale", "relu", "gelu", "tanh", "softmax", "log_softmax",
-    "cross_entropy", "layernorm", "embedding", "dropout", "attention", "conv2d", "batchnorm",
+    "cross_entropy", "linear_cross_entropy", "layernorm", "embedding", "dropout", "attention", "conv2d", "batchnorm",
     "maxpool", "avgpool", "global_avgpool", "reshape", "permute", "slice", "concat", "gather",
     "masked_fill", "cast", "sum", "mean", "argmax", "bias_grad", "relu_bwd", "gelu_bwd",
-    "tanh_bwd", "softmax_bwd", "log_softmax_bwd", "cross_entropy_bwd", "layernorm_bwd",
+    "tanh_bwd", "softmax_bwd", "log_softmax_bwd", "cross_entropy_bwd", "linear_cross_entropy_bwd", "layernorm_bwd",
     "embedding_bwd", "attention_bwd", "conv2d_bwd_data", "conv2d_bwd_filter", "batchnorm_bwd",
     "maxpool_bwd", "avgpool_bwd", "global_avgpool_bwd", "slice_bwd", "gather_bwd", "sum_bwd",
     "accumulate",
@@ -302,6 +302,31 @@ int tr_cross_entropy(struct tr_graph *g, int logits, int targets, int ignore_ind
     struct tr_shape s = tr_shape_make(1, (struct tr_dim[]){tr_dim_const(1)});
     union tr_attrs at = {.cross_entropy = {ignore_index}};
     return emit(g, TR_OP_CROSS_ENTROPY, (int[]){logits, targets}, 2, stats_dtype(g, logits), &s, &at);
+}
+
+int tr_linear_cross_entropy(struct tr_graph *g, int x, int w, int targets, int ignore_index, int *lse,
+                            int *rank)
+{
+    CHECK_VALUES(g, x, w, targets);
+    const struct tr_shape *sx = shape(g, x), *sw = shape(g, w), *st = shape(g, targets);
+    char bx[96], bw[96], bt[96];
+    if (sx->rank != 2 || sw->rank != 2 || st->rank != 1 || !tr_dim_equal(sx->dim[1], sw->dim[1]) ||
+        !tr_dim_equal(sx->dim[0], st->dim[0]) || g->values[targets].dtype != TR_I32 ||
+        g->values[x].dtype != g->values[w].dtype)
+        return fail(g, "linear_cross_entropy: x %s, w %s and targets %s: expected [N, D], [C, D] and "
+                    "i32 [N]", describe(g, x, bx), describe(g, w, bw), describe(g, targets, bt));
+    struct tr_shape one = tr_shape_make(1, (struct tr_dim[]){tr_dim_const(1)}),
+                    rows = tr_shape_make(1, sx->dim);
+    int out[3] = {tr_value_add(g, TR_ACT, stats_dtype(g, x), &one, NULL),
+                  tr_value_add(g, TR_ACT, stats_dtype(g, x), &rows, NULL),
+                  tr_value_add(g, TR_ACT, TR_I32, &rows, NULL)};
+    tr_node_add(g, TR_OP_LINEAR_CROSS_ENTROPY, (int[]){x, w, targets}, 3, out, 3,
+                &(union tr_attrs){.cross_entropy = {ignore_index, 0}});
+    if (lse)
+        *lse = out[1];
+    if (rank)
+        *rank = out[2];
+    return out[0];
 }
 
 int tr_layernorm(struct tr_graph *g, int x, int gamma, int beta, float eps)

@@ -28,6 +28,8 @@ enum tr_op {
     TR_OP_SOFTMAX,        /* over the last dim */
     TR_OP_LOG_SOFTMAX,    /* over the last dim */
     TR_OP_CROSS_ENTROPY,  /* logits [N, C], targets i32 [N] → mean loss [1] over targets ≠ ignore */
+    TR_OP_LINEAR_CROSS_ENTROPY, /* x [N, D], w [C, D], targets → cross-entropy of x·wᵀ, never
+                                 * holding all the logits; also lse [N], rank i32 [N] */
     TR_OP_LAYERNORM,      /* over the last dim; outputs y and stats [rows, 2] (mean, rstd) */
     TR_OP_EMBEDDING,      /* table [V, D], ids i32 [...] → [..., D] */
     TR_OP_DROPOUT,        /* counter-based mask: a pure function of (seed, step, sample, position, feature, stream) */
@@ -55,6 +57,7 @@ enum tr_op {
     TR_OP_SOFTMAX_BWD,    /* dx = y ⊙ (dy − Σ dy⊙y) */
     TR_OP_LOG_SOFTMAX_BWD,/* dx = dy − exp(y)·Σ dy */
     TR_OP_CROSS_ENTROPY_BWD,
+    TR_OP_LINEAR_CROSS_ENTROPY_BWD, /* → dx, dw (the logits computed again, a chunk at a time) */
     TR_OP_LAYERNORM_BWD,  /* → dx, dgamma, dbeta */
     TR_OP_EMBEDDING_BWD,  /* scatter-add of dy rows into dtable */
     TR_OP_ATTENTION_BWD,  /* → dq, dk, dv */
@@ -83,7 +86,8 @@ union tr_attrs {
     struct { float eps; } norm;                         /* layer norm, batch norm */
     struct { float p; uint32_t stream; } dropout;
     struct { uint8_t causal, padding_mask; float scale; } attention;   /* scale 0: 1/√D */
-    struct { int32_t ignore_index; } cross_entropy;
+    struct { int32_t ignore_index, chunk; } cross_entropy;   /* chunk: rows of logits held at
+                                                              * once (0: the backend's choice) */
     struct { int stride, pad; } conv;
     struct { int kernel, stride, pad; } pool;
     struct { float eps, momentum; uint8_t training; } batchnorm;
@@ -160,6 +164,12 @@ int tr_tanh(struct tr_graph *g, int x);
 int tr_softmax(struct tr_graph *g, int x);
 int tr_log_softmax(struct tr_graph *g, int x);
 int tr_cross_entropy(struct tr_graph *g, int logits, int targets, int ignore_index);
+/* The mean cross-entropy of the logits x·wᵀ (x [N, D], w [C, D]: a classifier without bias)
+ * against targets i32 [N], computed without ever holding all N × C logits; *lse gets each
+ * row's log-sum-exp and *rank (i32 [N]) how many classes score above the target (−1 for an
+ * ignored row): top-1 is rank 0, top-5 rank < 5. Either pointer may be NULL. */
+int tr_linear_cross_entropy(struct tr_graph *g, int x, int w, int targets, int ignore_index, int *lse,
+                            int *rank);
 int tr_layernorm(struct tr_graph *g, int x, int gamma, int beta, float eps);
 int tr_embedding(struct tr_graph *g, int table, int ids);
 int tr_dropout(struct tr_graph *g, int x, float p, uint32_t stream);

@@ -4,7 +4,7 @@
  * save_pretrained file as it is: token and learned position embeddings; model.layers pre-LN
  * decoder blocks (causal self-attention, then a tanh-GELU feed-forward, each added to the
  * stream); a final LayerNorm; logits against the token embedding itself (tied: HF saves no
- * lm_head). Each block is a checkpointing unit. */
+ * lm_head), which models.c fuses with the loss. Each block is a checkpointing unit. */
 #include <math.h>
 #include <stdio.h>
 
@@ -43,7 +43,7 @@ static int block(struct tr_graph *g, const struct tr_recipe *r, int x, int mask,
 }
 
 int tr_gpt_build(struct tr_graph *g, const struct tr_recipe *r, const struct tr_model *m, int64_t vocab,
-                 int training)
+                 int training, int *head)
 {
     float p = training ? (float)r->model.dropout : 0;
     int64_t D = r->model.hidden, P = r->model.max_len;
@@ -56,6 +56,6 @@ int tr_gpt_build(struct tr_graph *g, const struct tr_recipe *r, const struct tr_
     x = tr_tf_dropout(g, x, p, 0);
     for (int layer = 0; layer < r->model.layers; layer++)
         x = block(g, r, x, m->mask, layer, p);
-    x = tr_tf_layernorm(g, x, D, EPS, "transformer.ln_f");
-    return tr_matmul(g, x, wte, 0, 1);   /* [B, S, V]: the tied head */
+    *head = wte;   /* tied: the logits are x·wteᵀ */
+    return tr_tf_layernorm(g, x, D, EPS, "transformer.ln_f");
 }

@@ -18,7 +18,7 @@ int tr_model_build(struct tr_graph *g, const struct tr_recipe *r, int sample_ran
                    const int64_t *sample_dims, int classes, int64_t vocab, int training,
                    struct tr_model *m)
 {
-    *m = (struct tr_model){-1, -1, -1, -1, -1, -1, -1, -1};
+    *m = (struct tr_model){-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
     struct tr_dim dims[TR_MAX_RANK] = {tr_dim_B(1)};
     int64_t features = 1;
     for (int i = 0; i < sample_rank; i++) {
@@ -28,11 +28,13 @@ int tr_model_build(struct tr_graph *g, const struct tr_recipe *r, int sample_ran
     if (r->model.arch == TR_ARCH_GPT) {   /* a language model: every position predicts the next */
         text_inputs(g, 0, m);
         m->y = tr_input(g, "y", TR_I32, 2, (struct tr_dim[]){tr_dim_B(1), tr_dim_S(1)});
-        m->logits = tr_gpt_build(g, r, m, vocab, training);
-        int flat = tr_reshape(g, m->logits, 2, (struct tr_dim[]){tr_dim_mul(tr_dim_B(1), tr_dim_S(1)),
-                                                                  tr_dim_const(vocab)});
-        int targets = tr_reshape(g, m->y, 1, (struct tr_dim[]){tr_dim_mul(tr_dim_B(1), tr_dim_S(1))});
-        m->loss = tr_cross_entropy(g, flat, targets, -100);
+        m->hidden = tr_gpt_build(g, r, m, vocab, training, &m->head);
+        /* [B·S, vocab] logits would be the largest tensor by far (3.1 GiB for GPT-2 at batch
+         * 16): the head and the loss are one op that holds a chunk of rows of them at a time */
+        struct tr_dim tokens = tr_dim_mul(tr_dim_B(1), tr_dim_S(1));
+        int flat = tr_reshape(g, m->hidden, 2, (struct tr_dim[]){tokens, tr_dim_const(r->model.hidden)});
+        int targets = tr_reshape(g, m->y, 1, &tokens);
+        m->loss = tr_linear_cross_entropy(g, flat, m->head, targets, -100, NULL, &m->rank);
         tr_graph_set_loss(g, m->loss);
         return g->error;
     }
@@ -57,4 +59,11 @@ int tr_model_build(struct tr_graph *g, const struct tr_recipe *r, int sample_ran
     m->loss = tr_cross_entropy(g, m->logits, m->y, -100);
     tr_graph_set_loss(g, m->loss);
     return g->error;
+}
+
+int tr_model_logits(struct tr_graph *g, struct tr_model *m)
+{
+    if (m->logits < 0 && m->hidden >= 0)
+        m->logits = tr_matmul(g, m->hidden, m->head, 0, 1);
+    return m->logits;
 }

@@ -118,7 +118,7 @@ static int build_side(struct run *run, struct side *s, int training, int64_t bat
     s->loss_scale = training ? tr_autodiff(&s->g) : -1;
     if (s->g.error)
         return fail(run, TR_EXIT_USAGE, "model: %s", s->g.message);
-    int keep[2] = {s->m.loss, s->m.logits};
+    int keep[2] = {s->m.loss, s->m.logits >= 0 ? s->m.logits : s->m.rank};
     struct tr_bucket bucket = {batch, run->seq};
     if (tr_program_plan(&s->p, &s->g, &bucket, 1, keep, 2, tr_backend_cpu()))
         return fail(run, TR_EXIT_FAILURE, "planning the %s program failed", training ? "training" : "evaluation");
@@ -260,13 +260,26 @@ static int64_t rank_truth(const float *logits, const int32_t *truth, int64_t row
     return counted;
 }
 
+/* The same from ranks the fused head and loss computed (models.h: tr_model.rank). */
+static int64_t count_ranks(const int32_t *rank, int64_t rows, int64_t *correct, int64_t *in_top5)
+{
+    int64_t counted = 0;
+    for (int64_t i = 0; i < rows; i++)
+        if (rank[i] >= 0) {
+            *correct += rank[i] == 0;
+            *in_top5 += rank[i] < 5;
+            counted++;
+        }
+    return counted;
+}
+
 /* Mean loss, accuracy and top-5 accuracy over a split, in batches of the evaluation program
  * (for language models: per token, over every next-token target). */
 static int evaluate(struct run *run, const struct tr_split *split, double *loss, double *accuracy,
                     double *top5)
 {
     int64_t f = split->tokens ? 0 : tr_split_features(split), correct = 0, in_top5 = 0, counted = 0;
-    int64_t classes = run->data.kind == TR_DATA_TEXT_LM ? run->data.vocab : run->data.nclasses;
+    int64_t classes = run->data.nclasses;
     int64_t cap = run->eval_batch * run->seq;
     int32_t *tokens = NULL, *targets = NULL, *labels = NULL;
     uint8_t *mask = NULL;
@@ -300,9 +313,12 @@ static int evaluate(struct run *run, const struct tr_split *split, double *loss,
             status = fail(run, TR_EXIT_FAILURE, "evaluation: %s", run->eval.x.error);
             break;
         }
-        const float *logits = tr_exec_data(&run->eval.x, run->eval.m.logits);
-        int lm = run->data.kind == TR_DATA_TEXT_LM;
-        int64_t n = rank_truth(logits, lm ? targets : b.y, lm ? rows * b.S : rows, classes, &correct, &in_top5);
+        int64_t n;
+        if (run->eval.m.logits >= 0)
+            n = rank_truth(tr_exec_data(&run->eval.x, run->eval.m.logits), b.y, rows, classes, &correct,
+                           &in_top5);
+        else
+            n = count_ranks(tr_exec_data(&run->eval.x, run->eval.m.rank), rows * b.S, &correct, &in_top5);
         sum += (double)*(float *)tr_exec_data(&run->eval.x, run->eval.m.loss) * (double)n;
         counted += n;
     }

@@ -25,6 +25,9 @@ static size_t cpu_workspace_bytes(const struct tr_node *node, const struct tr_te
     case TR_OP_CONV2D_BWD_DATA:
     case TR_OP_CONV2D_BWD_FILTER:
         return tr_cpu_conv2d_workspace(node, in, out);
+    case TR_OP_LINEAR_CROSS_ENTROPY:
+    case TR_OP_LINEAR_CROSS_ENTROPY_BWD:
+        return tr_cpu_linear_cross_entropy_workspace(node, in, out);
     default:
         return 0;
     }
@@ -48,6 +51,7 @@ static void fill_table(struct tr_backend *be)
     k[TR_OP_SOFTMAX] = tr_cpu_softmax;
     k[TR_OP_LOG_SOFTMAX] = tr_cpu_log_softmax;
     k[TR_OP_CROSS_ENTROPY] = tr_cpu_cross_entropy;
+    k[TR_OP_LINEAR_CROSS_ENTROPY] = tr_cpu_linear_cross_entropy;
     k[TR_OP_LAYERNORM] = tr_cpu_layernorm;
     k[TR_OP_EMBEDDING] = tr_cpu_embedding;
     k[TR_OP_DROPOUT] = tr_cpu_dropout;
@@ -73,6 +77,7 @@ static void fill_table(struct tr_backend *be)
     k[TR_OP_SOFTMAX_BWD] = tr_cpu_softmax_bwd;
     k[TR_OP_LOG_SOFTMAX_BWD] = tr_cpu_log_softmax_bwd;
     k[TR_OP_CROSS_ENTROPY_BWD] = tr_cpu_cross_entropy_bwd;
+    k[TR_OP_LINEAR_CROSS_ENTROPY_BWD] = tr_cpu_linear_cross_entropy_bwd;
     k[TR_OP_LAYERNORM_BWD] = tr_cpu_layernorm_bwd;
     k[TR_OP_EMBEDDING_BWD] = tr_cpu_embedding_bwd;
     k[TR_OP_ATTENTION_BWD] = tr_cpu_attention_bwd;

@@ -13,11 +13,11 @@
 /* Every kernel of the CPU table, named tr_cpu_<op>. */
 #define TR_CPU_KERNELS(X) \
     X(matmul) X(bias_add) X(add) X(mul) X(scale) X(relu) X(gelu) X(tanh) X(softmax) \
-    X(log_softmax) X(cross_entropy) X(layernorm) X(embedding) X(dropout) X(attention) \
+    X(log_softmax) X(cross_entropy) X(linear_cross_entropy) X(layernorm) X(embedding) X(dropout) X(attention) \
     X(conv2d) X(batchnorm) X(maxpool) X(avgpool) X(global_avgpool) X(permute) X(slice) \
     X(concat) X(gather) X(masked_fill) X(cast) X(sum) X(mean) X(argmax) X(bias_grad) \
     X(relu_bwd) X(gelu_bwd) X(tanh_bwd) X(softmax_bwd) X(log_softmax_bwd) \
-    X(cross_entropy_bwd) X(layernorm_bwd) X(embedding_bwd) X(attention_bwd) \
+    X(cross_entropy_bwd) X(linear_cross_entropy_bwd) X(layernorm_bwd) X(embedding_bwd) X(attention_bwd) \
     X(conv2d_bwd_data) X(conv2d_bwd_filter) X(batchnorm_bwd) X(maxpool_bwd) X(avgpool_bwd) \
     X(global_avgpool_bwd) X(slice_bwd) X(gather_bwd) X(sum_bwd) X(accumulate)
 
@@ -30,6 +30,17 @@ size_t tr_cpu_matmul_workspace(const struct tr_node *node, const struct tr_tenso
                                const struct tr_tensor *out);
 size_t tr_cpu_conv2d_workspace(const struct tr_node *node, const struct tr_tensor *in,
                                const struct tr_tensor *out);
+size_t tr_cpu_linear_cross_entropy_workspace(const struct tr_node *node, const struct tr_tensor *in,
+                                             const struct tr_tensor *out);
+
+/* C[p] (+)= op(A[p])·op(B[p]), p < P, in fixed tm × tn output tiles (matmul.inc says more):
+ * the one GEMM every kernel uses, so that results never depend on the thread count. */
+void tr_cpu_gemm_f32(int ta, int tb, int64_t P, int64_t M, int64_t N, int64_t K, const float *A,
+                     int64_t a_stride, const float *B, int64_t b_stride, float beta, float *C, int64_t tm,
+                     int64_t tn);
+void tr_cpu_gemm_f64(int ta, int tb, int64_t P, int64_t M, int64_t N, int64_t K, const double *A,
+                     int64_t a_stride, const double *B, int64_t b_stride, double beta, double *C,
+                     int64_t tm, int64_t tn);
 
 /* OpenBLAS's kernels (blas.c): when the ones it chose lack AVX2 on a CPU that has it, sets
  * OPENBLAS_CORETYPE and executes argv again (returns only when it does not); the name chosen. */
