@@ -580,6 +580,45 @@ START_TEST(hostile_dtypes_and_shapes)
 }
 END_TEST
 
+/* TR_ST_ANY_DTYPE (model.init reads other frameworks' checkpoints): the whole-byte dtypes the
+ * engine lacks are listed, sized by the format's rules; the packed sub-byte ones and unknown
+ * names are still refused. */
+START_TEST(other_dtypes_listed_on_request)
+{
+    size_t len;
+    uint8_t *buf = build("{" T("ids", "\"dtype\":\"I64\",\"shape\":[1,2],\"data_offsets\":[0,16]") ","
+                         T("mask", "\"dtype\":\"BOOL\",\"shape\":[2],\"data_offsets\":[20,22]") ","
+                         T("w", "\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[16,20]") "}", 22, &len);
+    struct tr_safetensors st;
+    char err[512] = "";
+    ck_assert_int_eq(tr_st_parse(&st, buf, len, FILE_NAME, err, sizeof err), TR_EINVAL);
+    ck_assert_msg(tr_st_parse_with(&st, buf, len, FILE_NAME, TR_ST_ANY_DTYPE, err, sizeof err) == 0, "%s", err);
+    const struct tr_st_tensor *ids = tr_st_find(&st, "ids"), *mask = tr_st_find(&st, "mask"),
+                              *w = tr_st_find(&st, "w");
+    ck_assert(ids && mask && w);
+    ck_assert(ids->dtype == TR_ST_OTHER && !strcmp(ids->other_dtype, "I64") && ids->bytes == 16);
+    ck_assert(mask->dtype == TR_ST_OTHER && !strcmp(mask->other_dtype, "BOOL") && mask->bytes == 2);
+    ck_assert(w->dtype == TR_F32 && w->other_dtype == NULL);
+    tr_st_close(&st);
+    free(buf);
+
+    static const struct { const char *header; size_t len; const char *message; } bad[] = {
+        {"{" T("a", "\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[0,4]") "}", 4,
+         FILE_NAME ": tensor 'a': data_offsets [0, 4] hold 4 bytes, but shape [1] of I64 needs 8"},
+        {"{" T("a", "\"dtype\":\"F4\",\"shape\":[2],\"data_offsets\":[0,1]") "}", 1,
+         FILE_NAME ": tensor 'a': dtype F4 is not supported (supported: F32, BF16, F16, F64, I32, U8)"},
+        {"{" T("a", "\"dtype\":\"Q7\",\"shape\":[1],\"data_offsets\":[0,4]") "}", 4,
+         FILE_NAME ": tensor 'a': unknown dtype 'Q7'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        buf = build(bad[i].header, bad[i].len, &len);
+        ck_assert_int_eq(tr_st_parse_with(&st, buf, len, FILE_NAME, TR_ST_ANY_DTYPE, err, sizeof err), TR_EINVAL);
+        ck_assert_str_eq(err, bad[i].message);
+        free(buf);
+    }
+}
+END_TEST
+
 START_TEST(hostile_offsets)
 {
     expect_error("{" T("a", "\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,12]") "}", 12,
@@ -990,6 +1029,7 @@ int main(void)
     tcase_add_test(tc, hostile_json);
     tcase_add_test(tc, hostile_entries);
     tcase_add_test(tc, hostile_dtypes_and_shapes);
+    tcase_add_test(tc, other_dtypes_listed_on_request);
     tcase_add_test(tc, hostile_offsets);
     tcase_add_test(tc, hostile_tiling);
     tcase_add_test(tc, hostile_metadata_and_names);

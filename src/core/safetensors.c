@@ -20,10 +20,13 @@
 static const char *const dtype_names[TR_NDTYPES] = {"F32", "BF16", "F16", "I32", "U8", "F64"};
 
 /* Dtypes the format defines that the engine has no kernels for: named as unsupported rather
- * than unknown, so a user knows the file is fine and the engine is the limit. */
-static const char *const unsupported_dtypes[] = {
-    "BOOL", "I8", "I16", "U16", "U32", "I64", "U64", "F8_E5M2", "F8_E4M3", "F8_E8M0",
-    "F6_E2M3", "F6_E3M2", "F4", "C64",
+ * than unknown, so a user knows the file is fine and the engine is the limit. With
+ * TR_ST_ANY_DTYPE the whole-byte ones are listed as TR_ST_OTHER (a checkpoint's I64
+ * position_ids, a BOOL mask buffer); the packed sub-byte ones (size 0) never are. */
+static const struct { const char *name; size_t size; } other_dtypes[] = {
+    {"BOOL", 1}, {"I8", 1}, {"I16", 2}, {"U16", 2}, {"U32", 4}, {"I64", 8}, {"U64", 8},
+    {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"F8_E8M0", 1}, {"F6_E2M3", 0}, {"F6_E3M2", 0}, {"F4", 0},
+    {"C64", 8},
 };
 
 #define QUOTED_MAX 72   /* a quoted name in a message: at most ~64 bytes of it, escaped */
@@ -106,7 +109,24 @@ struct parse_ctx {
     char *err;
     size_t errsize;
     size_t data_len;   /* the byte buffer after the header */
+    unsigned flags;    /* TR_ST_ANY_DTYPE */
 };
+
+/* The bytes of one element and the format's name of a tensor's dtype. */
+static size_t element_size(const struct tr_st_tensor *t)
+{
+    if (t->dtype != TR_ST_OTHER)
+        return tr_dtype_size(t->dtype);
+    for (size_t i = 0; i < sizeof other_dtypes / sizeof *other_dtypes; i++)
+        if (!strcmp(t->other_dtype, other_dtypes[i].name))
+            return other_dtypes[i].size;
+    return 0;
+}
+
+static const char *format_dtype(const struct tr_st_tensor *t)
+{
+    return t->dtype == TR_ST_OTHER ? t->other_dtype : dtype_names[t->dtype];
+}
 
 /* Where a tensor's bytes are, before the tiling check; index into the tensors array. */
 struct span {
@@ -128,18 +148,25 @@ static int tensor_fail(const struct parse_ctx *c, const char *name, const char *
 }
 
 static int parse_dtype(const struct parse_ctx *c, const char *name, const char *s,
-                       enum tr_dtype *out)
+                       struct tr_st_tensor *out)
 {
     char q[QUOTED_MAX];
     for (int t = 0; t < TR_NDTYPES; t++)
         if (!strcmp(s, dtype_names[t])) {
-            *out = (enum tr_dtype)t;
+            out->dtype = (enum tr_dtype)t;
             return 0;
         }
-    for (size_t i = 0; i < sizeof unsupported_dtypes / sizeof *unsupported_dtypes; i++)
-        if (!strcmp(s, unsupported_dtypes[i]))
-            return tensor_fail(c, name, "dtype %s is not supported (supported: F32, BF16, F16, "
-                               "F64, I32, U8)", s);
+    for (size_t i = 0; i < sizeof other_dtypes / sizeof *other_dtypes; i++) {
+        if (strcmp(s, other_dtypes[i].name))
+            continue;
+        if ((c->flags & TR_ST_ANY_DTYPE) && other_dtypes[i].size) {
+            out->dtype = TR_ST_OTHER;
+            out->other_dtype = other_dtypes[i].name;
+            return 0;
+        }
+        return tensor_fail(c, name, "dtype %s is not supported (supported: F32, BF16, F16, "
+                           "F64, I32, U8)", s);
+    }
     return tensor_fail(c, name, "unknown dtype '%s'", quote(s, q, sizeof q));
 }
 
@@ -178,14 +205,14 @@ static int parse_offsets(const struct parse_ctx *c, const char *name, json_t *of
         return tensor_fail(c, name, "data_offsets [%lld, %lld] end before they begin", begin, end);
     char shape[160];
     format_shape(t->shape, t->rank, shape, sizeof shape);
-    int64_t need = shape_bytes(t->shape, t->rank, tr_dtype_size(t->dtype));
+    int64_t need = shape_bytes(t->shape, t->rank, element_size(t));
     if (need < 0)
         return tensor_fail(c, name, "shape %s of %s is too large: its size in bytes overflows "
-                           "64 bits", shape, dtype_names[t->dtype]);
+                           "64 bits", shape, format_dtype(t));
     if (end - begin != need)
         return tensor_fail(c, name, "data_offsets [%lld, %lld] hold %lld bytes, but shape %s of "
                            "%s needs %lld", begin, end, end - begin, shape,
-                           dtype_names[t->dtype], (long long)need);
+                           format_dtype(t), (long long)need);
     if ((uint64_t)end > c->data_len)
         return tensor_fail(c, name, "data_offsets [%lld, %lld] run past the end of the %zu-byte "
                            "data buffer; the file may be truncated", begin, end, c->data_len);
@@ -206,7 +233,7 @@ static int parse_entry(const struct parse_ctx *c, const char *name, json_t *entr
     json_t *dtype = json_object_get(entry, "dtype");
     if (!json_is_string(dtype))
         return tensor_fail(c, name, "dtype is not a string");
-    int rc = parse_dtype(c, name, json_string_value(dtype), &t->dtype);
+    int rc = parse_dtype(c, name, json_string_value(dtype), t);
     if (!rc)
         rc = parse_shape(c, name, json_object_get(entry, "shape"), t);
     if (!rc)
@@ -365,10 +392,16 @@ static int arrange(const struct parse_ctx *c, struct tr_safetensors *st, const s
 int tr_st_parse(struct tr_safetensors *st, const void *buf, size_t len, const char *name,
                 char *err, size_t errsize)
 {
+    return tr_st_parse_with(st, buf, len, name, 0, err, errsize);
+}
+
+int tr_st_parse_with(struct tr_safetensors *st, const void *buf, size_t len, const char *name,
+                     unsigned flags, char *err, size_t errsize)
+{
     memset(st, 0, sizeof *st);
-    struct parse_ctx c = {.file = name ? name : "<buffer>", .err = err, .errsize = errsize};
+    struct parse_ctx c = {.file = name ? name : "<buffer>", .err = err, .errsize = errsize, .flags = flags};
     const uint8_t *p = buf;
-    uint64_t header_len;
+    uint64_t header_len = 0;
     int rc = load_header(&c, p, len, &st->header, &header_len);
     struct span *spans = NULL;
     if (!rc) {
@@ -399,6 +432,11 @@ int tr_st_parse(struct tr_safetensors *st, const void *buf, size_t len, const ch
 
 int tr_st_open(struct tr_safetensors *st, const char *path, char *err, size_t errsize)
 {
+    return tr_st_open_with(st, path, 0, err, errsize);
+}
+
+int tr_st_open_with(struct tr_safetensors *st, const char *path, unsigned flags, char *err, size_t errsize)
+{
     memset(st, 0, sizeof *st);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -428,7 +466,7 @@ int tr_st_open(struct tr_safetensors *st, const char *path, char *err, size_t er
         }
     }
     close(fd);
-    int rc = tr_st_parse(st, map ? map : "", size, path, err, errsize);
+    int rc = tr_st_parse_with(st, map ? map : "", size, path, flags, err, errsize);
     if (rc) {
         if (map)
             munmap(map, size);

@@ -1,4 +1,4 @@
-/* safetensors files: the weights a run starts from (model.init_from) and the checkpoints it
+/* safetensors files: the weights a run starts from (model.init) and the checkpoints it
  * writes. The reader trusts nothing in the file: every length, offset and shape is checked
  * before a pointer into the data is handed out. The writer replaces its target atomically.
  * Format: https://github.com/huggingface/safetensors (8-byte LE header length, JSON, data). */
@@ -28,7 +28,15 @@ struct tr_st_tensor {
     int64_t shape[TR_MAX_RANK];
     const void *data;
     size_t bytes;
+    const char *other_dtype;        /* dtype TR_ST_OTHER: the format's name ("I64"); else NULL */
 };
+
+/* Read with TR_ST_ANY_DTYPE, a tensor of a whole-byte dtype the engine has no kernels for
+ * (I64, BOOL, I8, U16, …: the position_ids and mask buffers of other frameworks' checkpoints)
+ * is listed with this dtype, so that a reader can name or skip it; never pass one to a kernel
+ * or to tr_dtype_size. Without the flag such a file is refused. */
+#define TR_ST_OTHER ((enum tr_dtype)TR_NDTYPES)
+enum { TR_ST_ANY_DTYPE = 1 };
 
 struct json_t;
 
@@ -56,6 +64,10 @@ int tr_st_open(struct tr_safetensors *st, const char *path, char *err, size_t er
  * The tensors' data point into buf, which must outlive st. Same returns as tr_st_open. */
 int tr_st_parse(struct tr_safetensors *st, const void *buf, size_t len, const char *name,
                 char *err, size_t errsize);
+/* The same two with flags (TR_ST_ANY_DTYPE, or 0). */
+int tr_st_open_with(struct tr_safetensors *st, const char *path, unsigned flags, char *err, size_t errsize);
+int tr_st_parse_with(struct tr_safetensors *st, const void *buf, size_t len, const char *name,
+                     unsigned flags, char *err, size_t errsize);
 
 /* The tensor called name, or NULL. O(log n). */
 const struct tr_st_tensor *tr_st_find(const struct tr_safetensors *st, const char *name);

@@ -16,7 +16,6 @@
 #include "backend/exec.h"
 #include "core/exit.h"
 #include "core/rng.h"
-#include "core/safetensors.h"
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "graph/program.h"
@@ -24,6 +23,7 @@
 #include "report/events.h"
 #include "report/tensorboard.h"
 #include "train/checkpoint.h"
+#include "train/init.h"
 #include "train/optim.h"
 
 #define EVAL_BATCH 256   /* rows an evaluation batch of features takes (text: the micro-batch) */
@@ -35,7 +35,6 @@ static void on_signal(int sig)
 {
     stop_signal = sig;
 }
-#define INIT_STREAM 0x1417u   /* the dropout streams are small numbers; initialisation has its own */
 
 struct side {                  /* one of the two programs: training or evaluation */
     struct tr_graph g;
@@ -64,6 +63,7 @@ struct run {
     struct { double best; int64_t best_step, bad; int stopped; } early;   /* train.early_stop */
     int tty;                   /* stdout is a terminal: a progress bar, redrawn in place */
     double bar_drawn;          /* when the bar was last drawn */
+    char init_summary[1024];   /* model.init: what was loaded, ignored, drawn; said once the log is open */
 };
 
 static double now(void)
@@ -156,62 +156,22 @@ static int allocate(struct run *run)
 
 /* ---- initial weights ------------------------------------------------------------------------- */
 
-/* Every element from the counter-based generator keyed by (seed, value, element): the same
- * weights whatever the thread count or the order values were created in other programs. */
-static void init_value(struct run *run, int v, float *data)
-{
-    const struct tr_value *val = &run->train.g.values[v];
-    int64_t n = tr_dim_eval(tr_shape_numel(&val->shape), 1, 1);
-    for (int64_t i = 0; i < n; i++) {
-        float u = tr_rng_uniform(run->r->seed, 0, (uint64_t)v, (uint32_t)(i >> 32), (uint32_t)i, INIT_STREAM);
-        switch (val->init) {
-        case TR_INIT_ONE:     data[i] = 1; break;
-        case TR_INIT_UNIFORM: data[i] = (2 * u - 1) * val->init_scale; break;
-        case TR_INIT_NORMAL: {
-            float u2 = tr_rng_uniform(run->r->seed, 0, (uint64_t)v, (uint32_t)(i >> 32) | 0x80000000u,
-                                      (uint32_t)i, INIT_STREAM);
-            data[i] = val->init_scale * sqrtf(-2 * logf(1 - u)) * cosf(6.2831853f * u2);
-            break;
-        }
-        default:              data[i] = 0;
-        }
-    }
-}
-
-/* model.init: a safetensors file whose tensors match the parameters by name and shape. */
-static int load_weights(struct run *run, const char *path)
-{
-    struct tr_safetensors st;
-    char err[512];
-    if (tr_st_open(&st, path, err, sizeof err))
-        return fail(run, TR_EXIT_DATA, "model.init: %s", err);
-    int status = 0;
-    for (int v = 0; v < run->train.g.nvalues && !status; v++) {
-        const struct tr_value *val = &run->train.g.values[v];
-        if (val->kind != TR_PARAM && val->kind != TR_STATE)
-            continue;
-        const struct tr_st_tensor *t = tr_st_find(&st, val->name);
-        size_t bytes = (size_t)tr_dim_eval(tr_shape_numel(&val->shape), 1, 1) * sizeof(float);
-        if (!t)
-            status = fail(run, TR_EXIT_DATA, "model.init: %s has no tensor %s", path, val->name);
-        else if (t->dtype != TR_F32 || t->bytes != bytes || t->rank != val->shape.rank)
-            status = fail(run, TR_EXIT_DATA, "model.init: %s in %s has another dtype or shape", val->name, path);
-        else
-            memcpy(tr_exec_data(&run->train.x, v), t->data, bytes);
-    }
-    tr_st_close(&st);
-    return status;
-}
-
 static int init_weights(struct run *run)
 {
-    if (run->r->model.init.path)
-        return load_weights(run, run->r->model.init.path);
-    for (int v = 0; v < run->train.g.nvalues; v++) {
-        enum tr_value_kind k = run->train.g.values[v].kind;
-        if (k == TR_PARAM || k == TR_STATE)
-            init_value(run, v, tr_exec_data(&run->train.x, v));
+    int text = run->data.kind != TR_DATA_FEATURES;
+    struct tr_init_target t = {.g = &run->train.g, .x = &run->train.x, .seed = (uint64_t)run->r->seed,
+                               .vocab = text ? run->data.vocab : 0, .vocab_file = run->data.tokenizer_files[0],
+                               .max_len = text ? run->r->model.max_len : 0};
+    const char *path = run->r->model.init.path;
+    if (!path) {
+        tr_init_random(&t);
+        return 0;
     }
+    struct tr_init_info info;
+    char err[1024];
+    if (tr_init_load(&t, path, &info, err, sizeof err))
+        return fail(run, TR_EXIT_DATA, "model.init: %s", err);
+    tr_init_summary(&info, path, run->init_summary, sizeof run->init_summary);
     return 0;
 }
 
@@ -799,6 +759,8 @@ int tr_train(const struct tr_recipe *r, const struct tr_train_options *opt, stru
             r->name, (const char *[]){"mlp", "resnet", "bert", "gpt"}[r->model.arch], run.data.name,
             (long long)run.data.train.n, (long long)run.data.valid.n, (long long)run.data.test.n,
             (long long)run.total_steps, (long long)r->train.batch_size, run.dir);
+        if (*run.init_summary)
+            say(&run, "%s", run.init_summary);
         struct sigaction sa = {.sa_handler = on_signal}, old_int, old_term;
         sigemptyset(&sa.sa_mask);
         stop_signal = 0;
