@@ -156,6 +156,24 @@ assert last["test/accuracy"] <= last["test/top5_accuracy"] <= 1, last
 PY
   checks=$((checks + 1))
 fi
+# A model that cannot read the data set's kind of data is a usage error, named, before any work.
+run "$TRAINRUN" "$recipes/bert-small.yaml" data.dataset=digits report.dir="$scratch/mismatch"
+expect_rc 2 "bert on a table of features"
+expect_in "$err" "model.arch bert reads labelled texts (tsv, jsonl); data set digits holds feature vectors" \
+  "the mismatch is named"
+checks=$((checks + 1))
+[ ! -e "$scratch/mismatch" ] || fail "a refused run left a run folder"
+# A data set without a test split says so, rather than printing a test score of 0.
+mkdir -p "$scratch/sets/notest"
+sed 's/test: 0.2, //; s/^name: digits/name: notest/' "$srcdir/datasets/digits/dataset.yaml" \
+  >"$scratch/sets/notest/dataset.yaml"
+cp "$srcdir/datasets/digits/digits.csv.gz" "$scratch/sets/notest/"
+TRAINRUN_DATASETS="$scratch/sets" run "$TRAINRUN" "$recipes/mlp.yaml" data.dataset=notest train.steps=5 \
+  report.dir="$scratch/runs" --quiet
+expect_rc 0 "a data set without a test split"
+expect_in "$out" "mlp: no test split" "--quiet says there is no test split"
+expect_in "$(cat "$scratch/runs/mlp/latest/log.txt")" "; no test split" "the log says so"
+expect_not_in "$(cat "$scratch/runs/mlp/latest/metrics.jsonl")" "test/" "no test metrics are logged"
 # Early stopping ends a run after `patience` evaluations without improvement; resume leaves it so.
 run "$TRAINRUN" "$recipes/mlp.yaml" train.early_stop=eval.loss train.early_stop.patience=1 \
   train.early_stop.min_delta=10 train.eval_every=50 report.dir="$scratch/early"

@@ -1,4 +1,5 @@
 /* Argument splitting shared by the subcommands that take a recipe and overrides. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,7 +161,9 @@ int tr_cli_train(const struct tr_recipe *r, const struct tr_args *a, const char 
         fprintf(stderr, "trainrun: %s\n", line);
         free(line);
     }
-    if (status == TR_EXIT_OK && quiet)
+    if (status == TR_EXIT_OK && quiet && isnan(res.test_accuracy))
+        printf("%s: no test split, run folder %s\n", r->name, res.run_dir);
+    else if (status == TR_EXIT_OK && quiet)
         printf("%s: test accuracy %.4f, run folder %s\n", r->name, res.test_accuracy, res.run_dir);
     return status;
 }

@@ -108,6 +108,17 @@ static int fail(struct run *run, int status, const char *fmt, ...)
 
 /* ---- building ------------------------------------------------------------------------------ */
 
+static const char *arch_name(int arch)
+{
+    return (const char *[]){"mlp", "resnet", "bert", "gpt"}[arch];
+}
+
+/* The kind of data (enum tr_data_kind) a model reads. */
+static int model_reads(int arch)
+{
+    return arch == TR_ARCH_BERT ? TR_DATA_TEXT_CLASSES : arch == TR_ARCH_GPT ? TR_DATA_TEXT_LM : TR_DATA_FEATURES;
+}
+
 static int build_side(struct run *run, struct side *s, int training, int64_t batch)
 {
     const struct tr_split *split = &run->data.train;
@@ -727,6 +738,14 @@ int tr_train(const struct tr_recipe *r, const struct tr_train_options *opt, stru
         return fail(&run, TR_EXIT_USAGE, "optimize.accumulation: at most 64 micro-steps for now");
     if (tr_data_load(r, opt->datasets_dir, &run.data, diag))
         return TR_EXIT_DATA;
+    if (model_reads(r->model.arch) != run.data.kind) {
+        static const char *const data_kinds[] = {"feature vectors (csv, idx)", "labelled texts (tsv, jsonl)",
+                                                 "running text (text)"};
+        fail(&run, TR_EXIT_USAGE, "model.arch %s reads %s; data set %s holds %s", arch_name(r->model.arch),
+             data_kinds[model_reads(r->model.arch)], run.data.name, data_kinds[run.data.kind]);
+        tr_data_free(&run.data);
+        return TR_EXIT_USAGE;
+    }
     int64_t per_epoch = (run.data.train.n + r->train.batch_size - 1) / r->train.batch_size;
     run.seq = 1, run.eval_batch = EVAL_BATCH;
     if (run.data.kind != TR_DATA_FEATURES) {   /* text: plans for the longest sequence of any split */
@@ -756,7 +775,7 @@ int tr_train(const struct tr_recipe *r, const struct tr_train_options *opt, stru
     if (!status) {
         snprintf(res->run_dir, sizeof res->run_dir, "%s", run.dir);
         say(&run, "%s: %s on %s (%lld train, %lld valid, %lld test), %lld steps of %lld, run folder %s\n",
-            r->name, (const char *[]){"mlp", "resnet", "bert", "gpt"}[r->model.arch], run.data.name,
+            r->name, arch_name(r->model.arch), run.data.name,
             (long long)run.data.train.n, (long long)run.data.valid.n, (long long)run.data.test.n,
             (long long)run.total_steps, (long long)r->train.batch_size, run.dir);
         if (*run.init_summary)
@@ -774,7 +793,11 @@ int tr_train(const struct tr_recipe *r, const struct tr_train_options *opt, stru
         status = evaluate(&run, &run.data.test, &res->test_loss, &res->test_accuracy, &res->test_top5);
     if (!status)
         status = checkpoint(&run, res->steps);
-    if (!status) {
+    if (!status && !run.data.test.n) {
+        res->test_loss = res->test_accuracy = res->test_top5 = NAN;
+        say(&run, "done: %lld steps in %.1f s (data wait %.1f%%); no test split\n", (long long)res->steps,
+            res->seconds, 100 * res->data_wait_seconds / (res->seconds > 0 ? res->seconds : 1));
+    } else if (!status) {
         say(&run, "done: %lld steps in %.1f s (data wait %.1f%%); test loss %.4f, test accuracy %.4f\n",
             (long long)res->steps, res->seconds, 100 * res->data_wait_seconds / (res->seconds > 0 ? res->seconds : 1),
             res->test_loss, res->test_accuracy);
