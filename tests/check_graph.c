@@ -304,12 +304,81 @@ START_TEST(builder_errors)
 }
 END_TEST
 
+/* Two BERT blocks and a classifier, planned for [8, 128]: arena bytes, built as f32 or through
+ * the amp pass (bf16 activations, the logits kept f32). */
+static size_t blocks_arena(enum tr_dtype low, struct tr_graph *g)
+{
+    tr_graph_init(g);
+    int x = tr_input(g, "x", TR_F32, 3, (struct tr_dim[]){tr_dim_B(1), tr_dim_S(1), tr_dim_const(64)});
+    int mask = tr_input(g, "mask", TR_U8, 2, (struct tr_dim[]){tr_dim_B(1), tr_dim_S(1)});
+    for (int l = 0; l < 2; l++)
+        x = model_bert_block(g, TR_F32, l, x, mask, 64, 4, 256, 0.1f);
+    struct tr_dim rows = tr_dim_mul(tr_dim_B(1), tr_dim_S(1));
+    int flat = tr_reshape(g, x, 2, (struct tr_dim[]){rows, tr_dim_const(64)});
+    int logits = model_linear(g, TR_F32, "head", flat, 64, 5);
+    int t = tr_input(g, "t", TR_I32, 1, &rows);
+    tr_graph_set_loss(g, tr_cross_entropy(g, logits, t, -100));
+    if (low != TR_F32)
+        ck_assert_int_eq(tr_amp(g, low, &logits, 1), 0);
+    ck_assert_int_ge(tr_autodiff(g), 0);
+    ck_assert_msg(!g->error, "%s", g->message);
+    ck_assert(g->values[logits].dtype == TR_F32 && g->values[g->loss].dtype == TR_F32);
+    int *schedule = malloc((size_t)g->nnodes * sizeof(int));
+    for (int i = 0; i < g->nnodes; i++)
+        schedule[i] = i;
+    struct tr_memplan p;
+    tr_memplan_build(&p, g, schedule, g->nnodes, 8, 128, &g->loss, 1, tr_backend_cpu());
+    size_t arena = p.region_bytes[TR_ACT];
+    tr_memplan_free(&p);
+    free(schedule);
+    return arena;
+}
+
+/* The amp pass: GEMMs and attention read 16-bit operands (parameters through casts, made
+ * before their first use), activations are 16-bit, statistics, parameters, gradients and the
+ * logits f32; every node's inputs are made before it; the arena shrinks to about half. */
+START_TEST(amp_pass)
+{
+    struct tr_graph g32, g16;
+    size_t a32 = blocks_arena(TR_F32, &g32), a16 = blocks_arena(TR_BF16, &g16);
+    struct tr_graph *g = &g16;
+    int casts = 0;
+    for (int i = 0; i < g->nnodes; i++) {
+        const struct tr_node *n = &g->nodes[i];
+        for (int j = 0; j < n->nin; j++) {
+            int v = n->in[j];
+            if (v >= 0 && g->values[v].kind == TR_ACT)
+                ck_assert_msg(g->values[v].producer >= 0 && g->values[v].producer < i,
+                              "node %d (%s) reads value %d before it is made", i, tr_op_name(n->op), v);
+            if (n->phase == TR_FORWARD && (n->op == TR_OP_MATMUL || n->op == TR_OP_ATTENTION) && v >= 0 &&
+                g->values[v].dtype != TR_U8)
+                ck_assert_msg(g->values[v].dtype == TR_BF16, "node %d (%s) reads %s", i, tr_op_name(n->op),
+                              tr_dtype_name(g->values[v].dtype));
+        }
+        if (n->op == TR_OP_CAST && n->phase == TR_FORWARD)
+            casts += g->values[n->in[0]].kind == TR_PARAM;
+        if (n->op == TR_OP_LAYERNORM || n->op == TR_OP_ATTENTION) {
+            ck_assert(g->values[n->out[0]].dtype == TR_BF16);
+            ck_assert(g->values[n->out[1]].dtype == TR_F32);   /* statistics */
+        }
+    }
+    for (int v = 0; v < g->nvalues; v++)
+        if (g->values[v].kind == TR_PARAM || g->values[v].kind == TR_GRAD)
+            ck_assert(g->values[v].dtype == TR_F32);
+    ck_assert_int_eq(casts, 2 * 6 + 1);   /* q, k, v, o, ffn1, ffn2 weights a layer, the head's */
+    printf("amp: arena %zu bytes in f32, %zu with bf16 activations (%.2f×)\n", a32, a16, (double)a16 / (double)a32);
+    ck_assert(a16 <= 0.55 * (double)a32);
+    tr_graph_free(&g32), tr_graph_free(&g16);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("graph");
     TCase *tc = tcase_create("program");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, builder_errors);
+    tcase_add_test(tc, amp_pass);
     tcase_add_test(tc, mlp_gradients);
     tcase_add_test(tc, gradients_accumulate);
     tcase_add_test(tc, memplan_random_graphs);

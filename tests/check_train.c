@@ -10,6 +10,7 @@
 #include "graph/memplan.h"
 #include "recipe/recipe.h"
 #include "train/optim.h"
+#include "train/scaler.h"
 
 /* A graph of one parameter w [n] (and its gradient), planned, with regions from calloc. */
 struct one_param {
@@ -171,6 +172,69 @@ START_TEST(clipping_and_nonfinite)
 }
 END_TEST
 
+/* Unscaling multiplies every gradient and says whether all are finite, in one pass. */
+START_TEST(unscale_checks_overflow)
+{
+    struct one_param o;
+    one_param(&o, 3, 0);
+    struct tr_recipe r = recipe_with(TR_OPT_SGD, 0, 0);
+    struct tr_optim opt;
+    tr_optim_init(&opt, &r, &o.g, &o.plan, o.params, o.grads, o.state);
+    G(&o)[0] = 1024, G(&o)[1] = -512, G(&o)[2] = 2;
+    ck_assert(tr_grad_unscale(&opt, 1.0f / 1024));
+    ck_assert(G(&o)[0] == 1 && G(&o)[1] == -0.5f && G(&o)[2] == 1.0f / 512);
+    G(&o)[2] = INFINITY;
+    ck_assert(!tr_grad_unscale(&opt, 0.5f));
+    G(&o)[2] = NAN;
+    ck_assert(!tr_grad_unscale(&opt, 0.5f));
+    tr_recipe_free(&r);
+    one_param_free(&o);
+}
+END_TEST
+
+/* PyTorch's GradScaler rules with DeepSpeed's hysteresis and minimum: growth after `interval`
+ * clean steps, an overflow skips and (after `hysteresis` in a row) backs off; below the
+ * minimum the scaler gives up. The state survives a checkpoint's line. */
+START_TEST(loss_scaler)
+{
+    struct tr_recipe r;
+    tr_recipe_init(&r);
+    r.optimize.loss_scale.init = 1024, r.optimize.loss_scale.interval = 3, r.optimize.loss_scale.hysteresis = 2;
+    r.optimize.loss_scale.min = 200;
+    struct tr_scaler s;
+    tr_scaler_init(&s, &r, false);
+    ck_assert(s.scale == 1 && tr_scaler_update(&s, true) == TR_SCALER_STEP);   /* off: never skips */
+    tr_scaler_init(&s, &r, true);
+    ck_assert(s.scale == 1024);
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(tr_scaler_update(&s, false), TR_SCALER_STEP);
+    ck_assert(s.scale == 1024);
+    ck_assert_int_eq(tr_scaler_update(&s, false), TR_SCALER_STEP);
+    ck_assert(s.scale == 2048);                                  /* ×2 after 3 clean steps */
+    ck_assert_int_eq(tr_scaler_update(&s, true), TR_SCALER_SKIP);
+    ck_assert(s.scale == 2048);                                  /* hysteresis 2: not yet */
+    ck_assert_int_eq(tr_scaler_update(&s, false), TR_SCALER_STEP);   /* a clean step resets it */
+    ck_assert_int_eq(tr_scaler_update(&s, true), TR_SCALER_SKIP);
+    ck_assert_int_eq(tr_scaler_update(&s, true), TR_SCALER_SKIP);
+    ck_assert(s.scale == 1024 && s.skipped == 3);
+    char line[128];
+    tr_scaler_format(&s, line, sizeof line);
+    struct tr_scaler back;
+    tr_scaler_init(&back, &r, true);
+    back.scale = 1;
+    ck_assert_int_eq(tr_scaler_parse(&back, line), 0);
+    ck_assert(back.scale == s.scale && back.skipped == 3 && back.clean == s.clean && back.overflows == s.overflows);
+    ck_assert_int_eq(tr_scaler_parse(&back, "early_stop best=1"), -1);
+    ck_assert_int_eq(tr_scaler_update(&s, true), TR_SCALER_SKIP);
+    ck_assert_int_eq(tr_scaler_update(&s, true), TR_SCALER_SKIP);      /* 512 */
+    ck_assert_int_eq(tr_scaler_update(&s, true), TR_SCALER_SKIP);
+    ck_assert_int_eq(tr_scaler_update(&s, true), TR_SCALER_SKIP);      /* 256 */
+    ck_assert_int_eq(tr_scaler_update(&s, true), TR_SCALER_SKIP);
+    ck_assert_int_eq(tr_scaler_update(&s, true), TR_SCALER_COLLAPSED); /* 128 < 200 */
+    tr_recipe_free(&r);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("train");
@@ -179,6 +243,8 @@ int main(void)
     tcase_add_test(tc, sgd_matches_definition);
     tcase_add_test(tc, schedules);
     tcase_add_test(tc, clipping_and_nonfinite);
+    tcase_add_test(tc, unscale_checks_overflow);
+    tcase_add_test(tc, loss_scaler);
     suite_add_tcase(s, tc);
     return unit_run(s);
 }

@@ -93,9 +93,9 @@ static void pass_through(struct autodiff *ad, int x, int gy)
     if (!ad->needs[x])
         return;
     /* Shared only when nothing else can write it: an activation not yet handed out (never the
-     * loss.scale input, which must stay as the caller set it). */
+     * loss.scale input, which must stay as the caller set it), of x's own precision. */
     if (ad->g->values[x].kind != TR_PARAM && ad->grad[x] < 0 && !ad->shared[gy] &&
-        ad->g->values[gy].kind == TR_ACT) {
+        ad->g->values[gy].kind == TR_ACT && ad->g->values[gy].dtype == ad->g->values[x].dtype) {
         ad->grad[x] = gy;
         ad->shared[gy] = true;
         return;

@@ -196,6 +196,12 @@ int tr_argmax(struct tr_graph *g, int x);
 /* Marks the loss; tr_autodiff differentiates it. */
 void tr_graph_set_loss(struct tr_graph *g, int loss);
 
+/* The amp pass (amp.c): rewrites a forward graph, before autodiff, for mixed precision with
+ * activations in `low` (TR_BF16 or TR_F16) by amp.c's per-op table, casts put before the ops
+ * that compute in 16 bits; keep_f32 names values to compute and keep in f32 (the logits).
+ * Returns 0, or g->error with g->message. */
+int tr_amp(struct tr_graph *g, enum tr_dtype low, const int *keep_f32, int nkeep);
+
 /* Reverse-mode differentiation of the loss (graph.h's autodiff.c): appends the backward nodes
  * (phase TR_BACKWARD) and gives every parameter a TR_GRAD value that the backward adds into,
  * so gradients accumulate across micro-batches until the optimizer zeroes them. The gradient

@@ -143,6 +143,22 @@ double tr_grad_clip(struct tr_optim *o, double clip)
     return norm;
 }
 
+bool tr_grad_unscale(struct tr_optim *o, float inv)
+{
+    bool finite = true;
+    for (int v = 0; v < o->g->nvalues; v++) {
+        if (o->g->values[v].kind != TR_PARAM)
+            continue;
+        float *g = grad_of(o, v), bad = 0;
+        for (int64_t i = 0, n = numel(o->g, v); i < n; i++) {
+            g[i] *= inv;
+            bad += g[i] - g[i];   /* 0 for every finite value, NaN once one is not */
+        }
+        finite &= bad == 0;
+    }
+    return finite;
+}
+
 int tr_grad_first_nonfinite(const struct tr_optim *o)
 {
     for (int v = 0; v < o->g->nvalues; v++) {

@@ -34,6 +34,9 @@ double tr_schedule_lr(const struct tr_recipe *r, int64_t t, int64_t total);
 /* The global L2 norm of all gradients; with clip > 0 and a larger norm, scales them to clip.
  * Returns the norm before clipping (NaN or Inf if any gradient is). */
 double tr_grad_clip(struct tr_optim *o, double clip);
+/* Multiplies every gradient by inv (the fp16 loss scale's inverse) and says whether all of
+ * them are finite: the unscaling and the overflow check in one pass. */
+bool tr_grad_unscale(struct tr_optim *o, float inv);
 /* The first parameter whose gradient holds NaN or Inf, or -1. */
 int tr_grad_first_nonfinite(const struct tr_optim *o);
 

@@ -25,6 +25,7 @@
 #include "train/checkpoint.h"
 #include "train/init.h"
 #include "train/optim.h"
+#include "train/scaler.h"
 
 #define EVAL_BATCH 256   /* rows an evaluation batch of features takes (text: the micro-batch) */
 
@@ -64,6 +65,8 @@ struct run {
     int tty;                   /* stdout is a terminal: a progress bar, redrawn in place */
     double bar_drawn;          /* when the bar was last drawn */
     char init_summary[1024];   /* model.init: what was loaded, ignored, drawn; said once the log is open */
+    enum tr_dtype amp;         /* the activations' precision: TR_F32, or TR_BF16 / TR_F16 (optimize.amp) */
+    struct tr_scaler scaler;   /* fp16's loss scale */
 };
 
 static double now(void)
@@ -125,6 +128,8 @@ static int build_side(struct run *run, struct side *s, int training, int64_t bat
     tr_graph_init(&s->g);
     tr_model_build(&s->g, run->r, split->rank, split->dims, run->data.nclasses, run->data.vocab, training,
                    &s->m);
+    if (run->amp != TR_F32)   /* the logits stay f32 */
+        tr_amp(&s->g, run->amp, &s->m.logits, s->m.logits >= 0);
     s->lm = run->data.kind == TR_DATA_TEXT_LM;
     s->loss_scale = training ? tr_autodiff(&s->g) : -1;
     if (s->g.error)
@@ -301,8 +306,10 @@ static int evaluate(struct run *run, const struct tr_split *split, double *loss,
 }
 
 /* One optimizer step: accumulation micro-batches, each loss weighted by its share of the step's
- * samples (so the update equals one batch of them all), then clipping and the update. */
-static int train_step(struct run *run, struct tr_loader *loader, int64_t t, double *loss, double *grad_norm)
+ * samples (so the update equals one batch of them all) and by fp16's loss scale, then the
+ * unscaling (fp16: *skipped when the gradients overflowed), clipping and the update. */
+static int train_step(struct run *run, struct tr_loader *loader, int64_t t, double *loss, double *grad_norm,
+                      bool *skipped)
 {
     struct side *s = &run->train;
     struct tr_batch b[64];
@@ -319,7 +326,7 @@ static int train_step(struct run *run, struct tr_loader *loader, int64_t t, doub
         run->rng.sample_ids = b[a].ids;
         run->rng.step = (uint64_t)t;
         float share = (float)b[a].n / (float)rows;
-        *(float *)tr_exec_data(&s->x, s->loss_scale) = share;
+        *(float *)tr_exec_data(&s->x, s->loss_scale) = share * (float)run->scaler.scale;
         if (tr_exec_run(&s->x, b[a].n, b[a].S))
             return fail(run, TR_EXIT_FAILURE, "step %lld: %s", (long long)t, s->x.error);
         *loss += share * *(float *)tr_exec_data(&s->x, s->m.loss);
@@ -327,6 +334,24 @@ static int train_step(struct run *run, struct tr_loader *loader, int64_t t, doub
     if (!isfinite(*loss))
         return fail(run, TR_EXIT_DIVERGED, "step %lld: the loss is %s; lower train.optimizer.lr or "
                     "set train.grad_clip", (long long)t, isnan(*loss) ? "NaN" : "infinite");
+    if (run->scaler.on) {   /* fp16: unscaled and checked in one pass; an overflow skips the step */
+        bool finite = tr_grad_unscale(&run->optim, (float)(1 / run->scaler.scale));
+        double scale = run->scaler.scale;
+        switch (tr_scaler_update(&run->scaler, !finite)) {
+        case TR_SCALER_STEP:
+            break;
+        case TR_SCALER_SKIP:
+            say(run, "step %lld: fp16 gradients overflowed at loss scale %g; step skipped, scale now %g\n",
+                (long long)t, scale, run->scaler.scale);
+            *skipped = true;
+            return 0;
+        case TR_SCALER_COLLAPSED:
+            return fail(run, TR_EXIT_DIVERGED, "step %lld: fp16 gradients overflow even at loss scale %g, "
+                        "below optimize.loss_scale.min %g: the model's values outgrow fp16; use "
+                        "optimize.amp=bf16, lower train.optimizer.lr or set train.grad_clip", (long long)t,
+                        scale, run->scaler.min);
+        }
+    }
     /* One pass over the gradients: their norm (clipping them) is NaN or Inf exactly when one of
      * them is; only then is the culprit looked for. */
     *grad_norm = tr_grad_clip(&run->optim, run->r->train.grad_clip);
@@ -485,8 +510,10 @@ static char *plan_markdown(struct run *run)
     FILE *f = open_memstream(&md, &len);
     if (!f)
         return NULL;
-    fprintf(f, "Fixed plan: fp32, no gradient checkpointing, %lld micro-batch%s of %lld per step "
-            "(batch %lld).\n\n| memory | bytes |\n| --- | ---: |\n", (long long)run->accumulation,
+    fprintf(f, "Fixed plan: %s, no gradient checkpointing, %lld micro-batch%s of %lld per step "
+            "(batch %lld).\n\n| memory | bytes |\n| --- | ---: |\n",
+            run->amp == TR_F32 ? "fp32" : run->amp == TR_BF16 ? "bf16 mixed precision" : "fp16 mixed precision",
+            (long long)run->accumulation,
             run->accumulation > 1 ? "es" : "", (long long)run->micro, (long long)run->r->train.batch_size);
     for (int k = 0; k < TR_NKINDS; k++) {
         size_t b = p->region_bytes[k] > run->eval.p.region_bytes[k] ? p->region_bytes[k] : run->eval.p.region_bytes[k];
@@ -555,9 +582,10 @@ static int checkpoint(struct run *run, int64_t step)
 {
     char dir[4200], err[512];
     snprintf(dir, sizeof dir, "%s/checkpoints", run->dir);
-    char state[160];
-    snprintf(state, sizeof state, "early_stop best=%.17g best_step=%lld bad=%lld stopped=%d", run->early.best,
-             (long long)run->early.best_step, (long long)run->early.bad, run->early.stopped);
+    char state[256], scaler[128];
+    tr_scaler_format(&run->scaler, scaler, sizeof scaler);
+    snprintf(state, sizeof state, "early_stop best=%.17g best_step=%lld bad=%lld stopped=%d %s", run->early.best,
+             (long long)run->early.best_step, (long long)run->early.bad, run->early.stopped, scaler);
     if (tr_checkpoint_write(dir, &run->train.x, &run->optim, step, run->r->name, state, err, sizeof err))
         return fail(run, TR_EXIT_FAILURE, "checkpoint: %s", err);
     tr_events_flush(&run->events, 1);   /* what TensorBoard shows is never behind a checkpoint */
@@ -567,7 +595,7 @@ static int checkpoint(struct run *run, int64_t step)
 /* The newest checkpoint that verifies; the loader is moved to where that step left it. */
 static int resume(struct run *run, int64_t *start)
 {
-    char dir[4200], warn[1024], err[512], state[160];
+    char dir[4200], warn[1024], err[512], state[256];
     snprintf(dir, sizeof dir, "%s/checkpoints", run->dir);
     if (tr_checkpoint_resume(dir, &run->train.x, &run->optim, start, state, sizeof state, warn, sizeof warn,
                              err, sizeof err))
@@ -580,6 +608,8 @@ static int resume(struct run *run, int64_t *start)
         if (stopped)   /* the run had ended early: it is finished where it stopped */
             run->total_steps = *start;
     }
+    if (*start && run->scaler.on && tr_scaler_parse(&run->scaler, state))
+        say(run, "warning: the checkpoint keeps no fp16 loss scale; starting again from %g\n", run->scaler.scale);
     if (*warn)
         say(run, "warning: skipped damaged checkpoints: %s\n", warn);
     say(run, "resuming %s at step %lld of %lld\n", run->dir, (long long)*start, (long long)run->total_steps);
@@ -652,7 +682,8 @@ static int loop(struct run *run, int64_t start, struct tr_train_result *res)
     int status = 0;
     for (int64_t t = start + 1; t <= run->total_steps && !status; t++) {
         double loss = NAN, grad_norm = NAN;
-        status = train_step(run, loader, t, &loss, &grad_norm);
+        bool skipped = false;
+        status = train_step(run, loader, t, &loss, &grad_norm, &skipped);
         if (!status && r->report.histograms_every && t % r->report.histograms_every == 0)
             histograms(run, t);
         samples += run->micro * run->accumulation;
@@ -666,12 +697,19 @@ static int loop(struct run *run, int64_t start, struct tr_train_result *res)
             tr_alloc_stats(&run->alloc, &mem);
             say(run, "step %lld/%lld  loss %.4f  lr %.3g  %.0f samples/s\n", (long long)t,
                 (long long)run->total_steps, loss, lr, (double)samples / elapsed);
-            metric(run, json_pack("{sIsfsfsfsfsfsfsfsf}", "step", (json_int_t)t, "train/loss", loss, "train/lr", lr,
-                                  "train/grad_norm", grad_norm, "train/samples_per_s", (double)samples / elapsed,
-                                  "data/wait_fraction", elapsed > 0 ? wait / elapsed : 0.0,
-                                  "memory/allocated", (double)mem.current,
-                                  "memory/peak", (double)tr_process_peak_rss(),
-                                  "memory/predicted_peak", predicted_peak(run)));
+            json_t *line = json_pack("{sIsfsf}", "step", (json_int_t)t, "train/loss", loss, "train/lr", lr);
+            if (!skipped)   /* a skipped step's gradients overflowed: it has no norm */
+                json_object_set_new(line, "train/grad_norm", json_real(grad_norm));
+            json_object_set_new(line, "train/samples_per_s", json_real((double)samples / elapsed));
+            json_object_set_new(line, "data/wait_fraction", json_real(elapsed > 0 ? wait / elapsed : 0.0));
+            json_object_set_new(line, "memory/allocated", json_real((double)mem.current));
+            json_object_set_new(line, "memory/peak", json_real((double)tr_process_peak_rss()));
+            json_object_set_new(line, "memory/predicted_peak", json_real(predicted_peak(run)));
+            if (run->scaler.on) {
+                json_object_set_new(line, "train/loss_scale", json_real(run->scaler.scale));
+                json_object_set_new(line, "train/skipped_steps", json_real((double)run->scaler.skipped));
+            }
+            metric(run, line);
             samples = 0;
             waited += wait;
             last = now();
@@ -733,6 +771,10 @@ int tr_train(const struct tr_recipe *r, const struct tr_train_options *opt, stru
                       .tty = isatty(STDOUT_FILENO), .events = {.fd = -1}};
     memset(res, 0, sizeof *res);
     run.accumulation = r->optimize.accumulation.name < 0 ? r->optimize.accumulation.n : 1;
+    /* auto is fp32 until the planner weighs precision against the budget: on the CPU 16-bit
+     * storage saves memory but costs the conversions */
+    run.amp = r->optimize.amp == TR_AMP_BF16 ? TR_BF16 : r->optimize.amp == TR_AMP_FP16 ? TR_F16 : TR_F32;
+    tr_scaler_init(&run.scaler, r, run.amp == TR_F16);
     run.micro = r->train.batch_size / run.accumulation;
     if (run.accumulation > 64)
         return fail(&run, TR_EXIT_USAGE, "optimize.accumulation: at most 64 micro-steps for now");

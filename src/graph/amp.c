@@ -1,0 +1,136 @@
+/* The amp pass (DESIGN.md §3): mixed precision by one per-op policy table. It runs on the
+ * forward graph, before autodiff, and rewrites it in place: activations become 16-bit (bf16 or
+ * f16) where the table says so, and a CAST node is put before each op that computes in 16 bits
+ * for every f32 operand it reads (a parameter's cast is its 16-bit working copy, made once per
+ * micro-batch from the f32 master weights the optimizer updates). Autodiff then gives every
+ * 16-bit value a 16-bit gradient and every parameter its f32 one, through the casts' backward.
+ *
+ * The table: GEMMs, convolutions and attention compute in 16 bits (their kernels accumulate in
+ * f32); softmax, the losses and the reductions compute and answer in f32; everything else keeps
+ * the precision of what it reads, so the activations saved for the backward are 16-bit.
+ * Statistics (layer and batch norm's, attention's lse) stay f32, as do embedding tables, norm
+ * weights and biases, which kernels read in f32 beside 16-bit data. The values the caller keeps
+ * in f32 (the logits) are computed in f32 back to the GEMM that makes them. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "graph/graph.h"
+
+enum precision {
+    FOLLOW,   /* out[0] in the precision of its float inputs: 16-bit when one of them is */
+    LOW,      /* float inputs cast to 16 bits, out[0] 16-bit */
+    WIDE,     /* out[0] f32; 16-bit inputs are read as they are */
+    START,    /* out[0] 16-bit, f32 inputs read as they are: an embedding lookup */
+    KEEP,     /* as built: a CAST's output is what it was asked for */
+};
+
+static enum precision policy(enum tr_op op)
+{
+    switch (op) {
+    case TR_OP_MATMUL:
+    case TR_OP_CONV2D:
+    case TR_OP_ATTENTION:
+        return LOW;
+    case TR_OP_EMBEDDING:
+        return START;
+    case TR_OP_SOFTMAX:
+    case TR_OP_LOG_SOFTMAX:
+    case TR_OP_CROSS_ENTROPY:
+    case TR_OP_LINEAR_CROSS_ENTROPY:
+    case TR_OP_SUM:
+    case TR_OP_MEAN:
+        return WIDE;
+    case TR_OP_CAST:
+    case TR_OP_ARGMAX:
+        return KEEP;
+    default:
+        return FOLLOW;
+    }
+}
+
+static bool is_float(enum tr_dtype t)
+{
+    return t == TR_F32 || t == TR_BF16 || t == TR_F16;
+}
+
+/* The inputs whose precision out[0] follows: x alone for ops whose other inputs are weights,
+ * statistics or masks (bias_add's bias, layernorm's gamma and beta, …); every input for ADD,
+ * MUL and CONCAT. */
+static int followed_inputs(const struct tr_node *n)
+{
+    return n->op == TR_OP_ADD || n->op == TR_OP_MUL || n->op == TR_OP_CONCAT ? n->nin : 1;
+}
+
+/* Values that must stay f32 (the caller's, and back through FOLLOW producers to the op that
+ * computes them), marked in f32[]. */
+static void mark_f32(const struct tr_graph *g, const int *keep, int nkeep, bool *f32)
+{
+    for (int i = 0; i < nkeep; i++)
+        for (int v = keep[i]; v >= 0 && !f32[v];) {
+            f32[v] = true;
+            int p = g->values[v].producer;
+            if (p < 0 || policy(g->nodes[p].op) != FOLLOW || g->nodes[p].out[0] != v)
+                break;
+            v = g->nodes[p].in[0];
+        }
+}
+
+int tr_amp(struct tr_graph *g, enum tr_dtype low, const int *keep_f32, int nkeep)
+{
+    if (g->error)
+        return g->error;
+    if (low != TR_BF16 && low != TR_F16) {
+        snprintf(g->message, sizeof g->message, "amp: %s is not a 16-bit float type", tr_dtype_name(low));
+        return g->error = TR_EINVAL;
+    }
+    int nold = g->nnodes, nvalues = g->nvalues;
+    struct tr_node *old = g->nodes;
+    bool *f32 = tr_xcalloc((size_t)nvalues, sizeof *f32);
+    int *cast = tr_xmalloc((size_t)nvalues * sizeof *cast);   /* a value's 16-bit copy, or -1 */
+    for (int v = 0; v < nvalues; v++)
+        cast[v] = -1;
+    mark_f32(g, keep_f32, nkeep, f32);
+    g->nodes = NULL, g->nnodes = g->cap_nodes = 0;   /* the nodes again, casts put in */
+    int saved_block = g->block;
+    for (int i = 0; i < nold; i++) {
+        struct tr_node n = old[i];
+        enum precision p = policy(n.op);
+        int y = n.out[0];
+        if (p == LOW)
+            for (int j = 0; j < n.nin; j++) {
+                int v = n.in[j];
+                if (v < 0 || g->values[v].dtype != TR_F32)
+                    continue;
+                if (cast[v] < 0) {   /* made where first needed, in that node's block */
+                    g->block = n.block;
+                    cast[v] = tr_value_add(g, TR_ACT, low, &g->values[v].shape, NULL);
+                    tr_node_add(g, TR_OP_CAST, &v, 1, &cast[v], 1, NULL);
+                }
+                n.in[j] = cast[v];
+            }
+        bool narrow = p == LOW || p == START;
+        for (int j = 0; p == FOLLOW && j < followed_inputs(&n); j++)
+            narrow |= n.in[j] >= 0 && (g->values[n.in[j]].dtype == TR_BF16 || g->values[n.in[j]].dtype == TR_F16);
+        if (p != KEEP && is_float(g->values[y].dtype))
+            g->values[y].dtype = narrow && !f32[y] ? low : TR_F32;
+        g->block = n.block;
+        int k = tr_node_add(g, n.op, n.in, n.nin, n.out, n.nout, &n.attrs);
+        g->nodes[k] = n;   /* phase, block, accumulate as they were; the new inputs */
+    }
+    g->block = saved_block;
+    for (int v = 0; v < g->nvalues; v++)   /* producers by the new node numbers */
+        if (g->values[v].kind == TR_ACT)
+            g->values[v].producer = -1;
+    for (int i = 0; i < g->nnodes; i++)
+        for (int j = 0; j < g->nodes[i].nout; j++) {
+            struct tr_value *val = &g->values[g->nodes[i].out[j]];
+            if (val->kind == TR_ACT && val->producer < 0)
+                val->producer = i;
+        }
+    for (int v = 0; v < nvalues; v++)   /* a view has its storage's precision */
+        if (g->values[v].view_of >= 0)
+            g->values[v].dtype = g->values[g->values[v].view_of].dtype;
+    free(old), free(f32), free(cast);
+    return 0;
+}
