@@ -751,6 +751,11 @@ int tr_train(const struct tr_recipe *r, const struct tr_train_options *opt, stru
         return fail(&run, TR_EXIT_USAGE, "optimize.accumulation: at most 64 micro-steps for now");
     if (tr_data_load(r, opt->datasets_dir, &run.data, diag))
         return TR_EXIT_DATA;
+    for (int i = 0; i < run.data.warnings.n; i++) {   /* before the run folder and its log exist */
+        char *line = tr_diag_line(&run.data.warnings, i);
+        fprintf(stderr, "trainrun: warning: %s\n", line);
+        free(line);
+    }
     int64_t per_epoch = (run.data.train.n + r->train.batch_size - 1) / r->train.batch_size;
     run.seq = 1, run.eval_batch = EVAL_BATCH;
     if (run.data.kind != TR_DATA_FEATURES) {   /* text: plans for the longest sequence of any split */
