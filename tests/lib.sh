@@ -4,6 +4,8 @@ set -u
 : "${TRAINRUN:?set TRAINRUN to the trainrun binary}" "${srcdir:?set srcdir}"
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/trainrun-test.XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
+XDG_CACHE_HOME=$scratch/cache   # trainrun's caches (tokens, prepared data sets): the test's own
+export XDG_CACHE_HOME
 failures=0
 checks=0
 

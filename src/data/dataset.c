@@ -1,8 +1,9 @@
 /* From a recipe's data section to struct tr_data (dataset.h): find the definition (a named
  * dataset.yaml, or the recipe's inline CSV files), run its prepare script when its files are
- * missing or stale, read its tables (files.c), tokenising text as it is read, cut the
- * validation and test sets from the train pool with the definition's own split seed, and
- * normalise every split with statistics of the train split alone. */
+ * missing or stale, read its tables (files.c), tokenising text as it is read or mapping the
+ * tokens of an earlier run from the token cache (cache.c), cut the validation and test sets from
+ * the train pool with the definition's own split seed, and normalise every split with
+ * statistics of the train split alone. */
 #include "data/dataset.h"
 
 #include <dirent.h>
@@ -17,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "data/cache.h"
 #include "data/definition.h"
 #include "data/files.h"
 #include "data/shuffle.h"
@@ -52,9 +54,9 @@ static int read_table(const struct tr_data_def *def, const struct tr_data_source
     unsigned char *data = NULL, *labels = NULL;
     size_t data_len = 0, labels_len = 0;
     const struct tr_data_file *f = &src->files[0];
-    int rc = tr_data_read(f, package_of(def), &data, &data_len, diag);
+    int rc = tr_data_read(f, package_of(def), &data, &data_len, NULL, diag);
     if (!rc && def->format == TR_FMT_IDX)
-        rc = tr_data_read(&src->labels, package_of(def), &labels, &labels_len, diag);
+        rc = tr_data_read(&src->labels, package_of(def), &labels, &labels_len, NULL, diag);
     if (!rc && def->format == TR_FMT_IDX)
         rc = tr_idx_parse(f->path, data, data_len, src->labels.path, labels, labels_len, def->nclasses, t,
                           diag);
@@ -175,16 +177,20 @@ static void adopt(struct tr_table *t, struct tr_split *s)
     s->tokens = t->tokens;
     s->offsets = t->offsets;
     s->ntokens = t->ntokens;
+    s->map = t->map;
+    s->map_bytes = t->map_bytes;
     t->x = NULL;
     t->y = NULL;
     t->tokens = NULL;
     t->offsets = NULL;
+    t->map = NULL;
 }
 
 /* Cuts test (first) and valid (next) from the pool's order shuffled by the split seed; the
  * rest is train. Each split keeps file order. Drawing test first keeps the test set the same
- * when only the valid size changes. */
-static int cut(const struct tr_data_def *def, const struct tr_table *pool, int64_t ntest, int64_t nvalid,
+ * when only the valid size changes. A pool with nothing to cut is train as it is (for text, maybe
+ * still the token cache's mapping). */
+static int cut(const struct tr_data_def *def, struct tr_table *pool, int64_t ntest, int64_t nvalid,
                struct tr_data *d, struct tr_diag *diag)
 {
     int64_t n = pool->n;
@@ -193,6 +199,10 @@ static int cut(const struct tr_data_def *def, const struct tr_table *pool, int64
                     "train on", def->file ? "split" : "data.train.source", (long long)nvalid, (long long)ntest,
                     (long long)n);
         return TR_EINVAL;
+    }
+    if (!ntest && !nvalid) {
+        adopt(pool, &d->train);
+        return 0;
     }
     int64_t *ids = malloc((size_t)n * sizeof *ids);
     if (!ids) {
@@ -288,25 +298,6 @@ static int normalize(const struct tr_data_def *def, struct tr_data *d, struct tr
 
 #define STDERR_KEPT 1000   /* bytes of a failing script's stderr quoted: its last words */
 
-/* mkdir -p: 0, or the errno of the folder that could not be made. */
-static int make_folders(const char *path)
-{
-    char *p = tr_strdup(path);
-    int err = 0;
-    for (char *at = p + 1; !err; at++) {
-        at = strchr(at, '/');
-        if (at)
-            *at = '\0';
-        if (mkdir(p, 0777) != 0 && errno != EEXIST)
-            err = errno;
-        if (!at)
-            break;
-        *at = '/';
-    }
-    free(p);
-    return err;
-}
-
 /* Everything fd gives until its end, keeping the last STDERR_KEPT bytes, on one line. */
 static char *read_tail(int fd)
 {
@@ -338,7 +329,7 @@ static char *read_tail(int fd)
  * stage prints nothing); its stderr is quoted when it fails. */
 static int run_prepare(const struct tr_data_def *def, struct tr_diag *diag)
 {
-    int err = make_folders(def->prepared_dir), fds[2] = {-1, -1};
+    int err = tr_make_folders(def->prepared_dir), fds[2] = {-1, -1};
     if (err || pipe2(fds, O_CLOEXEC) != 0) {
         tr_diag_add(diag, def->prepare_at, "prepare: cannot %s %s: %s", err ? "create" : "run",
                     err ? def->prepared_dir : def->prepare, strerror(err ? err : errno));
@@ -385,9 +376,9 @@ static bool files_ready(const struct tr_data_def *def, struct tr_diag *diag)
     const struct tr_data_source *src[4] = {&def->all, &def->train, &def->valid, &def->test};
     for (int s = 0; s < 4; s++) {
         for (int i = 0; i < src[s]->nfiles; i++)
-            if (tr_data_check(&src[s]->files[i], NULL, diag))
+            if (tr_data_check(&src[s]->files[i], NULL, NULL, diag))
                 return false;
-        if (src[s]->labels.path && tr_data_check(&src[s]->labels, NULL, diag))
+        if (src[s]->labels.path && tr_data_check(&src[s]->labels, NULL, NULL, diag))
             return false;
     }
     return true;
@@ -443,19 +434,70 @@ static int open_tokenizer(const struct text_setup *ts, struct tr_data *d, struct
     return 0;
 }
 
+/* One load's text: its tokenizer, and the token cache (cache.h). Each source (a split's files)
+ * is one shard, keyed by what decides its ids (shard_key); model.max_len is not among them, since
+ * samples are cut to it and streams cut into windows after the cache, which is cheap. */
+struct text_load {
+    const struct text_setup *ts;
+    const struct tr_tokenizer *tok;
+    int64_t vocab;
+    char *cache_dir;              /* the token cache's folder (owned); NULL when it is off */
+    const char *name;             /* the data set's, for people reading the shards' names */
+    char vocab_sha256[65], merges_sha256[65];   /* the tokenizer's files' hashes; "" for none */
+    bool verified;                /* prepare checked every file against its sha256 this load */
+    struct tr_diag *warnings;
+};
+
+static int text_load_begin(const struct tr_data_def *def, const struct text_setup *ts, struct tr_data *d,
+                           struct text_load *tl, struct tr_diag *diag)
+{
+    *tl = (struct text_load){.ts = ts, .tok = d->tokenizer, .vocab = d->vocab, .name = d->name,
+                             .verified = def->prepare != NULL, .warnings = &d->warnings,
+                             .cache_dir = tr_token_cache_dir(&d->warnings)};
+    int rc = 0;
+    if (tl->cache_dir && ts->vocab)
+        rc = tr_data_check(&(struct tr_data_file){.path = ts->vocab}, NULL, tl->vocab_sha256, diag);
+    if (!rc && tl->cache_dir && ts->merges)
+        rc = tr_data_check(&(struct tr_data_file){.path = ts->merges}, NULL, tl->merges_sha256, diag);
+    return rc;
+}
+
+/* A file of a text source as read: its bytes (NULL until read) and its sha256. */
+struct file_bytes {
+    unsigned char *buf;
+    size_t len;
+    char sha256[65];
+};
+
+static int read_file(const struct tr_data_def *def, const struct tr_data_file *f, struct file_bytes *fb,
+                     struct tr_diag *diag)
+{
+    return tr_data_read(f, package_of(def), &fb->buf, &fb->len, fb->sha256, diag);
+}
+
+/* The text of a file's bytes: its lines: range, without a byte-order mark, checked to be UTF-8. */
+static int text_of(const struct tr_data_file *f, const struct file_bytes *fb, const char **text, size_t *len,
+                   int *first_line, struct tr_diag *diag)
+{
+    int rc = tr_text_lines(f, (const char *)fb->buf, fb->len, text, len, first_line, diag);
+    if (!rc && *text == (const char *)fb->buf && *len >= 3 && !memcmp(*text, "\xef\xbb\xbf", 3))
+        *text += 3, *len -= 3;   /* a byte-order mark, as Windows editors write: not text */
+    return rc ? rc : tr_utf8_check(f->path, *text, *len, *first_line, diag);
+}
+
 /* Tokenises classification samples as tr_text_parse hands them over, into one table. */
 struct text_reader {
     const struct tr_tokenizer *tok;
     const char *path;
     int32_t cls, sep;             /* -1 where the vocabulary has none (bytes, chars, gpt2-bpe) */
-    int64_t max_len;
     struct tr_ids ids;            /* every sample's tokens so far */
     int64_t *offsets;             /* n + 1 */
     int32_t *y;
     int64_t n, cap;
 };
 
-/* Sample i becomes [CLS] tokens [SEP], cut to max_len with [SEP] kept last: BERT's input. */
+/* Sample i becomes [CLS] tokens [SEP], whole: BERT's input, cut to model.max_len later
+ * (cut_to_max_len). */
 static int take_sample(void *ctx, const struct tr_text_sample *s, struct tr_diag *diag)
 {
     struct text_reader *r = ctx;
@@ -467,8 +509,6 @@ static int take_sample(void *ctx, const struct tr_text_sample *s, struct tr_diag
         tr_diag_add(diag, (struct tr_where){.file = r->path, .line = s->line, .col = s->col}, "%s", err);
         return TR_EINVAL;
     }
-    if (r->ids.n - start + (r->sep >= 0) > (size_t)r->max_len)
-        r->ids.n = start + (size_t)r->max_len - (r->sep >= 0);
     if (r->sep >= 0)
         tr_ids_push(&r->ids, r->sep);
     if (r->ids.n == start) {
@@ -486,31 +526,13 @@ static int take_sample(void *ctx, const struct tr_text_sample *s, struct tr_diag
     return 0;
 }
 
-/* A text file's lines: range, checked to be UTF-8: *text points into *buf (caller frees). */
-static int read_text(const struct tr_data_def *def, const struct tr_data_file *f, unsigned char **buf,
-                     const char **text, size_t *len, int *first_line, struct tr_diag *diag)
+/* A tsv or jsonl source's files, read in order, as one table of token sequences. */
+static int tokenise_samples(const struct tr_data_def *def, const struct tr_data_source *src,
+                            const struct file_bytes *fb, const struct text_load *tl, struct tr_table *t,
+                            struct tr_diag *diag)
 {
-    size_t all;
-    int rc = tr_data_read(f, package_of(def), buf, &all, diag);
-    if (!rc)
-        rc = tr_text_lines(f, (const char *)*buf, all, text, len, first_line, diag);
-    if (!rc && *text == (const char *)*buf && *len >= 3 && !memcmp(*text, "\xef\xbb\xbf", 3))
-        *text += 3, *len -= 3;   /* a byte-order mark, as Windows editors write: not text */
-    return rc ? rc : tr_utf8_check(f->path, *text, *len, *first_line, diag);
-}
-
-/* A tsv or jsonl split: its files, read in order, as one table of token sequences. */
-static int read_text_table(const struct tr_data_def *def, const struct tr_data_source *src,
-                           const struct tr_tokenizer *tok, int64_t max_len, struct tr_table *t,
-                           struct tr_diag *diag)
-{
-    struct text_reader r = {.tok = tok, .cls = tr_tokenizer_special(tok, "[CLS]"),
-                            .sep = tr_tokenizer_special(tok, "[SEP]"), .max_len = max_len};
-    if (max_len <= (r.cls >= 0) + (r.sep >= 0)) {
-        tr_diag_add(diag, (struct tr_where){0}, "model.max_len: %lld leaves no room for text between [CLS] "
-                    "and [SEP]", (long long)max_len);
-        return TR_EINVAL;
-    }
+    struct text_reader r = {.tok = tl->tok, .cls = tr_tokenizer_special(tl->tok, "[CLS]"),
+                            .sep = tr_tokenizer_special(tl->tok, "[SEP]")};
     struct tr_text_options o = {.format = def->format, .text = def->text, .label = def->label,
                                 .text_at = def->text_at, .label_at = def->label_at,
                                 .class_names = def->class_names, .nclasses = def->nclasses};
@@ -518,72 +540,219 @@ static int read_text_table(const struct tr_data_def *def, const struct tr_data_s
     r.offsets[0] = 0;
     int rc = 0;
     for (int i = 0; i < src->nfiles && !rc; i++) {
-        unsigned char *buf = NULL;
         const char *text;
         size_t len;
-        rc = read_text(def, &src->files[i], &buf, &text, &len, &o.first_line, diag);
         r.path = src->files[i].path;
+        rc = text_of(&src->files[i], &fb[i], &text, &len, &o.first_line, diag);
         if (!rc)
             rc = tr_text_parse(r.path, text, len, &o, take_sample, &r, diag);
-        free(buf);
     }
     *t = (struct tr_table){.n = r.n, .tokens = r.ids.v, .offsets = r.offsets, .y = r.y,
                            .ntokens = (int64_t)r.ids.n, .nclasses = def->nclasses};
     return rc;
 }
 
-/* A language-model split: its files' text, each ending in a newline (one is added where it
+/* A language-model source: its files' text, each ending in a newline (one is added where it
  * lacks it), tokenised into one stream; GPT-2's <|endoftext|> separates files when its
  * vocabulary has it, as GPT-2 was trained between documents. */
-static int read_stream(const struct tr_data_def *def, const struct tr_data_source *src,
-                       const struct tr_tokenizer *tok, int kind, struct tr_ids *ids, struct tr_diag *diag)
+static int tokenise_stream(const struct tr_data_source *src, const struct file_bytes *fb,
+                           const struct text_load *tl, struct tr_table *t, struct tr_diag *diag)
 {
-    int32_t end_of_text = kind == TR_TOK_GPT2_BPE ? tr_tokenizer_special(tok, "<|endoftext|>") : -1;
+    int32_t end_of_text = tl->ts->kind == TR_TOK_GPT2_BPE ? tr_tokenizer_special(tl->tok, "<|endoftext|>")
+                                                          : -1;
+    struct tr_ids ids = {0};
     int rc = 0;
     for (int i = 0; i < src->nfiles && !rc; i++) {
-        unsigned char *buf = NULL;
         const char *text;
         size_t len;
         int first_line;
         char err[256];
-        rc = read_text(def, &src->files[i], &buf, &text, &len, &first_line, diag);
+        rc = text_of(&src->files[i], &fb[i], &text, &len, &first_line, diag);
         if (!rc && i && end_of_text >= 0)
-            tr_ids_push(ids, end_of_text);
-        if (!rc && (tr_tokenize(tok, text, len, ids, err, sizeof err) ||
-                    (end_of_text < 0 && len && text[len - 1] != '\n' && tr_tokenize(tok, "\n", 1, ids, err, sizeof err)))) {
+            tr_ids_push(&ids, end_of_text);
+        if (!rc && (tr_tokenize(tl->tok, text, len, &ids, err, sizeof err) ||
+                    (end_of_text < 0 && len && text[len - 1] != '\n' &&
+                     tr_tokenize(tl->tok, "\n", 1, &ids, err, sizeof err)))) {
             tr_diag_add(diag, (struct tr_where){.file = src->files[i].path}, "%s", err);
             rc = TR_EINVAL;
         }
-        free(buf);
     }
+    *t = (struct tr_table){.tokens = ids.v, .ntokens = (int64_t)ids.n};
+    return rc;
+}
+
+/* What decides a source's ids, hashed: its format; its files' content and lines: ranges; the
+ * fields and classes samples are read with; the tokenizer's kind, option and files' content.
+ * Anything added to what tokenising reads belongs here too. */
+static void shard_key(const struct tr_data_def *def, const struct tr_data_source *src,
+                      const struct text_load *tl, const struct file_bytes *fb, unsigned char key[32])
+{
+    struct tr_sha256 k;
+    tr_shard_key_begin(&k);
+    tr_shard_key_int(&k, def->format);
+    tr_shard_key_int(&k, tl->ts->kind);
+    tr_shard_key_int(&k, tl->ts->lowercase);
+    tr_shard_key_text(&k, tl->vocab_sha256);
+    tr_shard_key_text(&k, tl->merges_sha256);
+    tr_shard_key_int(&k, src->nfiles);
+    for (int i = 0; i < src->nfiles; i++) {
+        tr_shard_key_text(&k, fb[i].sha256);
+        tr_shard_key_int(&k, src->files[i].first_line);
+        tr_shard_key_int(&k, src->files[i].last_line);
+    }
+    if (def->format != TR_FMT_TEXT) {
+        tr_shard_key_text(&k, def->text);
+        tr_shard_key_text(&k, def->label);
+        tr_shard_key_int(&k, def->nclasses);
+        tr_shard_key_int(&k, def->class_names != NULL);
+        for (int c = 0; def->class_names && def->class_names[c]; c++)
+            tr_shard_key_text(&k, def->class_names[c]);
+    }
+    tr_sha256_final(&k, key);
+}
+
+static const char *source_role(const struct tr_data_def *def, const struct tr_data_source *src)
+{
+    return src == &def->all ? "all" : src == &def->train ? "train" : src == &def->valid ? "valid" : "test";
+}
+
+/* cache_dir/<data set>.<split>.<key in hex>.shard: the name says what it holds to a person,
+ * the key what it was made from. */
+static char *shard_path(const struct tr_data_def *def, const struct tr_data_source *src,
+                        const struct text_load *tl, const unsigned char key[32])
+{
+    char hex[65];
+    tr_sha256_hex(key, hex);
+    const char *name = tr_data_is_folder_name(tl->name) ? tl->name : "data";
+    return tr_strdup_printf("%s/%s.%s.%s.shard", tl->cache_dir, name, source_role(def, src), hex);
+}
+
+/* Each file's sha256, for the key: its pin when prepare has just checked it, else read (and
+ * kept for tokenising), so that no file is hashed twice. */
+static int hash_files(const struct tr_data_def *def, const struct tr_data_source *src, const struct text_load *tl,
+                      struct file_bytes *fb, struct tr_diag *diag)
+{
+    int rc = 0;
+    for (int i = 0; i < src->nfiles && !rc; i++) {
+        if (tl->verified && src->files[i].sha256[0])
+            memcpy(fb[i].sha256, src->files[i].sha256, sizeof fb[i].sha256);
+        else
+            rc = read_file(def, &src->files[i], &fb[i], diag);
+    }
+    return rc;
+}
+
+/* t from the shard at path, when it is there, whole and made for key. */
+static bool from_shard(const char *path, const unsigned char key[32], int kind, const struct tr_data_def *def,
+                       const struct text_load *tl, struct tr_table *t)
+{
+    struct tr_shard s;
+    if (!tr_shard_open(path, key, kind, tl->vocab, def->nclasses, &s, tl->warnings))
+        return false;
+    *t = (struct tr_table){.n = s.n, .ntokens = s.ntokens, .tokens = (int32_t *)s.tokens,
+                           .offsets = (int64_t *)s.offsets, .y = (int32_t *)s.labels,
+                           .nclasses = def->nclasses, .map = s.map, .map_bytes = s.map_bytes};
+    return true;
+}
+
+/* One source's tokens, as a stream or samples (enum tr_shard_kind): from its shard in the token
+ * cache, or tokenised now and written there. */
+static int text_source(const struct tr_data_def *def, const struct tr_data_source *src, int kind,
+                       const struct text_load *tl, struct tr_table *t, struct tr_diag *diag)
+{
+    struct file_bytes *fb = tr_xcalloc((size_t)src->nfiles, sizeof *fb);
+    unsigned char key[32];
+    char *path = NULL;
+    int rc = tl->cache_dir ? hash_files(def, src, tl, fb, diag) : 0;
+    if (!rc && tl->cache_dir) {
+        shard_key(def, src, tl, fb, key);
+        path = shard_path(def, src, tl, key);
+    }
+    bool hit = path && from_shard(path, key, kind, def, tl, t);
+    for (int i = 0; i < src->nfiles && !rc && !hit; i++)
+        if (!fb[i].buf)
+            rc = read_file(def, &src->files[i], &fb[i], diag);
+    if (!rc && !hit)
+        rc = kind == TR_SHARD_STREAM ? tokenise_stream(src, fb, tl, t, diag)
+                                     : tokenise_samples(def, src, fb, tl, t, diag);
+    if (!rc && !hit && path)
+        tr_shard_write(path, key, &(struct tr_shard){.kind = kind, .n = t->n, .ntokens = t->ntokens,
+                                                     .tokens = t->tokens, .offsets = t->offsets, .labels = t->y},
+                       tl->warnings);
+    for (int i = 0; i < src->nfiles; i++)
+        free(fb[i].buf);
+    free(fb);
+    free(path);
     return rc;
 }
 
 /* Language modelling: each split one stream cut into windows of max_len tokens; window i is
  * tokens[i·window, (i+1)·window] (its inputs and, shifted by one, its targets). */
-static int load_stream(const struct tr_data_def *def, const struct text_setup *ts, struct tr_data *d,
+static int load_stream(const struct tr_data_def *def, const struct text_load *tl, struct tr_data *d,
                        struct tr_diag *diag)
 {
     const struct tr_data_source *src[3] = {def->all.given ? &def->all : &def->train, &def->valid, &def->test};
     struct tr_split *to[3] = {&d->train, &d->valid, &d->test};
     static const char *const names[3] = {"train", "valid", "test"};
+    int64_t max_len = tl->ts->max_len;
     int rc = 0;
     for (int s = 0; s < 3 && !rc; s++) {
-        struct tr_ids ids = {0};
+        struct tr_table t = {0};
         if (src[s]->given)
-            rc = read_stream(def, src[s], d->tokenizer, ts->kind, &ids, diag);
-        to[s]->tokens = ids.v;
-        to[s]->ntokens = (int64_t)ids.n;
-        to[s]->window = ts->max_len;
-        to[s]->n = ids.n ? ((int64_t)ids.n - 1) / ts->max_len : 0;
+            rc = text_source(def, src[s], TR_SHARD_STREAM, tl, &t, diag);
+        *to[s] = (struct tr_split){.tokens = t.tokens, .ntokens = t.ntokens, .window = max_len,
+                                   .n = t.ntokens ? (t.ntokens - 1) / max_len : 0,
+                                   .map = t.map, .map_bytes = t.map_bytes};
         if (!rc && src[s]->given && to[s]->n == 0) {
             tr_diag_add(diag, (struct tr_where){.file = def->file}, "%s: %lld tokens, too few for one window "
-                        "of model.max_len %lld tokens and the target after it", names[s], (long long)ids.n,
-                        (long long)ts->max_len);
+                        "of model.max_len %lld tokens and the target after it", names[s], (long long)t.ntokens,
+                        (long long)max_len);
             rc = TR_EINVAL;
         }
     }
     return rc;
+}
+
+/* Whether a classification sample of max_len tokens has room for text between [CLS] and [SEP]. */
+static int samples_fit(const struct text_load *tl, struct tr_diag *diag)
+{
+    int64_t specials = (tr_tokenizer_special(tl->tok, "[CLS]") >= 0) +
+                       (tr_tokenizer_special(tl->tok, "[SEP]") >= 0);
+    if (tl->ts->max_len > specials)
+        return 0;
+    tr_diag_add(diag, (struct tr_where){0}, "model.max_len: %lld leaves no room for text between [CLS] and [SEP]",
+                (long long)tl->ts->max_len);
+    return TR_EINVAL;
+}
+
+/* Cuts the samples of s longer than max_len to their first max_len tokens, [SEP] (sep ≥ 0) kept
+ * last. The cache keeps samples whole, so that max_len is not in its key; the cut split is a
+ * copy, so that a mapped shard is never written. */
+static void cut_to_max_len(struct tr_split *s, int64_t max_len, int32_t sep)
+{
+    int64_t total = 0, longer = 0;
+    for (int64_t i = 0; i < s->n; i++) {
+        int64_t len = s->offsets[i + 1] - s->offsets[i];
+        total += len < max_len ? len : max_len;
+        longer += len > max_len;
+    }
+    if (!longer)
+        return;
+    int32_t *tokens = tr_xmalloc((size_t)total * sizeof *tokens);
+    int64_t *offsets = tr_xmalloc((size_t)(s->n + 1) * sizeof *offsets);
+    offsets[0] = 0;
+    for (int64_t i = 0; i < s->n; i++) {
+        int64_t from = s->offsets[i], len = s->offsets[i + 1] - from, keep = len < max_len ? len : max_len;
+        memcpy(tokens + offsets[i], s->tokens + from, (size_t)keep * sizeof *tokens);
+        if (keep < len && sep >= 0)
+            tokens[offsets[i] + keep - 1] = sep;
+        offsets[i + 1] = offsets[i] + keep;
+    }
+    tr_cache_free(s->tokens, s->map, s->map_bytes);
+    tr_cache_free(s->offsets, s->map, s->map_bytes);
+    s->tokens = tokens;
+    s->offsets = offsets;
+    s->ntokens = total;
 }
 
 /* Text splits hold tokens even when empty, so that a reader tells text from features by them. */
@@ -662,8 +831,8 @@ static void name_from_path(const char *path, char name[64])
 }
 
 /* The tables of a csv, idx, tsv or jsonl definition: the pool (one source, or train) and the
- * valid and test files, built into splits. */
-static int load_tables(const struct tr_data_def *def, const struct text_setup *ts, struct tr_data *out,
+ * valid and test files, built into splits; text (tl not NULL) samples then cut to max_len. */
+static int load_tables(const struct tr_data_def *def, const struct text_load *tl, struct tr_data *out,
                        struct tr_diag *diag)
 {
     const struct tr_data_source *src[3] = {def->all.given ? &def->all : &def->train};
@@ -673,44 +842,62 @@ static int load_tables(const struct tr_data_def *def, const struct text_setup *t
     if (def->test.given)
         src[ntables++] = &def->test;
     struct tr_table t[3] = {{0}};
-    int rc = 0;
+    int rc = tl ? samples_fit(tl, diag) : 0;
     for (int i = 0; i < ntables && !rc; i++)
-        rc = is_text(def->format) ? read_text_table(def, src[i], out->tokenizer, ts->max_len, &t[i], diag)
-                                  : read_table(def, src[i], &t[i], diag);
+        rc = tl ? text_source(def, src[i], TR_SHARD_SAMPLES, tl, &t[i], diag)
+                : read_table(def, src[i], &t[i], diag);
     if (!rc)
         rc = build(def, t, src, ntables, out, diag);
     for (int i = 0; i < ntables; i++)
         tr_table_free(&t[i]);
+    struct tr_split *splits[3] = {&out->train, &out->valid, &out->test};
+    for (int s = 0; s < 3 && !rc && tl; s++)
+        cut_to_max_len(splits[s], tl->ts->max_len, tr_tokenizer_special(tl->tok, "[SEP]"));
+    return rc;
+}
+
+/* The data set's name: the definition's, else its folder's. */
+static void set_name(const struct tr_data_def *def, struct tr_data *out)
+{
+    if (def->name[0])
+        memcpy(out->name, def->name, sizeof out->name);
+    else if (def->file) {
+        const char *end = strrchr(def->file, '/'), *start = end;
+        while (start && start > def->file && start[-1] != '/')
+            start--;
+        snprintf(out->name, sizeof out->name, "%.*s", end ? (int)(end - start) : 1, end ? start : ".");
+    }
+}
+
+/* Text: the tokenizer, then each split's tokens through the token cache. */
+static int load_text(const struct tr_data_def *def, const struct text_setup *ts, struct tr_data *out,
+                     struct tr_diag *diag)
+{
+    out->kind = def->format == TR_FMT_TEXT ? TR_DATA_TEXT_LM : TR_DATA_TEXT_CLASSES;
+    struct text_load tl = {0};
+    int rc = open_tokenizer(ts, out, diag);
+    if (!rc)
+        rc = text_load_begin(def, ts, out, &tl, diag);
+    if (!rc && def->format == TR_FMT_TEXT) {
+        rc = load_stream(def, &tl, out, diag);
+        if (!rc)
+            out->class_names = tr_xcalloc(1, sizeof *out->class_names);
+    } else if (!rc)
+        rc = load_tables(def, &tl, out, diag);
+    free(tl.cache_dir);
+    if (!rc)
+        text_splits_complete(out);
     return rc;
 }
 
 static int load_def(const struct tr_data_def *def, const struct text_setup *ts, struct tr_data *out,
                     struct tr_diag *diag)
 {
+    set_name(def, out);
     int rc = ensure_prepared(def, diag);
-    if (!rc && is_text(def->format)) {
-        out->kind = def->format == TR_FMT_TEXT ? TR_DATA_TEXT_LM : TR_DATA_TEXT_CLASSES;
-        rc = open_tokenizer(ts, out, diag);
-    }
-    if (!rc && def->format == TR_FMT_TEXT) {
-        rc = load_stream(def, ts, out, diag);
-        if (!rc)
-            out->class_names = tr_xcalloc(1, sizeof *out->class_names);
-    } else if (!rc)
-        rc = load_tables(def, ts, out, diag);
     if (rc)
         return rc;
-    if (is_text(def->format))
-        text_splits_complete(out);
-    if (def->name[0])
-        memcpy(out->name, def->name, sizeof out->name);
-    else if (def->file) {   /* the folder's name */
-        const char *end = strrchr(def->file, '/'), *start = end;
-        while (start && start > def->file && start[-1] != '/')
-            start--;
-        snprintf(out->name, sizeof out->name, "%.*s", end ? (int)(end - start) : 1, end ? start : ".");
-    }
-    return 0;
+    return is_text(def->format) ? load_text(def, ts, out, diag) : load_tables(def, NULL, out, diag);
 }
 
 static void text_setup_free(struct text_setup *ts)
@@ -973,9 +1160,10 @@ int tr_data_load(const struct tr_recipe *r, const char *datasets_dir, struct tr_
 static void free_split(struct tr_split *s)
 {
     free(s->x);
-    free(s->y);
-    free(s->tokens);
-    free(s->offsets);
+    tr_cache_free(s->y, s->map, s->map_bytes);
+    tr_cache_free(s->tokens, s->map, s->map_bytes);
+    tr_cache_free(s->offsets, s->map, s->map_bytes);
+    tr_cache_unmap(s->map, s->map_bytes);
 }
 
 void tr_data_free(struct tr_data *d)
@@ -991,5 +1179,6 @@ void tr_data_free(struct tr_data *d)
     tr_tokenizer_free(d->tokenizer);
     free(d->tokenizer_files[0]);
     free(d->tokenizer_files[1]);
+    tr_diag_free(&d->warnings);
     memset(d, 0, sizeof *d);
 }

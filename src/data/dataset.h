@@ -1,11 +1,13 @@
 /* The data stage (DESIGN.md §5), second in the pipeline: the recipe's data section becomes
  * three in-memory splits of normalised float features and integer labels, read from CSV or IDX
- * files, or of token ids, read from TSV, JSON Lines or plain text through a tokenizer; every
- * file's decompressed content is checked against the sha256 that the definition pins.
+ * files, or of token ids, read from TSV, JSON Lines or plain text through a tokenizer (once:
+ * the token cache keeps them for later runs); every file's decompressed content is checked
+ * against the sha256 that the definition pins.
  * The trainer reads struct tr_data and never the files; the loader (loader.h) batches a split. */
 #ifndef TR_DATASET_H
 #define TR_DATASET_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/error.h"
@@ -28,6 +30,11 @@ struct tr_split {
     int64_t window;                   /* language modelling: sample i is the window + 1 tokens
                                        * from tokens[i·window] (inputs, then shifted targets) */
     int64_t ntokens;
+    void *map;                        /* text from the token cache: its shard, mapped read-only
+                                       * (map_bytes long), into which tokens, offsets and y may
+                                       * point (read them, never write them); NULL otherwise.
+                                       * tr_data_free unmaps it and frees only what lies outside */
+    size_t map_bytes;
 };
 
 enum tr_norm_kind { TR_NORM_NONE, TR_NORM_SCALE, TR_NORM_STANDARDIZE };
@@ -61,6 +68,9 @@ struct tr_data {
     char **class_names;               /* nclasses names, then NULL */
     char name[64];
     struct tr_norm norm;
+    struct tr_diag warnings;          /* what went wrong without stopping the load (the token
+                                       * cache could not be written, a damaged shard was made
+                                       * again): the caller shows them */
 };
 
 /* The data of a recipe: data.dataset names datasets_dir/<name>/dataset.yaml; otherwise
@@ -141,6 +151,13 @@ int64_t tr_split_features(const struct tr_split *s);
  * it; gpt2-bpe puts <|endoftext|> between files instead), as one stream of ntokens, cut into
  * n = (ntokens − 1) / model.max_len windows. The recipe's data.tokenizer (unless its kind is
  * none) comes before the definition's tokenizer:; its relative paths are looked for in the
- * current folder, then in the datasets folder (vocab/bert-base-uncased/vocab.txt). */
+ * current folder, then in the datasets folder (vocab/bert-base-uncased/vocab.txt).
+ *
+ * Token cache (cache.h): each split's tokens, before the cut to model.max_len and the windows,
+ * are kept in $XDG_CACHE_HOME/trainrun/tokens/<name>.<split>.<key>.shard (~/.cache/… when
+ * unset), the key a sha256 of the files' content and lines:, the fields and class_names, and
+ * the tokenizer's kind, lowercase and files' content. A later load maps the shard read-only
+ * (tr_split.map) instead of tokenising; a damaged shard, or one that cannot be written, is a
+ * warning (tr_data.warnings), never an error. TRAINRUN_NO_CACHE=1 turns the cache off. */
 
 #endif

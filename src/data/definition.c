@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <yaml.h>
 
+#include "data/cache.h"
 #include "recipe/recipe.h"
 #include "recipe/units.h"
 
@@ -707,17 +708,14 @@ static void set_prepared_dir(struct parser *p)
     else if (folder && tr_data_is_folder_name(strrchr(folder, '/') + 1))
         strcpy(name, strrchr(folder, '/') + 1);
     free(folder);
-    const char *cache = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    char *sub = tr_strdup_printf("datasets/%s", name);
     if (!name[0])
         problem(p, at, "prepare: give the data set a name: (its prepared folder's name); its folder's name "
                        "will not do");
-    else if (cache && cache[0] == '/')   /* the XDG spec: a relative path is to be ignored */
-        def->prepared_dir = tr_strdup_printf("%s/trainrun/datasets/%s", cache, name);
-    else if (home && *home)
-        def->prepared_dir = tr_strdup_printf("%s/.cache/trainrun/datasets/%s", home, name);
-    else
+    else if ((def->prepared_dir = tr_cache_path(sub)) == NULL)
         problem(p, at, "prepare: neither XDG_CACHE_HOME nor HOME is set, so there is no cache folder to "
                        "prepare the files in");
+    free(sub);
 }
 
 static void resolve(struct tr_data_file *f, const char *base)

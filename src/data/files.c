@@ -14,6 +14,7 @@
 #include <utf8proc.h>
 #include <zlib.h>
 
+#include "data/cache.h"
 #include "data/sha256.h"
 #include "recipe/recipe.h"
 #include "recipe/units.h"
@@ -113,9 +114,10 @@ static int read_all(gzFile gz, const char *path, unsigned char **buf, size_t *le
     return 0;
 }
 
-/* Reads f into *buf (or only checks it, buf NULL) and compares its sha256 with the pinned one. */
+/* Reads f into *buf (or only checks it, buf NULL) and compares its sha256 with the pinned one;
+ * the hash goes to sha256 when it is not NULL. */
 static int read_checked(const struct tr_data_file *f, const char *package, unsigned char **buf, size_t *len,
-                        struct tr_diag *diag)
+                        char sha256[65], struct tr_diag *diag)
 {
     *len = 0;
     errno = 0;
@@ -130,6 +132,8 @@ static int read_checked(const struct tr_data_file *f, const char *package, unsig
     if (!rc && f->sha256[0] && strcmp(hex, f->sha256))
         rc = data_error(diag, f->path, 0, 0, "sha256 mismatch: expected %s (%s), got %s", f->sha256,
                         f->pinned_by ? f->pinned_by : "pinned", hex);
+    if (!rc && sha256)
+        memcpy(sha256, hex, sizeof hex);
     if (rc && buf) {
         free(*buf);
         *buf = NULL;
@@ -139,16 +143,16 @@ static int read_checked(const struct tr_data_file *f, const char *package, unsig
 }
 
 int tr_data_read(const struct tr_data_file *f, const char *package, unsigned char **buf, size_t *len,
-                 struct tr_diag *diag)
+                 char sha256[65], struct tr_diag *diag)
 {
     *buf = NULL;
-    return read_checked(f, package, buf, len, diag);
+    return read_checked(f, package, buf, len, sha256, diag);
 }
 
-int tr_data_check(const struct tr_data_file *f, const char *package, struct tr_diag *diag)
+int tr_data_check(const struct tr_data_file *f, const char *package, char sha256[65], struct tr_diag *diag)
 {
     size_t len;
-    return read_checked(f, package, NULL, &len, diag);
+    return read_checked(f, package, NULL, &len, sha256, diag);
 }
 
 /* ---- CSV ----------------------------------------------------------------------------------- */
@@ -817,9 +821,10 @@ int tr_text_parse(const char *path, const char *text, size_t len, const struct t
 void tr_table_free(struct tr_table *t)
 {
     free(t->x);
-    free(t->y);
-    free(t->tokens);
-    free(t->offsets);
+    tr_cache_free(t->y, t->map, t->map_bytes);
+    tr_cache_free(t->tokens, t->map, t->map_bytes);
+    tr_cache_free(t->offsets, t->map, t->map_bytes);
+    tr_cache_unmap(t->map, t->map_bytes);
     free_words(t->class_names);
     memset(t, 0, sizeof *t);
 }

@@ -25,12 +25,16 @@ struct tr_table {
     int64_t ntokens;
     int nclasses;                     /* as the caller fixed it, or from the header, or max + 1 */
     char **class_names;               /* from an sklearn header, NULL-ended; else NULL */
+    void *map;                        /* text from the token cache: the shard (map_bytes long)
+                                       * its arrays point into, as in struct tr_split */
+    size_t map_bytes;
 };
 
 /* The whole decompressed content of f into *buf (caller frees), its sha256 checked when f pins
- * one. package, when not NULL, is named in the message for a missing file. */
+ * one and, when sha256 is not NULL, written there as hex (what keys the token cache, cache.h).
+ * package, when not NULL, is named in the message for a missing file. */
 int tr_data_read(const struct tr_data_file *f, const char *package, unsigned char **buf, size_t *len,
-                 struct tr_diag *diag);
+                 char sha256[65], struct tr_diag *diag);
 
 struct tr_csv_options {
     int header;                       /* enum tr_csv_header */
@@ -50,8 +54,8 @@ int tr_idx_parse(const char *images_path, const unsigned char *images, size_t im
 void tr_table_free(struct tr_table *t);
 
 /* Reads f to the end and checks its sha256 like tr_data_read, keeping none of it: is the file
- * there and right? */
-int tr_data_check(const struct tr_data_file *f, const char *package, struct tr_diag *diag);
+ * there and right, and (sha256 not NULL) what is its hash? */
+int tr_data_check(const struct tr_data_file *f, const char *package, char sha256[65], struct tr_diag *diag);
 
 /* The lines f's lines: range names ([first, last], 1-based), or all of text: *start, *len and
  * *first_line (the file's number of the slice's first line). A range past the file's end is an

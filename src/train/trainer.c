@@ -780,6 +780,11 @@ int tr_train(const struct tr_recipe *r, const struct tr_train_options *opt, stru
         return fail(&run, TR_EXIT_USAGE, "optimize.accumulation: at most 64 micro-steps for now");
     if (tr_data_load(r, opt->datasets_dir, &run.data, diag))
         return TR_EXIT_DATA;
+    for (int i = 0; i < run.data.warnings.n; i++) {   /* before the run folder and its log exist */
+        char *line = tr_diag_line(&run.data.warnings, i);
+        fprintf(stderr, "trainrun: warning: %s\n", line);
+        free(line);
+    }
     if (model_reads(r->model.arch) != run.data.kind) {
         static const char *const data_kinds[] = {"feature vectors (csv, idx)", "labelled texts (tsv, jsonl)",
                                                  "running text (text)"};
