@@ -94,7 +94,7 @@ static int gemm16(int64_t M, int64_t K, int64_t N, int iters)
 {
     const enum tr_dtype types[3] = {TR_F32, TR_BF16, TR_F16};
     struct tr_kernel_args args[3];
-    struct tr_node node = {.op = TR_OP_MATMUL};
+    struct tr_node node = {.op = TR_OP_MATMUL, .nin = 2, .nout = 1};
     double *t[3];
     unsigned seed = 2;
     for (int ti = 0; ti < 3; ti++) {
