@@ -8,11 +8,6 @@
 
 #include "backend/cpu/cpu.h"
 
-static bool is_float(enum tr_dtype t)
-{
-    return t == TR_F32 || t == TR_BF16 || t == TR_F16 || t == TR_F64;
-}
-
 /* Element i of a buffer of any dtype, as a double (exact for every dtype). */
 static double load_elem(const void *p, int64_t i, enum tr_dtype t)
 {
@@ -56,7 +51,7 @@ static void store_elem(void *p, int64_t i, enum tr_dtype t, double v)
 /* dst[0:n] = src[0:n], or += when accumulating into a float dtype */
 static void move_run(void *dst, const void *src, int64_t n, enum tr_dtype t, int acc)
 {
-    if (!acc || !is_float(t)) {
+    if (!acc || !tr_dtype_is_float(t)) {
         memcpy(dst, src, (size_t)n * tr_dtype_size(t));
         return;
     }
@@ -67,7 +62,7 @@ static void move_run(void *dst, const void *src, int64_t n, enum tr_dtype t, int
 /* dst[0:n] = value, or += when accumulating into a float dtype */
 static void fill_run(void *dst, int64_t n, enum tr_dtype t, double value, int acc)
 {
-    int add = acc && is_float(t);
+    int add = acc && tr_dtype_is_float(t);
     for (int64_t i = 0; i < n; i++)
         store_elem(dst, i, t, add ? load_elem(dst, i, t) + value : value);
 }
@@ -201,7 +196,7 @@ int tr_cpu_masked_fill(const struct tr_kernel_args *a)
 
 static bool is_f32_or_16bit(enum tr_dtype t)
 {
-    return t == TR_F32 || t == TR_BF16 || t == TR_F16;
+    return t == TR_F32 || tr_dtype_is_16bit(t);
 }
 
 static void cast_via_f32(const struct tr_tensor *x, const struct tr_tensor *y, int add)
@@ -229,7 +224,7 @@ static void cast_via_f32(const struct tr_tensor *x, const struct tr_tensor *y, i
 int tr_cpu_cast(const struct tr_kernel_args *a)
 {
     const struct tr_tensor *x = &a->in[0], *y = &a->out[0];
-    int add = a->node->accumulate && is_float(y->dtype);
+    int add = a->node->accumulate && tr_dtype_is_float(y->dtype);
     if (is_f32_or_16bit(x->dtype) && is_f32_or_16bit(y->dtype)) {
         cast_via_f32(x, y, add);
         return 0;

@@ -13,16 +13,6 @@
 /* Each f32 copy starts on a cache line of its own. */
 #define SCRATCH_ALIGN 64
 
-static bool is_16bit(enum tr_dtype t)
-{
-    return t == TR_BF16 || t == TR_F16;
-}
-
-static bool is_float(enum tr_dtype t)
-{
-    return t == TR_F32 || t == TR_F64 || is_16bit(t);
-}
-
 /* bf16 is the top half of an f32: shifts and a rounding add that vectorise. Built for AVX2 too,
  * picked at load time: in cache, narrowing took 0.83 ns an element with SSE2 (which lacks a
  * 32 → 16-bit pack) and 0.37 with AVX2; widening 0.18 and 0.09. */
@@ -81,7 +71,8 @@ static void narrow_tensor(const float *src, const struct tr_tensor *t)
 /* The one place that says how an op meets 16-bit data. The ops of shape.c move elements and
  * are written over every dtype, so they run on 16-bit storage directly (no copies: half the
  * bytes moved) — as long as their float tensors share one dtype; CAST converts between any
- * two itself. Every other op, and a shape op mixing float dtypes, computes on f32 copies. */
+ * two itself. Every other op, and a shape op mixing float dtypes, computes on f32 copies —
+ * GATHER too: it shares EMBEDDING's typed body (embedding.inc). */
 static bool runs_on_16bit(enum tr_op op, bool one_float_dtype)
 {
     switch (op) {
@@ -106,9 +97,9 @@ static bool needs_widening(const struct tr_node *node, const struct tr_tensor *i
     enum tr_dtype first = TR_NDTYPES;
     for (int i = 0; i < nin + nout; i++) {
         enum tr_dtype t = i < nin ? in[i].dtype : out[i - nin].dtype;
-        if (!is_float(t))
+        if (!tr_dtype_is_float(t))
             continue;
-        any_16bit |= is_16bit(t);
+        any_16bit |= tr_dtype_is_16bit(t);
         if (first == TR_NDTYPES)
             first = t;
         one_float_dtype &= t == first;
@@ -135,7 +126,7 @@ static size_t copies_bytes(const struct tr_tensor *ts, int n)
 {
     size_t bytes = 0;
     for (int i = 0; i < n; i++)
-        if (is_16bit(ts[i].dtype))
+        if (tr_dtype_is_16bit(ts[i].dtype))
             bytes += copy_bytes(&ts[i]);
     return bytes;
 }
@@ -145,7 +136,7 @@ static size_t copies_bytes(const struct tr_tensor *ts, int n)
 static void place_f32_views(struct tr_tensor *ts, int n, char *base)
 {
     for (int i = 0; i < n; i++) {
-        if (!is_16bit(ts[i].dtype))
+        if (!tr_dtype_is_16bit(ts[i].dtype))
             continue;
         size_t bytes = copy_bytes(&ts[i]);
         ts[i].dtype = TR_F32;
@@ -176,7 +167,7 @@ static int refuse_f64(const struct tr_kernel_args *a)
     for (int i = 0; i < a->nin + a->nout; i++) {
         enum tr_dtype t = i < a->nin ? a->in[i].dtype : a->out[i - a->nin].dtype;
         f64 |= t == TR_F64;
-        if (is_16bit(t))
+        if (tr_dtype_is_16bit(t))
             half = t;
     }
     if (!f64)
@@ -206,19 +197,19 @@ int tr_cpu_run_widened(tr_kernel_fn kernel, const struct tr_kernel_args *a)
     /* ACCUMULATE always adds into its output; other ops when the node accumulates. */
     bool reads_outputs = a->node->accumulate || a->node->op == TR_OP_ACCUMULATE;
     for (int i = 0; i < a->nin; i++)
-        if (is_16bit(a->in[i].dtype))
+        if (tr_dtype_is_16bit(a->in[i].dtype))
             widen_tensor(&a->in[i], wide.in[i].data);
     for (int i = 0; i < a->nout && reads_outputs; i++)
-        if (is_16bit(a->out[i].dtype))
+        if (tr_dtype_is_16bit(a->out[i].dtype))
             widen_tensor(&a->out[i], wide.out[i].data);
     rc = kernel(&wide);
     if (rc)
         return rc;
     for (int i = 0; i < a->nout; i++)
-        if (is_16bit(a->out[i].dtype))
+        if (tr_dtype_is_16bit(a->out[i].dtype))
             narrow_tensor(wide.out[i].data, &a->out[i]);
     for (int i = 0; i < a->nin; i++)
-        if (is_16bit(a->in[i].dtype) && input_is_written(a->node, i))
+        if (tr_dtype_is_16bit(a->in[i].dtype) && input_is_written(a->node, i))
             narrow_tensor(wide.in[i].data, &a->in[i]);
     return 0;
 }
