@@ -1,7 +1,9 @@
 /* bench/block: one BERT-style transformer block, forward + backward, timed on the CPU
  * backend — the engine's side of bench/run-block.sh (PyTorch's side: bench/block.py).
  *   bench/block D H F B S ITERS      → prints "trainrun block D=… ms=<median>"
- *   bench/block gemm16 M K N ITERS   → the 16-bit GEMM path (widen, sgemm, narrow) vs sgemm */
+ *   bench/block gemm16 M K N ITERS   → the 16-bit GEMM path (widen, sgemm, narrow) vs sgemm
+ *   bench/block ops16 D H F B S ITERS → a block's matmul, layernorm, gelu and attention, forward
+ *                                       and backward, with bf16 activations vs all f32 */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,7 +96,7 @@ static int gemm16(int64_t M, int64_t K, int64_t N, int iters)
 {
     const enum tr_dtype types[3] = {TR_F32, TR_BF16, TR_F16};
     struct tr_kernel_args args[3];
-    struct tr_node node = {.op = TR_OP_MATMUL};
+    struct tr_node node = {.op = TR_OP_MATMUL, .nin = 2, .nout = 1};
     double *t[3];
     unsigned seed = 2;
     for (int ti = 0; ti < 3; ti++) {
@@ -128,13 +130,137 @@ static int gemm16(int64_t M, int64_t K, int64_t N, int iters)
     return 0;
 }
 
+/* ---- ops16 ------------------------------------------------------------------------------ */
+
+/* The tensors of one block's ops, by role: x [B·S, D] → ffn1 [B·S, F] (matmul), layernorm over
+ * D, gelu over F, attention over [B, H, S, D/H]; each forward's gradient beside it. 'h': an
+ * activation, bf16 in the 16-bit run; 'f': f32 in both (parameters, gradients, statistics). */
+enum { X, W1, Y1, DY1, DX, DW1, LN_G, LN_B, LN_Y, LN_S, LN_DY, LN_DX, LN_DG, LN_DB, G_Y, G_DY, G_DX,
+       Q, K, V, O, LSE, DO, DQ, DK, DV, NROLES };
+
+struct role {
+    char kind;
+    int rank;
+    int64_t dim[4];
+};
+
+struct op16 {
+    const char *name;
+    enum tr_op op;
+    union tr_attrs at;
+    int nin, nout, in[8], out[4];
+};
+
+static void role_shapes(struct role *r, int64_t D, int64_t H, int64_t F, int64_t B, int64_t S)
+{
+    int64_t N = B * S;
+    const struct role act_nd = {'h', 2, {N, D}}, act_nf = {'h', 2, {N, F}}, vec_d = {'f', 1, {D}},
+                      bhsd = {'h', 4, {B, H, S, D / H}};
+    r[X] = r[DX] = r[LN_Y] = r[LN_DY] = r[LN_DX] = act_nd;
+    r[Y1] = r[DY1] = r[G_Y] = r[G_DY] = r[G_DX] = act_nf;
+    r[W1] = (struct role){'h', 2, {D, F}};   /* the 16-bit working copy of the weight */
+    r[DW1] = (struct role){'f', 2, {D, F}};  /* its gradient, accumulated in f32 */
+    r[LN_G] = r[LN_B] = r[LN_DG] = r[LN_DB] = vec_d;
+    r[LN_S] = (struct role){'f', 2, {N, 2}};
+    r[Q] = r[K] = r[V] = r[O] = r[DO] = r[DQ] = r[DK] = r[DV] = bhsd;
+    r[LSE] = (struct role){'f', 3, {B, H, S}};
+}
+
+static const struct op16 ops16_list[] = {
+    {"matmul y = x W1", TR_OP_MATMUL, {.matmul = {0, 0}}, 2, 1, {X, W1}, {Y1}},
+    {"matmul dx = dy W1^T", TR_OP_MATMUL, {.matmul = {0, 1}}, 2, 1, {DY1, W1}, {DX}},
+    {"matmul dW1 = x^T dy", TR_OP_MATMUL, {.matmul = {1, 0}}, 2, 1, {X, DY1}, {DW1}},
+    {"layernorm", TR_OP_LAYERNORM, {.norm = {1e-12f}}, 3, 2, {X, LN_G, LN_B}, {LN_Y, LN_S}},
+    {"layernorm_bwd", TR_OP_LAYERNORM_BWD, {.norm = {1e-12f}}, 4, 3, {LN_DY, X, LN_G, LN_S}, {LN_DX, LN_DG, LN_DB}},
+    {"gelu", TR_OP_GELU, {.gelu = {0}}, 1, 1, {Y1}, {G_Y}},
+    {"gelu_bwd", TR_OP_GELU_BWD, {.gelu = {0}}, 2, 1, {G_DY, Y1}, {G_DX}},
+    {"attention", TR_OP_ATTENTION, {.attention = {0, 0, 0}}, 3, 2, {Q, K, V}, {O, LSE}},
+    {"attention_bwd", TR_OP_ATTENTION_BWD, {.attention = {0, 0, 0}}, 6, 3, {DO, Q, K, V, O, LSE}, {DQ, DK, DV}},
+};
+
+#define NOPS16 ((int)(sizeof ops16_list / sizeof ops16_list[0]))
+
+static struct tr_kernel_args ops16_args(const struct op16 *o, struct tr_node *node, struct tr_tensor *t)
+{
+    *node = (struct tr_node){.op = o->op, .attrs = o->at, .nin = o->nin, .nout = o->nout};
+    struct tr_kernel_args a = {.node = node, .nin = o->nin, .nout = o->nout};
+    for (int i = 0; i < o->nin; i++)
+        a.in[i] = t[o->in[i]];
+    for (int i = 0; i < o->nout; i++)
+        a.out[i] = t[o->out[i]];
+    a.workspace_bytes = tr_backend_cpu()->workspace_bytes(node, a.in, a.out);
+    a.workspace = aligned_alloc(64, (a.workspace_bytes + 127) / 64 * 64);
+    return a;
+}
+
+/* Each op in f32 and with bf16 activations in turn, iteration by iteration (the machine's speed
+ * drifts); medians, and their ratio. The forwards run before the backwards, so the saved
+ * statistics the backwards read are the real ones. */
+static int ops16(int64_t D, int64_t H, int64_t F, int64_t B, int64_t S, int iters)
+{
+    struct role r[NROLES];
+    struct tr_tensor t[2][NROLES];
+    struct tr_node nodes[2][NOPS16];
+    struct tr_kernel_args args[2][NOPS16];
+    role_shapes(r, D, H, F, B, S);
+    unsigned seed = 3;
+    for (int k = 0; k < NROLES; k++) {
+        for (int h = 0; h < 2; h++) {
+            t[h][k] = (struct tr_tensor){h && r[k].kind == 'h' ? TR_BF16 : TR_F32, r[k].rank, {0}, NULL};
+            memcpy(t[h][k].dim, r[k].dim, sizeof r[k].dim);
+            t[h][k].data = aligned_alloc(64, (tr_tensor_bytes(&t[h][k]) + 63) / 64 * 64);
+        }
+        int64_t n = tr_tensor_numel(&t[0][k]);
+        fill(t[0][k].data, (size_t)n, &seed);
+        if (k == LN_G)
+            for (int64_t i = 0; i < n; i++)
+                ((float *)t[0][k].data)[i] += 1;
+        for (int64_t i = 0; i < n; i++)
+            if (t[1][k].dtype == TR_BF16)
+                ((uint16_t *)t[1][k].data)[i] = tr_f32_to_bf16(((float *)t[0][k].data)[i]);
+            else
+                ((float *)t[1][k].data)[i] = ((float *)t[0][k].data)[i];
+    }
+    double *ms[2][NOPS16];
+    for (int h = 0; h < 2; h++)
+        for (int o = 0; o < NOPS16; o++) {
+            args[h][o] = ops16_args(&ops16_list[o], &nodes[h][o], t[h]);
+            ms[h][o] = calloc((size_t)iters, sizeof(double));
+        }
+    for (int i = -1; i < iters; i++)
+        for (int o = 0; o < NOPS16; o++)
+            for (int h = 0; h < 2; h++) {
+                double t0 = now_ms();
+                if (tr_backend_run(tr_backend_cpu(), &args[h][o])) {
+                    fprintf(stderr, "ops16: %s failed\n", ops16_list[o].name);
+                    return 1;
+                }
+                if (i >= 0)
+                    ms[h][o][i] = now_ms() - t0;
+            }
+    printf("ops16 D=%lld H=%lld F=%lld B=%lld S=%lld (bf16 activations; f32 parameters' grads, statistics)\n",
+           (long long)D, (long long)H, (long long)F, (long long)B, (long long)S);
+    double sum[2] = {0, 0};
+    for (int o = 0; o < NOPS16; o++) {
+        double f = median(ms[0][o], iters), b = median(ms[1][o], iters);
+        sum[0] += f, sum[1] += b;
+        printf("  %-22s f32_ms=%8.3f bf16_ms=%8.3f ratio=%.2f workspace_bf16_kib=%zu\n", ops16_list[o].name, f, b,
+               b / f, args[1][o].workspace_bytes / 1024);
+    }
+    printf("  %-22s f32_ms=%8.3f bf16_ms=%8.3f ratio=%.2f\n", "all", sum[0], sum[1], sum[1] / sum[0]);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     tr_cpu_blas_pick_core(argv);   /* the kernels trainrun runs (blas.c) */
     if (argc == 6 && !strcmp(argv[1], "gemm16"))
         return gemm16(atoll(argv[2]), atoll(argv[3]), atoll(argv[4]), atoi(argv[5]));
+    if (argc == 8 && !strcmp(argv[1], "ops16"))
+        return ops16(atoll(argv[2]), atoll(argv[3]), atoll(argv[4]), atoll(argv[5]), atoll(argv[6]), atoi(argv[7]));
     if (argc == 7)
         return block(atoll(argv[1]), atoll(argv[2]), atoll(argv[3]), atoll(argv[4]), atoll(argv[5]), atoi(argv[6]));
-    fprintf(stderr, "usage: bench/block D H F B S ITERS | bench/block gemm16 M K N ITERS\n");
+    fprintf(stderr, "usage: bench/block D H F B S ITERS | bench/block gemm16 M K N ITERS | "
+                    "bench/block ops16 D H F B S ITERS\n");
     return 2;
 }

@@ -1,7 +1,8 @@
 #!/bin/sh
 # One transformer block, forward + backward: trainrun's engine vs PyTorch 1.13 on the same
 # threads, interleaved in one run (machines are noisy: only the ratio means anything), at the
-# BERT-small and BERT-base shapes; then the 16-bit GEMM path against plain sgemm.
+# BERT-small and BERT-base shapes; then the 16-bit GEMM path against plain sgemm, and a
+# BERT-small layer's ops with bf16 activations against all-f32.
 #   bench/run-block.sh [THREADS] [ROUNDS]   (from the build folder, after `make bench/block`)
 set -eu
 threads=${1:-$(nproc)}
@@ -27,3 +28,4 @@ done
 for shape in "1024 768 3072" "4096 768 768"; do
   ./bench/block gemm16 $shape 21
 done
+./bench/block ops16 256 4 1024 32 64 15

@@ -237,8 +237,8 @@ START_TEST(f32_agrees_with_f64)
 }
 END_TEST
 
-/* 16-bit storage: operands widened into the workspace, multiplied in f32, the result rounded
- * once. With inputs exactly representable in the 16-bit type, the only error left is that
+/* 16-bit storage: operands widened into the workspace (64-byte pieces), multiplied in f32, the
+ * result rounded once. With inputs exactly representable in the 16-bit type, the only error left is that
  * final rounding: at most half a unit in the last place, 2^-8 (bf16) or 2^-11 (f16) relative. */
 START_TEST(matmul_16bit)
 {
@@ -254,12 +254,12 @@ START_TEST(matmul_16bit)
             ((uint16_t *)a.data)[i] = to16((float)gc_uniform(&seed, -2, 2)), ra[i] = from16(((uint16_t *)a.data)[i]);
         for (int64_t i = 0; i < N * K; i++)
             ((uint16_t *)b.data)[i] = to16((float)gc_uniform(&seed, -2, 2)), rb[i] = from16(((uint16_t *)b.data)[i]);
-        struct tr_node mm = {.op = TR_OP_MATMUL, .attrs.matmul = {0, 1}};
+        struct tr_node mm = {.op = TR_OP_MATMUL, .nin = 2, .nout = 1, .attrs.matmul = {0, 1}};
         struct tr_kernel_args args = {.node = &mm, .in = {a, b}, .out = {y}, .nin = 2, .nout = 1};
         char error[TR_KERNEL_ERROR_MAX];
         args.error = error;
         ck_assert_int_eq(tr_backend_run(tr_backend_cpu(), &args), TR_EINVAL);   /* no workspace */
-        ck_assert_str_eq(error, "matmul: needs 3596 bytes of workspace, has 0");
+        ck_assert_str_eq(error, "matmul: needs 3712 bytes of workspace for its 16-bit tensors, has 0");
         size_t need = tr_backend_cpu()->workspace_bytes(&mm, args.in, args.out);
         args.workspace = malloc(need), args.workspace_bytes = need;
         gc_run(&args);

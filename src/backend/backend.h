@@ -12,7 +12,16 @@
  *  - statistics are f32 (f64 beside f64 data, in the test graphs);
  *  - results are bitwise independent of the thread count: threads split independent outputs
  *    (rows, columns), never one reduction (a sum is always taken in the same order);
- *  - f32, bf16/f16 (16-bit storage, f32 arithmetic) and f64 (tests) are the float types;
+ *  - the float types are f32, bf16/f16 (16-bit storage, f32 arithmetic) and f64 (the tests'
+ *    gradient checks); integer tensors (ids, targets, masks, argmax, rank) stay i32/u8 beside
+ *    any of them. A node may mix f32 with bf16/f16 tensors (AMP: 16-bit activations beside f32
+ *    parameters, gradients, statistics, lse and loss), never f64 with 16-bit ones (refused).
+ *    The CPU's kernels are written for f32 and f64: a node with 16-bit tensors runs the f32
+ *    kernel on f32 copies in the workspace — inputs widened exactly, outputs rounded to nearest
+ *    even (widened first when the node accumulates) — so its result is the f32 result on the
+ *    widened inputs, rounded once. Except PERMUTE, SLICE, SLICE_BWD, CONCAT and MASKED_FILL,
+ *    which move 16-bit elements as they are when their float tensors share one dtype, and
+ *    CAST, which converts any dtype to any other (src/backend/cpu/widen.c keeps this table);
  *  - a bad input that only shows at run time (an id out of range) returns TR_EINVAL with a
  *    sentence in args->error; nothing else fails.
  *
@@ -109,7 +118,8 @@ typedef int (*tr_kernel_fn)(const struct tr_kernel_args *args);
 struct tr_backend {
     const char *name;
     tr_kernel_fn kernels[TR_NOPS];
-    /* Scratch one node needs, from its bound shapes (im2col buffers, say); 0 for most. */
+    /* Scratch one node needs, from its bound shapes (im2col buffers, the f32 copies of 16-bit
+     * tensors); 0 for most. in and out hold node->nin and node->nout tensors. */
     size_t (*workspace_bytes)(const struct tr_node *node, const struct tr_tensor *in,
                               const struct tr_tensor *out);
 };

@@ -42,6 +42,9 @@ struct tr_tensor {
 size_t tr_dtype_size(enum tr_dtype t);
 const char *tr_dtype_name(enum tr_dtype t);
 
+static inline bool tr_dtype_is_16bit(enum tr_dtype t) { return t == TR_BF16 || t == TR_F16; }
+static inline bool tr_dtype_is_float(enum tr_dtype t) { return t == TR_F32 || t == TR_F64 || tr_dtype_is_16bit(t); }
+
 static inline struct tr_dim tr_dim_const(int64_t k) { return (struct tr_dim){k, 0, 0}; }
 static inline struct tr_dim tr_dim_B(int64_t k) { return (struct tr_dim){k, 1, 0}; }
 static inline struct tr_dim tr_dim_S(int64_t k) { return (struct tr_dim){k, 0, 1}; }

@@ -15,12 +15,11 @@ int tr_cpu_fail(const struct tr_kernel_args *a, const char *fmt, ...)
     return TR_EINVAL;
 }
 
-static size_t cpu_workspace_bytes(const struct tr_node *node, const struct tr_tensor *in,
-                                  const struct tr_tensor *out)
+/* The scratch a kernel itself needs, for the dtypes it is given. */
+static size_t kernel_workspace(const struct tr_node *node, const struct tr_tensor *in,
+                               const struct tr_tensor *out)
 {
     switch (node->op) {
-    case TR_OP_MATMUL:
-        return tr_cpu_matmul_workspace(node, in, out);
     case TR_OP_CONV2D:
     case TR_OP_CONV2D_BWD_DATA:
     case TR_OP_CONV2D_BWD_FILTER:
@@ -31,6 +30,12 @@ static size_t cpu_workspace_bytes(const struct tr_node *node, const struct tr_te
     default:
         return 0;
     }
+}
+
+static size_t cpu_workspace_bytes(const struct tr_node *node, const struct tr_tensor *in,
+                                  const struct tr_tensor *out)
+{
+    return tr_cpu_widened_workspace(node, in, out, kernel_workspace);
 }
 
 static struct tr_backend cpu_backend;
@@ -105,5 +110,5 @@ int tr_backend_run(const struct tr_backend *be, struct tr_kernel_args *args)
     tr_kernel_fn fn = be->kernels[args->node->op];
     if (!fn)
         return tr_cpu_fail(args, "%s has no %s kernel", be->name, tr_op_name(args->node->op));
-    return fn(args);
+    return be == &cpu_backend ? tr_cpu_run_widened(fn, args) : fn(args);
 }

@@ -1,6 +1,7 @@
 /* Shared by the CPU backend's kernel files: each file writes its kernels once over a type
  * `real` and includes that body twice (f32 and f64, see template.h); a dispatcher per op
- * picks by the first input's dtype. Threads: OpenMP over independent outputs only. */
+ * picks by the first input's dtype. 16-bit tensors reach the f32 kernels as f32 copies
+ * (widen.c). Threads: OpenMP over independent outputs only. */
 #ifndef TR_CPU_H
 #define TR_CPU_H
 
@@ -25,13 +26,24 @@
 TR_CPU_KERNELS(TR_CPU_DECLARE)
 #undef TR_CPU_DECLARE
 
-/* Workspace of the ops that need scratch (conv2d's im2col, 16-bit GEMM's f32 copies). */
-size_t tr_cpu_matmul_workspace(const struct tr_node *node, const struct tr_tensor *in,
-                               const struct tr_tensor *out);
+/* Workspace of the kernels that need scratch (conv2d's im2col, the fused classifier's logits). */
+typedef size_t (*tr_cpu_workspace_fn)(const struct tr_node *node, const struct tr_tensor *in,
+                                      const struct tr_tensor *out);
 size_t tr_cpu_conv2d_workspace(const struct tr_node *node, const struct tr_tensor *in,
                                const struct tr_tensor *out);
 size_t tr_cpu_linear_cross_entropy_workspace(const struct tr_node *node, const struct tr_tensor *in,
                                              const struct tr_tensor *out);
+
+/* 16-bit storage (widen.c): runs the kernel on f32 copies of the node's bf16/f16 tensors,
+ * placed at the start of the workspace, unless the op takes them as they are (shape.c's). */
+int tr_cpu_run_widened(tr_kernel_fn kernel, const struct tr_kernel_args *a);
+/* The kernel's own workspace for those f32 copies (kernel_workspace on the f32 shapes) plus
+ * the copies; in and out hold node->nin and node->nout tensors. */
+size_t tr_cpu_widened_workspace(const struct tr_node *node, const struct tr_tensor *in,
+                                const struct tr_tensor *out, tr_cpu_workspace_fn kernel_workspace);
+/* A run of n elements from f32, bf16 or f16 to f32 and back (round to nearest even). */
+void tr_cpu_widen_run(const void *src, enum tr_dtype t, float *dst, int64_t n);
+void tr_cpu_narrow_run(const float *src, void *dst, enum tr_dtype t, int64_t n);
 
 /* C[p] (+)= op(A[p])·op(B[p]), p < P, in fixed tm × tn output tiles (matmul.inc says more):
  * the one GEMM every kernel uses, so that results never depend on the thread count. */

@@ -8,11 +8,6 @@
 
 #include "backend/cpu/cpu.h"
 
-static bool is_float(enum tr_dtype t)
-{
-    return t == TR_F32 || t == TR_BF16 || t == TR_F16 || t == TR_F64;
-}
-
 /* Element i of a buffer of any dtype, as a double (exact for every dtype). */
 static double load_elem(const void *p, int64_t i, enum tr_dtype t)
 {
@@ -56,7 +51,7 @@ static void store_elem(void *p, int64_t i, enum tr_dtype t, double v)
 /* dst[0:n] = src[0:n], or += when accumulating into a float dtype */
 static void move_run(void *dst, const void *src, int64_t n, enum tr_dtype t, int acc)
 {
-    if (!acc || !is_float(t)) {
+    if (!acc || !tr_dtype_is_float(t)) {
         memcpy(dst, src, (size_t)n * tr_dtype_size(t));
         return;
     }
@@ -67,7 +62,7 @@ static void move_run(void *dst, const void *src, int64_t n, enum tr_dtype t, int
 /* dst[0:n] = value, or += when accumulating into a float dtype */
 static void fill_run(void *dst, int64_t n, enum tr_dtype t, double value, int acc)
 {
-    int add = acc && is_float(t);
+    int add = acc && tr_dtype_is_float(t);
     for (int64_t i = 0; i < n; i++)
         store_elem(dst, i, t, add ? load_elem(dst, i, t) + value : value);
 }
@@ -191,13 +186,49 @@ int tr_cpu_masked_fill(const struct tr_kernel_args *a)
     return 0;
 }
 
+/* Casts among f32, bf16 and f16 (AMP's, of every parameter every step) go in runs of f32:
+ * x widened, y's values added when accumulating, the sum narrowed into y. The same bits as the
+ * double path: f32 holds every 16-bit value, and a sum of two f32 rounded in f32 is their sum
+ * in double rounded to f32 (store_elem). A run's two buffers sit on the thread's stack.
+ * GPT-2's [50257, 768] table f32 → bf16 on one core: 190 ms element by element through
+ * double (5 ms a million), 25–30 ms here; with accumulate 260–330 ms and 40 ms. */
+#define CAST_RUN 1024
+
+static bool is_f32_or_16bit(enum tr_dtype t)
+{
+    return t == TR_F32 || tr_dtype_is_16bit(t);
+}
+
+static void cast_via_f32(const struct tr_tensor *x, const struct tr_tensor *y, int add)
+{
+    size_t xs = tr_dtype_size(x->dtype), ys = tr_dtype_size(y->dtype);
+    int64_t n = tr_tensor_numel(x);
+#pragma omp parallel for schedule(static)
+    for (int64_t c = 0; c < n; c += CAST_RUN) {
+        float v[CAST_RUN], old[CAST_RUN];
+        int64_t len = n - c < CAST_RUN ? n - c : CAST_RUN;
+        void *dst = (char *)y->data + c * (int64_t)ys;
+        tr_cpu_widen_run((const char *)x->data + c * (int64_t)xs, x->dtype, v, len);
+        if (add) {
+            tr_cpu_widen_run(dst, y->dtype, old, len);
+            for (int64_t i = 0; i < len; i++)
+                v[i] = old[i] + v[i];
+        }
+        tr_cpu_narrow_run(v, dst, y->dtype, len);
+    }
+}
+
 /* y = x in y's dtype; to an integer: truncated toward zero, saturated, NaN → 0. Any pair of
  * dtypes goes through double, which holds every value of every dtype exactly. Accumulate adds
  * into a float output; an integer output is overwritten (no gradient reaches it). */
 int tr_cpu_cast(const struct tr_kernel_args *a)
 {
     const struct tr_tensor *x = &a->in[0], *y = &a->out[0];
-    int add = a->node->accumulate && is_float(y->dtype);
+    int add = a->node->accumulate && tr_dtype_is_float(y->dtype);
+    if (is_f32_or_16bit(x->dtype) && is_f32_or_16bit(y->dtype)) {
+        cast_via_f32(x, y, add);
+        return 0;
+    }
     int64_t n = tr_tensor_numel(x);
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; i++) {
