@@ -45,6 +45,23 @@ static double normwise(const float *got, const float *want, int64_t n, int *ok)
     return sqrt(diff / (norm > 0 ? norm : 1));
 }
 
+static double norm(const float *a, int64_t n)
+{
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++)
+        sum += (double)a[i] * a[i];
+    return sqrt(sum);
+}
+
+/* ‖got − want‖ */
+static double absolute_error(const float *got, const float *want, int64_t n)
+{
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++)
+        sum += ((double)got[i] - want[i]) * ((double)got[i] - want[i]);
+    return sqrt(sum);
+}
+
 static void feed(struct tr_exec *x, int v, const char *model, const char *name)
 {
     const struct tr_st_tensor *t = ref(model, name);
@@ -103,6 +120,7 @@ static void check_model(enum tr_arch arch, const char *model, enum tr_dtype amp)
     const struct tr_st_tensor *logits = ref(model, "logits"), *loss = ref(model, "loss");
     int ok;
     double e = normwise(tr_exec_data(&x, m.logits), logits->data, (int64_t)(logits->bytes / 4), &ok), worst = e;
+    char worst_name[96] = "logits";
     ck_assert_msg(ok, "%s: logits differ by %.3g normwise", model, e);
     e = normwise(tr_exec_data(&x, m.loss), loss->data, 1, &ok);
     ck_assert_msg(ok, "%s: loss %.7f, PyTorch %.7f", model, *(float *)tr_exec_data(&x, m.loss),
@@ -113,12 +131,22 @@ static void check_model(enum tr_arch arch, const char *model, enum tr_dtype amp)
             snprintf(name, sizeof name, "grad.%s", g.values[v].name);
             const struct tr_st_tensor *want = ref(model, name);
             e = normwise(tr_exec_data(&x, g.values[v].grad), want->data, (int64_t)(want->bytes / 4), &ok);
+            const char *key = strstr(name, "key.bias");
+            if (key && amp != TR_F32) {   /* rounding noise around 0: judged against its neighbour's size */
+                char value[160];
+                snprintf(value, sizeof value, "%.*svalue.bias", (int)(key - name), name);
+                const struct tr_st_tensor *near = ref(model, value);
+                ok = absolute_error(tr_exec_data(&x, g.values[v].grad), want->data, (int64_t)(want->bytes / 4)) <=
+                     tolerance * norm(near->data, (int64_t)(near->bytes / 4));
+            }
             ck_assert_msg(ok, "%s: the gradient of %s differs by %.3g normwise", model, g.values[v].name, e);
-            if (!strstr(g.values[v].name, "key.bias"))   /* zero in exact arithmetic: no relative error */
-                worst = e > worst ? e : worst;
+            if (!key && e > worst) {   /* key.bias: zero in exact arithmetic, no relative error */
+                worst = e;
+                snprintf(worst_name, sizeof worst_name, "%s", g.values[v].name);
+            }
         }
-    printf("%s%s: %d parameters, logits, loss and gradients within %.2g normwise of PyTorch\n", model,
-           amp == TR_F32 ? "" : amp == TR_BF16 ? " (bf16 amp)" : " (fp16 amp)", params, worst);
+    printf("%s%s: %d parameters, logits, loss and gradients within %.2g normwise of PyTorch (the worst: %s)\n",
+           model, amp == TR_F32 ? "" : amp == TR_BF16 ? " (bf16 amp)" : " (fp16 amp)", params, worst, worst_name);
     for (int k = 0; k < TR_NKINDS; k++)
         free(x.base[k]);
     free(x.workspace);
@@ -136,10 +164,11 @@ END_TEST
 
 /* One step's logits, loss and gradients with 16-bit activations agree with PyTorch's f64 to
  * the 16-bit type's precision: bf16 keeps 8 significant bits (unit roundoff 2^-8 ≈ 3.9e-3),
- * f16 11 (4.9e-4); a few roundings in a row through two layers stay within 10 units. */
+ * f16 11 (4.9e-4). The worst are bias gradients, sums over every token of 16-bit terms that
+ * partly cancel (bf16: layer 0's output.dense.bias, 0.039, 10 units): the bound is 13 units. */
 START_TEST(amp_bf16_matches_pytorch)
 {
-    tolerance = 4e-2;
+    tolerance = 5e-2;
     check_model(TR_ARCH_BERT, "bert", TR_BF16);
     check_model(TR_ARCH_GPT, "gpt", TR_BF16);
     tolerance = TOLERANCE;
@@ -148,7 +177,7 @@ END_TEST
 
 START_TEST(amp_fp16_matches_pytorch)
 {
-    tolerance = 5e-3;
+    tolerance = 6.5e-3;
     check_model(TR_ARCH_BERT, "bert", TR_F16);
     check_model(TR_ARCH_GPT, "gpt", TR_F16);
     tolerance = TOLERANCE;
