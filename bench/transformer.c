@@ -54,7 +54,7 @@ static void fill_values(const struct tr_graph *g, struct tr_exec *ex, const stru
         y[i] = rand_r(&seed) % (m->segments >= 0 ? classes : (int)vocab);
 }
 
-static int bench(const char *arch, int64_t B, int64_t S, int iters)
+static int bench(const char *arch, int64_t B, int64_t S, int iters, enum tr_dtype amp)
 {
     int gpt = !strcmp(arch, "gpt");
     char yaml[256];
@@ -70,6 +70,8 @@ static int bench(const char *arch, int64_t B, int64_t S, int iters)
     struct tr_model m;
     tr_graph_init(&g);
     tr_model_build(&g, &r, 0, NULL, classes, vocab, 1, &m);
+    if (amp != TR_F32)
+        tr_amp(&g, amp, &m.logits, m.logits >= 0);
     int scale = tr_autodiff(&g);
     if (g.error || scale < 0)
         return fprintf(stderr, "transformer: %s\n", g.message), 1;
@@ -107,8 +109,8 @@ static int bench(const char *arch, int64_t B, int64_t S, int iters)
             fprintf(stderr, "  %-20s %8.2f ms per run %5.1f%%\n", tr_op_name((enum tr_op)op),
                     op_seconds[op] * 1e3 / (iters + 1), 100 * op_seconds[op] / total);
     qsort(t, (size_t)iters, sizeof *t, cmp_double);
-    printf("trainrun %s B=%lld S=%lld ms=%.2f loss=%.4f peak_rss_mib=%.1f arena_mib=%.1f\n", arch, (long long)B,
-           (long long)S, t[iters / 2], *(float *)tr_exec_data(&ex, m.loss),
+    printf("trainrun %s %s B=%lld S=%lld ms=%.2f loss=%.4f peak_rss_mib=%.1f arena_mib=%.1f\n", arch,
+           amp == TR_F32 ? "fp32" : tr_dtype_name(amp), (long long)B, (long long)S, t[iters / 2], *(float *)tr_exec_data(&ex, m.loss),
            (double)tr_process_peak_rss() / 1048576.0, (double)p.region_bytes[TR_ACT] / 1048576.0);
     for (int k = 0; k < TR_NKINDS; k++)
         free(ex.base[k]);
@@ -122,8 +124,10 @@ static int bench(const char *arch, int64_t B, int64_t S, int iters)
 int main(int argc, char **argv)
 {
     tr_cpu_blas_pick_core(argv);   /* the kernels trainrun runs (blas.c) */
-    if (argc == 5 && (!strcmp(argv[1], "bert") || !strcmp(argv[1], "gpt")))
-        return bench(argv[1], atoll(argv[2]), atoll(argv[3]), atoi(argv[4]));
-    fprintf(stderr, "usage: bench/transformer bert|gpt B S ITERS\n");
+    enum tr_dtype amp = argc < 6 || !strcmp(argv[5], "fp32") ? TR_F32 : !strcmp(argv[5], "bf16") ? TR_BF16
+                      : !strcmp(argv[5], "fp16") ? TR_F16 : TR_I32;
+    if ((argc == 5 || argc == 6) && (!strcmp(argv[1], "bert") || !strcmp(argv[1], "gpt")) && amp != TR_I32)
+        return bench(argv[1], atoll(argv[2]), atoll(argv[3]), atoi(argv[4]), amp);
+    fprintf(stderr, "usage: bench/transformer bert|gpt B S ITERS [fp32|bf16|fp16]\n");
     return 2;
 }

@@ -4,7 +4,8 @@ BERT-small (4 post-LN layers, hidden 256, 4 heads, FFN 1024, 30,522 tokens, 45 c
 GPT of the same size (50,257 tokens, tied head) — one training step's forward + backward on
 random tokens, every token real, dropout 0.1, on the CPU; prints the median time and the
 process's peak resident memory.
-    bench/transformer.py bert|gpt B S ITERS THREADS"""
+    bench/transformer.py bert|gpt B S ITERS THREADS [fp32|bf16]
+bf16: under torch.autocast("cpu", torch.bfloat16), PyTorch 1.13's CPU mixed precision."""
 import math
 import resource
 import statistics
@@ -70,6 +71,9 @@ class Model(nn.Module):
 
 def main():
     arch, B, S, iters, threads = sys.argv[1], *map(int, sys.argv[2:6])
+    amp = sys.argv[6] if len(sys.argv) > 6 else "fp32"
+    import contextlib
+    context = torch.autocast("cpu", dtype=torch.bfloat16) if amp == "bf16" else contextlib.nullcontext()
     torch.set_num_threads(threads)
     torch.manual_seed(1)
     model = Model(arch == "gpt").train()
@@ -79,11 +83,13 @@ def main():
     for i in range(iters + 1):   # one warm-up run
         model.zero_grad(set_to_none=True)
         t0 = time.perf_counter()
-        model(ids, y).backward()
+        with context:
+            loss = model(ids, y)
+        loss.backward()
         if i:
             times.append((time.perf_counter() - t0) * 1e3)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"pytorch {arch} B={B} S={S} ms={statistics.median(times):.2f} peak_rss_mib={rss:.1f}")
+    print(f"pytorch {arch} {amp} B={B} S={S} ms={statistics.median(times):.2f} peak_rss_mib={rss:.1f}")
 
 
 if __name__ == "__main__":
