@@ -163,6 +163,10 @@ expect_in "$err" "model.arch bert reads labelled texts (tsv, jsonl); data set di
   "the mismatch is named"
 checks=$((checks + 1))
 [ ! -e "$scratch/mismatch" ] || fail "a refused run left a run folder"
+# Inline splits next to a named data set would be ignored: refused instead.
+run "$TRAINRUN" check "$recipes/mlp.yaml" data.valid=/nonexistent.csv
+expect_rc 2 "data.valid next to data.dataset"
+expect_in "$err" "data.valid.source next to data.dataset" "the refusal names the key"
 # A data set without a test split says so, rather than printing a test score of 0.
 mkdir -p "$scratch/sets/notest"
 sed 's/test: 0.2, //; s/^name: digits/name: notest/' "$srcdir/datasets/digits/dataset.yaml" \

@@ -122,6 +122,14 @@ static void check_data(struct checker *c)
     else if (!named && !inline_train)
         fail(c, "data.dataset", "data: no training data; set data.dataset (a folder under "
              "datasets/) or data.train.source (a file or URL)");
+    for (int i = 0; named && i < 2; i++) {   /* a data set's own splits are not replaced, yet */
+        char key[32];
+        snprintf(key, sizeof key, "data.%s.source", i ? "test" : "valid");
+        if (!is_null(r, key))
+            fail(c, key, "data: %s next to data.dataset: a data set keeps its own %s split (its "
+                 "dataset.yaml says which); drop %s, or give the training data inline too", key,
+                 i ? "test" : "validation", key);
+    }
     check_source(c, "train");
     check_source(c, "valid");
     check_source(c, "test");
