@@ -167,6 +167,9 @@ checks=$((checks + 1))
 run "$TRAINRUN" check "$recipes/mlp.yaml" data.valid=/nonexistent.csv
 expect_rc 2 "data.valid next to data.dataset"
 expect_in "$err" "data.valid.source next to data.dataset" "the refusal names the key"
+run "$TRAINRUN" "$recipes/mlp.yaml" model.init.from_run=latest report.dir="$scratch/fromrun"
+expect_rc 2 "model.init.from_run is not supported yet"
+expect_in "$err" "model.init.from_run: not supported yet" "from_run says so"
 # A data set without a test split says so, rather than printing a test score of 0.
 mkdir -p "$scratch/sets/notest"
 sed 's/test: 0.2, //; s/^name: digits/name: notest/' "$srcdir/datasets/digits/dataset.yaml" \

@@ -778,6 +778,9 @@ int tr_train(const struct tr_recipe *r, const struct tr_train_options *opt, stru
     run.micro = r->train.batch_size / run.accumulation;
     if (run.accumulation > 64)
         return fail(&run, TR_EXIT_USAGE, "optimize.accumulation: at most 64 micro-steps for now");
+    if (r->model.init.from_run != TR_FROM_RUN_NONE)   /* warm starts come with nightly runs */
+        return fail(&run, TR_EXIT_USAGE, "model.init.from_run: not supported yet; give a checkpoint file "
+                    "instead: model.init.path=%s/%s/latest/checkpoints/step-<N>.safetensors", r->report.dir, r->name);
     if (tr_data_load(r, opt->datasets_dir, &run.data, diag))
         return TR_EXIT_DATA;
     for (int i = 0; i < run.data.warnings.n; i++) {   /* before the run folder and its log exist */
