@@ -67,9 +67,9 @@ struct run {
     char init_summary[1024];   /* model.init: what was loaded, ignored, drawn; said once the log is open */
     enum tr_dtype amp;         /* the activations' precision: TR_F32, or TR_BF16 / TR_F16 (optimize.amp) */
     struct tr_scaler scaler;   /* fp16's loss scale */
-    struct { int mode, blocks, of, nodes; } remat;   /* optimize.checkpointing: enum
-                                               * tr_remat_mode in the first `blocks` of the
-                                               * model's `of`, making `nodes` recompute nodes */
+    /* optimize.checkpointing: mode (enum tr_remat_mode) in the first `blocks` of the model's
+     * `of`, which made `nodes` recompute nodes */
+    struct { int mode, blocks, of, nodes; } remat;
 };
 
 static double now(void)
