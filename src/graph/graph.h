@@ -1,6 +1,6 @@
 /* The static graph (DESIGN.md §3): values with symbolic sizes and nodes named by op, built
  * once per plan by the model builders through small functions named by op
- * (`y = tr_matmul(g, x, w, 0, 1)`). Passes (autodiff, later amp and remat) append nodes; the
+ * (`y = tr_matmul(g, x, w, 0, 1)`). Passes (amp, autodiff, remat) rewrite or append nodes; the
  * schedule and the memory plan turn the graph into something an executor can run. */
 #ifndef TR_GRAPH_H
 #define TR_GRAPH_H
@@ -208,6 +208,16 @@ int tr_amp(struct tr_graph *g, enum tr_dtype low, const int *keep_f32, int nkeep
  * of the loss itself is the input value it returns ("loss.scale", [1]): 1, or the fp16 loss
  * scale. Returns that value, or -1 with g->error set. */
 int tr_autodiff(struct tr_graph *g);
+
+/* The remat pass (remat.c): gradient checkpointing, after autodiff. mode[b] (enum
+ * tr_remat_mode) says how block b < nblocks is checkpointed; later blocks are not. Full: the
+ * block keeps only its inputs, and its forward is copied (phase TR_RECOMPUTE) just before its
+ * backward; selective: only the cheap ops' outputs are made again (remat.c says which). The
+ * gradients are the same bits as without it. Returns 0, or g->error with g->message. */
+enum tr_remat_mode { TR_REMAT_NONE, TR_REMAT_SELECTIVE, TR_REMAT_FULL };
+int tr_remat(struct tr_graph *g, const uint8_t *mode, int nblocks);
+/* The number of blocks the builder marked (one more than the highest block number). */
+int tr_graph_blocks(const struct tr_graph *g);
 
 /* The low-level append every builder and pass uses. Returns the node index. */
 int tr_node_add(struct tr_graph *g, enum tr_op op, const int *in, int nin, const int *out, int nout,

@@ -67,6 +67,9 @@ struct run {
     char init_summary[1024];   /* model.init: what was loaded, ignored, drawn; said once the log is open */
     enum tr_dtype amp;         /* the activations' precision: TR_F32, or TR_BF16 / TR_F16 (optimize.amp) */
     struct tr_scaler scaler;   /* fp16's loss scale */
+    /* optimize.checkpointing: mode (enum tr_remat_mode) in the first `blocks` of the model's
+     * `of`, which made `nodes` recompute nodes */
+    struct { int mode, blocks, of, nodes; } remat;
 };
 
 static double now(void)
@@ -122,6 +125,32 @@ static int model_reads(int arch)
     return arch == TR_ARCH_BERT ? TR_DATA_TEXT_CLASSES : arch == TR_ARCH_GPT ? TR_DATA_TEXT_LM : TR_DATA_FEATURES;
 }
 
+/* optimize.checkpointing as a mode per block for the remat pass. auto is none until the
+ * planner weighs memory against recompute time; selective and full apply to every block; a
+ * number k fully recomputes the first k blocks: their saved activations wait longest for
+ * their backward, and by the time it reaches them the later, kept blocks have been freed, so
+ * the peak is one block's activations lower than with the last k. */
+static void checkpointing(struct run *run, struct tr_graph *g)
+{
+    const struct tr_choice *ck = &run->r->optimize.checkpointing;
+    int of = tr_graph_blocks(g), blocks = of, mode = TR_REMAT_FULL;
+    if (ck->name == TR_CKPT_AUTO || ck->name == TR_CKPT_OFF)
+        mode = TR_REMAT_NONE, blocks = 0;
+    else if (ck->name == TR_CKPT_SELECTIVE)
+        mode = TR_REMAT_SELECTIVE;
+    else if (ck->name < 0 && ck->n < of)
+        blocks = (int)ck->n;
+    run->remat.mode = mode, run->remat.blocks = blocks, run->remat.of = of;
+    if (mode == TR_REMAT_NONE || blocks == 0)
+        return;
+    uint8_t *modes = tr_xcalloc((size_t)of, 1);
+    memset(modes, mode, (size_t)blocks);
+    tr_remat(g, modes, of);
+    free(modes);
+    for (int i = 0; i < g->nnodes; i++)
+        run->remat.nodes += g->nodes[i].phase == TR_RECOMPUTE;
+}
+
 static int build_side(struct run *run, struct side *s, int training, int64_t batch)
 {
     const struct tr_split *split = &run->data.train;
@@ -132,6 +161,8 @@ static int build_side(struct run *run, struct side *s, int training, int64_t bat
         tr_amp(&s->g, run->amp, &s->m.logits, s->m.logits >= 0);
     s->lm = run->data.kind == TR_DATA_TEXT_LM;
     s->loss_scale = training ? tr_autodiff(&s->g) : -1;
+    if (training && !s->g.error)
+        checkpointing(run, &s->g);
     if (s->g.error)
         return fail(run, TR_EXIT_USAGE, "model: %s", s->g.message);
     int keep[2] = {s->m.loss, s->m.logits >= 0 ? s->m.logits : s->m.rank};
@@ -499,6 +530,24 @@ static void metric(struct run *run, json_t *line)
     json_decref(line);
 }
 
+/* The checkpointing the plan applies, in words. */
+static void remat_words(const struct run *run, char *out, size_t size)
+{
+    if (run->remat.mode == TR_REMAT_NONE || run->remat.blocks == 0)
+        snprintf(out, size, "no gradient checkpointing%s",
+                 run->r->optimize.checkpointing.name == TR_CKPT_AUTO ? " (auto: the planner will choose)" : "");
+    else if (run->remat.mode == TR_REMAT_SELECTIVE && run->remat.nodes == 0)
+        snprintf(out, size, "selective recomputation (nothing in this model is cheap to recompute)");
+    else if (run->remat.mode == TR_REMAT_SELECTIVE)
+        snprintf(out, size, "selective recomputation in all %d blocks", run->remat.of);
+    else if (run->remat.blocks == run->remat.of)
+        snprintf(out, size, "full recomputation of all %d blocks", run->remat.of);
+    else if (run->remat.blocks == 1)
+        snprintf(out, size, "full recomputation of block 0 of %d", run->remat.of);
+    else
+        snprintf(out, size, "full recomputation of blocks 0–%d of %d", run->remat.blocks - 1, run->remat.of);
+}
+
 /* The plan, for people: what each region of memory holds and how large it is. */
 static char *plan_markdown(struct run *run)
 {
@@ -510,10 +559,12 @@ static char *plan_markdown(struct run *run)
     FILE *f = open_memstream(&md, &len);
     if (!f)
         return NULL;
-    fprintf(f, "Fixed plan: %s, no gradient checkpointing, %lld micro-batch%s of %lld per step "
+    char remat[96];
+    remat_words(run, remat, sizeof remat);
+    fprintf(f, "Fixed plan: %s, %s, %lld micro-batch%s of %lld per step "
             "(batch %lld).\n\n| memory | bytes |\n| --- | ---: |\n",
             run->amp == TR_F32 ? "fp32" : run->amp == TR_BF16 ? "bf16 mixed precision" : "fp16 mixed precision",
-            (long long)run->accumulation,
+            remat, (long long)run->accumulation,
             run->accumulation > 1 ? "es" : "", (long long)run->micro, (long long)run->r->train.batch_size);
     for (int k = 0; k < TR_NKINDS; k++) {
         size_t b = p->region_bytes[k] > run->eval.p.region_bytes[k] ? p->region_bytes[k] : run->eval.p.region_bytes[k];
