@@ -71,7 +71,7 @@ static int bench(const char *arch, int64_t B, int64_t S, int iters, enum tr_dtyp
     tr_graph_init(&g);
     tr_model_build(&g, &r, 0, NULL, classes, vocab, 1, &m);
     if (amp != TR_F32)
-        tr_amp(&g, amp, &m.logits, m.logits >= 0);
+        tr_amp(&g, amp, &m.logits, m.logits >= 0, false);   /* as the trainer does on the CPU */
     int scale = tr_autodiff(&g);
     if (g.error || scale < 0)
         return fprintf(stderr, "transformer: %s\n", g.message), 1;

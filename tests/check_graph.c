@@ -306,7 +306,7 @@ END_TEST
 
 /* Two BERT blocks and a classifier, planned for [8, 128]: arena bytes, built as f32 or through
  * the amp pass (bf16 activations, the logits kept f32). */
-static size_t blocks_arena(enum tr_dtype low, struct tr_graph *g)
+static size_t blocks_arena(enum tr_dtype low, bool copies, struct tr_graph *g)
 {
     tr_graph_init(g);
     int x = tr_input(g, "x", TR_F32, 3, (struct tr_dim[]){tr_dim_B(1), tr_dim_S(1), tr_dim_const(64)});
@@ -319,7 +319,7 @@ static size_t blocks_arena(enum tr_dtype low, struct tr_graph *g)
     int t = tr_input(g, "t", TR_I32, 1, &rows);
     tr_graph_set_loss(g, tr_cross_entropy(g, logits, t, -100));
     if (low != TR_F32)
-        ck_assert_int_eq(tr_amp(g, low, &logits, 1), 0);
+        ck_assert_int_eq(tr_amp(g, low, &logits, 1, copies), 0);
     ck_assert_int_ge(tr_autodiff(g), 0);
     ck_assert_msg(!g->error, "%s", g->message);
     ck_assert(g->values[logits].dtype == TR_F32 && g->values[g->loss].dtype == TR_F32);
@@ -339,8 +339,9 @@ static size_t blocks_arena(enum tr_dtype low, struct tr_graph *g)
  * logits f32; every node's inputs are made before it; the arena shrinks to about half. */
 START_TEST(amp_pass)
 {
-    struct tr_graph g32, g16;
-    size_t a32 = blocks_arena(TR_F32, &g32), a16 = blocks_arena(TR_BF16, &g16);
+    struct tr_graph g32, g16, gcpu;
+    size_t a32 = blocks_arena(TR_F32, false, &g32), a16 = blocks_arena(TR_BF16, true, &g16);
+    size_t acpu = blocks_arena(TR_BF16, false, &gcpu);
     struct tr_graph *g = &g16;
     int casts = 0;
     for (int i = 0; i < g->nnodes; i++) {
@@ -366,9 +367,14 @@ START_TEST(amp_pass)
         if (g->values[v].kind == TR_PARAM || g->values[v].kind == TR_GRAD)
             ck_assert(g->values[v].dtype == TR_F32);
     ck_assert_int_eq(casts, 2 * 6 + 1);   /* q, k, v, o, ffn1, ffn2 weights a layer, the head's */
-    printf("amp: arena %zu bytes in f32, %zu with bf16 activations (%.2f×)\n", a32, a16, (double)a16 / (double)a32);
+    printf("amp: arena %zu bytes in f32, %zu with bf16 activations and weight copies (%.2f×), %zu without "
+           "the copies (%.2f×)\n", a32, a16, (double)a16 / (double)a32, acpu, (double)acpu / (double)a32);
     ck_assert(a16 <= 0.55 * (double)a32);
-    tr_graph_free(&g32), tr_graph_free(&g16);
+    ck_assert(acpu < a16);
+    for (int i = 0; i < gcpu.nnodes; i++)   /* without copies, no parameter is cast */
+        if (gcpu.nodes[i].op == TR_OP_CAST && gcpu.nodes[i].phase == TR_FORWARD)
+            ck_assert(gcpu.values[gcpu.nodes[i].in[0]].kind != TR_PARAM);
+    tr_graph_free(&g32), tr_graph_free(&g16), tr_graph_free(&gcpu);
 }
 END_TEST
 

@@ -541,6 +541,14 @@ START_TEST(linear_cross_entropy_matches_unfused)
             ck_assert_double_eq_tol(F64(dx)[i], 2 * F64(dx_want)[i], 1e-12);
         for (int i = 0; i < V * D; i++)
             ck_assert_double_eq_tol(F64(dw)[i], 2 * F64(dw_want)[i], 1e-12);
+        union tr_attrs add = at;   /* add_dw: dw added into, dx overwritten */
+        add.cross_entropy.add_dw = 1;
+        lce_run(TR_OP_LINEAR_CROSS_ENTROPY_BWD, add, 0, (struct tr_tensor[]){dl, x, w, t, lse},
+                (struct tr_tensor[]){dx, dw});
+        for (int i = 0; i < N * D; i++)
+            ck_assert_double_eq_tol(F64(dx)[i], F64(dx_want)[i], 1e-12);
+        for (int i = 0; i < V * D; i++)
+            ck_assert_double_eq_tol(F64(dw)[i], 3 * F64(dw_want)[i], 1e-12);
         gc_free(&loss), gc_free(&lse), gc_free(&rank), gc_free(&dx), gc_free(&dw);
     }
     gc_free(&x), gc_free(&w), gc_free(&t), gc_free(&logits), gc_free(&want), gc_free(&dl),

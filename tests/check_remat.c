@@ -107,7 +107,7 @@ static struct outcome step(enum tr_arch arch, enum tr_dtype amp, const uint8_t *
     tr_model_build(&g, &r, arch == TR_ARCH_RESNET ? 3 : arch == TR_ARCH_MLP ? 1 : 0,
                    arch == TR_ARCH_RESNET ? image : features, 3, features_in ? 0 : VOCAB, 1, &m);
     if (amp != TR_F32)
-        tr_amp(&g, amp, &m.logits, m.logits >= 0);
+        tr_amp(&g, amp, &m.logits, m.logits >= 0, true);
     int scale = tr_autodiff(&g);
     ck_assert_msg(scale >= 0, "%s", g.message);
     if (mode)

@@ -71,7 +71,8 @@
  *   SOFTMAX_BWD     in dy, y                out dx
  *   LOG_SOFTMAX_BWD in dy, y                out dx
  *   CROSS_ENTROPY_BWD in dloss [1], logits, targets      out dlogits
- *   LINEAR_CROSS_ENTROPY_BWD in dloss [1], x, w, targets, lse   out dx, dw (the logits again)
+ *   LINEAR_CROSS_ENTROPY_BWD in dloss [1], x, w, targets, lse   out dx, dw (the logits again);
+ *                   attrs add_dw: dw is added into (a parameter's gradient), dx as accumulate says
  *   LAYERNORM_BWD   in dy, x, gamma, stats  out dx, dgamma, dbeta
  *   EMBEDDING_BWD   in dy, ids              out dtable [V, D] (zeroed, then rows scatter-added)
  *   ATTENTION_BWD   in do, q, k, v, o, lse (+ mask)      out dq, dk, dv

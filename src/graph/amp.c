@@ -2,7 +2,9 @@
  * forward graph, before autodiff, and rewrites it in place: activations become 16-bit (bf16 or
  * f16) where the table says so, and a CAST node is put before each op that computes in 16 bits
  * for every f32 operand it reads (a parameter's cast is its 16-bit working copy, made once per
- * micro-batch from the f32 master weights the optimizer updates). Autodiff then gives every
+ * micro-batch from the f32 master weights the optimizer updates, when working_copies: what
+ * 16-bit GEMM hardware needs; the CPU kernels compute in f32 and read the master weights as
+ * they are, so there a copy would only cost memory and time). Autodiff then gives every
  * 16-bit value a 16-bit gradient and every parameter its f32 one, through the casts' backward.
  *
  * The table: GEMMs, convolutions and attention compute in 16 bits (their kernels accumulate in
@@ -76,7 +78,7 @@ static void mark_f32(const struct tr_graph *g, const int *keep, int nkeep, bool 
         }
 }
 
-int tr_amp(struct tr_graph *g, enum tr_dtype low, const int *keep_f32, int nkeep)
+int tr_amp(struct tr_graph *g, enum tr_dtype low, const int *keep_f32, int nkeep, bool working_copies)
 {
     if (g->error)
         return g->error;
@@ -100,7 +102,8 @@ int tr_amp(struct tr_graph *g, enum tr_dtype low, const int *keep_f32, int nkeep
         if (p == LOW)
             for (int j = 0; j < n.nin; j++) {
                 int v = n.in[j];
-                if (v < 0 || g->values[v].dtype != TR_F32)
+                if (v < 0 || g->values[v].dtype != TR_F32 ||
+                    (!working_copies && g->values[v].kind == TR_PARAM))
                     continue;
                 if (cast[v] < 0) {   /* made where first needed, in that node's block */
                     g->block = n.block;

@@ -161,6 +161,23 @@ static void concat_rule(struct autodiff *ad, const struct tr_node *n, int gy)
     }
 }
 
+/* The classifier's weight is a parameter: its gradient is added straight into the parameter's
+ * (attrs add_dw) rather than through a [classes, D] temporary and an ACCUMULATE, which for
+ * GPT-2's vocabulary would be the arena's largest value. */
+static void lce_rule(struct autodiff *ad, const struct tr_node *n, int gy)
+{
+    int in[5] = {gy, n->in[0], n->in[1], n->in[2], n->out[1]}, x = n->in[0], w = n->in[1];
+    union tr_attrs at = n->attrs;
+    bool ax = false;
+    if (ad->g->values[w].kind != TR_PARAM || (ad->needs[x] && (ad->grad[x] >= 0))) {
+        emit(ad, TR_OP_LINEAR_CROSS_ENTROPY_BWD, in, 5, n->in, 2, &at);   /* the general way */
+        return;
+    }
+    int dx = ad->needs[x] ? destination(ad, x, &ax) : new_act(ad, x);
+    at.cross_entropy.add_dw = 1;
+    backward_node(ad, TR_OP_LINEAR_CROSS_ENTROPY_BWD, in, 5, (int[]){dx, ad->g->values[w].grad}, 2, &at, false);
+}
+
 /* Appends the backward of forward node n, whose first output's gradient is gy. */
 static void rule(struct autodiff *ad, const struct tr_node *n, int gy)
 {
@@ -193,9 +210,7 @@ static void rule(struct autodiff *ad, const struct tr_node *n, int gy)
     case TR_OP_CROSS_ENTROPY:
         emit(ad, TR_OP_CROSS_ENTROPY_BWD, (int[]){gy, in[0], in[1]}, 3, &in[0], 1, &at);
         break;
-    case TR_OP_LINEAR_CROSS_ENTROPY:
-        emit(ad, TR_OP_LINEAR_CROSS_ENTROPY_BWD, (int[]){gy, in[0], in[1], in[2], n->out[1]}, 5, in, 2, &at);
-        break;
+    case TR_OP_LINEAR_CROSS_ENTROPY:  lce_rule(ad, n, gy); break;
     case TR_OP_LAYERNORM:
         emit(ad, TR_OP_LAYERNORM_BWD, (int[]){gy, in[0], in[1], n->out[1]}, 4, in, 3, &at);
         break;

@@ -86,8 +86,10 @@ union tr_attrs {
     struct { float eps; } norm;                         /* layer norm, batch norm */
     struct { float p; uint32_t stream; } dropout;
     struct { uint8_t causal, padding_mask; float scale; } attention;   /* scale 0: 1/√D */
-    struct { int32_t ignore_index, chunk; } cross_entropy;   /* chunk: rows of logits held at
-                                                              * once (0: the backend's choice) */
+    struct { int32_t ignore_index, chunk; uint8_t add_dw; } cross_entropy;
+                        /* chunk: rows of logits held at once (0: the backend's choice);
+                         * add_dw: LINEAR_CROSS_ENTROPY_BWD adds into dw (a parameter's
+                         * gradient) whatever node->accumulate says of dx */
     struct { int stride, pad; } conv;
     struct { int kernel, stride, pad; } pool;
     struct { float eps, momentum; uint8_t training; } batchnorm;
@@ -198,9 +200,9 @@ void tr_graph_set_loss(struct tr_graph *g, int loss);
 
 /* The amp pass (amp.c): rewrites a forward graph, before autodiff, for mixed precision with
  * activations in `low` (TR_BF16 or TR_F16) by amp.c's per-op table, casts put before the ops
- * that compute in 16 bits; keep_f32 names values to compute and keep in f32 (the logits).
- * Returns 0, or g->error with g->message. */
-int tr_amp(struct tr_graph *g, enum tr_dtype low, const int *keep_f32, int nkeep);
+ * that compute in 16 bits (of parameters too when working_copies); keep_f32 names values to
+ * compute and keep in f32 (the logits). Returns 0, or g->error with g->message. */
+int tr_amp(struct tr_graph *g, enum tr_dtype low, const int *keep_f32, int nkeep, bool working_copies);
 
 /* Reverse-mode differentiation of the loss (graph.h's autodiff.c): appends the backward nodes
  * (phase TR_BACKWARD) and gives every parameter a TR_GRAD value that the backward adds into,

@@ -158,7 +158,7 @@ static int build_side(struct run *run, struct side *s, int training, int64_t bat
     tr_model_build(&s->g, run->r, split->rank, split->dims, run->data.nclasses, run->data.vocab, training,
                    &s->m);
     if (run->amp != TR_F32)   /* the logits stay f32 */
-        tr_amp(&s->g, run->amp, &s->m.logits, s->m.logits >= 0);
+        tr_amp(&s->g, run->amp, &s->m.logits, s->m.logits >= 0, false);   /* the CPU reads f32 weights */
     s->lm = run->data.kind == TR_DATA_TEXT_LM;
     s->loss_scale = training ? tr_autodiff(&s->g) : -1;
     if (training && !s->g.error)
