@@ -1748,6 +1748,22 @@ START_TEST(dynamic_batching_is_deterministic_and_seekable)
 }
 END_TEST
 
+/* Nearest-rank percentiles of lengths 1 … 100, stored in reverse. */
+START_TEST(text_percentiles)
+{
+    int64_t offsets[101] = {0};
+    for (int i = 0; i < 100; i++)
+        offsets[i + 1] = offsets[i] + (100 - i);
+    struct tr_split s = {.n = 100, .offsets = offsets};
+    ck_assert_int_eq(tr_text_percentile(&s, 0.5), 50);
+    ck_assert_int_eq(tr_text_percentile(&s, 0.99), 99);
+    ck_assert_int_eq(tr_text_percentile(&s, 1), 100);
+    ck_assert_int_eq(tr_text_percentile(&s, 0), 1);
+    s = (struct tr_split){.n = 3, .window = 64};   /* language modelling: every window alike */
+    ck_assert_int_eq(tr_text_percentile(&s, 0.5), 64);
+}
+END_TEST
+
 START_TEST(dynamic_batching_refuses_bad_buckets)
 {
     struct tr_split s = text_split(), numbers = numbered_split();
@@ -1836,6 +1852,7 @@ static Suite *data_suite(void)
     tcase_add_test(tc, dynamic_batching_cuts_steps_by_length);
     tcase_add_test(tc, dynamic_batching_is_deterministic_and_seekable);
     tcase_add_test(tc, dynamic_batching_refuses_bad_buckets);
+    tcase_add_test(tc, text_percentiles);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
     return s;

@@ -6,6 +6,7 @@
 #include "data/loader.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -96,6 +97,26 @@ int64_t tr_text_longest(const struct tr_split *s)
         if (s->offsets[i + 1] - s->offsets[i] > longest)
             longest = s->offsets[i + 1] - s->offsets[i];
     return longest;
+}
+
+static int compare_lengths(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+int64_t tr_text_percentile(const struct tr_split *s, double q)
+{
+    if (!s->offsets || s->n < 1)
+        return s->window;
+    int64_t *len = tr_xmalloc((size_t)s->n * sizeof *len);
+    for (int64_t i = 0; i < s->n; i++)
+        len[i] = s->offsets[i + 1] - s->offsets[i];
+    qsort(len, (size_t)s->n, sizeof *len, compare_lengths);
+    int64_t rank = (int64_t)ceil(q * (double)s->n);   /* nearest rank, from 1 */
+    int64_t p = len[rank < 1 ? 0 : rank > s->n ? s->n - 1 : rank - 1];
+    free(len);
+    return p;
 }
 
 int64_t tr_text_batch(const struct tr_split *s, const int64_t *ids, int64_t n, int32_t *tokens,

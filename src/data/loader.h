@@ -86,6 +86,9 @@ int64_t tr_text_batch(const struct tr_split *s, const int64_t *ids, int64_t n, i
                       int32_t *targets, uint8_t *mask, int32_t *labels);
 /* The longest sequence in a text split (the window, for language modelling). */
 int64_t tr_text_longest(const struct tr_split *s);
+/* The length at or below which a fraction q (0 … 1) of the split's sequences lie: the
+ * nearest-rank percentile (q = 0.99: the 99th). */
+int64_t tr_text_percentile(const struct tr_split *s, double q);
 /* Sample i's length in tokens (the window, for language modelling). */
 int64_t tr_text_length(const struct tr_split *s, int64_t i);
 /* Stops and joins the workers, frees the ring. NULL is fine. */

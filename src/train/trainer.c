@@ -560,6 +560,13 @@ static void say_plan(struct run *run)
     for (int b = 0, at = 0; run->dynamic && b < run->nbuckets && at < (int)sizeof buckets; b++)
         at += snprintf(buckets + at, sizeof buckets - (size_t)at, "%s%lld×%lld", b ? ", " : "",
                        (long long)run->buckets[b].rows, (long long)run->buckets[b].len);
+    if (run->data.kind == TR_DATA_TEXT_CLASSES) {   /* what padding costs: how long the texts are */
+        const struct tr_split *t = &run->data.train;
+        say(run, "text: %lld tokens in %lld sequences; lengths p50 %lld, p90 %lld, p99 %lld, longest %lld\n",
+            (long long)t->ntokens, (long long)t->n, (long long)tr_text_percentile(t, 0.5),
+            (long long)tr_text_percentile(t, 0.9), (long long)tr_text_percentile(t, 0.99),
+            (long long)tr_text_longest(t));
+    }
     if (run->dynamic)
         say(run, "plan: dynamic batching, micro-batches of %s (rows × tokens); activation arena %s\n", buckets,
             arena);
