@@ -5,7 +5,8 @@
  * sequences of unequal lengths (normalised by target tokens: a mean per micro-batch weighted by
  * its share of samples would be off by far more). Dropout masks are keyed by the sample's id
  * (core/rng.h), so they are the same however the step is cut; what is left is f32 summation
- * order, bounded by 1e-6 normwise. */
+ * order, bounded by 1e-6 normwise. The executor runs in debug mode: on every plan, no kernel
+ * writes outside its outputs. */
 #include "runner.h"
 
 #include <math.h>
@@ -56,7 +57,7 @@ static void setup(struct harness *h, enum tr_arch arch)
     ck_assert_int_eq(tr_program_plan(&h->p, &h->g, buckets, 4, keep, 2, tr_backend_cpu()), 0);
     h->rng = (struct tr_rng_ctx){.seed = 42};
     h->x = (struct tr_exec){.g = &h->g, .schedule = h->p.schedule, .n = h->p.n, .plan = &h->p.plans[0],
-                            .be = tr_backend_cpu(), .rng = &h->rng};
+                            .be = tr_backend_cpu(), .rng = &h->rng, .debug = true};
     for (int k = 0; k < TR_NKINDS; k++)
         h->x.base[k] = calloc(h->p.region_bytes[k] + 64, 1);
     h->x.workspace = calloc(h->p.workspace_bytes + 64, 1);
@@ -79,6 +80,7 @@ static void teardown(struct harness *h)
     for (int k = 0; k < TR_NKINDS; k++)
         free(h->x.base[k]);
     free(h->x.workspace);
+    free(h->x.shadow);
     tr_program_free(&h->p);
     tr_graph_free(&h->g);
     tr_recipe_free(&h->r);
