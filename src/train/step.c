@@ -37,15 +37,16 @@ int tr_step_gradients(const struct tr_step_runner *r, const struct tr_step *st, 
                       double *loss)
 {
     struct tr_exec *x = r->x;
-    int64_t counts[st->nmicro > 0 ? st->nmicro : 1], total = 0;
+    int64_t total = 0;   /* counted again below: a pass over ids, nothing beside the forward */
     for (int i = 0; i < st->nmicro; i++)
-        total += counts[i] = tr_batch_targets(&st->micro[i], r->lm);
+        total += tr_batch_targets(&st->micro[i], r->lm);
     memset(x->base[TR_GRAD], 0, r->p->region_bytes[TR_GRAD]);
     *loss = 0;
     r->rng->step = step;
     for (int i = 0; i < st->nmicro; i++) {
         const struct tr_batch *b = &st->micro[i];
-        if (!counts[i])
+        int64_t count = tr_batch_targets(b, r->lm);
+        if (!count)
             continue;
         x->plan = tr_program_plan_for(r->p, b->n, b->S);
         if (!x->plan) {
@@ -55,7 +56,7 @@ int tr_step_gradients(const struct tr_step_runner *r, const struct tr_step *st, 
         }
         tr_feed(x, r->m, r->lm, b, r->features);
         r->rng->sample_ids = b->ids;
-        double share = (double)counts[i] / (double)total;
+        double share = (double)count / (double)total;
         *(float *)tr_exec_data(x, r->loss_scale) = (float)(share * scale);
         int rc = tr_exec_run(x, b->n, b->S);
         if (rc)
