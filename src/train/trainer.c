@@ -60,7 +60,7 @@ struct run {
     int64_t micro, accumulation, total_steps;
     int64_t seq;               /* text: the longest sequence of any split (the plans' S); else 1 */
     /* The training program's plans: one (micro, seq), or with dynamic batching one per length
-     * bucket (train_buckets) — all in one arena, the largest plan's. */
+     * bucket (plan_buckets) — all in one arena, the largest plan's. */
     struct tr_length_bucket buckets[MAX_BUCKETS];
     int nbuckets;
     bool dynamic;
