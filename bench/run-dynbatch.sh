@@ -8,7 +8,7 @@
 #   dynamic-p99 the same with a budget of 32 × p99 tokens: the longest bucket gets fewer rows
 # For each: the padding fraction (padding tokens per real token), the activation arena (the
 # plan's largest), the regions the plan asked for, peak RSS, step time and real tokens per second
-# over steps 11–40 (steps 1–10 warm up). Waits until the 1-minute load is below 1.5 first:
+# over steps 11–40 (steps 1–10 warm up). Each run waits until the 1-minute load is below 1.5:
 # another benchmark on the same cores would skew the times.
 #   bench/run-dynbatch.sh [RUNS_DIR [OVERRIDE...]]   (from the build folder; about 5 minutes on
 #   2 cores; overrides go to every run, e.g. model.layers=1 for a quick try of the script)
@@ -18,10 +18,13 @@ runs=${1:-/tmp/trainrun-dynbatch}
 [ $# -gt 0 ] && shift
 here=$(dirname "$0")
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive   # one core computes, one loader thread fills
-while [ "$(awk '{ print ($1 >= 1.5) }' /proc/loadavg)" = 1 ]; do
-  echo "load $(cut -d' ' -f1 /proc/loadavg): waiting for it to fall below 1.5"; sleep 30
-done
+quiet() {   # until the 1-minute load is below 1.5 (the run before included: about a minute)
+  while [ "$(awk '{ print ($1 >= 1.5) }' /proc/loadavg)" = 1 ]; do
+    echo "load $(cut -d' ' -f1 /proc/loadavg): waiting for it to fall below 1.5"; sleep 20
+  done
+}
 train() {   # train CASE OVERRIDES...
+  quiet
   case=$1
   shift
   rm -rf "${runs:?}/$case"
