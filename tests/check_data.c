@@ -1358,17 +1358,33 @@ static void free_split(struct tr_split *s)
     free(s->y);
 }
 
-static struct tr_loader *open_loader(const struct tr_split *s, int64_t batch, uint64_t seed, int shuffle,
-                                     int drop_last, int workers, int prefetch, int hold)
+static struct tr_loader *open_with(const struct tr_split *s, const struct tr_loader_options *o)
 {
     struct tr_loader *l;
     struct tr_diag diag = {0};
-    int rc = tr_loader_open(&l, s, batch, seed, shuffle, drop_last, workers, prefetch, hold, &diag);
+    int rc = tr_loader_open(&l, s, o, &diag);
     char *text = unit_diag_text(&diag);
     ck_assert_msg(rc == 0, "%s", text);
     free(text);
     tr_diag_free(&diag);
     return l;
+}
+
+/* Steps of `batch` samples, each one micro-batch (micro 0) unless micro says otherwise. */
+static struct tr_loader *open_loader(const struct tr_split *s, int64_t batch, uint64_t seed, int shuffle,
+                                     int drop_last, int workers, int prefetch, int64_t micro)
+{
+    struct tr_loader_options o = {.batch = batch, .micro = micro, .seed = seed, .shuffle = shuffle,
+                                  .drop_last = drop_last, .num_workers = workers, .prefetch = prefetch};
+    return open_with(s, &o);
+}
+
+/* The step's only micro-batch. */
+static struct tr_batch next_batch(struct tr_loader *l, struct tr_step *st)
+{
+    ck_assert_int_eq(tr_loader_next(l, st), 0);
+    ck_assert_int_eq(st->nmicro, 1);
+    return st->micro[0];
 }
 
 /* A batch's rows are the samples its ids name. */
@@ -1387,8 +1403,8 @@ static void check_batch(const struct tr_batch *b)
 static void take(struct tr_loader *l, int nbatches, int64_t *out, int64_t *count)
 {
     for (int k = 0; k < nbatches; k++) {
-        struct tr_batch b;
-        ck_assert_int_eq(tr_loader_next(l, &b), 0);
+        struct tr_step st;
+        struct tr_batch b = next_batch(l, &st);
         check_batch(&b);
         for (int64_t i = 0; i < b.n; i++)
             out[(*count)++] = b.ids[i];
@@ -1399,16 +1415,16 @@ START_TEST(loader_covers_every_sample_once_an_epoch)
 {
     struct tr_split s = numbered_split();
     int workers = _i;
-    struct tr_loader *l = open_loader(&s, 10, 1, 1, 0, workers, 2, 1);
-    ck_assert_int_eq(tr_loader_batches_per_epoch(l), 11);
+    struct tr_loader *l = open_loader(&s, 10, 1, 1, 0, workers, 2, 0);
+    ck_assert_int_eq(tr_loader_steps_per_epoch(l), 11);
     for (int epoch = 0; epoch < 3; epoch++) {
         int seen[LN] = {0};
         for (int k = 0; k < 11; k++) {
-            struct tr_batch b;
-            tr_loader_next(l, &b);
+            struct tr_step st;
+            struct tr_batch b = next_batch(l, &st);
             check_batch(&b);
-            ck_assert_int_eq(b.epoch, epoch);
-            ck_assert_int_eq(b.index, k);
+            ck_assert_int_eq(st.epoch, epoch);
+            ck_assert_int_eq(st.index, k);
             ck_assert_int_eq(b.n, k < 10 ? 10 : 3);
             for (int64_t i = 0; i < b.n; i++)
                 seen[b.ids[i]]++;
@@ -1422,25 +1438,25 @@ START_TEST(loader_covers_every_sample_once_an_epoch)
 }
 END_TEST
 
-/* One stream whatever the threads: 0, 1 or 3 workers, any prefetch and hold. */
+/* One stream whatever the threads: 0, 1 or 3 workers, any prefetch. */
 START_TEST(loader_order_is_independent_of_workers)
 {
     struct tr_split s = numbered_split();
     enum { BATCHES = 60 };
     static int64_t want[BATCHES * 8], got[BATCHES * 8];
     int64_t nwant = 0;
-    struct tr_loader *l = open_loader(&s, 8, 99, 1, 0, 0, 1, 1);
+    struct tr_loader *l = open_loader(&s, 8, 99, 1, 0, 0, 1, 0);
     take(l, BATCHES, want, &nwant);
     tr_loader_close(l);
-    static const int configs[][3] = {{1, 1, 1}, {1, 4, 1}, {3, 1, 1}, {3, 2, 3}, {3, 7, 2}, {8, 3, 1}, {0, 5, 4}};
+    static const int configs[][2] = {{1, 1}, {1, 4}, {3, 1}, {3, 2}, {3, 7}, {8, 3}, {0, 5}};
     for (size_t c = 0; c < sizeof configs / sizeof configs[0]; c++) {
         int64_t ngot = 0;
-        l = open_loader(&s, 8, 99, 1, 0, configs[c][0], configs[c][1], configs[c][2]);
+        l = open_loader(&s, 8, 99, 1, 0, configs[c][0], configs[c][1], 0);
         take(l, BATCHES, got, &ngot);
         tr_loader_close(l);
         ck_assert_int_eq(ngot, nwant);
-        ck_assert_msg(!memcmp(got, want, (size_t)nwant * sizeof *got), "workers %d prefetch %d hold %d",
-                      configs[c][0], configs[c][1], configs[c][2]);
+        ck_assert_msg(!memcmp(got, want, (size_t)nwant * sizeof *got), "workers %d prefetch %d", configs[c][0],
+                      configs[c][1]);
     }
     free_split(&s);
 }
@@ -1450,16 +1466,16 @@ START_TEST(loader_orders_differ_by_epoch_and_seed)
 {
     struct tr_split s = numbered_split();
     int64_t a[2 * LN], b[2 * LN], na = 0, nb = 0;
-    struct tr_loader *l = open_loader(&s, LN, 5, 1, 0, 2, 2, 1);
+    struct tr_loader *l = open_loader(&s, LN, 5, 1, 0, 2, 2, 0);
     take(l, 2, a, &na);
     tr_loader_close(l);
     ck_assert(memcmp(a, a + LN, LN * sizeof *a) != 0);   /* epoch 0 against epoch 1 */
-    l = open_loader(&s, LN, 6, 1, 0, 2, 2, 1);
+    l = open_loader(&s, LN, 6, 1, 0, 2, 2, 0);
     take(l, 2, b, &nb);
     tr_loader_close(l);
     ck_assert(memcmp(a, b, LN * sizeof *a) != 0);        /* seed 5 against seed 6 */
     nb = 0;
-    l = open_loader(&s, 50, 5, 0, 0, 1, 2, 1);            /* no shuffle: split order */
+    l = open_loader(&s, 50, 5, 0, 0, 1, 2, 0);            /* no shuffle: split order */
     take(l, 3, b, &nb);
     tr_loader_close(l);
     for (int i = 0; i < LN; i++)
@@ -1474,21 +1490,21 @@ START_TEST(loader_seek_reproduces_the_stream)
     struct tr_split s = numbered_split();
     static int64_t want[64 * 10], got[64 * 10];
     int64_t nwant = 0, ngot = 0, skip = 0;
-    struct tr_loader *l = open_loader(&s, 10, 3, 1, 0, 3, 2, 1);
+    struct tr_loader *l = open_loader(&s, 10, 3, 1, 0, 3, 2, 0);
     take(l, 40, want, &nwant);
     tr_loader_close(l);
     for (int k = 0; k < 26; k++)   /* batch 26 is epoch 2, index 4; 11 batches an epoch */
         skip += k % 11 < 10 ? 10 : 3;
     for (int workers = 0; workers <= 3; workers += 3) {
         ngot = 0;
-        l = open_loader(&s, 10, 3, 1, 0, workers, 2, 1);
+        l = open_loader(&s, 10, 3, 1, 0, workers, 2, 0);
         take(l, 7, got, &ngot);   /* run ahead, then go back */
         ngot = 0;
         tr_loader_seek(l, 2, 4);
-        struct tr_batch b;
-        tr_loader_next(l, &b);
-        ck_assert_int_eq(b.epoch, 2);
-        ck_assert_int_eq(b.index, 4);
+        struct tr_step st;
+        struct tr_batch b = next_batch(l, &st);
+        ck_assert_int_eq(st.epoch, 2);
+        ck_assert_int_eq(st.index, 4);
         for (int64_t i = 0; i < b.n; i++)
             got[ngot++] = b.ids[i];
         take(l, 13, got, &ngot);
@@ -1506,52 +1522,274 @@ END_TEST
 START_TEST(loader_drop_last)
 {
     struct tr_split s = numbered_split();
-    struct tr_loader *l = open_loader(&s, 10, 1, 1, 1, 2, 2, 1);
-    ck_assert_int_eq(tr_loader_batches_per_epoch(l), 10);
+    struct tr_loader *l = open_loader(&s, 10, 1, 1, 1, 2, 2, 0);
+    ck_assert_int_eq(tr_loader_steps_per_epoch(l), 10);
     for (int k = 0; k < 25; k++) {
-        struct tr_batch b;
-        tr_loader_next(l, &b);
+        struct tr_step st;
+        struct tr_batch b = next_batch(l, &st);
         ck_assert_int_eq(b.n, 10);
-        ck_assert_int_eq(b.epoch, k / 10);
-        ck_assert_int_eq(b.index, k % 10);
+        ck_assert_int_eq(st.epoch, k / 10);
+        ck_assert_int_eq(st.index, k % 10);
     }
     tr_loader_close(l);
     struct tr_loader *none;
     struct tr_diag diag = {0};
-    ck_assert_int_eq(tr_loader_open(&none, &s, 200, 1, 1, 1, 2, 2, 1, &diag), TR_EINVAL);
+    struct tr_loader_options o = {.batch = 200, .seed = 1, .shuffle = 1, .drop_last = 1, .num_workers = 2,
+                                  .prefetch = 2};
+    ck_assert_int_eq(tr_loader_open(&none, &s, &o, &diag), TR_EINVAL);
     ck_assert_ptr_null(none);
     char *text = unit_diag_text(&diag);
     ck_assert_str_eq(text, "loader: the split holds fewer samples than one batch, and drop_last drops that "
                            "one (batch 200, 103 samples)\n");
     free(text);
     tr_diag_free(&diag);
-    ck_assert_int_eq(tr_loader_open(&none, &s, 0, 1, 1, 0, 2, 2, 1, &diag), TR_EINVAL);
+    o = (struct tr_loader_options){.batch = 0, .seed = 1, .shuffle = 1, .num_workers = 2, .prefetch = 2};
+    ck_assert_int_eq(tr_loader_open(&none, &s, &o, &diag), TR_EINVAL);
     tr_diag_free(&diag);
     free_split(&s);
 }
 END_TEST
 
-/* With hold 4 the consumer may use four batches at once while the workers run ahead. */
-START_TEST(loader_hold_keeps_batches_valid)
+/* A step of 28 in micro-batches of 7: four, each whole, and all of them valid together while the
+ * workers run ahead. */
+START_TEST(loader_step_keeps_its_micro_batches)
 {
     struct tr_split s = numbered_split();
-    struct tr_loader *l = open_loader(&s, 7, 2, 1, 0, 3, 1, 4);
-    for (int step = 0; step < 30; step++) {
-        struct tr_batch b[4];
-        int64_t ids[4][7];
-        for (int a = 0; a < 4; a++) {
-            tr_loader_next(l, &b[a]);
-            memcpy(ids[a], b[a].ids, (size_t)b[a].n * sizeof(int64_t));
+    struct tr_loader *l = open_loader(&s, 28, 2, 1, 0, 3, 1, 7);
+    for (int k = 0; k < 30; k++) {
+        struct tr_step st;
+        tr_loader_next(l, &st);
+        int64_t ids[28], n = 0;
+        for (int a = 0; a < st.nmicro; a++) {
+            ck_assert_int_le(st.micro[a].n, 7);
+            memcpy(ids + n, st.micro[a].ids, (size_t)st.micro[a].n * sizeof(int64_t));
+            n += st.micro[a].n;
         }
+        ck_assert_int_eq(n, st.n);
+        ck_assert_int_eq(st.n, k % 4 < 3 ? 28 : 103 - 84);
+        ck_assert_int_eq(st.nmicro, (st.n + 6) / 7);
         usleep(2000);   /* let the workers fill every free slot */
-        for (int a = 0; a < 4; a++) {
-            ck_assert_msg(!memcmp(ids[a], b[a].ids, (size_t)b[a].n * sizeof(int64_t)),
-                          "step %d: batch %d was overwritten while held", step, a);
-            check_batch(&b[a]);
+        for (int a = 0, at = 0; a < st.nmicro; at += (int)st.micro[a].n, a++) {
+            ck_assert_msg(!memcmp(ids + at, st.micro[a].ids, (size_t)st.micro[a].n * sizeof(int64_t)),
+                          "step %d: micro-batch %d was overwritten while held", k, a);
+            check_batch(&st.micro[a]);
         }
     }
     tr_loader_close(l);
     free_split(&s);
+}
+END_TEST
+
+/* ---- dynamic batching ---------------------------------------------------------------------- */
+
+enum { TN = 1000, TBATCH = 32 };
+
+/* TN classification texts of lengths 3 … 120, skewed short as real ones are: sample i holds
+ * tokens 1000·i + j and label i % 5. */
+static struct tr_split text_split(void)
+{
+    struct tr_split s = {.n = TN};
+    s.offsets = tr_xmalloc((TN + 1) * sizeof(int64_t));
+    s.y = tr_xmalloc(TN * sizeof(int32_t));
+    uint64_t state = 7;
+    s.offsets[0] = 0;
+    for (int i = 0; i < TN; i++) {
+        uint64_t r = tr_splitmix64(&state) % 1000;
+        int64_t len = 3 + (int64_t)(r * r / 8500);   /* 3 … 120 */
+        s.offsets[i + 1] = s.offsets[i] + len;
+        s.y[i] = i % 5;
+    }
+    s.ntokens = s.offsets[TN];
+    s.tokens = tr_xmalloc((size_t)s.ntokens * sizeof(int32_t));
+    for (int i = 0; i < TN; i++)
+        for (int64_t j = s.offsets[i]; j < s.offsets[i + 1]; j++)
+            s.tokens[j] = (int32_t)(1000 * i + (j - s.offsets[i]));
+    return s;
+}
+
+static void free_text_split(struct tr_split *s)
+{
+    free(s->offsets), free(s->y), free(s->tokens);
+}
+
+static const struct tr_length_bucket text_buckets[] = {{16, 32}, {32, 32}, {64, 16}, {120, 8}};
+
+static struct tr_loader *open_dynamic(const struct tr_split *s, uint64_t seed, int workers, int prefetch)
+{
+    struct tr_loader_options o = {.batch = TBATCH, .buckets = text_buckets, .nbuckets = 4, .pool = 4,
+                                  .seed = seed, .shuffle = 1, .num_workers = workers, .prefetch = prefetch};
+    return open_with(s, &o);
+}
+
+/* Appends the step's ids to out and checks each micro-batch: within one bucket's rows and
+ * length, padded to its own longest, its tokens and mask those of the samples it names. */
+static void check_dynamic_step(const struct tr_split *s, const struct tr_step *st, int64_t *out, int64_t *count)
+{
+    int64_t real = 0, slots = 0, n = 0;
+    for (int a = 0; a < st->nmicro; a++) {
+        const struct tr_batch *b = &st->micro[a];
+        int64_t longest = 0, shortest = 1 << 20;
+        for (int64_t i = 0; i < b->n; i++) {
+            int64_t id = b->ids[i], len = tr_text_length(s, id);
+            longest = len > longest ? len : longest;
+            shortest = len < shortest ? len : shortest;
+            for (int64_t j = 0; j < b->S; j++) {
+                ck_assert_int_eq(b->mask[i * b->S + j], j < len);
+                if (j < len)
+                    ck_assert_int_eq(b->tokens[i * b->S + j], 1000 * id + j);
+            }
+            ck_assert_int_eq(b->y[i], id % 5);
+            out[(*count)++] = id;
+            real += len;
+        }
+        ck_assert_int_eq(b->S, longest);
+        int k = 0;   /* the bucket of its longest; its shortest is in the same one */
+        while (text_buckets[k].len < longest)
+            k++;
+        ck_assert_msg(k == 0 || shortest > text_buckets[k - 1].len, "micro-batch %d mixes buckets: %lld … %lld",
+                      a, (long long)shortest, (long long)longest);
+        ck_assert_int_le(b->n, text_buckets[k].rows);
+        slots += b->n * b->S;
+        n += b->n;
+    }
+    ck_assert_int_eq(n, st->n);
+    ck_assert_int_eq(real, st->tokens);
+    ck_assert_int_eq(slots, st->slots);
+}
+
+/* Every sample once an epoch, in steps of the batch (the last one short), cut by length. */
+START_TEST(dynamic_batching_cuts_steps_by_length)
+{
+    struct tr_split s = text_split();
+    struct tr_loader *l = open_dynamic(&s, 3, 2, 2);
+    int64_t per_epoch = tr_loader_steps_per_epoch(l), slots = 0, tokens = 0;
+    ck_assert_int_eq(per_epoch, (TN + TBATCH - 1) / TBATCH);
+    static int64_t ids[2][TN];
+    for (int epoch = 0; epoch < 2; epoch++) {
+        int64_t count = 0;
+        int seen[TN] = {0};
+        for (int64_t k = 0; k < per_epoch; k++) {
+            struct tr_step st;
+            tr_loader_next(l, &st);
+            ck_assert_int_eq(st.epoch, epoch);
+            ck_assert_int_eq(st.n, k < per_epoch - 1 ? TBATCH : TN - (per_epoch - 1) * TBATCH);
+            check_dynamic_step(&s, &st, ids[epoch], &count);
+            slots += st.slots, tokens += st.tokens;
+        }
+        for (int64_t i = 0; i < count; i++)
+            seen[ids[epoch][i]]++;
+        for (int i = 0; i < TN; i++)
+            ck_assert_msg(seen[i] == 1, "epoch %d: sample %d seen %d times", epoch, i, seen[i]);
+    }
+    ck_assert(memcmp(ids[0], ids[1], sizeof ids[0]));   /* each epoch its own order */
+    /* sorted pools pad far less than batches of the shuffled order would (~1.5 here) */
+    ck_assert_msg((double)(slots - tokens) / (double)tokens < 0.25, "padding %.3f",
+                  (double)(slots - tokens) / (double)tokens);
+    tr_loader_close(l);
+    free_text_split(&s);
+}
+END_TEST
+
+/* The same steps for any number of workers, and from any step after a seek. */
+START_TEST(dynamic_batching_is_deterministic_and_seekable)
+{
+    struct tr_split s = text_split();
+    enum { STEPS = 80 };   /* two and a half epochs */
+    static int64_t want[STEPS * TBATCH], got[STEPS * TBATCH];
+    static int64_t want_micro[STEPS], got_micro[STEPS];
+    int64_t nwant = 0;
+    struct tr_loader *l = open_dynamic(&s, 11, 0, 1);
+    for (int k = 0; k < STEPS; k++) {
+        struct tr_step st;
+        tr_loader_next(l, &st);
+        check_dynamic_step(&s, &st, want, &nwant);
+        want_micro[k] = st.nmicro;
+    }
+    tr_loader_close(l);
+    static const int configs[][2] = {{1, 1}, {3, 2}, {4, 5}};
+    for (size_t c = 0; c < sizeof configs / sizeof configs[0]; c++) {
+        int64_t ngot = 0;
+        l = open_dynamic(&s, 11, configs[c][0], configs[c][1]);
+        for (int k = 0; k < STEPS; k++) {
+            struct tr_step st;
+            tr_loader_next(l, &st);
+            check_dynamic_step(&s, &st, got, &ngot);
+            got_micro[k] = st.nmicro;
+        }
+        ck_assert_int_eq(ngot, nwant);
+        ck_assert_mem_eq(got, want, (size_t)nwant * sizeof *got);
+        ck_assert_mem_eq(got_micro, want_micro, sizeof got_micro);
+        int64_t per_epoch = tr_loader_steps_per_epoch(l), at = 45;   /* epoch 1, mid-way */
+        tr_loader_seek(l, at / per_epoch, at % per_epoch);
+        int64_t skip = 0;
+        for (int k = 0; k < at; k++)
+            skip += k % per_epoch < per_epoch - 1 ? TBATCH : TN - (per_epoch - 1) * TBATCH;
+        ngot = 0;
+        for (int k = (int)at; k < STEPS; k++) {
+            struct tr_step st;
+            tr_loader_next(l, &st);
+            check_dynamic_step(&s, &st, got, &ngot);
+            ck_assert_int_eq(st.nmicro, want_micro[k]);
+        }
+        ck_assert_mem_eq(got, want + skip, (size_t)ngot * sizeof *got);
+        tr_loader_close(l);
+    }
+    /* another seed, another stream */
+    int64_t nother = 0;
+    l = open_dynamic(&s, 12, 2, 2);
+    for (int k = 0; k < 4; k++) {
+        struct tr_step st;
+        tr_loader_next(l, &st);
+        check_dynamic_step(&s, &st, got, &nother);
+    }
+    ck_assert(memcmp(got, want, (size_t)nother * sizeof *got));
+    tr_loader_close(l);
+    free_text_split(&s);
+}
+END_TEST
+
+/* Nearest-rank percentiles of lengths 1 … 100, stored in reverse. */
+START_TEST(text_percentiles)
+{
+    int64_t offsets[101] = {0};
+    for (int i = 0; i < 100; i++)
+        offsets[i + 1] = offsets[i] + (100 - i);
+    struct tr_split s = {.n = 100, .offsets = offsets};
+    ck_assert_int_eq(tr_text_percentile(&s, 0.5), 50);
+    ck_assert_int_eq(tr_text_percentile(&s, 0.99), 99);
+    ck_assert_int_eq(tr_text_percentile(&s, 1), 100);
+    ck_assert_int_eq(tr_text_percentile(&s, 0), 1);
+    s = (struct tr_split){.n = 3, .window = 64};   /* language modelling: every window alike */
+    ck_assert_int_eq(tr_text_percentile(&s, 0.5), 64);
+}
+END_TEST
+
+START_TEST(dynamic_batching_refuses_bad_buckets)
+{
+    struct tr_split s = text_split(), numbers = numbered_split();
+    static const struct {
+        struct tr_length_bucket b[2];
+        int n;
+        const char *why;
+    } cases[] = {
+        {{{16, 8}, {64, 4}}, 2, "the last bucket is shorter than the longest sequence"},
+        {{{64, 8}, {32, 4}}, 2, "buckets must grow in length and hold at least one row"},
+        {{{16, 8}, {200, 0}}, 2, "buckets must grow in length and hold at least one row"},
+    };
+    for (size_t c = 0; c <= sizeof cases / sizeof cases[0]; c++) {
+        struct tr_loader *none;
+        struct tr_diag diag = {0};
+        int text = c < sizeof cases / sizeof cases[0];
+        struct tr_loader_options o = {.batch = TBATCH, .buckets = text ? cases[c].b : text_buckets,
+                                      .nbuckets = text ? cases[c].n : 4, .pool = 2, .prefetch = 1};
+        ck_assert_int_eq(tr_loader_open(&none, text ? &s : &numbers, &o, &diag), TR_EINVAL);
+        char *msg = unit_diag_text(&diag);
+        ck_assert_msg(strstr(msg, text ? cases[c].why : "length buckets need text"), "%s", msg);
+        free(msg);
+        tr_diag_free(&diag);
+    }
+    free_text_split(&s);
+    free_split(&numbers);
 }
 END_TEST
 
@@ -1610,7 +1848,11 @@ static Suite *data_suite(void)
     tcase_add_test(tc, loader_orders_differ_by_epoch_and_seed);
     tcase_add_test(tc, loader_seek_reproduces_the_stream);
     tcase_add_test(tc, loader_drop_last);
-    tcase_add_test(tc, loader_hold_keeps_batches_valid);
+    tcase_add_test(tc, loader_step_keeps_its_micro_batches);
+    tcase_add_test(tc, dynamic_batching_cuts_steps_by_length);
+    tcase_add_test(tc, dynamic_batching_is_deterministic_and_seekable);
+    tcase_add_test(tc, dynamic_batching_refuses_bad_buckets);
+    tcase_add_test(tc, text_percentiles);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
     return s;

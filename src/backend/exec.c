@@ -82,8 +82,12 @@ int tr_exec_run(struct tr_exec *x, int64_t B, int64_t S)
                  (long long)B, (long long)S, (long long)x->plan->B, (long long)x->plan->S);
         return TR_EINVAL;
     }
-    if (x->debug && !x->shadow) {
-        x->shadow = tr_xmalloc(x->plan->region_bytes[TR_ACT] + 1);
+    if (x->debug) {   /* each run may bind another plan (length buckets): its arena, synced */
+        if (x->shadow_bytes < x->plan->region_bytes[TR_ACT] + 1) {
+            free(x->shadow);
+            x->shadow_bytes = x->plan->region_bytes[TR_ACT] + 1;
+            x->shadow = tr_xmalloc(x->shadow_bytes);
+        }
         memcpy(x->shadow, x->base[TR_ACT], x->plan->region_bytes[TR_ACT]);
     }
     char kernel_error[TR_KERNEL_ERROR_MAX];
@@ -137,4 +141,5 @@ void tr_exec_free(struct tr_exec *x)
 {
     free(x->shadow);
     x->shadow = NULL;
+    x->shadow_bytes = 0;
 }

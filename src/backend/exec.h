@@ -21,6 +21,7 @@ struct tr_exec {
     bool debug;
     double *op_seconds;         /* optional, TR_NOPS entries: time spent per op is added here */
     char *shadow;               /* debug: the arena as it should be */
+    size_t shadow_bytes;
     char error[TR_KERNEL_ERROR_MAX + 64];
 };
 

@@ -1,11 +1,12 @@
-/* The loader (loader.h): worker threads fill a ring of batch slots, the trainer takes them in
- * order. Batches are numbered k = epoch · per_epoch + index from 0; worker w makes the batches
+/* The loader (loader.h): worker threads fill a ring of step slots, the trainer takes them in
+ * order. Steps are numbered k = epoch · per_epoch + index from 0; worker w makes the steps
  * k ≡ w (mod workers) into slot k mod ring, so a slot is free again once the consumer has let
- * go of batch k − ring, and no two threads ever write one slot at once. Everything the threads
+ * go of step k − ring, and no two threads ever write one slot at once. Everything the threads
  * share is guarded by one mutex; the copying itself runs outside it. */
 #include "data/loader.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -15,47 +16,59 @@
 #include "data/shuffle.h"
 
 #define MAX_WORKERS 1024
+#define ID_BITS 40   /* dynamic batching sorts keys length << ID_BITS | id */
 
 struct slot {
-    int64_t batch;   /* the batch it holds or is being filled with */
+    int64_t step;    /* the step it holds or is being filled with */
     bool ready;
-    int64_t n;       /* rows */
+    int64_t n, ntokens, nslots;   /* samples; text: real tokens and token slots */
+    int nmicro;
+    struct tr_batch *micro;   /* up to batch micro-batches, pointing into the arrays below */
     float *x;
     int32_t *y;
     int64_t *ids;
-    int32_t *tokens, *targets;   /* text: [n, S] each */
+    int32_t *tokens, *targets;   /* text: the micro-batches' [n, S] one after another */
     uint8_t *mask;
-    int64_t S;
 };
 
+/* An epoch's layout: the order of its samples and, with dynamic batching, where each
+ * micro-batch starts in it. Each worker keeps its own, so no lock is held while shuffling and
+ * sorting (O(n log n), once an epoch a worker). */
 struct worker {
     struct tr_loader *l;
     int index;
     pthread_t thread;
     bool started;
-    int64_t *order;        /* the permutation of order_epoch: each worker keeps its own, so */
-    int64_t order_epoch;   /*   no lock is held while shuffling (O(n), once an epoch a worker) */
+    int64_t *order;
+    int64_t layout_epoch;
+    uint8_t *starts;       /* dynamic: 1 where a micro-batch starts */
+    uint64_t *keys;        /* dynamic: scratch, a pool's (length, id) keys sorted */
+    int64_t *chunks;       /* dynamic: scratch, micro-batch starts in keys (+ the end) */
+    int64_t *perm;         /* dynamic: scratch, the micro-batches' shuffled order */
 };
 
 struct tr_loader {
     const struct tr_split *s;
-    int64_t batch, features, per_epoch;
+    int64_t batch, micro, features, per_epoch, pool;
+    struct tr_length_bucket *buckets;
+    int nbuckets;
     uint64_t seed;
     bool shuffle, drop_last;
-    int nworkers, ring, hold;
+    int nworkers, ring;
     struct slot *slots;
+    struct tr_batch *batches;
     float *xs;
     int32_t *ys;
     int64_t *ids;
-    int64_t seq;               /* text: the longest sequence a batch can hold; 0 for features */
+    int64_t seq;               /* text: the longest sequence a micro-batch can hold; 0 for features */
     int32_t *toks, *tgts;
     uint8_t *masks;
     struct worker *workers;    /* nworkers, or one for the consumer when there are none */
 
     pthread_mutex_t mu;
     pthread_cond_t space, ready, idle;
-    int64_t next;              /* the batch the consumer takes next */
-    int64_t released;          /* batches below this are let go: their slots may be refilled */
+    int64_t next;              /* the step the consumer takes next */
+    int64_t released;          /* steps below this are let go: their slots may be refilled */
     int64_t base;              /* where the stream last (re)started */
     uint64_t generation;       /* bumped by seek: work of an older generation is thrown away */
     int writers;               /* workers filling a slot right now */
@@ -70,18 +83,9 @@ static double now(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* The split's sample order in epoch e: identity, or the permutation drawn from (seed, e). */
-static const int64_t *epoch_order(const struct tr_loader *l, struct worker *w, int64_t epoch)
+int64_t tr_text_length(const struct tr_split *s, int64_t i)
 {
-    int64_t want = l->shuffle ? epoch : 0;
-    if (w->order_epoch != want) {
-        for (int64_t i = 0; i < l->s->n; i++)
-            w->order[i] = i;
-        if (l->shuffle)
-            tr_shuffle(w->order, l->s->n, tr_epoch_seed(l->seed, epoch));
-        w->order_epoch = want;
-    }
-    return w->order;
+    return s->offsets ? s->offsets[i + 1] - s->offsets[i] : s->window;
 }
 
 int64_t tr_text_longest(const struct tr_split *s)
@@ -93,6 +97,26 @@ int64_t tr_text_longest(const struct tr_split *s)
         if (s->offsets[i + 1] - s->offsets[i] > longest)
             longest = s->offsets[i + 1] - s->offsets[i];
     return longest;
+}
+
+static int compare_lengths(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+int64_t tr_text_percentile(const struct tr_split *s, double q)
+{
+    if (!s->offsets || s->n < 1)
+        return s->window;
+    int64_t *len = tr_xmalloc((size_t)s->n * sizeof *len);
+    for (int64_t i = 0; i < s->n; i++)
+        len[i] = s->offsets[i + 1] - s->offsets[i];
+    qsort(len, (size_t)s->n, sizeof *len, compare_lengths);
+    int64_t rank = (int64_t)ceil(q * (double)s->n);   /* nearest rank, from 1 */
+    int64_t p = len[rank < 1 ? 0 : rank > s->n ? s->n - 1 : rank - 1];
+    free(len);
+    return p;
 }
 
 int64_t tr_text_batch(const struct tr_split *s, const int64_t *ids, int64_t n, int32_t *tokens,
@@ -123,29 +147,121 @@ int64_t tr_text_batch(const struct tr_split *s, const int64_t *ids, int64_t n, i
     return S;
 }
 
-/* Copies batch k's samples into slot; touches nothing shared but the slot it owns. */
-static void produce(const struct tr_loader *l, struct worker *w, int64_t k, struct slot *slot)
+/* ---- an epoch's layout ----------------------------------------------------------------------- */
+
+static int compare_keys(const void *a, const void *b)
 {
-    int64_t epoch = k / l->per_epoch, start = (k % l->per_epoch) * l->batch;
-    int64_t n = l->s->n - start < l->batch ? l->s->n - start : l->batch;
-    const int64_t *order = epoch_order(l, w, epoch);
-    for (int64_t i = 0; i < n; i++)
-        slot->ids[i] = order[start + i];
-    slot->n = n;
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The first bucket that holds a sequence of len tokens (the last holds every one). */
+static int bucket_of(const struct tr_loader *l, int64_t len)
+{
+    int b = 0;
+    while (b < l->nbuckets - 1 && l->buckets[b].len < len)
+        b++;
+    return b;
+}
+
+/* Dynamic batching over w->order (already shuffled): each pool sorted by (length, id), each
+ * bucket's run cut into micro-batches of its rows, the micro-batches' order shuffled by a seed
+ * of their own, the order rewritten micro-batch after micro-batch with their starts marked. */
+static void cut_by_length(const struct tr_loader *l, struct worker *w, int64_t epoch)
+{
+    int64_t n = l->s->n, pool = l->pool * l->batch, nchunks = 0;
+    for (int64_t p = 0; p < n; p += pool) {
+        int64_t m = n - p < pool ? n - p : pool;
+        for (int64_t i = p; i < p + m; i++)
+            w->keys[i] = (uint64_t)tr_text_length(l->s, w->order[i]) << ID_BITS | (uint64_t)w->order[i];
+        qsort(w->keys + p, (size_t)m, sizeof *w->keys, compare_keys);
+        for (int64_t i = p; i < p + m;) {
+            int b = bucket_of(l, (int64_t)(w->keys[i] >> ID_BITS));
+            int64_t start = i;
+            while (i < p + m && i - start < l->buckets[b].rows && bucket_of(l, (int64_t)(w->keys[i] >> ID_BITS)) == b)
+                i++;
+            w->chunks[nchunks++] = start;
+        }
+    }
+    w->chunks[nchunks] = n;
+    for (int64_t c = 0; c < nchunks; c++)
+        w->perm[c] = c;
+    if (l->shuffle)   /* ~seed: a stream apart from the one that shuffled the samples */
+        tr_shuffle(w->perm, nchunks, tr_epoch_seed(~l->seed, epoch));
+    int64_t at = 0;
+    for (int64_t c = 0; c < nchunks; c++)
+        for (int64_t j = w->chunks[w->perm[c]]; j < w->chunks[w->perm[c] + 1]; j++, at++) {
+            w->order[at] = (int64_t)(w->keys[j] & (((uint64_t)1 << ID_BITS) - 1));
+            w->starts[at] = j == w->chunks[w->perm[c]];
+        }
+}
+
+/* Epoch e's layout in w: identity, or the permutation drawn from (seed, e); then, with
+ * buckets, cut by length. */
+static void epoch_layout(const struct tr_loader *l, struct worker *w, int64_t epoch)
+{
+    int64_t want = l->shuffle ? epoch : 0;
+    if (w->layout_epoch == want)
+        return;
+    for (int64_t i = 0; i < l->s->n; i++)
+        w->order[i] = i;
+    if (l->shuffle)
+        tr_shuffle(w->order, l->s->n, tr_epoch_seed(l->seed, epoch));
+    if (l->nbuckets)
+        cut_by_length(l, w, epoch);
+    w->layout_epoch = want;
+}
+
+/* The micro-batch of the samples order[0..n) into slot at row r and token slot t. */
+static void fill_micro(const struct tr_loader *l, struct slot *slot, const int64_t *order, int64_t n, int64_t r,
+                       int64_t t)
+{
+    struct tr_batch *b = &slot->micro[slot->nmicro++];
+    *b = (struct tr_batch){.ids = slot->ids + r, .y = slot->y + r, .n = n, .S = 1};
+    memcpy(b->ids, order, (size_t)n * sizeof(int64_t));
     if (l->seq) {
-        slot->S = tr_text_batch(l->s, slot->ids, n, slot->tokens, slot->targets, slot->mask, slot->y);
+        b->tokens = slot->tokens + t, b->targets = slot->targets + t, b->mask = slot->mask + t;
+        b->S = tr_text_batch(l->s, b->ids, n, b->tokens, b->targets, b->mask, b->y);
         return;
     }
+    b->x = slot->x + r * l->features;
     size_t row = (size_t)l->features * sizeof(float);
-    slot->S = 1;
     for (int64_t i = 0; i < n; i++) {
-        memcpy(slot->x + i * l->features, l->s->x + slot->ids[i] * l->features, row);
-        slot->y[i] = l->s->y[slot->ids[i]];
+        memcpy(b->x + i * l->features, l->s->x + b->ids[i] * l->features, row);
+        b->y[i] = l->s->y[b->ids[i]];
     }
 }
 
-/* Worker w's first batch at or after the stream's start. */
-static int64_t first_batch(const struct tr_loader *l, int w)
+/* Copies step k's samples into slot, cut into its micro-batches; touches nothing shared but the
+ * slot it owns. */
+static void produce(const struct tr_loader *l, struct worker *w, int64_t k, struct slot *slot)
+{
+    int64_t epoch = k / l->per_epoch, first = (k % l->per_epoch) * l->batch;
+    int64_t n = l->s->n - first < l->batch ? l->s->n - first : l->batch;
+    epoch_layout(l, w, epoch);
+    const int64_t *order = w->order + first;
+    slot->n = n, slot->nmicro = 0, slot->ntokens = 0, slot->nslots = 0;
+    for (int64_t r = 0, t = 0; r < n;) {
+        int64_t end = r + 1;
+        if (l->nbuckets)
+            while (end < n && !w->starts[first + end])
+                end++;
+        else
+            end = r + l->micro < n ? r + l->micro : n;
+        fill_micro(l, slot, order + r, end - r, r, t);
+        const struct tr_batch *b = &slot->micro[slot->nmicro - 1];
+        if (l->seq) {
+            for (int64_t i = 0; i < b->n; i++)
+                slot->ntokens += tr_text_length(l->s, b->ids[i]);
+            slot->nslots += b->n * b->S;
+            t += b->n * b->S;
+        }
+        r = end;
+    }
+}
+
+/* Worker w's first step at or after the stream's start. */
+static int64_t first_step(const struct tr_loader *l, int w)
 {
     int64_t ahead = ((int64_t)w - l->base % l->nworkers + l->nworkers) % l->nworkers;
     return l->base + ahead;
@@ -161,14 +277,14 @@ static void *work(void *arg)
     while (!l->stop) {
         if (generation != l->generation) {
             generation = l->generation;
-            k = first_batch(l, w->index);
+            k = first_step(l, w->index);
         }
         if (l->seeking || k >= l->released + l->ring) {
             pthread_cond_wait(&l->space, &l->mu);
             continue;
         }
         struct slot *slot = &l->slots[k % l->ring];
-        slot->batch = k;
+        slot->step = k;
         slot->ready = false;
         l->writers++;
         pthread_mutex_unlock(&l->mu);
@@ -189,27 +305,47 @@ static void *work(void *arg)
 
 /* ---- opening and closing ------------------------------------------------------------------- */
 
-static int check_arguments(const struct tr_split *s, int64_t batch, int drop_last, int num_workers,
-                           int prefetch, int hold, struct tr_diag *diag)
+static const char *bad_options(const struct tr_split *s, const struct tr_loader_options *o)
 {
-    const char *why = NULL;
-    if (batch < 1)
-        why = "the batch size must be at least 1";
-    else if (s->n < 1)
-        why = "the split holds no samples";
-    else if (drop_last && s->n < batch)
-        why = "the split holds fewer samples than one batch, and drop_last drops that one";
-    else if (num_workers < 0 || num_workers > MAX_WORKERS)
-        why = "num_workers must be from 0 to 1024";
-    else if (prefetch < 1 || hold < 1)
-        why = "prefetch and hold must be at least 1";
+    if (o->batch < 1)
+        return "the batch size must be at least 1";
+    if (o->micro < 0 || o->micro > o->batch)
+        return "a micro-batch must hold from 1 to batch samples";
+    if (s->n < 1)
+        return "the split holds no samples";
+    if (o->drop_last && s->n < o->batch)
+        return "the split holds fewer samples than one batch, and drop_last drops that one";
+    if (o->num_workers < 0 || o->num_workers > MAX_WORKERS)
+        return "num_workers must be from 0 to 1024";
+    if (o->prefetch < 1)
+        return "prefetch must be at least 1";
+    if (!o->nbuckets)
+        return NULL;
+    if (!s->tokens)
+        return "length buckets need text";
+    if (o->pool < 1)
+        return "the pool must hold at least one batch";
+    if (s->n >= (int64_t)1 << ID_BITS)
+        return "too many samples to sort by length";
+    for (int b = 0; b < o->nbuckets; b++)
+        if (o->buckets[b].rows < 1 || (b && o->buckets[b].len <= o->buckets[b - 1].len))
+            return "buckets must grow in length and hold at least one row";
+    if (o->buckets[o->nbuckets - 1].len < tr_text_longest(s))
+        return "the last bucket is shorter than the longest sequence";
+    return NULL;
+}
+
+static int check_arguments(const struct tr_split *s, const struct tr_loader_options *o, struct tr_diag *diag)
+{
+    const char *why = bad_options(s, o);
     if (why)
         tr_diag_add(diag, (struct tr_where){0}, "loader: %s (batch %lld, %lld samples)", why,
-                    (long long)batch, (long long)s->n);
+                    (long long)o->batch, (long long)s->n);
     return why ? TR_EINVAL : 0;
 }
 
-/* The ring: every slot's arrays in a few allocations, made once. */
+/* The ring: every slot's arrays in a few allocations, made once. A step's micro-batches are
+ * padded to at most the longest sequence, so its tokens fit in batch × seq. */
 static int allocate_ring(struct tr_loader *l, struct tr_diag *diag)
 {
     /* A slot's rows start on a 64-byte line so that slots never share one between threads. */
@@ -227,16 +363,18 @@ static int allocate_ring(struct tr_loader *l, struct tr_diag *diag)
     }
     unsigned __int128 bytes = (unsigned __int128)l->ring * stride * sizeof(float);
     l->slots = calloc((size_t)l->ring, sizeof *l->slots);
+    l->batches = calloc((size_t)l->ring * (size_t)l->batch, sizeof *l->batches);
     l->xs = bytes < ((size_t)1 << 40) ? aligned_alloc(64, (size_t)bytes ? (size_t)bytes : 64) : NULL;
     l->ys = calloc((size_t)l->ring * ((size_t)l->batch + 16), sizeof(int32_t));
     l->ids = calloc((size_t)l->ring * ((size_t)l->batch + 8), sizeof(int64_t));
-    if (!l->slots || !l->xs || !l->ys || !l->ids) {
+    if (!l->slots || !l->batches || !l->xs || !l->ys || !l->ids) {
         tr_diag_add(diag, (struct tr_where){0}, "loader: out of memory for %d batches of %lld samples",
                     l->ring, (long long)l->batch);
         return TR_ENOMEM;
     }
     for (int i = 0; i < l->ring; i++)
-        l->slots[i] = (struct slot){.batch = -1, .x = l->xs + (size_t)i * stride,
+        l->slots[i] = (struct slot){.step = -1, .x = l->xs + (size_t)i * stride,
+                                    .micro = l->batches + (size_t)i * (size_t)l->batch,
                                     .y = l->ys + (size_t)i * ((size_t)l->batch + 16),
                                     .ids = l->ids + (size_t)i * ((size_t)l->batch + 8),
                                     .tokens = l->seq ? l->toks + (size_t)i * tstride : NULL,
@@ -245,17 +383,33 @@ static int allocate_ring(struct tr_loader *l, struct tr_diag *diag)
     return 0;
 }
 
+static bool allocate_layout(const struct tr_loader *l, struct worker *w)
+{
+    size_t n = (size_t)l->s->n;
+    w->order = malloc(n * sizeof *w->order);
+    if (!l->nbuckets)
+        return w->order;
+    w->starts = malloc(n);
+    w->keys = malloc(n * sizeof *w->keys);
+    w->chunks = malloc((n + 1) * sizeof *w->chunks);
+    w->perm = malloc(n * sizeof *w->perm);
+    return w->order && w->starts && w->keys && w->chunks && w->perm;
+}
+
+static void free_layout(struct worker *w)
+{
+    free(w->order), free(w->starts), free(w->keys), free(w->chunks), free(w->perm);
+}
+
 static int start_workers(struct tr_loader *l, struct tr_diag *diag)
 {
     int count = l->nworkers ? l->nworkers : 1;
-    l->workers = calloc((size_t)count, sizeof *l->workers);
-    for (int i = 0; l->workers && i < count; i++) {
-        l->workers[i] = (struct worker){.l = l, .index = i, .order_epoch = -1,
-                                        .order = malloc((size_t)l->s->n * sizeof(int64_t))};
-        if (!l->workers[i].order)
-            break;
+    bool ok = (l->workers = calloc((size_t)count, sizeof *l->workers)) != NULL;
+    for (int i = 0; ok && i < count; i++) {
+        l->workers[i] = (struct worker){.l = l, .index = i, .layout_epoch = -1};
+        ok = allocate_layout(l, &l->workers[i]);
     }
-    if (!l->workers || !l->workers[count - 1].order) {
+    if (!ok) {
         tr_diag_add(diag, (struct tr_where){0}, "loader: out of memory for %d sample orders", count);
         return TR_ENOMEM;
     }
@@ -271,23 +425,29 @@ static int start_workers(struct tr_loader *l, struct tr_diag *diag)
     return 0;
 }
 
-int tr_loader_open(struct tr_loader **out, const struct tr_split *s, int64_t batch, uint64_t seed, int shuffle,
-                   int drop_last, int num_workers, int prefetch, int hold, struct tr_diag *diag)
+int tr_loader_open(struct tr_loader **out, const struct tr_split *s, const struct tr_loader_options *o,
+                   struct tr_diag *diag)
 {
     *out = NULL;
-    int rc = check_arguments(s, batch, drop_last, num_workers, prefetch, hold, diag);
+    int rc = check_arguments(s, o, diag);
     if (rc)
         return rc;
     struct tr_loader *l = calloc(1, sizeof *l);
-    if (!l) {
+    struct tr_length_bucket *buckets = o->nbuckets ? malloc((size_t)o->nbuckets * sizeof *buckets) : NULL;
+    if (!l || (o->nbuckets && !buckets)) {
+        free(l), free(buckets);
         tr_diag_add(diag, (struct tr_where){0}, "loader: out of memory");
         return TR_ENOMEM;
     }
-    *l = (struct tr_loader){.s = s, .batch = batch, .features = s->tokens ? 0 : tr_split_features(s),
-                            .seq = s->tokens ? tr_text_longest(s) : 0, .seed = seed,
-                            .shuffle = shuffle != 0, .drop_last = drop_last != 0, .nworkers = num_workers,
-                            .hold = hold, .ring = num_workers * prefetch + hold};
-    l->per_epoch = drop_last ? s->n / batch : (s->n + batch - 1) / batch;
+    if (buckets)
+        memcpy(buckets, o->buckets, (size_t)o->nbuckets * sizeof *buckets);
+    *l = (struct tr_loader){.s = s, .batch = o->batch, .micro = o->micro ? o->micro : o->batch,
+                            .features = s->tokens ? 0 : tr_split_features(s),
+                            .buckets = buckets, .nbuckets = o->nbuckets, .pool = o->pool,
+                            .seq = s->tokens ? tr_text_longest(s) : 0, .seed = o->seed,
+                            .shuffle = o->shuffle != 0, .drop_last = o->drop_last != 0,
+                            .nworkers = o->num_workers, .ring = o->num_workers * o->prefetch + 1};
+    l->per_epoch = l->drop_last ? s->n / l->batch : (s->n + l->batch - 1) / l->batch;
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->space, NULL);
     pthread_cond_init(&l->ready, NULL);
@@ -315,7 +475,7 @@ void tr_loader_close(struct tr_loader *l)
     for (int i = 0; l->workers && i < count; i++) {
         if (l->workers[i].started)
             pthread_join(l->workers[i].thread, NULL);
-        free(l->workers[i].order);
+        free_layout(&l->workers[i]);
     }
     pthread_cond_destroy(&l->idle);
     pthread_cond_destroy(&l->ready);
@@ -323,6 +483,8 @@ void tr_loader_close(struct tr_loader *l)
     pthread_mutex_destroy(&l->mu);
     free(l->workers);
     free(l->slots);
+    free(l->batches);
+    free(l->buckets);
     free(l->xs);
     free(l->ys);
     free(l->ids);
@@ -334,29 +496,29 @@ void tr_loader_close(struct tr_loader *l)
 
 /* ---- the consumer -------------------------------------------------------------------------- */
 
-int tr_loader_next(struct tr_loader *l, struct tr_batch *b)
+int tr_loader_next(struct tr_loader *l, struct tr_step *step)
 {
     pthread_mutex_lock(&l->mu);
     int64_t k = l->next;
-    if (k - l->hold + 1 > l->released) {   /* batch k − hold goes: the consumer keeps hold */
-        l->released = k - l->hold + 1;
+    if (k > l->released) {   /* step k − 1 goes: the consumer holds one step at a time */
+        l->released = k;
         pthread_cond_broadcast(&l->space);
     }
     struct slot *slot = &l->slots[k % l->ring];
     if (!l->nworkers) {
         double t0 = now();
         produce(l, &l->workers[0], k, slot);
-        slot->batch = k;
+        slot->step = k;
         l->wait_seconds += now() - t0;
-    } else if (!(slot->ready && slot->batch == k)) {
+    } else if (!(slot->ready && slot->step == k)) {
         double t0 = now();
-        while (!(slot->ready && slot->batch == k))
+        while (!(slot->ready && slot->step == k))
             pthread_cond_wait(&l->ready, &l->mu);
         l->wait_seconds += now() - t0;
     }
-    *b = (struct tr_batch){.x = slot->x, .y = slot->y, .ids = slot->ids, .n = slot->n,
-                           .epoch = k / l->per_epoch, .index = k % l->per_epoch, .tokens = slot->tokens,
-                           .targets = slot->targets, .mask = slot->mask, .S = slot->S};
+    *step = (struct tr_step){.epoch = k / l->per_epoch, .index = k % l->per_epoch, .n = slot->n,
+                             .nmicro = slot->nmicro, .micro = slot->micro, .tokens = slot->ntokens,
+                             .slots = slot->nslots};
     l->next = k + 1;
     pthread_mutex_unlock(&l->mu);
     return 0;
@@ -370,7 +532,7 @@ void tr_loader_seek(struct tr_loader *l, int64_t epoch, int64_t index)
     l->generation++;
     for (int i = 0; i < l->ring; i++)
         l->slots[i].ready = false;
-    /* A worker still copying an old batch owns its slot until it is done; new work waits. */
+    /* A worker still copying an old step owns its slot until it is done; new work waits. */
     l->seeking = true;
     while (l->writers)
         pthread_cond_wait(&l->idle, &l->mu);
@@ -379,7 +541,7 @@ void tr_loader_seek(struct tr_loader *l, int64_t epoch, int64_t index)
     pthread_mutex_unlock(&l->mu);
 }
 
-int64_t tr_loader_batches_per_epoch(const struct tr_loader *l)
+int64_t tr_loader_steps_per_epoch(const struct tr_loader *l)
 {
     return l->per_epoch;
 }

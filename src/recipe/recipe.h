@@ -102,7 +102,7 @@ struct tr_recipe {
         int amp;
         struct { double init, growth, backoff, min; int64_t interval, hysteresis; } loss_scale;
         struct tr_choice checkpointing;       /* enum tr_ckpt, or a number of blocks */
-        struct { int mode; struct tr_ints buckets; int64_t pool; } dynamic_batching;
+        struct { int mode; struct tr_ints buckets; int64_t pool, tokens; } dynamic_batching;
         struct tr_choice accumulation;        /* auto (name 0), or a number of micro-steps */
     } optimize;
     struct {

@@ -165,6 +165,10 @@ const struct tr_key tr_keys[] = {
      "bucket upper bounds in tokens, increasing (null: the planner chooses)"},
     {"optimize.dynamic_batching.pool", TR_T_INT, OFF(optimize.dynamic_batching.pool), "100", 1,
      1000000, NULL, 0, 0, 0, "sort by length within pools of this many batches"},
+    {"optimize.dynamic_batching.tokens", TR_T_INT, OFF(optimize.dynamic_batching.tokens), "0", 0,
+     BIG, NULL, 0, 0, 0,
+     "token slots a micro-batch may hold, rows × its bucket's length (0: the fixed plan's, "
+     "micro-batch × longest sequence)"},
     {"optimize.accumulation", TR_T_CHOICE, OFF(optimize.accumulation), "auto", 1, 16777216,
      auto_names, 0, 0, 0, "micro-steps per optimizer step: auto, or a number dividing the batch"},
 

@@ -26,8 +26,10 @@
 #include "train/init.h"
 #include "train/optim.h"
 #include "train/scaler.h"
+#include "train/step.h"
 
 #define EVAL_BATCH 256   /* rows an evaluation batch of features takes (text: the micro-batch) */
+#define MAX_BUCKETS 32   /* dynamic batching's length buckets: powers of two up to the longest */
 
 /* Set by SIGINT/SIGTERM, read between steps: the one piece of global state a signal needs. */
 static volatile sig_atomic_t stop_signal;
@@ -57,6 +59,11 @@ struct run {
     struct tr_rng_ctx rng;
     int64_t micro, accumulation, total_steps;
     int64_t seq;               /* text: the longest sequence of any split (the plans' S); else 1 */
+    /* The training program's plans: one (micro, seq), or with dynamic batching one per length
+     * bucket (plan_buckets) — all in one arena, the largest plan's. */
+    struct tr_length_bucket buckets[MAX_BUCKETS];
+    int nbuckets;
+    bool dynamic;
     int64_t eval_batch;        /* rows an evaluation batch takes */
     FILE *log, *metrics;
     struct tr_events events;   /* report.tensorboard; fd −1 when off */
@@ -166,10 +173,13 @@ static int build_side(struct run *run, struct side *s, int training, int64_t bat
     if (s->g.error)
         return fail(run, TR_EXIT_USAGE, "model: %s", s->g.message);
     int keep[2] = {s->m.loss, s->m.logits >= 0 ? s->m.logits : s->m.rank};
-    struct tr_bucket bucket = {batch, run->seq};
-    if (tr_program_plan(&s->p, &s->g, &bucket, 1, keep, 2, tr_backend_cpu()))
+    struct tr_bucket buckets[MAX_BUCKETS] = {{batch, run->seq}};
+    int nbuckets = training ? run->nbuckets : 1;
+    for (int b = 0; training && b < nbuckets; b++)
+        buckets[b] = (struct tr_bucket){run->buckets[b].rows, run->buckets[b].len};
+    if (tr_program_plan(&s->p, &s->g, buckets, nbuckets, keep, 2, tr_backend_cpu()))
         return fail(run, TR_EXIT_FAILURE, "planning the %s program failed", training ? "training" : "evaluation");
-    s->x = (struct tr_exec){.g = &s->g, .schedule = s->p.schedule, .n = s->p.n, .plan = &s->p.plans[0],
+    s->x = (struct tr_exec){.g = &s->g, .schedule = s->p.schedule, .n = s->p.n, .plan = &s->p.plans[nbuckets - 1],
                             .be = tr_backend_cpu(), .rng = &run->rng};
     return 0;
 }
@@ -201,6 +211,41 @@ static int allocate(struct run *run)
     return 0;
 }
 
+/* The training program's length buckets. Fixed batching: one, (seq, micro). Dynamic batching
+ * (optimize.dynamic_batching: on; auto stays off until the planner weighs it): the recipe's
+ * bounds, or powers of two from 16, below the longest sequence, then the longest itself; each
+ * with the rows its token budget holds (optimize.dynamic_batching.tokens; by default the fixed
+ * plan's micro × seq, so no bucket's per-token activations outgrow the fixed plan's and
+ * attention's S × S ones shrink), at least one and at most the batch (a step cuts longer ones). */
+static int plan_buckets(struct run *run)
+{
+    const struct tr_recipe *r = run->r;
+    run->buckets[0] = (struct tr_length_bucket){run->seq, run->micro};
+    run->nbuckets = 1;
+    run->dynamic = r->optimize.dynamic_batching.mode == TR_ON;
+    if (!run->dynamic)
+        return 0;
+    if (run->data.kind == TR_DATA_FEATURES)
+        return fail(run, TR_EXIT_USAGE, "optimize.dynamic_batching: on batches text by length; data set %s "
+                    "holds feature vectors", run->data.name);
+    const struct tr_ints *given = &r->optimize.dynamic_batching.buckets;
+    int64_t budget = r->optimize.dynamic_batching.tokens ? r->optimize.dynamic_batching.tokens
+                                                         : run->micro * run->seq;
+    int n = 0;
+    for (int i = 0; n < MAX_BUCKETS - 1 && (given->n ? i < given->n : ((int64_t)16 << i) < run->seq); i++) {
+        int64_t len = given->n ? given->v[i] : (int64_t)16 << i;
+        if (len < run->seq)
+            run->buckets[n++].len = len;
+    }
+    run->buckets[n++].len = run->seq;
+    for (int b = 0; b < n; b++) {
+        int64_t rows = budget / run->buckets[b].len;
+        run->buckets[b].rows = rows < 1 ? 1 : rows > r->train.batch_size ? r->train.batch_size : rows;
+    }
+    run->nbuckets = n;
+    return 0;
+}
+
 /* ---- initial weights ------------------------------------------------------------------------- */
 
 static int init_weights(struct run *run)
@@ -223,29 +268,6 @@ static int init_weights(struct run *run)
 }
 
 /* ---- running --------------------------------------------------------------------------------- */
-
-/* A batch into a program's inputs: features and labels, or for text the token ids, their
- * positions (0, 1, …), segment 0, the padding mask and the labels or next-token targets. */
-static void feed(struct side *s, const struct tr_batch *b, int64_t features)
-{
-    int64_t n = b->n, S = b->S;
-    if (s->m.x >= 0) {
-        memcpy(tr_exec_data(&s->x, s->m.x), b->x, (size_t)(n * features) * sizeof(float));
-        memcpy(tr_exec_data(&s->x, s->m.y), b->y, (size_t)n * sizeof(int32_t));
-        return;
-    }
-    memcpy(tr_exec_data(&s->x, s->m.ids), b->tokens, (size_t)(n * S) * sizeof(int32_t));
-    memcpy(tr_exec_data(&s->x, s->m.mask), b->mask, (size_t)(n * S));
-    int32_t *pos = tr_exec_data(&s->x, s->m.positions);
-    for (int64_t i = 0; i < n * S; i++)
-        pos[i] = (int32_t)(i % S);
-    if (s->m.segments >= 0)
-        memset(tr_exec_data(&s->x, s->m.segments), 0, (size_t)(n * S) * sizeof(int32_t));
-    if (s->lm)   /* next-token targets [B, S]; classification labels [B] */
-        memcpy(tr_exec_data(&s->x, s->m.y), b->targets, (size_t)(n * S) * sizeof(int32_t));
-    else
-        memcpy(tr_exec_data(&s->x, s->m.y), b->y, (size_t)n * sizeof(int32_t));
-}
 
 /* Adds up where each row's true class ranks among its logits: top-1 and top-5 hits; rows whose
  * truth is negative (no target) are skipped. Returns the rows counted. */
@@ -314,7 +336,7 @@ static int evaluate(struct run *run, const struct tr_split *split, double *loss,
         } else {
             b.x = split->x + start * f, b.y = split->y + start;
         }
-        feed(&run->eval, &b, f);
+        tr_feed(&run->eval.x, &run->eval.m, run->eval.lm, &b, f);
         run->rng.sample_ids = ids;
         if (tr_exec_run(&run->eval.x, rows, b.S)) {
             status = fail(run, TR_EXIT_FAILURE, "evaluation: %s", run->eval.x.error);
@@ -336,32 +358,18 @@ static int evaluate(struct run *run, const struct tr_split *split, double *loss,
     return status;
 }
 
-/* One optimizer step: accumulation micro-batches, each loss weighted by its share of the step's
- * samples (so the update equals one batch of them all) and by fp16's loss scale, then the
- * unscaling (fp16: *skipped when the gradients overflowed), clipping and the update. */
-static int train_step(struct run *run, struct tr_loader *loader, int64_t t, double *loss, double *grad_norm,
+/* One optimizer step: the loader's micro-batches, forward and backward, each loss weighted by
+ * its share of the step's real count of samples or target tokens (step.h) and by fp16's loss
+ * scale, then the unscaling (fp16: skipped when the gradients overflowed), clipping and the
+ * update. */
+static int train_step(struct run *run, const struct tr_step *st, int64_t t, double *loss, double *grad_norm,
                       bool *skipped)
 {
     struct side *s = &run->train;
-    struct tr_batch b[64];
-    int64_t rows = 0, f = tr_split_features(&run->data.train);
-    for (int64_t a = 0; a < run->accumulation; a++) {
-        if (tr_loader_next(loader, &b[a]))
-            return fail(run, TR_EXIT_DATA, "the data loader stopped");
-        rows += b[a].n;
-    }
-    memset(s->x.base[TR_GRAD], 0, s->p.region_bytes[TR_GRAD]);
-    *loss = 0;
-    for (int64_t a = 0; a < run->accumulation; a++) {
-        feed(s, &b[a], f);
-        run->rng.sample_ids = b[a].ids;
-        run->rng.step = (uint64_t)t;
-        float share = (float)b[a].n / (float)rows;
-        *(float *)tr_exec_data(&s->x, s->loss_scale) = share * (float)run->scaler.scale;
-        if (tr_exec_run(&s->x, b[a].n, b[a].S))
-            return fail(run, TR_EXIT_FAILURE, "step %lld: %s", (long long)t, s->x.error);
-        *loss += share * *(float *)tr_exec_data(&s->x, s->m.loss);
-    }
+    struct tr_step_runner runner = {.x = &s->x, .p = &s->p, .m = &s->m, .loss_scale = s->loss_scale, .lm = s->lm,
+                                    .features = tr_split_features(&run->data.train), .rng = &run->rng};
+    if (tr_step_gradients(&runner, st, (uint64_t)t, run->scaler.scale, loss))
+        return fail(run, TR_EXIT_FAILURE, "step %lld: %s", (long long)t, s->x.error);
     if (!isfinite(*loss))
         return fail(run, TR_EXIT_DIVERGED, "step %lld: the loss is %s; lower train.optimizer.lr or "
                     "set train.grad_clip", (long long)t, isnan(*loss) ? "NaN" : "infinite");
@@ -561,11 +569,15 @@ static char *plan_markdown(struct run *run)
         return NULL;
     char remat[96];
     remat_words(run, remat, sizeof remat);
-    fprintf(f, "Fixed plan: %s, %s, %lld micro-batch%s of %lld per step "
-            "(batch %lld).\n\n| memory | bytes |\n| --- | ---: |\n",
+    fprintf(f, "Fixed plan: %s, %s, ",
             run->amp == TR_F32 ? "fp32" : run->amp == TR_BF16 ? "bf16 mixed precision" : "fp16 mixed precision",
-            remat, (long long)run->accumulation,
-            run->accumulation > 1 ? "es" : "", (long long)run->micro, (long long)run->r->train.batch_size);
+            remat);
+    if (run->dynamic)
+        fprintf(f, "dynamic batching in %d length buckets up to %lld tokens", run->nbuckets, (long long)run->seq);
+    else
+        fprintf(f, "%lld micro-batch%s of %lld per step", (long long)run->accumulation,
+                run->accumulation > 1 ? "es" : "", (long long)run->micro);
+    fprintf(f, " (batch %lld).\n\n| memory | bytes |\n| --- | ---: |\n", (long long)run->r->train.batch_size);
     for (int k = 0; k < TR_NKINDS; k++) {
         size_t b = p->region_bytes[k] > run->eval.p.region_bytes[k] ? p->region_bytes[k] : run->eval.p.region_bytes[k];
         tr_format_bytes(b, size);
@@ -590,6 +602,33 @@ static double predicted_peak(struct run *run)
     struct tr_alloc_stats st;
     tr_alloc_stats(&run->alloc, &st);
     return (double)st.current;
+}
+
+/* The memory plan in one line: the activation arena and, with dynamic batching, the buckets. */
+static void say_plan(struct run *run)
+{
+    char arena[32], buckets[MAX_BUCKETS * 24] = "";
+    tr_format_bytes(run->train.p.region_bytes[TR_ACT], arena);
+    for (int b = 0, at = 0; run->dynamic && b < run->nbuckets && at < (int)sizeof buckets; b++)
+        at += snprintf(buckets + at, sizeof buckets - (size_t)at, "%s%lld×%lld", b ? ", " : "",
+                       (long long)run->buckets[b].rows, (long long)run->buckets[b].len);
+    if (run->data.kind == TR_DATA_TEXT_CLASSES) {   /* what padding costs: how long the texts are */
+        const struct tr_split *t = &run->data.train;
+        say(run, "text: %lld tokens in %lld sequences; lengths p50 %lld, p90 %lld, p99 %lld, longest %lld\n",
+            (long long)t->ntokens, (long long)t->n, (long long)tr_text_percentile(t, 0.5),
+            (long long)tr_text_percentile(t, 0.9), (long long)tr_text_percentile(t, 0.99),
+            (long long)tr_text_longest(t));
+    }
+    if (run->dynamic)
+        say(run, "plan: dynamic batching, micro-batches of %s (rows × tokens); activation arena %s\n", buckets,
+            arena);
+    else if (run->data.kind == TR_DATA_FEATURES)
+        say(run, "plan: %lld micro-batch%s of %lld samples a step; activation arena %s\n",
+            (long long)run->accumulation, run->accumulation > 1 ? "es" : "", (long long)run->micro, arena);
+    else
+        say(run, "plan: %lld micro-batch%s of %lld × %lld tokens a step; activation arena %s\n",
+            (long long)run->accumulation, run->accumulation > 1 ? "es" : "", (long long)run->micro,
+            (long long)run->seq, arena);
 }
 
 /* report.tensorboard: a new event file in the run folder. A fresh run opens with the recipe,
@@ -719,25 +758,33 @@ static int loop(struct run *run, int64_t start, struct tr_train_result *res)
     const struct tr_recipe *r = run->r;
     const struct tr_split *train = &run->data.train;
     struct tr_loader *loader;
-    if (tr_loader_open(&loader, train, run->micro, (uint64_t)r->seed, r->data.shuffle, 0, (int)r->data.num_workers,
-                       (int)r->data.prefetch_factor, (int)run->accumulation, run->diag))
+    struct tr_loader_options o = {.batch = r->train.batch_size, .micro = run->micro,
+                                  .buckets = run->dynamic ? run->buckets : NULL,
+                                  .nbuckets = run->dynamic ? run->nbuckets : 0,
+                                  .pool = r->optimize.dynamic_batching.pool, .seed = (uint64_t)r->seed,
+                                  .shuffle = r->data.shuffle, .num_workers = (int)r->data.num_workers,
+                                  .prefetch = (int)r->data.prefetch_factor};
+    if (tr_loader_open(&loader, train, &o, run->diag))
         return TR_EXIT_DATA;
-    int64_t taken = start * run->accumulation, per_epoch = tr_loader_batches_per_epoch(loader);
-    if (taken)
-        tr_loader_seek(loader, taken / per_epoch, taken % per_epoch);
+    int64_t per_epoch = tr_loader_steps_per_epoch(loader);
+    if (start)
+        tr_loader_seek(loader, start / per_epoch, start % per_epoch);
     res->steps = start;
     int64_t log_every = r->report.log_every ? r->report.log_every
                                             : run->total_steps / 20 > 0 ? run->total_steps / 20 : 1;
     double began = now(), last = began, waited = 0;
-    int64_t samples = 0;
+    struct { int64_t samples, tokens, slots, micro, steps; } since = {0};   /* the last logged line */
     int status = 0;
     for (int64_t t = start + 1; t <= run->total_steps && !status; t++) {
         double loss = NAN, grad_norm = NAN;
         bool skipped = false;
-        status = train_step(run, loader, t, &loss, &grad_norm, &skipped);
+        struct tr_step st;
+        tr_loader_next(loader, &st);
+        status = train_step(run, &st, t, &loss, &grad_norm, &skipped);
         if (!status && r->report.histograms_every && t % r->report.histograms_every == 0)
             histograms(run, t);
-        samples += run->micro * run->accumulation;
+        since.samples += st.n, since.tokens += st.tokens, since.slots += st.slots;
+        since.micro += st.nmicro, since.steps++;
         res->train_loss = loss;
         if (!status)
             progress(run, t, loss, began, start);
@@ -747,11 +794,17 @@ static int loop(struct run *run, int64_t start, struct tr_train_result *res)
             struct tr_alloc_stats mem;
             tr_alloc_stats(&run->alloc, &mem);
             say(run, "step %lld/%lld  loss %.4f  lr %.3g  %.0f samples/s\n", (long long)t,
-                (long long)run->total_steps, loss, lr, (double)samples / elapsed);
+                (long long)run->total_steps, loss, lr, (double)since.samples / elapsed);
             json_t *line = json_pack("{sIsfsf}", "step", (json_int_t)t, "train/loss", loss, "train/lr", lr);
             if (!skipped)   /* a skipped step's gradients overflowed: it has no norm */
                 json_object_set_new(line, "train/grad_norm", json_real(grad_norm));
-            json_object_set_new(line, "train/samples_per_s", json_real((double)samples / elapsed));
+            json_object_set_new(line, "train/samples_per_s", json_real((double)since.samples / elapsed));
+            json_object_set_new(line, "train/micro_steps", json_real((double)since.micro / (double)since.steps));
+            if (since.tokens) {   /* text: real tokens, and the padding they were batched with */
+                json_object_set_new(line, "train/tokens_per_s", json_real((double)since.tokens / elapsed));
+                json_object_set_new(line, "data/padding_fraction",
+                                    json_real((double)(since.slots - since.tokens) / (double)since.tokens));
+            }
             json_object_set_new(line, "data/wait_fraction", json_real(elapsed > 0 ? wait / elapsed : 0.0));
             json_object_set_new(line, "memory/allocated", json_real((double)mem.current));
             json_object_set_new(line, "memory/peak", json_real((double)tr_process_peak_rss()));
@@ -761,7 +814,7 @@ static int loop(struct run *run, int64_t start, struct tr_train_result *res)
                 json_object_set_new(line, "train/skipped_steps", json_real((double)run->scaler.skipped));
             }
             metric(run, line);
-            samples = 0;
+            memset(&since, 0, sizeof since);
             waited += wait;
             last = now();
         }
@@ -827,8 +880,6 @@ int tr_train(const struct tr_recipe *r, const struct tr_train_options *opt, stru
     run.amp = r->optimize.amp == TR_AMP_BF16 ? TR_BF16 : r->optimize.amp == TR_AMP_FP16 ? TR_F16 : TR_F32;
     tr_scaler_init(&run.scaler, r, run.amp == TR_F16);
     run.micro = r->train.batch_size / run.accumulation;
-    if (run.accumulation > 64)
-        return fail(&run, TR_EXIT_USAGE, "optimize.accumulation: at most 64 micro-steps for now");
     if (r->model.init.from_run != TR_FROM_RUN_NONE)   /* warm starts come with nightly runs */
         return fail(&run, TR_EXIT_USAGE, "model.init.from_run: not supported yet; give a checkpoint file "
                     "instead: model.init.path=%s/%s/latest/checkpoints/step-<N>.safetensors", r->report.dir, r->name);
@@ -857,7 +908,11 @@ int tr_train(const struct tr_recipe *r, const struct tr_train_options *opt, stru
         run.eval_batch = run.micro;
     }
     run.total_steps = r->train.steps ? r->train.steps : r->train.epochs * per_epoch;
-    int status = build_side(&run, &run.train, 1, run.micro);
+    int status = plan_buckets(&run);
+    if (run.dynamic && run.buckets[run.nbuckets - 1].rows < run.eval_batch)   /* within the arena */
+        run.eval_batch = run.buckets[run.nbuckets - 1].rows;
+    if (!status)
+        status = build_side(&run, &run.train, 1, run.micro);
     if (!status)
         status = build_side(&run, &run.eval, 0, run.eval_batch);
     if (!status)
@@ -881,6 +936,7 @@ int tr_train(const struct tr_recipe *r, const struct tr_train_options *opt, stru
             (long long)run.total_steps, (long long)r->train.batch_size, run.dir);
         if (*run.init_summary)
             say(&run, "%s", run.init_summary);
+        say_plan(&run);
         struct sigaction sa = {.sa_handler = on_signal}, old_int, old_term;
         sigemptyset(&sa.sa_mask);
         stop_signal = 0;

@@ -1,0 +1,67 @@
+/* An optimizer step's micro-batches, forward and backward (step.h). */
+#include "train/step.h"
+
+#include <string.h>
+
+void tr_feed(struct tr_exec *x, const struct tr_model *m, int lm, const struct tr_batch *b, int64_t features)
+{
+    int64_t n = b->n, S = b->S;
+    if (m->x >= 0) {
+        memcpy(tr_exec_data(x, m->x), b->x, (size_t)(n * features) * sizeof(float));
+        memcpy(tr_exec_data(x, m->y), b->y, (size_t)n * sizeof(int32_t));
+        return;
+    }
+    memcpy(tr_exec_data(x, m->ids), b->tokens, (size_t)(n * S) * sizeof(int32_t));
+    memcpy(tr_exec_data(x, m->mask), b->mask, (size_t)(n * S));
+    int32_t *pos = tr_exec_data(x, m->positions);
+    for (int64_t i = 0; i < n * S; i++)
+        pos[i] = (int32_t)(i % S);
+    if (m->segments >= 0)
+        memset(tr_exec_data(x, m->segments), 0, (size_t)(n * S) * sizeof(int32_t));
+    if (lm)   /* next-token targets [B, S]; classification labels [B] */
+        memcpy(tr_exec_data(x, m->y), b->targets, (size_t)(n * S) * sizeof(int32_t));
+    else
+        memcpy(tr_exec_data(x, m->y), b->y, (size_t)n * sizeof(int32_t));
+}
+
+int64_t tr_batch_targets(const struct tr_batch *b, int lm)
+{
+    const int32_t *t = lm ? b->targets : b->y;
+    int64_t n = lm ? b->n * b->S : b->n, count = 0;
+    for (int64_t i = 0; i < n; i++)
+        count += t[i] != -100;   /* models.c: the loss ignores −100 */
+    return count;
+}
+
+int tr_step_gradients(const struct tr_step_runner *r, const struct tr_step *st, uint64_t step, double scale,
+                      double *loss)
+{
+    struct tr_exec *x = r->x;
+    int64_t total = 0;   /* counted again below: a pass over ids, nothing beside the forward */
+    for (int i = 0; i < st->nmicro; i++)
+        total += tr_batch_targets(&st->micro[i], r->lm);
+    memset(x->base[TR_GRAD], 0, r->p->region_bytes[TR_GRAD]);
+    *loss = 0;
+    r->rng->step = step;
+    for (int i = 0; i < st->nmicro; i++) {
+        const struct tr_batch *b = &st->micro[i];
+        int64_t count = tr_batch_targets(b, r->lm);
+        if (!count)
+            continue;
+        x->plan = tr_program_plan_for(r->p, b->n, b->S);
+        if (!x->plan) {
+            snprintf(x->error, sizeof x->error, "no plan holds a micro-batch of %lld × %lld", (long long)b->n,
+                     (long long)b->S);
+            return TR_EINVAL;
+        }
+        tr_feed(x, r->m, r->lm, b, r->features);
+        r->rng->sample_ids = b->ids;
+        double share = (double)count / (double)total;
+        *(float *)tr_exec_data(x, r->loss_scale) = (float)(share * scale);
+        int rc = tr_exec_run(x, b->n, b->S);
+        if (rc)
+            return rc;
+        *loss += share * *(float *)tr_exec_data(x, r->m->loss);
+    }
+    return 0;
+}

@@ -1,0 +1,39 @@
+/* One optimizer step's forward and backward passes (DESIGN.md §3, gradient accumulation): the
+ * loader's micro-batches (loader.h) run one after another, each on the program's plan for its
+ * size (B, S), their gradients adding up in the gradients region. Each micro-batch's loss is a
+ * mean over its targets, so it is weighted by its share of the step's real count — samples for
+ * classification, target tokens for language modelling — and the update equals one big batch's
+ * however the step was cut. The trainer does the rest (unscaling, clipping, the update). */
+#ifndef TR_STEP_H
+#define TR_STEP_H
+
+#include "backend/exec.h"
+#include "data/loader.h"
+#include "graph/program.h"
+#include "models/models.h"
+
+struct tr_step_runner {
+    struct tr_exec *x;              /* its plan is switched to each micro-batch's */
+    const struct tr_program *p;
+    const struct tr_model *m;
+    int loss_scale;                 /* the loss.scale input (tr_autodiff's value) */
+    int lm;                         /* a language model: its targets are next tokens */
+    int64_t features;               /* feature vectors: floats a sample (0 for text) */
+    struct tr_rng_ctx *rng;         /* its step and sample ids are set per micro-batch */
+};
+
+/* A micro-batch into x's inputs (at x's plan): features and labels, or for text the token
+ * ids, their positions (0, 1, …), segment 0, the padding mask and the labels or next-token
+ * targets. */
+void tr_feed(struct tr_exec *x, const struct tr_model *m, int lm, const struct tr_batch *b, int64_t features);
+/* The targets the micro-batch's mean loss runs over: its labels, or for a language model its
+ * target tokens, those ≠ −100 (ignored) either way. */
+int64_t tr_batch_targets(const struct tr_batch *b, int lm);
+/* Zeroes the gradients, then runs forward and backward over the step's micro-batches, the
+ * gradient of micro-batch i's mean loss scaled by scale × targets_i / Σ targets (micro-batches
+ * without targets are skipped). *loss gets the step's mean loss, Σ (targets_i / Σ) · loss_i.
+ * Returns 0, or TR_EINVAL with r->x->error. */
+int tr_step_gradients(const struct tr_step_runner *r, const struct tr_step *st, uint64_t step, double scale,
+                      double *loss);
+
+#endif
