@@ -51,11 +51,6 @@ static enum precision policy(enum tr_op op)
     }
 }
 
-static bool is_float(enum tr_dtype t)
-{
-    return t == TR_F32 || t == TR_BF16 || t == TR_F16;
-}
-
 /* The inputs whose precision out[0] follows: x alone for ops whose other inputs are weights,
  * statistics or masks (bias_add's bias, layernorm's gamma and beta, …); every input for ADD,
  * MUL and CONCAT. */
@@ -114,8 +109,8 @@ int tr_amp(struct tr_graph *g, enum tr_dtype low, const int *keep_f32, int nkeep
             }
         bool narrow = p == LOW || p == START;
         for (int j = 0; p == FOLLOW && j < followed_inputs(&n); j++)
-            narrow |= n.in[j] >= 0 && (g->values[n.in[j]].dtype == TR_BF16 || g->values[n.in[j]].dtype == TR_F16);
-        if (p != KEEP && is_float(g->values[y].dtype))
+            narrow |= n.in[j] >= 0 && tr_dtype_is_16bit(g->values[n.in[j]].dtype);
+        if (p != KEEP && (g->values[y].dtype == TR_F32 || tr_dtype_is_16bit(g->values[y].dtype)))
             g->values[y].dtype = narrow && !f32[y] ? low : TR_F32;
         g->block = n.block;
         int k = tr_node_add(g, n.op, n.in, n.nin, n.out, n.nout, &n.attrs);

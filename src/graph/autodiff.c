@@ -263,11 +263,6 @@ static bool differentiable(enum tr_op op)
     return op != TR_OP_ARGMAX && op < TR_OP_BIAS_GRAD;
 }
 
-static bool is_float(enum tr_dtype t)
-{
-    return t == TR_F32 || t == TR_BF16 || t == TR_F16 || t == TR_F64;
-}
-
 /* needs[v]: v is a parameter, or a float output of a differentiable op reading one. */
 static void mark_needs(struct autodiff *ad, int nforward)
 {
@@ -280,7 +275,7 @@ static void mark_needs(struct autodiff *ad, int nforward)
         for (int j = 0; j < n->nin; j++)
             any |= n->in[j] >= 0 && ad->needs[n->in[j]];
         for (int j = 0; j < n->nout; j++)
-            ad->needs[n->out[j]] = any && differentiable(n->op) && is_float(g->values[n->out[j]].dtype);
+            ad->needs[n->out[j]] = any && differentiable(n->op) && tr_dtype_is_float(g->values[n->out[j]].dtype);
     }
 }
 

@@ -141,11 +141,6 @@ static int emit(struct tr_graph *g, enum tr_op op, const int *in, int nin, enum 
                 return fail((g), "%s: value %d does not exist", __func__, vs_[i_]);   \
     } while (0)
 
-static bool is_float(enum tr_dtype t)
-{
-    return t == TR_F32 || t == TR_BF16 || t == TR_F16 || t == TR_F64;
-}
-
 /* Statistics (losses, normalisation moments, log-sum-exp) are f32 whatever the storage, except
  * in the f64 test graphs. */
 static enum tr_dtype stats_dtype(const struct tr_graph *g, int v)
@@ -262,7 +257,7 @@ int tr_mul(struct tr_graph *g, int a, int b) { return same_shape_binary(g, TR_OP
 static int unary(struct tr_graph *g, enum tr_op op, int x, const union tr_attrs *attrs)
 {
     CHECK_VALUES(g, x);
-    if (!is_float(g->values[x].dtype))
+    if (!tr_dtype_is_float(g->values[x].dtype))
         return fail(g, "%s: needs a floating-point input", tr_op_name(op));
     return emit(g, op, &x, 1, g->values[x].dtype, shape(g, x), attrs);
 }

@@ -17,9 +17,11 @@
 #include "core/exit.h"
 #include "core/rng.h"
 #include "data/dataset.h"
+#include "data/cache.h"
 #include "data/loader.h"
 #include "graph/program.h"
 #include "models/models.h"
+#include "recipe/schema.h"
 #include "report/events.h"
 #include "report/tensorboard.h"
 #include "train/checkpoint.h"
@@ -123,7 +125,7 @@ static int fail(struct run *run, int status, const char *fmt, ...)
 
 static const char *arch_name(int arch)
 {
-    return (const char *[]){"mlp", "resnet", "bert", "gpt"}[arch];
+    return tr_keys[tr_key_find("model.arch")].names[arch];
 }
 
 /* The kind of data (enum tr_data_kind) a model reads. */
@@ -405,20 +407,6 @@ static int train_step(struct run *run, const struct tr_step *st, int64_t t, doub
 
 /* ---- the run folder -------------------------------------------------------------------------- */
 
-static int make_dirs(const char *path)
-{
-    char buf[4200];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir(buf, 0777) && errno != EEXIST)
-                return -1;
-            *p = '/';
-        }
-    return mkdir(buf, 0777) && errno != EEXIST ? -1 : 0;
-}
-
 static int reopen_run_dir(struct run *run)
 {
     char path[4200];
@@ -444,8 +432,9 @@ static int open_run_dir(struct run *run)
         snprintf(run->dir, sizeof run->dir, "%s/%s/%s-%d", run->r->report.dir, run->r->name, stamp, n);
     char path[4200];
     snprintf(path, sizeof path, "%s/checkpoints", run->dir);
-    if (make_dirs(path))
-        return fail(run, TR_EXIT_FAILURE, "cannot create %s: %s", path, strerror(errno));
+    int err = tr_make_folders(path);
+    if (err)
+        return fail(run, TR_EXIT_FAILURE, "cannot create %s: %s", path, strerror(err));
     snprintf(path, sizeof path, "%s/recipe.yaml", run->dir);
     FILE *f = fopen(path, "w");
     if (!f)
