@@ -8,6 +8,7 @@
  * order, bounded by 1e-6 normwise. The executor runs in debug mode: on every plan, no kernel
  * writes outside its outputs. */
 #include "runner.h"
+#include "unit.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -136,16 +137,6 @@ static float *gradients(struct harness *h, const int64_t *order, const int64_t *
     return g;
 }
 
-static double normwise(const float *got, const float *want, size_t n)
-{
-    double diff = 0, norm = 0;
-    for (size_t i = 0; i < n; i++) {
-        diff += ((double)got[i] - want[i]) * ((double)got[i] - want[i]);
-        norm += (double)want[i] * want[i];
-    }
-    return sqrt(diff / (norm > 0 ? norm : 1));
-}
-
 static int64_t sort_len[N];   /* qsort has no context argument: the lengths to sort by */
 
 static int shorter(const void *a, const void *b)
@@ -170,14 +161,14 @@ static void check_accumulation(enum tr_arch arch, const char *name)
     ck_assert(isfinite(want_loss) && want_loss > 0);
 
     float *got = gradients(&h, order, (int64_t[]){8, 8, 8, 8}, 4, &loss);
-    double e = normwise(got, want, n);
+    double e = unit_normwise(got, want, n);
     ck_assert_msg(e <= TOLERANCE, "%s: 4 × 8 differs from 1 × 32 by %.3g normwise", name, e);
     ck_assert_msg(fabs(loss - want_loss) <= TOLERANCE * want_loss, "%s: loss %.9g, one batch %.9g", name, loss,
                   want_loss);
     free(got);
 
     got = gradients(&h, sorted, (int64_t[]){5, 11, 16}, 3, &loss);
-    double e2 = normwise(got, want, n);
+    double e2 = unit_normwise(got, want, n);
     ck_assert_msg(e2 <= TOLERANCE, "%s: 5 + 11 + 16 by length differs from 1 × 32 by %.3g normwise", name, e2);
     ck_assert_msg(fabs(loss - want_loss) <= TOLERANCE * want_loss, "%s: loss %.9g, one batch %.9g", name, loss,
                   want_loss);

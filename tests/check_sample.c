@@ -7,6 +7,7 @@
  * argmax, top-k draws only among the k best, the draws follow softmax(logit / T), and a seed
  * gives one sequence of tokens, always. */
 #include "runner.h"
+#include "unit.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -38,16 +39,6 @@ static void tiny_gpt(struct tr_recipe *r, int activation)
     r->model.layers = 2, r->model.hidden = 16, r->model.heads = 2, r->model.ffn = 32, r->model.max_len = 16;
     r->model.dropout = 0;
     r->model.activation = activation;
-}
-
-static double normwise(const float *got, const float *want, int64_t n)
-{
-    double diff = 0, norm = 0;
-    for (int64_t i = 0; i < n; i++) {
-        diff += ((double)got[i] - want[i]) * ((double)got[i] - want[i]);
-        norm += (double)want[i] * want[i];
-    }
-    return sqrt(diff) / (norm > 0 ? sqrt(norm) : 1);
 }
 
 /* The evaluation graph's logits [B, S, V] for the fixture's weights and ids, as the trainer
@@ -110,7 +101,7 @@ static double feed_and_compare(struct tr_gpt_decoder *d, const float *want, int 
     char err[256];
     ck_assert_msg(tr_gpt_decoder_feed(d, ids_of(b) + from, to - from, err, sizeof err) == 0, "%s", err);
     ck_assert_int_eq(d->t, to);
-    double e = normwise(d->logits, want + ((int64_t)b * S + to - 1) * V, V);
+    double e = unit_normwise(d->logits, want + ((int64_t)b * S + to - 1) * V, V);
     ck_assert_msg(e <= TOLERANCE, "sequence %d, position %d (fed %d..%d): logits differ by %.3g normwise", b,
                   to - 1, from, to - 1, e);
     return e;
@@ -169,7 +160,7 @@ START_TEST(decoder_matches_pytorch)
     for (int b = 0; b < B; b++) {
         tr_gpt_decoder_reset(&d);
         ck_assert_int_eq(tr_gpt_decoder_feed(&d, ids_of(b), S, err, sizeof err), 0);
-        double e = normwise(d.logits, torch + ((int64_t)b * S + S - 1) * V, V);
+        double e = unit_normwise(d.logits, torch + ((int64_t)b * S + S - 1) * V, V);
         ck_assert_msg(e <= 1e-4, "sequence %d: %.3g normwise from PyTorch", b, e);
     }
     tr_gpt_decoder_free(&d);

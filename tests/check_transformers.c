@@ -7,6 +7,7 @@
  * only an absolute bound says anything about them). Parameters are looked up by name, so a name
  * that differs from Hugging Face's fails here. */
 #include "runner.h"
+#include "unit.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -36,30 +37,8 @@ static const struct tr_st_tensor *ref(const char *model, const char *what)
 /* The normwise relative error; *ok when within the bound above. */
 static double normwise(const float *got, const float *want, int64_t n, int *ok)
 {
-    double diff = 0, norm = 0;
-    for (int64_t i = 0; i < n; i++) {
-        diff += ((double)got[i] - want[i]) * ((double)got[i] - want[i]);
-        norm += (double)want[i] * want[i];
-    }
-    *ok = sqrt(diff) <= tolerance * sqrt(norm) + 1e-6 * sqrt((double)n);
-    return sqrt(diff / (norm > 0 ? norm : 1));
-}
-
-static double norm(const float *a, int64_t n)
-{
-    double sum = 0;
-    for (int64_t i = 0; i < n; i++)
-        sum += (double)a[i] * a[i];
-    return sqrt(sum);
-}
-
-/* ‖got − want‖ */
-static double absolute_error(const float *got, const float *want, int64_t n)
-{
-    double sum = 0;
-    for (int64_t i = 0; i < n; i++)
-        sum += ((double)got[i] - want[i]) * ((double)got[i] - want[i]);
-    return sqrt(sum);
+    *ok = unit_distance(got, want, n) <= tolerance * unit_norm(want, n) + 1e-6 * sqrt((double)n);
+    return unit_normwise(got, want, n);
 }
 
 static void feed(struct tr_exec *x, int v, const char *model, const char *name)
@@ -136,8 +115,8 @@ static void check_model(enum tr_arch arch, const char *model, enum tr_dtype amp)
                 char value[160];
                 snprintf(value, sizeof value, "%.*svalue.bias", (int)(key - name), name);
                 const struct tr_st_tensor *near = ref(model, value);
-                ok = absolute_error(tr_exec_data(&x, g.values[v].grad), want->data, (int64_t)(want->bytes / 4)) <=
-                     tolerance * norm(near->data, (int64_t)(near->bytes / 4));
+                ok = unit_distance(tr_exec_data(&x, g.values[v].grad), want->data, (int64_t)(want->bytes / 4)) <=
+                     tolerance * unit_norm(near->data, (int64_t)(near->bytes / 4));
             }
             ck_assert_msg(ok, "%s: the gradient of %s differs by %.3g normwise", model, g.values[v].name, e);
             if (!key && e > worst) {   /* key.bias: zero in exact arithmetic, no relative error */

@@ -7,6 +7,8 @@
 #include <check.h>
 #include <errno.h>
 #include <ftw.h>
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +78,30 @@ static inline int unit_count(const char *const *list)
     while (list && list[n])
         n++;
     return n;
+}
+
+/* ‖got − want‖ and ‖a‖ over n floats, summed in double: the parts of a normwise error. */
+static inline double unit_distance(const float *got, const float *want, int64_t n)
+{
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++)
+        sum += ((double)got[i] - want[i]) * ((double)got[i] - want[i]);
+    return sqrt(sum);
+}
+
+static inline double unit_norm(const float *a, int64_t n)
+{
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++)
+        sum += (double)a[i] * a[i];
+    return sqrt(sum);
+}
+
+/* ‖got − want‖ / ‖want‖ (‖got − want‖ when want is 0). */
+static inline double unit_normwise(const float *got, const float *want, int64_t n)
+{
+    double norm = unit_norm(want, n);
+    return unit_distance(got, want, n) / (norm > 0 ? norm : 1);
 }
 
 #endif
