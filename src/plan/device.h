@@ -1,0 +1,58 @@
+/* The device a plan is made for (DESIGN.md §4): how much memory it has, how fast it computes
+ * and moves bytes, and what lives on it outside the allocator's regions. Either this host,
+ * measured once and cached (tr_device_host), or a named profile of a machine one does not
+ * have, read from a data file (etc/devices.yaml, tr_device_profile). */
+#ifndef TR_DEVICE_H
+#define TR_DEVICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum tr_device_kind { TR_DEVICE_CPU, TR_DEVICE_CUDA };
+
+/* Rates by the precision GEMMs read: [0] fp32 (TF32 where the profile says the engine uses
+ * it), [1] bf16, [2] fp16 — index by enum tr_plan_precision. */
+#define TR_NPRECISIONS 3
+
+struct tr_device {
+    char name[64];            /* "cpu" (this host), "rtx3090", … */
+    char description[160];    /* "NVIDIA GeForce RTX 3090 (24 GiB, Ampere)", "this host: 2 threads, …" */
+    int kind;                 /* enum tr_device_kind */
+    uint64_t memory;          /* bytes the device holds: CPU, the RAM (or the cgroup's limit) */
+    bool supports[TR_NPRECISIONS];   /* the precision can be used at all (fp32 always) */
+    double gemm_flops[TR_NPRECISIONS];   /* dense GEMM rate, FLOP/s, sustained */
+    double bandwidth;         /* memory bandwidth, bytes/s, sustained */
+    double node_seconds;      /* fixed cost of one kernel (launch, dispatch), seconds */
+    double widen_16bit;       /* CPU: 16-bit operands are widened to f32 before a GEMM (1), or
+                               * read as they are (0) */
+    /* What lives on the device outside the regions. */
+    uint64_t context_bytes;   /* CUDA: the context and loaded modules; CPU: 0 (measured as the
+                               * process's resident set at planning) */
+    uint64_t thread_bytes;    /* CPU: what BLAS and OpenMP threads take once they have run (their
+                               * buffers and stacks), for `threads` threads */
+    uint64_t library_workspace;   /* cuBLAS/cuDNN workspaces the engine does not plan */
+    int threads;              /* CPU: the threads the engine runs with */
+    char source[512];         /* where the numbers come from: a measurement and its date, or the
+                               * profile's cited sources */
+    char path[4096];          /* the profile file, or the calibration cache, read; "" when none */
+};
+
+/* The profile `name` from the profiles file at path (etc/devices.yaml). 0, or TR_EINVAL when
+ * there is no such profile (err lists the names there are) or the file or entry is malformed,
+ * TR_EIO when it cannot be read; err holds the sentence. */
+int tr_device_profile(const char *path, const char *name, struct tr_device *d, char *err, size_t errsize);
+/* The profile names in the file at path, comma-separated, into out. 0 or TR_E…. */
+int tr_device_profile_names(const char *path, char *out, size_t size);
+
+/* This host as a CPU device: RAM (or the memory cgroup's limit when lower), the threads
+ * OpenMP will use, and the calibration measured by `exe calibrate` — a clean process, so
+ * that what BLAS threads take is seen — cached under cache_dir (one file per host, threads
+ * and CPU model) so that nightly runs plan alike. force: measure again. 0, or TR_E… with err. */
+int tr_device_host(struct tr_device *d, const char *exe, const char *cache_dir, bool force, char *err,
+                   size_t errsize);
+/* The measurement itself, in this process (the calibrate subcommand): GEMM rate, bandwidth,
+ * per-kernel cost and what the threads take. Writes the fields tr_device_host caches. */
+int tr_device_measure(struct tr_device *d, char *err, size_t errsize);
+
+#endif
