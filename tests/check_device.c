@@ -1,0 +1,268 @@
+/* Device profiles (src/plan/device_profile.c): every profile shipped in etc/devices.yaml loads
+ * with sane values, the names are listed, and broken files — a key missing or mistyped, a
+ * profile that is not there, a file that is not there — give the sentence that says which. */
+#include "runner.h"
+#include "unit.h"
+
+#include "plan/device.h"
+
+static const char *const shipped[] = {"a100-40gb", "a100-80gb", "h100-80gb", "h200", "rtx3090",
+                                       "rtx4090", "t4", "l4", "cpu"};
+#define NSHIPPED ((int)(sizeof shipped / sizeof shipped[0]))
+
+/* $srcdir/etc/devices.yaml ("." when srcdir is unset); caller frees. */
+static char *shipped_path(void)
+{
+    const char *src = getenv("srcdir");
+    return tr_strdup_printf("%s/etc/devices.yaml", src && *src ? src : ".");
+}
+
+static struct tr_device load_shipped(const char *name)
+{
+    char *path = shipped_path();
+    struct tr_device d;
+    char err[1024] = "";
+    int rc = tr_device_profile(path, name, &d, err, sizeof err);
+    ck_assert_msg(rc == 0, "%s: rc %d: %s", name, rc, err);
+    ck_assert_str_eq(d.path, path);
+    free(path);
+    return d;
+}
+
+START_TEST(every_profile_sane)
+{
+    struct tr_device d = load_shipped(shipped[_i]);
+    const char *n = shipped[_i];
+    ck_assert_str_eq(d.name, n);
+    ck_assert_msg(d.memory > ((uint64_t)1 << 30), "%s: memory %llu", n, (unsigned long long)d.memory);
+    ck_assert_msg(d.supports[0] && d.gemm_flops[0] > 1e11, "%s: fp32 %g", n, d.gemm_flops[0]);
+    for (int p = 1; p < TR_NPRECISIONS; p++)
+        if (d.supports[p] && d.kind == TR_DEVICE_CUDA)
+            ck_assert_msg(d.gemm_flops[p] >= d.gemm_flops[0], "%s: precision %d at %g below fp32 %g",
+                          n, p, d.gemm_flops[p], d.gemm_flops[0]);
+    /* Between a DDR4 desktop (~50 GB/s) and HBM3e (~5 TB/s); a launch is µs, not ms or ns. */
+    ck_assert_msg(d.bandwidth >= 1e10 && d.bandwidth <= 1e13, "%s: bandwidth %g", n, d.bandwidth);
+    ck_assert_msg(d.node_seconds >= 1e-7 && d.node_seconds <= 1e-4, "%s: node %g", n, d.node_seconds);
+    ck_assert_msg(strlen(d.source) > 20, "%s: source '%s'", n, d.source);
+    ck_assert_msg(strlen(d.description) > 0, "%s: no description", n);
+    if (d.kind == TR_DEVICE_CUDA) {
+        ck_assert_msg(d.context_bytes > 0 && d.context_bytes < d.memory / 8, "%s: context %llu", n,
+                      (unsigned long long)d.context_bytes);
+        ck_assert_msg(d.library_workspace > 0, "%s: workspace", n);
+        ck_assert_msg(d.widen_16bit == 0 && d.threads == 0, "%s: a GPU widens nothing", n);
+    } else {
+        ck_assert_msg(d.widen_16bit == 1 && d.threads > 0 && d.thread_bytes > 0, "%s: cpu", n);
+        ck_assert_msg(d.context_bytes == 0, "%s: cpu context is measured, not profiled", n);
+    }
+}
+END_TEST
+
+/* One profile checked number by number: the units are converted (TFLOP/s, GB/s, µs, GiB). */
+START_TEST(rtx3090_units)
+{
+    struct tr_device d = load_shipped("rtx3090");
+    ck_assert_int_eq(d.kind, TR_DEVICE_CUDA);
+    ck_assert_uint_eq(d.memory, 25769803776u);
+    ck_assert_double_eq_tol(d.gemm_flops[0], 24.92e12, 1e6);
+    ck_assert_double_eq_tol(d.gemm_flops[1], 49.7e12, 1e6);
+    ck_assert_double_eq_tol(d.gemm_flops[2], 49.7e12, 1e6);
+    ck_assert_double_eq_tol(d.bandwidth, 936e9, 1);
+    ck_assert_double_eq_tol(d.node_seconds, 5e-6, 1e-12);
+    ck_assert_uint_eq(d.context_bytes, 512u << 20);
+    ck_assert_uint_eq(d.library_workspace, 32u << 20);
+    ck_assert(d.supports[1] && d.supports[2]);
+}
+END_TEST
+
+START_TEST(t4_has_no_bf16)
+{
+    struct tr_device d = load_shipped("t4");
+    ck_assert(!d.supports[1] && d.supports[2]);
+    ck_assert_double_eq(d.gemm_flops[1], 0);
+}
+END_TEST
+
+START_TEST(names_listed)
+{
+    char *path = shipped_path();
+    char names[512];
+    ck_assert_int_eq(tr_device_profile_names(path, names, sizeof names), 0);
+    ck_assert_str_eq(names, "a100-40gb, a100-80gb, h100-80gb, h200, rtx3090, rtx4090, t4, l4, cpu");
+    char small[16];
+    ck_assert_int_eq(tr_device_profile_names(path, small, sizeof small), TR_EINVAL);
+    ck_assert_msg(strncmp(small, "a100-40gb", 9) == 0 && strlen(small) < sizeof small, "'%s'", small);
+    free(path);
+}
+END_TEST
+
+START_TEST(unknown_name_lists_names)
+{
+    char *path = shipped_path();
+    struct tr_device d = {.memory = 7};
+    char err[1024] = "";
+    ck_assert_int_eq(tr_device_profile(path, "v100", &d, err, sizeof err), TR_EINVAL);
+    char *want = tr_strdup_printf("no device profile 'v100' in %s; there are: a100-40gb, a100-80gb, "
+                                  "h100-80gb, h200, rtx3090, rtx4090, t4, l4, cpu", path);
+    ck_assert_str_eq(err, want);
+    ck_assert_uint_eq(d.memory, 7);   /* untouched on error */
+    free(want);
+    free(path);
+}
+END_TEST
+
+START_TEST(missing_file_is_eio)
+{
+    char err[512] = "";
+    struct tr_device d;
+    ck_assert_int_eq(tr_device_profile("/nonexistent/devices.yaml", "t4", &d, err, sizeof err), TR_EIO);
+    ck_assert_str_eq(err, "cannot read /nonexistent/devices.yaml: No such file or directory");
+    char names[64];
+    ck_assert_int_eq(tr_device_profile_names("/nonexistent/devices.yaml", names, sizeof names), TR_EIO);
+    ck_assert_str_eq(names, "");
+    /* A folder opens, but is no file (libyaml would say only "input error"). */
+    ck_assert_int_eq(tr_device_profile("/", "t4", &d, err, sizeof err), TR_EIO);
+    ck_assert_str_eq(err, "cannot read /: not a regular file");
+}
+END_TEST
+
+/* A valid profile, line by line; each broken case replaces one line (or drops it: ""). */
+static const char *const good[] = {
+    "gpu:",
+    "  kind: cuda",
+    "  description: a test GPU",
+    "  memory: 8GiB",
+    "  supports: {fp32: true, bf16: true, fp16: true}",
+    "  gemm_tflops:",
+    "    fp32: 10",
+    "    bf16: 100",
+    "    fp16: 100",
+    "  bandwidth_gbs: 500",
+    "  node_us: 5",
+    "  context: 512MiB",
+    "  library_workspace: 32MiB",
+    "  widen_16bit: 0",
+    "  source: made up for a test",
+};
+#define NGOOD ((int)(sizeof good / sizeof good[0]))
+
+struct broken {
+    int line;              /* 0-based index into good[] replaced; -1: the whole text */
+    const char *text;      /* the replacement */
+    const char *name;      /* the profile asked for */
+    const char *want;      /* in the message */
+};
+
+static const struct broken cases[] = {
+    {3, "", "gpu", ":2: device profile 'gpu': key 'memory' is missing"},
+    {3, "  memory: lots", "gpu", ":4: device profile 'gpu': key 'memory' must be a size"},
+    {3, "  memory: {total: 8GiB}", "gpu", ":4: device profile 'gpu': key 'memory' must be a single value"},
+    {3, "  memory: 0", "gpu", "key 'memory' must be above 0"},
+    {1, "  kind: gpu", "gpu", ":2: device profile 'gpu': key 'kind' must be cuda or cpu, not 'gpu'"},
+    {2, "", "gpu", "key 'description' is missing"},
+    {4, "  supports: {fp32: true, bf16: maybe, fp16: true}", "gpu",
+     ":5: device profile 'gpu': key 'supports.bf16' must be true or false, not 'maybe'"},
+    {4, "  supports: {fp32: false, bf16: true, fp16: true}", "gpu", "key 'supports.fp32' must be true"},
+    {4, "  supports: yes", "gpu", ":5: device profile 'gpu': key 'supports' must be a mapping"},
+    {4, "", "gpu", "key 'supports' is missing"},
+    {7, "", "gpu", ":7: device profile 'gpu': key 'gemm_tflops.bf16' is missing"},
+    {7, "    bf16: fast", "gpu", ":8: device profile 'gpu': key 'gemm_tflops.bf16' must be a number"},
+    {7, "    bf16: -3", "gpu", "key 'gemm_tflops.bf16' must be a number ≥ 0, not '-3'"},
+    {7, "    bf16: 0", "gpu", "key 'gemm_tflops.bf16' must be above 0 when supports.bf16 is true"},
+    {9, "  bandwidth_gbs: 1e999", "gpu", "key 'bandwidth_gbs' must be a number"},
+    {9, "", "gpu", "key 'bandwidth_gbs' is missing"},
+    {10, "  node_us: [5]", "gpu", "key 'node_us' must be a single value, not a list"},
+    {13, "  widen_16bit: 2", "gpu", "key 'widen_16bit' must be 0 or 1"},
+    {11, "  context: 1.5", "gpu", "key 'context' must be a size"},
+    {14, "", "gpu", "key 'source' is missing"},
+    {14, "  source: \"\"", "gpu", "key 'source' must be a non-empty string"},
+    {1, "  kind: cpu", "gpu", "key 'threads' is missing"},
+    {0, "gpu: 12\nother:", "gpu", ":1: device profile 'gpu' must be a mapping of keys"},
+    {-1, "- a\n- b\n", "gpu", ":1: device profiles must be a mapping of names to profiles"},
+    {-1, "gpu: {kind: cuda\n", "gpu", ":2:"},
+    {-1, "", "gpu", "device profiles must be a mapping"},
+};
+#define NCASES ((int)(sizeof cases / sizeof cases[0]))
+
+static char *broken_text(const struct broken *c)
+{
+    if (c->line < 0)
+        return tr_strdup(c->text);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    for (int i = 0; i < NGOOD; i++) {
+        const char *line = i == c->line ? c->text : good[i];
+        if (*line)
+            fprintf(f, "%s\n", line);
+    }
+    fclose(f);
+    return text;
+}
+
+START_TEST(good_profile_loads)
+{
+    char *dir = unit_mkdtemp();
+    struct broken none = {NGOOD, "", "gpu", ""};   /* replaces no line */
+    char *text = broken_text(&none);
+    char *path = unit_write_in(dir, "devices.yaml", text);
+    struct tr_device d;
+    char err[1024] = "";
+    ck_assert_msg(tr_device_profile(path, "gpu", &d, err, sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq(d.memory, (uint64_t)8 << 30);
+    ck_assert_double_eq_tol(d.gemm_flops[1], 100e12, 1);
+    ck_assert_str_eq(d.source, "made up for a test");
+    free(text);
+    free(path);
+    unit_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
+START_TEST(broken_profile_named)
+{
+    const struct broken *c = &cases[_i];
+    char *dir = unit_mkdtemp();
+    char *text = broken_text(c);
+    char *path = unit_write_in(dir, "devices.yaml", text);
+    struct tr_device d;
+    char err[1024] = "";
+    int rc = tr_device_profile(path, c->name, &d, err, sizeof err);
+    ck_assert_msg(rc == TR_EINVAL, "case %d: rc %d: %s\n%s", _i, rc, err, text);
+    ck_assert_msg(strncmp(err, path, strlen(path)) == 0 && strstr(err, c->want),
+                  "case %d: got '%s', want '%s' after the path", _i, err, c->want);
+    free(text);
+    free(path);
+    unit_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
+/* A small error buffer is cut, never overrun; a zero-size one is not written. */
+START_TEST(small_error_buffer)
+{
+    char *path = shipped_path();
+    struct tr_device d;
+    char err[8];
+    ck_assert_int_eq(tr_device_profile(path, "v100", &d, err, sizeof err), TR_EINVAL);
+    ck_assert_str_eq(err, "no devi");
+    ck_assert_int_eq(tr_device_profile(path, "v100", &d, err, 0), TR_EINVAL);
+    free(path);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("device");
+    TCase *tc = tcase_create("profiles");
+    tcase_add_loop_test(tc, every_profile_sane, 0, NSHIPPED);
+    tcase_add_test(tc, rtx3090_units);
+    tcase_add_test(tc, t4_has_no_bf16);
+    tcase_add_test(tc, names_listed);
+    tcase_add_test(tc, unknown_name_lists_names);
+    tcase_add_test(tc, missing_file_is_eio);
+    tcase_add_test(tc, good_profile_loads);
+    tcase_add_loop_test(tc, broken_profile_named, 0, NCASES);
+    tcase_add_test(tc, small_error_buffer);
+    suite_add_tcase(s, tc);
+    return unit_run(s);
+}
