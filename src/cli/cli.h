@@ -7,6 +7,8 @@ int tr_cmd_check(int argc, char **argv);
 int tr_cmd_run(int argc, char **argv);
 int tr_cmd_resume(int argc, char **argv);
 int tr_cmd_sample(int argc, char **argv);
+int tr_cmd_plan(int argc, char **argv);
+int tr_cmd_calibrate(int argc, char **argv);
 
 /* Splits argv into the recipe, its key=value / ~key overrides and the options listed in
  * flags (each "--name"); unknown options and stray words are usage errors (message printed). */

@@ -24,6 +24,8 @@ struct subcommand {
 /* Subcommands land with their issues; only those that work are here. */
 static const struct subcommand subcommands[] = {
     {"check", tr_cmd_check, "validate a recipe and print it resolved, each value's origin beside it", 0},
+    {"plan", tr_cmd_plan, "show how the job fits the memory budget: the candidates, their memory and time, the choice", 0},
+    {"calibrate", tr_cmd_calibrate, "measure this host for the planner (GEMM rate, bandwidth, threads' memory), cached", 1},
     {"run", tr_cmd_run, "train: the default, so 'trainrun RECIPE' is 'trainrun run RECIPE'", 1},
     {"resume", tr_cmd_resume, "continue an interrupted run from its newest good checkpoint", 1},
     {"sample", tr_cmd_sample, "generate text from a trained GPT run, continuing a prompt", 1},

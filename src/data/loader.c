@@ -396,6 +396,25 @@ static bool allocate_layout(const struct tr_loader *l, struct worker *w)
     return w->order && w->starts && w->keys && w->chunks && w->perm;
 }
 
+/* What tr_loader_open takes from the heap, as allocate_ring and allocate_layout take it: the
+ * ring's slots and each worker's sample order (the planner counts it in the footprint). */
+size_t tr_loader_memory_bytes(const struct tr_split *s, const struct tr_loader_options *o)
+{
+    size_t ring = (size_t)o->num_workers * (size_t)o->prefetch + 1, batch = (size_t)o->batch;
+    size_t n = (size_t)s->n, workers = o->num_workers ? (size_t)o->num_workers : 1;
+    size_t seq = s->tokens ? (size_t)tr_text_longest(s) : 0;
+    size_t stride = seq ? 0 : (batch * (size_t)tr_split_features(s) + 15) & ~(size_t)15;
+    size_t tstride = (batch * seq + 63) & ~(size_t)63;
+    size_t bytes = ring * (tstride * (2 * sizeof(int32_t) + 1) + stride * sizeof(float) + sizeof(struct slot) +
+                           batch * sizeof(struct tr_batch) + (batch + 16) * sizeof(int32_t) +
+                           (batch + 8) * sizeof(int64_t));
+    struct worker w;
+    size_t layout = n * sizeof *w.order;
+    if (o->nbuckets)
+        layout += n + n * sizeof *w.keys + (n + 1) * sizeof *w.chunks + n * sizeof *w.perm;
+    return bytes + workers * (sizeof w + layout);
+}
+
 static void free_layout(struct worker *w)
 {
     free(w->order), free(w->starts), free(w->keys), free(w->chunks), free(w->perm);

@@ -65,6 +65,9 @@ struct tr_loader_options {
     int prefetch;        /* steps each worker prepares ahead (ignored with 0 workers) */
 };
 
+/* The heap bytes tr_loader_open(s, o) will take: its ring of steps and its workers' sample
+ * orders. */
+size_t tr_loader_memory_bytes(const struct tr_split *s, const struct tr_loader_options *o);
 /* Opens a stream of steps over s (which must outlive the loader). Worker w produces steps
  * k ≡ w (mod num_workers) into ring slot k mod ring, and the consumer takes them strictly in
  * order. Returns 0, or TR_EINVAL / TR_ENOMEM with diag. */

@@ -54,5 +54,8 @@ int tr_device_host(struct tr_device *d, const char *exe, const char *cache_dir, 
 /* The measurement itself, in this process (the calibrate subcommand): GEMM rate, bandwidth,
  * per-kernel cost and what the threads take. Writes the fields tr_device_host caches. */
 int tr_device_measure(struct tr_device *d, char *err, size_t errsize);
+/* That measurement as JSON, as the cache keeps it and `trainrun calibrate --json` prints it;
+ * caller frees. */
+char *tr_device_calibration_json(const struct tr_device *d);
 
 #endif

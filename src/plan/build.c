@@ -1,0 +1,76 @@
+/* Building a candidate's program (plan.h): the model builder, then the passes in DESIGN.md §3's
+ * order — amp, autodiff, remat — then one memory plan per length bucket. The planner builds
+ * every candidate this way; the trainer builds the chosen one the same way. */
+#include "plan/plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+
+/* The remat pass for the knobs: mode in the first remat_blocks blocks, the rest kept. */
+static void checkpoint_blocks(struct tr_built *b, const struct tr_knobs *k)
+{
+    int of = tr_graph_blocks(&b->g), blocks = k->remat_blocks < of ? k->remat_blocks : of;
+    if (k->remat_mode == TR_REMAT_NONE || blocks <= 0)
+        return;
+    uint8_t *modes = tr_xcalloc((size_t)of, 1);
+    memset(modes, k->remat_mode, (size_t)blocks);
+    tr_remat(&b->g, modes, of);
+    free(modes);
+    for (int i = 0; i < b->g.nnodes; i++)
+        b->remat_nodes += b->g.nodes[i].phase == TR_RECOMPUTE;
+}
+
+int tr_build(struct tr_built *b, const struct tr_plan_job *job, const struct tr_knobs *k, bool training,
+             char *err, size_t errsize)
+{
+    const struct tr_split *split = &job->data->train;
+    static const enum tr_dtype low[] = {[TR_PREC_FP32] = TR_F32, [TR_PREC_BF16] = TR_BF16, [TR_PREC_FP16] = TR_F16};
+    memset(b, 0, sizeof *b);
+    b->loss_scale = -1;
+    tr_graph_init(&b->g);
+    tr_model_build(&b->g, job->r, split->rank, split->dims, job->data->nclasses, job->data->vocab, training, &b->m);
+    /* 16-bit working copies of the weights are what 16-bit GEMM hardware reads; the CPU's
+     * kernels would widen them back to f32, so there the weights stay f32 (amp.c) */
+    if (!b->g.error && k->precision != TR_PREC_FP32)
+        tr_amp(&b->g, low[k->precision], &b->m.logits, b->m.logits >= 0, job->dev->kind == TR_DEVICE_CUDA);
+    if (training && !b->g.error)
+        b->loss_scale = tr_autodiff(&b->g);
+    if (training && !b->g.error)
+        checkpoint_blocks(b, k);
+    if (b->g.error) {
+        snprintf(err, errsize, "model: %s", b->g.message);
+        return TR_EINVAL;
+    }
+    int keep[2] = {b->m.loss, b->m.logits >= 0 ? b->m.logits : b->m.rank};
+    struct tr_bucket buckets[TR_PLAN_MAX_BUCKETS];
+    int n = training ? k->nbuckets : 1;
+    for (int i = 0; i < n; i++)
+        buckets[i] = training ? (struct tr_bucket){k->buckets[i].rows, k->buckets[i].len}
+                              : (struct tr_bucket){k->eval_batch, job->seq};
+    /* a profile's workspaces are its libraries', counted outside the regions */
+    const struct tr_backend *be = job->dev->kind == TR_DEVICE_CPU ? tr_backend_cpu() : NULL;
+    if (tr_program_plan(&b->p, &b->g, buckets, n, keep, 2, be)) {
+        snprintf(err, errsize, "planning the %s program failed", training ? "training" : "evaluation");
+        return TR_EINVAL;
+    }
+    return 0;
+}
+
+void tr_built_free(struct tr_built *b)
+{
+    tr_program_free(&b->p);
+    tr_graph_free(&b->g);
+}
+
+size_t tr_plan_optimizer_bytes(const struct tr_recipe *r, const struct tr_graph *g)
+{
+    size_t params = 0;
+    for (int v = 0; v < g->nvalues; v++)
+        if (g->values[v].kind == TR_PARAM)
+            params += (size_t)tr_dim_eval(tr_shape_numel(&g->values[v].shape), 1, 1) * sizeof(float);
+    if (r->train.optimizer.name == TR_OPT_ADAMW)
+        return 2 * params;
+    return r->train.optimizer.momentum > 0 ? params : 0;
+}

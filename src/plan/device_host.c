@@ -1,0 +1,322 @@
+/* This host as a device (device.h): its memory, and a calibration — GEMM rate, bandwidth, the
+ * cost of one kernel, what BLAS and OpenMP threads take — measured once by `trainrun
+ * calibrate` in a process of its own (so that the threads' buffers are seen growing, not
+ * already there) and cached per host, so that nightly runs plan alike. */
+#include "plan/device.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <jansson.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/alloc.h"
+#include "core/error.h"
+#include "data/cache.h"
+
+#define CALIBRATION_VERSION 1
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* The first line of /proc/cpuinfo's "model name", or "unknown CPU". */
+static void cpu_model(char *out, size_t size)
+{
+    snprintf(out, size, "unknown CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[512];
+    while (f && fgets(line, sizeof line, f)) {
+        char *colon = strchr(line, ':');
+        if (!strncmp(line, "model name", 10) && colon) {
+            snprintf(out, size, "%s", colon + 2);
+            out[strcspn(out, "\n")] = '\0';
+            break;
+        }
+    }
+    if (f)
+        fclose(f);
+}
+
+static uint64_t read_number(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    unsigned long long v = 0;
+    if (f && fscanf(f, "%llu", &v) != 1)
+        v = 0;
+    if (f)
+        fclose(f);
+    return v;
+}
+
+/* The memory cgroup's limit on this process (v2, else v1), or 0 when none is set. */
+static uint64_t cgroup_limit(void)
+{
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    char line[1024], path[1200];
+    uint64_t limit = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        char *rel = strrchr(line, ':');
+        if (!rel)
+            continue;
+        if (!strncmp(line, "0::", 3))
+            snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.max", rel + 1);
+        else if (strstr(line, ":memory:"))
+            snprintf(path, sizeof path, "/sys/fs/cgroup/memory%s/memory.limit_in_bytes", rel + 1);
+        else
+            continue;
+        uint64_t v = read_number(path);   /* "max" reads as 0 */
+        if (v && v < ((uint64_t)1 << 60) && (!limit || v < limit))
+            limit = v;
+    }
+    if (f)
+        fclose(f);
+    return limit;
+}
+
+/* MemTotal, or the cgroup's limit when lower. */
+static uint64_t host_memory(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    unsigned long long kib = 0;
+    char line[256];
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemTotal: %llu kB", &kib) == 1)
+            break;
+    if (f)
+        fclose(f);
+    uint64_t mem = (uint64_t)kib * 1024, limit = cgroup_limit();
+    return limit && (limit < mem || !mem) ? limit : mem;
+}
+
+static void host_identity(struct tr_device *d)
+{
+    char host[128] = "localhost", model[256];
+    gethostname(host, sizeof host - 1);
+    cpu_model(model, sizeof model);
+    d->kind = TR_DEVICE_CPU;
+    d->threads = omp_get_max_threads();
+    snprintf(d->name, sizeof d->name, "cpu");
+    snprintf(d->description, sizeof d->description, "this host (%.60s): %.60s, %d threads", host, model, d->threads);
+    d->memory = host_memory();
+    /* 16-bit storage everywhere; the kernels widen to f32, so 16-bit GEMMs run at the f32 rate */
+    for (int p = 0; p < TR_NPRECISIONS; p++)
+        d->supports[p] = true;
+    d->widen_16bit = 1;
+}
+
+/* ---- the measurement ------------------------------------------------------------------------ */
+
+/* Sustained sgemm rate at a training-like shape, best of five after a warm-up. */
+static double measure_gemm(void)
+{
+    const int M = 1024, N = 1024, K = 1024;
+    float *a = tr_xmalloc((size_t)M * K * sizeof *a), *b = tr_xmalloc((size_t)K * N * sizeof *b);
+    float *c = tr_xmalloc((size_t)M * N * sizeof *c);
+    for (size_t i = 0; i < (size_t)M * K; i++)
+        a[i] = (float)(i % 7) * 0.125f, b[i] = (float)(i % 5) * 0.25f;
+    double best = 1e30;
+    for (int r = 0; r < 6; r++) {
+        double t0 = now();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, a, K, b, N, 0.0f, c, N);
+        double t = now() - t0;
+        if (r > 0 && t < best)
+            best = t;
+    }
+    free(a), free(b), free(c);
+    return 2.0 * M * N * K / best;
+}
+
+/* Copy bandwidth over buffers far larger than the caches: bytes read + written per second. */
+static double measure_bandwidth(void)
+{
+    const size_t n = (size_t)64 << 20;
+    char *a = tr_xmalloc(n), *b = tr_xmalloc(n);
+    memset(a, 1, n), memset(b, 2, n);
+    double best = 1e30;
+    for (int r = 0; r < 4; r++) {
+        double t0 = now();
+#pragma omp parallel for schedule(static)
+        for (int chunk = 0; chunk < 64; chunk++)
+            memcpy(b + (size_t)chunk * (n / 64), a + (size_t)chunk * (n / 64), n / 64);
+        double t = now() - t0;
+        if (t < best)
+            best = t;
+    }
+    free(a), free(b);
+    return 2.0 * (double)n / best;
+}
+
+/* The fixed cost of one small kernel: a parallel loop over a few thousand floats. */
+static double measure_kernel(void)
+{
+    const int n = 4096, reps = 2000;
+    float *x = tr_xcalloc(n, sizeof *x);
+    double t0 = now();
+    for (int r = 0; r < reps; r++) {
+#pragma omp parallel for schedule(static)
+        for (int i = 0; i < n; i++)
+            x[i] = x[i] * 0.5f + 1.0f;
+    }
+    double t = (now() - t0) / reps;
+    free(x);
+    return t;
+}
+
+int tr_device_measure(struct tr_device *d, char *err, size_t errsize)
+{
+    memset(d, 0, sizeof *d);
+    host_identity(d);
+    int64_t before = tr_process_rss();
+    if (before < 0) {
+        snprintf(err, errsize, "cannot read this process's resident set (/proc/self/status)");
+        return TR_EIO;
+    }
+    double flops = measure_gemm();
+    d->bandwidth = measure_bandwidth();
+    d->node_seconds = measure_kernel();
+    int64_t after = tr_process_rss();   /* the matrices are back with the OS: what stays is the threads' */
+    d->thread_bytes = after > before ? (uint64_t)(after - before) : 0;
+    for (int p = 0; p < TR_NPRECISIONS; p++)
+        d->gemm_flops[p] = flops;
+    time_t t = time(NULL);
+    char date[32];
+    strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&t));
+    snprintf(d->source, sizeof d->source, "measured on this host by `trainrun calibrate` at %s: sgemm 1024³ "
+             "best of 5, memcpy 64 MiB best of 4, a 4096-float parallel loop, resident set before and after", date);
+    return 0;
+}
+
+/* ---- the cache ------------------------------------------------------------------------------- */
+
+static json_t *to_json(const struct tr_device *d)
+{
+    char model[256];
+    cpu_model(model, sizeof model);
+    return json_pack("{si ss ss si sf sf sf sI ss}", "version", CALIBRATION_VERSION, "cpu", model, "description",
+                     d->description, "threads", d->threads, "gemm_flops", d->gemm_flops[0], "bandwidth",
+                     d->bandwidth, "node_seconds", d->node_seconds, "thread_bytes", (json_int_t)d->thread_bytes,
+                     "source", d->source);
+}
+
+/* The calibration in j for this host, or −1 when it is another's or another version's. */
+static int from_json(json_t *j, struct tr_device *d)
+{
+    char model[256];
+    cpu_model(model, sizeof model);
+    json_int_t version = 0, threads = 0, thread_bytes = 0;
+    double flops = 0, bandwidth = 0, node = 0;
+    const char *cpu = NULL, *source = NULL;
+    if (!j || json_unpack(j, "{sI ss sI sF sF sF sI ss}", "version", &version, "cpu", &cpu, "threads", &threads,
+                          "gemm_flops", &flops, "bandwidth", &bandwidth, "node_seconds", &node, "thread_bytes",
+                          &thread_bytes, "source", &source) ||
+        version != CALIBRATION_VERSION || strcmp(cpu, model) || threads != d->threads || flops <= 0 ||
+        bandwidth <= 0 || node < 0 || thread_bytes < 0)
+        return -1;
+    for (int p = 0; p < TR_NPRECISIONS; p++)
+        d->gemm_flops[p] = flops;
+    d->bandwidth = bandwidth, d->node_seconds = node, d->thread_bytes = (uint64_t)thread_bytes;
+    snprintf(d->source, sizeof d->source, "%s", source);
+    return 0;
+}
+
+/* Runs `exe calibrate --json` and reads what it prints. */
+static json_t *calibrate_child(const char *exe, char *err, size_t errsize)
+{
+    int fds[2];
+    if (pipe(fds)) {
+        snprintf(err, errsize, "calibration: pipe: %s", strerror(errno));
+        return NULL;
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], STDOUT_FILENO);
+        close(fds[0]), close(fds[1]);
+        execl(exe, exe, "calibrate", "--json", "--no-cache", (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    if (pid < 0) {
+        close(fds[0]);
+        snprintf(err, errsize, "calibration: fork: %s", strerror(errno));
+        return NULL;
+    }
+    FILE *in = fdopen(fds[0], "r");
+    json_error_t je;
+    json_t *j = in ? json_loadf(in, 0, &je) : NULL;
+    if (in)
+        fclose(in);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!j || !WIFEXITED(status) || WEXITSTATUS(status)) {
+        json_decref(j);
+        snprintf(err, errsize, "calibration: %s calibrate failed (status %d)", exe, status);
+        return NULL;
+    }
+    return j;
+}
+
+static void cache_file(const char *cache_dir, const struct tr_device *d, char *out, size_t size)
+{
+    char host[128] = "localhost";
+    gethostname(host, sizeof host - 1);
+    for (char *c = host; *c; c++)
+        if (*c == '/')
+            *c = '_';
+    snprintf(out, size, "%s/%s-%dt.json", cache_dir, host, d->threads);
+}
+
+int tr_device_host(struct tr_device *d, const char *exe, const char *cache_dir, bool force, char *err,
+                   size_t errsize)
+{
+    memset(d, 0, sizeof *d);
+    host_identity(d);
+    char path[4096] = "";
+    if (cache_dir)
+        cache_file(cache_dir, d, path, sizeof path);
+    json_error_t je;
+    json_t *j = !force && *path ? json_load_file(path, 0, &je) : NULL;
+    if (j && from_json(j, d) == 0) {
+        json_decref(j);
+        snprintf(d->path, sizeof d->path, "%s", path);
+        return 0;
+    }
+    json_decref(j);
+    if (!(j = calibrate_child(exe, err, errsize)))
+        return TR_EIO;
+    if (from_json(j, d)) {
+        json_decref(j);
+        snprintf(err, errsize, "calibration: %s calibrate printed something else than this host's calibration",
+                 exe);
+        return TR_EIO;
+    }
+    if (*path && tr_make_folders(cache_dir) == 0) {   /* a cache that cannot be written: measured again next time */
+        char tmp[4200];
+        snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
+        if (json_dump_file(j, tmp, JSON_INDENT(2)) == 0 && rename(tmp, path) == 0)
+            snprintf(d->path, sizeof d->path, "%s", path);
+        else
+            unlink(tmp);
+    }
+    json_decref(j);
+    return 0;
+}
+
+/* For the calibrate subcommand: the measurement as the cache keeps it. */
+char *tr_device_calibration_json(const struct tr_device *d)
+{
+    json_t *j = to_json(d);
+    char *s = json_dumps(j, JSON_INDENT(2));
+    json_decref(j);
+    return s;
+}

@@ -1,0 +1,64 @@
+/* What the planner is given (plan.h): the device — a named profile or this host, calibrated —
+ * and the job: the data's longest sequence, the process's footprint so far, the budget. */
+#include "plan/plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "data/cache.h"
+#include "recipe/schema.h"
+
+/* The profiles file: $TRAINRUN_DEVICES, else etc/devices.yaml in a checkout, else the
+ * installed one. */
+static const char *profiles_path(void)
+{
+    const char *env = getenv("TRAINRUN_DEVICES");
+    if (env && *env)
+        return env;
+    return access("etc/devices.yaml", F_OK) == 0 ? "etc/devices.yaml" : PKGDATADIR "/devices.yaml";
+}
+
+int tr_plan_device(struct tr_device *d, const char *profile, bool recalibrate, char *err, size_t errsize)
+{
+    if (profile)
+        return tr_device_profile(profiles_path(), profile, d, err, errsize);
+    const char *off = getenv("TRAINRUN_NO_CACHE");
+    char *dir = off && *off && strcmp(off, "0") ? NULL : tr_cache_path("calibration");
+    int rc = tr_device_host(d, "/proc/self/exe", dir, recalibrate, err, errsize);
+    free(dir);
+    return rc;
+}
+
+/* The kind of data (enum tr_data_kind) a model reads. */
+static int model_reads(int arch)
+{
+    return arch == TR_ARCH_BERT ? TR_DATA_TEXT_CLASSES : arch == TR_ARCH_GPT ? TR_DATA_TEXT_LM : TR_DATA_FEATURES;
+}
+
+int tr_plan_job_init(struct tr_plan_job *job, const struct tr_recipe *r, const struct tr_data *data,
+                     const struct tr_device *dev, struct tr_diag *diag)
+{
+    if (model_reads(r->model.arch) != data->kind) {
+        static const char *const kinds[] = {"feature vectors (csv, idx)", "labelled texts (tsv, jsonl)",
+                                            "running text (text)"};
+        tr_diag_add(diag, (struct tr_where){0}, "model.arch %s reads %s; data set %s holds %s",
+                    tr_keys[tr_key_find("model.arch")].names[r->model.arch], kinds[model_reads(r->model.arch)],
+                    data->name, kinds[data->kind]);
+        return TR_EINVAL;
+    }
+    *job = (struct tr_plan_job){.r = r, .data = data, .dev = dev, .seq = 1, .budget = r->budget.memory};
+    if (data->kind != TR_DATA_FEATURES) {   /* text: plans for the longest sequence of any split */
+        const struct tr_split *sp[3] = {&data->train, &data->valid, &data->test};
+        for (int i = 0; i < 3; i++)
+            if (sp[i]->n && tr_text_longest(sp[i]) > job->seq)
+                job->seq = tr_text_longest(sp[i]);
+    }
+    if (dev->memory && dev->memory < job->budget)   /* a budget beyond the device is the device */
+        job->budget = dev->memory;
+    /* this process as it is: binary, libraries, the data as loaded (its peak, which covers
+     * what loading held for a while); a profile plans another machine, whose process is alike */
+    int64_t peak = tr_process_peak_rss();
+    job->base_bytes = peak > 0 && dev->kind == TR_DEVICE_CPU ? (uint64_t)peak : 0;
+    return 0;
+}

@@ -1,0 +1,628 @@
+/* The search (plan.h): for every precision × checkpointing × batching the recipe leaves open,
+ * the largest micro-batch (per length bucket) whose footprint fits the budget, found by
+ * bisection since memory grows with the micro-batch; then the fastest of those, near-ties
+ * broken in the checklist's order of risk. */
+#include "plan/plan.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/tensor.h"
+
+#define NEAR_TIE 0.03                       /* candidates within 3 % of the fastest tie */
+#define RESERVE_FRACTION 0.02               /* the footprint's stated reserve … */
+#define RESERVE_MIN ((uint64_t)16 << 20)    /* … and its floor */
+#define MAX_CANDIDATES 1024
+
+/* The training split's sequence lengths: count[L] samples of L tokens, L ≤ max. */
+struct lengths {
+    double *count;
+    int64_t max;
+    double n;
+};
+
+/* One (precision, checkpointing) pair: its two programs, planned again for each batching. */
+struct pair {
+    const struct tr_plan_job *job;
+    struct tr_built train, eval;
+    int *schedule_train, *schedule_eval;
+    size_t optimizer;
+    int64_t min_micro;        /* batch norm keeps its statistics meaningful */
+    double optimizer_seconds;
+};
+
+const char *tr_precision_name(int precision)
+{
+    return precision == TR_PREC_BF16 ? "bf16" : precision == TR_PREC_FP16 ? "fp16" : "fp32";
+}
+
+void tr_knobs_remat_words(const struct tr_knobs *k, int blocks, char *out, size_t size)
+{
+    if (k->remat_mode == TR_REMAT_NONE || k->remat_blocks == 0)
+        snprintf(out, size, "none");
+    else if (k->remat_mode == TR_REMAT_SELECTIVE)
+        snprintf(out, size, "selective");
+    else
+        snprintf(out, size, "full %d/%d", k->remat_blocks, blocks);
+}
+
+/* ---- the data's lengths ------------------------------------------------------------------- */
+
+static void lengths_of(const struct tr_plan_job *job, struct lengths *h)
+{
+    const struct tr_split *s = &job->data->train;
+    h->max = job->seq;
+    h->count = tr_xcalloc((size_t)h->max + 1, sizeof *h->count);
+    h->n = 0;
+    if (job->data->kind != TR_DATA_TEXT_CLASSES) {   /* every sample as long as the window (or 1) */
+        h->count[h->max] = 1, h->n = 1;
+        return;
+    }
+    for (int64_t i = 0; i < s->n; i++) {
+        int64_t L = tr_text_length(s, i);
+        h->count[L < h->max ? L : h->max] += 1;
+    }
+    h->n = (double)s->n;
+}
+
+/* The share of samples with lo < length ≤ hi. */
+static double share(const struct lengths *h, int64_t lo, int64_t hi)
+{
+    double c = 0;
+    for (int64_t L = lo + 1; L <= hi && L <= h->max; L++)
+        c += h->count[L];
+    return h->n > 0 ? c / h->n : 0;
+}
+
+/* The expected longest of m samples drawn from those with lo < length ≤ hi: what a
+ * micro-batch padded to its own longest sequence holds. Σ L·(F(L)^m − F(L−1)^m). */
+static double expected_longest(const struct lengths *h, int64_t lo, int64_t hi, int64_t m)
+{
+    double total = share(h, lo, hi) * h->n, below = 0, e = 0, prev = 0;
+    if (total <= 0)
+        return (double)hi;
+    for (int64_t L = lo + 1; L <= hi && L <= h->max; L++) {
+        below += h->count[L];
+        double now = pow(below / total, (double)m);
+        e += (double)L * (now - prev);
+        prev = now;
+    }
+    return e;
+}
+
+/* The mean length of the samples with lo < length ≤ hi. */
+static double mean_length(const struct lengths *h, int64_t lo, int64_t hi)
+{
+    double c = 0, sum = 0;
+    for (int64_t L = lo + 1; L <= hi && L <= h->max; L++)
+        c += h->count[L], sum += h->count[L] * (double)L;
+    return c > 0 ? sum / c : (double)hi;
+}
+
+/* ---- one candidate's memory --------------------------------------------------------------- */
+
+static int *creation_order(int n)
+{
+    int *s = tr_xmalloc((size_t)(n ? n : 1) * sizeof *s);
+    for (int i = 0; i < n; i++)
+        s[i] = i;
+    return s;
+}
+
+static void plan_one(struct tr_memplan *mp, const struct tr_built *b, const int *schedule, int64_t B, int64_t S,
+                     const struct tr_device *dev)
+{
+    int keep[2] = {b->m.loss, b->m.logits >= 0 ? b->m.logits : b->m.rank};
+    tr_memplan_build(mp, &b->g, schedule, b->g.nnodes, B, S, keep, 2,
+                     dev->kind == TR_DEVICE_CPU ? tr_backend_cpu() : NULL);
+}
+
+static void take_max(size_t *regions, const struct tr_memplan *mp)
+{
+    static const struct { int kind, region; } map[] = {
+        {TR_PARAM, TR_REGION_PARAMS}, {TR_GRAD, TR_REGION_GRADS}, {TR_INPUT, TR_REGION_DATA}, {TR_ACT, TR_REGION_ARENA},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (mp->region_bytes[map[i].kind] > regions[map[i].region])
+            regions[map[i].region] = mp->region_bytes[map[i].kind];
+    if (mp->workspace_bytes > regions[TR_REGION_WORKSPACE])
+        regions[TR_REGION_WORKSPACE] = mp->workspace_bytes;
+}
+
+/* The loader options the trainer will open the stream with for knobs k. */
+static struct tr_loader_options loader_options(const struct tr_plan_job *job, const struct tr_knobs *k)
+{
+    const struct tr_recipe *r = job->r;
+    return (struct tr_loader_options){.batch = r->train.batch_size, .micro = k->micro,
+                                      .buckets = k->dynamic ? k->buckets : NULL,
+                                      .nbuckets = k->dynamic ? k->nbuckets : 0,
+                                      .pool = r->optimize.dynamic_batching.pool, .seed = (uint64_t)r->seed,
+                                      .shuffle = r->data.shuffle, .num_workers = (int)r->data.num_workers,
+                                      .prefetch = (int)r->data.prefetch_factor};
+}
+
+/* What lives outside the regions: the process (or context), threads, loader, evaluation's
+ * buffers, library workspaces, and the reserve over all of it. */
+static void outside(const struct tr_plan_job *job, struct tr_candidate *c)
+{
+    const struct tr_device *dev = job->dev;
+    bool host = dev->kind == TR_DEVICE_CPU;   /* the loader and evaluation buffers live here */
+    memset(c->outside, 0, sizeof c->outside);
+    c->outside[TR_OUT_BASE] = job->base_bytes + dev->context_bytes;
+    c->outside[TR_OUT_THREADS] = dev->thread_bytes;
+    if (host) {
+        struct tr_loader_options o = loader_options(job, &c->k);
+        c->outside[TR_OUT_LOADER] = tr_loader_memory_bytes(&job->data->train, &o);
+        uint64_t rows = (uint64_t)c->k.eval_batch, cells = rows * (uint64_t)job->seq;
+        c->outside[TR_OUT_EVAL] = rows * sizeof(int64_t) +
+                                  (job->data->kind != TR_DATA_FEATURES ? cells * 9 + rows * 4 : 0);
+    }
+    c->outside[TR_OUT_LIBRARY] = dev->library_workspace;
+    uint64_t sum = c->peak;
+    for (int i = 0; i < TR_OUT_RESERVE; i++)
+        sum += c->outside[i];
+    uint64_t reserve = (uint64_t)((double)sum * RESERVE_FRACTION);
+    c->outside[TR_OUT_RESERVE] = reserve > RESERVE_MIN ? reserve : RESERVE_MIN;
+    c->footprint = sum + c->outside[TR_OUT_RESERVE];
+}
+
+/* Regions and footprint of knobs k on the pair's programs. */
+static void measure(struct pair *p, struct tr_candidate *c)
+{
+    const struct tr_plan_job *job = p->job;
+    memset(c->regions, 0, sizeof c->regions);
+    for (int b = 0; b < c->k.nbuckets; b++) {
+        struct tr_memplan mp;
+        plan_one(&mp, &p->train, p->schedule_train, c->k.buckets[b].rows, c->k.buckets[b].len, job->dev);
+        take_max(c->regions, &mp);
+        tr_memplan_free(&mp);
+    }
+    struct tr_memplan mp;
+    plan_one(&mp, &p->eval, p->schedule_eval, c->k.eval_batch, job->seq, job->dev);
+    take_max(c->regions, &mp);
+    tr_memplan_free(&mp);
+    c->regions[TR_REGION_OPTIMIZER] = p->optimizer;
+    c->peak = 0;
+    for (int r = 0; r < TR_NREGIONS; r++)
+        c->peak += c->regions[r];
+    outside(job, c);
+    c->fits = c->footprint <= job->budget;
+    c->remat_nodes = p->train.remat_nodes;
+}
+
+/* ---- one candidate's time ----------------------------------------------------------------- */
+
+static double pass_seconds(struct pair *p, int64_t B, double S, struct tr_candidate *c, double times)
+{
+    int64_t s = (int64_t)ceil(S);
+    double f, b, t = tr_plan_step_seconds(&p->train.g, B, s < 1 ? 1 : s, p->job->dev, &f, &b);
+    c->flops += f * times, c->bytes_moved += b * times;
+    return t * times;
+}
+
+/* Fixed batching: ⌈batch / micro⌉ micro-steps, each padded to its own longest sequence.
+ * Dynamic: per bucket, its share of the batch in micro-batches of its rows (pools sorted by
+ * length, so a micro-batch is about as long as its bucket's mean). Plus the optimizer's pass. */
+static void timing(struct pair *p, const struct lengths *h, struct tr_candidate *c)
+{
+    int64_t batch = p->job->r->train.batch_size;
+    double slots = 0, tokens = mean_length(h, 0, h->max) * (double)batch;
+    c->flops = c->bytes_moved = 0, c->step_seconds = 0, c->micro_steps = 0;
+    if (!c->k.dynamic) {
+        int64_t last = batch - (c->k.accumulation - 1) * c->k.micro;
+        double s_full = expected_longest(h, 0, h->max, c->k.micro), s_last = expected_longest(h, 0, h->max, last);
+        c->step_seconds = pass_seconds(p, c->k.micro, s_full, c, (double)(c->k.accumulation - 1)) +
+                          pass_seconds(p, last, s_last, c, 1);
+        c->micro_steps = (double)c->k.accumulation;
+        slots = s_full * (double)(batch - last) + s_last * (double)last;
+    } else {
+        int64_t pool = p->job->r->optimize.dynamic_batching.pool > 0 ? p->job->r->optimize.dynamic_batching.pool : 1;
+        for (int b = 0; b < c->k.nbuckets; b++) {
+            int64_t lo = b ? c->k.buckets[b - 1].len : 0, hi = c->k.buckets[b].len;
+            double samples = share(h, lo, hi) * (double)(batch * pool), S = mean_length(h, lo, hi);
+            if (samples <= 0)
+                continue;
+            double micro = ceil(samples / (double)c->k.buckets[b].rows) / (double)pool;
+            double rows = samples / (double)pool / micro;
+            c->step_seconds += pass_seconds(p, (int64_t)ceil(rows), S, c, micro);
+            c->micro_steps += micro;
+            slots += ceil(S) * rows * micro;
+        }
+    }
+    c->padding = tokens > 0 && h->max > 1 ? (slots - tokens) / tokens : 0;
+    c->step_seconds += p->optimizer_seconds;
+}
+
+/* ---- the search ----------------------------------------------------------------------------- */
+
+static int open_pair(struct pair *p, const struct tr_plan_job *job, const struct tr_knobs *k, char *err,
+                     size_t errsize)
+{
+    memset(p, 0, sizeof *p);
+    p->job = job;
+    struct tr_knobs probe = *k;   /* any sizes: the pair re-plans each batching itself */
+    probe.nbuckets = 1, probe.buckets[0] = (struct tr_length_bucket){job->seq, 1}, probe.eval_batch = 1;
+    int rc = tr_build(&p->train, job, &probe, true, err, errsize);
+    if (!rc)
+        rc = tr_build(&p->eval, job, &probe, false, err, errsize);
+    if (rc)
+        return rc;
+    p->schedule_train = creation_order(p->train.g.nnodes);
+    p->schedule_eval = creation_order(p->eval.g.nnodes);
+    p->optimizer = tr_plan_optimizer_bytes(job->r, &p->train.g);
+    int64_t batch = job->r->train.batch_size;
+    p->min_micro = 1;
+    for (int i = 0; i < p->train.g.nnodes; i++)
+        if (p->train.g.nodes[i].op == TR_OP_BATCHNORM)
+            p->min_micro = batch < TR_PLAN_BN_MIN_MICRO ? batch : TR_PLAN_BN_MIN_MICRO;
+    /* the update reads and writes each parameter, its gradient and the optimizer's state */
+    double params = (double)p->optimizer / (job->r->train.optimizer.name == TR_OPT_ADAMW ? 2 : 1);
+    p->optimizer_seconds = (3 * params + 2 * (double)p->optimizer) / job->dev->bandwidth;
+    return 0;
+}
+
+static void close_pair(struct pair *p)
+{
+    tr_built_free(&p->train);
+    tr_built_free(&p->eval);
+    free(p->schedule_train), free(p->schedule_eval);
+}
+
+/* What bisection probes: a candidate at one size, for the whole step (fixed batching) or for
+ * one length bucket alone (dynamic). */
+struct probe {
+    struct pair *p;
+    struct tr_candidate *c;
+    int bucket;               /* dynamic: which bucket's rows are probed */
+    struct tr_length_bucket all[TR_PLAN_MAX_BUCKETS];
+    int64_t eval_batch;       /* dynamic: 0 while the last bucket is probed (it sets it) */
+};
+
+/* Fixed batching at micro-batch m: the knobs and their footprint. */
+static void fixed_at(struct probe *pr, int64_t m)
+{
+    struct tr_candidate *c = pr->c;
+    int64_t batch = pr->p->job->r->train.batch_size;
+    c->k.dynamic = false;
+    c->k.accumulation = (batch + m - 1) / m;
+    c->k.micro = (batch + c->k.accumulation - 1) / c->k.accumulation;   /* as even as the count allows */
+    c->k.nbuckets = 1;
+    c->k.buckets[0] = (struct tr_length_bucket){pr->p->job->seq, c->k.micro};
+    c->k.eval_batch = c->k.micro;
+    measure(pr->p, c);
+}
+
+/* Dynamic batching with bucket pr->bucket alone at m rows. */
+static void bucket_at(struct probe *pr, int64_t m)
+{
+    struct tr_candidate *c = pr->c;
+    c->k.dynamic = true;
+    c->k.nbuckets = 1;
+    c->k.buckets[0] = (struct tr_length_bucket){pr->all[pr->bucket].len, m};
+    c->k.eval_batch = pr->eval_batch ? pr->eval_batch : m;
+    measure(pr->p, c);
+}
+
+/* The largest m in [lo, hi] at which the probe fits, by bisection; lo − 1 when even lo does
+ * not. */
+static int64_t bisect(struct probe *pr, int64_t lo, int64_t hi, void (*at)(struct probe *, int64_t))
+{
+    int64_t good = lo - 1;
+    while (lo <= hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        at(pr, mid);
+        if (pr->c->fits)
+            good = mid, lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return good;
+}
+
+static void search_fixed(struct pair *p, const struct lengths *h, struct tr_candidate *c)
+{
+    const struct tr_recipe *r = p->job->r;
+    int64_t batch = r->train.batch_size, lo = p->min_micro, hi = batch;
+    if (r->optimize.accumulation.name < 0)   /* pinned: that many micro-steps */
+        lo = hi = (batch + r->optimize.accumulation.n - 1) / r->optimize.accumulation.n;
+    struct probe pr = {.p = p, .c = c};
+    int64_t m = bisect(&pr, lo, hi, fixed_at);
+    fixed_at(&pr, m >= lo ? m : lo);
+    /* best-fit packing is not perfectly monotone: step down until the even split fits */
+    while (m >= lo && !c->fits && c->k.micro > lo)
+        fixed_at(&pr, c->k.micro - 1);
+    timing(p, h, c);
+}
+
+/* Dynamic batching's bucket bounds: the recipe's, or powers of two from 16 below the longest
+ * sequence, then the longest itself. */
+static int bucket_bounds(const struct tr_plan_job *job, struct tr_length_bucket *b)
+{
+    const struct tr_ints *given = &job->r->optimize.dynamic_batching.buckets;
+    int n = 0;
+    for (int i = 0; n < TR_PLAN_MAX_BUCKETS - 1 && (given->n ? i < given->n : ((int64_t)16 << i) < job->seq); i++) {
+        int64_t len = given->n ? given->v[i] : (int64_t)16 << i;
+        if (len < job->seq)
+            b[n++].len = len;
+    }
+    b[n++].len = job->seq;
+    return n;
+}
+
+/* Each bucket's rows: the most that fit (the longest bucket first, since evaluation batches
+ * take its rows), or what optimize.dynamic_batching.tokens pins; then all of them together. */
+static void search_dynamic(struct pair *p, const struct lengths *h, struct tr_candidate *c)
+{
+    const struct tr_recipe *r = p->job->r;
+    int64_t batch = r->train.batch_size, tokens = r->optimize.dynamic_batching.tokens;
+    struct probe pr = {.p = p, .c = c};
+    int n = bucket_bounds(p->job, pr.all);
+    for (int b = n - 1; b >= 0; b--) {
+        pr.bucket = b;
+        int64_t rows;
+        if (tokens) {
+            rows = tokens / pr.all[b].len;
+            rows = rows < p->min_micro ? p->min_micro : rows > batch ? batch : rows;
+        } else {
+            rows = bisect(&pr, p->min_micro, batch, bucket_at);
+            rows = rows < p->min_micro ? p->min_micro : rows;
+        }
+        pr.all[b].rows = rows;
+        if (b == n - 1)
+            pr.eval_batch = rows;
+    }
+    c->k.dynamic = true;
+    c->k.nbuckets = n;
+    memcpy(c->k.buckets, pr.all, (size_t)n * sizeof *pr.all);
+    c->k.eval_batch = pr.eval_batch;
+    c->k.micro = pr.all[n - 1].rows;
+    c->k.accumulation = 0;   /* varies with the step's lengths */
+    measure(p, c);
+    timing(p, h, c);
+}
+
+/* ---- what the recipe leaves open ------------------------------------------------------------ */
+
+struct space {
+    int precisions[TR_NPRECISIONS], nprecisions;
+    struct { int mode, blocks; } remat[TR_PLAN_MAX_BUCKETS * 4];
+    int nremat;
+    bool batching[2];         /* [0] fixed, [1] dynamic */
+};
+
+static int open_space(const struct tr_plan_job *job, int blocks, struct space *sp, struct tr_diag *diag)
+{
+    const struct tr_recipe *r = job->r;
+    memset(sp, 0, sizeof *sp);
+    static const int amp_pins[] = {[TR_AMP_OFF] = TR_PREC_FP32, [TR_AMP_BF16] = TR_PREC_BF16,
+                                   [TR_AMP_FP16] = TR_PREC_FP16};
+    for (int prec = 0; prec < TR_NPRECISIONS; prec++)
+        if (r->optimize.amp == TR_AMP_AUTO ? job->dev->supports[prec] : amp_pins[r->optimize.amp] == prec)
+            sp->precisions[sp->nprecisions++] = prec;
+    if (!sp->nprecisions || !job->dev->supports[sp->precisions[0]]) {
+        tr_diag_add(diag, (struct tr_where){0}, "optimize.amp: %s is not supported by %s",
+                    tr_precision_name(amp_pins[r->optimize.amp]), job->dev->name);
+        return TR_EINVAL;
+    }
+    const struct tr_choice *ck = &r->optimize.checkpointing;
+    int limit = blocks < (int)(sizeof sp->remat / sizeof sp->remat[0]) - 2 ? blocks
+                                                                           : (int)(sizeof sp->remat / sizeof sp->remat[0]) - 2;
+    if (ck->name == TR_CKPT_AUTO || ck->name == TR_CKPT_OFF)
+        sp->remat[sp->nremat++].mode = TR_REMAT_NONE;
+    if ((ck->name == TR_CKPT_AUTO || ck->name == TR_CKPT_SELECTIVE) && blocks > 0)
+        sp->remat[sp->nremat].mode = TR_REMAT_SELECTIVE, sp->remat[sp->nremat++].blocks = blocks;
+    for (int k = 1; ck->name == TR_CKPT_AUTO && k <= limit; k++)
+        sp->remat[sp->nremat].mode = TR_REMAT_FULL, sp->remat[sp->nremat++].blocks = k;
+    if (ck->name == TR_CKPT_FULL || ck->name < 0) {
+        int k = ck->name < 0 && ck->n < blocks ? (int)ck->n : blocks;
+        sp->remat[sp->nremat].mode = k > 0 ? TR_REMAT_FULL : TR_REMAT_NONE, sp->remat[sp->nremat++].blocks = k;
+    }
+    if (ck->name == TR_CKPT_SELECTIVE && blocks == 0)   /* nothing to recompute in a model without blocks */
+        sp->remat[sp->nremat++].mode = TR_REMAT_NONE;
+    int mode = r->optimize.dynamic_batching.mode;
+    bool text = job->data->kind == TR_DATA_TEXT_CLASSES;
+    if (mode == TR_ON && job->data->kind == TR_DATA_FEATURES) {
+        tr_diag_add(diag, (struct tr_where){0}, "optimize.dynamic_batching: on batches text by length; data set %s "
+                    "holds feature vectors", job->data->name);
+        return TR_EINVAL;
+    }
+    sp->batching[0] = mode != TR_ON;
+    /* language modelling windows are all one length: buckets would hold nothing but the last */
+    sp->batching[1] = mode == TR_ON || (mode == TR_AUTO && text && r->optimize.accumulation.name >= 0);
+    return 0;
+}
+
+/* ---- the choice ----------------------------------------------------------------------------- */
+
+/* The checklist's order of risk (the seed's decision tree): among near-ties the candidate
+ * whose riskiest knob is least risky — fewer micro-steps first (accumulation is the last
+ * resort), then fixed over dynamic batching, then less checkpointing, then less precision
+ * lost (AMP is the first thing to try). Negative when a is the safer. */
+static int risk_order(const struct tr_candidate *a, const struct tr_candidate *b)
+{
+    double ma = round(a->micro_steps * 100), mb = round(b->micro_steps * 100);
+    if (ma != mb)
+        return ma < mb ? -1 : 1;
+    if (a->k.dynamic != b->k.dynamic)
+        return a->k.dynamic ? 1 : -1;
+    int ra = a->k.remat_mode == TR_REMAT_NONE ? 0 : a->k.remat_mode == TR_REMAT_SELECTIVE ? 1 : 1 + a->k.remat_blocks;
+    int rb = b->k.remat_mode == TR_REMAT_NONE ? 0 : b->k.remat_mode == TR_REMAT_SELECTIVE ? 1 : 1 + b->k.remat_blocks;
+    if (ra != rb)
+        return ra < rb ? -1 : 1;
+    return a->k.precision - b->k.precision;
+}
+
+static void describe(const struct tr_plan *p, const struct tr_candidate *c, char *out, size_t size)
+{
+    char remat[32];
+    tr_knobs_remat_words(&c->k, p->blocks, remat, sizeof remat);
+    if (c->k.dynamic)
+        snprintf(out, size, "%s, checkpointing %s, dynamic batching in %d buckets (%.1f micro-steps a step)",
+                 tr_precision_name(c->k.precision), remat, c->k.nbuckets, c->micro_steps);
+    else
+        snprintf(out, size, "%s, checkpointing %s, %lld × %lld", tr_precision_name(c->k.precision), remat,
+                 (long long)c->k.accumulation, (long long)c->k.micro);
+}
+
+static void choose(struct tr_plan *p)
+{
+    p->chosen = p->smallest = -1;
+    for (int i = 0; i < p->ncand; i++) {
+        const struct tr_candidate *c = &p->cand[i];
+        if (c->why_not[0])
+            continue;
+        if (p->smallest < 0 || c->footprint < p->cand[p->smallest].footprint)
+            p->smallest = i;
+        if (c->fits && (p->chosen < 0 || c->step_seconds < p->cand[p->chosen].step_seconds))
+            p->chosen = i;
+    }
+    char what[160], size[32], budget[32];
+    tr_format_bytes(p->budget, budget);
+    if (p->chosen < 0) {
+        if (p->smallest < 0) {
+            snprintf(p->reason, sizeof p->reason, "no candidate could be built");
+            return;
+        }
+        describe(p, &p->cand[p->smallest], what, sizeof what);
+        tr_format_bytes(p->cand[p->smallest].footprint, size);
+        snprintf(p->reason, sizeof p->reason, "nothing fits in %s: the smallest footprint is %s (%s); "
+                 "budget.memory=%llu or more would fit", budget, size, what,
+                 (unsigned long long)p->cand[p->smallest].footprint);
+        return;
+    }
+    double fastest = p->cand[p->chosen].step_seconds;
+    int tie = p->chosen, fit = 0;
+    for (int i = 0; i < p->ncand; i++) {
+        const struct tr_candidate *c = &p->cand[i];
+        fit += c->fits;
+        if (c->fits && c->step_seconds <= fastest * (1 + NEAR_TIE) && risk_order(c, &p->cand[tie]) < 0)
+            tie = i;
+    }
+    describe(p, &p->cand[tie], what, sizeof what);
+    tr_format_bytes(p->cand[tie].footprint, size);
+    if (tie == p->chosen)
+        snprintf(p->reason, sizeof p->reason, "%s: the fastest of the %d candidates that fit %s "
+                 "(predicted %.3g s a step, footprint %s)", what, fit, budget, p->cand[tie].step_seconds, size);
+    else
+        snprintf(p->reason, sizeof p->reason, "%s: within %.0f%% of the fastest of the %d candidates that fit %s "
+                 "and lower in the checklist's order of risk (predicted %.3g s a step, footprint %s)", what,
+                 NEAR_TIE * 100, fit, budget, p->cand[tie].step_seconds, size);
+    p->chosen = tie;
+}
+
+/* ---- entry points ---------------------------------------------------------------------------- */
+
+static struct tr_candidate *add_candidate(struct tr_plan *p)
+{
+    p->cand = tr_xrealloc(p->cand, (size_t)(p->ncand + 1) * sizeof *p->cand);
+    memset(&p->cand[p->ncand], 0, sizeof *p->cand);
+    return &p->cand[p->ncand++];
+}
+
+static void start(struct tr_plan *p, const struct tr_plan_job *job)
+{
+    memset(p, 0, sizeof *p);
+    p->dev = *job->dev;
+    p->budget = job->budget;
+    p->batch = job->r->train.batch_size;
+    p->seq = job->seq;
+    p->chosen = p->smallest = -1;
+}
+
+/* The blocks the model marks for checkpointing. */
+static int model_blocks(const struct tr_plan_job *job)
+{
+    struct tr_graph g;
+    struct tr_model m;
+    const struct tr_split *s = &job->data->train;
+    tr_graph_init(&g);
+    tr_model_build(&g, job->r, s->rank, s->dims, job->data->nclasses, job->data->vocab, 1, &m);
+    int blocks = g.error ? 0 : tr_graph_blocks(&g);
+    tr_graph_free(&g);
+    return blocks;
+}
+
+int tr_plan_search(struct tr_plan *p, const struct tr_plan_job *job, struct tr_diag *diag)
+{
+    start(p, job);
+    p->blocks = model_blocks(job);
+    struct space sp;
+    int rc = open_space(job, p->blocks, &sp, diag);
+    if (rc)
+        return rc;
+    struct lengths h;
+    lengths_of(job, &h);
+    for (int a = 0; a < sp.nprecisions && !rc; a++)
+        for (int k = 0; k < sp.nremat && !rc; k++) {
+            struct tr_knobs knobs = {.precision = sp.precisions[a], .remat_mode = sp.remat[k].mode,
+                                     .remat_blocks = sp.remat[k].blocks};
+            struct pair pair;
+            char err[300];
+            if ((rc = open_pair(&pair, job, &knobs, err, sizeof err))) {
+                tr_diag_add(diag, (struct tr_where){0}, "%s", err);
+                close_pair(&pair);
+                break;
+            }
+            /* selective recomputation that finds nothing cheap to recompute is no checkpointing */
+            bool empty = knobs.remat_mode == TR_REMAT_SELECTIVE && pair.train.remat_nodes == 0;
+            for (int dyn = 0; dyn < 2 && !empty; dyn++) {
+                if (!sp.batching[dyn] || p->ncand >= MAX_CANDIDATES)
+                    continue;
+                struct tr_candidate *c = add_candidate(p);
+                c->k = knobs;
+                if (dyn)
+                    search_dynamic(&pair, &h, c);
+                else
+                    search_fixed(&pair, &h, c);
+            }
+            close_pair(&pair);
+        }
+    free(h.count);
+    if (!rc)
+        choose(p);
+    return rc;
+}
+
+int tr_plan_replay(struct tr_plan *p, const struct tr_plan_job *job, const struct tr_knobs *k,
+                   struct tr_diag *diag)
+{
+    start(p, job);
+    p->blocks = model_blocks(job);
+    p->replayed = true;
+    struct pair pair;
+    char err[300];
+    if (open_pair(&pair, job, k, err, sizeof err)) {
+        tr_diag_add(diag, (struct tr_where){0}, "the saved plan: %s", err);
+        close_pair(&pair);
+        return TR_EINVAL;
+    }
+    struct lengths h;
+    lengths_of(job, &h);
+    struct tr_candidate *c = add_candidate(p);
+    c->k = *k;
+    measure(&pair, c);
+    timing(&pair, &h, c);
+    free(h.count);
+    close_pair(&pair);
+    char what[160], need[32], budget[32];
+    describe(p, c, what, sizeof what);
+    tr_format_bytes(c->footprint, need);
+    tr_format_bytes(p->budget, budget);
+    p->smallest = 0;
+    p->chosen = c->fits ? 0 : -1;
+    if (c->fits)
+        snprintf(p->reason, sizeof p->reason, "%s: replayed from the saved plan (footprint %s within %s)", what,
+                 need, budget);
+    else
+        snprintf(p->reason, sizeof p->reason, "the saved plan (%s) no longer fits: its footprint is %s, over "
+                 "the budget of %s by %llu bytes", what, need, budget,
+                 (unsigned long long)(c->footprint - p->budget));
+    return 0;
+}
+
+void tr_plan_free(struct tr_plan *p)
+{
+    free(p->cand);
+    memset(p, 0, sizeof *p);
+}

@@ -1,0 +1,151 @@
+/* The planner (DESIGN.md §4), between the data and the program: for each candidate — precision
+ * × checkpointing × micro-batch per length bucket, accumulation filling the recipe's batch — it
+ * builds the program, reads its exact regions from the memory plan, models the footprint
+ * around them and the step's time, and picks the fastest candidate that fits the budget.
+ * The trainer runs what it picked; plan.json keeps it. */
+#ifndef TR_PLAN_H
+#define TR_PLAN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/alloc.h"
+#include "core/error.h"
+#include "data/dataset.h"
+#include "data/loader.h"
+#include "graph/program.h"
+#include "models/models.h"
+#include "plan/device.h"
+#include "recipe/recipe.h"
+
+#define TR_PLAN_MAX_BUCKETS 32   /* dynamic batching's length buckets */
+#define TR_PLAN_BN_MIN_MICRO 8    /* batch norm's statistics: rows a micro-batch keeps at least */
+
+enum tr_plan_precision { TR_PREC_FP32, TR_PREC_BF16, TR_PREC_FP16 };
+
+/* One candidate's knobs: everything the trainer needs to build and run it. */
+struct tr_knobs {
+    int precision;            /* enum tr_plan_precision */
+    int remat_mode;           /* enum tr_remat_mode */
+    int remat_blocks;         /* blocks checkpointed, from the first (mode ≠ none) */
+    bool dynamic;             /* dynamic batching: one micro-batch size per length bucket */
+    int nbuckets;             /* fixed batching: one bucket, {seq, micro} */
+    struct tr_length_bucket buckets[TR_PLAN_MAX_BUCKETS];
+    int64_t micro;            /* fixed batching: rows a micro-batch (the last may hold fewer) */
+    int64_t accumulation;     /* fixed batching: micro-batches a step, ⌈batch / micro⌉ */
+    int64_t eval_batch;       /* rows an evaluation batch takes */
+};
+
+/* A program built for a set of knobs: the training one (differentiated, checkpointed) or the
+ * evaluation one (forward only). */
+struct tr_built {
+    struct tr_graph g;
+    struct tr_model m;
+    struct tr_program p;
+    int loss_scale;           /* training: autodiff's loss-scale input; else −1 */
+    int remat_nodes;          /* recompute nodes the remat pass added */
+};
+
+/* What the planner knows of the job: the recipe, the loaded data and the device. */
+struct tr_plan_job {
+    const struct tr_recipe *r;
+    const struct tr_data *data;
+    const struct tr_device *dev;
+    int64_t seq;              /* text: the longest sequence of any split; else 1 */
+    uint64_t budget;          /* bytes the footprint must stay within */
+    uint64_t base_bytes;      /* CPU host: the process's peak resident set at planning (binary,
+                               * libraries, the loaded data); 0 for a profile */
+};
+
+/* Bytes a candidate takes outside the regions, by cause: modelled, never measured here. */
+enum tr_outside {
+    TR_OUT_BASE,              /* the process before its regions (CPU) or the CUDA context */
+    TR_OUT_THREADS,           /* BLAS and OpenMP threads' buffers and stacks (calibrated) */
+    TR_OUT_LOADER,            /* the loader's ring and its workers' scratch (computed) */
+    TR_OUT_EVAL,              /* evaluation's batch buffers (computed) */
+    TR_OUT_LIBRARY,           /* library workspaces the engine does not plan (profile) */
+    TR_OUT_RESERVE,           /* the stated reserve: 2 % of the rest, at least 16 MiB */
+    TR_NOUTSIDE
+};
+
+struct tr_candidate {
+    struct tr_knobs k;
+    size_t regions[TR_NREGIONS];   /* exact, from the memory plans: what the allocator will hold */
+    uint64_t peak;                 /* Σ regions: the predicted peak of the regions */
+    uint64_t outside[TR_NOUTSIDE];
+    uint64_t footprint;            /* peak + Σ outside: what the OS or the driver will see */
+    double step_seconds;           /* predicted time of one optimizer step */
+    double flops, bytes_moved;     /* per step, recompute and padding included */
+    double micro_steps;            /* micro-batches a step, on average */
+    double padding;                /* padded slots per real token, on average (text) */
+    int remat_nodes;
+    bool fits;                     /* footprint ≤ budget */
+    bool pinned_out;               /* not allowed by a knob the recipe pins (never chosen) */
+    char why_not[160];             /* when it cannot be built at all: why */
+};
+
+struct tr_plan {
+    struct tr_device dev;
+    uint64_t budget;
+    int64_t batch, seq;
+    int blocks;                    /* the model's checkpointable blocks */
+    struct tr_candidate *cand;     /* every candidate considered, in search order */
+    int ncand;
+    int chosen;                    /* index into cand, or −1 when nothing fits */
+    int smallest;                  /* the candidate with the smallest footprint (nothing fits: what
+                                    * would, at which budget) */
+    char reason[512];              /* the decision in one sentence */
+    bool replayed;                 /* from --plan FILE rather than searched */
+};
+
+/* The device: the named profile (from $TRAINRUN_DEVICES, else etc/devices.yaml in a checkout,
+ * else the installed devices.yaml), or with profile NULL this host, calibrated once and cached
+ * (unless TRAINRUN_NO_CACHE; recalibrate: measured again). 0 or TR_E… with err. */
+int tr_plan_device(struct tr_device *d, const char *profile, bool recalibrate, char *err, size_t errsize);
+/* The job of r on data and dev: refuses (TR_EINVAL, diag) a model that cannot read the data;
+ * the longest sequence of any split; the budget, capped at the device's memory; the
+ * process's peak resident set so far as the footprint's base (CPU). */
+int tr_plan_job_init(struct tr_plan_job *job, const struct tr_recipe *r, const struct tr_data *data,
+                     const struct tr_device *dev, struct tr_diag *diag);
+
+/* Searches every candidate the recipe's knobs allow; fills p (free with tr_plan_free). 0 when
+ * one fits (p->chosen), TR_EXIT_NO_FIT's condition is p->chosen < 0 with a 0 return; a
+ * negative TR_E… when the job cannot be planned at all (diag says why). */
+int tr_plan_search(struct tr_plan *p, const struct tr_plan_job *job, struct tr_diag *diag);
+/* The one candidate k (read from a saved plan), evaluated again for this job: p->chosen is 0
+ * when it fits, −1 with the reason when it no longer does. */
+int tr_plan_replay(struct tr_plan *p, const struct tr_plan_job *job, const struct tr_knobs *k,
+                   struct tr_diag *diag);
+void tr_plan_free(struct tr_plan *p);
+
+/* Builds the program for knobs k: the model, the amp pass, autodiff and the remat pass for
+ * training, and one memory plan per bucket (training) or at k->eval_batch (evaluation).
+ * working_copies: 16-bit copies of the weights (what 16-bit GEMM hardware reads). 0, or
+ * TR_EINVAL with the model's complaint in err. */
+int tr_build(struct tr_built *b, const struct tr_plan_job *job, const struct tr_knobs *k, bool training,
+             char *err, size_t errsize);
+void tr_built_free(struct tr_built *b);
+
+/* The optimizer's state for the parameters of g: AdamW two moments, SGD with momentum one. */
+size_t tr_plan_optimizer_bytes(const struct tr_recipe *r, const struct tr_graph *g);
+
+/* The predicted time of one pass of g at (B, S) on dev (cost.c), and the FLOPs and bytes
+ * behind it (either pointer may be NULL). */
+double tr_plan_step_seconds(const struct tr_graph *g, int64_t B, int64_t S, const struct tr_device *dev,
+                            double *flops, double *bytes);
+
+/* Words for people: "fp32", "bf16", "fp16"; the checkpointing ("none", "selective", "full 3/12"). */
+const char *tr_precision_name(int precision);
+void tr_knobs_remat_words(const struct tr_knobs *k, int blocks, char *out, size_t size);
+
+/* plan.json (plan_json.c): the decision, its candidates and, after a run, the measurements. */
+char *tr_plan_to_json(const struct tr_plan *p, bool all_candidates, const char *recipe_hash);
+/* The chosen knobs of a saved plan.json; 0 or TR_EINVAL / TR_EIO with err. */
+int tr_plan_read_knobs(const char *path, struct tr_knobs *k, char *err, size_t errsize);
+
+/* The table of candidates and the decision (trainrun plan); explain: the memory timeline of
+ * one step of the chosen plan and the largest tensors live at its peak. */
+void tr_plan_print(const struct tr_plan *p, const struct tr_plan_job *job, bool explain, FILE *out);
+
+#endif

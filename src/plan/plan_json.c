@@ -1,0 +1,117 @@
+/* plan.json (plan.h): the decision and what it rests on, for `trainrun plan --json`, the run
+ * folder and the report; and the chosen knobs read back for `--plan FILE`. */
+#include "plan/plan.h"
+
+#include <jansson.h>
+#include <string.h>
+
+static const char *const remat_names[] = {"none", "selective", "full"};
+static const char *const outside_names[TR_NOUTSIDE] = {"base", "threads", "loader", "evaluation", "library",
+                                                       "reserve"};
+
+static json_t *candidate_json(const struct tr_plan *p, const struct tr_candidate *c)
+{
+    json_t *buckets = json_array(), *regions = json_object(), *out = json_object();
+    for (int b = 0; b < c->k.nbuckets; b++)
+        json_array_append_new(buckets, json_pack("{sIsI}", "max_len", (json_int_t)c->k.buckets[b].len, "rows",
+                                                 (json_int_t)c->k.buckets[b].rows));
+    for (int r = 0; r < TR_NREGIONS; r++)
+        json_object_set_new(regions, tr_region_name(r), json_integer((json_int_t)c->regions[r]));
+    for (int i = 0; i < TR_NOUTSIDE; i++)
+        json_object_set_new(out, outside_names[i], json_integer((json_int_t)c->outside[i]));
+    return json_pack("{ss s{sssisi} sb so sI sI sI sI sI sI sb sf sf sf sf sf so so}",
+                     "precision", tr_precision_name(c->k.precision),
+                     "checkpointing", "mode", remat_names[c->k.remat_mode], "blocks", c->k.remat_blocks, "of",
+                     p->blocks,
+                     "dynamic_batching", c->k.dynamic, "micro_batch", buckets,
+                     "micro", (json_int_t)c->k.micro, "accumulation", (json_int_t)c->k.accumulation,
+                     "eval_batch", (json_int_t)c->k.eval_batch,
+                     "predicted_peak_bytes", (json_int_t)c->peak, "predicted_footprint_bytes",
+                     (json_int_t)c->footprint, "budget_bytes", (json_int_t)p->budget, "fits", c->fits,
+                     "predicted_step_seconds", c->step_seconds, "micro_steps", c->micro_steps,
+                     "padding_fraction", c->padding, "flops", c->flops, "bytes_moved", c->bytes_moved,
+                     "regions", regions, "outside", out);
+}
+
+char *tr_plan_to_json(const struct tr_plan *p, bool all_candidates, const char *recipe_hash)
+{
+    int show = p->chosen >= 0 ? p->chosen : p->smallest;
+    json_t *j = show >= 0 ? candidate_json(p, &p->cand[show]) : json_object();
+    if (show < 0)
+        json_object_set_new(j, "fits", json_false());
+    json_object_set_new(j, "budget_bytes", json_integer((json_int_t)p->budget));
+    json_object_set_new(j, "reason", json_string(p->reason));
+    json_object_set_new(j, "replayed", json_boolean(p->replayed));
+    if (p->chosen < 0 && p->smallest >= 0)
+        json_object_set_new(j, "minimum_budget_bytes", json_integer((json_int_t)p->cand[p->smallest].footprint));
+    json_object_set_new(j, "device", json_pack("{ss ss sI ss ss}", "name", p->dev.name, "description",
+                                               p->dev.description, "memory_bytes", (json_int_t)p->dev.memory,
+                                               "source", p->dev.source, "calibration", p->dev.path));
+    if (recipe_hash)
+        json_object_set_new(j, "recipe_sha256", json_string(recipe_hash));
+    json_object_set_new(j, "candidates_considered", json_integer(p->ncand));
+    if (all_candidates) {
+        json_t *all = json_array();
+        for (int i = 0; i < p->ncand; i++)
+            json_array_append_new(all, candidate_json(p, &p->cand[i]));
+        json_object_set_new(j, "candidates", all);
+    }
+    char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(j);
+    return s;
+}
+
+static int name_index(const char *name, const char *const *names, int n)
+{
+    for (int i = 0; name && i < n; i++)
+        if (!strcmp(name, names[i]))
+            return i;
+    return -1;
+}
+
+int tr_plan_read_knobs(const char *path, struct tr_knobs *k, char *err, size_t errsize)
+{
+    json_error_t je;
+    json_t *j = json_load_file(path, 0, &je), *buckets = NULL;
+    if (!j) {
+        snprintf(err, errsize, "%s:%d: %s", path, je.line, je.text);
+        return TR_EIO;
+    }
+    memset(k, 0, sizeof *k);
+    const char *precision = NULL, *mode = NULL;
+    int blocks = 0, dynamic = 0;
+    json_int_t micro = 0, accumulation = 0, eval_batch = 0;
+    static const char *const precisions[] = {"fp32", "bf16", "fp16"};
+    int rc = json_unpack_ex(j, &je, 0, "{ss s{sssi} sb so sI sI sI}", "precision", &precision, "checkpointing",
+                            "mode", &mode, "blocks", &blocks, "dynamic_batching", &dynamic, "micro_batch",
+                            &buckets, "micro", &micro, "accumulation", &accumulation, "eval_batch", &eval_batch);
+    if (rc) {
+        snprintf(err, errsize, "%s: not a plan: %s", path, je.text);
+    } else if ((k->precision = name_index(precision, precisions, 3)) < 0 ||
+               (k->remat_mode = name_index(mode, remat_names, 3)) < 0) {
+        snprintf(err, errsize, "%s: unknown precision '%s' or checkpointing '%s'", path, precision, mode);
+        rc = -1;
+    } else if (!json_is_array(buckets) || json_array_size(buckets) < 1 ||
+               json_array_size(buckets) > TR_PLAN_MAX_BUCKETS || micro < 1 || eval_batch < 1 || blocks < 0 ||
+               (!dynamic && (accumulation < 1 || json_array_size(buckets) != 1))) {
+        snprintf(err, errsize, "%s: the plan's micro-batches are out of range", path);
+        rc = -1;
+    }
+    size_t i;
+    json_t *b;
+    json_array_foreach(rc ? NULL : buckets, i, b) {
+        json_int_t len = 0, rows = 0;
+        if (json_unpack(b, "{sIsI}", "max_len", &len, "rows", &rows) || len < 1 || rows < 1) {
+            snprintf(err, errsize, "%s: micro_batch[%zu] needs max_len and rows ≥ 1", path, i);
+            rc = -1;
+            break;
+        }
+        k->buckets[i] = (struct tr_length_bucket){len, rows};
+    }
+    if (!rc) {
+        k->remat_blocks = blocks, k->dynamic = dynamic, k->nbuckets = (int)json_array_size(buckets);
+        k->micro = micro, k->accumulation = accumulation, k->eval_batch = eval_batch;
+    }
+    json_decref(j);
+    return rc ? TR_EINVAL : 0;
+}

@@ -1,0 +1,177 @@
+/* The plan for people (plan.h): the candidates in a table, the decision in a sentence, and on
+ * request the memory timeline of one step and the largest tensors live at its peak. */
+#include "plan/plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define TIMELINE_COLUMNS 64
+#define TIMELINE_ROWS 8
+#define LARGEST 10
+
+static const char *const outside_words[TR_NOUTSIDE] = {"process", "threads", "loader", "evaluation",
+                                                       "library workspaces", "reserve"};
+
+static void batching_words(const struct tr_candidate *c, char *out, size_t size)
+{
+    if (!c->k.dynamic) {
+        snprintf(out, size, "%lld × %lld", (long long)c->k.accumulation, (long long)c->k.micro);
+        return;
+    }
+    int at = snprintf(out, size, "dyn");
+    for (int b = 0; b < c->k.nbuckets && at < (int)size; b++)
+        at += snprintf(out + at, size - (size_t)at, "%s%lld", b ? "/" : " ", (long long)c->k.buckets[b].rows);
+}
+
+static void print_breakdown(const struct tr_candidate *c, FILE *out)
+{
+    char size[32];
+    fputs("  regions (exact):", out);
+    for (int r = 0; r < TR_NREGIONS; r++) {
+        tr_format_bytes(c->regions[r], size);
+        fprintf(out, "%s %s %s", r ? "," : "", tr_region_name(r), size);
+    }
+    tr_format_bytes(c->peak, size);
+    fprintf(out, "; total %s\n  outside (modelled):", size);
+    for (int i = 0; i < TR_NOUTSIDE; i++) {
+        tr_format_bytes(c->outside[i], size);
+        fprintf(out, "%s %s %s", i ? "," : "", outside_words[i], size);
+    }
+    tr_format_bytes(c->footprint, size);
+    fprintf(out, "; footprint %s\n", size);
+}
+
+static void print_table(const struct tr_plan *p, FILE *out)
+{
+    fprintf(out, "%4s  %-9s %-13s %-24s %12s %12s %10s  %s\n", "#", "precision", "checkpointing", "batching",
+            "regions", "footprint", "step (s)", "fits");
+    for (int i = 0; i < p->ncand; i++) {
+        const struct tr_candidate *c = &p->cand[i];
+        char remat[32], batching[160], peak[32], foot[32];
+        tr_knobs_remat_words(&c->k, p->blocks, remat, sizeof remat);
+        batching_words(c, batching, sizeof batching);
+        tr_format_bytes(c->peak, peak);
+        tr_format_bytes(c->footprint, foot);
+        fprintf(out, "%4d  %-9s %-13s %-24s %12s %12s %10.4f  %s%s\n", i + 1, tr_precision_name(c->k.precision),
+                remat, batching, peak, foot, c->step_seconds, c->fits ? "yes" : "no",
+                i == p->chosen ? "  <- chosen" : "");
+    }
+}
+
+/* ---- --explain ------------------------------------------------------------------------------- */
+
+/* Bytes of arena values live at each step of plan mp. */
+static size_t *live_bytes(const struct tr_graph *g, const struct tr_memplan *mp, int n)
+{
+    size_t *live = tr_xcalloc((size_t)n, sizeof *live);
+    for (int v = 0; v < g->nvalues; v++)
+        if (g->values[v].kind == TR_ACT && g->values[v].view_of < 0 && mp->first[v] >= 0)
+            for (int s = mp->first[v]; s <= mp->last[v] && s < n; s++)
+                live[s] += mp->bytes[v];
+    return live;
+}
+
+static void print_timeline(const struct tr_graph *g, const size_t *live, int n, FILE *out)
+{
+    size_t peak = 1, col[TIMELINE_COLUMNS] = {0};
+    int backward = n;
+    for (int s = 0; s < n; s++) {
+        size_t *c = &col[(size_t)s * TIMELINE_COLUMNS / (size_t)n];
+        if (live[s] > *c)
+            *c = live[s];
+        if (live[s] > peak)
+            peak = live[s];
+        if (g->nodes[s].phase != TR_FORWARD && backward == n)
+            backward = s;
+    }
+    char size[32];
+    tr_format_bytes(peak, size);
+    fprintf(out, "  activations live over one micro-step (%d nodes; each column the most of its nodes; top %s):\n",
+            n, size);
+    for (int row = TIMELINE_ROWS; row >= 1; row--) {
+        fputs("    |", out);
+        for (int c = 0; c < TIMELINE_COLUMNS; c++)
+            fputc(col[c] * TIMELINE_ROWS >= peak * (size_t)row - peak / 2 ? '#' : ' ', out);
+        fputs("|\n", out);
+    }
+    int mark = backward * TIMELINE_COLUMNS / (n ? n : 1);
+    fprintf(out, "     %-*s^ backward from node %d\n", mark, "forward", backward);
+}
+
+static void print_largest(const struct tr_graph *g, const struct tr_memplan *mp, int step, FILE *out)
+{
+    int top[LARGEST], ntop = 0;
+    for (int v = 0; v < g->nvalues; v++) {
+        if (g->values[v].kind != TR_ACT || g->values[v].view_of >= 0 || mp->first[v] < 0 || mp->first[v] > step ||
+            mp->last[v] < step)
+            continue;
+        int at = ntop < LARGEST ? ntop++ : LARGEST - 1;
+        if (at == LARGEST - 1 && ntop == LARGEST && mp->bytes[top[at]] >= mp->bytes[v])
+            continue;
+        top[at] = v;
+        for (; at > 0 && mp->bytes[top[at - 1]] < mp->bytes[top[at]]; at--) {
+            int t = top[at];
+            top[at] = top[at - 1], top[at - 1] = t;
+        }
+    }
+    fprintf(out, "  largest tensors live at the peak (node %d, %s, B=%lld S=%lld):\n", step,
+            tr_op_name(g->nodes[step].op), (long long)mp->B, (long long)mp->S);
+    for (int i = 0; i < ntop; i++) {
+        int v = top[i], prod = g->values[v].producer;
+        char size[32];
+        tr_format_bytes(mp->bytes[v], size);
+        const struct tr_node *n = prod >= 0 ? &g->nodes[prod] : NULL;
+        static const char *const phases[] = {"forward", "backward", "recompute", "optimizer"};
+        fprintf(out, "    %10s  %-5s  value %-5d from %s (%s, block %d), live nodes %d–%d\n", size,
+                tr_dtype_name(g->values[v].dtype), v, n ? tr_op_name(n->op) : "input", n ? phases[n->phase] : "-",
+                n ? n->block : -1, mp->first[v], mp->last[v]);
+    }
+}
+
+static void explain(const struct tr_plan *p, const struct tr_plan_job *job, FILE *out)
+{
+    const struct tr_candidate *c = &p->cand[p->chosen >= 0 ? p->chosen : p->smallest];
+    struct tr_built b;
+    char err[300];
+    if (tr_build(&b, job, &c->k, true, err, sizeof err)) {
+        fprintf(out, "  (cannot explain: %s)\n", err);
+        tr_built_free(&b);
+        return;
+    }
+    int worst = 0;   /* the bucket whose plan sets the arena */
+    for (int i = 1; i < b.p.nbuckets; i++)
+        if (b.p.plans[i].region_bytes[TR_ACT] > b.p.plans[worst].region_bytes[TR_ACT])
+            worst = i;
+    const struct tr_memplan *mp = &b.p.plans[worst];
+    size_t *live = live_bytes(&b.g, mp, b.p.n);
+    int peak = 0;
+    for (int s = 1; s < b.p.n; s++)
+        if (live[s] > live[peak])
+            peak = s;
+    fprintf(out, "\nmemory over one step of the %s plan:\n", p->chosen >= 0 ? "chosen" : "smallest");
+    print_breakdown(c, out);
+    print_timeline(&b.g, live, b.p.n, out);
+    print_largest(&b.g, mp, peak, out);
+    free(live);
+    tr_built_free(&b);
+}
+
+void tr_plan_print(const struct tr_plan *p, const struct tr_plan_job *job, bool explain_it, FILE *out)
+{
+    char budget[32], mem[32];
+    tr_format_bytes(p->budget, budget);
+    tr_format_bytes(p->dev.memory, mem);
+    fprintf(out, "device: %s, %s of memory\n  numbers: %s%s%s\n", p->dev.description, mem, p->dev.source,
+            *p->dev.path ? "\n  from: " : "", p->dev.path);
+    fprintf(out, "budget: %s for the footprint (regions + what lives outside them + a reserve of 2%%, at least "
+            "16 MiB)\n", budget);
+    fprintf(out, "job: batch %lld, %s %lld; %d checkpointable blocks\n\n", (long long)p->batch,
+            job->data->kind == TR_DATA_FEATURES ? "feature rows of" : "sequences up to", (long long)p->seq,
+            p->blocks);
+    print_table(p, out);
+    fprintf(out, "\n%s: %s\n", p->chosen >= 0 ? "decision" : "no plan", p->reason);
+    if (p->chosen >= 0 && !explain_it)
+        print_breakdown(&p->cand[p->chosen], out);
+    if (explain_it && (p->chosen >= 0 || p->smallest >= 0))
+        explain(p, job, out);
+}
