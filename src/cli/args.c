@@ -153,7 +153,7 @@ int tr_cli_train(const struct tr_recipe *r, const struct tr_args *a, const char 
 {
     int quiet = tr_args_has(a, "--quiet") || tr_args_has(a, "-q");
     struct tr_train_options opt = {.datasets_dir = tr_cli_datasets_dir(), .quiet = quiet,
-                                   .resume_dir = resume_dir};
+                                   .resume_dir = resume_dir, .plan_file = tr_args_value(a, "--plan")};
     struct tr_train_result res;
     int status = tr_train(r, &opt, &res, diag);
     for (int i = 0; i < diag->n; i++) {

@@ -1,18 +1,20 @@
-/* trainrun [run] RECIPE [key=value ...] [--quiet]: the default subcommand. Loads the recipe,
- * trains it (src/train/trainer.c) into a run folder, and exits with the trainer's status. */
+/* trainrun [run] RECIPE [key=value ...] [--plan FILE] [--quiet]: the default subcommand. Loads
+ * the recipe, trains it (src/train/trainer.c) with the planner's choice or the saved plan FILE
+ * into a run folder, and exits with the trainer's status. */
 #include <stdio.h>
 
 #include "cli/cli.h"
 #include "core/exit.h"
 #include "recipe/recipe.h"
 
-static const char usage[] = "usage: trainrun [run] RECIPE [key=value | ~key ...] [--quiet]\n";
+static const char usage[] = "usage: trainrun [run] RECIPE [key=value | ~key ...] [--plan FILE] [--quiet]\n";
 
 int tr_cmd_run(int argc, char **argv)
 {
     static const char *const flags[] = {"--quiet", "-q", "--help", "-h", NULL};
+    static const char *const valued[] = {"--plan", NULL};
     struct tr_args args;
-    int rc = tr_args_start(argc, argv, flags, usage, &args);
+    int rc = tr_args_start_valued(argc, argv, flags, valued, usage, &args);
     if (rc)
         return rc < 0 ? TR_EXIT_OK : rc;
     struct tr_recipe recipe;

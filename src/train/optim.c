@@ -1,6 +1,8 @@
 /* AdamW, SGD, the schedule and gradient clipping (optim.h). */
 #include "train/optim.h"
 
+#include "plan/plan.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -19,18 +21,6 @@ static float *grad_of(const struct tr_optim *o, int v)
     return (float *)(o->grads + o->plan->offset[o->g->values[v].grad]);
 }
 
-size_t tr_optim_state_bytes(const struct tr_recipe *r, const struct tr_memplan *plan, const struct tr_graph *g)
-{
-    size_t params = 0;
-    for (int v = 0; v < g->nvalues; v++)
-        if (g->values[v].kind == TR_PARAM)
-            params += (size_t)numel(g, v) * sizeof(float);
-    (void)plan;
-    if (r->train.optimizer.name == TR_OPT_ADAMW)
-        return 2 * params;
-    return r->train.optimizer.momentum > 0 ? params : 0;
-}
-
 void tr_optim_init(struct tr_optim *o, const struct tr_recipe *r, const struct tr_graph *g,
                    const struct tr_memplan *plan, char *params, char *grads, float *state)
 {
@@ -40,7 +30,7 @@ void tr_optim_init(struct tr_optim *o, const struct tr_recipe *r, const struct t
                            .beta1 = r->train.optimizer.betas.v[0], .beta2 = r->train.optimizer.betas.v[1],
                            .eps = r->train.optimizer.eps, .momentum = r->train.optimizer.momentum,
                            .nesterov = r->train.optimizer.nesterov};
-    o->state_bytes = tr_optim_state_bytes(r, plan, g);
+    o->state_bytes = tr_plan_optimizer_bytes(r, g);
 }
 
 /* AdamW (Loshchilov & Hutter; PyTorch's torch.optim.AdamW):

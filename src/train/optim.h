@@ -20,8 +20,8 @@ struct tr_optim {
     int64_t step;              /* optimizer steps taken */
 };
 
-/* Bytes of optimizer state the recipe's optimizer needs for g's parameters (plan offsets). */
-size_t tr_optim_state_bytes(const struct tr_recipe *r, const struct tr_memplan *plan, const struct tr_graph *g);
+/* The optimizer over g's parameters and gradients (at plan's offsets), its state in `state`
+ * (tr_plan_optimizer_bytes long). */
 void tr_optim_init(struct tr_optim *o, const struct tr_recipe *r, const struct tr_graph *g,
                    const struct tr_memplan *plan, char *params, char *grads, float *state);
 /* One update with learning rate lr from the accumulated gradients. */

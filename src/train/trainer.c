@@ -19,8 +19,10 @@
 #include "data/dataset.h"
 #include "data/cache.h"
 #include "data/loader.h"
+#include "data/sha256.h"
 #include "graph/program.h"
 #include "models/models.h"
+#include "plan/plan.h"
 #include "recipe/schema.h"
 #include "report/events.h"
 #include "report/tensorboard.h"
@@ -30,8 +32,6 @@
 #include "train/scaler.h"
 #include "train/step.h"
 
-#define EVAL_BATCH 256   /* rows an evaluation batch of features takes (text: the micro-batch) */
-#define MAX_BUCKETS 32   /* dynamic batching's length buckets: powers of two up to the longest */
 
 /* Set by SIGINT/SIGTERM, read between steps: the one piece of global state a signal needs. */
 static volatile sig_atomic_t stop_signal;
@@ -42,9 +42,7 @@ static void on_signal(int sig)
 }
 
 struct side {                  /* one of the two programs: training or evaluation */
-    struct tr_graph g;
-    struct tr_model m;
-    struct tr_program p;
+    struct tr_built b;         /* its graph, model and program (plan/build.c) */
     struct tr_exec x;
     int loss_scale;
     int lm;                    /* a language model: its targets are the next tokens */
@@ -58,12 +56,15 @@ struct run {
     struct side train, eval;
     struct tr_allocator alloc;
     struct tr_optim optim;
+    struct tr_device dev;      /* this host, calibrated */
+    struct tr_plan_job job;
+    struct tr_plan plan;       /* the planner's choice: plan.cand[plan.chosen] */
     struct tr_rng_ctx rng;
     int64_t micro, accumulation, total_steps;
     int64_t seq;               /* text: the longest sequence of any split (the plans' S); else 1 */
     /* The training program's plans: one (micro, seq), or with dynamic batching one per length
      * bucket (plan_buckets) — all in one arena, the largest plan's. */
-    struct tr_length_bucket buckets[MAX_BUCKETS];
+    struct tr_length_bucket buckets[TR_PLAN_MAX_BUCKETS];
     int nbuckets;
     bool dynamic;
     int64_t eval_batch;        /* rows an evaluation batch takes */
@@ -128,61 +129,16 @@ static const char *arch_name(int arch)
     return tr_keys[tr_key_find("model.arch")].names[arch];
 }
 
-/* The kind of data (enum tr_data_kind) a model reads. */
-static int model_reads(int arch)
+/* The chosen plan's program, training or evaluation, and an executor over its regions. */
+static int build_side(struct run *run, struct side *s, int training)
 {
-    return arch == TR_ARCH_BERT ? TR_DATA_TEXT_CLASSES : arch == TR_ARCH_GPT ? TR_DATA_TEXT_LM : TR_DATA_FEATURES;
-}
-
-/* optimize.checkpointing as a mode per block for the remat pass. auto is none until the
- * planner weighs memory against recompute time; selective and full apply to every block; a
- * number k fully recomputes the first k blocks: their saved activations wait longest for
- * their backward, and by the time it reaches them the later, kept blocks have been freed, so
- * the peak is one block's activations lower than with the last k. */
-static void checkpointing(struct run *run, struct tr_graph *g)
-{
-    const struct tr_choice *ck = &run->r->optimize.checkpointing;
-    int of = tr_graph_blocks(g), blocks = of, mode = TR_REMAT_FULL;
-    if (ck->name == TR_CKPT_AUTO || ck->name == TR_CKPT_OFF)
-        mode = TR_REMAT_NONE, blocks = 0;
-    else if (ck->name == TR_CKPT_SELECTIVE)
-        mode = TR_REMAT_SELECTIVE;
-    else if (ck->name < 0 && ck->n < of)
-        blocks = (int)ck->n;
-    run->remat.mode = mode, run->remat.blocks = blocks, run->remat.of = of;
-    if (mode == TR_REMAT_NONE || blocks == 0)
-        return;
-    uint8_t *modes = tr_xcalloc((size_t)of, 1);
-    memset(modes, mode, (size_t)blocks);
-    tr_remat(g, modes, of);
-    free(modes);
-    for (int i = 0; i < g->nnodes; i++)
-        run->remat.nodes += g->nodes[i].phase == TR_RECOMPUTE;
-}
-
-static int build_side(struct run *run, struct side *s, int training, int64_t batch)
-{
-    const struct tr_split *split = &run->data.train;
-    tr_graph_init(&s->g);
-    tr_model_build(&s->g, run->r, split->rank, split->dims, run->data.nclasses, run->data.vocab, training,
-                   &s->m);
-    if (run->amp != TR_F32)   /* the logits stay f32 */
-        tr_amp(&s->g, run->amp, &s->m.logits, s->m.logits >= 0, false);   /* the CPU reads f32 weights */
+    char err[300];
+    if (tr_build(&s->b, &run->job, &run->plan.cand[run->plan.chosen].k, training, err, sizeof err))
+        return fail(run, TR_EXIT_USAGE, "%s", err);
     s->lm = run->data.kind == TR_DATA_TEXT_LM;
-    s->loss_scale = training ? tr_autodiff(&s->g) : -1;
-    if (training && !s->g.error)
-        checkpointing(run, &s->g);
-    if (s->g.error)
-        return fail(run, TR_EXIT_USAGE, "model: %s", s->g.message);
-    int keep[2] = {s->m.loss, s->m.logits >= 0 ? s->m.logits : s->m.rank};
-    struct tr_bucket buckets[MAX_BUCKETS] = {{batch, run->seq}};
-    int nbuckets = training ? run->nbuckets : 1;
-    for (int b = 0; training && b < nbuckets; b++)
-        buckets[b] = (struct tr_bucket){run->buckets[b].rows, run->buckets[b].len};
-    if (tr_program_plan(&s->p, &s->g, buckets, nbuckets, keep, 2, tr_backend_cpu()))
-        return fail(run, TR_EXIT_FAILURE, "planning the %s program failed", training ? "training" : "evaluation");
-    s->x = (struct tr_exec){.g = &s->g, .schedule = s->p.schedule, .n = s->p.n, .plan = &s->p.plans[nbuckets - 1],
-                            .be = tr_backend_cpu(), .rng = &run->rng};
+    s->loss_scale = s->b.loss_scale;
+    s->x = (struct tr_exec){.g = &s->b.g, .schedule = s->b.p.schedule, .n = s->b.p.n,
+                            .plan = &s->b.p.plans[s->b.p.nbuckets - 1], .be = tr_backend_cpu(), .rng = &run->rng};
     return 0;
 }
 
@@ -190,61 +146,66 @@ static int build_side(struct run *run, struct side *s, int training, int64_t bat
  * all from the allocator under the recipe's memory budget. */
 static int allocate(struct run *run)
 {
-    size_t bytes[TR_NKINDS], work = run->train.p.workspace_bytes;
+    size_t bytes[TR_NKINDS], work = run->train.b.p.workspace_bytes;
     for (int k = 0; k < TR_NKINDS; k++)
-        bytes[k] = run->train.p.region_bytes[k] > run->eval.p.region_bytes[k] ? run->train.p.region_bytes[k]
-                                                                              : run->eval.p.region_bytes[k];
-    if (run->eval.p.workspace_bytes > work)
-        work = run->eval.p.workspace_bytes;
-    if (run->train.p.region_bytes[TR_PARAM] != run->eval.p.region_bytes[TR_PARAM])
+        bytes[k] = run->train.b.p.region_bytes[k] > run->eval.b.p.region_bytes[k] ? run->train.b.p.region_bytes[k]
+                                                                              : run->eval.b.p.region_bytes[k];
+    if (run->eval.b.p.workspace_bytes > work)
+        work = run->eval.b.p.workspace_bytes;
+    if (run->train.b.p.region_bytes[TR_PARAM] != run->eval.b.p.region_bytes[TR_PARAM])
         return fail(run, TR_EXIT_FAILURE, "internal: training and evaluation lay parameters out differently");
     tr_alloc_init(&run->alloc, NULL);
-    tr_alloc_set_limit(&run->alloc, run->r->budget.memory);
+    /* the regions may take what the budget leaves once everything outside them is counted */
+    const struct tr_candidate *c = &run->plan.cand[run->plan.chosen];
+    tr_alloc_set_limit(&run->alloc, run->plan.budget - (c->footprint - c->peak));
     if (tr_exec_alloc(&run->train.x, &run->alloc, bytes, work))
         return fail(run, TR_EXIT_NO_FIT, "memory budget: %s", run->train.x.error);
     memcpy(run->eval.x.base, run->train.x.base, sizeof run->eval.x.base);
     run->eval.x.workspace = run->train.x.workspace;
-    size_t state = tr_optim_state_bytes(run->r, run->train.x.plan, &run->train.g);
+    size_t state = tr_plan_optimizer_bytes(run->r, &run->train.b.g);
     void *p = NULL;
     if (tr_alloc_region(&run->alloc, TR_REGION_OPTIMIZER, state, &p))
         return fail(run, TR_EXIT_NO_FIT, "memory budget: %s", tr_alloc_error(&run->alloc));
-    tr_optim_init(&run->optim, run->r, &run->train.g, run->train.x.plan, run->train.x.base[TR_PARAM],
+    tr_optim_init(&run->optim, run->r, &run->train.b.g, run->train.x.plan, run->train.x.base[TR_PARAM],
                   run->train.x.base[TR_GRAD], p);
     return 0;
 }
 
-/* The training program's length buckets. Fixed batching: one, (seq, micro). Dynamic batching
- * (optimize.dynamic_batching: on; auto stays off until the planner weighs it): the recipe's
- * bounds, or powers of two from 16, below the longest sequence, then the longest itself; each
- * with the rows its token budget holds (optimize.dynamic_batching.tokens; by default the fixed
- * plan's micro × seq, so no bucket's per-token activations outgrow the fixed plan's and
- * attention's S × S ones shrink), at least one and at most the batch (a step cuts longer ones). */
-static int plan_buckets(struct run *run)
+/* The plan: searched for this host and the budget, or replayed from --plan FILE (a resumed
+ * run replays its own plan.json); its knobs become the run's. */
+static int make_plan(struct run *run)
 {
-    const struct tr_recipe *r = run->r;
-    run->buckets[0] = (struct tr_length_bucket){run->seq, run->micro};
-    run->nbuckets = 1;
-    run->dynamic = r->optimize.dynamic_batching.mode == TR_ON;
-    if (!run->dynamic)
-        return 0;
-    if (run->data.kind == TR_DATA_FEATURES)
-        return fail(run, TR_EXIT_USAGE, "optimize.dynamic_batching: on batches text by length; data set %s "
-                    "holds feature vectors", run->data.name);
-    const struct tr_ints *given = &r->optimize.dynamic_batching.buckets;
-    int64_t budget = r->optimize.dynamic_batching.tokens ? r->optimize.dynamic_batching.tokens
-                                                         : run->micro * run->seq;
-    int n = 0;
-    for (int i = 0; n < MAX_BUCKETS - 1 && (given->n ? i < given->n : ((int64_t)16 << i) < run->seq); i++) {
-        int64_t len = given->n ? given->v[i] : (int64_t)16 << i;
-        if (len < run->seq)
-            run->buckets[n++].len = len;
+    char err[1024], saved[4300] = "";
+    if (run->opt->plan_file)
+        snprintf(saved, sizeof saved, "%s", run->opt->plan_file);
+    else if (run->opt->resume_dir)
+        snprintf(saved, sizeof saved, "%s/plan.json", run->opt->resume_dir);
+    if (tr_plan_device(&run->dev, NULL, false, err, sizeof err))
+        return fail(run, TR_EXIT_FAILURE, "%s", err);
+    if (tr_plan_job_init(&run->job, run->r, &run->data, &run->dev, run->diag))
+        return TR_EXIT_USAGE;
+    int rc;
+    if (*saved && (run->opt->plan_file || access(saved, F_OK) == 0)) {
+        struct tr_knobs k;
+        if (tr_plan_read_knobs(saved, &k, err, sizeof err))
+            return fail(run, TR_EXIT_USAGE, "%s: %s", run->opt->plan_file ? "--plan" : "resume", err);
+        rc = tr_plan_replay(&run->plan, &run->job, &k, run->diag);
+    } else {
+        rc = tr_plan_search(&run->plan, &run->job, run->diag);
     }
-    run->buckets[n++].len = run->seq;
-    for (int b = 0; b < n; b++) {
-        int64_t rows = budget / run->buckets[b].len;
-        run->buckets[b].rows = rows < 1 ? 1 : rows > r->train.batch_size ? r->train.batch_size : rows;
-    }
-    run->nbuckets = n;
+    if (rc)
+        return TR_EXIT_USAGE;
+    if (run->plan.chosen < 0)
+        return fail(run, TR_EXIT_NO_FIT, "memory budget: %s", run->plan.reason);
+    const struct tr_knobs *k = &run->plan.cand[run->plan.chosen].k;
+    static const enum tr_dtype precisions[] = {[TR_PREC_FP32] = TR_F32, [TR_PREC_BF16] = TR_BF16,
+                                               [TR_PREC_FP16] = TR_F16};
+    run->amp = precisions[k->precision];
+    run->micro = k->micro, run->accumulation = k->accumulation, run->eval_batch = k->eval_batch;
+    run->dynamic = k->dynamic, run->nbuckets = k->nbuckets;
+    memcpy(run->buckets, k->buckets, (size_t)k->nbuckets * sizeof *k->buckets);
+    run->seq = run->job.seq;
+    run->remat.mode = k->remat_mode, run->remat.blocks = k->remat_blocks, run->remat.of = run->plan.blocks;
     return 0;
 }
 
@@ -253,7 +214,7 @@ static int plan_buckets(struct run *run)
 static int init_weights(struct run *run)
 {
     int text = run->data.kind != TR_DATA_FEATURES;
-    struct tr_init_target t = {.g = &run->train.g, .x = &run->train.x, .seed = (uint64_t)run->r->seed,
+    struct tr_init_target t = {.g = &run->train.b.g, .x = &run->train.x, .seed = (uint64_t)run->r->seed,
                                .vocab = text ? run->data.vocab : 0, .vocab_file = run->data.tokenizer_files[0],
                                .max_len = text ? run->r->model.max_len : 0};
     const char *path = run->r->model.init.path;
@@ -338,19 +299,19 @@ static int evaluate(struct run *run, const struct tr_split *split, double *loss,
         } else {
             b.x = split->x + start * f, b.y = split->y + start;
         }
-        tr_feed(&run->eval.x, &run->eval.m, run->eval.lm, &b, f);
+        tr_feed(&run->eval.x, &run->eval.b.m, run->eval.lm, &b, f);
         run->rng.sample_ids = ids;
         if (tr_exec_run(&run->eval.x, rows, b.S)) {
             status = fail(run, TR_EXIT_FAILURE, "evaluation: %s", run->eval.x.error);
             break;
         }
         int64_t n;
-        if (run->eval.m.logits >= 0)
-            n = rank_truth(tr_exec_data(&run->eval.x, run->eval.m.logits), b.y, rows, classes, &correct,
+        if (run->eval.b.m.logits >= 0)
+            n = rank_truth(tr_exec_data(&run->eval.x, run->eval.b.m.logits), b.y, rows, classes, &correct,
                            &in_top5);
         else
-            n = count_ranks(tr_exec_data(&run->eval.x, run->eval.m.rank), rows * b.S, &correct, &in_top5);
-        sum += (double)*(float *)tr_exec_data(&run->eval.x, run->eval.m.loss) * (double)n;
+            n = count_ranks(tr_exec_data(&run->eval.x, run->eval.b.m.rank), rows * b.S, &correct, &in_top5);
+        sum += (double)*(float *)tr_exec_data(&run->eval.x, run->eval.b.m.loss) * (double)n;
         counted += n;
     }
     free(ids), free(tokens), free(targets), free(labels), free(mask);
@@ -368,7 +329,7 @@ static int train_step(struct run *run, const struct tr_step *st, int64_t t, doub
                       bool *skipped)
 {
     struct side *s = &run->train;
-    struct tr_step_runner runner = {.x = &s->x, .p = &s->p, .m = &s->m, .loss_scale = s->loss_scale, .lm = s->lm,
+    struct tr_step_runner runner = {.x = &s->x, .p = &s->b.p, .m = &s->b.m, .loss_scale = s->loss_scale, .lm = s->lm,
                                     .features = tr_split_features(&run->data.train), .rng = &run->rng};
     if (tr_step_gradients(&runner, st, (uint64_t)t, run->scaler.scale, loss))
         return fail(run, TR_EXIT_FAILURE, "step %lld: %s", (long long)t, s->x.error);
@@ -399,7 +360,7 @@ static int train_step(struct run *run, const struct tr_step *st, int64_t t, doub
     if (!isfinite(*grad_norm)) {
         int bad = tr_grad_first_nonfinite(&run->optim);
         return fail(run, TR_EXIT_DIVERGED, "step %lld: the gradient of %s holds NaN or Inf",
-                    (long long)t, bad >= 0 ? s->g.values[bad].name : "a parameter");
+                    (long long)t, bad >= 0 ? s->b.g.values[bad].name : "a parameter");
     }
     tr_optim_step(&run->optim, tr_schedule_lr(run->r, t, run->total_steps));
     return 0;
@@ -545,59 +506,44 @@ static void remat_words(const struct run *run, char *out, size_t size)
         snprintf(out, size, "full recomputation of blocks 0–%d of %d", run->remat.blocks - 1, run->remat.of);
 }
 
-/* The plan, for people: what each region of memory holds and how large it is. */
+/* The plan, for people (TensorBoard's text): the decision, then each region and what lives
+ * outside them. */
 static char *plan_markdown(struct run *run)
 {
-    static const char *const what[TR_NKINDS] = {"parameters", "gradients", "batch-norm statistics",
-                                                "input batches", "activations (arena, reused)"};
-    const struct tr_program *p = &run->train.p;
-    char *md = NULL, size[32];
-    size_t len = 0, total = 0;
+    static const char *const outside[TR_NOUTSIDE] = {"the process (binary, libraries, data)", "BLAS and OpenMP threads",
+                                                     "the loader's ring", "evaluation buffers", "library workspaces",
+                                                     "reserve"};
+    const struct tr_candidate *c = &run->plan.cand[run->plan.chosen];
+    char *md = NULL, size[32], remat[96];
+    size_t len = 0;
     FILE *f = open_memstream(&md, &len);
     if (!f)
         return NULL;
-    char remat[96];
     remat_words(run, remat, sizeof remat);
-    fprintf(f, "Fixed plan: %s, %s, ",
+    fprintf(f, "Plan: %s, %s. %s.\n\n| memory | bytes |\n| --- | ---: |\n",
             run->amp == TR_F32 ? "fp32" : run->amp == TR_BF16 ? "bf16 mixed precision" : "fp16 mixed precision",
-            remat);
-    if (run->dynamic)
-        fprintf(f, "dynamic batching in %d length buckets up to %lld tokens", run->nbuckets, (long long)run->seq);
-    else
-        fprintf(f, "%lld micro-batch%s of %lld per step", (long long)run->accumulation,
-                run->accumulation > 1 ? "es" : "", (long long)run->micro);
-    fprintf(f, " (batch %lld).\n\n| memory | bytes |\n| --- | ---: |\n", (long long)run->r->train.batch_size);
-    for (int k = 0; k < TR_NKINDS; k++) {
-        size_t b = p->region_bytes[k] > run->eval.p.region_bytes[k] ? p->region_bytes[k] : run->eval.p.region_bytes[k];
-        tr_format_bytes(b, size);
-        fprintf(f, "| %s | %s |\n", what[k], size);
-        total += b;
+            remat, run->plan.reason);
+    for (int r = 0; r < TR_NREGIONS; r++) {
+        tr_format_bytes(c->regions[r], size);
+        fprintf(f, "| region: %s | %s |\n", tr_region_name(r), size);
     }
-    size_t optimizer = tr_optim_state_bytes(run->r, run->train.x.plan, &run->train.g);
-    size_t work = p->workspace_bytes > run->eval.p.workspace_bytes ? p->workspace_bytes : run->eval.p.workspace_bytes;
-    tr_format_bytes(optimizer, size);
-    fprintf(f, "| optimizer state | %s |\n", size);
-    tr_format_bytes(work, size);
-    fprintf(f, "| kernel workspace | %s |\n", size);
-    tr_format_bytes(total + optimizer + work, size);
-    fprintf(f, "| **predicted peak** | **%s** |\n", size);
+    tr_format_bytes(c->peak, size);
+    fprintf(f, "| **predicted peak of the regions** | **%s** |\n", size);
+    for (int i = 0; i < TR_NOUTSIDE; i++) {
+        tr_format_bytes(c->outside[i], size);
+        fprintf(f, "| outside: %s | %s |\n", outside[i], size);
+    }
+    tr_format_bytes(c->footprint, size);
+    fprintf(f, "| **predicted footprint** | **%s** |\n", size);
     fclose(f);
     return md;
-}
-
-/* The predicted peak of plan_markdown: every region the plan asked the allocator for. */
-static double predicted_peak(struct run *run)
-{
-    struct tr_alloc_stats st;
-    tr_alloc_stats(&run->alloc, &st);
-    return (double)st.current;
 }
 
 /* The memory plan in one line: the activation arena and, with dynamic batching, the buckets. */
 static void say_plan(struct run *run)
 {
-    char arena[32], buckets[MAX_BUCKETS * 24] = "";
-    tr_format_bytes(run->train.p.region_bytes[TR_ACT], arena);
+    char arena[32], buckets[TR_PLAN_MAX_BUCKETS * 24] = "";
+    tr_format_bytes(run->train.b.p.region_bytes[TR_ACT], arena);
     for (int b = 0, at = 0; run->dynamic && b < run->nbuckets && at < (int)sizeof buckets; b++)
         at += snprintf(buckets + at, sizeof buckets - (size_t)at, "%s%lld×%lld", b ? ", " : "",
                        (long long)run->buckets[b].rows, (long long)run->buckets[b].len);
@@ -608,6 +554,11 @@ static void say_plan(struct run *run)
             (long long)tr_text_percentile(t, 0.9), (long long)tr_text_percentile(t, 0.99),
             (long long)tr_text_longest(t));
     }
+    const struct tr_candidate *c = &run->plan.cand[run->plan.chosen];
+    char peak[32], foot[32], budget[32];
+    tr_format_bytes(c->peak, peak), tr_format_bytes(c->footprint, foot), tr_format_bytes(run->plan.budget, budget);
+    say(run, "planner: %s\n", run->plan.reason);
+    say(run, "memory: regions %s (exact), footprint %s predicted, budget %s\n", peak, foot, budget);
     if (run->dynamic)
         say(run, "plan: dynamic batching, micro-batches of %s (rows × tokens); activation arena %s\n", buckets,
             arena);
@@ -618,6 +569,62 @@ static void say_plan(struct run *run)
         say(run, "plan: %lld micro-batch%s of %lld × %lld tokens a step; activation arena %s\n",
             (long long)run->accumulation, run->accumulation > 1 ? "es" : "", (long long)run->micro,
             (long long)run->seq, arena);
+}
+
+/* plan.json in the run folder: the plan as `trainrun plan --json` prints it, and once the run
+ * is over what the allocator and the OS measured, with a warning for each prediction missed
+ * (regions off by more than 1 %, a footprint above its prediction). Written whole, then renamed
+ * over the old one. */
+static int write_plan(struct run *run, bool measured, int64_t step)
+{
+    char *recipe = tr_recipe_to_json(run->r), hash[65], path[4300], tmp[4400];
+    tr_sha256_of(recipe, strlen(recipe), hash);
+    free(recipe);
+    char *text = tr_plan_to_json(&run->plan, true, hash);
+    json_t *j = json_loads(text, 0, NULL), *warnings = json_array();
+    free(text);
+    if (measured) {
+        const struct tr_candidate *c = &run->plan.cand[run->plan.chosen];
+        struct tr_alloc_stats st;
+        tr_alloc_stats(&run->alloc, &st);
+        int64_t foot = tr_process_peak_rss();
+        json_t *regions = json_object();
+        for (int r = 0; r < TR_NREGIONS; r++)
+            json_object_set_new(regions, tr_region_name(r), json_integer((json_int_t)st.region[r].peak));
+        json_object_set_new(j, "measured_peak_bytes", json_integer((json_int_t)st.peak));
+        json_object_set_new(j, "measured_regions", regions);
+        json_object_set_new(j, "measured_footprint_bytes", json_integer(foot));
+        char line[300], rp[32], rq[32], fp[32], fq[32];
+        tr_format_bytes(st.peak, rp), tr_format_bytes(c->peak, rq);
+        tr_format_bytes(foot > 0 ? (uint64_t)foot : 0, fp), tr_format_bytes(c->footprint, fq);
+        say(run, "memory: regions peaked at %s (predicted %s); footprint %s (predicted %s)\n", rp, rq, fp, fq);
+        if (fabs((double)st.peak - (double)c->peak) > 0.01 * (double)c->peak) {
+            snprintf(line, sizeof line, "memory: the regions peaked at %s, predicted %s (%+.1f%%)", rp, rq,
+                     100.0 * ((double)st.peak - (double)c->peak) / (double)c->peak);
+            json_array_append_new(warnings, json_string(line));
+        }
+        if (foot > 0 && (uint64_t)foot > c->footprint) {
+            snprintf(line, sizeof line, "memory: the footprint (peak resident set) reached %s, above the "
+                     "predicted %s", fp, fq);
+            json_array_append_new(warnings, json_string(line));
+        }
+        tr_events_scalar(&run->events, "memory/measured_peak", step, (double)st.peak);
+        tr_events_scalar(&run->events, "memory/measured_footprint", step, (double)foot);
+    }
+    size_t i;
+    json_t *w;
+    json_array_foreach(warnings, i, w) {
+        say(run, "warning: %s\n", json_string_value(w));
+        tr_events_text(&run->events, "warnings", step, json_string_value(w));
+    }
+    json_object_set_new(j, "warnings", warnings);
+    snprintf(path, sizeof path, "%s/plan.json", run->dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int rc = json_dump_file(j, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER) || rename(tmp, path);
+    json_decref(j);
+    if (rc)
+        return fail(run, TR_EXIT_FAILURE, "cannot write %s: %s", path, strerror(errno));
+    return 0;
 }
 
 /* report.tensorboard: a new event file in the run folder. A fresh run opens with the recipe,
@@ -633,7 +640,7 @@ static int open_events(struct run *run, int64_t start)
         return fail(run, TR_EXIT_FAILURE, "tensorboard: %s", err);
     if (start == 0) {
         char *plan = plan_markdown(run);
-        tr_tb_session_start(&run->events, run->r, plan ? plan : "", &run->train.g, run->micro, (double)time(NULL));
+        tr_tb_session_start(&run->events, run->r, plan ? plan : "", &run->train.b.g, run->micro, (double)time(NULL));
         free(plan);
     }
     return 0;
@@ -642,7 +649,7 @@ static int open_events(struct run *run, int64_t start)
 /* report.histograms_every: each parameter's values and gradient after the step's backward. */
 static void histograms(struct run *run, int64_t t)
 {
-    const struct tr_graph *g = &run->train.g;
+    const struct tr_graph *g = &run->train.b.g;
     for (int v = 0; v < g->nvalues; v++) {
         const struct tr_value *val = &g->values[v];
         if (val->kind != TR_PARAM)
@@ -797,7 +804,9 @@ static int loop(struct run *run, int64_t start, struct tr_train_result *res)
             json_object_set_new(line, "data/wait_fraction", json_real(elapsed > 0 ? wait / elapsed : 0.0));
             json_object_set_new(line, "memory/allocated", json_real((double)mem.current));
             json_object_set_new(line, "memory/peak", json_real((double)tr_process_peak_rss()));
-            json_object_set_new(line, "memory/predicted_peak", json_real(predicted_peak(run)));
+            json_object_set_new(line, "memory/predicted_peak", json_real((double)run->plan.cand[run->plan.chosen].peak));
+            json_object_set_new(line, "memory/predicted_footprint",
+                                json_real((double)run->plan.cand[run->plan.chosen].footprint));
             if (run->scaler.on) {
                 json_object_set_new(line, "train/loss_scale", json_real(run->scaler.scale));
                 json_object_set_new(line, "train/skipped_steps", json_real((double)run->scaler.skipped));
@@ -847,9 +856,9 @@ static void release(struct run *run)
     for (int i = 0; i < 2; i++) {
         struct side *s = i ? &run->eval : &run->train;
         tr_exec_free(&s->x);
-        tr_program_free(&s->p);
-        tr_graph_free(&s->g);
+        tr_built_free(&s->b);
     }
+    tr_plan_free(&run->plan);
     tr_data_free(&run->data);
     if (run->log)
         fclose(run->log);
@@ -863,12 +872,6 @@ int tr_train(const struct tr_recipe *r, const struct tr_train_options *opt, stru
     struct run run = {.r = r, .opt = opt, .diag = diag, .rng = {.seed = (uint64_t)r->seed},
                       .tty = isatty(STDOUT_FILENO), .events = {.fd = -1}};
     memset(res, 0, sizeof *res);
-    run.accumulation = r->optimize.accumulation.name < 0 ? r->optimize.accumulation.n : 1;
-    /* auto is fp32 until the planner weighs precision against the budget: on the CPU 16-bit
-     * storage saves memory but costs the conversions */
-    run.amp = r->optimize.amp == TR_AMP_BF16 ? TR_BF16 : r->optimize.amp == TR_AMP_FP16 ? TR_F16 : TR_F32;
-    tr_scaler_init(&run.scaler, r, run.amp == TR_F16);
-    run.micro = r->train.batch_size / run.accumulation;
     if (r->model.init.from_run != TR_FROM_RUN_NONE)   /* warm starts come with nightly runs */
         return fail(&run, TR_EXIT_USAGE, "model.init.from_run: not supported yet; give a checkpoint file "
                     "instead: model.init.path=%s/%s/latest/checkpoints/step-<N>.safetensors", r->report.dir, r->name);
@@ -879,31 +882,17 @@ int tr_train(const struct tr_recipe *r, const struct tr_train_options *opt, stru
         fprintf(stderr, "trainrun: warning: %s\n", line);
         free(line);
     }
-    if (model_reads(r->model.arch) != run.data.kind) {
-        static const char *const data_kinds[] = {"feature vectors (csv, idx)", "labelled texts (tsv, jsonl)",
-                                                 "running text (text)"};
-        fail(&run, TR_EXIT_USAGE, "model.arch %s reads %s; data set %s holds %s", arch_name(r->model.arch),
-             data_kinds[model_reads(r->model.arch)], run.data.name, data_kinds[run.data.kind]);
-        tr_data_free(&run.data);
-        return TR_EXIT_USAGE;
-    }
     int64_t per_epoch = (run.data.train.n + r->train.batch_size - 1) / r->train.batch_size;
-    run.seq = 1, run.eval_batch = EVAL_BATCH;
-    if (run.data.kind != TR_DATA_FEATURES) {   /* text: plans for the longest sequence of any split */
-        const struct tr_split *sp[3] = {&run.data.train, &run.data.valid, &run.data.test};
-        for (int i = 0; i < 3; i++)
-            if (sp[i]->n && tr_text_longest(sp[i]) > run.seq)
-                run.seq = tr_text_longest(sp[i]);
-        run.eval_batch = run.micro;
-    }
     run.total_steps = r->train.steps ? r->train.steps : r->train.epochs * per_epoch;
-    int status = plan_buckets(&run);
-    if (run.dynamic && run.buckets[run.nbuckets - 1].rows < run.eval_batch)   /* within the arena */
-        run.eval_batch = run.buckets[run.nbuckets - 1].rows;
+    int status = make_plan(&run);
     if (!status)
-        status = build_side(&run, &run.train, 1, run.micro);
+        tr_scaler_init(&run.scaler, r, run.amp == TR_F16);
     if (!status)
-        status = build_side(&run, &run.eval, 0, run.eval_batch);
+        status = build_side(&run, &run.train, 1);
+    if (!status)
+        status = build_side(&run, &run.eval, 0);
+    if (!status)
+        run.remat.nodes = run.train.b.remat_nodes;
     if (!status)
         status = allocate(&run);
     if (!status)
@@ -915,6 +904,8 @@ int tr_train(const struct tr_recipe *r, const struct tr_train_options *opt, stru
         status = resume(&run, &start);
     if (!status && !opt->resume_dir)
         status = keep_data_files(&run);
+    if (!status && !opt->resume_dir)
+        status = write_plan(&run, false, 0);
     if (!status)
         status = open_events(&run, start);
     if (!status) {
@@ -953,6 +944,10 @@ int tr_train(const struct tr_recipe *r, const struct tr_train_options *opt, stru
     } else if (run.log) {
         for (int i = 0; i < diag->n; i++)
             fprintf(run.log, "error: %s\n", diag->items[i].message);
+    }
+    if (run.log && run.plan.chosen >= 0 && run.alloc.stats.allocs) {   /* what the plan met */
+        int rc = write_plan(&run, true, res->steps);
+        status = status ? status : rc;
     }
     if (run.events.fd >= 0 && status != TR_EXIT_INTERRUPTED)   /* interrupted: the session goes on */
         tr_events_session_end(&run.events, status ? TR_SESSION_FAILURE : TR_SESSION_SUCCESS, (double)time(NULL));

@@ -12,6 +12,7 @@ struct tr_train_options {
     const char *datasets_dir;   /* where datasets/<name>/dataset.yaml live */
     int quiet;                  /* no progress lines on stdout */
     const char *resume_dir;     /* continue this run folder from its newest good checkpoint */
+    const char *plan_file;      /* --plan FILE: run this saved plan (refused when it no longer fits) */
 };
 
 struct tr_train_result {
