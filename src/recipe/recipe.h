@@ -92,6 +92,7 @@ struct tr_recipe {
         struct { int name; struct tr_warmup warmup; double min_lr; } schedule;
         double grad_clip;                    /* 0 when null (no clipping) */
         int64_t eval_every, checkpoint_every;
+        int64_t eval_samples;                /* 0 when null: every sample */
         struct { int metric, mode; int64_t patience; double min_delta; } early_stop;
     } train;
     struct {

@@ -122,6 +122,8 @@ const struct tr_key tr_keys[] = {
      TR_NULLABLE | TR_MIN_OPEN, 0, 0, "clip the gradients' global norm to this (null: no clipping)"},
     {"train.eval_every", TR_T_INT, OFF(train.eval_every), "500", 0, BIG, NULL, 0, 0, 0,
      "evaluate every N optimizer steps (0: only at the end)"},
+    {"train.eval_samples", TR_T_INT, OFF(train.eval_samples), "null", 1, BIG, NULL, TR_NULLABLE, 0, 0,
+     "evaluate on at most the first N samples of each split (null: all of them)"},
     {"train.checkpoint_every", TR_T_INT, OFF(train.checkpoint_every), "1000", 0, BIG, NULL, 0,
      0, 0, "write a checkpoint every N optimizer steps (0: only at the end)"},
     {"train.early_stop.metric", TR_T_ENUM, OFF(train.early_stop.metric), "none", 0, 0,

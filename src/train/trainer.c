@@ -284,8 +284,10 @@ static int evaluate(struct run *run, const struct tr_split *split, double *loss,
     }
     double sum = 0;
     int status = 0;
-    for (int64_t start = 0; start < split->n && !status; start += run->eval_batch) {
-        int64_t rows = split->n - start < run->eval_batch ? split->n - start : run->eval_batch;
+    int64_t n_eval = run->r->train.eval_samples && run->r->train.eval_samples < split->n ? run->r->train.eval_samples
+                                                                                         : split->n;
+    for (int64_t start = 0; start < n_eval && !status; start += run->eval_batch) {
+        int64_t rows = n_eval - start < run->eval_batch ? n_eval - start : run->eval_batch;
         struct tr_batch b = {.n = rows, .S = 1, .ids = ids};
         for (int64_t i = 0; i < rows; i++)
             ids[i] = start + i;
