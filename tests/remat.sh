@@ -26,7 +26,8 @@ mlp() {
 for setting in off auto full 1 selective; do mlp $setting; done
 base="$scratch/mlp-off/mlp/latest"
 plan_says "$base" "fp32, no gradient checkpointing," "off"
-plan_says "$scratch/mlp-auto/mlp/latest" "no gradient checkpointing (auto: the planner will choose)" "auto"
+plan_says "$scratch/mlp-auto/mlp/latest" "no gradient checkpointing," "auto: the planner needs none"
+plan_says "$scratch/mlp-auto/mlp/latest" "The planner: fp32, checkpointing none" "auto: the planner's reason"
 plan_says "$scratch/mlp-full/mlp/latest" "full recomputation of all 2 blocks" "full"
 plan_says "$scratch/mlp-1/mlp/latest" "full recomputation of block 0 of 2" "one block"
 plan_says "$scratch/mlp-selective/mlp/latest" "nothing in this model is cheap to recompute" "selective"

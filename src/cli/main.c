@@ -36,7 +36,7 @@ static void usage(FILE *out)
     fputs("usage: trainrun SUBCOMMAND RECIPE [key=value | ~key ...] [options]\n"
           "       trainrun --version | --help\n\nsubcommands:\n", out);
     for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
-        fprintf(out, "  %-8s %s\n", subcommands[i].name, subcommands[i].summary);
+        fprintf(out, "  %-10s %s\n", subcommands[i].name, subcommands[i].summary);
     fputs("\noverrides: dotted.key=value (a YAML scalar or flow collection, such as\n"
           "  train.batch_size=64 or train.optimizer.betas=[0.9,0.95]); ~dotted.key resets a key\n"
           "  to its default. See trainrun(1) and trainrun-recipe(5).\n", out);

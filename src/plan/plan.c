@@ -564,8 +564,10 @@ int tr_plan_search(struct tr_plan *p, const struct tr_plan_job *job, struct tr_d
                 close_pair(&pair);
                 break;
             }
-            /* selective recomputation that finds nothing cheap to recompute is no checkpointing */
-            bool empty = knobs.remat_mode == TR_REMAT_SELECTIVE && pair.train.remat_nodes == 0;
+            /* selective recomputation that finds nothing cheap to recompute is no checkpointing:
+             * searched again only when the recipe pins it */
+            bool empty = knobs.remat_mode == TR_REMAT_SELECTIVE && pair.train.remat_nodes == 0 &&
+                         job->r->optimize.checkpointing.name == TR_CKPT_AUTO;
             for (int dyn = 0; dyn < 2 && !empty; dyn++) {
                 if (!sp.batching[dyn] || p->ncand >= MAX_CANDIDATES)
                     continue;

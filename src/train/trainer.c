@@ -494,8 +494,7 @@ static void metric(struct run *run, json_t *line)
 static void remat_words(const struct run *run, char *out, size_t size)
 {
     if (run->remat.mode == TR_REMAT_NONE || run->remat.blocks == 0)
-        snprintf(out, size, "no gradient checkpointing%s",
-                 run->r->optimize.checkpointing.name == TR_CKPT_AUTO ? " (auto: the planner will choose)" : "");
+        snprintf(out, size, "no gradient checkpointing");
     else if (run->remat.mode == TR_REMAT_SELECTIVE && run->remat.nodes == 0)
         snprintf(out, size, "selective recomputation (nothing in this model is cheap to recompute)");
     else if (run->remat.mode == TR_REMAT_SELECTIVE)
@@ -522,9 +521,16 @@ static char *plan_markdown(struct run *run)
     if (!f)
         return NULL;
     remat_words(run, remat, sizeof remat);
-    fprintf(f, "Plan: %s, %s. %s.\n\n| memory | bytes |\n| --- | ---: |\n",
+    fprintf(f, "Plan: %s, %s, ",
             run->amp == TR_F32 ? "fp32" : run->amp == TR_BF16 ? "bf16 mixed precision" : "fp16 mixed precision",
-            remat, run->plan.reason);
+            remat);
+    if (run->dynamic)
+        fprintf(f, "dynamic batching in %d length buckets up to %lld tokens", run->nbuckets, (long long)run->seq);
+    else
+        fprintf(f, "%lld micro-batch%s of %lld per step", (long long)run->accumulation,
+                run->accumulation > 1 ? "es" : "", (long long)run->micro);
+    fprintf(f, " (batch %lld).\n\nThe planner: %s.\n\n| memory | bytes |\n| --- | ---: |\n",
+            (long long)run->r->train.batch_size, run->plan.reason);
     for (int r = 0; r < TR_NREGIONS; r++) {
         tr_format_bytes(c->regions[r], size);
         fprintf(f, "| region: %s | %s |\n", tr_region_name(r), size);
@@ -610,8 +616,8 @@ static int write_plan(struct run *run, bool measured, int64_t step)
                      "predicted %s", fp, fq);
             json_array_append_new(warnings, json_string(line));
         }
-        tr_events_scalar(&run->events, "memory/measured_peak", step, (double)st.peak);
-        tr_events_scalar(&run->events, "memory/measured_footprint", step, (double)foot);
+        metric(run, json_pack("{sIsfsf}", "step", (json_int_t)step, "memory/measured_peak", (double)st.peak,
+                              "memory/measured_footprint", (double)foot));
     }
     size_t i;
     json_t *w;
