@@ -229,6 +229,9 @@ static void timing(struct pair *p, const struct lengths *h, struct tr_candidate 
             c->micro_steps += micro;
             slots += ceil(S) * rows * micro;
         }
+        /* the micro-batch a step boundary cuts runs in two pieces: one more pass's fixed costs */
+        c->micro_steps += 1;
+        c->step_seconds += (double)p->train.g.nnodes * p->job->dev->node_seconds;
     }
     c->padding = tokens > 0 && h->max > 1 ? (slots - tokens) / tokens : 0;
     c->step_seconds += p->optimizer_seconds;

@@ -1,0 +1,347 @@
+/* The planner (src/plan/): on a tiny BERT classifier over texts of unequal lengths and an MLP
+ * over feature vectors, with a hand-made device so that nothing depends on this host. What is
+ * checked is what the issue promises: every candidate's regions are those of the program the
+ * trainer will build, nothing chosen is over the budget, the micro-batch chosen is the largest
+ * that fits, pinned knobs are obeyed, nothing-fits names the smallest budget, a saved plan
+ * replays exactly and is refused one byte below its footprint, and plan.json round-trips. */
+#include "runner.h"
+#include "unit.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "plan/plan.h"
+
+enum { N = 96, MAXLEN = 48, VOCAB = 60, CLASSES = 3, FEATURES = 20 };
+
+struct fixture {
+    struct tr_recipe r;
+    struct tr_data data;
+    struct tr_device dev;
+    struct tr_plan_job job;
+    struct tr_diag diag;
+};
+
+static void device(struct tr_device *d)
+{
+    *d = (struct tr_device){.name = "test", .description = "a made-up CPU", .kind = TR_DEVICE_CPU,
+                            .memory = (uint64_t)64 << 30, .supports = {true, true, true},
+                            .gemm_flops = {1e11, 1e11, 1e11}, .bandwidth = 1e10, .node_seconds = 2e-6,
+                            .widen_16bit = 1, .thread_bytes = 1 << 20, .threads = 2, .source = "test"};
+}
+
+/* Texts of 4 … MAXLEN tokens (mostly short, as real text is), three classes. */
+static void text_data(struct tr_data *d)
+{
+    memset(d, 0, sizeof *d);
+    d->kind = TR_DATA_TEXT_CLASSES, d->vocab = VOCAB, d->nclasses = CLASSES;
+    snprintf(d->name, sizeof d->name, "texts");
+    struct tr_split *s = &d->train;
+    s->n = N;
+    s->offsets = calloc(N + 1, sizeof *s->offsets);
+    for (int i = 0; i < N; i++)
+        s->offsets[i + 1] = s->offsets[i] + (i % 8 == 0 ? MAXLEN : 4 + (i * 7) % 20);
+    s->ntokens = s->offsets[N];
+    s->tokens = calloc((size_t)s->ntokens, sizeof *s->tokens);
+    s->y = calloc(N, sizeof *s->y);
+    for (int64_t t = 0; t < s->ntokens; t++)
+        s->tokens[t] = (int32_t)(t % VOCAB);
+}
+
+static void feature_data(struct tr_data *d)
+{
+    memset(d, 0, sizeof *d);
+    d->kind = TR_DATA_FEATURES, d->nclasses = CLASSES;
+    snprintf(d->name, sizeof d->name, "features");
+    d->train.n = N, d->train.rank = 1, d->train.dims[0] = FEATURES;
+    d->train.x = calloc((size_t)N * FEATURES, sizeof(float));
+    d->train.y = calloc(N, sizeof(int32_t));
+}
+
+static void free_data(struct tr_data *d)
+{
+    free(d->train.offsets), free(d->train.tokens), free(d->train.y), free(d->train.x);
+}
+
+static void start(struct fixture *f, const char *yaml, bool text)
+{
+    memset(f, 0, sizeof *f);
+    ck_assert_int_eq(tr_recipe_load_string(&f->r, yaml, strlen(yaml), "t.yaml", NULL, 0, &f->diag), 0);
+    if (text)
+        text_data(&f->data);
+    else
+        feature_data(&f->data);
+    device(&f->dev);
+    ck_assert_int_eq(tr_plan_job_init(&f->job, &f->r, &f->data, &f->dev, &f->diag), 0);
+    f->job.base_bytes = (uint64_t)20 << 20;
+}
+
+static void finish(struct fixture *f)
+{
+    free_data(&f->data);
+    tr_recipe_free(&f->r);
+    tr_diag_free(&f->diag);
+}
+
+static const char bert[] =
+    "model: {arch: bert, layers: 2, hidden: 32, heads: 2, ffn: 64, max_len: 64, dropout: 0.1}\n"
+    "train: {batch_size: 32, steps: 10}\ndata: {dataset: texts, tokenizer: bytes, num_workers: 1, prefetch_factor: 2}\n";
+static const char mlp[] = "model: {arch: mlp, layers: 2, hidden: 64}\ntrain: {batch_size: 64, steps: 10}\n"
+                         "data: {dataset: features}\n";
+
+static int search(struct fixture *f, struct tr_plan *p, uint64_t budget)
+{
+    f->job.budget = budget;
+    ck_assert_msg(tr_plan_search(p, &f->job, &f->diag) == 0, "search failed");
+    return p->chosen;
+}
+
+/* A candidate's regions are the program's: rebuilt as the trainer builds it. */
+static void expect_regions_of_program(struct fixture *f, const struct tr_candidate *c)
+{
+    struct tr_built train, eval;
+    char err[300];
+    ck_assert_int_eq(tr_build(&train, &f->job, &c->k, true, err, sizeof err), 0);
+    ck_assert_int_eq(tr_build(&eval, &f->job, &c->k, false, err, sizeof err), 0);
+    size_t arena = train.p.region_bytes[TR_ACT] > eval.p.region_bytes[TR_ACT] ? train.p.region_bytes[TR_ACT]
+                                                                               : eval.p.region_bytes[TR_ACT];
+    ck_assert_uint_eq(c->regions[TR_REGION_ARENA], arena);
+    ck_assert_uint_eq(c->regions[TR_REGION_PARAMS], train.p.region_bytes[TR_PARAM]);
+    ck_assert_uint_eq(c->regions[TR_REGION_GRADS], train.p.region_bytes[TR_GRAD]);
+    ck_assert_uint_eq(c->regions[TR_REGION_OPTIMIZER], tr_plan_optimizer_bytes(&f->r, &train.g));
+    uint64_t sum = 0;
+    for (int r = 0; r < TR_NREGIONS; r++)
+        sum += c->regions[r];
+    ck_assert_uint_eq(c->peak, sum);
+    ck_assert_uint_ge(c->footprint, c->peak + ((uint64_t)16 << 20));   /* the reserve's floor, at least */
+    tr_built_free(&train);
+    tr_built_free(&eval);
+}
+
+START_TEST(every_candidate_is_its_program)
+{
+    struct fixture f;
+    start(&f, bert, true);
+    struct tr_plan p;
+    ck_assert_int_ge(search(&f, &p, (uint64_t)8 << 30), 0);
+    ck_assert_int_gt(p.ncand, 8);   /* 3 precisions × (none, selective, 1, 2 blocks) × 2 batchings */
+    for (int i = 0; i < p.ncand; i++)
+        expect_regions_of_program(&f, &p.cand[i]);
+    /* unconstrained: the whole batch in one micro-step, no checkpointing, fp32 (16-bit widens) */
+    const struct tr_candidate *c = &p.cand[p.chosen];
+    ck_assert_int_eq(c->k.precision, TR_PREC_FP32);
+    ck_assert_int_eq(c->k.remat_mode, TR_REMAT_NONE);
+    if (!c->k.dynamic)
+        ck_assert_int_eq(c->k.micro, 32);
+    tr_plan_free(&p);
+    finish(&f);
+}
+END_TEST
+
+/* The largest micro-batch that fits: one more row would not. */
+START_TEST(largest_micro_batch_that_fits)
+{
+    struct fixture f;
+    start(&f, bert, true);
+    struct tr_plan wide, p;
+    search(&f, &wide, (uint64_t)8 << 30);
+    const struct tr_candidate *fp32 = &wide.cand[0];   /* fp32, none, fixed: the widest footprint */
+    ck_assert(!fp32->k.dynamic && fp32->k.precision == TR_PREC_FP32 && fp32->k.remat_mode == TR_REMAT_NONE);
+    /* a budget between the footprints of micro 8 and micro 32 of that candidate */
+    uint64_t budget = fp32->footprint - fp32->regions[TR_REGION_ARENA] / 2;
+    ck_assert_int_ge(search(&f, &p, budget), 0);
+    int checked = 0;
+    for (int i = 0; i < p.ncand; i++) {
+        const struct tr_candidate *c = &p.cand[i];
+        ck_assert_msg(!c->fits || c->footprint <= budget, "candidate %d over the budget", i);
+        if (!c->fits || c->k.dynamic || c->k.micro == 32)
+            continue;
+        struct tr_plan more;
+        struct tr_knobs k = c->k;
+        k.accumulation = (32 + k.micro) / (k.micro + 1);   /* the next micro-batch up the bisection could pick */
+        k.micro = (32 + k.accumulation - 1) / k.accumulation;
+        k.buckets[0].rows = k.micro, k.eval_batch = k.micro;
+        if (k.micro <= c->k.micro)
+            continue;
+        ck_assert_int_eq(tr_plan_replay(&more, &f.job, &k, &f.diag), 0);
+        ck_assert_msg(!more.cand[0].fits, "candidate %d: micro %lld fits too", i, (long long)k.micro);
+        tr_plan_free(&more);
+        checked++;
+    }
+    ck_assert_int_gt(checked, 2);   /* the budget did squeeze some candidates' micro-batches */
+    const struct tr_candidate *chosen = &p.cand[p.chosen];
+    ck_assert(chosen->fits && chosen->footprint <= budget);
+    for (int i = 0; i < p.ncand; i++)   /* the fastest that fits, or a near-tie of it */
+        ck_assert(!p.cand[i].fits || chosen->step_seconds <= p.cand[i].step_seconds * 1.03 + 1e-12);
+    tr_plan_free(&p);
+    tr_plan_free(&wide);
+    finish(&f);
+}
+END_TEST
+
+START_TEST(nothing_fits_names_the_minimum)
+{
+    struct fixture f;
+    start(&f, bert, true);
+    struct tr_plan p;
+    ck_assert_int_eq(search(&f, &p, (uint64_t)1 << 20), -1);
+    ck_assert_int_ge(p.smallest, 0);
+    uint64_t least = p.cand[p.smallest].footprint;
+    for (int i = 0; i < p.ncand; i++)
+        ck_assert_uint_ge(p.cand[i].footprint, least);
+    char want[64];
+    snprintf(want, sizeof want, "budget.memory=%llu or more", (unsigned long long)least);
+    ck_assert_msg(strstr(p.reason, want), "%s", p.reason);
+    tr_plan_free(&p);
+    struct tr_plan at;   /* and at that budget, something fits */
+    ck_assert_int_ge(search(&f, &at, least), 0);
+    ck_assert_uint_le(at.cand[at.chosen].footprint, least);
+    tr_plan_free(&at);
+    finish(&f);
+}
+END_TEST
+
+START_TEST(pinned_knobs_are_obeyed)
+{
+    static const char pinned[] =
+        "model: {arch: bert, layers: 2, hidden: 32, heads: 2, ffn: 64, max_len: 64}\n"
+        "train: {batch_size: 32, steps: 10}\ndata: {dataset: texts, tokenizer: bytes}\n"
+        "optimize: {amp: bf16, checkpointing: 1, accumulation: 4, dynamic_batching: off}\n";
+    struct fixture f;
+    start(&f, pinned, true);
+    struct tr_plan p;
+    ck_assert_int_ge(search(&f, &p, (uint64_t)8 << 30), 0);
+    ck_assert_int_eq(p.ncand, 1);
+    const struct tr_knobs *k = &p.cand[0].k;
+    ck_assert_int_eq(k->precision, TR_PREC_BF16);
+    ck_assert_int_eq(k->remat_mode, TR_REMAT_FULL);
+    ck_assert_int_eq(k->remat_blocks, 1);
+    ck_assert(!k->dynamic);
+    ck_assert_int_eq(k->accumulation, 4);
+    ck_assert_int_eq(k->micro, 8);
+    tr_plan_free(&p);
+    finish(&f);
+}
+END_TEST
+
+/* A saved plan replays exactly at its footprint and is refused one byte below it. */
+START_TEST(replay_and_one_byte_below)
+{
+    struct fixture f;
+    start(&f, bert, true);
+    struct tr_plan p, again, below;
+    ck_assert_int_ge(search(&f, &p, (uint64_t)8 << 30), 0);
+    char path[] = "/tmp/check_plan.XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    char *json = tr_plan_to_json(&p, true, "0123");
+    ck_assert_int_eq(write(fd, json, strlen(json)), (ssize_t)strlen(json));
+    close(fd);
+    free(json);
+    struct tr_knobs k;
+    char err[300];
+    ck_assert_msg(tr_plan_read_knobs(path, &k, err, sizeof err) == 0, "%s", err);
+    ck_assert_mem_eq(&k, &p.cand[p.chosen].k, sizeof k);
+    uint64_t footprint = p.cand[p.chosen].footprint;
+    f.job.budget = footprint;
+    ck_assert_int_eq(tr_plan_replay(&again, &f.job, &k, &f.diag), 0);
+    ck_assert_int_eq(again.chosen, 0);
+    ck_assert_uint_eq(again.cand[0].footprint, footprint);
+    ck_assert_uint_eq(again.cand[0].peak, p.cand[p.chosen].peak);
+    f.job.budget = footprint - 1;
+    ck_assert_int_eq(tr_plan_replay(&below, &f.job, &k, &f.diag), 0);
+    ck_assert_int_eq(below.chosen, -1);
+    ck_assert_msg(strstr(below.reason, "no longer fits") && strstr(below.reason, "by 1 bytes"), "%s", below.reason);
+    /* files that are not plans */
+    FILE *bad = fopen(path, "w");
+    fputs("{\"precision\": \"fp8\"}", bad);
+    fclose(bad);
+    ck_assert_int_eq(tr_plan_read_knobs(path, &k, err, sizeof err), TR_EINVAL);
+    unlink(path);
+    ck_assert_int_eq(tr_plan_read_knobs(path, &k, err, sizeof err), TR_EIO);
+    tr_plan_free(&p), tr_plan_free(&again), tr_plan_free(&below);
+    finish(&f);
+}
+END_TEST
+
+/* Feature vectors: no dynamic batching, and a pin of it is refused with the reason. */
+START_TEST(features_batch_fixed)
+{
+    struct fixture f;
+    start(&f, mlp, false);
+    struct tr_plan p;
+    ck_assert_int_ge(search(&f, &p, (uint64_t)1 << 30), 0);
+    for (int i = 0; i < p.ncand; i++)
+        ck_assert(!p.cand[i].k.dynamic);
+    tr_plan_free(&p);
+    finish(&f);
+    static const char on[] = "model: {arch: mlp}\ntrain: {batch_size: 64, steps: 10}\ndata: {dataset: features}\n"
+                             "optimize: {dynamic_batching: on}\n";
+    start(&f, on, false);
+    f.job.budget = (uint64_t)1 << 30;
+    ck_assert_int_eq(tr_plan_search(&p, &f.job, &f.diag), TR_EINVAL);
+    ck_assert_msg(f.diag.n && strstr(f.diag.items[0].message, "holds feature vectors"), "no reason");
+    tr_plan_free(&p);
+    finish(&f);
+}
+END_TEST
+
+/* A model that cannot read the data is refused before any planning. */
+START_TEST(model_data_mismatch)
+{
+    struct fixture f;
+    memset(&f, 0, sizeof f);
+    ck_assert_int_eq(tr_recipe_load_string(&f.r, bert, strlen(bert), "t.yaml", NULL, 0, &f.diag), 0);
+    feature_data(&f.data);
+    device(&f.dev);
+    ck_assert_int_eq(tr_plan_job_init(&f.job, &f.r, &f.data, &f.dev, &f.diag), TR_EINVAL);
+    ck_assert(strstr(f.diag.items[0].message, "model.arch bert reads labelled texts"));
+    finish(&f);
+}
+END_TEST
+
+/* The time model counts recomputation: full checkpointing of every block is slower, and
+ * saves arena. */
+START_TEST(recompute_costs_time_saves_memory)
+{
+    struct fixture f;
+    start(&f, bert, true);
+    struct tr_plan p;
+    search(&f, &p, (uint64_t)8 << 30);
+    const struct tr_candidate *none = NULL, *full = NULL;
+    for (int i = 0; i < p.ncand; i++) {
+        const struct tr_candidate *c = &p.cand[i];
+        if (c->k.precision != TR_PREC_FP32 || c->k.dynamic)
+            continue;
+        if (c->k.remat_mode == TR_REMAT_NONE)
+            none = c;
+        if (c->k.remat_mode == TR_REMAT_FULL && c->k.remat_blocks == 2)
+            full = c;
+    }
+    ck_assert(none && full);
+    ck_assert_int_eq(none->k.micro, full->k.micro);
+    ck_assert(full->flops > none->flops && full->step_seconds > none->step_seconds);
+    ck_assert_uint_lt(full->regions[TR_REGION_ARENA], none->regions[TR_REGION_ARENA]);
+    tr_plan_free(&p);
+    finish(&f);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("plan");
+    TCase *tc = tcase_create("plan");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, every_candidate_is_its_program);
+    tcase_add_test(tc, largest_micro_batch_that_fits);
+    tcase_add_test(tc, nothing_fits_names_the_minimum);
+    tcase_add_test(tc, pinned_knobs_are_obeyed);
+    tcase_add_test(tc, replay_and_one_byte_below);
+    tcase_add_test(tc, features_batch_fixed);
+    tcase_add_test(tc, model_data_mismatch);
+    tcase_add_test(tc, recompute_costs_time_saves_memory);
+    suite_add_tcase(s, tc);
+    return unit_run(s);
+}
