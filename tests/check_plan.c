@@ -160,7 +160,7 @@ START_TEST(largest_micro_batch_that_fits)
             continue;
         struct tr_plan more;
         struct tr_knobs k = c->k;
-        k.accumulation = (32 + k.micro) / (k.micro + 1);   /* the next micro-batch up the bisection could pick */
+        k.accumulation = c->k.accumulation - 1;   /* one micro-step fewer: the next larger micro-batch */
         k.micro = (32 + k.accumulation - 1) / k.accumulation;
         k.buckets[0].rows = k.micro, k.eval_batch = k.micro;
         if (k.micro <= c->k.micro)
