@@ -6,6 +6,8 @@ scratch=$(mktemp -d "${TMPDIR:-/tmp}/trainrun-test.XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
 XDG_CACHE_HOME=$scratch/cache   # trainrun's caches (tokens, prepared data sets): the test's own
 export XDG_CACHE_HOME
+TRAINRUN_DEVICES=$srcdir/etc/devices.yaml   # the device profiles of this source tree
+export TRAINRUN_DEVICES
 failures=0
 checks=0
 

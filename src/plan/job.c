@@ -57,8 +57,10 @@ int tr_plan_job_init(struct tr_plan_job *job, const struct tr_recipe *r, const s
     if (dev->memory && dev->memory < job->budget)   /* a budget beyond the device is the device */
         job->budget = dev->memory;
     /* this process as it is: binary, libraries, the data as loaded (its peak, which covers
-     * what loading held for a while); a profile plans another machine, whose process is alike */
+     * what loading held for a while), rounded up so that the few pages two processes differ
+     * by do not change the plan; a profile plans another machine, whose process is alike */
     int64_t peak = tr_process_peak_rss();
-    job->base_bytes = peak > 0 && dev->kind == TR_DEVICE_CPU ? (uint64_t)peak : 0;
+    const uint64_t grain = (uint64_t)8 << 20;
+    job->base_bytes = peak > 0 && dev->kind == TR_DEVICE_CPU ? ((uint64_t)peak + grain - 1) / grain * grain : 0;
     return 0;
 }

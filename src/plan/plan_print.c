@@ -122,8 +122,15 @@ static void print_largest(const struct tr_graph *g, const struct tr_memplan *mp,
         tr_format_bytes(mp->bytes[v], size);
         const struct tr_node *n = prod >= 0 ? &g->nodes[prod] : NULL;
         static const char *const phases[] = {"forward", "backward", "recompute", "optimizer"};
-        fprintf(out, "    %10s  %-5s  value %-5d from %s (%s, block %d), live nodes %d–%d\n", size,
-                tr_dtype_name(g->values[v].dtype), v, n ? tr_op_name(n->op) : "input", n ? phases[n->phase] : "-",
+        char shape[96];
+        int at = snprintf(shape, sizeof shape, "[");
+        for (int d = 0; d < g->values[v].shape.rank && at < (int)sizeof shape; d++)
+            at += snprintf(shape + at, sizeof shape - (size_t)at, "%s%lld", d ? ", " : "",
+                           (long long)tr_dim_eval(g->values[v].shape.dim[d], mp->B, mp->S));
+        if (at < (int)sizeof shape - 1)
+            strcat(shape, "]");
+        fprintf(out, "    %10s  %-4s %-22s from %s (%s, block %d), live nodes %d–%d\n", size,
+                tr_dtype_name(g->values[v].dtype), shape, n ? tr_op_name(n->op) : "input", n ? phases[n->phase] : "-",
                 n ? n->block : -1, mp->first[v], mp->last[v]);
     }
 }

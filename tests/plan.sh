@@ -1,0 +1,124 @@
+#!/bin/sh
+# The planner as a user meets it: `trainrun plan` prints the candidates and the decision, --json
+# holds what scripts read, --explain the memory timeline and the largest tensors; a budget too
+# small exits 3 naming the minimum, which then fits; a saved plan replays, and one byte below
+# its footprint is refused by plan and by run; a run writes plan.json with what it measured;
+# profiles plan machines this host is not; the host's calibration is measured once and cached;
+# planning a BERT-base recipe takes under a second.
+. "$srcdir/tests/lib.sh"
+recipes=$srcdir/recipes
+json() {   # json FILE EXPR: a Python expression over the JSON in FILE (as j)
+  python3 -c "import json, sys; j = json.load(open(sys.argv[1])); print($2)" "$1"
+}
+
+# The table and the decision.
+run "$TRAINRUN" plan "$recipes/mlp.yaml"
+expect_rc 0 "plan mlp"
+expect_in "$out" "precision checkpointing" "the table's header"
+expect_in "$out" "<- chosen" "the choice marked"
+expect_in "$out" "decision: fp32, checkpointing none, 1 × 64: the fastest of the" "the decision in a sentence"
+expect_in "$out" "regions (exact): params" "the regions"
+expect_in "$out" "outside (modelled): process" "what lives outside them"
+
+# --json: the keys scripts read.
+run "$TRAINRUN" plan "$recipes/bert-small.yaml" --json
+expect_rc 0 "plan --json"
+printf '%s\n' "$out" >"$scratch/plan.json"
+keys=$(json "$scratch/plan.json" "' '.join(k for k in ['precision', 'checkpointing', 'micro_batch', 'accumulation',
+  'predicted_peak_bytes', 'predicted_footprint_bytes', 'budget_bytes', 'fits', 'predicted_step_seconds', 'regions',
+  'candidates'] if k not in j)")
+expect_rc 0 "plan.json reads as JSON"
+[ -z "$keys" ] || fail "plan --json lacks: $keys"
+checks=$((checks + 1))
+peak=$(json "$scratch/plan.json" "j['predicted_peak_bytes'] == sum(j['regions'].values()) and j['fits']")
+expect_in "$peak" "True" "the peak is the regions' sum"
+
+# --explain: the timeline of a step and the largest tensors at its peak.
+run "$TRAINRUN" plan "$recipes/bert-small.yaml" --explain
+expect_rc 0 "plan --explain"
+expect_in "$out" "activations live over one micro-step" "the timeline"
+expect_in "$out" "largest tensors live at the peak" "the largest tensors"
+expect_in "$out" "from gelu (forward, block" "a named tensor"
+
+# Too small: exit 3, the minimum named; that minimum fits.
+run "$TRAINRUN" plan "$recipes/bert-small.yaml" budget.memory=64MiB
+expect_rc 3 "a budget too small"
+expect_in "$err" "nothing fits in 64.00 MiB: the smallest footprint is" "the refusal"
+minimum=$(printf '%s\n' "$err" | sed -n 's/.*budget.memory=\([0-9]*\) or more.*/\1/p')
+[ -n "$minimum" ] || fail "no minimum named in: $err"
+checks=$((checks + 1))
+run "$TRAINRUN" plan "$recipes/bert-small.yaml" budget.memory="$minimum"
+expect_rc 0 "the minimum named fits"
+run "$TRAINRUN" plan "$recipes/bert-small.yaml" budget.memory=$((minimum - 1))
+expect_rc 3 "one byte less does not"
+run "$TRAINRUN" "$recipes/bert-small.yaml" budget.memory=64MiB report.dir="$scratch/runs" --quiet
+expect_rc 3 "a run that cannot fit does not start"
+expect_in "$err" "memory budget: nothing fits in 64.00 MiB" "the run names why"
+
+# A saved plan: replayed by plan and run; one byte below its footprint, refused by both.
+overrides="train.steps=2 train.epochs=null train.eval_every=0 train.eval_samples=32 report.tensorboard=false"
+# shellcheck disable=SC2086
+run "$TRAINRUN" plan "$recipes/mlp.yaml" $overrides --json
+printf '%s\n' "$out" >"$scratch/mlp-plan.json"
+footprint=$(json "$scratch/mlp-plan.json" "j['predicted_footprint_bytes']")
+# shellcheck disable=SC2086
+run "$TRAINRUN" plan "$recipes/mlp.yaml" $overrides --plan "$scratch/mlp-plan.json" budget.memory="$footprint"
+expect_rc 0 "a saved plan at its footprint"
+expect_in "$out" "replayed from the saved plan" "replayed"
+# shellcheck disable=SC2086
+run "$TRAINRUN" plan "$recipes/mlp.yaml" $overrides --plan "$scratch/mlp-plan.json" budget.memory=$((footprint - 1))
+expect_rc 3 "plan: one byte below the saved plan's footprint"
+expect_in "$err" "no longer fits" "plan says why"
+expect_in "$err" "by 1 bytes" "plan says by how much"
+# shellcheck disable=SC2086
+run "$TRAINRUN" "$recipes/mlp.yaml" $overrides --plan "$scratch/mlp-plan.json" budget.memory=$((footprint - 1)) \
+  report.dir="$scratch/runs" --quiet
+expect_rc 3 "run: one byte below the saved plan's footprint"
+[ ! -e "$scratch/runs/mlp" ] || fail "a refused run left a run folder"
+checks=$((checks + 1))
+# shellcheck disable=SC2086
+run "$TRAINRUN" "$recipes/mlp.yaml" $overrides --plan "$scratch/mlp-plan.json" report.dir="$scratch/runs" --quiet
+expect_rc 0 "run the saved plan"
+saved=$scratch/runs/mlp/latest/plan.json
+expect_in "$(json "$saved" "j['replayed'], j['measured_peak_bytes'] == j['predicted_peak_bytes']")" "True True" \
+  "the run's plan.json: replayed, regions as predicted"
+expect_in "$(json "$saved" "0 < j['measured_footprint_bytes'] <= j['predicted_footprint_bytes']")" "True" \
+  "the run's plan.json: the footprint measured within its prediction"
+expect_in "$(cat "$scratch/runs/mlp/latest/log.txt")" "memory: regions peaked at" "the log compares"
+run "$TRAINRUN" plan "$recipes/mlp.yaml" --plan "$scratch/nowhere.json"
+expect_rc 2 "a saved plan that is not there"
+echo '{"precision": "fp8"}' >"$scratch/bad.json"
+run "$TRAINRUN" plan "$recipes/mlp.yaml" --plan "$scratch/bad.json"
+expect_rc 2 "a file that is not a plan"
+expect_in "$err" "not a plan" "the reason"
+
+# Profiles: machines this host is not.
+run "$TRAINRUN" plan "$recipes/bert-small.yaml" optimize.amp=auto --device-profile rtx3090
+expect_rc 0 "plan for an RTX 3090"
+expect_in "$out" "device: NVIDIA GeForce RTX 3090" "the profile named"
+expect_in "$out" "bf16" "16-bit candidates on a GPU"
+run "$TRAINRUN" plan "$recipes/bert-small.yaml" --device-profile a800
+expect_rc 2 "an unknown profile"
+expect_in "$err" "there are: a100-40gb" "the profiles listed"
+
+# The calibration: measured once, then read from the cache.
+run "$TRAINRUN" calibrate
+expect_rc 0 "calibrate"
+expect_in "$out" "cached in $XDG_CACHE_HOME/trainrun/calibration/" "cached in XDG_CACHE_HOME"
+run "$TRAINRUN" calibrate --json
+expect_in "$out" '"gemm_flops"' "calibrate --json"
+run "$TRAINRUN" calibrate --bogus
+expect_rc 2 "calibrate: an unknown option"
+
+# BERT-base (the seed's recipe): planned under a second.
+if [ -s "$srcdir/datasets/wordnet-senses/train.tsv" ] || [ -d "$XDG_CACHE_HOME" ]; then
+  run "$TRAINRUN" plan "$recipes/bert.yaml"
+  if [ "$rc" = 0 ]; then
+    took=$(printf '%s\n' "$out" | sed -n 's/^planned [0-9]* candidates in \([0-9.]*\) s$/\1/p')
+    expect_in "$(awk -v t="$took" 'BEGIN { print (t != "" && t < 1.0) ? "fast" : "slow " t }')" "fast" \
+      "BERT-base planned under a second"
+  else
+    echo "skip: wordnet-senses is not prepared here ($err)"
+  fi
+fi
+finish
