@@ -919,7 +919,7 @@ static const struct bad_case bad_cases[] = {
                  "mapping\n"},
     {"train: 64\n",
      .expected = "r.yaml:1:8: train is a section: expected a mapping of its keys (batch_size, "
-                 "epochs, steps, optimizer, schedule, grad_clip, eval_every, "
+                 "epochs, steps, optimizer, schedule, grad_clip, eval_every, eval_samples, "
                  "checkpoint_every, early_stop), got '64'\n"},
     {"report:\n  tensorboard: maybe\n",
      .expected = "r.yaml:2:16: report.tensorboard: expected true or false, got 'maybe'\n"},

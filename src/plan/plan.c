@@ -30,6 +30,9 @@ struct pair {
     size_t optimizer;
     int64_t min_micro;        /* batch norm keeps its statistics meaningful */
     double optimizer_seconds;
+    size_t (*eval_regions)[TR_NREGIONS];   /* per evaluation batch (≤ batch): its plan's regions, once
+                                            * planned (the optimizer's slot, unused, marks it done);
+                                            * row 0 for larger batches, planned every time */
 };
 
 const char *tr_precision_name(int precision)
@@ -178,10 +181,19 @@ static void measure(struct pair *p, struct tr_candidate *c)
         take_max(c->regions, &mp);
         tr_memplan_free(&mp);
     }
-    struct tr_memplan mp;
-    plan_one(&mp, &p->eval, p->schedule_eval, c->k.eval_batch, job->seq, job->dev);
-    take_max(c->regions, &mp);
-    tr_memplan_free(&mp);
+    int64_t e = c->k.eval_batch <= job->r->train.batch_size ? c->k.eval_batch : 0;
+    if (!e || !p->eval_regions[e][TR_REGION_OPTIMIZER]) {   /* evaluation's regions, planned once a size */
+        struct tr_memplan mp;
+        size_t eval[TR_NREGIONS] = {0};
+        plan_one(&mp, &p->eval, p->schedule_eval, c->k.eval_batch, job->seq, job->dev);
+        take_max(eval, &mp);
+        tr_memplan_free(&mp);
+        eval[TR_REGION_OPTIMIZER] = 1;
+        memcpy(p->eval_regions[e], eval, sizeof eval);
+    }
+    for (int r = 0; r < TR_NREGIONS; r++)
+        if (r != TR_REGION_OPTIMIZER && p->eval_regions[e][r] > c->regions[r])
+            c->regions[r] = p->eval_regions[e][r];
     c->regions[TR_REGION_OPTIMIZER] = p->optimizer;
     c->peak = 0;
     for (int r = 0; r < TR_NREGIONS; r++)
@@ -251,6 +263,7 @@ static int open_pair(struct pair *p, const struct tr_plan_job *job, const struct
         rc = tr_build(&p->eval, job, &probe, false, err, errsize);
     if (rc)
         return rc;
+    p->eval_regions = tr_xcalloc((size_t)job->r->train.batch_size + 1, sizeof *p->eval_regions);
     p->schedule_train = creation_order(p->train.g.nnodes);
     p->schedule_eval = creation_order(p->eval.g.nnodes);
     p->optimizer = tr_plan_optimizer_bytes(job->r, &p->train.g);
@@ -269,7 +282,7 @@ static void close_pair(struct pair *p)
 {
     tr_built_free(&p->train);
     tr_built_free(&p->eval);
-    free(p->schedule_train), free(p->schedule_eval);
+    free(p->schedule_train), free(p->schedule_eval), free(p->eval_regions);
 }
 
 /* What bisection probes: a candidate at one size, for the whole step (fixed batching) or for
@@ -307,10 +320,14 @@ static void bucket_at(struct probe *pr, int64_t m)
     measure(pr->p, c);
 }
 
-/* The largest m in [lo, hi] at which the probe fits, by bisection; lo − 1 when even lo does
- * not. */
+/* The largest m in [lo, hi] at which the probe fits, by bisection after trying hi (the whole
+ * batch often fits); lo − 1 when even lo does not. */
 static int64_t bisect(struct probe *pr, int64_t lo, int64_t hi, void (*at)(struct probe *, int64_t))
 {
+    at(pr, hi);
+    if (pr->c->fits)
+        return hi;
+    hi--;
     int64_t good = lo - 1;
     while (lo <= hi) {
         int64_t mid = lo + (hi - lo) / 2;
@@ -367,9 +384,10 @@ static void search_dynamic(struct pair *p, const struct lengths *h, struct tr_ca
         if (tokens) {
             rows = tokens / pr.all[b].len;
             rows = rows < p->min_micro ? p->min_micro : rows > batch ? batch : rows;
-        } else {
-            rows = bisect(&pr, p->min_micro, batch, bucket_at);
-            rows = rows < p->min_micro ? p->min_micro : rows;
+        } else {   /* a shorter bucket holds at least the rows of the next longer one */
+            int64_t lo = b < n - 1 && pr.all[b + 1].rows > p->min_micro ? pr.all[b + 1].rows : p->min_micro;
+            rows = bisect(&pr, lo, batch, bucket_at);
+            rows = rows < lo ? lo : rows;
         }
         pr.all[b].rows = rows;
         if (b == n - 1)
