@@ -31,9 +31,9 @@ static double node_flops(const struct tr_node *n, const struct tr_tensor *in, co
         int64_t S = in[0].dim[2];
         return 4.0 * (double)numel(&in[0]) * (double)S;
     }
-    case TR_OP_ATTENTION_BWD: {   /* p again, then dv, dp, dq, dk */
-        int64_t S = in[0].dim[2];
-        return 10.0 * (double)numel(&in[0]) * (double)S;
+    case TR_OP_ATTENTION_BWD: {   /* p again, then dv, dp, dq, dk: dy, q, k, … */
+        int64_t S = in[2].dim[2];
+        return 10.0 * (double)numel(&in[1]) * (double)S;
     }
     case TR_OP_CONV2D:   /* out [N, O, H', W'] from w [O, C, kh, kw] */
         return 2.0 * (double)numel(&out[0]) * (double)(in[1].dim[1] * in[1].dim[2] * in[1].dim[3]);
@@ -43,6 +43,28 @@ static double node_flops(const struct tr_node *n, const struct tr_tensor *in, co
         const struct tr_tensor *dy = &in[0];
         return 2.0 * (double)numel(dy) * (double)(w->dim[1] * w->dim[2] * w->dim[3]);
     }
+    default:
+        return 0;
+    }
+}
+
+/* Evaluations of exp, erf or a hash: what such ops cost beyond their bytes on a CPU. */
+static double node_specials(const struct tr_node *n, const struct tr_tensor *in, const struct tr_tensor *out)
+{
+    switch (n->op) {
+    case TR_OP_GELU: case TR_OP_GELU_BWD: case TR_OP_TANH: case TR_OP_TANH_BWD: case TR_OP_DROPOUT:
+    case TR_OP_SOFTMAX: case TR_OP_LOG_SOFTMAX:
+        return (double)numel(&out[0]);
+    case TR_OP_CROSS_ENTROPY:
+        return (double)numel(&in[0]);
+    case TR_OP_LINEAR_CROSS_ENTROPY:   /* every logit's exp: x [N, D], w [C, D] */
+        return (double)in[0].dim[0] * (double)in[1].dim[0];
+    case TR_OP_LINEAR_CROSS_ENTROPY_BWD:   /* the logits again: dy, x, w, … */
+        return (double)in[1].dim[0] * (double)in[2].dim[0];
+    case TR_OP_ATTENTION:   /* the probabilities, S per query: q, k [B, H, S, D] */
+        return (double)numel(&in[0]) / (double)in[0].dim[3] * (double)in[1].dim[2];
+    case TR_OP_ATTENTION_BWD:   /* the probabilities again: dy, q, k, … */
+        return (double)numel(&in[1]) / (double)in[1].dim[3] * (double)in[2].dim[2];
     default:
         return 0;
     }
@@ -77,7 +99,7 @@ double tr_plan_step_seconds(const struct tr_graph *g, int64_t B, int64_t S, cons
                 if (tr_dtype_is_16bit(in[i].dtype))
                     b += dev->widen_16bit * 10.0 * (double)numel(&in[i]);
         double rate = dev->gemm_flops[prec] > 0 ? dev->gemm_flops[prec] : dev->gemm_flops[TR_PREC_FP32];
-        seconds += f / rate + b / dev->bandwidth + dev->node_seconds;
+        seconds += f / rate + b / dev->bandwidth + dev->node_seconds + node_specials(n, in, out) * dev->special_seconds;
         f_sum += f, b_sum += b;
     }
     if (flops)
