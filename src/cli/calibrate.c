@@ -48,8 +48,9 @@ int tr_cmd_calibrate(int argc, char **argv)
     } else {
         char size[32];
         tr_format_bytes(d.thread_bytes, size);
-        printf("%s\n  sgemm %.1f GFLOP/s, bandwidth %.1f GB/s, a small kernel %.1f µs, threads take %s\n  %s\n",
-               d.description, d.gemm_flops[0] * 1e-9, d.bandwidth * 1e-9, d.node_seconds * 1e6, size, d.source);
+        printf("%s\n  sgemm %.1f GFLOP/s + %.1f µs a call, bandwidth %.1f GB/s, a small kernel %.1f µs, "
+               "an erf %.2f ns, threads take %s\n  %s\n", d.description, d.gemm_flops[0] * 1e-9, d.gemm_seconds * 1e6,
+               d.bandwidth * 1e-9, d.node_seconds * 1e6, d.special_seconds * 1e9, size, d.source);
         if (*d.path)
             printf("  cached in %s\n", d.path);
     }

@@ -99,7 +99,8 @@ double tr_plan_step_seconds(const struct tr_graph *g, int64_t B, int64_t S, cons
                 if (tr_dtype_is_16bit(in[i].dtype))
                     b += dev->widen_16bit * 10.0 * (double)numel(&in[i]);
         double rate = dev->gemm_flops[prec] > 0 ? dev->gemm_flops[prec] : dev->gemm_flops[TR_PREC_FP32];
-        seconds += f / rate + b / dev->bandwidth + dev->node_seconds + node_specials(n, in, out) * dev->special_seconds;
+        seconds += f / rate + (f > 0 ? dev->gemm_seconds : 0) + b / dev->bandwidth + dev->node_seconds +
+                   node_specials(n, in, out) * dev->special_seconds;
         f_sum += f, b_sum += b;
     }
     if (flops)

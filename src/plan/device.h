@@ -24,6 +24,8 @@ struct tr_device {
     double gemm_flops[TR_NPRECISIONS];   /* dense GEMM rate, FLOP/s, sustained */
     double bandwidth;         /* memory bandwidth, bytes/s, sustained */
     double node_seconds;      /* fixed cost of one kernel (launch, dispatch), seconds */
+    double gemm_seconds;      /* CPU: a GEMM's fixed cost beyond its FLOPs at the sustained rate
+                               * (packing, threads meeting): what makes small micro-batches slow */
     double special_seconds;   /* CPU: one exp/erf-like evaluation (GELU, softmax, dropout's hash),
                                * all threads together; 0 where such ops are bound by bytes (GPUs) */
     double widen_16bit;       /* CPU: 16-bit operands are widened to f32 before a GEMM (1), or
