@@ -56,11 +56,16 @@ int tr_plan_job_init(struct tr_plan_job *job, const struct tr_recipe *r, const s
     }
     if (dev->memory && dev->memory < job->budget)   /* a budget beyond the device is the device */
         job->budget = dev->memory;
-    /* this process as it is: binary, libraries, the data as loaded (its peak, which covers
-     * what loading held for a while), rounded up so that the few pages two processes differ
-     * by do not change the plan; a profile plans another machine, whose process is alike */
-    int64_t peak = tr_process_peak_rss();
+    /* this process as it is — binary, libraries, the data as loaded — and its peak so far (what
+     * loading held for a while), rounded up so that the few pages two processes differ by do
+     * not change the plan; a profile plans another machine, whose process is alike */
     const uint64_t grain = (uint64_t)8 << 20;
-    job->base_bytes = peak > 0 && dev->kind == TR_DEVICE_CPU ? ((uint64_t)peak + grain - 1) / grain * grain : 0;
+    int64_t now = tr_process_rss(), peak = tr_process_peak_rss();
+    if (now <= 0)   /* no /proc: the peak stands for both */
+        now = peak;
+    if (dev->kind == TR_DEVICE_CPU && now > 0) {
+        job->base_bytes = ((uint64_t)now + grain - 1) / grain * grain;
+        job->prior_peak = peak > 0 ? ((uint64_t)peak + grain - 1) / grain * grain : 0;
+    }
     return 0;
 }

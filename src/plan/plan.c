@@ -168,6 +168,10 @@ static void outside(const struct tr_plan_job *job, struct tr_candidate *c)
     uint64_t reserve = (uint64_t)((double)sum * RESERVE_FRACTION);
     c->outside[TR_OUT_RESERVE] = reserve > RESERVE_MIN ? reserve : RESERVE_MIN;
     c->footprint = sum + c->outside[TR_OUT_RESERVE];
+    if (job->prior_peak > c->footprint) {   /* the process already held more while loading */
+        c->outside[TR_OUT_BASE] += job->prior_peak - c->footprint;
+        c->footprint = job->prior_peak;
+    }
 }
 
 /* Regions and footprint of knobs k on the pair's programs. */

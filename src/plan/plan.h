@@ -54,8 +54,10 @@ struct tr_plan_job {
     const struct tr_device *dev;
     int64_t seq;              /* text: the longest sequence of any split; else 1 */
     uint64_t budget;          /* bytes the footprint must stay within */
-    uint64_t base_bytes;      /* CPU host: the process's peak resident set at planning (binary,
+    uint64_t base_bytes;      /* CPU host: the process's resident set at planning (binary,
                                * libraries, the loaded data); 0 for a profile */
+    uint64_t prior_peak;      /* CPU host: its peak so far (loading held more for a while): no
+                               * footprint is below it */
 };
 
 /* Bytes a candidate takes outside the regions, by cause: modelled, never measured here. */
