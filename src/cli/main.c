@@ -18,13 +18,14 @@ struct subcommand {
     const char *name;
     int (*fn)(int argc, char **argv);
     const char *summary;   /* for --help */
-    int computes;          /* runs the engine: worth the BLAS kernels' re-execution (blas.c) */
+    int computes;          /* runs the engine, or plans for it (the same process, the same footprint): worth
+                            * the BLAS kernels' re-execution (blas.c) */
 };
 
 /* Subcommands land with their issues; only those that work are here. */
 static const struct subcommand subcommands[] = {
     {"check", tr_cmd_check, "validate a recipe and print it resolved, each value's origin beside it", 0},
-    {"plan", tr_cmd_plan, "show how the job fits the memory budget: the candidates, their memory and time, the choice", 0},
+    {"plan", tr_cmd_plan, "show how the job fits the memory budget: the candidates, their memory and time, the choice", 1},
     {"calibrate", tr_cmd_calibrate, "measure this host for the planner (GEMM rate, bandwidth, threads' memory), cached", 1},
     {"run", tr_cmd_run, "train: the default, so 'trainrun RECIPE' is 'trainrun run RECIPE'", 1},
     {"resume", tr_cmd_resume, "continue an interrupted run from its newest good checkpoint", 1},
