@@ -64,12 +64,18 @@ void tr_built_free(struct tr_built *b)
     tr_graph_free(&b->g);
 }
 
-size_t tr_plan_optimizer_bytes(const struct tr_recipe *r, const struct tr_graph *g)
+size_t tr_plan_param_bytes(const struct tr_graph *g)
 {
     size_t params = 0;
     for (int v = 0; v < g->nvalues; v++)
         if (g->values[v].kind == TR_PARAM)
             params += (size_t)tr_dim_eval(tr_shape_numel(&g->values[v].shape), 1, 1) * sizeof(float);
+    return params;
+}
+
+size_t tr_plan_optimizer_bytes(const struct tr_recipe *r, const struct tr_graph *g)
+{
+    size_t params = tr_plan_param_bytes(g);
     if (r->train.optimizer.name == TR_OPT_ADAMW)
         return 2 * params;
     return r->train.optimizer.momentum > 0 ? params : 0;

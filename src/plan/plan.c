@@ -276,9 +276,9 @@ static int open_pair(struct pair *p, const struct tr_plan_job *job, const struct
     for (int i = 0; i < p->train.g.nnodes; i++)
         if (p->train.g.nodes[i].op == TR_OP_BATCHNORM)
             p->min_micro = batch < TR_PLAN_BN_MIN_MICRO ? batch : TR_PLAN_BN_MIN_MICRO;
-    /* the update reads and writes each parameter, its gradient and the optimizer's state */
-    double params = (double)p->optimizer / (job->r->train.optimizer.name == TR_OPT_ADAMW ? 2 : 1);
-    p->optimizer_seconds = (3 * params + 2 * (double)p->optimizer) / job->dev->bandwidth;
+    /* the update reads and writes each parameter and its state, and reads and zeroes its gradient */
+    double params = (double)tr_plan_param_bytes(&p->train.g);
+    p->optimizer_seconds = (4 * params + 2 * (double)p->optimizer) / job->dev->bandwidth;
     return 0;
 }
 
@@ -495,8 +495,6 @@ static void choose(struct tr_plan *p)
     p->chosen = p->smallest = -1;
     for (int i = 0; i < p->ncand; i++) {
         const struct tr_candidate *c = &p->cand[i];
-        if (c->why_not[0])
-            continue;
         if (p->smallest < 0 || c->footprint < p->cand[p->smallest].footprint)
             p->smallest = i;
         if (c->fits && (p->chosen < 0 || c->step_seconds < p->cand[p->chosen].step_seconds))

@@ -83,8 +83,6 @@ struct tr_candidate {
     double padding;                /* padded slots per real token, on average (text) */
     int remat_nodes;
     bool fits;                     /* footprint ≤ budget */
-    bool pinned_out;               /* not allowed by a knob the recipe pins (never chosen) */
-    char why_not[160];             /* when it cannot be built at all: why */
 };
 
 struct tr_plan {
@@ -129,6 +127,8 @@ int tr_build(struct tr_built *b, const struct tr_plan_job *job, const struct tr_
              char *err, size_t errsize);
 void tr_built_free(struct tr_built *b);
 
+/* The f32 master parameters of g, in bytes. */
+size_t tr_plan_param_bytes(const struct tr_graph *g);
 /* The optimizer's state for the parameters of g: AdamW two moments, SGD with momentum one. */
 size_t tr_plan_optimizer_bytes(const struct tr_recipe *r, const struct tr_graph *g);
 

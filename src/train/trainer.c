@@ -953,7 +953,9 @@ int tr_train(const struct tr_recipe *r, const struct tr_train_options *opt, stru
         for (int i = 0; i < diag->n; i++)
             fprintf(run.log, "error: %s\n", diag->items[i].message);
     }
-    if (run.log && run.plan.chosen >= 0 && run.alloc.stats.allocs) {   /* what the plan met */
+    struct tr_alloc_stats held;
+    tr_alloc_stats(&run.alloc, &held);
+    if (run.log && run.plan.chosen >= 0 && held.allocs) {   /* what the plan met */
         int rc = write_plan(&run, true, res->steps);
         status = status ? status : rc;
     }
