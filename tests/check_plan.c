@@ -135,6 +135,26 @@ START_TEST(every_candidate_is_its_program)
     ck_assert_int_eq(c->k.remat_mode, TR_REMAT_NONE);
     if (!c->k.dynamic)
         ck_assert_int_eq(c->k.micro, 32);
+    /* the table and --explain, read back: the chosen row marked, the largest tensors listed in
+     * decreasing size (under the sanitizers too) */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    tr_plan_print(&p, &f.job, true, out);
+    fclose(out);
+    ck_assert_msg(strstr(text, "<- chosen") && strstr(text, "largest tensors live at the peak"), "%s", text);
+    const char *at = strstr(text, "largest tensors live at the peak");
+    double last = 1e30, size;
+    char unit[8];
+    int listed = 0;
+    for (const char *line = strchr(at, '\n'); line && sscanf(line + 1, "%lf %7s", &size, unit) == 2;
+         line = strchr(line + 1, '\n'), listed++) {
+        double bytes = size * (unit[0] == 'M' ? 1 << 20 : unit[0] == 'K' ? 1 << 10 : 1);
+        ck_assert_msg(bytes <= last, "not in decreasing size: %s", text);
+        last = bytes;
+    }
+    ck_assert_int_eq(listed, 10);
+    free(text);
     tr_plan_free(&p);
     finish(&f);
 }

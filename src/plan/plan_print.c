@@ -105,9 +105,9 @@ static void print_largest(const struct tr_graph *g, const struct tr_memplan *mp,
         if (g->values[v].kind != TR_ACT || g->values[v].view_of >= 0 || mp->first[v] < 0 || mp->first[v] > step ||
             mp->last[v] < step)
             continue;
+        if (ntop == LARGEST && mp->bytes[top[LARGEST - 1]] >= mp->bytes[v])
+            continue;   /* no larger than the smallest kept */
         int at = ntop < LARGEST ? ntop++ : LARGEST - 1;
-        if (at == LARGEST - 1 && ntop == LARGEST && mp->bytes[top[at]] >= mp->bytes[v])
-            continue;
         top[at] = v;
         for (; at > 0 && mp->bytes[top[at - 1]] < mp->bytes[top[at]]; at--) {
             int t = top[at];

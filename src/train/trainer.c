@@ -32,7 +32,6 @@
 #include "train/scaler.h"
 #include "train/step.h"
 
-
 /* Set by SIGINT/SIGTERM, read between steps: the one piece of global state a signal needs. */
 static volatile sig_atomic_t stop_signal;
 
@@ -62,8 +61,8 @@ struct run {
     struct tr_rng_ctx rng;
     int64_t micro, accumulation, total_steps;
     int64_t seq;               /* text: the longest sequence of any split (the plans' S); else 1 */
-    /* The training program's plans: one (micro, seq), or with dynamic batching one per length
-     * bucket (plan_buckets) — all in one arena, the largest plan's. */
+    /* The training program's plans, as the planner chose them: one (micro, seq), or with
+     * dynamic batching one per length bucket — all in one arena, the largest plan's. */
     struct tr_length_bucket buckets[TR_PLAN_MAX_BUCKETS];
     int nbuckets;
     bool dynamic;
@@ -149,7 +148,7 @@ static int allocate(struct run *run)
     size_t bytes[TR_NKINDS], work = run->train.b.p.workspace_bytes;
     for (int k = 0; k < TR_NKINDS; k++)
         bytes[k] = run->train.b.p.region_bytes[k] > run->eval.b.p.region_bytes[k] ? run->train.b.p.region_bytes[k]
-                                                                              : run->eval.b.p.region_bytes[k];
+                                                                                  : run->eval.b.p.region_bytes[k];
     if (run->eval.b.p.workspace_bytes > work)
         work = run->eval.b.p.workspace_bytes;
     if (run->train.b.p.region_bytes[TR_PARAM] != run->eval.b.p.region_bytes[TR_PARAM])
