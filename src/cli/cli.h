@@ -9,6 +9,7 @@ int tr_cmd_resume(int argc, char **argv);
 int tr_cmd_sample(int argc, char **argv);
 int tr_cmd_plan(int argc, char **argv);
 int tr_cmd_calibrate(int argc, char **argv);
+int tr_cmd_report(int argc, char **argv);
 
 /* Splits argv into the recipe, its key=value / ~key overrides and the options listed in
  * flags (each "--name"); unknown options and stray words are usage errors (message printed). */

@@ -26,6 +26,7 @@
 #include "recipe/schema.h"
 #include "report/events.h"
 #include "report/tensorboard.h"
+#include "report/run_report.h"
 #include "train/checkpoint.h"
 #include "train/init.h"
 #include "train/optim.h"
@@ -878,6 +879,7 @@ int tr_train(const struct tr_recipe *r, const struct tr_train_options *opt, stru
 {
     struct run run = {.r = r, .opt = opt, .diag = diag, .rng = {.seed = (uint64_t)r->seed},
                       .tty = isatty(STDOUT_FILENO), .events = {.fd = -1}};
+    double started = now();
     memset(res, 0, sizeof *res);
     if (r->model.init.from_run != TR_FROM_RUN_NONE)   /* warm starts come with nightly runs */
         return fail(&run, TR_EXIT_USAGE, "model.init.from_run: not supported yet; give a checkpoint file "
@@ -957,6 +959,12 @@ int tr_train(const struct tr_recipe *r, const struct tr_train_options *opt, stru
     if (run.log && run.plan.chosen >= 0 && held.allocs) {   /* what the plan met */
         int rc = write_plan(&run, true, res->steps);
         status = status ? status : rc;
+    }
+    if (run.log) {   /* the report is for people: failing to write it does not fail the run */
+        struct tr_run_outcome outcome = {.exit_code = status, .seconds = now() - started};
+        char err[4400];
+        if (tr_run_report_render(run.dir, &outcome, err, sizeof err))
+            say(&run, "warning: report: %s\n", err);
     }
     if (run.events.fd >= 0 && status != TR_EXIT_INTERRUPTED)   /* interrupted: the session goes on */
         tr_events_session_end(&run.events, status ? TR_SESSION_FAILURE : TR_SESSION_SUCCESS, (double)time(NULL));

@@ -1,0 +1,380 @@
+/* The run report's reading half (reporter, DESIGN.md §2): a run folder's recipe.yaml,
+ * metrics.jsonl and plan.json into struct tr_run_report, with the checklist of what the plan
+ * turned on and the warnings a person should see first. report_pages.c writes it out. */
+#include "report/run_report.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/alloc.h"
+#include "core/exit.h"
+
+/* Loss spikes: a logged train/loss above SPIKE_RATIO × the median of the SPIKE_WINDOW logged
+ * before it (fewer than SPIKE_MIN_HISTORY: too early to tell). Data-bound: waiting for data
+ * more than DATA_BOUND of the time on average. */
+enum { SPIKE_WINDOW = 20, SPIKE_MIN_HISTORY = 5 };
+static const double SPIKE_RATIO = 3.0, DATA_BOUND = 0.2;
+
+static int add_point(struct tr_run_report *rep, const char *name, double step, double value)
+{
+    struct tr_series *s = NULL;
+    for (int i = 0; i < rep->nseries && !s; i++)
+        if (!strcmp(rep->series[i].name, name))
+            s = &rep->series[i];
+    if (!s) {
+        struct tr_series *grown = realloc(rep->series, (size_t)(rep->nseries + 1) * sizeof *grown);
+        if (!grown)
+            return -1;
+        rep->series = grown;
+        s = &rep->series[rep->nseries++];
+        *s = (struct tr_series){.name = strdup(name)};
+        if (!s->name)
+            return -1;
+    }
+    if (s->n == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 64;
+        double *st = realloc(s->step, (size_t)cap * sizeof *st);
+        if (st)
+            s->step = st;
+        double *v = realloc(s->value, (size_t)cap * sizeof *v);
+        if (v)
+            s->value = v;
+        if (!st || !v)
+            return -1;
+        s->cap = cap;
+    }
+    s->step[s->n] = step, s->value[s->n++] = value;
+    return 0;
+}
+
+const struct tr_series *tr_run_report_series(const struct tr_run_report *rep, const char *name)
+{
+    for (int i = 0; i < rep->nseries; i++)
+        if (!strcmp(rep->series[i].name, name))
+            return &rep->series[i];
+    return NULL;
+}
+
+/* metrics.jsonl: a line that does not parse (the last one of a killed run) is skipped. Sets
+ * *finished when a test line is there: the trainer writes it only after the last step. */
+static int read_metrics(struct tr_run_report *rep, FILE *f, int *finished)
+{
+    char *line = NULL;
+    size_t size = 0;
+    int rc = 0;
+    while (!rc && getline(&line, &size, f) > 0) {
+        json_t *j = json_loads(line, 0, NULL), *v;
+        if (!json_is_object(j)) {
+            json_decref(j);
+            continue;
+        }
+        double step = json_number_value(json_object_get(j, "step"));
+        if (step > (double)rep->last_step)
+            rep->last_step = (long long)step;
+        const char *key;
+        json_object_foreach(j, key, v) {
+            if (!strcmp(key, "step") || !json_is_number(v))
+                continue;
+            if (!strncmp(key, "test/", 5))
+                *finished = 1;
+            rc = add_point(rep, key, step, json_number_value(v));
+            if (rc)
+                break;
+        }
+        json_decref(j);
+    }
+    free(line);
+    return rc;
+}
+
+/* The few values of the resolved recipe.yaml the report shows. It is the trainer's own
+ * emitter's output (two-space indents, "key: value  # origin"), so a line reader suffices. */
+static void read_recipe(struct tr_run_report *rep, FILE *f)
+{
+    char line[1024], path[4][64] = {{0}};
+    while (fgets(line, sizeof line, f)) {
+        size_t indent = strspn(line, " ");
+        char *key = line + indent, *colon = strchr(key, ':');
+        if (indent % 2 || indent / 2 > 3 || !colon || *key == '#' || *key == '-')
+            continue;
+        *colon = 0;
+        int depth = (int)(indent / 2);
+        snprintf(path[depth], sizeof path[depth], "%s", key);
+        char *value = colon + 1, *hash = strstr(value, " #");
+        if (hash)
+            *hash = 0;
+        value += strspn(value, " ");
+        size_t n = strcspn(value, "\r\n");
+        while (n && value[n - 1] == ' ')
+            n--;
+        value[n] = 0;
+        if (n >= 2 && (value[0] == '"' || value[0] == '\'') && value[n - 1] == value[0])
+            value[n - 1] = 0, value++;
+        char dotted[300] = "";
+        for (int d = 0; d <= depth; d++)
+            snprintf(dotted + strlen(dotted), sizeof dotted - strlen(dotted), "%s%s", d ? "." : "", path[d]);
+        if (!strcmp(dotted, "name"))
+            snprintf(rep->name, sizeof rep->name, "%s", value);
+        else if (!strcmp(dotted, "model.arch"))
+            snprintf(rep->arch, sizeof rep->arch, "%s", value);
+        else if (!strcmp(dotted, "data.dataset"))
+            snprintf(rep->dataset, sizeof rep->dataset, "%s", value);
+        else if (!strcmp(dotted, "optimize.amp"))
+            snprintf(rep->amp, sizeof rep->amp, "%s", value);
+        else if (!strcmp(dotted, "optimize.checkpointing"))
+            snprintf(rep->checkpointing, sizeof rep->checkpointing, "%s", value);
+        else if (!strcmp(dotted, "data.num_workers"))
+            rep->workers = atoll(value);
+        else if (!strcmp(dotted, "data.prefetch_factor"))
+            rep->prefetch = atoll(value);
+        else if (!strcmp(dotted, "train.batch_size"))
+            rep->batch_size = atoll(value);
+    }
+}
+
+static const char *status_of(int exit_code)
+{
+    return exit_code == TR_EXIT_OK ? "finished" : exit_code == TR_EXIT_INTERRUPTED ? "interrupted" : "failed";
+}
+
+/* Without the trainer's word: the last report.json's, else what the files show. */
+static void read_outcome(struct tr_run_report *rep, int finished)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/report.json", rep->dir);
+    json_t *old = json_load_file(path, 0, NULL);
+    const char *status = json_string_value(json_object_get(old, "status"));
+    if (status && strlen(status) < sizeof rep->status) {
+        snprintf(rep->status, sizeof rep->status, "%s", status);
+        json_t *code = json_object_get(old, "exit_code"), *secs = json_object_get(old, "duration_seconds");
+        rep->exit_code = json_is_integer(code) ? (int)json_integer_value(code) : -1;
+        rep->seconds = json_is_number(secs) ? json_number_value(secs) : NAN;
+    } else
+        snprintf(rep->status, sizeof rep->status, "%s", finished ? "finished" : "unknown");
+    json_decref(old);
+}
+
+static double mean(const struct tr_series *s)
+{
+    double sum = 0;
+    for (int i = 0; s && i < s->n; i++)
+        sum += s->value[i];
+    return s && s->n ? sum / s->n : NAN;
+}
+
+static int by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void warn(struct tr_run_report *rep, const char *kind, const char *message)
+{
+    json_array_append_new(rep->warnings, json_pack("{ssss}", "kind", kind, "message", message));
+}
+
+static void find_spikes(struct tr_run_report *rep)
+{
+    const struct tr_series *loss = tr_run_report_series(rep, "train/loss");
+    char steps[200] = "";
+    int spikes = 0;
+    double worst = 0;
+    for (int i = SPIKE_MIN_HISTORY; loss && i < loss->n; i++) {
+        double window[SPIKE_WINDOW];
+        int from = i > SPIKE_WINDOW ? i - SPIKE_WINDOW : 0, n = i - from;
+        memcpy(window, loss->value + from, (size_t)n * sizeof *window);
+        qsort(window, (size_t)n, sizeof *window, by_value);
+        double median = n % 2 ? window[n / 2] : (window[n / 2 - 1] + window[n / 2]) / 2;
+        if (!(median > 0) || !(loss->value[i] > SPIKE_RATIO * median))
+            continue;
+        if (++spikes <= 5)
+            snprintf(steps + strlen(steps), sizeof steps - strlen(steps), "%s%.0f", spikes > 1 ? ", " : "",
+                     loss->step[i]);
+        worst = fmax(worst, loss->value[i] / median);
+    }
+    if (!spikes)
+        return;
+    char line[400];
+    snprintf(line, sizeof line, "loss spikes: train/loss rose above %g× the median of the %d logged before it "
+             "%d time%s, at step%s %s%s (at most %.1f×)", SPIKE_RATIO, SPIKE_WINDOW, spikes, spikes > 1 ? "s" : "",
+             spikes > 1 ? "s" : "", steps, spikes > 5 ? ", …" : "", worst);
+    warn(rep, "loss-spike", line);
+}
+
+static void find_warnings(struct tr_run_report *rep)
+{
+    char line[400];
+    double wait = mean(tr_run_report_series(rep, "data/wait_fraction"));
+    if (wait > DATA_BOUND) {
+        snprintf(line, sizeof line, "data-bound: the steps waited for data %.0f%% of the time on average; "
+                 "raise data.num_workers or data.prefetch_factor", 100 * wait);
+        warn(rep, "data-bound", line);
+    }
+    find_spikes(rep);
+    const struct tr_series *skipped = tr_run_report_series(rep, "train/skipped_steps");
+    if (skipped && skipped->n && skipped->value[skipped->n - 1] > 0) {
+        snprintf(line, sizeof line, "fp16: %.0f step%s skipped: the gradients overflowed at the loss scale",
+                 skipped->value[skipped->n - 1], skipped->value[skipped->n - 1] == 1 ? "" : "s");
+        warn(rep, "skipped-steps", line);
+    }
+    size_t i;
+    json_t *w;
+    json_array_foreach(json_object_get(rep->plan, "warnings"), i, w)
+        if (json_is_string(w))
+            warn(rep, "memory", json_string_value(w));
+}
+
+static long long plan_int(const struct tr_run_report *rep, const char *key)
+{
+    return (long long)json_integer_value(json_object_get(rep->plan, key));
+}
+
+static void bytes(const struct tr_run_report *rep, const char *key, char out[32])
+{
+    json_t *v = json_object_get(rep->plan, key);
+    if (json_is_integer(v) && json_integer_value(v) >= 0)
+        tr_format_bytes((uint64_t)json_integer_value(v), out);
+    else
+        snprintf(out, 32, "?");
+}
+
+static struct tr_check_row *row(struct tr_run_report *rep, const char *item)
+{
+    struct tr_check_row *r = &rep->rows[rep->nrows++];
+    snprintf(r->item, sizeof r->item, "%s", item);
+    return r;
+}
+
+static void amp_and_loader_rows(struct tr_run_report *rep)
+{
+    const char *precision = json_string_value(json_object_get(rep->plan, "precision"));
+    const char *reason = json_string_value(json_object_get(rep->plan, "reason"));
+    struct tr_check_row *r = row(rep, "AMP");
+    if (!precision || !strcmp(precision, "fp32"))
+        snprintf(r->setting, sizeof r->setting, "off (fp32)");
+    else
+        snprintf(r->setting, sizeof r->setting, "on (%s)", precision);
+    snprintf(r->detail, sizeof r->detail, "optimize.amp: %s%s%s", *rep->amp ? rep->amp : "?",
+             reason ? "; the planner: " : "", reason ? reason : "");
+    r = row(rep, "Data loader");
+    snprintf(r->setting, sizeof r->setting, "%lld worker%s, prefetch %lld", rep->workers,
+             rep->workers == 1 ? "" : "s", rep->prefetch);
+    double wait = mean(tr_run_report_series(rep, "data/wait_fraction"));
+    if (isfinite(wait))
+        snprintf(r->detail, sizeof r->detail, "data wait %.1f%% of the time on average", 100 * wait);
+    else
+        snprintf(r->detail, sizeof r->detail, "no data wait measured");
+}
+
+static void batching_rows(struct tr_run_report *rep)
+{
+    json_t *ck = json_object_get(rep->plan, "checkpointing");
+    const char *mode = json_string_value(json_object_get(ck, "mode"));
+    struct tr_check_row *r = row(rep, "Checkpointing");
+    if (!mode || !strcmp(mode, "none"))
+        snprintf(r->setting, sizeof r->setting, "off");
+    else
+        snprintf(r->setting, sizeof r->setting, "%s in %lld of %lld blocks", mode,
+                 (long long)json_integer_value(json_object_get(ck, "blocks")),
+                 (long long)json_integer_value(json_object_get(ck, "of")));
+    snprintf(r->detail, sizeof r->detail, "optimize.checkpointing: %s", *rep->checkpointing ? rep->checkpointing : "?");
+    r = row(rep, "Dynamic batching");
+    json_t *buckets = json_object_get(rep->plan, "micro_batch");
+    if (json_is_true(json_object_get(rep->plan, "dynamic_batching")))
+        snprintf(r->setting, sizeof r->setting, "on (%zu length buckets)", json_array_size(buckets));
+    else
+        snprintf(r->setting, sizeof r->setting, "off");
+    double pad = mean(tr_run_report_series(rep, "data/padding_fraction"));
+    if (isfinite(pad))
+        snprintf(r->detail, sizeof r->detail, "padding fraction %.1f%% (measured)", 100 * pad);
+    else
+        snprintf(r->detail, sizeof r->detail, "padding fraction %.1f%% (predicted)",
+                 100 * json_number_value(json_object_get(rep->plan, "padding_fraction")));
+    r = row(rep, "Accumulation");
+    snprintf(r->setting, sizeof r->setting, "%lld × %lld", plan_int(rep, "micro"), plan_int(rep, "accumulation"));
+    snprintf(r->detail, sizeof r->detail, "micro-batch × steps, for train.batch_size %lld", rep->batch_size);
+}
+
+static void memory_row(struct tr_run_report *rep)
+{
+    char pp[32], mp[32], pf[32], mf[32], budget[32];
+    bytes(rep, "predicted_peak_bytes", pp), bytes(rep, "measured_peak_bytes", mp);
+    bytes(rep, "predicted_footprint_bytes", pf), bytes(rep, "measured_footprint_bytes", mf);
+    bytes(rep, "budget_bytes", budget);
+    struct tr_check_row *r = row(rep, "Memory");
+    snprintf(r->setting, sizeof r->setting, "regions %s predicted, %s measured", pp, mp);
+    snprintf(r->detail, sizeof r->detail, "footprint %s predicted, %s measured; budget %s", pf, mf, budget);
+}
+
+int tr_run_report_load(const char *dir, const struct tr_run_outcome *outcome, struct tr_run_report *rep,
+                       char *err, size_t errsize)
+{
+    *rep = (struct tr_run_report){.exit_code = -1, .seconds = NAN, .warnings = json_array()};
+    snprintf(rep->dir, sizeof rep->dir, "%s", dir);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+    FILE *metrics = fopen(path, "r");
+    snprintf(path, sizeof path, "%s/plan.json", dir);
+    int has_plan = !access(path, F_OK);
+    if (!metrics && !has_plan) {
+        snprintf(err, errsize, "%s is not a run folder: it has neither metrics.jsonl nor plan.json", dir);
+        return -1;
+    }
+    json_error_t jerr;
+    if (has_plan && !(rep->plan = json_load_file(path, 0, &jerr))) {
+        snprintf(err, errsize, "%s:%d: %s", path, jerr.line, jerr.text);
+        if (metrics)
+            fclose(metrics);
+        return -1;
+    }
+    int finished = 0, rc = metrics ? read_metrics(rep, metrics, &finished) : 0;
+    if (metrics)
+        fclose(metrics);
+    if (rc) {
+        snprintf(err, errsize, "reading %s/metrics.jsonl: out of memory", dir);
+        return -1;
+    }
+    snprintf(path, sizeof path, "%s/recipe.yaml", dir);
+    FILE *recipe = fopen(path, "r");
+    if (recipe) {
+        read_recipe(rep, recipe);
+        fclose(recipe);
+    }
+    if (outcome) {
+        snprintf(rep->status, sizeof rep->status, "%s", status_of(outcome->exit_code));
+        rep->exit_code = outcome->exit_code, rep->seconds = outcome->seconds;
+    } else
+        read_outcome(rep, finished);
+    find_warnings(rep);
+    amp_and_loader_rows(rep);
+    batching_rows(rep);
+    memory_row(rep);
+    return 0;
+}
+
+void tr_run_report_free(struct tr_run_report *rep)
+{
+    for (int i = 0; i < rep->nseries; i++) {
+        free(rep->series[i].name);
+        free(rep->series[i].step);
+        free(rep->series[i].value);
+    }
+    free(rep->series);
+    json_decref(rep->plan);
+    json_decref(rep->warnings);
+    *rep = (struct tr_run_report){0};
+}
+
+int tr_run_report_render(const char *dir, const struct tr_run_outcome *outcome, char *err, size_t errsize)
+{
+    struct tr_run_report rep;
+    int rc = tr_run_report_load(dir, outcome, &rep, err, errsize);
+    if (!rc)
+        rc = tr_run_report_write(&rep, err, errsize);
+    tr_run_report_free(&rep);
+    return rc;
+}

@@ -1,0 +1,61 @@
+/* The run report (DESIGN.md §2, reporter): a run folder's recipe.yaml, metrics.jsonl and
+ * plan.json read into one struct, then written as report.json (schema: trainrun-report(5)),
+ * report.md and report.html. The trainer writes it at the end of every run; `trainrun report
+ * RUN_DIR` writes it again from the files alone. */
+#ifndef TR_RUN_REPORT_H
+#define TR_RUN_REPORT_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+/* How the run ended, as the trainer knows it. */
+struct tr_run_outcome {
+    int exit_code;     /* core/exit.h */
+    double seconds;    /* wall-clock, the whole run */
+};
+
+/* One metric over the steps it was logged at, in file order. */
+struct tr_series {
+    char *name;        /* "train/loss", "eval/accuracy", … */
+    double *step, *value;
+    int n, cap;
+};
+
+/* One row of the checklist: what the planner or recipe turned on, and why. */
+struct tr_check_row {
+    char item[40], setting[160], detail[400];
+};
+
+struct tr_run_report {
+    char dir[4096];
+    char name[128], arch[64], dataset[128], amp[16], checkpointing[16];   /* recipe.yaml's */
+    long long workers, prefetch, batch_size;
+    char status[16];             /* finished, failed, interrupted, unknown */
+    int exit_code;               /* −1: unknown */
+    double seconds;              /* NAN: unknown */
+    long long last_step;
+    struct tr_series *series;
+    int nseries;
+    json_t *plan;                /* plan.json, or NULL */
+    struct tr_check_row rows[8];
+    int nrows;
+    json_t *warnings;            /* [{"kind", "message"}] */
+};
+
+/* Reads the run folder dir; outcome NULL: the status, exit code and duration come from an
+ * existing report.json, else are inferred (a test line in metrics.jsonl: finished). Returns 0,
+ * or −1 with a sentence in err (dir is not a run folder, a file does not parse). */
+int tr_run_report_load(const char *dir, const struct tr_run_outcome *outcome, struct tr_run_report *rep,
+                       char *err, size_t errsize);
+/* Writes report.json, report.md and report.html into rep->dir, each to a temporary file
+ * renamed over the old one. Returns 0, or −1 with a sentence in err. */
+int tr_run_report_write(const struct tr_run_report *rep, char *err, size_t errsize);
+void tr_run_report_free(struct tr_run_report *rep);
+
+/* The series named name, or NULL. */
+const struct tr_series *tr_run_report_series(const struct tr_run_report *rep, const char *name);
+
+/* load + write + free: what the trainer and `trainrun report` call. */
+int tr_run_report_render(const char *dir, const struct tr_run_outcome *outcome, char *err, size_t errsize);
+
+#endif

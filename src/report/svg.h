@@ -1,0 +1,24 @@
+/* Inline SVG line plots for report.html (run_report.c): axes with ticks and labels, a legend,
+ * no external assets and no JavaScript, so one HTML file shows them anywhere. Also the one
+ * HTML escaper every text put into the report goes through. */
+#ifndef TR_SVG_H
+#define TR_SVG_H
+
+#include <stdio.h>
+
+/* One line of a plot: n points (x[i], y[i]); non-finite y values are gaps. */
+struct tr_svg_line {
+    const char *label;
+    const double *x, *y;
+    int n;
+};
+
+/* Writes text with &, <, >, " and ' escaped for HTML text and attribute values. */
+void tr_html_escape(FILE *out, const char *text);
+
+/* Writes one <svg> plot titled title with x axis "step", y axis ylabel, the lines in fixed
+ * colours and a legend; a plot whose lines hold no finite point writes nothing and returns 0.
+ * Returns the number of points drawn. */
+int tr_svg_plot(FILE *out, const char *title, const char *ylabel, const struct tr_svg_line *lines, int nlines);
+
+#endif
