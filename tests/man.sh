@@ -16,7 +16,7 @@ trap 'rm -rf "$scratch"' EXIT
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
-pages="man/trainrun.1 man/trainrun-recipe.5 man/trainrun-dataset.5 man/trainrun.conf.5"
+pages="man/trainrun.1 man/trainrun-recipe.5 man/trainrun-dataset.5 man/trainrun.conf.5 man/trainrun-report.5"
 recipe_page=$srcdir/man/trainrun-recipe.5
 command_page=$srcdir/man/trainrun.1
 conf=$srcdir/etc/trainrun.conf

@@ -1,0 +1,339 @@
+/* The run report (src/report/run_report.c, report_pages.c) on a real mlp run's folder,
+ * tests/fixtures/run-mlp: report.json's documented fields and values, the Markdown checklist,
+ * a self-contained HTML page with its text escaped, and the warnings a person must not miss
+ * (loss spikes, data-bound steps, skipped fp16 steps, memory) raised exactly when due. */
+#include "runner.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "report/run_report.h"
+#include "report/svg.h"
+
+static const char *const fixture_files[] = {"recipe.yaml", "metrics.jsonl", "plan.json", "log.txt"};
+
+static char *slurp(const char *dir, const char *name)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    char *text = malloc((size_t)n + 1);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_uint_eq(fread(text, 1, (size_t)n, f), (size_t)n);
+    text[n] = 0;
+    fclose(f);
+    return text;
+}
+
+static void put(const char *dir, const char *name, const char *text, const char *mode)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, mode);
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+/* A scratch copy of the fixture run folder (all of it, or with no metrics when bare). */
+static void make_run(char dir[64], int bare)
+{
+    snprintf(dir, 64, "/tmp/check_report_run.XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const char *srcdir = getenv("srcdir");
+    char from[4200];
+    snprintf(from, sizeof from, "%s/tests/fixtures/run-mlp", srcdir ? srcdir : ".");
+    for (size_t i = 0; i < sizeof fixture_files / sizeof fixture_files[0]; i++) {
+        if (bare && !strcmp(fixture_files[i], "metrics.jsonl"))
+            continue;
+        char *text = slurp(from, fixture_files[i]);
+        ck_assert_msg(text != NULL, "fixture %s/%s", from, fixture_files[i]);
+        put(dir, fixture_files[i], text, "w");
+        free(text);
+    }
+}
+
+static void remove_run(const char *dir)
+{
+    static const char *const names[] = {"recipe.yaml", "metrics.jsonl", "plan.json", "log.txt",
+                                        "report.json", "report.md", "report.html"};
+    char path[4200];
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        unlink(path);
+    }
+    ck_assert_int_eq(rmdir(dir), 0);
+}
+
+static void render(const char *dir, const struct tr_run_outcome *outcome)
+{
+    char err[4400] = "";
+    ck_assert_msg(tr_run_report_render(dir, outcome, err, sizeof err) == 0, "%s", err);
+}
+
+static json_t *report_json(const char *dir)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/report.json", dir);
+    json_error_t jerr;
+    json_t *j = json_load_file(path, 0, &jerr);
+    ck_assert_msg(j != NULL, "report.json: %s", jerr.text);
+    return j;
+}
+
+/* The kinds of report.json's warnings, comma-joined. */
+static void warning_kinds(const char *dir, char *out, size_t size)
+{
+    json_t *j = report_json(dir), *w;
+    size_t i;
+    *out = 0;
+    json_array_foreach(json_object_get(j, "warnings"), i, w)
+        snprintf(out + strlen(out), size - strlen(out), "%s,", json_string_value(json_object_get(w, "kind")));
+    json_decref(j);
+}
+
+START_TEST(json_fields)
+{
+    char dir[64];
+    make_run(dir, 0);
+    render(dir, &(struct tr_run_outcome){.exit_code = 0, .seconds = 12.5});
+    json_t *j = report_json(dir), *plan = json_object_get(j, "plan");
+    static const char *const fields[] = {"schema_version", "name", "arch", "dataset", "status", "exit_code",
+                                         "duration_seconds", "steps", "final", "best", "plan", "checklist",
+                                         "warnings"};
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        ck_assert_msg(json_object_get(j, fields[i]) != NULL, "report.json has no %s", fields[i]);
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "schema_version")), 1);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "name")), "mlp");
+    ck_assert_str_eq(json_string_value(json_object_get(j, "dataset")), "digits");
+    ck_assert_str_eq(json_string_value(json_object_get(j, "status")), "finished");
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "exit_code")), 0);
+    ck_assert_double_eq(json_number_value(json_object_get(j, "duration_seconds")), 12.5);
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "steps")), 200);
+    json_t *final = json_object_get(j, "final"), *best = json_object_get(json_object_get(j, "best"), "eval/accuracy");
+    ck_assert_double_eq_tol(json_number_value(json_object_get(final, "test/accuracy")), 0.95543175487465182, 1e-15);
+    ck_assert_double_eq_tol(json_number_value(json_object_get(final, "train/loss")), 0.10215412825345993, 1e-15);
+    ck_assert_double_eq_tol(json_number_value(json_object_get(best, "value")), 0.97222222222222221, 1e-15);
+    ck_assert_int_eq(json_integer_value(json_object_get(best, "step")), 200);
+    best = json_object_get(json_object_get(j, "best"), "eval/loss");
+    ck_assert_double_eq_tol(json_number_value(json_object_get(best, "value")), 0.19724751975801255, 1e-15);
+    ck_assert_str_eq(json_string_value(json_object_get(plan, "precision")), "fp32");
+    ck_assert_str_eq(json_string_value(json_object_get(plan, "amp")), "off");
+    ck_assert_int_eq(json_integer_value(json_object_get(plan, "micro")), 64);
+    ck_assert_int_eq(json_integer_value(json_object_get(plan, "accumulation")), 1);
+    ck_assert_int_eq(json_integer_value(json_object_get(plan, "data_workers")), 1);
+    ck_assert_int_eq(json_integer_value(json_object_get(plan, "budget_bytes")), 536870912);
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(plan, "checkpointing"), "mode")), "none");
+    ck_assert_uint_eq(json_array_size(json_object_get(j, "checklist")), 6);
+    ck_assert_uint_eq(json_array_size(json_object_get(j, "warnings")), 0);
+    json_decref(j);
+    remove_run(dir);
+}
+END_TEST
+
+START_TEST(markdown_checklist)
+{
+    char dir[64];
+    make_run(dir, 0);
+    render(dir, &(struct tr_run_outcome){.exit_code = 0, .seconds = 1});
+    char *md = slurp(dir, "report.md");
+    static const char *const rows[] = {"| AMP | off (fp32) |", "| Data loader | 1 worker, prefetch 2 |",
+                                       "| Checkpointing | off |", "| Dynamic batching | off |",
+                                       "| Accumulation | 64 × 1 |", "| Memory | regions 1.63 MiB predicted",
+                                       "# mlp: finished", "exit code 0", "| test/accuracy | 0.955432"};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        ck_assert_msg(strstr(md, rows[i]) != NULL, "report.md lacks '%s':\n%s", rows[i], md);
+    free(md);
+    remove_run(dir);
+}
+END_TEST
+
+START_TEST(html_self_contained)
+{
+    char dir[64];
+    make_run(dir, 0);
+    render(dir, &(struct tr_run_outcome){.exit_code = 0, .seconds = 1});
+    char *html = slurp(dir, "report.html");
+    int plots = 0;
+    for (const char *p = html; (p = strstr(p, "<svg")); p++)
+        plots++;
+    ck_assert_int_ge(plots, 4);   /* loss, learning rate, throughput, memory; no loss scale in fp32 */
+    ck_assert_ptr_null(strstr(html, "http"));
+    ck_assert_ptr_null(strstr(html, "src="));
+    ck_assert_ptr_null(strstr(html, "<script"));
+    ck_assert_ptr_nonnull(strstr(html, "<meta name=\"viewport\""));
+    ck_assert_ptr_nonnull(strstr(html, "<polyline"));
+    ck_assert_ptr_nonnull(strstr(html, ">eval</text>"));   /* the loss plot's legend */
+    free(html);
+    remove_run(dir);
+}
+END_TEST
+
+START_TEST(html_escapes_text)
+{
+    char dir[64];
+    make_run(dir, 0);
+    put(dir, "recipe.yaml", "name: \"a<b>&'c\"  # override\n", "w");
+    render(dir, NULL);
+    char *html = slurp(dir, "report.html");
+    ck_assert_ptr_nonnull(strstr(html, "a&lt;b&gt;&amp;&#39;c"));
+    ck_assert_ptr_null(strstr(html, "a<b>"));
+    free(html);
+    char buf[64] = "";
+    FILE *f = fmemopen(buf, sizeof buf, "w");
+    tr_html_escape(f, "<x a=\"1\">&");
+    fclose(f);
+    ck_assert_str_eq(buf, "&lt;x a=&quot;1&quot;&gt;&amp;");
+    remove_run(dir);
+}
+END_TEST
+
+/* Metrics of n steady train lines (loss 1, the given wait), then the line extra. */
+static void steady_metrics(const char *dir, int n, double wait, const char *extra)
+{
+    put(dir, "metrics.jsonl", "", "w");
+    char line[200];
+    for (int i = 1; i <= n; i++) {
+        snprintf(line, sizeof line, "{\"step\":%d,\"train/loss\":%g,\"data/wait_fraction\":%g}\n", 10 * i,
+                 1.0 + 0.01 * (i % 3), wait);
+        put(dir, "metrics.jsonl", line, "a");
+    }
+    put(dir, "metrics.jsonl", extra, "a");
+}
+
+START_TEST(loss_spike_flagged)
+{
+    char dir[64], kinds[200];
+    make_run(dir, 0);
+    steady_metrics(dir, 30, 0.05, "{\"step\":310,\"train/loss\":2.9}\n");   /* under 3 × the median */
+    render(dir, NULL);
+    warning_kinds(dir, kinds, sizeof kinds);
+    ck_assert_str_eq(kinds, "");
+    steady_metrics(dir, 30, 0.05, "{\"step\":310,\"train/loss\":4.5}\n{\"step\":320,\"train/loss\":1.0}\n");
+    render(dir, NULL);
+    warning_kinds(dir, kinds, sizeof kinds);
+    ck_assert_str_eq(kinds, "loss-spike,");
+    char *md = slurp(dir, "report.md");
+    ck_assert_ptr_nonnull(strstr(md, "at step 310"));
+    free(md);
+    remove_run(dir);
+}
+END_TEST
+
+START_TEST(data_bound_flagged)
+{
+    char dir[64], kinds[200];
+    make_run(dir, 0);
+    steady_metrics(dir, 10, 0.19, "");
+    render(dir, NULL);
+    warning_kinds(dir, kinds, sizeof kinds);
+    ck_assert_str_eq(kinds, "");
+    steady_metrics(dir, 10, 0.35, "");
+    render(dir, NULL);
+    warning_kinds(dir, kinds, sizeof kinds);
+    ck_assert_str_eq(kinds, "data-bound,");
+    char *html = slurp(dir, "report.html");
+    ck_assert_ptr_nonnull(strstr(html, "data-bound: the steps waited for data 35%"));
+    free(html);
+    remove_run(dir);
+}
+END_TEST
+
+START_TEST(skipped_steps_and_memory_flagged)
+{
+    char dir[64], kinds[200];
+    make_run(dir, 0);
+    steady_metrics(dir, 3, 0, "{\"step\":40,\"train/loss\":1,\"train/loss_scale\":32768,\"train/skipped_steps\":2}\n");
+    char *plan = slurp(dir, "plan.json");
+    char *at = strstr(plan, "\"warnings\": []");
+    ck_assert_ptr_nonnull(at);
+    *at = 0;
+    put(dir, "plan.json", plan, "w");
+    put(dir, "plan.json", "\"warnings\": [\"memory: the regions peaked at 2 MiB, predicted 1 MiB (+100.0%)\"]\n}\n", "a");
+    free(plan);
+    render(dir, NULL);
+    warning_kinds(dir, kinds, sizeof kinds);
+    ck_assert_str_eq(kinds, "skipped-steps,memory,");
+    char *html = slurp(dir, "report.html");
+    ck_assert_ptr_nonnull(strstr(html, "<title>Loss scale</title>"));
+    free(html);
+    remove_run(dir);
+}
+END_TEST
+
+/* Re-rendering keeps the trainer's status; without it the files decide. */
+START_TEST(status_read_back_or_inferred)
+{
+    char dir[64];
+    make_run(dir, 0);
+    render(dir, NULL);
+    json_t *j = report_json(dir);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "status")), "finished");
+    ck_assert(json_is_null(json_object_get(j, "exit_code")));
+    ck_assert(json_is_null(json_object_get(j, "duration_seconds")));
+    json_decref(j);
+    render(dir, &(struct tr_run_outcome){.exit_code = 5, .seconds = 3});
+    char *before = slurp(dir, "report.html");
+    render(dir, NULL);
+    char *after = slurp(dir, "report.html");
+    ck_assert_str_eq(before, after);
+    free(before);
+    free(after);
+    j = report_json(dir);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "status")), "failed");
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "exit_code")), 5);
+    json_decref(j);
+    char path[200];
+    snprintf(path, sizeof path, "%s/report.json", dir);
+    unlink(path);
+    steady_metrics(dir, 3, 0, "");   /* no test line: killed, or still running */
+    render(dir, NULL);
+    j = report_json(dir);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "status")), "unknown");
+    json_decref(j);
+    remove_run(dir);
+}
+END_TEST
+
+START_TEST(not_a_run_folder)
+{
+    char dir[64] = "/tmp/check_report_run.XXXXXX", err[4400] = "";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    ck_assert_int_eq(tr_run_report_render(dir, NULL, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "is not a run folder"));
+    ck_assert_int_eq(rmdir(dir), 0);
+    /* plan.json alone (a run that failed before its first step) is a run. */
+    make_run(dir, 1);
+    render(dir, &(struct tr_run_outcome){.exit_code = 4, .seconds = 0.5});
+    json_t *j = report_json(dir);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "status")), "failed");
+    json_decref(j);
+    remove_run(dir);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("report_run");
+    TCase *tc = tcase_create("run_report");
+    tcase_add_test(tc, json_fields);
+    tcase_add_test(tc, markdown_checklist);
+    tcase_add_test(tc, html_self_contained);
+    tcase_add_test(tc, html_escapes_text);
+    tcase_add_test(tc, loss_spike_flagged);
+    tcase_add_test(tc, data_bound_flagged);
+    tcase_add_test(tc, skipped_steps_and_memory_flagged);
+    tcase_add_test(tc, status_read_back_or_inferred);
+    tcase_add_test(tc, not_a_run_folder);
+    suite_add_tcase(s, tc);
+    return unit_run(s);
+}
