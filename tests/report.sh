@@ -1,0 +1,37 @@
+#!/bin/sh
+# The run reports as a user meets them: a short mlp run leaves report.md, report.html and
+# report.json in its folder; `trainrun report RUN_DIR` writes the same three files again,
+# byte for byte; a folder that is not a run is refused with status 2.
+. "$srcdir/tests/lib.sh"
+
+run "$TRAINRUN" "$srcdir/recipes/mlp.yaml" train.steps=30 train.eval_every=10 report.dir="$scratch/runs" --quiet
+expect_rc 0 "a short mlp run"
+dir=$(ls -d "$scratch"/runs/mlp/2* | head -n 1)
+for f in report.md report.html report.json; do
+  checks=$((checks + 1))
+  [ -s "$dir/$f" ] || fail "the run wrote no $f"
+  cp "$dir/$f" "$scratch/first.$f" 2>/dev/null
+done
+expect_in "$(cat "$dir/report.json")" '"status": "finished"' "report.json: the status"
+expect_in "$(cat "$dir/report.json")" '"exit_code": 0' "report.json: the exit code"
+expect_in "$(cat "$dir/report.md")" "| AMP | off (fp32) |" "report.md: the checklist"
+expect_in "$(cat "$dir/report.html")" "<svg" "report.html: the plots"
+expect_not_in "$(cat "$dir/report.html")" "http" "report.html loads nothing"
+checks=$((checks + 1))
+ls -a "$dir" | grep -q '\.tmp$' && fail "a temporary report file was left behind"
+
+run "$TRAINRUN" report "$dir"
+expect_rc 0 "trainrun report RUN_DIR"
+expect_in "$out" "$dir/report.html" "report names what it wrote"
+for f in report.md report.html report.json; do
+  checks=$((checks + 1))
+  cmp -s "$dir/$f" "$scratch/first.$f" || fail "$f re-rendered differently: $(diff "$scratch/first.$f" "$dir/$f" | head -n 5)"
+done
+
+mkdir "$scratch/empty"
+run "$TRAINRUN" report "$scratch/empty"
+expect_rc 2 "a folder that is not a run"
+expect_in "$err" "is not a run folder" "the refusal says why"
+run "$TRAINRUN" report
+expect_rc 2 "no folder given"
+finish
