@@ -149,7 +149,7 @@ START_TEST(markdown_checklist)
     static const char *const rows[] = {"| AMP | off (fp32) |", "| Data loader | 1 worker, prefetch 2 |",
                                        "| Checkpointing | off |", "| Dynamic batching | off |",
                                        "| Accumulation | 64 × 1 |", "| Memory | regions 1.63 MiB predicted",
-                                       "# mlp: finished", "exit code 0", "| test/accuracy | 0.955432"};
+                                       "# mlp: finished", "exit code 0", "| test/accuracy | 0.955432 |", "| eval/accuracy | 0.972222 | 0.972222 at step 200 |"};
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
         ck_assert_msg(strstr(md, rows[i]) != NULL, "report.md lacks '%s':\n%s", rows[i], md);
     free(md);

@@ -127,12 +127,15 @@ static void md_cell(FILE *out, const char *text)
     fputc(' ', out);
 }
 
-static void value_words(const struct tr_series *s, int index, char out[64])
+/* A table's final and best cells for s; best is empty for a metric with no better direction. */
+static void metric_cells(const struct tr_series *s, int sign, char final[64], char best[64])
 {
-    if (index < 0 || !s)
-        snprintf(out, 64, "%s", "");
+    snprintf(final, 64, "%.6g", s->value[s->n - 1]);
+    int b = sign ? best_index(s, sign) : -1;
+    if (b < 0)
+        *best = 0;
     else
-        snprintf(out, 64, "%.6g at step %.0f", s->value[index], s->step[index]);
+        snprintf(best, 64, "%.6g at step %.0f", s->value[b], s->step[b]);
 }
 
 static int write_md(FILE *out, const struct tr_run_report *rep)
@@ -149,8 +152,7 @@ static int write_md(FILE *out, const struct tr_run_report *rep)
         if (!s || !s->n)
             continue;
         char final[64], best[64];
-        value_words(s, s->n - 1, final);
-        value_words(s, key_metrics[k].best ? best_index(s, key_metrics[k].best) : -1, best);
+        metric_cells(s, key_metrics[k].best, final, best);
         md_cell(out, s->name), md_cell(out, final), md_cell(out, best);
         fputs("|\n", out);
     }
@@ -242,8 +244,7 @@ static void html_tables(FILE *out, const struct tr_run_report *rep)
         if (!s || !s->n)
             continue;
         char final[64], best[64];
-        value_words(s, s->n - 1, final);
-        value_words(s, key_metrics[k].best ? best_index(s, key_metrics[k].best) : -1, best);
+        metric_cells(s, key_metrics[k].best, final, best);
         html_row(out, "td", (const char *const[]){s->name, final, best}, 3);
     }
     fputs("</table>\n<h2>Plan</h2>\n<table>\n", out);

@@ -295,8 +295,25 @@ static void batching_rows(struct tr_run_report *rep)
         snprintf(r->detail, sizeof r->detail, "padding fraction %.1f%% (predicted)",
                  100 * json_number_value(json_object_get(rep->plan, "padding_fraction")));
     r = row(rep, "Accumulation");
-    snprintf(r->setting, sizeof r->setting, "%lld × %lld", plan_int(rep, "micro"), plan_int(rep, "accumulation"));
-    snprintf(r->detail, sizeof r->detail, "micro-batch × steps, for train.batch_size %lld", rep->batch_size);
+    if (plan_int(rep, "accumulation") > 0) {
+        snprintf(r->setting, sizeof r->setting, "%lld × %lld", plan_int(rep, "micro"), plan_int(rep, "accumulation"));
+        snprintf(r->detail, sizeof r->detail, "micro-batch × steps, for train.batch_size %lld", rep->batch_size);
+        return;
+    }
+    /* Dynamic batching: the micro-batches a step vary with the lengths drawn. */
+    double micro_steps = mean(tr_run_report_series(rep, "train/micro_steps"));
+    if (!isfinite(micro_steps))
+        micro_steps = json_number_value(json_object_get(rep->plan, "micro_steps"));
+    snprintf(r->setting, sizeof r->setting, "%.2f micro-steps a step", micro_steps);
+    snprintf(r->detail, sizeof r->detail, "micro-batches (rows × tokens):");
+    size_t i;
+    json_t *b;
+    json_array_foreach(buckets, i, b)
+        snprintf(r->detail + strlen(r->detail), sizeof r->detail - strlen(r->detail), "%s %lld × %lld",
+                 i ? "," : "", (long long)json_integer_value(json_object_get(b, "rows")),
+                 (long long)json_integer_value(json_object_get(b, "max_len")));
+    snprintf(r->detail + strlen(r->detail), sizeof r->detail - strlen(r->detail), "; train.batch_size %lld",
+             rep->batch_size);
 }
 
 static void memory_row(struct tr_run_report *rep)
