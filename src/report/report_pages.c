@@ -175,9 +175,9 @@ static int write_md(FILE *out, const struct tr_run_report *rep)
 
 static const char css[] =
     "body{font-family:system-ui,sans-serif;max-width:56em;margin:0 auto;padding:0 1em;line-height:1.4;color:#222}"
-    "table{border-collapse:collapse;width:100%;margin:.5em 0;display:block;overflow-x:auto}"
-    "th,td{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top}"
-    "svg.plot{width:100%;height:auto;margin:.5em 0}"
+    "table{border-collapse:collapse;width:100%;margin:.5em 0}"
+    "th,td{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top;overflow-wrap:break-word}"
+    "td:last-child{overflow-wrap:anywhere}svg.plot{width:100%;height:auto;margin:.5em 0}"
     ".finished{color:#1a7f37}.failed,.unknown,.interrupted{color:#b3261e}"
     ".warnings li{color:#8a4b00}";
 

@@ -86,7 +86,7 @@ int tr_svg_plot(FILE *out, const char *title, const char *ylabel, const struct t
         return 0;
     double pw = W - LEFT - RIGHT, ph = H - TOP - BOTTOM;
     fprintf(out, "<svg class=\"plot\" viewBox=\"0 0 %d %d\" role=\"img\" "
-            "font-size=\"11\" font-family=\"sans-serif\">\n<title>", W, H);
+            "font-size=\"13\" font-family=\"sans-serif\">\n<title>", W, H);
     tr_html_escape(out, title);
     fprintf(out, "</title>\n<text x=\"%d\" y=\"16\" font-weight=\"bold\">", LEFT);
     tr_html_escape(out, title);
