@@ -1,7 +1,8 @@
 #!/bin/sh
 # The run reports as a user meets them: a short mlp run leaves report.md, report.html and
 # report.json in its folder; `trainrun report RUN_DIR` writes the same three files again,
-# byte for byte; a folder that is not a run is refused with status 2.
+# byte for byte; a failed run is reported as failed; a folder that is not a run is refused
+# with status 2.
 . "$srcdir/tests/lib.sh"
 
 run "$TRAINRUN" "$srcdir/recipes/mlp.yaml" train.steps=30 train.eval_every=10 report.dir="$scratch/runs" --quiet
@@ -27,6 +28,14 @@ for f in report.md report.html report.json; do
   checks=$((checks + 1))
   cmp -s "$dir/$f" "$scratch/first.$f" || fail "$f re-rendered differently: $(diff "$scratch/first.$f" "$dir/$f" | head -n 5)"
 done
+
+# A failed run has its reports too, with the status it exited with.
+run "$TRAINRUN" "$srcdir/recipes/mlp.yaml" 'train.optimizer={name: sgd, lr: 10, momentum: 0.9}' \
+  train.grad_clip=null train.steps=200 report.dir="$scratch/diverge" --quiet
+expect_rc 5 "a diverging run"
+json=$(cat "$scratch"/diverge/mlp/2*/report.json 2>/dev/null)
+expect_in "$json" '"status": "failed"' "a failed run's report: the status"
+expect_in "$json" '"exit_code": 5' "a failed run's report: the exit code"
 
 mkdir "$scratch/empty"
 run "$TRAINRUN" report "$scratch/empty"
