@@ -30,11 +30,7 @@ static int load_data(const struct tr_recipe *r, struct tr_data *data, struct tr_
 {
     if (tr_data_load(r, tr_cli_datasets_dir(), data, diag))
         return TR_EXIT_DATA;
-    for (int i = 0; i < data->warnings.n; i++) {
-        char *line = tr_diag_line(&data->warnings, i);
-        fprintf(stderr, "trainrun: warning: %s\n", line);
-        free(line);
-    }
+    tr_data_print_warnings(data, stderr);
     return 0;
 }
 

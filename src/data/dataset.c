@@ -1166,6 +1166,15 @@ static void free_split(struct tr_split *s)
     tr_cache_unmap(s->map, s->map_bytes);
 }
 
+void tr_data_print_warnings(const struct tr_data *d, FILE *out)
+{
+    for (int i = 0; i < d->warnings.n; i++) {
+        char *line = tr_diag_line(&d->warnings, i);
+        fprintf(out, "trainrun: warning: %s\n", line);
+        free(line);
+    }
+}
+
 void tr_data_free(struct tr_data *d)
 {
     free_split(&d->train);

@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "core/error.h"
 #include "recipe/recipe.h"
@@ -86,6 +87,8 @@ int tr_data_load(const struct tr_recipe *r, const char *datasets_dir, struct tr_
  * beside it. Text is read with the definition's own tokenizer: and model.max_len's default. */
 int tr_data_load_definition(const char *path, struct tr_data *out, struct tr_diag *diag);
 void tr_data_free(struct tr_data *d);
+/* d's warnings, one "trainrun: warning: …" line each, on out (before a run's log exists). */
+void tr_data_print_warnings(const struct tr_data *d, FILE *out);
 /* A file a recipe names (a tokenizer's vocabulary): as given when it is there (relative to the
  * current folder), else in the data sets folder dir, where the shipped vocabularies live, so
  * that vocab/bert-base-uncased/vocab.txt works from anywhere. NULL for NULL; caller frees. */

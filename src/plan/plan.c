@@ -35,6 +35,22 @@ struct pair {
                                             * row 0 for larger batches, planned every time */
 };
 
+static const struct { const char *key, *words; } outside_names[TR_NOUTSIDE] = {
+    {"base", "process (binary, libraries, data)"}, {"threads", "BLAS and OpenMP threads"},
+    {"loader", "loader's ring"}, {"evaluation", "evaluation buffers"}, {"library", "library workspaces"},
+    {"reserve", "reserve"},
+};
+
+const char *tr_outside_key(int i)
+{
+    return outside_names[i].key;
+}
+
+const char *tr_outside_words(int i)
+{
+    return outside_names[i].words;
+}
+
 const char *tr_precision_name(int precision)
 {
     return precision == TR_PREC_BF16 ? "bf16" : precision == TR_PREC_FP16 ? "fp16" : "fp32";

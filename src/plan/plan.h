@@ -71,6 +71,10 @@ enum tr_outside {
     TR_NOUTSIDE
 };
 
+/* TR_OUT_… as plan.json keys it ("base", …) and in words for people. */
+const char *tr_outside_key(int i);
+const char *tr_outside_words(int i);
+
 struct tr_candidate {
     struct tr_knobs k;
     size_t regions[TR_NREGIONS];   /* exact, from the memory plans: what the allocator will hold */

@@ -6,8 +6,6 @@
 #include <string.h>
 
 static const char *const remat_names[] = {"none", "selective", "full"};
-static const char *const outside_names[TR_NOUTSIDE] = {"base", "threads", "loader", "evaluation", "library",
-                                                       "reserve"};
 
 static json_t *candidate_json(const struct tr_plan *p, const struct tr_candidate *c)
 {
@@ -18,7 +16,7 @@ static json_t *candidate_json(const struct tr_plan *p, const struct tr_candidate
     for (int r = 0; r < TR_NREGIONS; r++)
         json_object_set_new(regions, tr_region_name(r), json_integer((json_int_t)c->regions[r]));
     for (int i = 0; i < TR_NOUTSIDE; i++)
-        json_object_set_new(out, outside_names[i], json_integer((json_int_t)c->outside[i]));
+        json_object_set_new(out, tr_outside_key(i), json_integer((json_int_t)c->outside[i]));
     return json_pack("{ss s{sssisi} sb so sI sI sI sI sI sI sb sf sf sf sf sf so so}",
                      "precision", tr_precision_name(c->k.precision),
                      "checkpointing", "mode", remat_names[c->k.remat_mode], "blocks", c->k.remat_blocks, "of",

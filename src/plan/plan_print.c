@@ -9,8 +9,6 @@
 #define TIMELINE_ROWS 8
 #define LARGEST 10
 
-static const char *const outside_words[TR_NOUTSIDE] = {"process", "threads", "loader", "evaluation",
-                                                       "library workspaces", "reserve"};
 
 static void batching_words(const struct tr_candidate *c, char *out, size_t size)
 {
@@ -35,7 +33,7 @@ static void print_breakdown(const struct tr_candidate *c, FILE *out)
     fprintf(out, "; total %s\n  outside (modelled):", size);
     for (int i = 0; i < TR_NOUTSIDE; i++) {
         tr_format_bytes(c->outside[i], size);
-        fprintf(out, "%s %s %s", i ? "," : "", outside_words[i], size);
+        fprintf(out, "%s %s %s", i ? "," : "", tr_outside_words(i), size);
     }
     tr_format_bytes(c->footprint, size);
     fprintf(out, "; footprint %s\n", size);

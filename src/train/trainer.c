@@ -511,9 +511,6 @@ static void remat_words(const struct run *run, char *out, size_t size)
  * outside them. */
 static char *plan_markdown(struct run *run)
 {
-    static const char *const outside[TR_NOUTSIDE] = {"the process (binary, libraries, data)", "BLAS and OpenMP threads",
-                                                     "the loader's ring", "evaluation buffers", "library workspaces",
-                                                     "reserve"};
     const struct tr_candidate *c = &run->plan.cand[run->plan.chosen];
     char *md = NULL, size[32], remat[96];
     size_t len = 0;
@@ -539,7 +536,7 @@ static char *plan_markdown(struct run *run)
     fprintf(f, "| **predicted peak of the regions** | **%s** |\n", size);
     for (int i = 0; i < TR_NOUTSIDE; i++) {
         tr_format_bytes(c->outside[i], size);
-        fprintf(f, "| outside: %s | %s |\n", outside[i], size);
+        fprintf(f, "| outside: %s | %s |\n", tr_outside_words(i), size);
     }
     tr_format_bytes(c->footprint, size);
     fprintf(f, "| **predicted footprint** | **%s** |\n", size);
@@ -886,11 +883,7 @@ int tr_train(const struct tr_recipe *r, const struct tr_train_options *opt, stru
                     "instead: model.init.path=%s/%s/latest/checkpoints/step-<N>.safetensors", r->report.dir, r->name);
     if (tr_data_load(r, opt->datasets_dir, &run.data, diag))
         return TR_EXIT_DATA;
-    for (int i = 0; i < run.data.warnings.n; i++) {   /* before the run folder and its log exist */
-        char *line = tr_diag_line(&run.data.warnings, i);
-        fprintf(stderr, "trainrun: warning: %s\n", line);
-        free(line);
-    }
+    tr_data_print_warnings(&run.data, stderr);   /* before the run folder and its log exist */
     int64_t per_epoch = (run.data.train.n + r->train.batch_size - 1) / r->train.batch_size;
     run.total_steps = r->train.steps ? r->train.steps : r->train.epochs * per_epoch;
     int status = make_plan(&run);
