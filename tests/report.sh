@@ -21,6 +21,28 @@ expect_not_in "$(cat "$dir/report.html")" "http" "report.html loads nothing"
 checks=$((checks + 1))
 ls -a "$dir" | grep -q '\.tmp$' && fail "a temporary report file was left behind"
 
+# The time breakdown, the leak check and the memory over one step, as the run measured them.
+md=$(cat "$dir/report.md")
+expect_in "$md" "## Time" "report.md: the time breakdown"
+expect_in "$md" "| forward |" "report.md: forward time"
+expect_in "$md" "| Leak check | constant after warm-up |" "report.md: the leak check"
+expect_in "$md" "## Memory over one step" "report.md: the memory timeline"
+expect_in "$md" "^ backward from node" "report.md: the timeline's backward mark"
+expect_in "$md" "## Environment" "report.md: the environment"
+expect_in "$(cat "$dir/log.txt")" "leak check: allocated bytes, heap and resident set constant" "log.txt: the leak check"
+expect_in "$(cat "$dir/run.json")" '"verdict": "constant"' "run.json: the leak check"
+json=$(tr -d ' \n' <"$dir/report.json")
+expect_in "$json" '"schema_version":2' "report.json: version 2"
+expect_in "$json" '"key_metric":{"name":"test/accuracy"' "report.json: the key metric"
+expect_in "$json" '"series":{"train/loss":[[' "report.json: the series"
+# The parts of the time add up: none negative, and they fit in the wall-clock time.
+checks=$((checks + 1))
+printf '%s' "$json" | grep -o '"time":{[^}]*}' | tr ',{}' '\n\n\n' | awk -F: '
+  /"wall"/ { wall = $2 } /"other"/ { other = $2 }
+  /"forward"|"backward"|"optimizer"/ { if ($2 + 0 <= 0) bad = bad " " $1 }
+  END { if (bad != "" || wall <= 0 || other < 0 || other > wall) { print "bad times:" bad " wall " wall " other " other; exit 1 } }' ||
+  fail "report.json's time breakdown does not add up"
+
 run "$TRAINRUN" report "$dir"
 expect_rc 0 "trainrun report RUN_DIR"
 expect_in "$out" "$dir/report.html" "report names what it wrote"

@@ -54,7 +54,16 @@ else
   expect_rc 0 "resume after SIGTERM"
   checks=$((checks + 1))
   cmp -s "$reference" "$dir/checkpoints/step-600.safetensors" || fail "SIGTERM + resume changed the result"
+  # run.json keeps both parts: the first ended 130, the second 0; the report says finished.
+  json=$(tr -d ' \n' <"$dir/run.json")
+  expect_in "$json" '"exit_code":130,"from_step":0' "run.json: the interrupted part"
+  expect_in "$json" '"exit_code":0,"from_step":' "run.json: the resumed part"
+  expect_in "$(cat "$dir/report.json")" '"status": "finished"' "the resumed run's report"
 fi
+# The killed and resumed run: each process that got going left its part in run.json.
+json=$(cat "$(ls -d "$scratch"/b/mlp/2* | head -n 1)/run.json")
+checks=$((checks + 1))
+[ "$(printf '%s' "$json" | grep -c '"from_step"')" -ge 2 ] || fail "run.json of a run resumed $kills times has one part"
 
 # A damaged newest checkpoint is skipped with a warning, and the run continues from the one before.
 dir=$(ls -d "$scratch"/a/mlp/2*)

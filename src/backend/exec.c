@@ -104,11 +104,16 @@ int tr_exec_run(struct tr_exec *x, int64_t B, int64_t S)
             for (int i = 0; i < node->nout; i++)
                 a.out[i].data = tr_exec_data(x, node->out[i]);
             kernel_error[0] = '\0';
-            double start = x->op_seconds ? seconds() : 0;
+            double start = x->op_seconds || x->phase_seconds ? seconds() : 0;
             if (tr_backend_run(x->be, &a))
                 return fail(x, node, step, kernel_error);
-            if (x->op_seconds)
-                x->op_seconds[node->op] += seconds() - start;
+            if (x->op_seconds || x->phase_seconds) {
+                double took = seconds() - start;
+                if (x->op_seconds)
+                    x->op_seconds[node->op] += took;
+                if (x->phase_seconds)
+                    x->phase_seconds[node->phase] += took;
+            }
         }
         if (x->debug) {
             if (police(x, node, step))

@@ -20,6 +20,8 @@ struct tr_exec {
     const struct tr_rng_ctx *rng;
     bool debug;
     double *op_seconds;         /* optional, TR_NOPS entries: time spent per op is added here */
+    double *phase_seconds;      /* optional, 4 entries by enum tr_phase: time spent per phase
+                                 * (forward, backward, recompute, optimizer) is added here */
     char *shadow;               /* debug: the arena as it should be */
     size_t shadow_bytes;
     char error[TR_KERNEL_ERROR_MAX + 64];

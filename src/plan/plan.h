@@ -6,6 +6,7 @@
 #ifndef TR_PLAN_H
 #define TR_PLAN_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -149,6 +150,13 @@ void tr_knobs_remat_words(const struct tr_knobs *k, int blocks, char *out, size_
 char *tr_plan_to_json(const struct tr_plan *p, bool all_candidates, const char *recipe_hash);
 /* The chosen knobs of a saved plan.json; 0 or TR_EINVAL / TR_EIO with err. */
 int tr_plan_read_knobs(const char *path, struct tr_knobs *k, char *err, size_t errsize);
+
+/* One micro-step of built program b's largest plan, for the report: {"B", "S", "nodes",
+ * "backward_from" (the first node not forward), "peak_node", "peak_bytes", "peak_op",
+ * "live_bytes": the activations live, at most `columns` points (each the most of its nodes),
+ * "largest": the tensors live at the peak, largest first: {bytes, dtype, shape, op, phase,
+ * block, first_node, last_node}}. */
+json_t *tr_plan_timeline_json(const struct tr_built *b, int columns);
 
 /* The table of candidates and the decision (trainrun plan); explain: the memory timeline of
  * one step of the chosen plan and the largest tensors live at its peak. */

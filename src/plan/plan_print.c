@@ -69,7 +69,7 @@ static size_t *live_bytes(const struct tr_graph *g, const struct tr_memplan *mp,
     return live;
 }
 
-static void print_timeline(const struct tr_graph *g, const size_t *live, int n, FILE *out)
+static void print_timeline(const struct tr_graph *g, const int *schedule, const size_t *live, int n, FILE *out)
 {
     size_t peak = 1, col[TIMELINE_COLUMNS] = {0};
     int backward = n;
@@ -79,7 +79,7 @@ static void print_timeline(const struct tr_graph *g, const size_t *live, int n, 
             *c = live[s];
         if (live[s] > peak)
             peak = live[s];
-        if (g->nodes[s].phase != TR_FORWARD && backward == n)
+        if (g->nodes[schedule[s]].phase != TR_FORWARD && backward == n)
             backward = s;
     }
     char size[32];
@@ -96,9 +96,10 @@ static void print_timeline(const struct tr_graph *g, const size_t *live, int n, 
     fprintf(out, "     %-*s^ backward from node %d\n", mark, "forward", backward);
 }
 
-static void print_largest(const struct tr_graph *g, const struct tr_memplan *mp, int step, FILE *out)
+/* The up to LARGEST largest arena values of plan mp live at its node step, largest first. */
+static int largest_at(const struct tr_graph *g, const struct tr_memplan *mp, int step, int top[LARGEST])
 {
-    int top[LARGEST], ntop = 0;
+    int ntop = 0;
     for (int v = 0; v < g->nvalues; v++) {
         if (g->values[v].kind != TR_ACT || g->values[v].view_of >= 0 || mp->first[v] < 0 || mp->first[v] > step ||
             mp->last[v] < step)
@@ -112,25 +113,97 @@ static void print_largest(const struct tr_graph *g, const struct tr_memplan *mp,
             top[at] = top[at - 1], top[at - 1] = t;
         }
     }
+    return ntop;
+}
+
+static const char *const phases[] = {"forward", "backward", "recompute", "optimizer"};
+
+/* A value's shape at the plan's sizes, "[32, 128, 768]". */
+static void shape_words(const struct tr_graph *g, const struct tr_memplan *mp, int v, char *shape, size_t size)
+{
+    int at = snprintf(shape, size, "[");
+    for (int d = 0; d < g->values[v].shape.rank && at < (int)size; d++)
+        at += snprintf(shape + at, size - (size_t)at, "%s%lld", d ? ", " : "",
+                       (long long)tr_dim_eval(g->values[v].shape.dim[d], mp->B, mp->S));
+    if (at < (int)size - 1)
+        strcat(shape, "]");
+}
+
+static void print_largest(const struct tr_graph *g, const struct tr_memplan *mp, int node, int step, FILE *out)
+{
+    int top[LARGEST], ntop = largest_at(g, mp, step, top);
     fprintf(out, "  largest tensors live at the peak (node %d, %s, B=%lld S=%lld):\n", step,
-            tr_op_name(g->nodes[step].op), (long long)mp->B, (long long)mp->S);
+            tr_op_name(g->nodes[node].op), (long long)mp->B, (long long)mp->S);
     for (int i = 0; i < ntop; i++) {
         int v = top[i], prod = g->values[v].producer;
         char size[32];
         tr_format_bytes(mp->bytes[v], size);
         const struct tr_node *n = prod >= 0 ? &g->nodes[prod] : NULL;
-        static const char *const phases[] = {"forward", "backward", "recompute", "optimizer"};
         char shape[96];
-        int at = snprintf(shape, sizeof shape, "[");
-        for (int d = 0; d < g->values[v].shape.rank && at < (int)sizeof shape; d++)
-            at += snprintf(shape + at, sizeof shape - (size_t)at, "%s%lld", d ? ", " : "",
-                           (long long)tr_dim_eval(g->values[v].shape.dim[d], mp->B, mp->S));
-        if (at < (int)sizeof shape - 1)
-            strcat(shape, "]");
+        shape_words(g, mp, v, shape, sizeof shape);
         fprintf(out, "    %10s  %-4s %-22s from %s (%s, block %d), live nodes %d–%d\n", size,
                 tr_dtype_name(g->values[v].dtype), shape, n ? tr_op_name(n->op) : "input", n ? phases[n->phase] : "-",
                 n ? n->block : -1, mp->first[v], mp->last[v]);
     }
+}
+
+/* The plan whose arena is the program's: the largest bucket's. */
+static const struct tr_memplan *arena_plan(const struct tr_built *b)
+{
+    int worst = 0;
+    for (int i = 1; i < b->p.nbuckets; i++)
+        if (b->p.plans[i].region_bytes[TR_ACT] > b->p.plans[worst].region_bytes[TR_ACT])
+            worst = i;
+    return &b->p.plans[worst];
+}
+
+static int peak_of(const size_t *live, int n)
+{
+    int peak = 0;
+    for (int s = 1; s < n; s++)
+        if (live[s] > live[peak])
+            peak = s;
+    return peak;
+}
+
+json_t *tr_plan_timeline_json(const struct tr_built *b, int columns)
+{
+    const struct tr_graph *g = &b->g;
+    const struct tr_memplan *mp = arena_plan(b);
+    int n = b->p.n, backward = n;
+    size_t *live = live_bytes(g, mp, n);
+    int peak = peak_of(live, n);
+    if (columns > n)
+        columns = n;
+    json_t *cols = json_array(), *largest = json_array();
+    for (int c = 0; c < columns; c++) {   /* each column the most of its nodes */
+        size_t most = 0;
+        for (int s = (int)((int64_t)c * n / columns); s < (int)((int64_t)(c + 1) * n / columns); s++)
+            most = live[s] > most ? live[s] : most;
+        json_array_append_new(cols, json_integer((json_int_t)most));
+    }
+    for (int s = 0; s < n && backward == n; s++)
+        if (g->nodes[b->p.schedule[s]].phase != TR_FORWARD)
+            backward = s;
+    int top[LARGEST], ntop = largest_at(g, mp, peak, top);
+    for (int i = 0; i < ntop; i++) {
+        int v = top[i], prod = g->values[v].producer;
+        const struct tr_node *node = prod >= 0 ? &g->nodes[prod] : NULL;
+        char shape[96];
+        shape_words(g, mp, v, shape, sizeof shape);
+        json_array_append_new(largest, json_pack("{sI ss ss ss ss si si si}", "bytes", (json_int_t)mp->bytes[v],
+                                                 "dtype", tr_dtype_name(g->values[v].dtype), "shape", shape,
+                                                 "op", node ? tr_op_name(node->op) : "input",
+                                                 "phase", node ? phases[node->phase] : "-",
+                                                 "block", node ? node->block : -1, "first_node", mp->first[v],
+                                                 "last_node", mp->last[v]));
+    }
+    json_t *j = json_pack("{sI sI si si si sI ss so so}", "B", (json_int_t)mp->B, "S", (json_int_t)mp->S,
+                          "nodes", n, "backward_from", backward, "peak_node", peak,
+                          "peak_bytes", (json_int_t)live[peak], "peak_op", tr_op_name(g->nodes[b->p.schedule[peak]].op),
+                          "live_bytes", cols, "largest", largest);
+    free(live);
+    return j;
 }
 
 static void explain(const struct tr_plan *p, const struct tr_plan_job *job, FILE *out)
@@ -143,20 +216,13 @@ static void explain(const struct tr_plan *p, const struct tr_plan_job *job, FILE
         tr_built_free(&b);
         return;
     }
-    int worst = 0;   /* the bucket whose plan sets the arena */
-    for (int i = 1; i < b.p.nbuckets; i++)
-        if (b.p.plans[i].region_bytes[TR_ACT] > b.p.plans[worst].region_bytes[TR_ACT])
-            worst = i;
-    const struct tr_memplan *mp = &b.p.plans[worst];
+    const struct tr_memplan *mp = arena_plan(&b);
     size_t *live = live_bytes(&b.g, mp, b.p.n);
-    int peak = 0;
-    for (int s = 1; s < b.p.n; s++)
-        if (live[s] > live[peak])
-            peak = s;
+    int peak = peak_of(live, b.p.n);
     fprintf(out, "\nmemory over one step of the %s plan:\n", p->chosen >= 0 ? "chosen" : "smallest");
     print_breakdown(c, out);
-    print_timeline(&b.g, live, b.p.n, out);
-    print_largest(&b.g, mp, peak, out);
+    print_timeline(&b.g, b.p.schedule, live, b.p.n, out);
+    print_largest(&b.g, mp, b.p.schedule[peak], peak, out);
     free(live);
     tr_built_free(&b);
 }

@@ -1,5 +1,5 @@
 /* The run report's reading half (reporter, DESIGN.md §2): a run folder's recipe.yaml,
- * metrics.jsonl and plan.json into struct tr_run_report, with the checklist of what the plan
+ * metrics.jsonl, plan.json and run.json into struct tr_run_report, with the checklist of what the plan
  * turned on and the warnings a person should see first. report_pages.c writes it out. */
 #include "report/run_report.h"
 
@@ -18,6 +18,9 @@
  * more than DATA_BOUND of the time on average. */
 enum { SPIKE_WINDOW = 20, SPIKE_MIN_HISTORY = 5 };
 static const double SPIKE_RATIO = 3.0, DATA_BOUND = 0.2;
+
+const char *const tr_report_time_names[TR_REPORT_TIMES] = {
+    "wall", "data", "forward", "backward", "recompute", "optimizer", "evaluation", "checkpointing", "other"};
 
 static int add_point(struct tr_run_report *rep, const char *name, double step, double value)
 {
@@ -141,9 +144,22 @@ static const char *status_of(int exit_code)
     return exit_code == TR_EXIT_OK ? "finished" : exit_code == TR_EXIT_INTERRUPTED ? "interrupted" : "failed";
 }
 
-/* Without the trainer's word: the last report.json's, else what the files show. */
+/* Without the trainer's word: run.json's (a last part that never ended was killed), else the
+ * last report.json's, else what the files show. */
 static void read_outcome(struct tr_run_report *rep, int finished)
 {
+    json_t *segments = json_object_get(rep->record, "segments");
+    json_t *last = json_array_get(segments, json_array_size(segments) - 1);
+    if (last) {
+        json_t *code = json_object_get(last, "exit_code");
+        if (json_is_integer(code)) {
+            rep->exit_code = (int)json_integer_value(code);
+            snprintf(rep->status, sizeof rep->status, "%s", status_of(rep->exit_code));
+            rep->seconds = json_number_value(json_object_get(rep->record, "seconds"));
+        } else
+            snprintf(rep->status, sizeof rep->status, "killed");
+        return;
+    }
     char path[4200];
     snprintf(path, sizeof path, "%s/report.json", rep->dir);
     json_t *old = json_load_file(path, 0, NULL);
@@ -203,6 +219,23 @@ static void find_spikes(struct tr_run_report *rep)
              "%d time%s, at step%s %s%s (at most %.1f×)", SPIKE_RATIO, SPIKE_WINDOW, spikes, spikes > 1 ? "s" : "",
              spikes > 1 ? "s" : "", steps, spikes > 5 ? ", …" : "", worst);
     warn(rep, "loss-spike", line);
+}
+
+/* The time lines' sums; other: the wall-clock time no cause accounts for (logging, feeding). */
+static void sum_times(struct tr_run_report *rep)
+{
+    double accounted = 0;
+    for (int i = 0; i < TR_REPORT_TIMES - 1; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "time/%s", tr_report_time_names[i]);
+        const struct tr_series *s = tr_run_report_series(rep, name);
+        rep->time[i] = s ? 0 : NAN;
+        for (int k = 0; s && k < s->n; k++)
+            rep->time[i] += s->value[k];
+        if (i > 0 && s)
+            accounted += rep->time[i];
+    }
+    rep->time[TR_REPORT_TIMES - 1] = isfinite(rep->time[0]) ? fmax(0, rep->time[0] - accounted) : NAN;
 }
 
 static void find_warnings(struct tr_run_report *rep)
@@ -327,6 +360,50 @@ static void memory_row(struct tr_run_report *rep)
     snprintf(r->detail, sizeof r->detail, "footprint %s predicted, %s measured; budget %s", pf, mf, budget);
 }
 
+/* run.json's leak check in a sentence; growth is a warning. */
+static void leak_row(struct tr_run_report *rep)
+{
+    json_t *leak = json_object_get(rep->record, "leak");
+    const char *verdict = json_string_value(json_object_get(leak, "verdict"));
+    struct tr_check_row *r = row(rep, "Leak check");
+    if (!verdict) {
+        snprintf(r->setting, sizeof r->setting, "not recorded");
+        snprintf(r->detail, sizeof r->detail, "this run has no leak check in run.json");
+        return;
+    }
+    long long from = (long long)json_integer_value(json_object_get(leak, "baseline_step"));
+    long long to = (long long)json_integer_value(json_object_get(leak, "last_step"));
+    if (!strcmp(verdict, "too short")) {
+        snprintf(r->setting, sizeof r->setting, "not done");
+        snprintf(r->detail, sizeof r->detail, "the run ended within the check's warm-up, up to step %lld (the first "
+                 "log line, evaluation and checkpoint, and at least 10 steps)",
+                 (long long)json_integer_value(json_object_get(leak, "warmup_steps")));
+        return;
+    }
+    snprintf(r->setting, sizeof r->setting, "%s", !strcmp(verdict, "constant") ? "constant after warm-up" : "grew");
+    snprintf(r->detail, sizeof r->detail, "at each step's start from step %lld to %lld:", from, to);
+    static const char *const gauges[] = {"allocated", "heap", "rss"};
+    static const char *const words[] = {"allocated", "heap in use", "resident set"};
+    for (int i = 0; i < 3; i++) {
+        json_t *g = json_object_get(leak, gauges[i]);
+        char base[32], last[32], line[400];
+        tr_format_bytes((uint64_t)json_integer_value(json_object_get(g, "baseline")), base);
+        tr_format_bytes((uint64_t)json_integer_value(json_object_get(g, "last")), last);
+        json_t *grew = json_object_get(g, "first_grew_step");
+        snprintf(r->detail + strlen(r->detail), sizeof r->detail - strlen(r->detail), "%s %s %s → %s", i ? "," : "",
+                 words[i], base, last);
+        if (json_is_integer(grew)) {
+            snprintf(r->detail + strlen(r->detail), sizeof r->detail - strlen(r->detail), " (grew at step %lld)",
+                     (long long)json_integer_value(grew));
+            char tol[32];
+            tr_format_bytes((uint64_t)json_integer_value(json_object_get(g, "tolerance")), tol);
+            snprintf(line, sizeof line, "leak: the %s grew at step %lld, from %s at step %lld to %s by step %lld "
+                     "(tolerance %s)", words[i], (long long)json_integer_value(grew), base, from, last, to, tol);
+            warn(rep, "leak", line);
+        }
+    }
+}
+
 int tr_run_report_load(const char *dir, const struct tr_run_outcome *outcome, struct tr_run_report *rep,
                        char *err, size_t errsize)
 {
@@ -355,6 +432,16 @@ int tr_run_report_load(const char *dir, const struct tr_run_outcome *outcome, st
         snprintf(err, errsize, "reading %s/metrics.jsonl: out of memory", dir);
         return -1;
     }
+    snprintf(path, sizeof path, "%s/run.json", dir);
+    rep->record = json_load_file(path, 0, NULL);   /* runs older than it have none */
+    if (rep->record && !json_is_object(rep->record)) {
+        json_decref(rep->record);
+        rep->record = NULL;
+    }
+    const char *started = json_string_value(json_object_get(rep->record, "started"));
+    snprintf(rep->started, sizeof rep->started, "%s", started ? started : "");
+    const char *base = strrchr(dir, '/');
+    snprintf(rep->run, sizeof rep->run, "%s", base && base[1] ? base + 1 : dir);
     snprintf(path, sizeof path, "%s/recipe.yaml", dir);
     FILE *recipe = fopen(path, "r");
     if (recipe) {
@@ -366,10 +453,12 @@ int tr_run_report_load(const char *dir, const struct tr_run_outcome *outcome, st
         rep->exit_code = outcome->exit_code, rep->seconds = outcome->seconds;
     } else
         read_outcome(rep, finished);
+    sum_times(rep);
     find_warnings(rep);
     amp_and_loader_rows(rep);
     batching_rows(rep);
     memory_row(rep);
+    leak_row(rep);
     return 0;
 }
 
@@ -382,6 +471,7 @@ void tr_run_report_free(struct tr_run_report *rep)
     }
     free(rep->series);
     json_decref(rep->plan);
+    json_decref(rep->record);
     json_decref(rep->warnings);
     *rep = (struct tr_run_report){0};
 }

@@ -1,6 +1,7 @@
-/* The run report (DESIGN.md §2, reporter): a run folder's recipe.yaml, metrics.jsonl and
- * plan.json read into one struct, then written as report.json (schema: trainrun-report(5)),
- * report.md and report.html. The trainer writes it at the end of every run; `trainrun report
+/* The run report (DESIGN.md §2, reporter): a run folder's recipe.yaml, metrics.jsonl,
+ * plan.json and run.json read into one struct, then written as report.json (schema:
+ * trainrun-report(5)), report.md and report.html, compared with the previous run of the same
+ * recipe when there is one. The trainer writes it at the end of every run; `trainrun report
  * RUN_DIR` writes it again from the files alone. */
 #ifndef TR_RUN_REPORT_H
 #define TR_RUN_REPORT_H
@@ -26,8 +27,14 @@ struct tr_check_row {
     char item[40], setting[160], detail[400];
 };
 
+/* Where the time went, summed over metrics.jsonl's "time/…" lines (seconds; NAN: not logged). */
+enum { TR_REPORT_TIMES = 9 };   /* wall, then data … checkpointing, then other = wall − the rest */
+extern const char *const tr_report_time_names[TR_REPORT_TIMES];
+
 struct tr_run_report {
     char dir[4096];
+    char run[256];               /* the folder's own name: its start, 20261129-183205 */
+    char started[32];            /* run.json's start, ISO 8601 UTC; "" when not known */
     char name[128], arch[64], dataset[128], amp[16], checkpointing[16];   /* recipe.yaml's */
     long long workers, prefetch, batch_size;
     char status[16];             /* finished, failed, interrupted, unknown */
@@ -37,7 +44,9 @@ struct tr_run_report {
     struct tr_series *series;
     int nseries;
     json_t *plan;                /* plan.json, or NULL */
-    struct tr_check_row rows[8];
+    json_t *record;              /* run.json (started, environment, segments, leak), or NULL */
+    double time[TR_REPORT_TIMES];
+    struct tr_check_row rows[10];
     int nrows;
     json_t *warnings;            /* [{"kind", "message"}] */
 };
@@ -51,6 +60,9 @@ int tr_run_report_load(const char *dir, const struct tr_run_outcome *outcome, st
  * renamed over the old one. Returns 0, or −1 with a sentence in err. */
 int tr_run_report_write(const struct tr_run_report *rep, char *err, size_t errsize);
 void tr_run_report_free(struct tr_run_report *rep);
+
+/* report.json's object for rep (trainrun-report(5)), without the comparison. */
+json_t *tr_run_report_json(const struct tr_run_report *rep);
 
 /* The series named name, or NULL. */
 const struct tr_series *tr_run_report_series(const struct tr_run_report *rep, const char *name);

@@ -8,7 +8,8 @@
 
 enum { W = 640, H = 300, LEFT = 64, RIGHT = 16, TOP = 28, BOTTOM = 44 };
 
-static const char *const colours[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"};
+static const char *const colours[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
+                                      "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
 
 void tr_html_escape(FILE *out, const char *text)
 {
@@ -52,7 +53,7 @@ static int extent(const struct tr_svg_line *lines, int nlines, double *x0, doubl
     return points;
 }
 
-static void axes(FILE *out, const char *ylabel, double x0, double x1, double y0, double y1)
+static void axes(FILE *out, const char *xlabel, const char *ylabel, double x0, double x1, double y0, double y1)
 {
     double pw = W - LEFT - RIGHT, ph = H - TOP - BOTTOM;
     fprintf(out, "<rect x=\"%d\" y=\"%d\" width=\"%g\" height=\"%g\" fill=\"none\" stroke=\"#888\"/>\n",
@@ -71,7 +72,9 @@ static void axes(FILE *out, const char *ylabel, double x0, double x1, double y0,
                 "<text x=\"%.1f\" y=\"%g\" text-anchor=\"middle\">%.6g</text>\n",
                 x, TOP + ph, x, TOP + ph + 4, x, TOP + ph + 16, v);
     }
-    fprintf(out, "<text x=\"%g\" y=\"%d\" text-anchor=\"middle\">step</text>\n", LEFT + pw / 2, H - 6);
+    fprintf(out, "<text x=\"%g\" y=\"%d\" text-anchor=\"middle\">", LEFT + pw / 2, H - 6);
+    tr_html_escape(out, xlabel);
+    fputs("</text>\n", out);
     fprintf(out, "<text x=\"12\" y=\"%g\" text-anchor=\"middle\" transform=\"rotate(-90 12 %g)\">",
             TOP + ph / 2, TOP + ph / 2);
     tr_html_escape(out, ylabel);
@@ -79,6 +82,12 @@ static void axes(FILE *out, const char *ylabel, double x0, double x1, double y0,
 }
 
 int tr_svg_plot(FILE *out, const char *title, const char *ylabel, const struct tr_svg_line *lines, int nlines)
+{
+    return tr_svg_plot_x(out, title, "step", ylabel, lines, nlines);
+}
+
+int tr_svg_plot_x(FILE *out, const char *title, const char *xlabel, const char *ylabel,
+                  const struct tr_svg_line *lines, int nlines)
 {
     double x0, x1, y0, y1;
     int points = extent(lines, nlines, &x0, &x1, &y0, &y1);
@@ -91,7 +100,7 @@ int tr_svg_plot(FILE *out, const char *title, const char *ylabel, const struct t
     fprintf(out, "</title>\n<text x=\"%d\" y=\"16\" font-weight=\"bold\">", LEFT);
     tr_html_escape(out, title);
     fputs("</text>\n", out);
-    axes(out, ylabel, x0, x1, y0, y1);
+    axes(out, xlabel, ylabel, x0, x1, y0, y1);
     for (int l = 0; l < nlines; l++) {
         const char *colour = colours[l % (int)(sizeof colours / sizeof colours[0])];
         fprintf(out, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"", colour);
@@ -109,4 +118,41 @@ int tr_svg_plot(FILE *out, const char *title, const char *ylabel, const struct t
     }
     fputs("</svg>\n", out);
     return points;
+}
+
+void tr_svg_shares(FILE *out, const char *title, const char *const *labels, const double *values, int n)
+{
+    double total = 0;
+    for (int i = 0; i < n; i++)
+        total += values[i] > 0 ? values[i] : 0;
+    if (!(total > 0))
+        return;
+    enum { BAR_TOP = 26, BAR_H = 28, KEY_H = 20 };
+    int rows = (n + 2) / 3, height = BAR_TOP + BAR_H + 10 + KEY_H * rows;
+    fprintf(out, "<svg class=\"shares\" viewBox=\"0 0 %d %d\" role=\"img\" font-size=\"13\" "
+            "font-family=\"sans-serif\">\n<title>", W, height);
+    tr_html_escape(out, title);
+    fputs("</title>\n<text x=\"0\" y=\"16\" font-weight=\"bold\">", out);
+    tr_html_escape(out, title);
+    fputs("</text>\n", out);
+    double x = 0;
+    for (int i = 0, shown = 0; i < n; i++) {
+        if (!(values[i] > 0))
+            continue;
+        const char *colour = colours[i % (int)(sizeof colours / sizeof colours[0])];   /* a share keeps its colour */
+        double w = W * values[i] / total;
+        fprintf(out, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\"><title>", x, BAR_TOP, w,
+                BAR_H, colour);
+        tr_html_escape(out, labels[i]);
+        fprintf(out, " %.1f%%</title></rect>\n", 100 * values[i] / total);
+        x += w;
+        /* The key: three to a row under the bar. */
+        int kx = (shown % 3) * (W / 3), ky = BAR_TOP + BAR_H + 10 + KEY_H * (shown / 3);
+        fprintf(out, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"10\" fill=\"%s\"/><text x=\"%d\" y=\"%d\">",
+                kx, ky + 2, colour, kx + 16, ky + 12);
+        tr_html_escape(out, labels[i]);
+        fprintf(out, " %.1f%%</text>\n", 100 * values[i] / total);
+        shown++;
+    }
+    fputs("</svg>\n", out);
 }

@@ -20,5 +20,12 @@ void tr_html_escape(FILE *out, const char *text);
  * colours and a legend; a plot whose lines hold no finite point writes nothing and returns 0.
  * Returns the number of points drawn. */
 int tr_svg_plot(FILE *out, const char *title, const char *ylabel, const struct tr_svg_line *lines, int nlines);
+/* The same with the x axis named xlabel. */
+int tr_svg_plot_x(FILE *out, const char *title, const char *xlabel, const char *ylabel,
+                  const struct tr_svg_line *lines, int nlines);
+
+/* One horizontal bar split into n shares (values ≤ 0 left out), each labelled with its
+ * percentage in a key beneath: where a whole went. Writes nothing when the values sum to 0. */
+void tr_svg_shares(FILE *out, const char *title, const char *const *labels, const double *values, int n);
 
 #endif

@@ -26,8 +26,11 @@
 #include "recipe/schema.h"
 #include "report/events.h"
 #include "report/tensorboard.h"
+#include "report/environment.h"
+#include "report/index.h"
 #include "report/run_report.h"
 #include "train/checkpoint.h"
+#include "train/record.h"
 #include "train/init.h"
 #include "train/optim.h"
 #include "train/scaler.h"
@@ -80,6 +83,9 @@ struct run {
     /* optimize.checkpointing: mode (enum tr_remat_mode) in the first `blocks` of the model's
      * `of`, which made `nodes` recompute nodes */
     struct { int mode, blocks, of, nodes; } remat;
+    struct tr_timer timer;     /* where the time went since the last logged line */
+    struct tr_leak leak;       /* memory at each step's start, after warm-up */
+    json_t *record;            /* run.json */
 };
 
 static double now(void)
@@ -267,8 +273,8 @@ static int64_t count_ranks(const int32_t *rank, int64_t rows, int64_t *correct, 
 
 /* Mean loss, accuracy and top-5 accuracy over a split, in batches of the evaluation program
  * (for language models: per token, over every next-token target). */
-static int evaluate(struct run *run, const struct tr_split *split, double *loss, double *accuracy,
-                    double *top5)
+static int evaluate_split(struct run *run, const struct tr_split *split, double *loss, double *accuracy,
+                          double *top5)
 {
     int64_t f = split->tokens ? 0 : tr_split_features(split), correct = 0, in_top5 = 0, counted = 0;
     int64_t classes = run->data.nclasses;
@@ -323,21 +329,19 @@ static int evaluate(struct run *run, const struct tr_split *split, double *loss,
     return status;
 }
 
-/* One optimizer step: the loader's micro-batches, forward and backward, each loss weighted by
- * its share of the step's real count of samples or target tokens (step.h) and by fp16's loss
- * scale, then the unscaling (fp16: skipped when the gradients overflowed), clipping and the
- * update. */
-static int train_step(struct run *run, const struct tr_step *st, int64_t t, double *loss, double *grad_norm,
-                      bool *skipped)
+static int evaluate(struct run *run, const struct tr_split *split, double *loss, double *accuracy, double *top5)
+{
+    double began = now();
+    int status = evaluate_split(run, split, loss, accuracy, top5);
+    run->timer.spent[TR_TIME_EVAL] += now() - began;
+    return status;
+}
+
+/* The update after a step's gradients: fp16's unscaling (an overflow skips the step), clipping,
+ * the optimizer. */
+static int update(struct run *run, int64_t t, double *grad_norm, bool *skipped)
 {
     struct side *s = &run->train;
-    struct tr_step_runner runner = {.x = &s->x, .p = &s->b.p, .m = &s->b.m, .loss_scale = s->loss_scale, .lm = s->lm,
-                                    .features = tr_split_features(&run->data.train), .rng = &run->rng};
-    if (tr_step_gradients(&runner, st, (uint64_t)t, run->scaler.scale, loss))
-        return fail(run, TR_EXIT_FAILURE, "step %lld: %s", (long long)t, s->x.error);
-    if (!isfinite(*loss))
-        return fail(run, TR_EXIT_DIVERGED, "step %lld: the loss is %s; lower train.optimizer.lr or "
-                    "set train.grad_clip", (long long)t, isnan(*loss) ? "NaN" : "infinite");
     if (run->scaler.on) {   /* fp16: unscaled and checked in one pass; an overflow skips the step */
         bool finite = tr_grad_unscale(&run->optim, (float)(1 / run->scaler.scale));
         double scale = run->scaler.scale;
@@ -366,6 +370,26 @@ static int train_step(struct run *run, const struct tr_step *st, int64_t t, doub
     }
     tr_optim_step(&run->optim, tr_schedule_lr(run->r, t, run->total_steps));
     return 0;
+}
+
+/* One optimizer step: the loader's micro-batches, forward and backward, each loss weighted by
+ * its share of the step's real count of samples or target tokens (step.h) and by fp16's loss
+ * scale, then the update. */
+static int train_step(struct run *run, const struct tr_step *st, int64_t t, double *loss, double *grad_norm,
+                      bool *skipped)
+{
+    struct side *s = &run->train;
+    struct tr_step_runner runner = {.x = &s->x, .p = &s->b.p, .m = &s->b.m, .loss_scale = s->loss_scale, .lm = s->lm,
+                                    .features = tr_split_features(&run->data.train), .rng = &run->rng};
+    if (tr_step_gradients(&runner, st, (uint64_t)t, run->scaler.scale, loss))
+        return fail(run, TR_EXIT_FAILURE, "step %lld: %s", (long long)t, s->x.error);
+    if (!isfinite(*loss))
+        return fail(run, TR_EXIT_DIVERGED, "step %lld: the loss is %s; lower train.optimizer.lr or "
+                    "set train.grad_clip", (long long)t, isnan(*loss) ? "NaN" : "infinite");
+    double began = now();
+    int status = update(run, t, grad_norm, skipped);
+    run->timer.spent[TR_TIME_OPTIMIZER] += now() - began;
+    return status;
 }
 
 /* ---- the run folder -------------------------------------------------------------------------- */
@@ -576,6 +600,8 @@ static void say_plan(struct run *run)
             (long long)run->seq, arena);
 }
 
+enum { TIMELINE_POINTS = 200 };   /* plan.json's memory timeline of one step: at most this many */
+
 /* plan.json in the run folder: the plan as `trainrun plan --json` prints it, and once the run
  * is over what the allocator and the OS measured, with a warning for each prediction missed
  * (regions off by more than 1 %, a footprint above its prediction). Written whole, then renamed
@@ -588,6 +614,12 @@ static int write_plan(struct run *run, bool measured, int64_t step)
     char *text = tr_plan_to_json(&run->plan, true, hash);
     json_t *j = json_loads(text, 0, NULL), *warnings = json_array();
     free(text);
+    const struct tr_split *train = &run->data.train;
+    double mean_len = train->offsets && train->n ? (double)(train->offsets[train->n] - train->offsets[0]) / (double)train->n
+                    : train->tokens ? (double)train->window : 1.0;
+    json_object_set_new(j, "data", json_pack("{sI sI sf}", "train_samples", (json_int_t)train->n, "max_len",
+                                             (json_int_t)run->seq, "mean_len", mean_len));
+    json_object_set_new(j, "timeline", tr_plan_timeline_json(&run->train.b, TIMELINE_POINTS));
     if (measured) {
         const struct tr_candidate *c = &run->plan.cand[run->plan.chosen];
         struct tr_alloc_stats st;
@@ -671,6 +703,7 @@ static void histograms(struct run *run, int64_t t)
 
 static int checkpoint(struct run *run, int64_t step)
 {
+    double began = now();
     char dir[4200], err[512];
     snprintf(dir, sizeof dir, "%s/checkpoints", run->dir);
     char state[256], scaler[128];
@@ -680,6 +713,7 @@ static int checkpoint(struct run *run, int64_t step)
     if (tr_checkpoint_write(dir, &run->train.x, &run->optim, step, run->r->name, state, err, sizeof err))
         return fail(run, TR_EXIT_FAILURE, "checkpoint: %s", err);
     tr_events_flush(&run->events, 1);   /* what TensorBoard shows is never behind a checkpoint */
+    run->timer.spent[TR_TIME_CHECKPOINT] += now() - began;
     return 0;
 }
 
@@ -705,6 +739,71 @@ static int resume(struct run *run, int64_t *start)
         say(run, "warning: skipped damaged checkpoints: %s\n", warn);
     say(run, "resuming %s at step %lld of %lld\n", run->dir, (long long)*start, (long long)run->total_steps);
     return 0;
+}
+
+/* The leak check's verdict in the log; growth is a warning. */
+static void say_leak(struct run *run, const json_t *leak)
+{
+    const char *verdict = json_string_value(json_object_get(leak, "verdict"));
+    long long from = (long long)json_integer_value(json_object_get(leak, "baseline_step"));
+    long long to = (long long)json_integer_value(json_object_get(leak, "last_step"));
+    if (!strcmp(verdict, "too short")) {
+        say(run, "leak check: not done, the run ended during warm-up (step %lld)\n",
+            (long long)run->leak.warmup);
+        return;
+    }
+    if (!strcmp(verdict, "constant")) {
+        say(run, "leak check: allocated bytes, heap and resident set constant from step %lld to %lld\n", from, to);
+        return;
+    }
+    for (int i = 0; i < TR_NGAUGES; i++) {
+        json_t *g = json_object_get(leak, tr_gauge_name(i));
+        if (json_is_null(json_object_get(g, "first_grew_step")))
+            continue;
+        char base[32], at[32], last[32];
+        tr_format_bytes((uint64_t)json_integer_value(json_object_get(g, "baseline")), base);
+        tr_format_bytes((uint64_t)json_integer_value(json_object_get(g, "first_grew_value")), at);
+        tr_format_bytes((uint64_t)json_integer_value(json_object_get(g, "last")), last);
+        say(run, "warning: leak check: %s grew at step %lld: %s, from %s at step %lld (%s at step %lld)\n",
+            tr_gauge_name(i), (long long)json_integer_value(json_object_get(g, "first_grew_step")), at, base,
+            from, last, to);
+    }
+}
+
+/* run.json opened: when and where the run (or this part of a resumed one) started. */
+static int begin_record(struct run *run, int64_t start)
+{
+    char *recipe = tr_recipe_to_json(run->r), hash[65], err[4400];
+    tr_sha256_of(recipe, strlen(recipe), hash);
+    free(recipe);
+    if (tr_run_record_begin(&run->record, run->dir, tr_environment(hash), start, err, sizeof err))
+        return fail(run, TR_EXIT_FAILURE, "%s", err);
+    return 0;
+}
+
+/* The run's end: the time not yet logged, run.json closed with the leak check's verdict, the
+ * reports and the index of all runs. */
+static void end_record(struct run *run, int status, double seconds, int64_t steps)
+{
+    char err[4400];
+    if (run->record) {
+        if (run->timer.since > 0) {   /* the loop ran */
+            json_t *line = json_pack("{sI}", "step", (json_int_t)steps);
+            tr_timer_line(&run->timer, line, now(), run->timer.wait_seen);
+            metric(run, line);
+        }
+        json_t *leak = tr_leak_json(&run->leak);
+        say_leak(run, leak);
+        if (tr_run_record_end(run->record, run->dir, status, seconds, steps, leak, err, sizeof err))
+            say(run, "warning: %s\n", err);
+    }
+    struct tr_run_outcome outcome = {.exit_code = status, .seconds = seconds};
+    if (tr_run_report_render(run->dir, &outcome, err, sizeof err))
+        say(run, "warning: report: %s\n", err);
+    char runs[4200];
+    snprintf(runs, sizeof runs, "%s", run->r->report.dir);
+    if (tr_runs_index_write(runs, err, sizeof err))
+        say(run, "warning: runs index: %s\n", err);
 }
 
 /* ---- the whole run ----------------------------------------------------------------------------- */
@@ -754,6 +853,22 @@ static int should_stop(struct run *run, int64_t t, const struct tr_train_result 
     return 1;
 }
 
+/* The leak check's warm-up: until the first logged line, evaluation and checkpoint have each
+ * happened once (each allocates what it keeps), and at least TR_LEAK_MIN_WARMUP steps. */
+static int64_t warmup(const struct run *run, int64_t start, int64_t log_every)
+{
+    const struct tr_recipe *r = run->r;
+    int64_t every[3] = {log_every, run->data.valid.n ? r->train.eval_every : 0, r->train.checkpoint_every};
+    int64_t last = start + TR_LEAK_MIN_WARMUP;
+    for (int i = 0; i < 3; i++)
+        if (every[i] > 0) {
+            int64_t first = (start / every[i] + 1) * every[i];
+            if (first < run->total_steps && first > last)
+                last = first;
+        }
+    return last;
+}
+
 static int loop(struct run *run, int64_t start, struct tr_train_result *res)
 {
     const struct tr_recipe *r = run->r;
@@ -775,11 +890,18 @@ static int loop(struct run *run, int64_t start, struct tr_train_result *res)
                                             : run->total_steps / 20 > 0 ? run->total_steps / 20 : 1;
     double began = now(), last = began, waited = 0;
     struct { int64_t samples, tokens, slots, micro, steps; } since = {0};   /* the last logged line */
+    tr_timer_start(&run->timer, began, tr_loader_wait_seconds(loader));
+    run->train.x.phase_seconds = run->timer.phase;
+    tr_leak_init(&run->leak, warmup(run, start, log_every));
     int status = 0;
     for (int64_t t = start + 1; t <= run->total_steps && !status; t++) {
         double loss = NAN, grad_norm = NAN;
         bool skipped = false;
         struct tr_step st;
+        struct tr_alloc_stats held;
+        int64_t gauge[TR_NGAUGES];
+        tr_alloc_stats(&run->alloc, &held);
+        tr_leak_sample(&run->leak, t, (int64_t)held.current, gauge);
         tr_loader_next(loader, &st);
         status = train_step(run, &st, t, &loss, &grad_norm, &skipped);
         if (!status && r->report.histograms_every && t % r->report.histograms_every == 0)
@@ -808,6 +930,8 @@ static int loop(struct run *run, int64_t start, struct tr_train_result *res)
             }
             json_object_set_new(line, "data/wait_fraction", json_real(elapsed > 0 ? wait / elapsed : 0.0));
             json_object_set_new(line, "memory/allocated", json_real((double)mem.current));
+            json_object_set_new(line, "memory/heap", json_real((double)gauge[TR_GAUGE_HEAP]));
+            json_object_set_new(line, "memory/rss", json_real((double)gauge[TR_GAUGE_RSS]));
             json_object_set_new(line, "memory/peak", json_real((double)tr_process_peak_rss()));
             json_object_set_new(line, "memory/predicted_peak", json_real((double)run->plan.cand[run->plan.chosen].peak));
             json_object_set_new(line, "memory/predicted_footprint",
@@ -816,6 +940,7 @@ static int loop(struct run *run, int64_t start, struct tr_train_result *res)
                 json_object_set_new(line, "train/loss_scale", json_real(run->scaler.scale));
                 json_object_set_new(line, "train/skipped_steps", json_real((double)run->scaler.skipped));
             }
+            tr_timer_line(&run->timer, line, now(), tr_loader_wait_seconds(loader));
             metric(run, line);
             memset(&since, 0, sizeof since);
             waited += wait;
@@ -850,6 +975,8 @@ static int loop(struct run *run, int64_t start, struct tr_train_result *res)
         }
     }
     res->data_wait_seconds = tr_loader_wait_seconds(loader);
+    run->timer.spent[TR_TIME_DATA] += res->data_wait_seconds - run->timer.wait_seen;
+    run->timer.wait_seen = res->data_wait_seconds;
     tr_loader_close(loader);
     res->seconds = now() - began;
     return status;
@@ -857,6 +984,7 @@ static int loop(struct run *run, int64_t start, struct tr_train_result *res)
 
 static void release(struct run *run)
 {
+    json_decref(run->record);
     tr_alloc_destroy(&run->alloc);
     for (int i = 0; i < 2; i++) {
         struct side *s = i ? &run->eval : &run->train;
@@ -910,6 +1038,8 @@ int tr_train(const struct tr_recipe *r, const struct tr_train_options *opt, stru
         status = write_plan(&run, false, 0);
     if (!status)
         status = open_events(&run, start);
+    if (!status)
+        status = begin_record(&run, start);
     if (!status) {
         snprintf(res->run_dir, sizeof res->run_dir, "%s", run.dir);
         say(&run, "%s: %s on %s (%lld train, %lld valid, %lld test), %lld steps of %lld, run folder %s\n",
@@ -953,12 +1083,8 @@ int tr_train(const struct tr_recipe *r, const struct tr_train_options *opt, stru
         int rc = write_plan(&run, true, res->steps);
         status = status ? status : rc;
     }
-    if (run.log) {   /* the report is for people: failing to write it does not fail the run */
-        struct tr_run_outcome outcome = {.exit_code = status, .seconds = now() - started};
-        char err[4400];
-        if (tr_run_report_render(run.dir, &outcome, err, sizeof err))
-            say(&run, "warning: report: %s\n", err);
-    }
+    if (run.log)   /* the report is for people: failing to write it does not fail the run */
+        end_record(&run, status, now() - started, res->steps);
     if (run.events.fd >= 0 && status != TR_EXIT_INTERRUPTED)   /* interrupted: the session goes on */
         tr_events_session_end(&run.events, status ? TR_SESSION_FAILURE : TR_SESSION_SUCCESS, (double)time(NULL));
     if (tr_events_close(&run.events) && run.log)

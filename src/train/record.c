@@ -1,0 +1,183 @@
+/* The run's record: time by cause and the leak check (record.h). */
+#include "train/record.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/alloc.h"
+#include "graph/graph.h"
+
+const char *tr_time_key(int i)
+{
+    static const char *const keys[TR_NTIME] = {"time/data", "time/forward", "time/backward", "time/recompute",
+                                               "time/optimizer", "time/evaluation", "time/checkpointing"};
+    return i >= 0 && i < TR_NTIME ? keys[i] : "time/?";
+}
+
+void tr_timer_start(struct tr_timer *t, double now, double wait_total)
+{
+    *t = (struct tr_timer){.wait_seen = wait_total, .since = now};
+}
+
+void tr_timer_line(struct tr_timer *t, json_t *line, double now, double wait_total)
+{
+    t->spent[TR_TIME_DATA] += wait_total - t->wait_seen;
+    t->spent[TR_TIME_FORWARD] += t->phase[TR_FORWARD];
+    t->spent[TR_TIME_BACKWARD] += t->phase[TR_BACKWARD];
+    t->spent[TR_TIME_RECOMPUTE] += t->phase[TR_RECOMPUTE];
+    t->spent[TR_TIME_OPTIMIZER] += t->phase[TR_OPTIMIZER];
+    json_object_set_new(line, "time/wall", json_real(now - t->since));
+    for (int i = 0; i < TR_NTIME; i++)
+        json_object_set_new(line, tr_time_key(i), json_real(t->spent[i]));
+    tr_timer_start(t, now, wait_total);
+}
+
+/* ---- the leak check -------------------------------------------------------------------------- */
+
+/* What a gauge may rise above its baseline before it counts as growth: the allocator's bytes
+ * are exact; the heap moves with the log's and the event writer's buffers; the resident set
+ * by whole pages the kernel maps in for stacks and file reads. */
+static const int64_t tolerance[TR_NGAUGES] = {0, 1 << 20, 8 << 20};
+
+const char *tr_gauge_name(int i)
+{
+    static const char *const names[TR_NGAUGES] = {"allocated", "heap", "rss"};
+    return i >= 0 && i < TR_NGAUGES ? names[i] : "?";
+}
+
+/* The resident set from /proc/self/statm (pages): cheap enough to read every step. */
+static int64_t rss_now(void)
+{
+    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    char text[128];
+    ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    text[n] = 0;
+    long long size, resident;
+    if (sscanf(text, "%lld %lld", &size, &resident) != 2)
+        return -1;
+    return resident * (int64_t)sysconf(_SC_PAGESIZE);
+}
+
+void tr_leak_init(struct tr_leak *l, int64_t warmup)
+{
+    *l = (struct tr_leak){.warmup = warmup};
+    for (int i = 0; i < TR_NGAUGES; i++)
+        l->g[i].tolerance = tolerance[i];
+}
+
+void tr_leak_sample(struct tr_leak *l, int64_t step, int64_t allocated, int64_t now_values[TR_NGAUGES])
+{
+    int64_t v[TR_NGAUGES] = {allocated, (int64_t)tr_heap_in_use(), rss_now()};
+    if (now_values)
+        memcpy(now_values, v, sizeof v);
+    l->last_step = step;
+    if (step <= l->warmup)
+        return;
+    int baseline = !l->baseline_step;
+    if (baseline)
+        l->baseline_step = step;
+    for (int i = 0; i < TR_NGAUGES; i++) {
+        if (baseline)
+            l->g[i].baseline = l->g[i].max = v[i];
+        l->g[i].last = v[i];
+        if (v[i] > l->g[i].max)
+            l->g[i].max = v[i];
+        if (!l->g[i].first_grew && v[i] > l->g[i].baseline + l->g[i].tolerance)
+            l->g[i].first_grew = step, l->g[i].first_value = v[i];
+    }
+}
+
+json_t *tr_leak_json(const struct tr_leak *l)
+{
+    json_t *j = json_object();
+    int checked = l->baseline_step > 0 && l->last_step > l->baseline_step, grew = 0;
+    json_object_set_new(j, "checked", json_boolean(checked));
+    json_object_set_new(j, "warmup_steps", json_integer(l->warmup));
+    json_object_set_new(j, "baseline_step", l->baseline_step ? json_integer(l->baseline_step) : json_null());
+    json_object_set_new(j, "last_step", json_integer(l->last_step));
+    for (int i = 0; i < TR_NGAUGES; i++) {
+        json_t *g = json_object();
+        json_object_set_new(g, "baseline", checked ? json_integer(l->g[i].baseline) : json_null());
+        json_object_set_new(g, "last", checked ? json_integer(l->g[i].last) : json_null());
+        json_object_set_new(g, "max", checked ? json_integer(l->g[i].max) : json_null());
+        json_object_set_new(g, "tolerance", json_integer(l->g[i].tolerance));
+        json_object_set_new(g, "first_grew_step", l->g[i].first_grew ? json_integer(l->g[i].first_grew) : json_null());
+        json_object_set_new(g, "first_grew_value", l->g[i].first_grew ? json_integer(l->g[i].first_value) : json_null());
+        json_object_set_new(j, tr_gauge_name(i), g);
+        grew |= l->g[i].first_grew != 0;
+    }
+    json_object_set_new(j, "verdict", json_string(!checked ? "too short" : grew ? "grew" : "constant"));
+    return j;
+}
+
+/* ---- run.json ---------------------------------------------------------------------------------- */
+
+static void utc_now(char out[32])
+{
+    time_t t = time(NULL);
+    strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
+}
+
+static int write_record(json_t *record, const char *dir, char *err, size_t errsize)
+{
+    char path[4200], tmp[4300];
+    snprintf(path, sizeof path, "%s/run.json", dir);
+    snprintf(tmp, sizeof tmp, "%s/.run.json.tmp", dir);
+    if (json_dump_file(record, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER) || rename(tmp, path)) {
+        snprintf(err, errsize, "cannot write %s: %s", path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+int tr_run_record_begin(json_t **record, const char *dir, json_t *environment, int64_t from_step, char *err,
+                        size_t errsize)
+{
+    char path[4200], started[32];
+    snprintf(path, sizeof path, "%s/run.json", dir);
+    utc_now(started);
+    json_t *r = json_load_file(path, 0, NULL);   /* a resumed run's, from its earlier processes */
+    if (!json_is_object(r) || !json_is_array(json_object_get(r, "segments"))) {
+        json_decref(r);
+        r = json_pack("{ss so* s[]}", "started", started, "environment", environment, "segments");
+    } else {
+        json_object_set_new(r, "environment", environment ? environment : json_null());
+    }
+    json_array_append_new(json_object_get(r, "segments"),
+                          json_pack("{ss sn sn sn sI sn}", "started", started, "ended", "seconds", "exit_code",
+                                    "from_step", (json_int_t)from_step, "to_step"));
+    *record = r;
+    return write_record(r, dir, err, errsize);
+}
+
+int tr_run_record_end(json_t *record, const char *dir, int exit_code, double seconds, int64_t to_step,
+                      json_t *leak, char *err, size_t errsize)
+{
+    char ended[32];
+    utc_now(ended);
+    json_t *segments = json_object_get(record, "segments"), *last = json_array_get(segments, json_array_size(segments) - 1);
+    json_object_set_new(last, "ended", json_string(ended));
+    json_object_set_new(last, "seconds", json_real(seconds));
+    json_object_set_new(last, "exit_code", json_integer(exit_code));
+    json_object_set_new(last, "to_step", json_integer(to_step));
+    double total = 0;
+    size_t i;
+    json_t *s;
+    json_array_foreach(segments, i, s)
+        total += json_number_value(json_object_get(s, "seconds"));
+    json_object_set_new(record, "exit_code", json_integer(exit_code));
+    json_object_set_new(record, "seconds", json_real(total));
+    json_object_set_new(record, "leak", leak ? leak : json_null());
+    return write_record(record, dir, err, errsize);
+}

@@ -1,0 +1,77 @@
+/* The run's record for its report (DESIGN.md §2, reporter): where the time went — waiting for
+ * data, forward, backward, recomputation, the optimizer, evaluation, checkpointing — and whether
+ * memory held still from one step to the next (the leak check). The trainer logs the time in
+ * metrics.jsonl, one interval a line; the leak check's verdict goes into run.json. */
+#ifndef TR_RECORD_H
+#define TR_RECORD_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+enum tr_time {
+    TR_TIME_DATA,          /* the loop waited for the loader */
+    TR_TIME_FORWARD,       /* the training program's forward nodes */
+    TR_TIME_BACKWARD,      /* its backward nodes */
+    TR_TIME_RECOMPUTE,     /* checkpointing's recomputed forward nodes */
+    TR_TIME_OPTIMIZER,     /* unscaling, clipping and the update */
+    TR_TIME_EVAL,          /* evaluation and test passes */
+    TR_TIME_CHECKPOINT,    /* writing checkpoints */
+    TR_NTIME
+};
+
+/* metrics.jsonl's key for each: "time/data", "time/forward", … */
+const char *tr_time_key(int i);
+
+/* Seconds spent since the last logged line, by cause. The executor adds its nodes' time into
+ * phase (by enum tr_phase: forward, backward, recompute, optimizer); the trainer the rest. */
+struct tr_timer {
+    double spent[TR_NTIME];
+    double phase[4];
+    double wait_seen;      /* the loader's wait total at the last line */
+    double since;          /* when the last line was logged */
+};
+
+void tr_timer_start(struct tr_timer *t, double now, double wait_total);
+/* Adds the interval's "time/wall" and each "time/…" to line and starts a new interval. */
+void tr_timer_line(struct tr_timer *t, json_t *line, double now, double wait_total);
+
+/* The leak check: at the start of every step the allocator's bytes, the process's heap in use
+ * (mallinfo2) and its resident set are sampled; after warm-up (the first logged line,
+ * evaluation and checkpoint have all happened once, and at least TR_LEAK_MIN_WARMUP steps) the
+ * first sample is the baseline, and a later one above it by more than a tolerance is growth. */
+enum tr_gauge { TR_GAUGE_ALLOCATED, TR_GAUGE_HEAP, TR_GAUGE_RSS, TR_NGAUGES };
+enum { TR_LEAK_MIN_WARMUP = 10 };
+
+struct tr_leak {
+    int64_t warmup;        /* the last warm-up step; the baseline is taken at the next */
+    int64_t baseline_step; /* 0 until taken */
+    int64_t last_step;
+    struct {
+        int64_t baseline, last, max, tolerance;
+        int64_t first_grew;   /* the first step that started above baseline + tolerance; 0: none */
+        int64_t first_value;  /* its value */
+    } g[TR_NGAUGES];
+};
+
+const char *tr_gauge_name(int i);   /* "allocated", "heap", "rss" */
+void tr_leak_init(struct tr_leak *l, int64_t warmup);
+/* Samples the process now (allocated: the caller's allocator's current bytes) at the start of
+ * step; returns the values it read into now_values (may be NULL). */
+void tr_leak_sample(struct tr_leak *l, int64_t step, int64_t allocated, int64_t now_values[TR_NGAUGES]);
+/* {"checked": bool, "warmup_steps", "baseline_step", "last_step", "allocated": {baseline, last,
+ * max, tolerance, first_grew_step}, "heap": …, "rss": …, "verdict": "constant" | "grew" |
+ * "too short"} */
+json_t *tr_leak_json(const struct tr_leak *l);
+
+/* run.json, the run's record beside its reports: {"started", "environment", "segments":
+ * [{"started", "ended", "seconds", "exit_code", "from_step", "to_step"}, …] (one a process: a
+ * resumed run has several), "exit_code" and "seconds" (the last's and their sum), "leak"}.
+ * tr_run_record_begin loads dir's run.json (or starts one when fresh; environment is taken) and
+ * opens a segment; tr_run_record_end closes it (leak is taken); both write the file whole,
+ * renamed over the old one. Return 0, or −1 with a sentence in err. */
+int tr_run_record_begin(json_t **record, const char *dir, json_t *environment, int64_t from_step, char *err,
+                        size_t errsize);
+int tr_run_record_end(json_t *record, const char *dir, int exit_code, double seconds, int64_t to_step,
+                      json_t *leak, char *err, size_t errsize);
+
+#endif
