@@ -46,7 +46,7 @@ static void usage(FILE *out)
 
 static void version(void)
 {
-    printf("trainrun %s\n", PACKAGE_VERSION);
+    printf("trainrun %s (git %s)\n", PACKAGE_VERSION, TR_GIT_REVISION);
     printf("CPU backend: OpenBLAS %s kernels, OpenMP %d threads\n", tr_cpu_blas_core(),
            omp_get_max_threads());
 #ifdef HAVE_CUDA

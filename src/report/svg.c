@@ -53,24 +53,42 @@ static int extent(const struct tr_svg_line *lines, int nlines, double *x0, doubl
     return points;
 }
 
-static void axes(FILE *out, const char *xlabel, const char *ylabel, double x0, double x1, double y0, double y1)
+/* A tick's label in at most 4 significant digits, with k, M, G past 10^4: 35000 samples/s
+ * read "3.5e+04", a label so wide it ran into the rotated axis title. */
+static void tick_label(double v, double step, char out[32])
+{
+    static const struct { double unit; const char *suffix; } si[] = {{1e9, "G"}, {1e6, "M"}, {1e3, "k"}};
+    if (fabs(v) < step * 1e-9)
+        v = 0;   /* not 1.4e-17 where the sum of steps misses zero */
+    for (size_t i = 0; fabs(v) >= 1e4 && i < sizeof si / sizeof si[0]; i++)
+        if (fabs(v) >= si[i].unit) {
+            snprintf(out, 32, "%.4g%s", v / si[i].unit, si[i].suffix);
+            return;
+        }
+    snprintf(out, 32, "%.4g", v);
+}
+
+static void axes(FILE *out, const char *xlabel, const char *ylabel, double x0, double x1, double y0, double y1,
+                 double ys)
 {
     double pw = W - LEFT - RIGHT, ph = H - TOP - BOTTOM;
+    char label[32];
     fprintf(out, "<rect x=\"%d\" y=\"%d\" width=\"%g\" height=\"%g\" fill=\"none\" stroke=\"#888\"/>\n",
             LEFT, TOP, pw, ph);
-    double ys = nice_step(y1 - y0, 5);
-    for (double v = ceil(y0 / ys) * ys; v <= y1 + ys * 1e-9; v += ys) {
+    for (double v = ceil(y0 / ys - 1e-9) * ys; v <= y1 + ys * 1e-9; v += ys) {
         double y = TOP + ph * (1 - (v - y0) / (y1 - y0));
+        tick_label(v, ys, label);
         fprintf(out, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%g\" y2=\"%.1f\" stroke=\"#ddd\"/>"
-                "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.4g</text>\n",
-                LEFT, y, LEFT + pw, y, LEFT - 4, y + 4, fabs(v) < ys * 1e-9 ? 0.0 : v);
+                "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
+                LEFT, y, LEFT + pw, y, LEFT - 4, y + 4, label);
     }
     double xs = nice_step(x1 - x0, 6);
     for (double v = ceil(x0 / xs) * xs; v <= x1 + xs * 1e-9; v += xs) {
         double x = LEFT + pw * (v - x0) / (x1 - x0);
+        tick_label(v, xs, label);
         fprintf(out, "<line x1=\"%.1f\" y1=\"%g\" x2=\"%.1f\" y2=\"%g\" stroke=\"#888\"/>"
-                "<text x=\"%.1f\" y=\"%g\" text-anchor=\"middle\">%.6g</text>\n",
-                x, TOP + ph, x, TOP + ph + 4, x, TOP + ph + 16, v);
+                "<text x=\"%.1f\" y=\"%g\" text-anchor=\"middle\">%s</text>\n",
+                x, TOP + ph, x, TOP + ph + 4, x, TOP + ph + 16, label);
     }
     fprintf(out, "<text x=\"%g\" y=\"%d\" text-anchor=\"middle\">", LEFT + pw / 2, H - 6);
     tr_html_escape(out, xlabel);
@@ -93,6 +111,10 @@ int tr_svg_plot_x(FILE *out, const char *title, const char *xlabel, const char *
     int points = extent(lines, nlines, &x0, &x1, &y0, &y1);
     if (!points)
         return 0;
+    /* The y axis ends on ticks: its top and bottom are labelled, and the highest and lowest
+     * points seldom lie on the frame, hidden in its line. */
+    double ys = nice_step(y1 - y0, 5);
+    y0 = floor(y0 / ys) * ys, y1 = ceil(y1 / ys) * ys;
     double pw = W - LEFT - RIGHT, ph = H - TOP - BOTTOM;
     fprintf(out, "<svg class=\"plot\" viewBox=\"0 0 %d %d\" role=\"img\" "
             "font-size=\"13\" font-family=\"sans-serif\">\n<title>", W, H);
@@ -100,7 +122,7 @@ int tr_svg_plot_x(FILE *out, const char *title, const char *xlabel, const char *
     fprintf(out, "</title>\n<text x=\"%d\" y=\"16\" font-weight=\"bold\">", LEFT);
     tr_html_escape(out, title);
     fputs("</text>\n", out);
-    axes(out, xlabel, ylabel, x0, x1, y0, y1);
+    axes(out, xlabel, ylabel, x0, x1, y0, y1, ys);
     for (int l = 0; l < nlines; l++) {
         const char *colour = colours[l % (int)(sizeof colours / sizeof colours[0])];
         fprintf(out, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"", colour);

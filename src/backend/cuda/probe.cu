@@ -22,11 +22,18 @@ extern "C" void tr_cuda_probe(struct tr_cuda_info *info)
         n = 0;
     }
     info->devices = n;
-    if (n > 0) {
-        cudaDeviceProp prop;
-        if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) {
-            snprintf(info->first_name, sizeof info->first_name, "%s", prop.name);
-            info->first_memory = prop.totalGlobalMem;
-        }
+    if (n > 0)
+        tr_cuda_gpu(0, info->first_name, sizeof info->first_name, &info->first_memory);
+}
+
+extern "C" int tr_cuda_gpu(int index, char *name, unsigned long namesize, unsigned long long *memory)
+{
+    cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, index) != cudaSuccess) {
+        cudaGetLastError();
+        return -1;
     }
+    snprintf(name, namesize, "%s", prop.name);
+    *memory = prop.totalGlobalMem;
+    return 0;
 }

@@ -18,6 +18,8 @@ struct tr_cuda_info {
 };
 
 void tr_cuda_probe(struct tr_cuda_info *info);
+/* GPU index's name and memory (bytes); 0, or −1 when there is no such GPU. */
+int tr_cuda_gpu(int index, char *name, unsigned long namesize, unsigned long long *memory);
 
 #ifdef __cplusplus
 }
