@@ -14,7 +14,7 @@
 #include "report/run_report.h"
 #include "report/svg.h"
 
-static const char *const fixture_files[] = {"recipe.yaml", "metrics.jsonl", "plan.json", "log.txt"};
+static const char *const fixture_files[] = {"recipe.yaml", "metrics.jsonl", "plan.json", "log.txt", "run.json"};
 
 static char *slurp(const char *dir, const char *name)
 {
@@ -64,7 +64,7 @@ static void make_run(char dir[64], int bare)
 
 static void remove_run(const char *dir)
 {
-    static const char *const names[] = {"recipe.yaml", "metrics.jsonl", "plan.json", "log.txt",
+    static const char *const names[] = {"recipe.yaml", "metrics.jsonl", "plan.json", "log.txt", "run.json",
                                         "report.json", "report.md", "report.html"};
     char path[4200];
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
@@ -107,12 +107,13 @@ START_TEST(json_fields)
     make_run(dir, 0);
     render(dir, &(struct tr_run_outcome){.exit_code = 0, .seconds = 12.5});
     json_t *j = report_json(dir), *plan = json_object_get(j, "plan");
-    static const char *const fields[] = {"schema_version", "name", "arch", "dataset", "status", "exit_code",
-                                         "duration_seconds", "steps", "final", "best", "plan", "checklist",
-                                         "warnings"};
+    static const char *const fields[] = {"schema_version", "run", "name", "arch", "dataset", "status",
+                                         "exit_code", "duration_seconds", "started", "steps", "key_metric", "final",
+                                         "best", "throughput", "plan", "checklist", "time", "leak",
+                                         "memory_timeline", "environment", "warnings", "series"};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
         ck_assert_msg(json_object_get(j, fields[i]) != NULL, "report.json has no %s", fields[i]);
-    ck_assert_int_eq(json_integer_value(json_object_get(j, "schema_version")), 1);
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "schema_version")), 2);
     ck_assert_str_eq(json_string_value(json_object_get(j, "name")), "mlp");
     ck_assert_str_eq(json_string_value(json_object_get(j, "dataset")), "digits");
     ck_assert_str_eq(json_string_value(json_object_get(j, "status")), "finished");
@@ -133,8 +134,37 @@ START_TEST(json_fields)
     ck_assert_int_eq(json_integer_value(json_object_get(plan, "data_workers")), 1);
     ck_assert_int_eq(json_integer_value(json_object_get(plan, "budget_bytes")), 536870912);
     ck_assert_str_eq(json_string_value(json_object_get(json_object_get(plan, "checkpointing"), "mode")), "none");
-    ck_assert_uint_eq(json_array_size(json_object_get(j, "checklist")), 6);
+    ck_assert_uint_eq(json_array_size(json_object_get(j, "checklist")), 7);
     ck_assert_uint_eq(json_array_size(json_object_get(j, "warnings")), 0);
+    /* Version 2: the key metric, the data the planner saw, where the time went, the leak
+     * check, one step's memory, the environment and every series. */
+    json_t *key = json_object_get(j, "key_metric");
+    ck_assert_str_eq(json_string_value(json_object_get(key, "name")), "test/accuracy");
+    ck_assert_str_eq(json_string_value(json_object_get(key, "better")), "higher");
+    ck_assert_double_eq_tol(json_number_value(json_object_get(key, "value")), 0.95543175487465182, 1e-15);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(plan, "data"), "train_samples")), 1258);
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(plan, "device"), "name")), "cpu");
+    json_t *time = json_object_get(j, "time");
+    double wall = json_number_value(json_object_get(time, "wall")), parts = 0;
+    static const char *const causes[] = {"data", "forward", "backward", "recompute", "optimizer", "evaluation",
+                                         "checkpointing", "other"};
+    for (size_t i = 0; i < sizeof causes / sizeof causes[0]; i++) {
+        ck_assert_msg(json_is_number(json_object_get(time, causes[i])), "time.%s", causes[i]);
+        ck_assert_double_ge(json_number_value(json_object_get(time, causes[i])), 0);
+        parts += json_number_value(json_object_get(time, causes[i]));
+    }
+    ck_assert_double_gt(json_number_value(json_object_get(time, "forward")), 0);
+    ck_assert_double_eq_tol(parts, wall, 1e-9 * wall + 1e-12);   /* other is what the rest leave */
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "leak"), "verdict")), "constant");
+    json_t *tl = json_object_get(j, "memory_timeline");
+    ck_assert_int_gt(json_integer_value(json_object_get(tl, "nodes")), 0);
+    ck_assert_int_gt(json_integer_value(json_object_get(tl, "peak_bytes")), 0);
+    ck_assert_uint_gt(json_array_size(json_object_get(tl, "largest")), 0);
+    ck_assert_ptr_nonnull(json_string_value(json_object_get(json_object_get(j, "environment"), "host")));
+    json_t *loss = json_object_get(json_object_get(j, "series"), "train/loss");
+    ck_assert_uint_eq(json_array_size(loss), 20);
+    ck_assert_double_eq(json_number_value(json_array_get(json_array_get(loss, 19), 0)), 200);
+    ck_assert_double_eq_tol(json_number_value(json_array_get(json_array_get(loss, 19), 1)), 0.10215412825345993, 1e-15);
     json_decref(j);
     remove_run(dir);
 }
@@ -149,7 +179,10 @@ START_TEST(markdown_checklist)
     static const char *const rows[] = {"| AMP | off (fp32) |", "| Data loader | 1 worker, prefetch 2 |",
                                        "| Checkpointing | off |", "| Dynamic batching | off |",
                                        "| Accumulation | 64 × 1 |", "| Memory | regions 1.63 MiB predicted",
-                                       "# mlp: finished", "exit code 0", "| test/accuracy | 0.955432 |", "| eval/accuracy | 0.972222 | 0.972222 at step 200 |"};
+                                       "# mlp: finished", "exit code 0", "| test/accuracy | 95.54 % |", "| eval/accuracy | 97.22 % | 97.22 % at step 200 |",
+                                       "| Leak check | constant after warm-up |", "## Time", "| forward |",
+                                       "## Memory over one step", "^ backward from node", "## Environment",
+                                       "Key metric: test/accuracy 95.54 % (higher is better)", "No warnings."};
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
         ck_assert_msg(strstr(md, rows[i]) != NULL, "report.md lacks '%s':\n%s", rows[i], md);
     free(md);
@@ -270,13 +303,38 @@ START_TEST(skipped_steps_and_memory_flagged)
 }
 END_TEST
 
-/* Re-rendering keeps the trainer's status; without it the files decide. */
+/* The status comes from run.json; a run.json whose last part never ended is a killed run;
+ * without run.json (older runs) re-rendering keeps the last report's status, and without
+ * that the files decide. */
 START_TEST(status_read_back_or_inferred)
 {
-    char dir[64];
+    char dir[64], path[200];
     make_run(dir, 0);
     render(dir, NULL);
-    json_t *j = report_json(dir);
+    json_t *j = report_json(dir), *rec = json_load_file(strcat(strcpy(path, dir), "/run.json"), 0, NULL);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "status")), "finished");
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "exit_code")), 0);
+    ck_assert_double_eq(json_number_value(json_object_get(j, "duration_seconds")),
+                        json_number_value(json_object_get(rec, "seconds")));
+    ck_assert_str_eq(json_string_value(json_object_get(j, "started")),
+                     json_string_value(json_object_get(rec, "started")));
+    json_decref(j);
+    json_decref(rec);
+    put(dir, "run.json", "{\"started\": \"2026-11-29T01:00:00Z\", \"segments\": [{\"started\": "
+        "\"2026-11-29T01:00:00Z\", \"ended\": null, \"exit_code\": null}]}\n", "w");
+    render(dir, NULL);
+    j = report_json(dir);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "status")), "killed");
+    json_decref(j);
+    char *md = slurp(dir, "report.md");
+    ck_assert_ptr_nonnull(strstr(md, "# mlp: killed"));
+    free(md);
+    unlink(path);   /* an older run: no run.json */
+    char old[200];
+    snprintf(old, sizeof old, "%s/report.json", dir);
+    unlink(old);
+    render(dir, NULL);
+    j = report_json(dir);
     ck_assert_str_eq(json_string_value(json_object_get(j, "status")), "finished");
     ck_assert(json_is_null(json_object_get(j, "exit_code")));
     ck_assert(json_is_null(json_object_get(j, "duration_seconds")));
@@ -292,14 +350,37 @@ START_TEST(status_read_back_or_inferred)
     ck_assert_str_eq(json_string_value(json_object_get(j, "status")), "failed");
     ck_assert_int_eq(json_integer_value(json_object_get(j, "exit_code")), 5);
     json_decref(j);
-    char path[200];
-    snprintf(path, sizeof path, "%s/report.json", dir);
-    unlink(path);
+    unlink(old);
     steady_metrics(dir, 3, 0, "");   /* no test line: killed, or still running */
     render(dir, NULL);
     j = report_json(dir);
     ck_assert_str_eq(json_string_value(json_object_get(j, "status")), "unknown");
     json_decref(j);
+    remove_run(dir);
+}
+END_TEST
+
+/* A leak check that found growth is a warning and the checklist says where. */
+START_TEST(leak_flagged)
+{
+    char dir[64], kinds[200];
+    make_run(dir, 0);
+    put(dir, "run.json", "{\"started\": \"2026-11-29T01:00:00Z\", \"segments\": [{\"exit_code\": 0, "
+        "\"seconds\": 2}], \"exit_code\": 0, \"seconds\": 2, \"leak\": {\"checked\": true, \"warmup_steps\": 100, "
+        "\"baseline_step\": 101, \"last_step\": 200, \"verdict\": \"grew\", "
+        "\"allocated\": {\"baseline\": 1000, \"last\": 1000, \"tolerance\": 0, \"first_grew_step\": null}, "
+        "\"heap\": {\"baseline\": 8388608, \"last\": 41943040, \"tolerance\": 1048576, \"first_grew_step\": 137, "
+        "\"first_grew_value\": 10485760}, "
+        "\"rss\": {\"baseline\": 104857600, \"last\": 106954752, \"tolerance\": 8388608, \"first_grew_step\": null}}}\n",
+        "w");
+    render(dir, NULL);
+    warning_kinds(dir, kinds, sizeof kinds);
+    ck_assert_str_eq(kinds, "leak,");
+    char *md = slurp(dir, "report.md");
+    ck_assert_ptr_nonnull(strstr(md, "| Leak check | grew |"));
+    ck_assert_ptr_nonnull(strstr(md, "heap in use 8.00 MiB → 40.00 MiB (grew at step 137)"));
+    ck_assert_ptr_nonnull(strstr(md, "leak: the heap in use grew at step 137"));
+    free(md);
     remove_run(dir);
 }
 END_TEST
@@ -333,6 +414,7 @@ int main(void)
     tcase_add_test(tc, data_bound_flagged);
     tcase_add_test(tc, skipped_steps_and_memory_flagged);
     tcase_add_test(tc, status_read_back_or_inferred);
+    tcase_add_test(tc, leak_flagged);
     tcase_add_test(tc, not_a_run_folder);
     suite_add_tcase(s, tc);
     return unit_run(s);

@@ -543,10 +543,11 @@ static const char css[] =
     "body{font-family:system-ui,sans-serif;max-width:56em;margin:0 auto;padding:0 1em;line-height:1.4;color:#222}"
     "table{border-collapse:collapse;width:100%;margin:.5em 0}"
     "th,td{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top;overflow-wrap:break-word}"
-    "td:last-child{overflow-wrap:anywhere}svg{width:100%;height:auto;margin:.5em 0}"
+    "svg{width:100%;height:auto;margin:.5em 0}"
     ".finished{color:#1a7f37}.failed,.unknown,.interrupted,.killed{color:#b3261e}"
     ".warnings li{color:#8a4b00}.regressions li{color:#b3261e;font-weight:bold}.none{color:#555}"
-    "pre{overflow-x:auto}.plots{display:grid;grid-template-columns:repeat(auto-fit,minmax(20em,1fr));gap:0 1em}";
+    "pre{overflow-x:auto}.plots{display:grid;grid-template-columns:repeat(auto-fit,minmax(20em,1fr));gap:0 1em}"
+    "@media (max-width:40em){body{padding:0 .4em}th,td{padding:.2em .3em}}";
 
 /* One plot of up to three series; scale multiplies the values (bytes to MiB). */
 static void plot(FILE *out, const struct tr_run_report *rep, const char *title, const char *ylabel, double scale,

@@ -1,12 +1,13 @@
-/* Inline SVG line plots for report.html (reporter, DESIGN.md §2). A fixed 640 × 300 viewBox
- * scaled by CSS to the page's width, so a phone shows the same plot smaller; ticks at 1, 2
+/* Inline SVG line plots for report.html (reporter, DESIGN.md §2). A fixed 480 × 290 viewBox
+ * scaled by CSS to the page's width (narrow enough that its 13-unit text stays legible at a
+ * phone's 360 pixels, or two plots abreast on a desktop); ticks at 1, 2
  * or 5 × 10^k, the steps Heckbert's "nice numbers" (Graphics Gems, 1990) pick. */
 #include "report/svg.h"
 
 #include <math.h>
 #include <string.h>
 
-enum { W = 640, H = 300, LEFT = 64, RIGHT = 16, TOP = 28, BOTTOM = 44 };
+enum { W = 480, H = 290, LEFT = 60, RIGHT = 12, TOP = 46, BOTTOM = 40 };
 
 static const char *const colours[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
                                       "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
@@ -123,6 +124,7 @@ int tr_svg_plot_x(FILE *out, const char *title, const char *xlabel, const char *
     tr_html_escape(out, title);
     fputs("</text>\n", out);
     axes(out, xlabel, ylabel, x0, x1, y0, y1, ys);
+    double legend_x = LEFT;
     for (int l = 0; l < nlines; l++) {
         const char *colour = colours[l % (int)(sizeof colours / sizeof colours[0])];
         fprintf(out, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"", colour);
@@ -131,12 +133,13 @@ int tr_svg_plot_x(FILE *out, const char *title, const char *xlabel, const char *
                 fprintf(out, "%.1f,%.1f ", LEFT + pw * (lines[l].x[i] - x0) / (x1 - x0),
                         TOP + ph * (1 - (lines[l].y[i] - y0) / (y1 - y0)));
         fputs("\"/>\n", out);
-        /* The legend: a swatch and the label per line, along the top right. */
-        double lx = W - RIGHT - 150.0 * (nlines - l);
-        fprintf(out, "<rect x=\"%.0f\" y=\"8\" width=\"12\" height=\"8\" fill=\"%s\"/><text x=\"%.0f\" y=\"16\">",
-                lx, colour, lx + 16);
+        /* The legend: a swatch and the label per line, in a row under the title, each as wide
+         * as its label (about 7 units a character). */
+        fprintf(out, "<rect x=\"%.0f\" y=\"26\" width=\"12\" height=\"8\" fill=\"%s\"/><text x=\"%.0f\" y=\"34\">",
+                legend_x, colour, legend_x + 16);
         tr_html_escape(out, lines[l].label);
         fputs("</text>\n", out);
+        legend_x += 28 + 7.0 * (double)strlen(lines[l].label ? lines[l].label : "");
     }
     fputs("</svg>\n", out);
     return points;
