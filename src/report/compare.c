@@ -72,7 +72,7 @@ json_t *tr_report_json_load(const char *run_dir)
 
 /* ---- words ------------------------------------------------------------------------------- */
 
-void tr_format_duration(double seconds, char out[48])
+void tr_format_elapsed(double seconds, char out[48])
 {
     if (!isfinite(seconds))
         snprintf(out, 48, "unknown");
@@ -119,7 +119,7 @@ static void value_words(double v, enum kind kind, const char *unit, char out[96]
     if (!isfinite(v))
         snprintf(out, 96, "?");
     else if (kind == DURATION)
-        tr_format_duration(v, b), snprintf(out, 96, "%s", b);
+        tr_format_elapsed(v, b), snprintf(out, 96, "%s", b);
     else if (kind == BYTES) {
         char bytes[32];
         tr_format_bytes((uint64_t)fabs(v), bytes);
@@ -144,6 +144,11 @@ static void change_words(double a, double b, enum kind kind, const char *unit, c
         snprintf(out, 160, "same");
     else
         snprintf(out, 160, "%s%s (%s)", b < a ? MINUS : "+", delta, percent);
+}
+
+void tr_format_change(double before, double after, char out[160])
+{
+    change_words(before, after, PLAIN, NULL, out);
 }
 
 /* ---- the comparison ---------------------------------------------------------------------- */
@@ -279,6 +284,19 @@ static void dynamic_words(const json_t *plan, char out[8])
 {
     json_t *v = json_object_get(plan, "dynamic_batching");
     snprintf(out, 8, "%s", json_is_true(v) ? "on" : json_is_false(v) ? "off" : "");
+}
+
+void tr_plan_words(const json_t *plan, char *out, size_t outsize)
+{
+    *out = 0;
+    if (!json_is_object(plan))
+        return;
+    char ckpt[96], batch[256];
+    const char *precision = string_at(plan, "precision");
+    checkpointing_words(plan, ckpt);
+    batching_words(plan, batch);
+    snprintf(out, outsize, "%s%s%s%s%s", precision ? precision : "?", *ckpt ? ", checkpointing " : "", ckpt,
+             *batch ? ", " : "", batch);
 }
 
 /* Adds "WHAT A → B" when both are known and differ. */

@@ -56,11 +56,19 @@ extern const char tr_compare_css[];
 
 /* Words for people, shared by the comparison, the runs index and `trainrun report`. */
 /* "42.0 s", "22.8 min", "1.5 h"; "unknown" for a non-finite value. */
-void tr_format_duration(double seconds, char out[48]);
+void tr_format_elapsed(double seconds, char out[48]);
 /* A whole number with thousands separators: "12,000". */
 void tr_format_count(double value, char out[48]);
 /* A signed relative change as a percentage with a true minus sign: "−3.3 %", "+12.0 %". */
 void tr_format_percent(double relative, char out[48]);
+
+/* A plan in short: "bf16, checkpointing selective 4 of 4, 32 × 1" (micro-batch ×
+ * accumulation, or dynamic batching's rows × tokens); "" for a plan that is not an object. */
+void tr_plan_words(const json_t *plan, char *out, size_t outsize);
+
+/* "+0.0012 (+0.2 %)": after − before and the change relative to before; "same"; "" when
+ * either is unknown. */
+void tr_format_change(double before, double after, char out[160]);
 
 /* The names of dir's subfolders (no symbolic links, no dot-names), sorted by strcmp, as a
  * NULL-terminated array to free with tr_names_free; NULL when dir cannot be read. */
