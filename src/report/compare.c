@@ -769,7 +769,8 @@ static struct row *side_by_side_rows(const json_t *a, const json_t *b, int *n)
         return NULL;
     char wa[96], wb[96];
     int k = 0;
-    text_row(&rows[k++], "run", string_at(a, "run"), string_at(b, "run"));
+    text_row(&rows[k], "run", string_at(a, "run"), string_at(b, "run"));
+    rows[k++].change[0] = 0;   /* two runs are two runs */
     text_row(&rows[k++], "recipe", string_at(a, "name"), string_at(b, "name"));
     text_row(&rows[k++], "status", string_at(a, "status"), string_at(b, "status"));
     exit_code_words(a, wa), exit_code_words(b, wb);
