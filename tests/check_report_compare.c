@@ -76,8 +76,8 @@ static const struct tr_regression_limits defaults = TR_REGRESSION_DEFAULTS;
 START_TEST(metric_deltas_and_directions)
 {
     /* Accuracy down 3.3 %: past 2 %. */
-    json_t *cmp = compare_texts(METRIC("test/accuracy", "0.7247", "higher"), METRIC("test/accuracy", "0.7010", "higher"),
-                                defaults);
+    json_t *cmp = compare_texts(METRIC("test/accuracy", "0.7247", "higher"),
+                                METRIC("test/accuracy", "0.7010", "higher"), defaults);
     json_t *m = json_object_get(cmp, "metric");
     ck_assert_str_eq(json_string_value(json_object_get(m, "name")), "test/accuracy");
     ck_assert_double_eq_tol(number(cmp, "metric", "delta"), -0.0237, 1e-12);
@@ -195,7 +195,8 @@ START_TEST(plan_changes_and_why)
     cmp = tr_report_compare(a, b, NULL);
     list = json_object_get(cmp, "why");
     ck_assert_int_eq(json_array_size(list), 1);
-    ck_assert_ptr_nonnull(strstr(json_string_value(json_array_get(list, 0)), "the inputs the planner saw are the same"));
+    const char *same = json_string_value(json_array_get(list, 0));
+    ck_assert_ptr_nonnull(strstr(same, "the inputs the planner saw are the same"));
     json_decref(cmp);
     /* Nothing changed: nothing to explain. */
     cmp = tr_report_compare(a, a, NULL);
@@ -219,7 +220,8 @@ START_TEST(missing_and_null_fields)
         " \"throughput\": {\"samples_per_s\": null, \"tokens_per_s\": null}, \"plan\": null, \"environment\": null,"
         " \"final\": null, \"series\": null}",
         "{\"key_metric\": {\"name\": 3, \"value\": \"high\"}, \"plan\": {\"checkpointing\": \"none\","
-        " \"micro_batch\": {\"rows\": 1}, \"data\": [1, 2], \"device\": 7}, \"throughput\": [1], \"environment\": \"x\","
+        " \"micro_batch\": {\"rows\": 1}, \"data\": [1, 2], \"device\": 7}, \"throughput\": [1],"
+        " \"environment\": \"x\","
         " \"final\": {\"train/loss\": \"nan\"}, \"series\": {\"train/loss\": [1, [2], [\"a\", \"b\"], null]}}",
         "{\"key_metric\": {\"name\": \"eval/loss\", \"value\": 0, \"better\": \"sideways\"}, \"duration_seconds\": 0,"
         " \"plan\": {\"accumulation\": 0, \"micro_batch\": [{\"rows\": 8, \"max_len\": 64}, 5]}}",
@@ -391,8 +393,10 @@ START_TEST(sections_call_out_regressions_first)
 {
     json_t *a = parse(plan_before), *b = parse(plan_before);
     json_object_set_new(a, "run", json_string("<b>old</b>"));
-    json_object_set_new(a, "key_metric", json_pack("{sssfss}", "name", "test/accuracy", "value", 0.8, "better", "higher"));
-    json_object_set_new(b, "key_metric", json_pack("{sssfss}", "name", "test/accuracy", "value", 0.7, "better", "higher"));
+    json_object_set_new(a, "key_metric", parse(
+        "{\"name\": \"test/accuracy\", \"value\": 0.8, \"better\": \"higher\"}"));
+    json_object_set_new(b, "key_metric", parse(
+        "{\"name\": \"test/accuracy\", \"value\": 0.7, \"better\": \"higher\"}"));
     json_object_set_new(json_object_get(b, "plan"), "precision", json_string("bf16"));
     json_t *cmp = tr_report_compare(a, b, &defaults);
     char *md = render(tr_compare_write_md, cmp);

@@ -550,8 +550,7 @@ static int comparison_rows(const json_t *cmp, struct row rows[5])
     return n;
 }
 
-/* A Markdown table cell: a '|' would end it and a newline the row. */
-static void md_cell(FILE *out, const char *text)
+void tr_md_cell(FILE *out, const char *text)
 {
     fputs("| ", out);
     for (const char *p = text; *p; p++)
@@ -565,12 +564,13 @@ static void md_cell(FILE *out, const char *text)
 static void rows_md(FILE *out, const char *const head[4], const struct row *rows, int n)
 {
     for (int i = 0; i < 4; i++)
-        md_cell(out, head[i]);
+        tr_md_cell(out, head[i]);
     fputs("|\n| --- | --- | --- | --- |\n", out);
     for (int i = 0; i < n; i++) {
         char change[200];
         snprintf(change, sizeof change, "%s%s", rows[i].change, rows[i].worse ? ", a regression" : "");
-        md_cell(out, rows[i].what), md_cell(out, rows[i].a), md_cell(out, rows[i].b), md_cell(out, change);
+        tr_md_cell(out, rows[i].what), tr_md_cell(out, rows[i].a), tr_md_cell(out, rows[i].b);
+        tr_md_cell(out, change);
         fputs("|\n", out);
     }
 }

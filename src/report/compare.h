@@ -70,6 +70,9 @@ void tr_plan_words(const json_t *plan, char *out, size_t outsize);
  * either is unknown. */
 void tr_format_change(double before, double after, char out[160]);
 
+/* Writes "| text " as a Markdown table cell: a '|' would end it and a newline the row. */
+void tr_md_cell(FILE *out, const char *text);
+
 /* The names of dir's subfolders (no symbolic links, no dot-names), sorted by strcmp, as a
  * NULL-terminated array to free with tr_names_free; NULL when dir cannot be read. */
 char **tr_subfolders(const char *dir, int *n);

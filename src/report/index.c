@@ -25,17 +25,22 @@ struct run_entry {
 };
 
 /* A recipe's folder: its runs newest first; metric: the key metric its trend follows (the
- * newest run's), or NULL. */
+ * newest run's), or NULL; the trend: that metric's values, oldest first, and their colours. */
 struct recipe_entry {
     char *name;
     struct run_entry *runs;
     int n;
     const char *metric, *better;
+    double *trend;
+    const char **trend_colours;
+    int ntrend;
 };
 
+/* The recipes in folder order, and in the summary's order (not finished first). */
 struct runs_index {
     const char *dir;
     struct recipe_entry *recipes;
+    const struct recipe_entry **by_urgency;
     int n, nruns;
 };
 
@@ -93,6 +98,22 @@ static const char *string_of(const json_t *j, const char *key)
     return json_string_value(json_object_get(j, key));
 }
 
+/* The key metric's values, oldest first, coloured by the run's status. */
+static void find_trend(struct recipe_entry *r)
+{
+    for (int i = r->n - 1; i >= 0 && r->metric; i--) {
+        const json_t *km = json_object_get(r->runs[i].report, "key_metric");
+        json_t *v = json_object_get(km, "value");
+        const char *name = string_of(km, "name"), *status = string_of(r->runs[i].report, "status");
+        if (!name || strcmp(name, r->metric) || !json_is_number(v))
+            continue;
+        r->trend[r->ntrend] = json_number_value(v);
+        r->trend_colours[r->ntrend++] = !status ? "#888" : !strcmp(status, "finished") ? "#1a7f37"
+                                      : !strcmp(status, "interrupted") ? "#8a4b00"
+                                      : !strcmp(status, "failed") ? "#b3261e" : "#888";
+    }
+}
+
 /* The runs of recipe r, newest first, each compared with the one before it. */
 static int load_recipe(const char *runs_dir, struct recipe_entry *r)
 {
@@ -103,7 +124,9 @@ static int load_recipe(const char *runs_dir, struct recipe_entry *r)
     if (!stamps)
         return -1;
     r->runs = calloc((size_t)(n ? n : 1), sizeof *r->runs);
-    if (!r->runs) {
+    r->trend = calloc((size_t)(n ? n : 1), sizeof *r->trend);
+    r->trend_colours = calloc((size_t)(n ? n : 1), sizeof *r->trend_colours);
+    if (!r->runs || !r->trend || !r->trend_colours) {
         tr_names_free(stamps);
         return -1;
     }
@@ -134,6 +157,7 @@ static int load_recipe(const char *runs_dir, struct recipe_entry *r)
         const json_t *km = json_object_get(r->runs[i].report, "key_metric");
         r->metric = string_of(km, "name"), r->better = string_of(km, "better");
     }
+    find_trend(r);
     return 0;
 }
 
@@ -146,10 +170,36 @@ static void index_free(struct runs_index *ix)
             json_decref(r->runs[k].report);
             json_decref(r->runs[k].cmp);
         }
-        free(r->runs);
+        free(r->runs), free(r->trend), free(r->trend_colours);
         free(r->name);
     }
     free(ix->recipes);
+    free(ix->by_urgency);
+}
+
+/* The summary's order: recipes whose newest run did not finish first, then by name. */
+static int status_rank(const struct recipe_entry *r)
+{
+    const char *status = string_of(r->runs[0].report, "status");
+    return !status ? 2 : !strcmp(status, "failed") ? 0 : !strcmp(status, "finished") ? 3 : 1;
+}
+
+static int by_urgency(const void *a, const void *b)
+{
+    const struct recipe_entry *x = *(const struct recipe_entry *const *)a, *y = *(const struct recipe_entry *const *)b;
+    int rx = status_rank(x), ry = status_rank(y);
+    return rx != ry ? rx - ry : strverscmp(x->name, y->name);
+}
+
+/* The recipes in the summary's order, in a new array (free it). */
+static const struct recipe_entry **by_urgency_order(const struct runs_index *ix)
+{
+    const struct recipe_entry **order = malloc((size_t)(ix->n ? ix->n : 1) * sizeof *order);
+    for (int i = 0; order && i < ix->n; i++)
+        order[i] = &ix->recipes[i];
+    if (order)
+        qsort(order, (size_t)ix->n, sizeof *order, by_urgency);
+    return order;
 }
 
 /* Every recipe folder that holds at least one run folder. */
@@ -169,13 +219,15 @@ static int index_load(struct runs_index *ix, const char *dir, char *err, size_t 
         r->name = names[i], names[i] = NULL;
         rc = load_recipe(dir, r);
         if (!rc && !r->n) {   /* not a recipe's folder: nothing to list */
-            free(r->runs), free(r->name);
+            free(r->runs), free(r->trend), free(r->trend_colours), free(r->name);
             *r = (struct recipe_entry){0};
             ix->n--;
         }
         ix->nruns += r->n;
     }
     tr_names_free(names);
+    if (!rc && !(ix->by_urgency = by_urgency_order(ix)))
+        rc = -1;
     if (rc)
         snprintf(err, errsize, "cannot read the run folders under %s: %s", dir, strerror(errno ? errno : ENOMEM));
     return rc;
@@ -234,48 +286,6 @@ static void run_cells(const struct recipe_entry *r, const struct run_entry *e, s
     }
 }
 
-/* The trend's values, oldest first, and their colours by status; returns how many. */
-static int trend(const struct recipe_entry *r, double *y, const char **colours)
-{
-    int n = 0;
-    for (int i = r->n - 1; i >= 0 && r->metric; i--) {
-        const json_t *km = json_object_get(r->runs[i].report, "key_metric");
-        json_t *v = json_object_get(km, "value");
-        const char *name = string_of(km, "name"), *status = string_of(r->runs[i].report, "status");
-        if (!name || strcmp(name, r->metric) || !json_is_number(v))
-            continue;
-        y[n] = json_number_value(v);
-        colours[n++] = !status ? "#888" : !strcmp(status, "finished") ? "#1a7f37"
-                     : !strcmp(status, "interrupted") ? "#8a4b00" : !strcmp(status, "failed") ? "#b3261e" : "#888";
-    }
-    return n;
-}
-
-/* The summary's order: recipes whose newest run did not finish first, then by name. */
-static int status_rank(const struct recipe_entry *r)
-{
-    const char *status = string_of(r->runs[0].report, "status");
-    return !status ? 2 : !strcmp(status, "failed") ? 0 : !strcmp(status, "finished") ? 3 : 1;
-}
-
-static int by_urgency(const void *a, const void *b)
-{
-    const struct recipe_entry *x = *(const struct recipe_entry *const *)a, *y = *(const struct recipe_entry *const *)b;
-    int rx = status_rank(x), ry = status_rank(y);
-    return rx != ry ? rx - ry : strverscmp(x->name, y->name);
-}
-
-/* The recipes in the summary's order, in a new array (free it). */
-static const struct recipe_entry **by_urgency_order(const struct runs_index *ix)
-{
-    const struct recipe_entry **order = malloc((size_t)(ix->n ? ix->n : 1) * sizeof *order);
-    for (int i = 0; order && i < ix->n; i++)
-        order[i] = &ix->recipes[i];
-    if (order)
-        qsort(order, (size_t)ix->n, sizeof *order, by_urgency);
-    return order;
-}
-
 static int not_finished(const struct runs_index *ix)
 {
     int n = 0;
@@ -298,24 +308,15 @@ static void summary_words(const struct runs_index *ix, char out[256])
                  bad == 1 ? "" : "s");
 }
 
-static void trend_words(const struct recipe_entry *r, const double *y, int n, char out[256])
+static void trend_words(const struct recipe_entry *r, char out[256])
 {
+    int n = r->ntrend;
     snprintf(out, 256, "%s%s%s%s over %d run%s: %.4g → %.4g", r->metric, r->better ? " (" : "",
-             r->better ? r->better : "", r->better ? " is better)" : "", n, n == 1 ? "" : "s", y[0], y[n - 1]);
+             r->better ? r->better : "", r->better ? " is better)" : "", n, n == 1 ? "" : "s", r->trend[0],
+             r->trend[n - 1]);
 }
 
 /* ---- index.md ------------------------------------------------------------------------------ */
-
-static void md_cell(FILE *out, const char *text)
-{
-    fputs("| ", out);
-    for (const char *p = text; *p; p++)
-        if (*p == '|')
-            fputs("\\|", out);
-        else
-            fputc(*p == '\n' ? ' ' : *p, out);
-    fputc(' ', out);
-}
 
 /* A link cell to NAME/STAMP/FILE when the file is there, else the stamp alone. */
 static void md_link_cell(FILE *out, const char *name, const struct run_entry *e)
@@ -323,7 +324,7 @@ static void md_link_cell(FILE *out, const char *name, const struct run_entry *e)
     if (e->has_md)
         fprintf(out, "| [%s](%s/%s/report.md) ", e->stamp, name, e->stamp);
     else
-        md_cell(out, e->stamp);
+        tr_md_cell(out, e->stamp);
 }
 
 static void md_sparkline(FILE *out, const double *y, int n)
@@ -336,21 +337,20 @@ static void md_sparkline(FILE *out, const double *y, int n)
         fputs(bars[hi > lo ? (int)lround(7 * (y[i] - lo) / (hi - lo)) : 3], out);
 }
 
-static void md_recipe(FILE *out, const struct recipe_entry *r, double *y, const char **colours)
+static void md_recipe(FILE *out, const struct recipe_entry *r)
 {
     fprintf(out, "\n## %s\n\n", r->name);
-    int n = trend(r, y, colours);
-    if (n >= 2) {
+    if (r->ntrend >= 2) {
         char words[256];
-        trend_words(r, y, n, words);
+        trend_words(r, words);
         fputs("Trend: ", out);
-        md_sparkline(out, y, n);
+        md_sparkline(out, r->trend, r->ntrend);
         fprintf(out, " %s\n\n", words);
     }
     const char *head[] = {"run", "started", "status", "exit", "duration", r->metric ? r->metric : "key metric",
                           "change", "plan", "footprint", "regressions"};
     for (int i = 0; i < 10; i++)
-        md_cell(out, head[i]);
+        tr_md_cell(out, head[i]);
     fputs("|\n", out);
     for (int i = 0; i < 10; i++)
         fputs("| --- ", out);
@@ -359,9 +359,10 @@ static void md_recipe(FILE *out, const struct recipe_entry *r, double *y, const 
         struct run_cells c;
         run_cells(r, &r->runs[i], &c);
         md_link_cell(out, r->name, &r->runs[i]);
-        md_cell(out, c.started), md_cell(out, c.status), md_cell(out, c.code), md_cell(out, c.duration);
-        md_cell(out, c.metric), md_cell(out, c.change), md_cell(out, c.plan), md_cell(out, c.footprint);
-        md_cell(out, c.regressions);
+        const char *cells[] = {c.started, c.status, c.code, c.duration, c.metric, c.change, c.plan, c.footprint,
+                               c.regressions};
+        for (size_t k = 0; k < sizeof cells / sizeof cells[0]; k++)
+            tr_md_cell(out, cells[k]);
         fputs("|\n", out);
     }
 }
@@ -371,30 +372,23 @@ static int write_md(FILE *out, const struct runs_index *ix)
     char words[256];
     summary_words(ix, words);
     fprintf(out, "# Runs\n\n%s\n\n", words);
-    const struct recipe_entry **order = by_urgency_order(ix);
-    double *y = malloc((size_t)(ix->nruns + 1) * sizeof *y);
-    const char **colours = malloc((size_t)(ix->nruns + 1) * sizeof *colours);
-    if (!order || !y || !colours) {
-        free(order), free(y), free(colours);
-        return -1;
-    }
     if (ix->n)
         fputs("| recipe | newest run | status | key metric | change | regressions |\n"
               "| --- | --- | --- | --- | --- | --- |\n", out);
     for (int i = 0; i < ix->n; i++) {
+        const struct recipe_entry *r = ix->by_urgency[i];
         struct run_cells c;
-        run_cells(order[i], &order[i]->runs[0], &c);
+        run_cells(r, &r->runs[0], &c);
         char regressions[16];
         snprintf(regressions, sizeof regressions, "%d", c.nregressions);
-        md_cell(out, order[i]->name);
-        md_link_cell(out, order[i]->name, &order[i]->runs[0]);
-        md_cell(out, c.status), md_cell(out, c.metric), md_cell(out, c.change);
-        md_cell(out, c.nregressions ? regressions : "");
+        tr_md_cell(out, r->name);
+        md_link_cell(out, r->name, &r->runs[0]);
+        tr_md_cell(out, c.status), tr_md_cell(out, c.metric), tr_md_cell(out, c.change);
+        tr_md_cell(out, c.nregressions ? regressions : "");
         fputs("|\n", out);
     }
     for (int i = 0; i < ix->n; i++)
-        md_recipe(out, &ix->recipes[i], y, colours);
-    free(order), free(y), free(colours);
+        md_recipe(out, &ix->recipes[i]);
     return 0;
 }
 
@@ -448,19 +442,18 @@ static void html_head_row(FILE *out, const char *const *head, int n)
     fputs("</tr>\n", out);
 }
 
-static void html_recipe(FILE *out, const struct recipe_entry *r, double *y, const char **colours)
+static void html_recipe(FILE *out, const struct recipe_entry *r)
 {
     fputs("<h2 id=\"r-", out);
     tr_html_escape(out, r->name);
     fputs("\">", out);
     tr_html_escape(out, r->name);
     fputs("</h2>\n", out);
-    int n = trend(r, y, colours);
-    if (n >= 2) {
+    if (r->ntrend >= 2) {
         char words[256];
-        trend_words(r, y, n, words);
+        trend_words(r, words);
         fputs("<p>Trend: ", out);
-        tr_svg_sparkline(out, words, y, colours, n);
+        tr_svg_sparkline(out, words, r->trend, r->trend_colours, r->ntrend);
         fputc(' ', out);
         tr_html_escape(out, words);
         fputs("</p>\n", out);
@@ -483,8 +476,9 @@ static void html_recipe(FILE *out, const struct recipe_entry *r, double *y, cons
     fputs("</table>\n", out);
 }
 
-static void html_summary(FILE *out, const struct runs_index *ix, const struct recipe_entry *const *order)
+static void html_summary(FILE *out, const struct runs_index *ix)
 {
+    const struct recipe_entry *const *order = ix->by_urgency;
     char words[256];
     summary_words(ix, words);
     fputs("<p class=\"summary\">", out);
@@ -515,22 +509,14 @@ static void html_summary(FILE *out, const struct runs_index *ix, const struct re
 
 static int write_html(FILE *out, const struct runs_index *ix)
 {
-    const struct recipe_entry **order = by_urgency_order(ix);
-    double *y = malloc((size_t)(ix->nruns + 1) * sizeof *y);
-    const char **colours = malloc((size_t)(ix->nruns + 1) * sizeof *colours);
-    if (!order || !y || !colours) {
-        free(order), free(y), free(colours);
-        return -1;
-    }
     fprintf(out, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>Runs</title>\n"
             "<style>%s svg.trend{vertical-align:middle}.summary{font-size:1.1em}</style>\n</head>\n<body>\n"
             "<h1>Runs</h1>\n", tr_compare_css);
-    html_summary(out, ix, order);
+    html_summary(out, ix);
     for (int i = 0; i < ix->n; i++)
-        html_recipe(out, &ix->recipes[i], y, colours);
+        html_recipe(out, &ix->recipes[i]);
     fputs("</body>\n</html>\n", out);
-    free(order), free(y), free(colours);
     return 0;
 }
 

@@ -139,8 +139,9 @@ int tr_svg_sparkline(FILE *out, const char *title, const double *y, const char *
     for (int i = 0, k = 0; i < n; i++) {
         if (!isfinite(y[i]))
             continue;
+        const char *colour = point_colours && point_colours[i] ? point_colours[i] : "#444";
         fprintf(out, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2\" fill=\"%s\"/>", SPARK_PAD + step * k,
-                SPARK_PAD + ph * (hi - y[i]) / (hi - lo), point_colours && point_colours[i] ? point_colours[i] : "#444");
+                SPARK_PAD + ph * (hi - y[i]) / (hi - lo), colour);
         k++;
     }
     fputs("</svg>", out);
