@@ -34,7 +34,7 @@ report:
 YAML
 
 # One real run beside them.
-run "$TRAINRUN" "$srcdir/recipes/mlp.yaml" train.steps=20 report.dir="$runs" --quiet
+run "$TRAINRUN" "$srcdir/recipes/mlp.yaml" train.steps=20 report.dir="$runs" report.regression.time=0.5 --quiet
 expect_rc 0 "a short mlp run"
 mlp=$(ls -d "$runs"/mlp/2* | head -n 1)
 
@@ -118,6 +118,7 @@ expect_not_in "$page" "http" "--compare --html loads nothing"
 run "$TRAINRUN" report --compare "$gpt/20261101-120000" "$mlp"
 expect_rc 0 "report --compare with a schema_version 1 report"
 expect_in "$out" "| recipe | gpt | mlp | changed |" "--compare: two recipes"
+expect_in "$out" "past the limits (metric 2 %, time 50 %, memory 5 %)" "--compare: the limits the real run recorded"
 run "$TRAINRUN" report --compare "$bert/20261103-100000" "$bert/20261104-100000"
 expect_rc 2 "report --compare with a run that has no report"
 expect_in "$err" "20261104-100000 has no report.json" "the refusal says why"
