@@ -121,9 +121,11 @@ START_TEST(limits_at_and_past)
     ck_assert(!worse(json_object_get(cmp, "metric")));
     json_decref(cmp);
     /* Duration and throughput against lim.time. */
-    const char *base = "{\"duration_seconds\": 100, \"throughput\": {\"samples_per_s\": 100, \"tokens_per_s\": null},"
+    const char *base = "{\"status\": \"finished\", \"duration_seconds\": 100,"
+                       " \"throughput\": {\"samples_per_s\": 100, \"tokens_per_s\": null},"
                        " \"plan\": {\"measured_footprint_bytes\": 1000, \"measured_peak_bytes\": 1000}}";
-    cmp = compare_texts(base, "{\"duration_seconds\": 110, \"throughput\": {\"samples_per_s\": 90},"
+    cmp = compare_texts(base, "{\"status\": \"finished\", \"duration_seconds\": 110,"
+                              " \"throughput\": {\"samples_per_s\": 90},"
                               " \"plan\": {\"measured_footprint_bytes\": 1050, \"measured_peak_bytes\": 1050}}", lim);
     ck_assert(!worse(json_object_get(cmp, "duration")));
     ck_assert(!worse(json_object_get(cmp, "throughput")));
@@ -131,7 +133,8 @@ START_TEST(limits_at_and_past)
     ck_assert_int_eq(json_array_size(json_object_get(cmp, "regressions")), 0);
     ck_assert_str_eq(json_string_value(json_object_get(json_object_get(cmp, "throughput"), "unit")), "samples/s");
     json_decref(cmp);
-    cmp = compare_texts(base, "{\"duration_seconds\": 110.1, \"throughput\": {\"samples_per_s\": 89.9},"
+    cmp = compare_texts(base, "{\"status\": \"finished\", \"duration_seconds\": 110.1,"
+                              " \"throughput\": {\"samples_per_s\": 89.9},"
                               " \"plan\": {\"measured_footprint_bytes\": 1051, \"measured_peak_bytes\": 900}}", lim);
     ck_assert(worse(json_object_get(cmp, "duration")));
     ck_assert(worse(json_object_get(cmp, "throughput")));
@@ -144,6 +147,12 @@ START_TEST(limits_at_and_past)
     ck_assert_ptr_nonnull(strstr(text, "throughput 100.0 samples/s → 89.9 samples/s"));
     ck_assert_ptr_nonnull(strstr(text, "memory footprint 1000 B → 1.03 KiB (+5.1 %), past the 5 % limit"));
     free(text);
+    json_decref(cmp);
+    /* A failed run is short: its duration is shown, not judged. */
+    cmp = compare_texts("{\"status\": \"failed\", \"duration_seconds\": 10}",
+                        "{\"status\": \"finished\", \"duration_seconds\": 1000}", lim);
+    ck_assert_double_eq(number(cmp, "duration", "delta"), 990);
+    ck_assert(!worse(json_object_get(cmp, "duration")));
     json_decref(cmp);
     /* Zero limits: any worsening counts; tokens a second when both have them. */
     struct tr_regression_limits zero = {0, 0, 0};

@@ -382,8 +382,11 @@ json_t *tr_report_compare(const json_t *previous, const json_t *current, const s
     json_object_set_new(cmp, "previous_status", status ? json_string(status) : json_null());
     json_object_set_new(cmp, "limits", json_pack("{sfsfsf}", "metric", l.metric, "time", l.time, "memory", l.memory));
     json_object_set_new(cmp, "metric", compare_metric(previous, current, l.metric, regressions));
+    /* A run that failed early is short: durations are judged only between finished runs. */
+    const char *cur_status = string_at(current, "status");
+    int finished = status && cur_status && !strcmp(status, "finished") && !strcmp(cur_status, "finished");
     json_t *duration = quantity(number_at(previous, "duration_seconds"), number_at(current, "duration_seconds"),
-                                -1, l.time, DURATION);
+                                finished ? -1 : 0, l.time, DURATION);
     note_regression(regressions, duration, "duration", DURATION, NULL, l.time);
     json_object_set_new(cmp, "duration", or_null(duration));
     json_object_set_new(cmp, "throughput", compare_throughput(previous, current, l.time, regressions));
