@@ -18,6 +18,7 @@ for i in 1 2 3; do
   cp "$fixtures/gpt-$i.json" "$gpt/2026110$i-120000/report.json"
 done
 mkdir "$bert/20261104-100000"                     # killed before it wrote a report
+mkdir -p "$runs/notes/drafts"                      # not a recipe: no run folder in it
 ln -s 20261104-100000 "$bert/latest"
 echo '# bert-small 1' >"$bert/20261101-100000/report.md"
 echo '<p>bert-small 1</p>' >"$bert/20261101-100000/report.html"
@@ -65,6 +66,7 @@ checks=$((checks + 1))
 [ "$(cat "$scratch/order")" = "20261104-100000 20261103-100000 20261102-100000 20261101-100000 " ] ||
   fail "index.md: bert-small's runs newest first: $(cat "$scratch/order")"
 expect_not_in "$md" "latest" "index.md: the latest link is not a run"
+expect_not_in "$md" "notes" "index.md: a folder without runs is not a recipe"
 # The trends.
 expect_in "$md" "Trend: █▁ test/accuracy (higher is better) over 2 runs: 0.7247 → 0.701" "index.md: bert's trend"
 expect_in "$md" "Trend: █▁ eval/loss (lower is better) over 2 runs: 3.2 → 3.1" "index.md: gpt's trend"

@@ -202,7 +202,7 @@ static const struct recipe_entry **by_urgency_order(const struct runs_index *ix)
     return order;
 }
 
-/* Every recipe folder that holds at least one run folder. */
+/* Every recipe folder: one that holds at least one run folder. */
 static int index_load(struct runs_index *ix, const char *dir, char *err, size_t errsize)
 {
     *ix = (struct runs_index){.dir = dir};
@@ -215,14 +215,13 @@ static int index_load(struct runs_index *ix, const char *dir, char *err, size_t 
     ix->recipes = calloc((size_t)(n ? n : 1), sizeof *ix->recipes);
     int rc = ix->recipes ? 0 : -1;
     for (int i = 0; !rc && i < n; i++) {
+        char path[4400];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        if (!holds_run(path))   /* not a recipe's folder: nothing to list */
+            continue;
         struct recipe_entry *r = &ix->recipes[ix->n++];
         r->name = names[i], names[i] = NULL;
         rc = load_recipe(dir, r);
-        if (!rc && !r->n) {   /* not a recipe's folder: nothing to list */
-            free(r->runs), free(r->trend), free(r->trend_colours), free(r->name);
-            *r = (struct recipe_entry){0};
-            ix->n--;
-        }
         ix->nruns += r->n;
     }
     tr_names_free(names);
