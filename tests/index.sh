@@ -125,6 +125,10 @@ run "$TRAINRUN" report --compare "$bert/20261103-100000" "$bert/20261104-100000"
 expect_rc 2 "report --compare with a run that has no report"
 expect_in "$err" "20261104-100000 has no report.json" "the refusal says why"
 
+run "$TRAINRUN" report --compare "$bert/20261101-100000" "$bert/20261102-100000" --html "$scratch/no/such/page.html"
+expect_rc 1 "report --compare --html into a folder that does not exist"
+expect_in "$err" "cannot write $scratch/no/such/page.html: No such file or directory" "the failure says why"
+
 # Bad inputs.
 mkdir "$scratch/empty"
 run "$TRAINRUN" report "$scratch/empty"

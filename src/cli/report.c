@@ -2,6 +2,7 @@
  * its folder (recipe.yaml, metrics.jsonl, plan.json), as the trainer wrote them at the run's
  * end; RUNS_DIR (report.dir) does so for every run and writes the runs index; --compare A B
  * shows two runs side by side, B judged against A with B's report.regression limits. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -87,12 +88,12 @@ static int compare_runs(const char *dir_a, const char *dir_b, const char *html)
     tr_compare_runs_md(stdout, a, b, cmp);
     int rc = TR_EXIT_OK;
     if (html) {
+        errno = 0;
         FILE *out = fopen(html, "w");
         if (out)
             tr_compare_runs_html(out, a, b, cmp);
         if (!out || ferror(out) | fclose(out)) {
-            perror(html);
-            fprintf(stderr, "trainrun: cannot write %s\n", html);
+            fprintf(stderr, "trainrun: cannot write %s: %s\n", html, errno ? strerror(errno) : "write error");
             rc = TR_EXIT_FAILURE;
         }
     }
