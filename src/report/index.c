@@ -220,8 +220,7 @@ static int index_load(struct runs_index *ix, const char *dir, char *err, size_t 
         if (!holds_run(path))   /* not a recipe's folder: nothing to list */
             continue;
         struct recipe_entry *r = &ix->recipes[ix->n++];
-        r->name = names[i], names[i] = NULL;
-        rc = load_recipe(dir, r);
+        rc = (r->name = strdup(names[i])) ? load_recipe(dir, r) : -1;
         ix->nruns += r->n;
     }
     tr_names_free(names);
