@@ -333,8 +333,8 @@ START_TEST(find_previous_sibling)
     expect_previous(root, "r/20261102-100000-2", "r/20261101-100000");    /* the plain one has no report */
     expect_previous(root, "r/20261101-100000", NULL);
     expect_previous(root, "r/20261103-100000", "r/20261102-100000-10");
-    /* latest sorts after every stamp, but a link is never a run; a trailing slash is fine. */
-    expect_previous(root, "r/latest", "r/20261104-100000");
+    /* The latest link's previous run is the one before the run it points at. */
+    expect_previous(root, "r/latest", "r/20261102-100000-10");
     expect_previous(root, "r/20261104-100000/", "r/20261102-100000-10");
     char out[64];
     ck_assert_int_eq(tr_report_find_previous("/nonexistent/x/y", out, sizeof out), 0);

@@ -6,6 +6,7 @@
 
 #include <dirent.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -458,8 +459,10 @@ int tr_report_find_previous(const char *run_dir, char *out, size_t outsize)
     size_t n = strlen(parent);
     while (n > 1 && parent[n - 1] == '/')
         parent[--n] = 0;
-    char *slash = strrchr(parent, '/'), base[4096];
-    snprintf(base, sizeof base, "%s", slash ? slash + 1 : parent);
+    char *slash = strrchr(parent, '/'), base[4096], resolved[PATH_MAX];
+    /* The run's own name, also when run_dir is the latest link. */
+    const char *real = realpath(run_dir, resolved) ? strrchr(resolved, '/') : NULL;
+    snprintf(base, sizeof base, "%s", real ? real + 1 : slash ? slash + 1 : parent);
     if (slash == parent)
         parent[1] = 0;
     else if (slash)

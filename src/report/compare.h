@@ -26,8 +26,8 @@ json_t *tr_report_compare(const json_t *previous, const json_t *current, const s
 
 /* The previous run of the recipe run_dir belongs to: of the sibling folders whose names sort
  * before run_dir's own (stamps sort by time), the last one holding a report.json, whatever its
- * status; symbolic links (latest) are skipped. Writes its path to out; returns 1, or 0 when
- * there is none. */
+ * status. Symbolic links (latest) are skipped; run_dir may be one. Writes its path to out;
+ * returns 1, or 0 when there is none. */
 int tr_report_find_previous(const char *run_dir, char *out, size_t outsize);
 
 /* The limits a run was made with: report.regression in its folder's resolved recipe.yaml, the
@@ -73,8 +73,9 @@ void tr_format_change(double before, double after, char out[160]);
 /* Writes "| text " as a Markdown table cell: a '|' would end it and a newline the row. */
 void tr_md_cell(FILE *out, const char *text);
 
-/* The names of dir's subfolders (no symbolic links, no dot-names), sorted by strcmp, as a
- * NULL-terminated array to free with tr_names_free; NULL when dir cannot be read. */
+/* The names of dir's subfolders (no symbolic links, no dot-names), sorted as versions
+ * (strverscmp: run -10 after -9), as a NULL-terminated array to free with tr_names_free; NULL
+ * when dir cannot be read. */
 char **tr_subfolders(const char *dir, int *n);
 void tr_names_free(char **names);
 
