@@ -644,7 +644,7 @@ static void plan_md(FILE *out, const json_t *cmp)
     if (!json_is_true(json_object_get(cmp, "plan_changed")))
         fputs("The plan is the same.\n\n", out);
     list_md(out, "The plan changed:", json_object_get(cmp, "plan_changes"));
-    list_md(out, "What changed in its inputs:", json_object_get(cmp, "why"));
+    list_md(out, "What the planner saw differently:", json_object_get(cmp, "why"));
 }
 
 void tr_compare_write_md(FILE *out, const json_t *cmp)
@@ -700,7 +700,7 @@ static void plan_html(FILE *out, const json_t *cmp)
     if (!json_is_true(json_object_get(cmp, "plan_changed")))
         fputs("<p>The plan is the same.</p>\n", out);
     list_html(out, "The plan changed:", json_object_get(cmp, "plan_changes"), "");
-    list_html(out, "What changed in its inputs:", json_object_get(cmp, "why"), "");
+    list_html(out, "What the planner saw differently:", json_object_get(cmp, "why"), "");
 }
 
 void tr_compare_write_html(FILE *out, const json_t *cmp)
