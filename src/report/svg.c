@@ -1,6 +1,7 @@
 /* Inline SVG line plots for report.html (reporter, DESIGN.md §2). A fixed 640 × 300 viewBox
  * scaled by CSS to the page's width, so a phone shows the same plot smaller; ticks at 1, 2
- * or 5 × 10^k, the steps Heckbert's "nice numbers" (Graphics Gems, 1990) pick. */
+ * or 5 × 10^k, the steps Heckbert's "nice numbers" (Graphics Gems, 1990) pick. Also the runs
+ * index's sparklines: a trend in a line of text, no axes. */
 #include "report/svg.h"
 
 #include <math.h>
