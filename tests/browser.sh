@@ -88,7 +88,7 @@ document.getElementById('page').addEventListener('load', function () {
     var doc = this.contentDocument, width = doc.documentElement.clientWidth, wide = [];
     doc.querySelectorAll('body *').forEach(function (e) {
       if (e.getBoundingClientRect().right > width + 0.5 || (e.clientWidth && e.scrollWidth > e.clientWidth + 1))
-        wide.push(e.tagName.toLowerCase());
+        wide.push(e.tagName.toLowerCase() + (e.className && e.className.baseVal === undefined ? '.' + e.className : ''));
     });
     out.textContent = (doc.documentElement.scrollWidth > width ? 'overflow: ' : 'fits: ') + width +
       ' wide, scrolls ' + doc.documentElement.scrollWidth + ' ' + wide.slice(0, 8).join(' ');
@@ -123,11 +123,17 @@ expect_in "$out" "<title>Loss</title>" "the loss plot"
 expect_in "$out" "<title>Learning rate</title>" "the learning-rate plot"
 checks=$((checks + 1))
 [ "$(count "$out" '<polyline')" -ge 3 ] || fail "fewer than 3 lines drawn (train and eval loss, lr)"
-expect_in "$out" "<h2>Metrics</h2> <table>" "the Metrics table"
+expect_in "$out" "<h2>Metrics</h2> <table class=\"metrics\">" "the Metrics table"
 expect_in "$out" "<td>eval/accuracy</td>" "the Metrics table's rows"
-expect_in "$out" "<h2>Plan</h2> <table>" "the Plan table"
+expect_in "$out" "<h2>Plan and memory checklist</h2> <table class=\"plan\">" "the Plan table"
+expect_in "$out" "<td>Leak check</td><td>constant after warm-up</td>" "the leak check"
+expect_in "$out" "<h2>Compared with " "the comparison with the run before"
+expect_in "$out" "<title>Where the time went</title>" "the time breakdown"
+expect_in "$out" "<title>Activations over one micro-step" "the memory timeline"
+expect_in "$out" "<table class=\"largest\">" "the largest tensors"
+expect_in "$out" "<table class=\"environment\">" "the environment"
 expect_in "$out" "<td>AMP</td><td>off (fp32)</td>" "the Plan table's rows"
-expect_in "$out" "<h2>Warnings</h2> <ul class=\"warnings\"> <li>" "the Warnings list"
+expect_in "$out" "<h2>Warnings</h2> <p class=\"none\">No warnings.</p>" "the Warnings section"
 expect_not_in "$out" "<script" "report.html runs no script"
 self_contained "$out" "$(dirname "$report")" "report.html"
 
@@ -138,7 +144,7 @@ screenshot report-phone "$report" 390
 fits_phone report "$report"
 expect_in "$out" "fits: 390 wide, scrolls 390" "report.html on a phone scrolls no wider than the screen"
 # The measure itself, on a copy of the page with a line too long for a phone.
-sed 's|<h2>Metrics</h2>|<pre>'"$(printf '%0200d' 0)"'</pre>&|' "$report" >"$scratch/wide.html"
+sed 's|<h2>Metrics</h2>|<div style="width:1000px">a block too wide for a phone</div>&|' "$report" >"$scratch/wide.html"
 fits_phone wide "$scratch/wide.html"
 expect_in "$out" "overflow: 390 wide" "the phone check sees a page that overflows"
 

@@ -968,6 +968,10 @@ static const struct bad_case bad_cases[] = {
     {"report:\n  notify: {timeout: 0s}\n",
      .expected = "r.yaml:2:21: report.notify.timeout: expected a duration such as 45s, 90m, 2h "
                  "or 1h30m, more than 0s and at most 10m, got '0s'\n"},
+    {"report:\n  regression: {metric: -0.01}\n",
+     .expected = "r.yaml:2:24: report.regression.metric: expected a number in [0, 1000], got '-0.01'\n"},
+    {"report:\n  regression: {time: 2%}\n",
+     .expected = "r.yaml:2:22: report.regression.time: expected a number in [0, 1000], got '2%'\n"},
     {"train:\n  schedule: {warmup: 1.5}\n",
      .expected = "r.yaml:2:22: train.schedule.warmup: expected a fraction of the steps below 1 "
                  "(0.06 or 6%) or a whole number of steps (500), got '1.5'\n"},

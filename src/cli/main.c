@@ -29,7 +29,7 @@ static const struct subcommand subcommands[] = {
     {"calibrate", tr_cmd_calibrate, "measure this host for the planner (GEMM rate, bandwidth, threads' memory), cached", 1},
     {"run", tr_cmd_run, "train: the default, so 'trainrun RECIPE' is 'trainrun run RECIPE'", 1},
     {"resume", tr_cmd_resume, "continue an interrupted run from its newest good checkpoint", 1},
-    {"report", tr_cmd_report, "write a run's report.md, report.html and report.json again from its folder", 0},
+    {"report", tr_cmd_report, "write a run's reports again, every run's and the runs index, or compare two runs", 0},
     {"sample", tr_cmd_sample, "generate text from a trained GPT run, continuing a prompt", 1},
 };
 

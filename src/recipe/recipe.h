@@ -113,6 +113,7 @@ struct tr_recipe {
         int64_t histograms_every;
         double flush_every;   /* seconds */
         struct { char *url; struct tr_ints on; double timeout; } notify;
+        struct { double metric, time, memory; } regression;   /* fractions: 0.02 is 2 % */
     } report;
 
     /* Per key (index into the schema): where its value came from, and whether it is null. */

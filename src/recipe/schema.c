@@ -190,6 +190,12 @@ const struct tr_key tr_keys[] = {
      notify_names, 0, 1, 3, "which outcomes notify"},
     {"report.notify.timeout", TR_T_DURATION, OFF(report.notify.timeout), "10s", 0, 600, NULL,
      TR_MIN_OPEN, 0, 0, "give up on the notification after this long"},
+    {"report.regression.metric", TR_T_FLOAT, OFF(report.regression.metric), "0.02", 0, 1000, NULL, 0, 0, 0,
+     "the key metric regresses when it moves the worse way by more than this fraction"},
+    {"report.regression.time", TR_T_FLOAT, OFF(report.regression.time), "0.10", 0, 1000, NULL, 0, 0, 0,
+     "the duration or throughput regresses when worse by more than this fraction"},
+    {"report.regression.memory", TR_T_FLOAT, OFF(report.regression.memory), "0.05", 0, 1000, NULL, 0, 0, 0,
+     "the measured memory regresses when it grows by more than this fraction"},
 };
 
 const int tr_nkeys = sizeof tr_keys / sizeof tr_keys[0];

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/alloc.h"
+#include "report/compare.h"
 #include "report/svg.h"
 
 /* The metrics the summary tables show, in this order, when the run logged them; best: the
@@ -65,18 +66,6 @@ static json_t *number_or_null(double v)
     return isfinite(v) ? json_real(v) : json_null();
 }
 
-static void duration_words(double seconds, char out[48])
-{
-    if (!isfinite(seconds))
-        snprintf(out, 48, "unknown");
-    else if (seconds < 120)
-        snprintf(out, 48, "%.1f s", seconds);
-    else if (seconds < 7200)
-        snprintf(out, 48, "%.1f min", seconds / 60);
-    else
-        snprintf(out, 48, "%.1f h", seconds / 3600);
-}
-
 /* A metric's value as people read it: accuracies in per cent, losses to 4 decimals,
  * throughput whole. */
 static void value_words(const char *name, double v, char out[64])
@@ -115,11 +104,6 @@ static const struct tr_series *key_metric(const struct tr_run_report *rep, int *
     return NULL;
 }
 
-/* TEMPORARY until compare.c lands */
-static json_t *compare_with_previous(const struct tr_run_report *rep) { (void)rep; return NULL; }
-static void tr_compare_write_md(FILE *o, const json_t *c) { (void)o; (void)c; }
-static void tr_compare_write_html(FILE *o, const json_t *c) { (void)o; (void)c; }
-
 /* ---- tables, filled once and written as Markdown or HTML --------------------------------- */
 
 enum { MAX_COLS = 5, MAX_ROWS = 48, CELL = 480 };
@@ -155,31 +139,19 @@ static void table_row(struct table *t, ...)
     t->nrows++;
 }
 
-/* A Markdown cell: a '|' would end it and a newline the row. */
-static void md_cell(FILE *out, const char *text)
-{
-    fputs("| ", out);
-    for (const char *p = text; *p; p++)
-        if (*p == '|')
-            fputs("\\|", out);
-        else
-            fputc(*p == '\n' ? ' ' : *p, out);
-    fputc(' ', out);
-}
-
 static void md_table(FILE *out, const struct table *t)
 {
     if (!t)
         return;
     for (int c = 0; c < t->ncols; c++)
-        md_cell(out, t->head[c]);
+        tr_md_cell(out, t->head[c]);
     fputs("|\n", out);
     for (int c = 0; c < t->ncols; c++)
         fputs("| --- ", out);
     fputs("|\n", out);
     for (int r = 0; r < t->nrows; r++) {
         for (int c = 0; c < t->ncols; c++)
-            md_cell(out, t->cell[r][c]);
+            tr_md_cell(out, t->cell[r][c]);
         fputs("|\n", out);
     }
     fputc('\n', out);
@@ -338,7 +310,7 @@ static void pages_build(struct pages *pg, const struct tr_run_report *rep, const
 {
     *pg = (struct pages){.rep = rep, .comparison = comparison};
     char took[48], code[16];
-    duration_words(rep->seconds, took);
+    tr_format_elapsed(rep->seconds, took);
     snprintf(code, sizeof code, rep->exit_code >= 0 ? "%d" : "unknown", rep->exit_code);
     snprintf(pg->headline[0], sizeof pg->headline[0], "Status: %s (exit code %s)", rep->status, code);
     if (*rep->started)
@@ -543,11 +515,11 @@ static const char css[] =
     "body{font-family:system-ui,sans-serif;max-width:56em;margin:0 auto;padding:0 1em;line-height:1.4;color:#222}"
     "table{border-collapse:collapse;width:100%;margin:.5em 0}"
     "th,td{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top;overflow-wrap:break-word}"
-    "svg{width:100%;height:auto;margin:.5em 0}"
+    "svg{width:100%;height:auto;margin:.5em 0}.environment td,.compare td{overflow-wrap:anywhere}"
     ".finished{color:#1a7f37}.failed,.unknown,.interrupted,.killed{color:#b3261e}"
     ".warnings li{color:#8a4b00}.regressions li{color:#b3261e;font-weight:bold}.none{color:#555}"
     "pre{overflow-x:auto}.plots{display:grid;grid-template-columns:repeat(auto-fit,minmax(20em,1fr));gap:0 1em}"
-    "@media (max-width:40em){body{padding:0 .4em}th,td{padding:.2em .3em}}";
+    "@media (max-width:40em){body{padding:0 .4em}table{font-size:.85em}th,td{padding:.2em .3em}}";
 
 /* One plot of up to three series; scale multiplies the values (bytes to MiB). */
 static void plot(FILE *out, const struct tr_run_report *rep, const char *title, const char *ylabel, double scale,
@@ -687,6 +659,24 @@ static int write_html(FILE *out, const struct pages *pg)
     }
     fputs("</body>\n</html>\n", out);
     return 0;
+}
+
+/* The comparison with the previous run of the same recipe (compare.h), judged with the limits
+ * this run recorded; NULL when there is no previous run with a report. */
+static json_t *compare_with_previous(const struct tr_run_report *rep)
+{
+    char previous_dir[4200];
+    if (!tr_report_find_previous(rep->dir, previous_dir, sizeof previous_dir))
+        return NULL;
+    json_t *previous = tr_report_json_load(previous_dir);
+    if (!previous)
+        return NULL;
+    struct tr_regression_limits lim;
+    tr_regression_limits_read(rep->dir, &lim);
+    json_t *current = tr_run_report_json(rep), *cmp = tr_report_compare(previous, current, &lim);
+    json_decref(previous);
+    json_decref(current);
+    return cmp;
 }
 
 /* ---- files --------------------------------------------------------------------------------- */

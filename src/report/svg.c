@@ -1,7 +1,8 @@
 /* Inline SVG line plots for report.html (reporter, DESIGN.md §2). A fixed 480 × 290 viewBox
  * scaled by CSS to the page's width (narrow enough that its 13-unit text stays legible at a
- * phone's 360 pixels, or two plots abreast on a desktop); ticks at 1, 2
- * or 5 × 10^k, the steps Heckbert's "nice numbers" (Graphics Gems, 1990) pick. */
+ * phone's 360 pixels, or two plots abreast on a desktop); ticks at 1, 2 or 5 × 10^k, the steps
+ * Heckbert's "nice numbers" (Graphics Gems, 1990) pick. Also the time's shares in one bar, and
+ * the runs index's sparklines: a trend in a line of text, no axes. */
 #include "report/svg.h"
 
 #include <math.h>
@@ -180,4 +181,41 @@ void tr_svg_shares(FILE *out, const char *title, const char *const *labels, cons
         shown++;
     }
     fputs("</svg>\n", out);
+}
+
+enum { SPARK_W = 120, SPARK_H = 24, SPARK_PAD = 3 };
+
+int tr_svg_sparkline(FILE *out, const char *title, const double *y, const char *const *point_colours, int n)
+{
+    double lo = INFINITY, hi = -INFINITY;
+    int points = 0;
+    for (int i = 0; i < n; i++)
+        if (isfinite(y[i]))
+            points++, lo = fmin(lo, y[i]), hi = fmax(hi, y[i]);
+    if (points < 2)
+        return 0;
+    if (hi <= lo)   /* flat: a line across the middle */
+        lo -= 1, hi += 1;
+    double pw = SPARK_W - 2 * SPARK_PAD, ph = SPARK_H - 2 * SPARK_PAD, step = pw / (points - 1);
+    fprintf(out, "<svg class=\"trend\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\"><title>",
+            SPARK_W, SPARK_H, SPARK_W, SPARK_H);
+    tr_html_escape(out, title);
+    fputs("</title><polyline fill=\"none\" stroke=\"#999\" stroke-width=\"1\" points=\"", out);
+    for (int i = 0, k = 0; i < n; i++) {
+        if (!isfinite(y[i]))
+            continue;
+        fprintf(out, "%s%.1f,%.1f", k ? " " : "", SPARK_PAD + step * k, SPARK_PAD + ph * (hi - y[i]) / (hi - lo));
+        k++;
+    }
+    fputs("\"/>", out);
+    for (int i = 0, k = 0; i < n; i++) {
+        if (!isfinite(y[i]))
+            continue;
+        const char *colour = point_colours && point_colours[i] ? point_colours[i] : "#444";
+        fprintf(out, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2\" fill=\"%s\"/>", SPARK_PAD + step * k,
+                SPARK_PAD + ph * (hi - y[i]) / (hi - lo), colour);
+        k++;
+    }
+    fputs("</svg>", out);
+    return points;
 }

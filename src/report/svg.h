@@ -1,6 +1,7 @@
 /* Inline SVG line plots for report.html (run_report.c): axes with ticks and labels, a legend,
- * no external assets and no JavaScript, so one HTML file shows them anywhere. Also the one
- * HTML escaper every text put into the report goes through. */
+ * no external assets and no JavaScript, so one HTML file shows them anywhere; and the small
+ * trends of the runs index (index.c). Also the one HTML escaper every text put into the
+ * report goes through. */
 #ifndef TR_SVG_H
 #define TR_SVG_H
 
@@ -27,5 +28,11 @@ int tr_svg_plot_x(FILE *out, const char *title, const char *xlabel, const char *
 /* One horizontal bar split into n shares (values ≤ 0 left out), each labelled with its
  * percentage in a key beneath: where a whole went. Writes nothing when the values sum to 0. */
 void tr_svg_shares(FILE *out, const char *title, const char *const *labels, const double *values, int n);
+
+/* Writes a trend without axes, <svg class="trend">, for the runs index: n values from left to
+ * right (non-finite ones skipped) in a 120 × 24 box, a grey line through dots coloured
+ * point_colours[i] (NULL: all dark grey); title is its tooltip. With fewer than 2 finite
+ * values writes nothing. Returns the number of points drawn. */
+int tr_svg_sparkline(FILE *out, const char *title, const double *y, const char *const *point_colours, int n);
 
 #endif
