@@ -113,8 +113,8 @@ START_TEST(index_rows_and_trend)
     ck_assert_ptr_nonnull(newest);
     ck_assert_ptr_nonnull(oldest);
     ck_assert(newest < oldest);
-    ck_assert_ptr_nonnull(strstr(md, "| 0.6 | +0.1 (+20.0 %) |"));
-    ck_assert_ptr_nonnull(strstr(md, "Trend: ▁█ test/accuracy (higher is better) over 2 runs: 0.5 → 0.6\n"));
+    ck_assert_ptr_nonnull(strstr(md, "| 60 % | +10 (+20.0 %) |"));
+    ck_assert_ptr_nonnull(strstr(md, "Trend: ▁█ test/accuracy (higher is better) over 2 runs: 50 % → 60 %\n"));
     /* A report.json that does not parse is no report. */
     ck_assert_ptr_nonnull(strstr(md, "(<b>/20261101-090000/report.md) |  | unknown (no report) |"));
     /* HTML: a link only where report.html is, the folder name encoded in the URL and escaped. */

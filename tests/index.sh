@@ -52,8 +52,8 @@ first=$(echo "$md" | grep -m 1 '^| bert-small \|^| gpt \|^| mlp ')
 expect_in "$first" "| bert-small | 20261104-100000 | unknown (no report) |" "index.md: what broke comes first"
 # The rows, newest first, with links to the reports that are there.
 expect_in "$md" "| 20261104-100000 |  | unknown (no report) |" "index.md: a run without report.json"
-expect_in "$md" "| 20261103-100000 | 2026-11-03T10:00:00Z | failed | 5 | 40.5 s |" "index.md: the failed run"
-expect_in "$md" "| [20261102-100000](bert-small/20261102-100000/report.md) | 2026-11-02T10:00:00Z | finished | 0 | 27.3 min | 0.701 |" \
+expect_in "$md" "| 20261103-100000 | 2026-11-03 10:00 | failed | 5 | 40.5 s |" "index.md: the failed run"
+expect_in "$md" "| [20261102-100000](bert-small/20261102-100000/report.md) | 2026-11-02 10:00 | finished | 0 | 27.3 min | 70.1 % |" \
   "index.md: a finished run, linked"
 expect_in "$md" "| bf16, checkpointing selective 4 of 4, 16 × 2 | 1.40 GiB |" "index.md: the plan in short, footprint"
 expect_in "$md" "test/accuracy 0.7247 → 0.701 (−3.3 %), past the 1 % limit" \
@@ -68,7 +68,7 @@ checks=$((checks + 1))
 expect_not_in "$md" "latest" "index.md: the latest link is not a run"
 expect_not_in "$md" "notes" "index.md: a folder without runs is not a recipe"
 # The trends.
-expect_in "$md" "Trend: █▁ test/accuracy (higher is better) over 2 runs: 0.7247 → 0.701" "index.md: bert's trend"
+expect_in "$md" "Trend: █▁ test/accuracy (higher is better) over 2 runs: 72.47 % → 70.1 %" "index.md: bert's trend"
 expect_in "$md" "Trend: █▁ eval/loss (lower is better) over 2 runs: 3.2 → 3.1" "index.md: gpt's trend"
 # The real run is listed, finished, with a link to its report.
 expect_in "$md" "](mlp/$(basename "$mlp")/report.md) |" "index.md: the real run, linked"

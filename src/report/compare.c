@@ -862,9 +862,10 @@ static void overlay(FILE *out, const json_t *a, const json_t *b, const char *nam
 }
 
 const char tr_compare_css[] =
-    "body{font-family:system-ui,sans-serif;max-width:56em;margin:0 auto;padding:0 1em;line-height:1.4;color:#222}"
+    "body{font-family:system-ui,sans-serif;max-width:72em;margin:0 auto;padding:0 1em;line-height:1.4;color:#222}"
     "table{border-collapse:collapse;width:100%;margin:.5em 0}"
-    "th,td{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top;overflow-wrap:anywhere}"
+    "th,td{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top;overflow-wrap:break-word}"
+    ".scroll{overflow-x:auto}@media (max-width:40em){body{padding:0 .4em}table{font-size:.85em}}"
     "svg.plot{width:100%;height:auto;margin:.5em 0}"
     ".finished{color:#1a7f37}.failed,.unknown,.interrupted,.no-report{color:#b3261e}";
 

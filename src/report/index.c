@@ -234,15 +234,22 @@ static int index_load(struct runs_index *ix, const char *dir, char *err, size_t 
 /* ---- one run's cells ----------------------------------------------------------------------- */
 
 struct run_cells {
-    char status[64], code[24], duration[48], metric[128], change[160], plan[320], footprint[48];
-    const char *started, *status_class;
+    char status[64], code[24], duration[48], metric[128], change[160], plan[320], footprint[48], started[24];
+    const char *status_class;
     char regressions[1200];
     int nregressions;
 };
 
+/* Accuracies are read in per cent. */
+static double metric_scale(const char *name)
+{
+    size_t n = name ? strlen(name) : 0;
+    return n >= 8 && !strcmp(name + n - 8, "accuracy") ? 100 : 1;
+}
+
 static void run_cells(const struct recipe_entry *r, const struct run_entry *e, struct run_cells *c)
 {
-    *c = (struct run_cells){.started = ""};
+    *c = (struct run_cells){0};
     const json_t *rep = e->report;
     const char *status = string_of(rep, "status");
     if (!rep)
@@ -255,19 +262,24 @@ static void run_cells(const struct recipe_entry *r, const struct run_entry *e, s
         snprintf(c->code, sizeof c->code, "%" JSON_INTEGER_FORMAT, json_integer_value(code));
     if (json_is_number(secs))
         tr_format_elapsed(json_number_value(secs), c->duration);
-    c->started = string_of(rep, "started") ? string_of(rep, "started") : "";
+    const char *started = string_of(rep, "started");   /* 2026-11-29T18:32:05Z: the minute is enough */
+    if (started && strlen(started) >= 16)
+        snprintf(c->started, sizeof c->started, "%.10s %.5s", started, started + 11);
+    else
+        snprintf(c->started, sizeof c->started, "%s", started ? started : "");
     const json_t *km = json_object_get(rep, "key_metric");
     json_t *value = json_object_get(km, "value");
     const char *name = string_of(km, "name");
     if (json_is_number(value))
-        snprintf(c->metric, sizeof c->metric, "%.4g%s%s%s", json_number_value(value),
+        snprintf(c->metric, sizeof c->metric, "%.4g%s%s%s%s", json_number_value(value) * metric_scale(name),
+                 metric_scale(name) == 100 ? " %" : "",
                  name && r->metric && strcmp(name, r->metric) ? " (" : "",
                  name && r->metric && strcmp(name, r->metric) ? name : "",
                  name && r->metric && strcmp(name, r->metric) ? ")" : "");
     const json_t *m = json_object_get(e->cmp, "metric");
     if (json_is_object(m))
-        tr_format_change(json_number_value(json_object_get(m, "previous")),
-                         json_number_value(json_object_get(m, "current")), c->change);
+        tr_format_change(metric_scale(name) * json_number_value(json_object_get(m, "previous")),
+                         metric_scale(name) * json_number_value(json_object_get(m, "current")), c->change);
     tr_plan_words(json_object_get(rep, "plan"), c->plan, sizeof c->plan);
     json_t *footprint = json_object_get(json_object_get(rep, "plan"), "measured_footprint_bytes");
     if (json_is_integer(footprint) && json_integer_value(footprint) >= 0) {
@@ -309,9 +321,11 @@ static void summary_words(const struct runs_index *ix, char out[256])
 static void trend_words(const struct recipe_entry *r, char out[256])
 {
     int n = r->ntrend;
-    snprintf(out, 256, "%s%s%s%s over %d run%s: %.4g → %.4g", r->metric, r->better ? " (" : "",
-             r->better ? r->better : "", r->better ? " is better)" : "", n, n == 1 ? "" : "s", r->trend[0],
-             r->trend[n - 1]);
+    double scale = metric_scale(r->metric);
+    const char *unit = scale == 100 ? " %" : "";
+    snprintf(out, 256, "%s%s%s%s over %d run%s: %.4g%s → %.4g%s", r->metric, r->better ? " (" : "",
+             r->better ? r->better : "", r->better ? " is better)" : "", n, n == 1 ? "" : "s", scale * r->trend[0],
+             unit, scale * r->trend[n - 1], unit);
 }
 
 /* ---- index.md ------------------------------------------------------------------------------ */
@@ -458,7 +472,7 @@ static void html_recipe(FILE *out, const struct recipe_entry *r)
     }
     const char *head[] = {"run", "started", "status", "exit", "duration", r->metric ? r->metric : "key metric",
                           "change", "plan", "footprint", "regressions"};
-    fputs("<table class=\"runs\">\n", out);
+    fputs("<div class=\"scroll\"><table class=\"runs\">\n", out);
     html_head_row(out, head, 10);
     for (int i = 0; i < r->n; i++) {
         struct run_cells c;
@@ -471,7 +485,7 @@ static void html_recipe(FILE *out, const struct recipe_entry *r)
         html_cell(out, c.regressions, c.nregressions ? "failed" : NULL);
         fputs("</tr>\n", out);
     }
-    fputs("</table>\n", out);
+    fputs("</table></div>\n", out);
 }
 
 static void html_summary(FILE *out, const struct runs_index *ix)
@@ -484,7 +498,7 @@ static void html_summary(FILE *out, const struct runs_index *ix)
     fputs("</p>\n", out);
     if (!ix->n)
         return;
-    fputs("<table class=\"newest\">\n", out);
+    fputs("<div class=\"scroll\"><table class=\"newest\">\n", out);
     html_head_row(out, (const char *const[]){"recipe", "newest run", "status", "key metric", "change", "regressions"},
                   6);
     for (int i = 0; i < ix->n; i++) {
@@ -502,7 +516,7 @@ static void html_summary(FILE *out, const struct runs_index *ix)
         html_cell(out, c.nregressions ? regressions : "", c.nregressions ? "failed" : NULL);
         fputs("</tr>\n", out);
     }
-    fputs("</table>\n", out);
+    fputs("</table></div>\n", out);
 }
 
 static int write_html(FILE *out, const struct runs_index *ix)
