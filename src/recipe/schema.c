@@ -27,6 +27,7 @@ static const char *const auto_names[] = {"auto", NULL};
 static const char *const notify_names[] = {"failure", "regression", "success", NULL};
 static const char *const stop_metric_names[] = {"none", "eval.loss", "eval.accuracy", NULL};
 static const char *const stop_mode_names[] = {"auto", "min", "max", NULL};
+static const char *const promote_mode_names[] = {"auto", "min", "max", NULL};
 
 #define SOURCE_KEYS(split, what)                                                              \
     {"data." split ".source", TR_T_STR, OFF(data.what.source), "null", 0, 0, NULL,             \
@@ -190,6 +191,17 @@ const struct tr_key tr_keys[] = {
      notify_names, 0, 1, 3, "which outcomes notify"},
     {"report.notify.timeout", TR_T_DURATION, OFF(report.notify.timeout), "10s", 0, 600, NULL,
      TR_MIN_OPEN, 0, 0, "give up on the notification after this long"},
+
+    /* nightly runs: retention and the promotion gate */
+    {"report.keep", TR_T_INT, OFF(report.keep), "null", 0, BIG, NULL, TR_NULLABLE, 0, 0,
+     "run folders of this recipe to keep, newest first, besides the promoted one (null or 0: all)"},
+    {"report.promote.metric", TR_T_STR, OFF(report.promote.metric), "null", 0, 0, NULL,
+     TR_NULLABLE | TR_SHORTHAND, 0, 0,
+     "the metric a finished run must not be worse in than the promoted run (null: the key metric)"},
+    {"report.promote.mode", TR_T_ENUM, OFF(report.promote.mode), "auto", 0, 0, promote_mode_names, 0,
+     0, 0, "min or max is better (auto: max for accuracies and throughput, min otherwise)"},
+    {"report.promote.min_delta", TR_T_FLOAT, OFF(report.promote.min_delta), "0", 0, 1e9, NULL, 0,
+     0, 0, "how much worse than the promoted run a run may be and still be promoted"},
 };
 
 const int tr_nkeys = sizeof tr_keys / sizeof tr_keys[0];
