@@ -42,10 +42,17 @@ set -- train.steps=600 train.checkpoint_every=20 "$@"
 "$TRAINRUN" "$recipe" report.dir="$scratch/a" "$@" >/dev/null || fail "the uninterrupted run"
 reference=$(newest "$scratch/a/mlp")/checkpoints/step-600.safetensors
 delay() { awk -v seed="$(od -An -N4 -tu4 /dev/urandom)" 'BEGIN { srand(seed); printf "%.2f", 0.05 + rand() * 0.75 }'; }
+# Processes that got as far as training: each says so once in its run folder's log.
+begun() { cat "$scratch"/b/mlp/2*/log.txt 2>/dev/null | grep -c '^mlp: mlp on'; }
 kills=0
 while [ "$kills" -lt 5 ]; do
+  before=$(begun)
   "$TRAINRUN" "$recipe" report.dir="$scratch/b" "$@" --resume auto >/dev/null 2>&1 &
   pid=$!
+  for i in $(seq 1000); do   # a kill during start-up (loading, planning) is not this test's
+    [ "$(begun)" -gt "$before" ] || ! kill -0 "$pid" 2>/dev/null && break
+    sleep 0.01
+  done
   sleep "$(delay)"
   if kill -KILL "$pid" 2>/dev/null; then kills=$((kills + 1)); fi
   wait "$pid" 2>/dev/null

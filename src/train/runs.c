@@ -30,9 +30,51 @@ static void read_holder(int fd, char *out, size_t size)
     out[strcspn(out, "\n")] = '\0';
 }
 
+/* The highest folder of path that does not exist yet, into out; "" when path exists. */
+static void first_missing(const char *path, char *out, size_t size)
+{
+    struct stat st;
+    out[0] = '\0';
+    if (stat(path, &st) == 0)
+        return;
+    size_t n = strlen(path);
+    for (size_t i = 1; i <= n; i++)
+        if (i == n || path[i] == '/') {
+            snprintf(out, size, "%.*s", (int)i, path);
+            if (stat(out, &st))
+                return;
+        }
+    out[0] = '\0';
+}
+
+/* Opens and locks path; the lock counts only while path still names the file locked (an
+ * unlock that removed it in between: try again on the new one). */
+static int lock_file(const char *path, int *fd_out)
+{
+    for (int attempt = 0; attempt < 100; attempt++) {
+        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+        if (fd < 0)
+            return -1;
+        if (flock(fd, LOCK_EX | LOCK_NB)) {
+            *fd_out = fd;
+            return 1;
+        }
+        struct stat mine, now;
+        if (fstat(fd, &mine) == 0 && stat(path, &now) == 0 && mine.st_ino == now.st_ino && mine.st_dev == now.st_dev) {
+            *fd_out = fd;
+            return 0;
+        }
+        close(fd);
+    }
+    errno = EAGAIN;
+    return -1;
+}
+
 int tr_runs_lock(const char *dir, struct tr_runs_lock *lock, char *err, size_t errsize)
 {
     lock->fd = -1;
+    snprintf(lock->dir, sizeof lock->dir, "%s", dir);
+    first_missing(dir, lock->created, sizeof lock->created);
     int e = tr_make_folders(dir);
     if (e) {
         snprintf(err, errsize, "cannot create %s: %s", dir, strerror(e));
@@ -40,12 +82,12 @@ int tr_runs_lock(const char *dir, struct tr_runs_lock *lock, char *err, size_t e
     }
     char path[4200];
     snprintf(path, sizeof path, "%s/.lock", dir);
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-    if (fd < 0) {
-        snprintf(err, errsize, "cannot open %s: %s", path, strerror(errno));
+    int fd, held = lock_file(path, &fd);
+    if (held < 0) {
+        snprintf(err, errsize, "cannot lock %s: %s", path, strerror(errno));
         return -1;
     }
-    if (flock(fd, LOCK_EX | LOCK_NB)) {
+    if (held) {
         e = errno;
         char holder[512];
         read_holder(fd, holder, sizeof holder);
@@ -72,10 +114,36 @@ int tr_runs_lock(const char *dir, struct tr_runs_lock *lock, char *err, size_t e
     return 0;
 }
 
+/* Does dir hold anything but its .lock? */
+static int holds_more(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    int more = !d;
+    while (d && !more && (de = readdir(d)))
+        more = strcmp(de->d_name, ".") && strcmp(de->d_name, "..") && strcmp(de->d_name, ".lock");
+    if (d)
+        closedir(d);
+    return more;
+}
+
 void tr_runs_unlock(struct tr_runs_lock *lock)
 {
-    if (lock->fd >= 0)
-        close(lock->fd);   /* the file stays: removing it would let a waiter lock a dead inode */
+    if (lock->fd < 0)
+        return;
+    if (*lock->created && !holds_more(lock->dir)) {   /* removed while still held: see lock_file */
+        char path[4200], folder[4096];
+        snprintf(path, sizeof path, "%s/.lock", lock->dir);
+        unlink(path);
+        snprintf(folder, sizeof folder, "%s", lock->dir);
+        while (strlen(folder) >= strlen(lock->created) && rmdir(folder) == 0) {
+            char *slash = strrchr(folder, '/');
+            if (!slash)
+                break;
+            *slash = '\0';
+        }
+    }
+    close(lock->fd);   /* otherwise the file stays, for the next run */
     lock->fd = -1;
 }
 
