@@ -36,22 +36,30 @@ int tr_cli_resume_dir(const char *dir, const struct tr_args *a, struct tr_diag *
     return rc;
 }
 
-/* RUN_DIR as the run folder itself: `runs/mlp/latest` is the folder the link names, so the run
- * knows its own name (promotion and retention compare names). */
-static void follow_link(const char *given, char *out, size_t size)
+/* RUN_DIR as the run folder itself, so that the run knows its own name (promotion and retention
+ * go by names): `runs/mlp/latest` is the folder the link names, `runs/mlp/x/` is `runs/mlp/x`,
+ * and `.` is the absolute path of the folder. */
+static void run_folder(const char *given, char *out, size_t size)
 {
     struct stat st;
     char target[2048], parent[2048];
     ssize_t n;
     snprintf(out, size, "%s", given);
-    if (lstat(given, &st) || !S_ISLNK(st.st_mode) || (n = readlink(given, target, sizeof target - 1)) <= 0)
-        return;
-    target[n] = '\0';
-    tr_runs_parent(given, parent, sizeof parent);
-    if (target[0] == '/')
-        snprintf(out, size, "%s", target);
-    else
-        snprintf(out, size, "%s/%s", parent, target);
+    for (size_t len = strlen(out); len > 1 && out[len - 1] == '/'; len--)
+        out[len - 1] = '\0';
+    if (lstat(out, &st) == 0 && S_ISLNK(st.st_mode) && (n = readlink(out, target, sizeof target - 1)) > 0) {
+        target[n] = '\0';
+        tr_runs_parent(out, parent, sizeof parent);
+        if (target[0] == '/')
+            snprintf(out, size, "%s", target);
+        else
+            snprintf(out, size, "%s/%s", parent, target);
+    }
+    const char *base = strrchr(out, '/') ? strrchr(out, '/') + 1 : out;
+    char *real = tr_runs_is_run_name(base) ? NULL : realpath(out, NULL);
+    if (real)
+        snprintf(out, size, "%s", real);
+    free(real);
 }
 
 int tr_cmd_resume(int argc, char **argv)
@@ -67,7 +75,7 @@ int tr_cmd_resume(int argc, char **argv)
         return TR_EXIT_USAGE;
     }
     char dir[4200], runs[4200], path[4300];
-    follow_link(args.recipe, dir, sizeof dir);
+    run_folder(args.recipe, dir, sizeof dir);
     snprintf(path, sizeof path, "%s/recipe.yaml", dir);
     if (access(path, R_OK)) {   /* before the lock: a wrong folder gets no .lock beside it */
         fprintf(stderr, "trainrun: %s is not a run folder: it has no readable recipe.yaml\n", args.recipe);
