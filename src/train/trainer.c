@@ -229,6 +229,19 @@ static void recipe_folder(const struct run *run, char *out, size_t size)
         snprintf(out, size, "%s/%s", run->r->report.dir, run->r->name);
 }
 
+/* The run folder before run_dir in its recipe folder (what `latest` named when it started), or "". */
+static void previous_run(const char *run_dir, char *out, size_t size)
+{
+    char dir[4200];
+    const char *me = strrchr(run_dir, '/') ? strrchr(run_dir, '/') + 1 : run_dir;
+    tr_runs_parent(run_dir, dir, sizeof dir);
+    char **names = tr_runs_list(dir);
+    *out = '\0';
+    for (int i = 0; names && names[i] && strcmp(names[i], me); i++)
+        snprintf(out, size, "%s", names[i]);
+    tr_runs_free_list(names);
+}
+
 /* model.init.from_run: the newest whole checkpoint of this recipe's promoted or latest run,
  * looked up before this run's folder becomes `latest`. A resumed run takes the file its first
  * part recorded in run.json (the links may have moved since); *said gets what to log. */
@@ -249,7 +262,11 @@ static int warm_start_source(struct run *run, char *path, size_t size, char *sai
         }
     }
     recipe_folder(run, dir, sizeof dir);
-    if (tr_runs_link_target(dir, link, target, sizeof target))
+    if (run->opt->resume_dir && run->r->model.init.from_run == TR_FROM_RUN_LATEST)
+        previous_run(run->opt->resume_dir, target, sizeof target);   /* killed before run.json said */
+    else if (tr_runs_link_target(dir, link, target, sizeof target))
+        *target = '\0';
+    if (!*target)
         return fail(run, TR_EXIT_DATA, "model.init.from_run: %s/%s does not point to a run folder: this recipe "
                     "has no %s run yet; train it once without model.init.from_run", dir, link, link);
     snprintf(checkpoints, sizeof checkpoints, "%s/%s/checkpoints", dir, target);
