@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/exit.h"
 #include "recipe/recipe.h"
+#include "train/runs.h"
 #include "train/trainer.h"
 
 #include <unistd.h>
@@ -166,4 +167,19 @@ int tr_cli_train(const struct tr_recipe *r, const struct tr_args *a, const char 
     else if (status == TR_EXIT_OK && quiet)
         printf("%s: test accuracy %.4f, run folder %s\n", r->name, res.test_accuracy, res.run_dir);
     return status;
+}
+
+int tr_cli_lock(const char *dir, struct tr_runs_lock *lock)
+{
+    char err[4600];
+    int rc = tr_runs_lock(dir, lock, err, sizeof err);
+    if (rc == TR_LOCK_HELD) {
+        fprintf(stderr, "trainrun: another run of this recipe is in progress: %s; nothing was run\n", err);
+        return TR_EXIT_LOCKED;
+    }
+    if (rc) {
+        fprintf(stderr, "trainrun: %s\n", err);
+        return TR_EXIT_FAILURE;
+    }
+    return TR_EXIT_OK;
 }

@@ -49,4 +49,12 @@ const char *tr_cli_datasets_dir(void);
 int tr_cli_train(const struct tr_recipe *r, const struct tr_args *a, const char *resume_dir,
                  struct tr_diag *diag);
 
+/* One run per recipe at a time: takes the lock of the recipe folder dir (report.dir/NAME) for
+ * this process. 0, or TR_EXIT_LOCKED (another process holds it: its pid and start said on
+ * stderr) or TR_EXIT_FAILURE. */
+struct tr_runs_lock;
+int tr_cli_lock(const char *dir, struct tr_runs_lock *lock);
+/* Continues the run folder dir with the recipe it recorded (resume.c): the caller holds the lock. */
+int tr_cli_resume_dir(const char *dir, const struct tr_args *a, struct tr_diag *diag);
+
 #endif

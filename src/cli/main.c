@@ -1,5 +1,6 @@
 /* trainrun's entry point: dispatches to one file per subcommand (src/cli/<name>.c). A first
  * argument that names an existing file is a recipe for the default subcommand, run. */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -75,6 +76,10 @@ static int flushed(int status)
 
 int main(int argc, char **argv)
 {
+    /* A file grown past RLIMIT_FSIZE (ulimit -f; a quota does the same with EDQUOT) then fails
+     * its write with EFBIG, which the writer reports and recovers from (a checkpoint leaves
+     * the previous one in place), instead of the signal killing the process mid-write. */
+    signal(SIGXFSZ, SIG_IGN);
     if (argc < 2) {
         usage(stderr);
         return TR_EXIT_USAGE;

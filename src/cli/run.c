@@ -1,27 +1,101 @@
-/* trainrun [run] RECIPE [key=value ...] [--plan FILE] [--quiet]: the default subcommand. Loads
- * the recipe, trains it (src/train/trainer.c) with the planner's choice or the saved plan FILE
- * into a run folder, and exits with the trainer's status. */
+/* trainrun [run] RECIPE [key=value ...] [--plan FILE] [--resume auto] [--quiet]: the default
+ * subcommand. Loads the recipe, takes its lock (one run per recipe at a time), trains it
+ * (src/train/trainer.c) with the planner's choice or the saved plan FILE into a run folder, and
+ * exits with the trainer's status. --resume auto (cron) first continues the recipe's newest run
+ * when that one was interrupted. */
+#include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cli/cli.h"
 #include "core/exit.h"
 #include "recipe/recipe.h"
+#include "train/runs.h"
 
-static const char usage[] = "usage: trainrun [run] RECIPE [key=value | ~key ...] [--plan FILE] [--quiet]\n";
+static const char usage[] =
+    "usage: trainrun [run] RECIPE [key=value | ~key ...] [--plan FILE] [--resume auto] [--quiet]\n";
+
+/* Is the run folder dir's recorded recipe the one given now? A recipe edited since (or other
+ * overrides) makes a new run rather than finishing the old job. */
+static int same_recipe(const char *dir, const struct tr_recipe *now)
+{
+    char path[4600];
+    snprintf(path, sizeof path, "%s/recipe.yaml", dir);
+    struct tr_recipe then;
+    struct tr_diag diag = {0};
+    struct tr_recipe_sources src = {.recipe = path};
+    int same = 0;
+    if (tr_recipe_load(&then, &src, &diag) == 0) {   /* the values, not where each came from */
+        char *a = tr_recipe_to_json(&then), *b = tr_recipe_to_json(now);
+        json_t *x = json_loads(a, 0, NULL), *y = json_loads(b, 0, NULL);
+        same = json_equal(json_object_get(x, "recipe"), json_object_get(y, "recipe"));
+        json_decref(x), json_decref(y);
+        free(a), free(b);
+    }
+    tr_diag_free(&diag);
+    tr_recipe_free(&then);
+    return same;
+}
+
+/* --resume auto: the newest run folder of the recipe in runs when it was interrupted (killed,
+ * or stopped by a signal: run.json's last part has no exit code, or 130) and recorded this
+ * recipe, into dir; 0 when a new run should start (none, it finished, or it failed). */
+static int interrupted_run(const char *runs, const struct tr_recipe *r, int quiet, char *dir, size_t size)
+{
+    char **names = tr_runs_list(runs);
+    int n = 0;
+    while (names && names[n])
+        n++;
+    if (n == 0) {
+        tr_runs_free_list(names);
+        return 0;
+    }
+    snprintf(dir, size, "%s/%s", runs, names[n - 1]);
+    tr_runs_free_list(names);
+    enum tr_run_state state = tr_runs_state(dir);
+    const char *why = NULL;
+    if (state == TR_RUN_FINISHED)
+        why = "finished";
+    else if (state == TR_RUN_FAILED)
+        why = "failed (a failed run is not resumed)";
+    else if (!same_recipe(dir, r))
+        why = "was interrupted, but recorded another recipe";
+    if (!quiet)
+        printf("--resume auto: %s %s; %s\n", dir, why ? why : "was interrupted", why ? "starting a new run" : "continuing it");
+    return why == NULL;
+}
 
 int tr_cmd_run(int argc, char **argv)
 {
     static const char *const flags[] = {"--quiet", "-q", "--help", "-h", NULL};
-    static const char *const valued[] = {"--plan", NULL};
+    static const char *const valued[] = {"--plan", "--resume", NULL};
     struct tr_args args;
     int rc = tr_args_start_valued(argc, argv, flags, valued, usage, &args);
     if (rc)
         return rc < 0 ? TR_EXIT_OK : rc;
+    const char *resume = tr_args_value(&args, "--resume");
+    if (resume && strcmp(resume, "auto")) {
+        fprintf(stderr, "trainrun: --resume takes 'auto'; to continue one run folder: trainrun resume RUN_DIR\n%s",
+                usage);
+        tr_args_free(&args);
+        return TR_EXIT_USAGE;
+    }
+    int quiet = tr_args_has(&args, "--quiet") || tr_args_has(&args, "-q");
     struct tr_recipe recipe;
     struct tr_diag diag = {0};
     rc = tr_cli_load_recipe(&args, &recipe, &diag);
-    if (rc == TR_EXIT_OK)
+    struct tr_runs_lock lock = {.fd = -1};
+    char runs[4200], dir[4500];
+    if (rc == TR_EXIT_OK) {
+        snprintf(runs, sizeof runs, "%s/%s", recipe.report.dir, recipe.name);
+        rc = tr_cli_lock(runs, &lock);
+    }
+    if (rc == TR_EXIT_OK && resume && interrupted_run(runs, &recipe, quiet, dir, sizeof dir))
+        rc = tr_cli_resume_dir(dir, &args, &diag);
+    else if (rc == TR_EXIT_OK)
         rc = tr_cli_train(&recipe, &args, NULL, &diag);
+    tr_runs_unlock(&lock);
     tr_diag_free(&diag);
     tr_recipe_free(&recipe);
     tr_args_free(&args);

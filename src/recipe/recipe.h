@@ -33,6 +33,7 @@ enum tr_ckpt       { TR_CKPT_AUTO, TR_CKPT_OFF, TR_CKPT_SELECTIVE, TR_CKPT_FULL 
 enum tr_notify_on  { TR_NOTIFY_FAILURE, TR_NOTIFY_REGRESSION, TR_NOTIFY_SUCCESS };
 enum tr_stop_metric { TR_STOP_NONE, TR_STOP_EVAL_LOSS, TR_STOP_EVAL_ACCURACY };
 enum tr_stop_mode  { TR_STOP_AUTO, TR_STOP_MIN, TR_STOP_MAX };
+enum tr_promote_mode { TR_PROMOTE_AUTO, TR_PROMOTE_MIN, TR_PROMOTE_MAX };
 
 /* An inline data source (data.train / data.valid / data.test). */
 struct tr_source {
@@ -114,6 +115,10 @@ struct tr_recipe {
         double flush_every;   /* seconds */
         struct { char *url; struct tr_ints on; double timeout; } notify;
         struct { double metric, time, memory; } regression;   /* fractions: 0.02 is 2 % */
+        /* nightly runs: how many run folders stay, and the gate a finished run passes to
+         * become the promoted one */
+        int64_t keep;      /* 0 when null: keep all */
+        struct { char *metric; int mode; double min_delta; } promote;   /* metric NULL: the key metric */
     } report;
 
     /* Per key (index into the schema): where its value came from, and whether it is null. */

@@ -27,6 +27,7 @@ static const char *const auto_names[] = {"auto", NULL};
 static const char *const notify_names[] = {"failure", "regression", "success", NULL};
 static const char *const stop_metric_names[] = {"none", "eval.loss", "eval.accuracy", NULL};
 static const char *const stop_mode_names[] = {"auto", "min", "max", NULL};
+static const char *const promote_mode_names[] = {"auto", "min", "max", NULL};
 
 #define SOURCE_KEYS(split, what)                                                              \
     {"data." split ".source", TR_T_STR, OFF(data.what.source), "null", 0, 0, NULL,             \
@@ -196,6 +197,17 @@ const struct tr_key tr_keys[] = {
      "the duration or throughput regresses when worse by more than this fraction"},
     {"report.regression.memory", TR_T_FLOAT, OFF(report.regression.memory), "0.05", 0, 1000, NULL, 0, 0, 0,
      "the measured memory regresses when it grows by more than this fraction"},
+
+    /* nightly runs: retention and the promotion gate */
+    {"report.keep", TR_T_INT, OFF(report.keep), "null", 0, BIG, NULL, TR_NULLABLE, 0, 0,
+     "run folders of this recipe to keep, newest first, besides the promoted one (null or 0: all)"},
+    {"report.promote.metric", TR_T_STR, OFF(report.promote.metric), "null", 0, 0, NULL,
+     TR_NULLABLE | TR_SHORTHAND, 0, 0,
+     "the metric a finished run must not be worse in than the promoted run (key: the key metric; null: no gate)"},
+    {"report.promote.mode", TR_T_ENUM, OFF(report.promote.mode), "auto", 0, 0, promote_mode_names, 0,
+     0, 0, "min or max is better (auto: max for accuracies and throughput, min otherwise)"},
+    {"report.promote.min_delta", TR_T_FLOAT, OFF(report.promote.min_delta), "0", 0, 1e9, NULL, 0,
+     0, 0, "how much worse than the promoted run a run may be and still be promoted"},
 };
 
 const int tr_nkeys = sizeof tr_keys / sizeof tr_keys[0];

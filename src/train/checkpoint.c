@@ -156,24 +156,21 @@ static int by_step_descending(const void *a, const void *b)
     return (x < y) - (x > y);
 }
 
-int tr_checkpoint_resume(const char *dir, struct tr_exec *x, struct tr_optim *o, int64_t *step,
-                         char *state, size_t statesize, char *warn, size_t warnsize, char *err,
-                         size_t errsize)
+/* The steps of dir's checkpoints, newest first, at most max; with tidy, the temporary files of
+ * writes a crash cut short are removed. −1 with errno when dir cannot be read. */
+static int list_steps(const char *dir, int64_t *steps, int max, int tidy)
 {
     DIR *d = opendir(dir);
-    if (!d) {
-        snprintf(err, errsize, "cannot read %s: %s", dir, strerror(errno));
-        return TR_EIO;
-    }
-    int64_t steps[4096];
+    if (!d)
+        return -1;
     int n = 0;
     struct dirent *de;
-    while ((de = readdir(d)) && n < 4096) {
+    while ((de = readdir(d)) && n < max) {
         int64_t s;
         char tail[32];
         if (sscanf(de->d_name, "step-%" SCNd64 ".%31s", &s, tail) == 2 && !strcmp(tail, "safetensors"))
             steps[n++] = s;
-        else if (strstr(de->d_name, ".tmp.")) {   /* a write that a crash cut short */
+        else if (tidy && strstr(de->d_name, ".tmp.")) {
             char path[4200];
             snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
             unlink(path);
@@ -181,6 +178,19 @@ int tr_checkpoint_resume(const char *dir, struct tr_exec *x, struct tr_optim *o,
     }
     closedir(d);
     qsort(steps, (size_t)n, sizeof *steps, by_step_descending);
+    return n;
+}
+
+int tr_checkpoint_resume(const char *dir, struct tr_exec *x, struct tr_optim *o, int64_t *step,
+                         char *state, size_t statesize, char *warn, size_t warnsize, char *err,
+                         size_t errsize)
+{
+    int64_t steps[4096];
+    int n = list_steps(dir, steps, 4096, 1);
+    if (n < 0) {
+        snprintf(err, errsize, "cannot read %s: %s", dir, strerror(errno));
+        return TR_EIO;
+    }
     *step = 0;
     if (statesize)
         state[0] = '\0';
@@ -195,4 +205,29 @@ int tr_checkpoint_resume(const char *dir, struct tr_exec *x, struct tr_optim *o,
             snprintf(warn + strlen(warn), warnsize - strlen(warn), "%s%s", *warn ? "; " : "", why);
     }
     return 0;
+}
+
+int tr_checkpoint_newest(const char *dir, char *path, size_t pathsize, char *warn, size_t warnsize, char *err,
+                         size_t errsize)
+{
+    int64_t steps[4096];
+    int n = list_steps(dir, steps, 4096, 0);
+    if (warn && warnsize)
+        warn[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        char why[512];
+        struct tr_safetensors st;
+        snprintf(path, pathsize, "%s/step-%" PRId64 ".safetensors", dir, steps[i]);
+        if (tr_st_open(&st, path, why, sizeof why) == 0) {
+            int ours = tr_st_metadata(&st, "trainrun.sha256") != NULL;
+            tr_st_close(&st);
+            if (ours)
+                return 0;
+            snprintf(why, sizeof why, "%s: not a trainrun checkpoint", path);
+        }
+        if (warn && strlen(warn) + strlen(why) + 3 < warnsize)
+            snprintf(warn + strlen(warn), warnsize - strlen(warn), "%s%s", *warn ? "; " : "", why);
+    }
+    snprintf(err, errsize, "%s holds no checkpoint%s", dir, n > 0 ? " that opens" : "");
+    return -1;
 }

@@ -20,5 +20,10 @@ int tr_checkpoint_write(const char *dir, const struct tr_exec *x, const struct t
 int tr_checkpoint_resume(const char *dir, struct tr_exec *x, struct tr_optim *o, int64_t *step,
                          char *state, size_t statesize, char *warn, size_t warnsize, char *err,
                          size_t errsize);
+/* The newest checkpoint in dir whose file is whole (a warm start's source, model.init.from_run,
+ * before any graph exists to verify its checksum against): its path into path; files passed
+ * over are named in warn. 0, or −1 when dir holds none (err says so). */
+int tr_checkpoint_newest(const char *dir, char *path, size_t pathsize, char *warn, size_t warnsize, char *err,
+                         size_t errsize);
 
 #endif

@@ -181,3 +181,10 @@ int tr_run_record_end(json_t *record, const char *dir, int exit_code, double sec
     json_object_set_new(record, "leak", leak ? leak : json_null());
     return write_record(record, dir, err, errsize);
 }
+
+int tr_run_record_note(json_t *record, const char *dir, const char *key, json_t *value, char *err,
+                       size_t errsize)
+{
+    json_object_set_new(record, key, value);
+    return write_record(record, dir, err, errsize);
+}

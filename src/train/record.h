@@ -73,5 +73,9 @@ int tr_run_record_begin(json_t **record, const char *dir, json_t *environment, i
                         size_t errsize);
 int tr_run_record_end(json_t *record, const char *dir, int exit_code, double seconds, int64_t to_step,
                       json_t *leak, char *err, size_t errsize);
+/* Sets record's key to value (taken) and writes the file at once: what a nightly run decided
+ * ("warm_start": where its first weights came from; "promotion": the gate's decision). */
+int tr_run_record_note(json_t *record, const char *dir, const char *key, json_t *value, char *err,
+                       size_t errsize);
 
 #endif

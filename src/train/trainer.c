@@ -33,6 +33,8 @@
 #include "train/record.h"
 #include "train/init.h"
 #include "train/optim.h"
+#include "train/promote.h"
+#include "train/runs.h"
 #include "train/scaler.h"
 #include "train/step.h"
 
@@ -86,6 +88,7 @@ struct run {
     struct tr_timer timer;     /* where the time went since the last logged line */
     struct tr_leak leak;       /* memory at each step's start, after warm-up */
     json_t *record;            /* run.json */
+    json_t *warm_start;        /* model.init.from_run: what this run started from, for run.json */
 };
 
 static double now(void)
@@ -217,6 +220,64 @@ static int make_plan(struct run *run)
 
 /* ---- initial weights ------------------------------------------------------------------------- */
 
+/* This recipe's runs folder, report.dir/NAME: a resumed run's is the parent of its folder. */
+static void recipe_folder(const struct run *run, char *out, size_t size)
+{
+    if (run->opt->resume_dir)
+        tr_runs_parent(run->opt->resume_dir, out, size);
+    else
+        snprintf(out, size, "%s/%s", run->r->report.dir, run->r->name);
+}
+
+/* The run folder before run_dir in its recipe folder (what `latest` named when it started), or "". */
+static void previous_run(const char *run_dir, char *out, size_t size)
+{
+    char dir[4200];
+    const char *me = strrchr(run_dir, '/') ? strrchr(run_dir, '/') + 1 : run_dir;
+    tr_runs_parent(run_dir, dir, sizeof dir);
+    char **names = tr_runs_list(dir);
+    *out = '\0';
+    for (int i = 0; names && names[i] && strcmp(names[i], me); i++)
+        snprintf(out, size, "%s", names[i]);
+    tr_runs_free_list(names);
+}
+
+/* model.init.from_run: the newest whole checkpoint of this recipe's promoted or latest run,
+ * looked up before this run's folder becomes `latest`. A resumed run takes the file its first
+ * part recorded in run.json (the links may have moved since); *said gets what to log. */
+static int warm_start_source(struct run *run, char *path, size_t size, char *said, size_t saidsize)
+{
+    const char *link = run->r->model.init.from_run == TR_FROM_RUN_PROMOTED ? "promoted" : "latest";
+    char dir[4200], target[256], checkpoints[4600], warn[1024], err[4800];
+    if (run->opt->resume_dir) {
+        snprintf(checkpoints, sizeof checkpoints, "%s/run.json", run->opt->resume_dir);
+        json_t *record = json_load_file(checkpoints, 0, NULL);
+        const char *recorded = json_string_value(json_object_get(json_object_get(record, "warm_start"), "checkpoint"));
+        if (recorded)
+            snprintf(path, size, "%s", recorded);
+        json_decref(record);
+        if (recorded) {
+            snprintf(said, saidsize, "model.init: the warm start this run began from, %.900s\n", path);
+            return 0;
+        }
+    }
+    recipe_folder(run, dir, sizeof dir);
+    if (run->opt->resume_dir && run->r->model.init.from_run == TR_FROM_RUN_LATEST)
+        previous_run(run->opt->resume_dir, target, sizeof target);   /* killed before run.json said */
+    else if (tr_runs_link_target(dir, link, target, sizeof target))
+        *target = '\0';
+    if (!*target)
+        return fail(run, TR_EXIT_DATA, "model.init.from_run: %s/%s does not point to a run folder: this recipe "
+                    "has no %s run yet; train it once without model.init.from_run", dir, link, link);
+    snprintf(checkpoints, sizeof checkpoints, "%s/%s/checkpoints", dir, target);
+    if (tr_checkpoint_newest(checkpoints, path, size, warn, sizeof warn, err, sizeof err))
+        return fail(run, TR_EXIT_DATA, "model.init.from_run: the %s run %s: %s", link, target, err);
+    snprintf(said, saidsize, "model.init: warm start from the %s run %s%s%.500s\n", link, target,
+             *warn ? "; passed over damaged checkpoints: " : "", *warn ? warn : "");
+    run->warm_start = json_pack("{ss ss ss}", "from_run", link, "run", target, "checkpoint", path);
+    return 0;
+}
+
 static int init_weights(struct run *run)
 {
     int text = run->data.kind != TR_DATA_FEATURES;
@@ -224,6 +285,13 @@ static int init_weights(struct run *run)
                                .vocab = text ? run->data.vocab : 0, .vocab_file = run->data.tokenizer_files[0],
                                .max_len = text ? run->r->model.max_len : 0};
     const char *path = run->r->model.init.path;
+    char source[4600], warm[1024] = "";
+    if (run->r->model.init.from_run != TR_FROM_RUN_NONE) {
+        int rc = warm_start_source(run, source, sizeof source, warm, sizeof warm);
+        if (rc)
+            return rc;
+        path = source;
+    }
     if (!path) {
         tr_init_random(&t);
         return 0;
@@ -232,7 +300,9 @@ static int init_weights(struct run *run)
     char err[1024];
     if (tr_init_load(&t, path, &info, err, sizeof err))
         return fail(run, TR_EXIT_DATA, "model.init: %s", err);
-    tr_init_summary(&info, path, run->init_summary, sizeof run->init_summary);
+    size_t n = (size_t)snprintf(run->init_summary, sizeof run->init_summary, "%s", warm);
+    if (n < sizeof run->init_summary)
+        tr_init_summary(&info, path, run->init_summary + n, sizeof run->init_summary - n);
     return 0;
 }
 
@@ -434,12 +504,10 @@ static int open_run_dir(struct run *run)
     run->metrics = fopen(path, "w");
     if (!run->log || !run->metrics)
         return fail(run, TR_EXIT_FAILURE, "cannot write in %s: %s", run->dir, strerror(errno));
-    char latest[4200], target[64];
-    snprintf(latest, sizeof latest, "%s/%s/latest", run->r->report.dir, run->r->name);
-    snprintf(target, sizeof target, "%s", strrchr(run->dir, '/') + 1);
-    unlink(latest);
-    if (symlink(target, latest))
-        say(run, "warning: cannot point %s at the new run: %s\n", latest, strerror(errno));
+    char runs[4200];
+    recipe_folder(run, runs, sizeof runs);
+    if (tr_runs_link_set(runs, "latest", strrchr(run->dir, '/') + 1))
+        say(run, "warning: cannot point %s/latest at the new run: %s\n", runs, strerror(errno));
     return 0;
 }
 
@@ -778,7 +846,49 @@ static int begin_record(struct run *run, int64_t start)
     free(recipe);
     if (tr_run_record_begin(&run->record, run->dir, tr_environment(hash), start, err, sizeof err))
         return fail(run, TR_EXIT_FAILURE, "%s", err);
+    if (run->warm_start) {
+        json_t *warm = run->warm_start;
+        run->warm_start = NULL;
+        if (tr_run_record_note(run->record, run->dir, "warm_start", warm, err, sizeof err))
+            return fail(run, TR_EXIT_FAILURE, "%s", err);
+    }
     return 0;
+}
+
+/* ---- nightly runs: promotion and retention ---------------------------------------------------- */
+
+/* report.promote: a finished run against the promoted one; worse is a regression, exit 6. No
+ * metric named: no gate. */
+static int promote(struct run *run)
+{
+    if (!run->r->report.promote.metric)
+        return 0;
+    char dir[4200], err[4400];
+    struct tr_promotion p;
+    tr_runs_parent(run->dir, dir, sizeof dir);
+    if (tr_promote(run->r, dir, run->dir, &p, err, sizeof err))
+        return fail(run, TR_EXIT_FAILURE, "%s", err);
+    say(run, "%s\n", p.reason);
+    if (tr_run_record_note(run->record, run->dir, "promotion", tr_promotion_json(&p), err, sizeof err))
+        say(run, "warning: %s\n", err);
+    if (p.decision == TR_PROMOTION_REGRESSION)
+        return fail(run, TR_EXIT_REGRESSION, "%s", p.reason);
+    return 0;
+}
+
+/* report.keep: the oldest run folders beyond it go; never this one, `latest`'s or `promoted`'s. */
+static void retain(struct run *run)
+{
+    if (run->r->report.keep <= 0)
+        return;
+    char dir[4200], deleted[2048];
+    tr_runs_parent(run->dir, dir, sizeof dir);
+    int n = tr_runs_retain(dir, run->r->report.keep, strrchr(run->dir, '/') + 1, deleted, sizeof deleted);
+    if (n < 0)
+        say(run, "warning: report.keep: cannot read %s: %s\n", dir, strerror(errno));
+    else if (n > 0)
+        say(run, "report.keep %lld: deleted %d old run folder%s: %s\n", (long long)run->r->report.keep, n,
+            n == 1 ? "" : "s", deleted);
 }
 
 /* The run's end: the time not yet logged, run.json closed with the leak check's verdict, the
@@ -985,6 +1095,7 @@ static int loop(struct run *run, int64_t start, struct tr_train_result *res)
 static void release(struct run *run)
 {
     json_decref(run->record);
+    json_decref(run->warm_start);
     tr_alloc_destroy(&run->alloc);
     for (int i = 0; i < 2; i++) {
         struct side *s = i ? &run->eval : &run->train;
@@ -1006,9 +1117,6 @@ int tr_train(const struct tr_recipe *r, const struct tr_train_options *opt, stru
                       .tty = isatty(STDOUT_FILENO), .events = {.fd = -1}};
     double started = now();
     memset(res, 0, sizeof *res);
-    if (r->model.init.from_run != TR_FROM_RUN_NONE)   /* warm starts come with nightly runs */
-        return fail(&run, TR_EXIT_USAGE, "model.init.from_run: not supported yet; give a checkpoint file "
-                    "instead: model.init.path=%s/%s/latest/checkpoints/step-<N>.safetensors", r->report.dir, r->name);
     if (tr_data_load(r, opt->datasets_dir, &run.data, diag))
         return TR_EXIT_DATA;
     tr_data_print_warnings(&run.data, stderr);   /* before the run folder and its log exist */
@@ -1083,10 +1191,14 @@ int tr_train(const struct tr_recipe *r, const struct tr_train_options *opt, stru
         int rc = write_plan(&run, true, res->steps);
         status = status ? status : rc;
     }
+    if (!status && run.record)
+        status = promote(&run);
+    if (run.record && status != TR_EXIT_INTERRUPTED)
+        retain(&run);
     if (run.log)   /* the report is for people: failing to write it does not fail the run */
         end_record(&run, status, now() - started, res->steps);
     if (run.events.fd >= 0 && status != TR_EXIT_INTERRUPTED)   /* interrupted: the session goes on */
-        tr_events_session_end(&run.events, status ? TR_SESSION_FAILURE : TR_SESSION_SUCCESS, (double)time(NULL));
+        tr_events_session_end(&run.events, status && status != TR_EXIT_REGRESSION ? TR_SESSION_FAILURE : TR_SESSION_SUCCESS, (double)time(NULL));
     if (tr_events_close(&run.events) && run.log)
         say(&run, "warning: TensorBoard events: %s\n", tr_events_error(&run.events));
     release(&run);

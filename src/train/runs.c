@@ -1,0 +1,340 @@
+/* A recipe's runs folder: the lock, the run folders, the links, retention (runs.h). */
+#include "train/runs.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "core/exit.h"
+#include "data/cache.h"
+
+/* ---- the lock -------------------------------------------------------------------------------- */
+
+/* What the lock file says about its holder, on one line; "" when it says nothing yet (the
+ * holder has the lock but has not written it: a few microseconds). */
+static void read_holder(int fd, char *out, size_t size)
+{
+    ssize_t n = pread(fd, out, size - 1, 0);
+    out[n > 0 ? n : 0] = '\0';
+    out[strcspn(out, "\n")] = '\0';
+}
+
+/* The highest folder of path that does not exist yet, into out; "" when path exists. */
+static void first_missing(const char *path, char *out, size_t size)
+{
+    struct stat st;
+    out[0] = '\0';
+    if (stat(path, &st) == 0)
+        return;
+    size_t n = strlen(path);
+    for (size_t i = 1; i <= n; i++)
+        if (i == n || path[i] == '/') {
+            snprintf(out, size, "%.*s", (int)i, path);
+            if (stat(out, &st))
+                return;
+        }
+    out[0] = '\0';
+}
+
+/* Opens and locks path; the lock counts only while path still names the file locked (an
+ * unlock that removed it in between: try again on the new one). */
+static int lock_file(const char *path, int *fd_out)
+{
+    for (int attempt = 0; attempt < 100; attempt++) {
+        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+        if (fd < 0)
+            return -1;
+        if (flock(fd, LOCK_EX | LOCK_NB)) {
+            *fd_out = fd;
+            return 1;
+        }
+        struct stat mine, now;
+        if (fstat(fd, &mine) == 0 && stat(path, &now) == 0 && mine.st_ino == now.st_ino && mine.st_dev == now.st_dev) {
+            *fd_out = fd;
+            return 0;
+        }
+        close(fd);
+    }
+    errno = EAGAIN;
+    return -1;
+}
+
+int tr_runs_lock(const char *dir, struct tr_runs_lock *lock, char *err, size_t errsize)
+{
+    lock->fd = -1;
+    snprintf(lock->dir, sizeof lock->dir, "%s", dir);
+    first_missing(dir, lock->created, sizeof lock->created);
+    int e = tr_make_folders(dir);
+    if (e) {
+        snprintf(err, errsize, "cannot create %s: %s", dir, strerror(e));
+        return -1;
+    }
+    char path[4200];
+    snprintf(path, sizeof path, "%s/.lock", dir);
+    int fd, held = lock_file(path, &fd);
+    if (held < 0) {
+        snprintf(err, errsize, "cannot lock %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (held) {
+        e = errno;
+        char holder[512];
+        read_holder(fd, holder, sizeof holder);
+        close(fd);
+        if (e != EWOULDBLOCK) {
+            snprintf(err, errsize, "cannot lock %s: %s", path, strerror(e));
+            return -1;
+        }
+        snprintf(err, errsize, "%s holds %s", *holder ? holder : "another process (still starting)", path);
+        return TR_LOCK_HELD;
+    }
+    char line[400], started[32], host[256] = "";
+    time_t now = time(NULL);
+    strftime(started, sizeof started, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    gethostname(host, sizeof host - 1);
+    int len = snprintf(line, sizeof line, "pid %ld, started %s on %s\n", (long)getpid(), started,
+                       *host ? host : "this host");
+    if (ftruncate(fd, 0) || pwrite(fd, line, (size_t)len, 0) != len) {
+        snprintf(err, errsize, "cannot write %s: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    lock->fd = fd;
+    return 0;
+}
+
+/* Does dir hold anything but its .lock? */
+static int holds_more(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    int more = !d;
+    while (d && !more && (de = readdir(d)))
+        more = strcmp(de->d_name, ".") && strcmp(de->d_name, "..") && strcmp(de->d_name, ".lock");
+    if (d)
+        closedir(d);
+    return more;
+}
+
+void tr_runs_unlock(struct tr_runs_lock *lock)
+{
+    if (lock->fd < 0)
+        return;
+    if (*lock->created && !holds_more(lock->dir)) {   /* removed while still held: see lock_file */
+        char path[4200], folder[4096];
+        snprintf(path, sizeof path, "%s/.lock", lock->dir);
+        unlink(path);
+        snprintf(folder, sizeof folder, "%s", lock->dir);
+        while (strlen(folder) >= strlen(lock->created) && rmdir(folder) == 0) {
+            char *slash = strrchr(folder, '/');
+            if (!slash)
+                break;
+            *slash = '\0';
+        }
+    }
+    close(lock->fd);   /* otherwise the file stays, for the next run */
+    lock->fd = -1;
+}
+
+/* ---- run folders and links ----------------------------------------------------------------- */
+
+void tr_runs_parent(const char *run_dir, char *out, size_t size)
+{
+    size_t n = strlen(run_dir);
+    while (n > 1 && run_dir[n - 1] == '/')
+        n--;
+    while (n > 0 && run_dir[n - 1] != '/')
+        n--;
+    while (n > 1 && run_dir[n - 1] == '/')
+        n--;
+    if (n == 0)
+        snprintf(out, size, ".");
+    else
+        snprintf(out, size, "%.*s", (int)n, run_dir);
+}
+
+int tr_runs_is_run_name(const char *name)
+{
+    for (int i = 0; i < 15; i++)
+        if (i == 8 ? name[i] != '-' : !isdigit((unsigned char)name[i]))
+            return 0;
+    if (name[15] == '\0')
+        return 1;
+    if (name[15] != '-' || !name[16])
+        return 0;
+    for (const char *p = name + 16; *p; p++)
+        if (!isdigit((unsigned char)*p))
+            return 0;
+    return 1;
+}
+
+/* Oldest first: by time, then "-2" after the plain name, "-10" after "-9". */
+static int by_age(const void *a, const void *b)
+{
+    const char *x = *(const char *const *)a, *y = *(const char *const *)b;
+    int c = strncmp(x, y, 15);
+    if (c)
+        return c;
+    long nx = x[15] ? strtol(x + 16, NULL, 10) : 1, ny = y[15] ? strtol(y + 16, NULL, 10) : 1;
+    return (nx > ny) - (nx < ny);
+}
+
+char **tr_runs_list(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return NULL;
+    size_t n = 0, cap = 16;
+    char **names = tr_xmalloc(cap * sizeof *names);
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        char path[4400];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        if (!tr_runs_is_run_name(de->d_name) || lstat(path, &st) || !S_ISDIR(st.st_mode))
+            continue;
+        if (n + 2 > cap)
+            names = tr_xrealloc(names, (cap *= 2) * sizeof *names);
+        names[n++] = tr_strdup(de->d_name);
+    }
+    closedir(d);
+    qsort(names, n, sizeof *names, by_age);
+    names[n] = NULL;
+    return names;
+}
+
+void tr_runs_free_list(char **names)
+{
+    for (int i = 0; names && names[i]; i++)
+        free(names[i]);
+    free(names);
+}
+
+int tr_runs_link_target(const char *dir, const char *link, char *out, size_t size)
+{
+    char path[4200], target[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, link);
+    ssize_t n = readlink(path, target, sizeof target - 1);
+    if (n <= 0)
+        return -1;
+    target[n] = '\0';
+    const char *base = strrchr(target, '/') ? strrchr(target, '/') + 1 : target;
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, base);
+    if (!*base || stat(path, &st) || !S_ISDIR(st.st_mode))
+        return -1;
+    snprintf(out, size, "%s", base);
+    return 0;
+}
+
+int tr_runs_link_set(const char *dir, const char *link, const char *target)
+{
+    char path[4200], tmp[4300];
+    snprintf(path, sizeof path, "%s/%s", dir, link);
+    snprintf(tmp, sizeof tmp, "%s/.%s.tmp.%ld", dir, link, (long)getpid());
+    unlink(tmp);   /* one a crash of a process with our pid left */
+    if (symlink(target, tmp))
+        return -1;
+    if (rename(tmp, path)) {
+        int e = errno;
+        unlink(tmp);
+        errno = e;
+        return -1;
+    }
+    return 0;
+}
+
+enum tr_run_state tr_runs_state(const char *run_dir)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/run.json", run_dir);
+    json_t *record = json_load_file(path, 0, NULL);
+    if (!record)   /* killed before its record was opened: it never got going */
+        return TR_RUN_INTERRUPTED;
+    json_t *segments = json_object_get(record, "segments");
+    json_t *last = json_array_get(segments, json_array_size(segments) - 1);
+    json_t *code = json_object_get(last, "exit_code");
+    enum tr_run_state state = TR_RUN_FAILED;
+    if (!last || !code || json_is_null(code) || json_integer_value(code) == TR_EXIT_INTERRUPTED)
+        state = TR_RUN_INTERRUPTED;
+    else if (json_integer_value(code) == TR_EXIT_OK || json_integer_value(code) == TR_EXIT_REGRESSION)
+        state = TR_RUN_FINISHED;
+    json_decref(record);
+    return state;
+}
+
+/* ---- retention ------------------------------------------------------------------------------- */
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+/* rm -rf of a folder, never following links out of it. */
+static int remove_tree(const char *path)
+{
+    return nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* Folders a crash left halfway through their deletion. */
+static void finish_deletions(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        if (strncmp(de->d_name, ".deleting-", 10))
+            continue;
+        char path[4400];
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        remove_tree(path);
+    }
+    if (d)
+        closedir(d);
+}
+
+int tr_runs_retain(const char *dir, long long keep, const char *current, char *deleted, size_t size)
+{
+    if (size)
+        deleted[0] = '\0';
+    if (keep <= 0)
+        return 0;
+    finish_deletions(dir);
+    char latest[256] = "", promoted[256] = "";
+    tr_runs_link_target(dir, "latest", latest, sizeof latest);
+    tr_runs_link_target(dir, "promoted", promoted, sizeof promoted);
+    char **names = tr_runs_list(dir);
+    if (!names)
+        return -1;
+    long long n = 0, count = 0;
+    while (names[n])
+        n++;
+    /* the newest keep stay; of the older ones, the protected stay too */
+    for (long long i = 0; i < n - keep; i++) {
+        const char *name = names[i];
+        if (!strcmp(name, current) || !strcmp(name, latest) || !strcmp(name, promoted))
+            continue;
+        char path[4400], doomed[4400];
+        snprintf(path, sizeof path, "%s/%s", dir, name);
+        snprintf(doomed, sizeof doomed, "%s/.deleting-%s", dir, name);
+        if (rename(path, doomed) || remove_tree(doomed))
+            continue;
+        size_t used = strlen(deleted);
+        if (used + strlen(name) + 3 < size)
+            snprintf(deleted + used, size - used, "%s%s", used ? ", " : "", name);
+        count++;
+    }
+    tr_runs_free_list(names);
+    return (int)count;
+}
