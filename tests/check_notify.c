@@ -183,13 +183,17 @@ START_TEST(body_from_report_json)
 {
     struct tr_recipe r;
     load(&r, "{url: 'http://127.0.0.1:1/'}");
-    char *dir = unit_mkdtemp();
+    /* Reached through runs/NAME/latest, as `trainrun resume` often is: named by the folder. */
+    char *top = unit_mkdtemp(), *dir = tr_strdup_printf("%s/latest", top);
+    char *folder = tr_strdup_printf("%s/20261129-020000", top);
+    ck_assert_int_eq(mkdir(folder, 0755), 0);
+    ck_assert_int_eq(symlink("20261129-020000", dir), 0);
     free(unit_write_in(dir, "report.json", report_json));
     json_t *b = tr_notify_body(&r, dir, TR_EXIT_REGRESSION);
     ck_assert_str_eq(field(b, "recipe"), "bert");   /* the report's, as the run recorded it */
     ck_assert_str_eq(field(b, "run"), "20261129-020000");
     char real[4096];
-    ck_assert_ptr_nonnull(realpath(dir, real));
+    ck_assert_ptr_nonnull(realpath(folder, real));
     ck_assert_str_eq(field(b, "run_dir"), real);
     ck_assert_str_eq(field(b, "status"), "finished");
     ck_assert_int_eq(json_integer_value(json_object_get(b, "exit_code")), 6);
@@ -213,7 +217,9 @@ START_TEST(body_from_report_json)
     for (void *it = json_object_iter(b); it; it = json_object_iter_next(b, it), k++)
         ck_assert_str_eq(json_object_iter_key(it), keys[k]);
     json_decref(b);
-    unit_rmtree(dir);
+    unit_rmtree(top);
+    free(top);
+    free(folder);
     free(dir);
     tr_recipe_free(&r);
 }

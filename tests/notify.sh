@@ -1,9 +1,9 @@
 #!/bin/sh
 # Notifications as a nightly job meets them, against tests/webhook.py on loopback: a finished
-# run, a diverged one and one whose data could not be read each POST their summary when listed
-# in report.notify.on, and nothing when not; a webhook that hangs holds the run for the timeout,
-# no longer; a webhook that fails twice is tried again; the header secret from the environment
-# reaches the webhook and nothing else; a URL's token never shows in a message.
+# run, the same resumed, a diverged one and one whose data could not be read each POST their
+# summary when listed in report.notify.on, and nothing when not; a webhook that hangs holds the
+# run for the timeout, no longer; a webhook that fails twice is tried again; the header secret
+# from the environment reaches the webhook and nothing else; a URL's token never shows.
 . "$srcdir/tests/lib.sh"
 command -v python3 >/dev/null || { echo "SKIP: python3 runs the test webhook"; exit 77; }
 unset http_proxy HTTP_PROXY https_proxy HTTPS_PROXY all_proxy ALL_PROXY   # loopback, directly
@@ -67,6 +67,12 @@ checks=$((checks + 1))
 if grep -rl "$secret" "$scratch/ok" >/dev/null || printf '%s\n%s' "$out" "$err" | grep -q "$secret"; then
   fail "the header's secret left the request: $(grep -rl "$secret" "$scratch/ok") $out $err"
 fi
+
+# A resumed run notifies as well, named by its folder even when reached through its link.
+run "$TRAINRUN" resume "$scratch/ok/mlp/latest" --quiet
+expect_rc 0 "a resumed run that notifies"
+expect_in "$(posts ok)" 2 "a POST for the resumed run"
+expect_in "$(field ok 'b["run"], b["outcome"]')" "('${dir##*/}', 'success')" "the resumed run's body"
 
 # 2. Only outcomes listed notify: on: [failure] stays silent after a finished run.
 start_hook quiet

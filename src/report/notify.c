@@ -94,8 +94,10 @@ json_t *tr_notify_body(const struct tr_recipe *r, const char *run_dir, int exit_
         if (!realpath(run_dir, dir))
             snprintf(dir, sizeof dir, "%s", run_dir);
     }
+    /* The run: the real folder's name, not that of the link it was reached by (runs/NAME/latest,
+     * which `trainrun resume` is often given and report.json then names). */
     const char *name = report_string(report, "name"), *run = report_string(report, "run");
-    if (!run && has_dir) {
+    if (has_dir) {
         const char *slash = strrchr(dir, '/');
         run = slash ? slash + 1 : dir;
     }
