@@ -95,8 +95,8 @@ json_t *tr_notify_body(const struct tr_recipe *r, const char *run_dir, int exit_
             snprintf(dir, sizeof dir, "%s", run_dir);
     }
     /* The run: the real folder's name, not that of the link it was reached by (runs/NAME/latest,
-     * which `trainrun resume` is often given and report.json then names). */
-    const char *name = report_string(report, "name"), *run = report_string(report, "run");
+     * which `trainrun resume` is often given and report.json's "run" then names). */
+    const char *name = report_string(report, "name"), *run = NULL;
     if (has_dir) {
         const char *slash = strrchr(dir, '/');
         run = slash ? slash + 1 : dir;
@@ -112,8 +112,8 @@ json_t *tr_notify_body(const struct tr_recipe *r, const char *run_dir, int exit_
     json_object_set_new(body, "recipe", string_or_null(name ? name : r->name));
     json_object_set_new(body, "run", string_or_null(run));
     json_object_set_new(body, "run_dir", string_or_null(has_dir ? dir : NULL));
-    json_object_set_new(body, "status", string_or_null(report_string(report, "status") ?
-                                                       report_string(report, "status") : status_of(exit_code)));
+    const char *status = report_string(report, "status");
+    json_object_set_new(body, "status", string_or_null(status ? status : status_of(exit_code)));
     json_object_set_new(body, "exit_code", json_integer(exit_code));
     json_object_set_new(body, "outcome", string_or_null(outcome >= 0 ? outcome_name(outcome) : NULL));
     json_object_set_new(body, "duration_seconds", report_value(report, "duration_seconds", JSON_REAL, json_null()));
