@@ -176,6 +176,8 @@ START_TEST(duration_formats)
     ck_assert_str_eq(out, "24h");
     tr_format_duration(45, out);
     ck_assert_str_eq(out, "45s");
+    tr_format_duration(10, out);   /* the default report.notify.timeout: once printed 1e+01s */
+    ck_assert_str_eq(out, "10s");
     tr_format_duration(90061, out);
     ck_assert_str_eq(out, "90061s");
     tr_format_duration(0.5, out);

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/exit.h"
 #include "recipe/recipe.h"
+#include "report/notify.h"
 #include "train/runs.h"
 #include "train/trainer.h"
 
@@ -166,6 +167,8 @@ int tr_cli_train(const struct tr_recipe *r, const struct tr_args *a, const char 
         printf("%s: no test split, run folder %s\n", r->name, res.run_dir);
     else if (status == TR_EXIT_OK && quiet)
         printf("%s: test accuracy %.4f, run folder %s\n", r->name, res.test_accuracy, res.run_dir);
+    fflush(stdout);   /* the result line first, then the webhook's wait */
+    tr_notify_run_end(r, *res.run_dir ? res.run_dir : resume_dir, status);
     return status;
 }
 

@@ -45,7 +45,8 @@ int tr_cli_load_recipe(const struct tr_args *a, struct tr_recipe *r, struct tr_d
 /* Data set definitions: $TRAINRUN_DATASETS, else ./datasets (a checkout), else the installed ones. */
 const char *tr_cli_datasets_dir(void);
 /* Trains r (continuing resume_dir when not NULL): the trainer's messages on stderr, and with
- * --quiet/-q in a the one result line. Returns the trainer's exit status. */
+ * --quiet/-q in a the one result line; then notifies (report.notify). Returns the trainer's
+ * exit status. */
 int tr_cli_train(const struct tr_recipe *r, const struct tr_args *a, const char *resume_dir,
                  struct tr_diag *diag);
 

@@ -137,6 +137,16 @@ static void put_value(FILE *out, const struct tr_recipe *r, int key)
         fputc(']', out);
         break;
     }
+    case TR_T_ENV_NAMES: {
+        const struct tr_strs *l = f;
+        fputc('[', out);
+        for (int i = 0; i < l->n; i++) {
+            fputs(i ? ", " : "", out);
+            put_string(out, l->v[i]);
+        }
+        fputc(']', out);
+        break;
+    }
     case TR_T_FLOATS: {
         const struct tr_floats *l = f;
         fputc('[', out);
@@ -232,6 +242,13 @@ static json_t *json_value(const struct tr_recipe *r, int key)
         for (int i = 0; i < l->n; i++)
             json_array_append_new(a, k->type == TR_T_ENUMS ? json_string(k->names[l->v[i]])
                                                             : json_integer(l->v[i]));
+        return a;
+    }
+    case TR_T_ENV_NAMES: {
+        const struct tr_strs *l = f;
+        json_t *a = json_array();
+        for (int i = 0; i < l->n; i++)
+            json_array_append_new(a, json_string(l->v[i]));
         return a;
     }
     case TR_T_FLOATS: {

@@ -482,6 +482,8 @@ void tr_recipe_free(struct tr_recipe *r)
     for (int i = 0; i < tr_nkeys; i++)
         if (tr_keys[i].type == TR_T_STR || tr_keys[i].type == TR_T_SHA256)
             free(*(char **)((char *)r + tr_keys[i].offset));
+        else if (tr_keys[i].type == TR_T_ENV_NAMES)
+            tr_strs_free((struct tr_strs *)((char *)r + tr_keys[i].offset));
     for (int i = 0; i < r->nfiles; i++)
         free(r->files[i]);
     free(r->files);

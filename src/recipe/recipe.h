@@ -14,6 +14,7 @@
 
 struct tr_ints   { int n; int64_t v[TR_LIST_MAX]; };
 struct tr_floats { int n; double v[TR_LIST_MAX]; };
+struct tr_strs   { int n; char *v[TR_LIST_MAX]; };   /* owned by the recipe */
 /* "auto | off | … | <number>": name is an index into the key's names, or -1 for a number. */
 struct tr_choice { int name; int64_t n; };
 /* Warm-up: a fraction of the training steps (0.06) or a number of steps (500). */
@@ -113,7 +114,7 @@ struct tr_recipe {
         bool tensorboard;
         int64_t histograms_every;
         double flush_every;   /* seconds */
-        struct { char *url; struct tr_ints on; double timeout; } notify;
+        struct { char *url; struct tr_ints on; struct tr_strs headers_from_env; double timeout; } notify;
         struct { double metric, time, memory; } regression;   /* fractions: 0.02 is 2 % */
         /* nightly runs: how many run folders stay, and the gate a finished run passes to
          * become the promoted one */

@@ -189,6 +189,8 @@ const struct tr_key tr_keys[] = {
      TR_NULLABLE | TR_SHORTHAND, 0, 0, "POST a JSON summary here when a run ends (null: off)"},
     {"report.notify.on", TR_T_ENUMS, OFF(report.notify.on), "[failure, regression]", 0, 0,
      notify_names, 0, 1, 3, "which outcomes notify"},
+    {"report.notify.headers_from_env", TR_T_ENV_NAMES, OFF(report.notify.headers_from_env), "[]", 0, 0,
+     NULL, 0, 0, TR_LIST_MAX, "environment variables, each holding one header line 'Name: value' to send"},
     {"report.notify.timeout", TR_T_DURATION, OFF(report.notify.timeout), "10s", 0, 600, NULL,
      TR_MIN_OPEN, 0, 0, "give up on the notification after this long"},
     {"report.regression.metric", TR_T_FLOAT, OFF(report.regression.metric), "0.02", 0, 1000, NULL, 0, 0, 0,
@@ -325,6 +327,9 @@ char *tr_key_expected(const struct tr_key *k)
         break;
     case TR_T_SHA256:
         s = tr_strdup("64 hexadecimal digits");
+        break;
+    case TR_T_ENV_NAMES:
+        s = tr_strdup_printf("a list of at most %d distinct environment variable names", k->list_max);
         break;
     default:
         s = tr_strdup("a value");

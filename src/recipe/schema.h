@@ -20,6 +20,7 @@ enum tr_type {
     TR_T_CHOICE,    /* one of names, or a whole number in [min, max] */
     TR_T_WARMUP,    /* a fraction in [0, 1) or a whole number of steps */
     TR_T_SHA256,    /* 64 hexadecimal digits */
+    TR_T_ENV_NAMES, /* list of distinct environment variable names: [A-Za-z_][A-Za-z0-9_]* */
 };
 
 enum {

@@ -132,6 +132,8 @@ void tr_format_duration(double seconds, char out[32])
         snprintf(out, 32, "%.0fh", seconds / 3600);
     else if (seconds == floor(seconds) && seconds >= 60 && fmod(seconds, 60) == 0)
         snprintf(out, 32, "%.0fm", seconds / 60);
+    else if (seconds == floor(seconds) && seconds < 1e15)   /* 10s, not %g's 1e+01s */
+        snprintf(out, 32, "%.0fs", seconds);
     else   /* the shortest text that reads back the same: 0.1s, not 0.10000000000000001s */
         for (int precision = 1; precision <= 17; precision++) {
             char text[32];

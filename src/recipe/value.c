@@ -172,6 +172,17 @@ static int parse_sha256(const yaml_node_t *n, char **s)
     return 0;
 }
 
+/* What POSIX calls a name: letters, digits and underscores, not starting with a digit. */
+static bool is_env_name(const char *t)
+{
+    if (!*t || isdigit((unsigned char)*t))
+        return false;
+    for (const char *p = t; *p; p++)
+        if (!isalnum((unsigned char)*p) && *p != '_')
+            return false;
+    return true;
+}
+
 /* One scalar of a scalar-typed key (or one list element); 0 or TR_EINVAL. */
 static int convert_scalar(const struct tr_key *k, const yaml_node_t *n, struct tr_value *v)
 {
@@ -214,13 +225,18 @@ static int convert_scalar(const struct tr_key *k, const yaml_node_t *n, struct t
         return parse_warmup(n, &v->u.warmup);
     case TR_T_SHA256:
         return parse_sha256(n, &v->u.s);
+    case TR_T_ENV_NAMES:
+        if (n->type != YAML_SCALAR_NODE || !is_env_name(text(n)))
+            return TR_EINVAL;
+        v->u.s = tr_strdup(text(n));
+        return 0;
     }
     return TR_EINVAL;
 }
 
 static bool is_list_type(enum tr_type t)
 {
-    return t == TR_T_INTS || t == TR_T_FLOATS || t == TR_T_ENUMS;
+    return t == TR_T_INTS || t == TR_T_FLOATS || t == TR_T_ENUMS || t == TR_T_ENV_NAMES;
 }
 
 /* Whether a quoted scalar would be accepted written plain ("32" for a number). */
@@ -258,6 +274,42 @@ static struct tr_key element_of(const struct tr_key *k)
     return e;
 }
 
+static char *element_mismatch(const struct tr_key *k, const yaml_node_t *n, int i)
+{
+    char where[16];
+    snprintf(where, sizeof where, "[%d]", i);
+    if (k->type != TR_T_ENV_NAMES) {
+        struct tr_key element = element_of(k);
+        return mismatch(&element, n, where);
+    }
+    char *got = tr_node_describe(n);
+    char *msg = tr_strdup_printf("%s%s: expected an environment variable name (letters, digits and _, "
+                                 "not first a digit), got %s", k->path, where, got);
+    free(got);
+    return msg;
+}
+
+void tr_strs_free(struct tr_strs *l)
+{
+    for (int i = 0; i < l->n; i++)
+        free(l->v[i]);
+    memset(l, 0, sizeof *l);
+}
+
+/* Element i of a list of environment variable names, unless an earlier one has its name. */
+static char *store_name(const struct tr_key *k, struct tr_strs *l, int i, char *name)
+{
+    for (int j = 0; j < i; j++)
+        if (!strcmp(l->v[j], name)) {
+            char *msg = tr_strdup_printf("%s[%d]: '%s' is listed twice", k->path, i, name);
+            free(name);
+            return msg;
+        }
+    l->v[i] = name;
+    l->n = i + 1;
+    return NULL;
+}
+
 static char *convert_list(const struct tr_key *k, yaml_document_t *doc, yaml_node_t *n,
                           struct tr_value *out, yaml_node_t **bad)
 {
@@ -271,12 +323,18 @@ static char *convert_list(const struct tr_key *k, yaml_document_t *doc, yaml_nod
         struct tr_value one = {0};
         if (!item || item->type != YAML_SCALAR_NODE || convert_scalar(k, item, &one)) {
             *bad = item ? item : n;
-            struct tr_key element = element_of(k);
-            char where[16];
-            snprintf(where, sizeof where, "[%d]", i);
-            return mismatch(&element, *bad, where);
+            if (k->type == TR_T_ENV_NAMES)
+                tr_strs_free(&out->u.strs);
+            return element_mismatch(k, *bad, i);
         }
-        if (k->type == TR_T_FLOATS)
+        if (k->type == TR_T_ENV_NAMES) {
+            char *msg = store_name(k, &out->u.strs, i, one.u.s);
+            if (msg) {
+                *bad = item;
+                tr_strs_free(&out->u.strs);
+                return msg;
+            }
+        } else if (k->type == TR_T_FLOATS)
             out->u.floats.v[i] = one.u.f;
         else if (k->type == TR_T_INTS)
             out->u.ints.v[i] = one.u.i;
@@ -289,7 +347,7 @@ static char *convert_list(const struct tr_key *k, yaml_document_t *doc, yaml_nod
             out->u.ints.v[i] = one.u.e;
         }
     }
-    out->u.ints.n = count;   /* n sits first in both list structs */
+    out->u.ints.n = count;   /* n sits first in every list struct */
     if (k->type == TR_T_FLOATS)
         out->u.floats.n = count;
     return NULL;
@@ -333,6 +391,7 @@ static size_t field_size(enum tr_type t)
     case TR_T_FLOATS:   return sizeof(struct tr_floats);
     case TR_T_CHOICE:   return sizeof(struct tr_choice);
     case TR_T_WARMUP:   return sizeof(struct tr_warmup);
+    case TR_T_ENV_NAMES: return sizeof(struct tr_strs);
     }
     return 0;
 }
@@ -343,6 +402,8 @@ void tr_value_store(struct tr_recipe *r, int key, struct tr_value *v)
     char *field = (char *)r + k->offset;
     if (k->type == TR_T_STR || k->type == TR_T_SHA256)
         free(*(char **)field);
+    else if (k->type == TR_T_ENV_NAMES)
+        tr_strs_free((struct tr_strs *)field);
     memcpy(field, &v->u, field_size(k->type));
     r->is_null[key] = v->is_null;
     memset(v, 0, sizeof *v);   /* the string now belongs to r */

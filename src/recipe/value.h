@@ -19,6 +19,7 @@ struct tr_value {
         uint64_t size;
         struct tr_ints ints;
         struct tr_floats floats;
+        struct tr_strs strs;
         struct tr_choice choice;
         struct tr_warmup warmup;
     } u;
@@ -30,6 +31,8 @@ char *tr_value_convert(const struct tr_key *k, yaml_document_t *doc, yaml_node_t
                        struct tr_value *out, yaml_node_t **bad);
 /* Moves v into r's field for key index, freeing what it replaces. */
 void tr_value_store(struct tr_recipe *r, int key, struct tr_value *v);
+/* Frees a list of strings' elements and empties it. */
+void tr_strs_free(struct tr_strs *l);
 /* YAML's null: an empty plain scalar, ~, null, Null or NULL. */
 bool tr_node_is_null(const yaml_node_t *node);
 /* The node's text as a message quotes it: 'abc', a list, a mapping. Caller frees. */
