@@ -102,7 +102,7 @@ START_TEST(index_rows_and_trend)
     make_runs(root);
     ck_assert_int_eq(tr_runs_index_write(root, err, sizeof err), 0);
     char *md = slurp(root, "index.md"), *html = slurp(root, "index.html");
-    ck_assert_ptr_nonnull(strstr(md, "2 recipes, 4 runs. The newest run of 2 recipes did not finish.\n"));
+    ck_assert_ptr_nonnull(strstr(md, "2 recipes, 4 runs. The newest run of 2 recipes did not finish or regressed.\n"));
     ck_assert_ptr_null(strstr(md, "empty"));
     /* The failed recipe first in the summary; its runs newest first. */
     char *a = strstr(md, "| a | 20261103-100000 | failed |"), *b = strstr(md, "| <b> | [20261101-090000](<b>/20261101-090000/report.md) |");

@@ -47,7 +47,7 @@ md=$(cat "$runs/index.md" 2>/dev/null)
 html=$(cat "$runs/index.html" 2>/dev/null)
 
 # The summary: three recipes, eight runs; bert-small's newest run has no report.
-expect_in "$md" "3 recipes, 8 runs. The newest run of 1 recipe did not finish." "index.md: the summary"
+expect_in "$md" "3 recipes, 8 runs. The newest run of 1 recipe did not finish or regressed." "index.md: the summary"
 first=$(echo "$md" | grep -m 1 '^| bert-small \|^| gpt \|^| mlp ')
 expect_in "$first" "| bert-small | 20261104-100000 | unknown (no report) |" "index.md: what broke comes first"
 # The rows, newest first, with links to the reports that are there.

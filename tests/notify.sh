@@ -88,6 +88,15 @@ expect_rc 5 "a diverging run, notifying"
 expect_in "$(field fail 'b["outcome"], b["status"], b["exit_code"]')" "('failure', 'failed', 5)" \
   "a diverged run's body"
 
+# 3b. A regression (the promotion gate: a worse run than the promoted one exits 6) notifies with
+#     the default on: [failure, regression], and the body says so.
+mlp report.dir="$scratch/regress" report.promote.metric=key train.steps=40
+expect_rc 0 "the run that is promoted"
+mlp report.dir="$scratch/regress" report.promote.metric=key train.steps=2 "report.notify=http://127.0.0.1:$port/"
+expect_rc 6 "a worse run: a regression"
+expect_in "$(field fail 'b["outcome"], b["status"], b["exit_code"]')" "('regression', 'regression', 6)" \
+  "a regression's body"
+
 # 4. A run that failed before its folder existed (no such data set) notifies all the same.
 mlp data.dataset=no-such-data report.dir="$scratch/nodata" "report.notify=http://127.0.0.1:$port/"
 expect_rc 4 "a run without its data"

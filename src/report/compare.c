@@ -374,6 +374,12 @@ static json_t *inputs_changed(const json_t *prev, const json_t *cur)
     return why;
 }
 
+/* A run that trained to its last step: finished, or finished but worse than the promoted run. */
+static int ran_to_end(const char *status)
+{
+    return status && (!strcmp(status, "finished") || !strcmp(status, "regression"));
+}
+
 json_t *tr_report_compare(const json_t *previous, const json_t *current, const struct tr_regression_limits *lim)
 {
     struct tr_regression_limits l = lim ? *lim : TR_REGRESSION_DEFAULTS;
@@ -385,7 +391,7 @@ json_t *tr_report_compare(const json_t *previous, const json_t *current, const s
     json_object_set_new(cmp, "metric", compare_metric(previous, current, l.metric, regressions));
     /* A run that failed early is short: durations are judged only between finished runs. */
     const char *cur_status = string_at(current, "status");
-    int finished = status && cur_status && !strcmp(status, "finished") && !strcmp(cur_status, "finished");
+    int finished = ran_to_end(status) && ran_to_end(cur_status);
     json_t *duration = quantity(number_at(previous, "duration_seconds"), number_at(current, "duration_seconds"),
                                 finished ? -1 : 0, l.time, DURATION);
     note_regression(regressions, duration, "duration", DURATION, NULL, l.time);
@@ -867,7 +873,7 @@ const char tr_compare_css[] =
     "th,td{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top;overflow-wrap:break-word}"
     ".scroll{overflow-x:auto}@media (max-width:40em){body{padding:0 .4em}table{font-size:.85em}}"
     "svg.plot{width:100%;height:auto;margin:.5em 0}"
-    ".finished{color:#1a7f37}.failed,.unknown,.interrupted,.no-report{color:#b3261e}";
+    ".finished{color:#1a7f37}.failed,.unknown,.interrupted,.killed,.regression,.no-report{color:#b3261e}";
 
 void tr_compare_runs_html(FILE *out, const json_t *a, const json_t *b, const json_t *cmp)
 {

@@ -300,7 +300,7 @@ static int not_finished(const struct runs_index *ix)
 {
     int n = 0;
     for (int i = 0; i < ix->n; i++)
-        n += status_rank(&ix->recipes[i]) != 3;
+        n += status_rank(&ix->recipes[i]) != 3;   /* a regression finished, but is not fine either */
     return n;
 }
 
@@ -314,7 +314,7 @@ static void summary_words(const struct runs_index *ix, char out[256])
     else if (!bad)
         snprintf(out + len, 256 - (size_t)len, "The newest run of every recipe finished.");
     else
-        snprintf(out + len, 256 - (size_t)len, "The newest run of %d recipe%s did not finish.", bad,
+        snprintf(out + len, 256 - (size_t)len, "The newest run of %d recipe%s did not finish or regressed.", bad,
                  bad == 1 ? "" : "s");
 }
 

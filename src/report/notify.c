@@ -3,6 +3,7 @@
  * that cannot be delivered is a warning, never a failed run; every message about it is
  * scrubbed of the secrets the request carries. */
 #include "report/notify.h"
+#include "report/run_report.h"
 
 #include <ctype.h>
 #include <curl/curl.h>
@@ -77,12 +78,6 @@ static json_t *report_value(json_t *report, const char *key, json_type type, jso
     return fallback;
 }
 
-/* The words report.json uses for a status (trainrun-report(5)). */
-static const char *status_of(int exit_code)
-{
-    return exit_code == TR_EXIT_OK ? "finished" : exit_code == TR_EXIT_INTERRUPTED ? "interrupted" : "failed";
-}
-
 json_t *tr_notify_body(const struct tr_recipe *r, const char *run_dir, int exit_code)
 {
     char path[PATH_MAX + 32], dir[PATH_MAX], host[256] = "";
@@ -113,7 +108,7 @@ json_t *tr_notify_body(const struct tr_recipe *r, const char *run_dir, int exit_
     json_object_set_new(body, "run", string_or_null(run));
     json_object_set_new(body, "run_dir", string_or_null(has_dir ? dir : NULL));
     const char *status = report_string(report, "status");
-    json_object_set_new(body, "status", string_or_null(status ? status : status_of(exit_code)));
+    json_object_set_new(body, "status", string_or_null(status ? status : tr_run_status_word(exit_code)));
     json_object_set_new(body, "exit_code", json_integer(exit_code));
     json_object_set_new(body, "outcome", string_or_null(outcome >= 0 ? outcome_name(outcome) : NULL));
     json_object_set_new(body, "duration_seconds", report_value(report, "duration_seconds", JSON_REAL, json_null()));

@@ -185,7 +185,7 @@ struct pages {
     const struct tr_run_report *rep;
     const json_t *comparison;            /* tr_report_compare's, or NULL */
     struct table *metrics, *plan, *time, *largest, *environment;
-    char headline[4][400];               /* status, duration, steps, model */
+    char headline[5][400];               /* status, duration, steps, model, promotion ("" when none) */
     char key[200];                       /* the key metric in a sentence, "" when none */
 };
 
@@ -320,6 +320,9 @@ static void pages_build(struct pages *pg, const struct tr_run_report *rep, const
         snprintf(pg->headline[1], sizeof pg->headline[1], "Duration: %s", took);
     snprintf(pg->headline[2], sizeof pg->headline[2], "Steps: %lld; run folder %s", rep->last_step, rep->run);
     snprintf(pg->headline[3], sizeof pg->headline[3], "Model: %s on %s", rep->arch, rep->dataset);
+    const char *promotion = json_string_value(json_object_get(json_object_get(rep->record, "promotion"), "reason"));
+    if (promotion)
+        snprintf(pg->headline[4], sizeof pg->headline[4], "Promotion: %s", promotion);
     int better;
     const struct tr_series *k = key_metric(rep, &better);
     if (k) {
@@ -431,6 +434,8 @@ json_t *tr_run_report_json(const struct tr_run_report *rep)
     json_object_set_new(j, "time", times_json(rep));
     json_t *leak = json_object_get(rep->record, "leak"), *env = json_object_get(rep->record, "environment");
     json_object_set_new(j, "leak", leak ? json_incref(leak) : json_null());
+    json_t *promotion = json_object_get(rep->record, "promotion");
+    json_object_set_new(j, "promotion", promotion ? json_incref(promotion) : json_null());
     json_object_set_new(j, "memory_timeline", timeline(rep) ? json_incref((json_t *)timeline(rep)) : json_null());
     json_object_set_new(j, "environment", env ? json_incref(env) : json_null());
     json_object_set(j, "warnings", rep->warnings);
@@ -475,8 +480,9 @@ static int write_md(FILE *out, const struct pages *pg)
 {
     const struct tr_run_report *rep = pg->rep;
     fprintf(out, "# %s: %s\n\n", *rep->name ? rep->name : "run", rep->status);
-    for (int i = 0; i < 4; i++)
-        fprintf(out, "- %s\n", pg->headline[i]);
+    for (int i = 0; i < 5; i++)
+        if (*pg->headline[i])
+            fprintf(out, "- %s\n", pg->headline[i]);
     if (*pg->key)
         fprintf(out, "- Key metric: %s\n", pg->key);
     fputc('\n', out);
@@ -516,7 +522,7 @@ static const char css[] =
     "table{border-collapse:collapse;width:100%;margin:.5em 0}"
     "th,td{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top;overflow-wrap:break-word}"
     "svg{width:100%;height:auto;margin:.5em 0}.environment td,.compare td{overflow-wrap:anywhere}"
-    ".finished{color:#1a7f37}.failed,.unknown,.interrupted,.killed{color:#b3261e}"
+    ".finished{color:#1a7f37}.failed,.unknown,.interrupted,.killed,.regression{color:#b3261e}"
     ".warnings li{color:#8a4b00}.regressions li{color:#b3261e;font-weight:bold}.none{color:#555}"
     "pre{overflow-x:auto}.plots{display:grid;grid-template-columns:repeat(auto-fit,minmax(20em,1fr));gap:0 1em}"
     "@media (max-width:40em){body{padding:0 .4em}table{font-size:.85em}th,td{padding:.2em .3em}}";
@@ -611,11 +617,12 @@ static int write_html(FILE *out, const struct pages *pg)
     fprintf(out, ": %s</title>\n<style>%s</style>\n</head>\n<body>\n<h1>", rep->status, css);
     tr_html_escape(out, name);
     fprintf(out, ": <span class=\"%s\">%s</span></h1>\n<ul>\n", rep->status, rep->status);
-    for (int i = 0; i < 4; i++) {
-        fputs("<li>", out);
-        tr_html_escape(out, pg->headline[i]);
-        fputs("</li>\n", out);
-    }
+    for (int i = 0; i < 5; i++)
+        if (*pg->headline[i]) {
+            fputs(i == 4 && !strcmp(rep->status, "regression") ? "<li class=\"regression\">" : "<li>", out);
+            tr_html_escape(out, pg->headline[i]);
+            fputs("</li>\n", out);
+        }
     if (*pg->key) {
         fputs("<li>Key metric: <b>", out);
         tr_html_escape(out, pg->key);

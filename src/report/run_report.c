@@ -139,9 +139,10 @@ static void read_recipe(struct tr_run_report *rep, FILE *f)
     }
 }
 
-static const char *status_of(int exit_code)
+const char *tr_run_status_word(int exit_code)
 {
-    return exit_code == TR_EXIT_OK ? "finished" : exit_code == TR_EXIT_INTERRUPTED ? "interrupted" : "failed";
+    return exit_code == TR_EXIT_OK ? "finished" : exit_code == TR_EXIT_REGRESSION ? "regression"
+         : exit_code == TR_EXIT_INTERRUPTED ? "interrupted" : "failed";
 }
 
 /* Without the trainer's word: run.json's (a last part that never ended was killed), else the
@@ -154,7 +155,7 @@ static void read_outcome(struct tr_run_report *rep, int finished)
         json_t *code = json_object_get(last, "exit_code");
         if (json_is_integer(code)) {
             rep->exit_code = (int)json_integer_value(code);
-            snprintf(rep->status, sizeof rep->status, "%s", status_of(rep->exit_code));
+            snprintf(rep->status, sizeof rep->status, "%s", tr_run_status_word(rep->exit_code));
             rep->seconds = json_number_value(json_object_get(rep->record, "seconds"));
         } else
             snprintf(rep->status, sizeof rep->status, "killed");
@@ -449,7 +450,7 @@ int tr_run_report_load(const char *dir, const struct tr_run_outcome *outcome, st
         fclose(recipe);
     }
     if (outcome) {
-        snprintf(rep->status, sizeof rep->status, "%s", status_of(outcome->exit_code));
+        snprintf(rep->status, sizeof rep->status, "%s", tr_run_status_word(outcome->exit_code));
         rep->exit_code = outcome->exit_code, rep->seconds = outcome->seconds;
     } else
         read_outcome(rep, finished);

@@ -64,6 +64,10 @@ void tr_run_report_free(struct tr_run_report *rep);
 /* report.json's object for rep (trainrun-report(5)), without the comparison. */
 json_t *tr_run_report_json(const struct tr_run_report *rep);
 
+/* report.json's word for a run that exited with exit_code: finished (0), regression (6: finished,
+ * but worse than the promoted run), interrupted (130) or failed. */
+const char *tr_run_status_word(int exit_code);
+
 /* The series named name, or NULL. */
 const struct tr_series *tr_run_report_series(const struct tr_run_report *rep, const char *name);
 

@@ -144,5 +144,6 @@ json_t *tr_promotion_json(const struct tr_promotion *p)
     json_object_set_new(j, "promoted_run", *p->promoted_run ? json_string(p->promoted_run) : json_null());
     json_object_set_new(j, "promoted_value", isfinite(p->promoted_value) ? json_real(p->promoted_value) : json_null());
     json_object_set_new(j, "decision", json_string(words[p->decision]));
+    json_object_set_new(j, "reason", json_string(p->reason));
     return j;
 }
