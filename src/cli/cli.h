@@ -49,4 +49,9 @@ const char *tr_cli_datasets_dir(void);
 int tr_cli_train(const struct tr_recipe *r, const struct tr_args *a, const char *resume_dir,
                  struct tr_diag *diag);
 
+/* --if-data-changed: refreshes r's data and compares it with the newest successful run's
+ * (data_changed.c). TR_EXIT_UNCHANGED (said on stdout) when no source changed, TR_EXIT_DATA
+ * (said on stderr) when the refresh failed, TR_EXIT_OK to train. */
+int tr_cli_data_unchanged(const struct tr_recipe *r, struct tr_diag *diag);
+
 #endif

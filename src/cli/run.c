@@ -7,11 +7,11 @@
 #include "core/exit.h"
 #include "recipe/recipe.h"
 
-static const char usage[] = "usage: trainrun [run] RECIPE [key=value | ~key ...] [--plan FILE] [--quiet]\n";
+static const char usage[] = "usage: trainrun [run] RECIPE [key=value | ~key ...] [--plan FILE] [--quiet] [--if-data-changed]\n";
 
 int tr_cmd_run(int argc, char **argv)
 {
-    static const char *const flags[] = {"--quiet", "-q", "--help", "-h", NULL};
+    static const char *const flags[] = {"--quiet", "-q", "--if-data-changed", "--help", "-h", NULL};
     static const char *const valued[] = {"--plan", NULL};
     struct tr_args args;
     int rc = tr_args_start_valued(argc, argv, flags, valued, usage, &args);
@@ -20,6 +20,8 @@ int tr_cmd_run(int argc, char **argv)
     struct tr_recipe recipe;
     struct tr_diag diag = {0};
     rc = tr_cli_load_recipe(&args, &recipe, &diag);
+    if (rc == TR_EXIT_OK && tr_args_has(&args, "--if-data-changed"))
+        rc = tr_cli_data_unchanged(&recipe, &diag);
     if (rc == TR_EXIT_OK)
         rc = tr_cli_train(&recipe, &args, NULL, &diag);
     tr_diag_free(&diag);
