@@ -1,13 +1,15 @@
-/* trainrun [run] RECIPE [key=value ...] [--plan FILE] [--quiet]: the default subcommand. Loads
- * the recipe, trains it (src/train/trainer.c) with the planner's choice or the saved plan FILE
- * into a run folder, and exits with the trainer's status. */
+/* trainrun [run] RECIPE [key=value ...] [--plan FILE] [--quiet] [--if-data-changed]: the default
+ * subcommand. Loads the recipe (with --if-data-changed, stops there when no data source changed
+ * since its last good run: data_changed.c), trains it (src/train/trainer.c) with the planner's
+ * choice or the saved plan FILE into a run folder, and exits with the trainer's status. */
 #include <stdio.h>
 
 #include "cli/cli.h"
 #include "core/exit.h"
 #include "recipe/recipe.h"
 
-static const char usage[] = "usage: trainrun [run] RECIPE [key=value | ~key ...] [--plan FILE] [--quiet] [--if-data-changed]\n";
+static const char usage[] = "usage: trainrun [run] RECIPE [key=value | ~key ...] [--plan FILE] [--quiet]\n"
+                            "                [--if-data-changed]\n";
 
 int tr_cmd_run(int argc, char **argv)
 {

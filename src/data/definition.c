@@ -471,6 +471,8 @@ static bool lies_in(const char *path, const char *folder)
 static void check_prepare_origin(struct parser *p, const yaml_node_t *v, const char *script)
 {
     char *cache = tr_cache_path("");
+    if (cache && cache[strlen(cache) - 1] == '/')
+        cache[strlen(cache) - 1] = '\0';
     const char *folder = *p->dir ? p->dir : ".";
     if (lies_in(folder, cache) || lies_in(script, cache))
         problem(p, v, "prepare: %s lies in trainrun's cache (%s), where downloads are kept; only a definition in "
