@@ -551,8 +551,9 @@ static int fetch_locked(CURL *curl, const char *url, const struct paths *p, cons
             rc = 0;
             break;
         }
-        if (out == FAILED) {
+        if (out == FAILED) {   /* a 404's part, or one that cannot be written: of no use */
             tr_diag_add(diag, (struct tr_where){0}, "cannot fetch %s: %s", url, why);
+            discard_part(p);
             rc = TR_EINVAL;
             break;
         }
@@ -574,6 +575,9 @@ static int fetch_locked(CURL *curl, const char *url, const struct paths *p, cons
             retry++;
         }
     }
+    struct stat st;
+    if (rc && stat(p->part, &st) == 0 && st.st_size == 0)   /* a non-empty one waits to be resumed */
+        discard_part(p);
     tr_fetch_meta_free(&cached);
     return rc;
 }
