@@ -176,6 +176,16 @@ expect_in "$err" "$url/stall.csv: Operation too slow" "a stall is said"
 checks=$((checks + 1))
 cmp -s "$(cached stall.csv)" "$scratch/www/stall.csv" || fail "the download after a stall differs from the file"
 
+# A recipe's inline data.train.source may be a URL too: fetched once, then 304.
+cp "$srcdir/datasets/iris/iris.csv" "$scratch/www/inline.csv"
+train ignored '~data.dataset' data.train.source="$url/inline.csv"
+expect_rc 0 "an inline URL"
+expect_in "$(statuses)" "200" "an inline URL is downloaded"
+train ignored '~data.dataset' data.train.source="$url/inline.csv" --if-data-changed
+expect_rc 7 "an inline URL, unchanged"
+checks=$((checks + 1))
+[ "$(statuses)" = "304 " ] || fail "an unchanged inline URL should get one 304: $log"
+
 # file:// is read in place; ftp:// is refused by name.
 define local "file://$scratch/www/iris.csv"
 train local

@@ -544,6 +544,10 @@ static int fetch_locked(CURL *curl, const char *url, const struct paths *p, cons
             tr_fetch_meta_free(&got);
             break;
         }
+        if (out == NOT_MODIFIED && !ask_conditionally) {   /* nothing to keep: a server's fault */
+            snprintf(why, sizeof why, "HTTP 304 Not Modified to a request that named no cached copy");
+            out = FAILED;
+        }
         if (out == NOT_MODIFIED) {
             discard_part(p);
             res->meta = cached;
