@@ -61,14 +61,18 @@ class Handler(BaseHTTPRequestHandler):
         with lock, open(LOG_FILE, "a") as f:
             f.write(" ".join([self.command, self.path, str(status)] + notes) + "\n")
 
-    def answer(self, status, headers=(), body=b""):
+    def begin(self, status, headers, length):
+        """Logs the request and sends the status line and headers; True when a body follows."""
         self.log(status)
         self.send_response(status)
         for k, v in headers:
             self.send_header(k, v)
-        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Content-Length", str(length))
         self.end_headers()
-        if self.command != "HEAD":
+        return self.command != "HEAD"
+
+    def answer(self, status, headers=(), body=b""):
+        if self.begin(status, headers, len(body)):
             self.wfile.write(body)
 
     def do_HEAD(self):
@@ -116,13 +120,7 @@ class Handler(BaseHTTPRequestHandler):
         cut, stall = take("cut"), None
         if not cut:
             stall = take("stall")
-        self.log(status)
-        self.send_response(status)
-        for k, v in headers:
-            self.send_header(k, v)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if self.command == "HEAD":
+        if not self.begin(status, headers, len(body)):
             return
         if cut:
             self.wfile.write(body[:cut.get("cut_after", len(body) // 2)])
