@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <sys/stat.h>
 
+#include "data/dataset.h"
 #include "data/fetch.h"
 #include "data/sha256.h"
 #include "unit.h"
@@ -221,6 +222,57 @@ START_TEST(file_urls_are_fetched_and_verified)
 }
 END_TEST
 
+/* data-sources.json: what a run records, and when two of them name the same data. */
+START_TEST(data_sources_compare)
+{
+    struct tr_data_origin origins[2] = {
+        {.source = "https://example.org/a.csv", .path = "/c/a.csv", .etag = "\"1\""},
+        {.source = "b.csv", .path = "b.csv"},
+    };
+    memset(origins[0].sha256, 'a', 64);
+    memset(origins[1].sha256, 'b', 64);
+    struct tr_data d = {.origins = origins, .norigins = 2, .name = "set"};
+    json_t *j = tr_data_sources_json(&d);
+    char *text = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    char *want = tr_strdup_printf("{\"version\":1,\"dataset\":\"set\",\"sources\":["
+                                  "{\"source\":\"https://example.org/a.csv\",\"path\":\"/c/a.csv\",\"sha256\":\"%.64s\","
+                                  "\"etag\":\"\\\"1\\\"\",\"last_modified\":null},"
+                                  "{\"source\":\"b.csv\",\"path\":\"b.csv\",\"sha256\":\"%.64s\",\"etag\":null,"
+                                  "\"last_modified\":null}]}", origins[0].sha256, origins[1].sha256);
+    ck_assert_str_eq(text, want);
+    free(text);
+    free(want);
+
+    /* The same files in another order, with another ETag and path: the same data. */
+    struct tr_data_origin swapped[2] = {origins[1], origins[0]};
+    swapped[1].etag = "\"2\"";
+    swapped[1].path = "/elsewhere/a.csv";
+    struct tr_data e = {.origins = swapped, .norigins = 2};
+    json_t *k = tr_data_sources_json(&e);
+    ck_assert(tr_data_sources_same(j, k));
+    json_decref(k);
+
+    /* Another hash, one file fewer, one more, nothing at all: changed. */
+    swapped[0].sha256[0] = 'c';
+    k = tr_data_sources_json(&e);
+    ck_assert(!tr_data_sources_same(j, k));
+    json_decref(k);
+    e.norigins = 1;
+    k = tr_data_sources_json(&e);
+    ck_assert(!tr_data_sources_same(j, k) && !tr_data_sources_same(k, j));
+    json_decref(k);
+    e.norigins = 0;
+    k = tr_data_sources_json(&e);
+    ck_assert(!tr_data_sources_same(k, k));
+    json_decref(k);
+    json_t *junk = json_pack("{s[{ss}]}", "sources", "source", "b.csv");   /* no sha256 */
+    ck_assert(!tr_data_sources_same(junk, junk));
+    ck_assert(!tr_data_sources_same(NULL, j));
+    json_decref(junk);
+    json_decref(j);
+}
+END_TEST
+
 static Suite *fetch_suite(void)
 {
     Suite *s = suite_create("fetch");
@@ -229,6 +281,7 @@ static Suite *fetch_suite(void)
     tcase_add_test(tc, schemes);
     tcase_add_test(tc, backoff_schedule);
     tcase_add_test(tc, metadata_round_trip);
+    tcase_add_test(tc, data_sources_compare);
     suite_add_tcase(s, tc);
     tc = tcase_create("file");
     tcase_add_test(tc, file_urls_are_fetched_and_verified);

@@ -166,6 +166,24 @@ cmp -s "$(cached cut.csv)" "$scratch/www/cut.csv" || fail "the resumed download 
 checks=$((checks + 1))
 [ -z "$(ls "$downloads" | grep '\.part')" ] || fail "a part is left over: $(ls "$downloads")"
 
+# A nightly run whose download was cut and not retried leaves the part; the next resumes it.
+cp "$srcdir/datasets/iris/iris.csv" "$scratch/www/crash.csv"
+define crash "$url/crash.csv"
+echo '{"cut": 1, "cut_after": 700}' >"$scratch/control"
+TRAINRUN_FETCH_RETRIES=0
+export TRAINRUN_FETCH_RETRIES
+train crash
+unset TRAINRUN_FETCH_RETRIES
+expect_rc 4 "a cut download without retries"
+expect_in "$err" "cannot fetch $url/crash.csv: transfer closed with" "the cut is said"
+checks=$((checks + 1))
+[ "$(ls "$downloads" | grep -c 'crash\.csv\.part')" = 2 ] || fail "the part and its validators should stay: $(ls "$downloads")"
+train crash
+expect_rc 0 "the next run"
+expect_in "$log" "GET /crash.csv 206 range=bytes=700-" "the next run resumes the part"
+checks=$((checks + 1))
+cmp -s "$(cached crash.csv)" "$scratch/www/crash.csv" || fail "the download resumed by the next run differs"
+
 # A server that stalls mid-file: the attempt times out (TRAINRUN_FETCH_TIMEOUT) and is retried.
 cp "$srcdir/datasets/iris/iris.csv" "$scratch/www/stall.csv"
 define stall "$url/stall.csv"

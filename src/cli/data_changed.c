@@ -1,6 +1,7 @@
 /* --if-data-changed (run.c): refresh the data (fetch what changed, src/data/), then compare
  * what identifies every source with the data-sources.json of the newest successful run of this
- * recipe, report.dir/<name>/<stamp>/ with run.json's exit_code 0. The same: exit 7, untrained. */
+ * recipe, report.dir/<name>/<stamp>/ with run.json's exit_code 0 (or report.json's status
+ * "finished"). The same: exit 7, untrained. */
 #include <dirent.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -20,14 +21,28 @@ static int newer_first(const void *a, const void *b)
     return c ? c : atoi(y[15] == '-' ? y + 16 : "1") - atoi(x[15] == '-' ? x + 16 : "1");
 }
 
-static bool succeeded(const char *run_dir)
+static json_t *load_in(const char *dir, const char *name)
 {
-    char *path = tr_strdup_printf("%s/run.json", run_dir);
+    char *path = tr_strdup_printf("%s/%s", dir, name);
     json_t *j = json_load_file(path, 0, NULL);
     free(path);
-    json_t *code = json_object_get(j, "exit_code");
-    bool ok = json_is_integer(code) && json_integer_value(code) == TR_EXIT_OK;
-    json_decref(j);
+    return j;
+}
+
+/* run.json's exit_code 0; or, where run.json says nothing, report.json's status "finished". */
+static bool succeeded(const char *run_dir)
+{
+    json_t *run = load_in(run_dir, "run.json"), *code = json_object_get(run, "exit_code"), *report = NULL;
+    bool ok;
+    if (json_is_integer(code))
+        ok = json_integer_value(code) == TR_EXIT_OK;
+    else {
+        report = load_in(run_dir, "report.json");
+        const char *status = json_string_value(json_object_get(report, "status"));
+        ok = status && !strcmp(status, "finished");
+    }
+    json_decref(run);
+    json_decref(report);
     return ok;
 }
 
@@ -51,9 +66,7 @@ static json_t *last_good_sources(const char *dir, char **which)
     for (size_t i = 0; i < n && !*which; i++) {
         char *run_dir = tr_strdup_printf("%s/%s", dir, names[i]);
         if (succeeded(run_dir)) {
-            char *path = tr_strdup_printf("%s/data-sources.json", run_dir);
-            found = json_load_file(path, 0, NULL);
-            free(path);
+            found = load_in(run_dir, "data-sources.json");
             *which = run_dir;
         } else
             free(run_dir);
