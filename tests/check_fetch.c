@@ -2,7 +2,8 @@
  * the metadata file's round trip and its refusals, the backoff schedule and its environment,
  * which schemes are fetched, and whole fetches of file:// URLs: the copy and its metadata, a
  * pinned mismatch that leaves the cache byte for byte as it was, a changed pin that fetches
- * again, never an executable file. tests/fetch.sh covers HTTP against a loopback server. */
+ * again, never an executable file; and data-sources.json (src/data/sources.c), when two runs
+ * read the same data. tests/fetch.sh covers HTTP against a loopback server. */
 #include "runner.h"
 #include <stdbool.h>
 #include <sys/stat.h>

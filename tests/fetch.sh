@@ -3,9 +3,10 @@
 # a data set whose file is a URL is downloaded once, then asked after with its ETag (304) and not
 # downloaded again; a changed file is downloaded and trained on; --if-data-changed skips training
 # (exit 7) while nothing changed; a wrong pinned sha256 is a data error (exit 4) that leaves the
-# cache as it was; 503s are retried, a cut download resumes with a Range (206), a stalled one
-# times out and is retried; file:// works, ftp:// is refused, and a definition in the download
-# cache may not name a prepare script.
+# cache as it was; 503s are retried, a cut download resumes with a Range (206), in the same run
+# or the next, a stalled one times out and is retried; a recipe's inline source may be a URL;
+# file:// works, ftp:// is refused, and a definition in the download cache may not name a
+# prepare script.
 . "$srcdir/tests/lib.sh"
 command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 runs the test's HTTP server"; exit 77; }
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY ALL_PROXY all_proxy
