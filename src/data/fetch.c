@@ -267,7 +267,7 @@ static bool begin_body(struct attempt *a)
         }
         a->offset = 0;
     }
-    if (code == 200 || a->is_file)
+    if (code == 200)   /* file:// parts are never resumed: nothing to save */
         save_part_meta(a);
     return true;
 }
