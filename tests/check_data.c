@@ -423,8 +423,12 @@ static const struct { const char *yaml, *line; } bad_definitions[] = {
     {"format: csv\nsource: d.csv\nname: ../up\n",
      "dataset.yaml:3:7: name: '../up' is not a folder name (letters, digits, '.', '_', '-'; under 64 characters)"},
     {"format: csv\nsource: d.csv\nsource: e.csv\n", "dataset.yaml:3:1: 'source' is given twice"},
-    {"format: csv\nsource: https://example.org/d.csv\n",
-     "dataset.yaml:2:9: source: downloads are not supported yet; install the file and name its path"},
+    {"format: csv\nsource: ftp://example.org/d.csv\n",
+     "dataset.yaml:2:9: source: 'ftp://' URLs are not fetched; trainrun fetches https://, http:// and file:// URLs "
+     "only"},
+    {"format: csv\nsource: d.csv\nprepare: https://example.org/prepare\n",
+     "dataset.yaml:3:10: prepare: 'https://example.org/prepare' is a URL; a prepare script is a file in the "
+     "definition's folder, since nothing fetched is ever run"},
     {"format: idx\ntrain: {images: {source: i.gz}}\n",
      "dataset.yaml:1:1: train: an idx data set names images: and labels: files"},
     {"format: idx\nsource: i.gz\n", "dataset.yaml:1:1: source: an idx data set names train: {images:, labels:}"},
@@ -854,9 +858,9 @@ START_TEST(inline_csv_is_split_like_a_definition)
     free(want);
     free(text);
     free(data);
-    ck_assert_int_ne(load_inline("{train: {source: 'https://example.org/x.csv'}}", &d, &text), 0);
-    ck_assert_str_eq(text, "r.yaml:2:24: data.train.source: downloads are not supported yet; download "
-                           "the file and name its path\n");
+    ck_assert_int_ne(load_inline("{train: {source: 'ftp://example.org/x.csv'}}", &d, &text), 0);
+    ck_assert_str_eq(text, "r.yaml:2:24: data.train.source: 'ftp://' URLs are not fetched; trainrun fetches "
+                           "https://, http:// and file:// URLs only\n");
     free(text);
     free(csv);
     unit_rmtree(dir);

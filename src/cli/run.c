@@ -1,8 +1,9 @@
-/* trainrun [run] RECIPE [key=value ...] [--plan FILE] [--resume auto] [--quiet]: the default
- * subcommand. Loads the recipe, takes its lock (one run per recipe at a time), trains it
- * (src/train/trainer.c) with the planner's choice or the saved plan FILE into a run folder, and
+/* trainrun [run] RECIPE [key=value ...] [--plan FILE] [--resume auto] [--if-data-changed] [--quiet]:
+ * the default subcommand. Loads the recipe, takes its lock (one run per recipe at a time), trains
+ * it (src/train/trainer.c) with the planner's choice or the saved plan FILE into a run folder, and
  * exits with the trainer's status. --resume auto (cron) first continues the recipe's newest run
- * when that one was interrupted. */
+ * when that one was interrupted; --if-data-changed stops before training when no data source
+ * changed since the recipe's last good run (data_changed.c). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +15,8 @@
 #include "train/runs.h"
 
 static const char usage[] =
-    "usage: trainrun [run] RECIPE [key=value | ~key ...] [--plan FILE] [--resume auto] [--quiet]\n";
+    "usage: trainrun [run] RECIPE [key=value | ~key ...] [--plan FILE] [--resume auto] [--if-data-changed]\n"
+    "                [--quiet]\n";
 
 /* Is the run folder dir's recorded recipe the one given now? A recipe edited since (or other
  * overrides) makes a new run rather than finishing the old job. */
@@ -68,7 +70,7 @@ static int interrupted_run(const char *runs, const struct tr_recipe *r, int quie
 
 int tr_cmd_run(int argc, char **argv)
 {
-    static const char *const flags[] = {"--quiet", "-q", "--help", "-h", NULL};
+    static const char *const flags[] = {"--quiet", "-q", "--if-data-changed", "--help", "-h", NULL};
     static const char *const valued[] = {"--plan", "--resume", NULL};
     struct tr_args args;
     int rc = tr_args_start_valued(argc, argv, flags, valued, usage, &args);
@@ -91,9 +93,12 @@ int tr_cmd_run(int argc, char **argv)
         snprintf(runs, sizeof runs, "%s/%s", recipe.report.dir, recipe.name);
         rc = tr_cli_lock(runs, &lock);
     }
-    if (rc == TR_EXIT_OK && resume && interrupted_run(runs, &recipe, quiet, dir, sizeof dir))
+    int resumed = rc == TR_EXIT_OK && resume && interrupted_run(runs, &recipe, quiet, dir, sizeof dir);
+    if (resumed)   /* an interrupted run goes on as it began, data and all */
         rc = tr_cli_resume_dir(dir, &args, &diag);
-    else if (rc == TR_EXIT_OK)
+    if (!resumed && rc == TR_EXIT_OK && tr_args_has(&args, "--if-data-changed"))
+        rc = tr_cli_data_unchanged(&recipe, &diag);   /* 7: unchanged, 4: the refresh failed */
+    if (!resumed && rc == TR_EXIT_OK)
         rc = tr_cli_train(&recipe, &args, NULL, &diag);
     tr_runs_unlock(&lock);
     tr_diag_free(&diag);

@@ -14,14 +14,17 @@
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "data/cache.h"
 #include "data/definition.h"
+#include "data/fetch.h"
 #include "data/files.h"
 #include "data/shuffle.h"
+#include "data/sources.h"
 #include "data/tokenizer.h"
 #include "recipe/schema.h"
 
@@ -890,11 +893,23 @@ static int load_text(const struct tr_data_def *def, const struct text_setup *ts,
     return rc;
 }
 
-static int load_def(const struct tr_data_def *def, const struct text_setup *ts, struct tr_data *out,
-                    struct tr_diag *diag)
+/* The data refresh: URL sources fetched, prepare run where files are missing, and what
+ * identifies each file recorded in out->origins. */
+static int refresh(struct tr_data_def *def, struct tr_data *out, struct tr_diag *diag)
 {
     set_name(def, out);
-    int rc = ensure_prepared(def, diag);
+    int rc = tr_data_fetch_sources(def, out, diag);
+    if (!rc)
+        rc = ensure_prepared(def, diag);
+    if (!rc)
+        rc = tr_data_record_origins(def, out, diag);
+    return rc;
+}
+
+static int load_def(struct tr_data_def *def, const struct text_setup *ts, struct tr_data *out,
+                    struct tr_diag *diag)
+{
+    int rc = refresh(def, out, diag);
     if (rc)
         return rc;
     return is_text(def->format) ? load_text(def, ts, out, diag) : load_tables(def, NULL, out, diag);
@@ -971,9 +986,10 @@ static int inline_source(const struct tr_recipe *r, const char *split, const str
     char key[32];
     snprintf(key, sizeof key, "data.%s.source", split);
     const char *path = !strncmp(s->source, "file://", 7) ? s->source + 7 : s->source;
-    if (!strncmp(path, "http://", 7) || !strncmp(path, "https://", 8)) {
-        tr_diag_add(diag, key_where(r, key), "%s: downloads are not supported yet; download the file "
-                    "and name its path", key);
+    bool url = !strncasecmp(path, "http://", 7) || !strncasecmp(path, "https://", 8);
+    if (!url && tr_fetch_is_url(path)) {
+        tr_diag_add(diag, key_where(r, key), "%s: '%.*s' URLs are not fetched; trainrun fetches https://, "
+                    "http:// and file:// URLs only", key, (int)(strstr(path, "://") - path + 3), path);
         return TR_EINVAL;
     }
     if (s->format != TR_FMT_CSV && !(s->format == TR_FMT_AUTO && is_csv_name(path))) {
@@ -991,7 +1007,8 @@ static int inline_source(const struct tr_recipe *r, const char *split, const str
     }
     out->given = true;
     struct tr_data_file *f = tr_data_source_add(out);
-    f->path = tr_strdup(path);
+    *(url ? &f->url : &f->path) = tr_strdup(path);
+    f->source_at = key_where(r, key);
     if (s->sha256) {
         for (int i = 0; i < 64 && s->sha256[i]; i++)
             f->sha256[i] = (char)(s->sha256[i] >= 'A' && s->sha256[i] <= 'F' ? s->sha256[i] - 'A' + 'a'
@@ -1025,7 +1042,8 @@ static int inline_definition(const struct tr_recipe *r, struct tr_data_def *def,
     def->label_at = key_where(r, "data.train.label");
     def->split_valid = def->valid.given ? 0 : INLINE_VALID;
     def->split_test = def->test.given ? 0 : INLINE_TEST;
-    name_from_path(def->train.nfiles ? def->train.files[0].path : "inline", def->name);
+    const struct tr_data_file *first = def->train.nfiles ? &def->train.files[0] : NULL;
+    name_from_path(!first ? "inline" : first->path ? first->path : first->url, def->name);
     return rc;
 }
 
@@ -1100,58 +1118,77 @@ static int recipe_text_setup(const struct tr_recipe *r, const char *dir, const s
     return 0;
 }
 
-static int load_named(const struct tr_recipe *r, const char *dir, struct tr_data *out, struct tr_diag *diag)
+/* datasets_dir/<name>/dataset.yaml, parsed into def; *path is the file's (caller frees). */
+static int named_definition(const struct tr_recipe *r, const char *dir, struct tr_data_def *def, char **path,
+                            struct tr_diag *diag)
 {
     const char *name = r->data.dataset;
     struct tr_where at = key_where(r, "data.dataset");
-    char *path = tr_strdup_printf("%s/%s/dataset.yaml", dir, name);
+    *path = tr_strdup_printf("%s/%s/dataset.yaml", dir, name);
     struct stat st;
-    int rc = 0;
-    if (!tr_data_is_folder_name(name) || stat(path, &st) != 0) {
+    if (!tr_data_is_folder_name(name) || stat(*path, &st) != 0) {
         char *known = known_datasets(dir);
-        tr_diag_add(diag, at, "data.dataset: no data set '%s' (no %s); the data sets in %s: %s", name, path,
+        tr_diag_add(diag, at, "data.dataset: no data set '%s' (no %s); the data sets in %s: %s", name, *path,
                     dir, known);
         free(known);
-        free(path);
+        memset(def, 0, sizeof *def);
         return TR_EINVAL;
     }
-    struct tr_data_def def;
-    rc = tr_data_def_parse(path, &def, diag);
-    if (!rc && def.name[0] && strcmp(def.name, name)) {
-        tr_diag_add(diag, (struct tr_where){.file = path}, "name: '%s', but the folder is '%s'; they must "
-                    "be the same", def.name, name);
+    int rc = tr_data_def_parse(*path, def, diag);
+    if (!rc && def->name[0] && strcmp(def->name, name)) {
+        tr_diag_add(diag, (struct tr_where){.file = *path}, "name: '%s', but the folder is '%s'; they must "
+                    "be the same", def->name, name);
         rc = TR_EINVAL;
     }
-    struct text_setup ts = {0};
-    if (!rc)
-        rc = recipe_text_setup(r, dir, &def, &ts, diag);
-    if (!rc)
-        rc = load_def(&def, &ts, out, diag);
-    text_setup_free(&ts);
-    tr_data_def_free(&def);
-    free(path);
     return rc;
+}
+
+/* The recipe's definition: data.dataset's, or one made of its inline data.train/valid/test. */
+static int recipe_definition(const struct tr_recipe *r, const char *dir, struct tr_data_def *def,
+                             struct tr_diag *diag)
+{
+    if (r->data.dataset) {
+        char *path;
+        int rc = named_definition(r, dir, def, &path, diag);
+        free(path);
+        return rc;
+    }
+    if (r->data.train.source)
+        return inline_definition(r, def, diag);
+    memset(def, 0, sizeof *def);
+    tr_diag_add(diag, key_where(r, "data.dataset"), "data: no training data; set data.dataset or "
+                "data.train.source");
+    return TR_EINVAL;
 }
 
 int tr_data_load(const struct tr_recipe *r, const char *datasets_dir, struct tr_data *out,
                  struct tr_diag *diag)
 {
     memset(out, 0, sizeof *out);
-    int rc;
-    if (r->data.dataset)
-        rc = load_named(r, datasets_dir ? datasets_dir : "datasets", out, diag);
-    else if (r->data.train.source) {
-        struct tr_data_def def;
-        struct text_setup features = {0};   /* inline data is csv: no tokenizer */
-        rc = inline_definition(r, &def, diag);
-        if (!rc)
-            rc = load_def(&def, &features, out, diag);
-        tr_data_def_free(&def);
-    } else {
-        tr_diag_add(diag, key_where(r, "data.dataset"), "data: no training data; set data.dataset or "
-                    "data.train.source");
-        rc = TR_EINVAL;
-    }
+    const char *dir = datasets_dir ? datasets_dir : "datasets";
+    struct tr_data_def def;
+    struct text_setup ts = {0};
+    int rc = recipe_definition(r, dir, &def, diag);
+    if (!rc)
+        rc = recipe_text_setup(r, dir, &def, &ts, diag);
+    if (!rc)
+        rc = load_def(&def, &ts, out, diag);
+    text_setup_free(&ts);
+    tr_data_def_free(&def);
+    if (rc)
+        tr_data_free(out);
+    return rc;
+}
+
+int tr_data_refresh(const struct tr_recipe *r, const char *datasets_dir, struct tr_data *out,
+                    struct tr_diag *diag)
+{
+    memset(out, 0, sizeof *out);
+    struct tr_data_def def;
+    int rc = recipe_definition(r, datasets_dir ? datasets_dir : "datasets", &def, diag);
+    if (!rc)
+        rc = refresh(&def, out, diag);
+    tr_data_def_free(&def);
     if (rc)
         tr_data_free(out);
     return rc;
@@ -1189,5 +1226,6 @@ void tr_data_free(struct tr_data *d)
     free(d->tokenizer_files[0]);
     free(d->tokenizer_files[1]);
     tr_diag_free(&d->warnings);
+    tr_data_origins_free(d);
     memset(d, 0, sizeof *d);
 }

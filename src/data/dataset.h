@@ -7,6 +7,8 @@
 #ifndef TR_DATASET_H
 #define TR_DATASET_H
 
+#include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -56,6 +58,16 @@ enum tr_data_kind {
 
 struct tr_tokenizer;
 
+/* One file a load read, what identifies it: a run records them (data-sources.json) so that
+ * `--if-data-changed` can tell whether anything changed since. */
+struct tr_data_origin {
+    char *source;                     /* the URL as the definition gives it, or the file's path */
+    char *path;                       /* the file read: for a URL, the download cache's copy */
+    char sha256[65];                  /* of the content as definitions pin it (decompressed) */
+    char *etag, *last_modified;       /* a URL's validators, as the server last gave them */
+    bool downloaded;                  /* a URL downloaded by this load (not a 304) */
+};
+
 struct tr_data {
     int kind;                         /* enum tr_data_kind */
     struct tr_split train, valid, test;   /* valid and test may hold n = 0 */
@@ -71,7 +83,9 @@ struct tr_data {
     struct tr_norm norm;
     struct tr_diag warnings;          /* what went wrong without stopping the load (the token
                                        * cache could not be written, a damaged shard was made
-                                       * again): the caller shows them */
+                                       * again, a download was retried): the caller shows them */
+    struct tr_data_origin *origins;   /* every file read, in the definition's order, once each */
+    int norigins;
 };
 
 /* The data of a recipe: data.dataset names datasets_dir/<name>/dataset.yaml; otherwise
@@ -87,6 +101,23 @@ int tr_data_load(const struct tr_recipe *r, const char *datasets_dir, struct tr_
  * beside it. Text is read with the definition's own tokenizer: and model.max_len's default. */
 int tr_data_load_definition(const char *path, struct tr_data *out, struct tr_diag *diag);
 void tr_data_free(struct tr_data *d);
+
+/* The data refresh alone: finds the recipe's definition, fetches its URL sources into the
+ * download cache (a conditional request each: unchanged files are not downloaded again), runs its
+ * prepare script when needed, and fills out->origins, out->name and out->warnings; nothing is
+ * read or tokenised. Returns like tr_data_load (every failure is a data error). */
+int tr_data_refresh(const struct tr_recipe *r, const char *datasets_dir, struct tr_data *out,
+                    struct tr_diag *diag);
+/* d's origins as data-sources.json holds them:
+ *   {"version": 1, "dataset": NAME, "sources": [{"source", "path", "sha256", "etag",
+ *    "last_modified"}, …]}   (etag and last_modified null for local files). New reference. */
+json_t *tr_data_sources_json(const struct tr_data *d);
+/* Writes tr_data_sources_json(d) to dir/data-sources.json (atomically): 0, or TR_EIO with the
+ * reason in diag. The trainer calls it as it fills a new run folder. */
+int tr_data_sources_write(const struct tr_data *d, const char *dir, struct tr_diag *diag);
+/* Whether two data-sources.json documents name the same sources with the same sha256 each, in
+ * any order (the ETags may differ: a server may change them without changing the bytes). */
+bool tr_data_sources_same(const json_t *a, const json_t *b);
 /* d's warnings, one "trainrun: warning: …" line each, on out (before a run's log exists). */
 void tr_data_print_warnings(const struct tr_data *d, FILE *out);
 /* A file a recipe names (a tokenizer's vocabulary): as given when it is there (relative to the
@@ -112,6 +143,8 @@ int64_t tr_split_features(const struct tr_split *s);
  *                                   #   when it fails.
  *   format: csv | tsv | jsonl | text | idx
  *   source: digits.csv.gz           # one file holding every sample, split below; or
+ *                                   #   an https:// or http:// URL, fetched into the download
+ *                                   #   cache (fetch.h) and read from there; or
  *   sha256: <64 hex>                #   (sha256 always pins the DECOMPRESSED content)
  *   train: {source: …, sha256: …}   # a file a split (csv); for idx each split is
  *   valid: …                        #   {images: {source, sha256}, labels: {source, sha256}}
@@ -143,8 +176,10 @@ int64_t tr_split_features(const struct tr_split *s);
  *                                   #   data.tokenizer.kind is none; paths relative to the
  *                                   #   definition's folder
  *
- * Sources are paths, relative to the definition's folder (or the prepared folder), or file://
- * URLs. Every split keeps its samples in file order.
+ * Sources are paths, relative to the definition's folder (or the prepared folder), file:// URLs
+ * (read in place), or https:// and http:// URLs (fetched, fetch.h; other schemes are refused).
+ * A prepare: script is named only by a definition outside trainrun's cache, and lies outside it
+ * too: nothing fetched is ever run. Every split keeps its samples in file order.
  *
  * Text: tsv is a header line of field names, then a sample a line, a TAB between fields, no
  * quoting; jsonl an object a line (jansson); text is running text. Files must be UTF-8. A

@@ -15,6 +15,7 @@
 #include <yaml.h>
 
 #include "data/cache.h"
+#include "data/fetch.h"
 #include "recipe/recipe.h"
 #include "recipe/units.h"
 
@@ -170,21 +171,31 @@ static void walk(struct parser *p, yaml_node_t *map, const char *section, const 
 
 /* ---- files ------------------------------------------------------------------------------- */
 
-/* A source as written, less any file:// prefix; it is resolved once the whole definition is
+/* A source as written: an https:// or http:// URL, fetched into the download cache before it is
+ * read (dataset.c); or a path, less any file:// prefix, resolved once the whole definition is
  * read (resolve_sources), since prepare: decides the folder a relative one is found in. */
-static char *source_path(struct parser *p, const yaml_node_t *n, const char *source)
+static void set_source(struct parser *p, const yaml_node_t *n, const char *source, struct tr_data_file *f)
 {
+    free(f->path);
+    free(f->url);
+    f->path = f->url = NULL;
+    f->source_at = where_of(p, n);
+    if (!strncasecmp(source, "http://", 7) || !strncasecmp(source, "https://", 8)) {
+        f->url = tr_strdup(source);
+        return;
+    }
     if (!strncmp(source, "file://", 7))
         source += 7;
-    if (!strncmp(source, "http://", 7) || !strncmp(source, "https://", 8)) {
-        problem(p, n, "source: downloads are not supported yet; install the file and name its path");
-        return NULL;
+    else if (tr_fetch_is_url(source)) {
+        problem(p, n, "source: '%.*s' URLs are not fetched; trainrun fetches https://, http:// and file:// URLs "
+                "only", (int)(strstr(source, "://") - source + 3), source);
+        return;
     }
     if (!*source) {
         problem(p, n, "source: empty path");
-        return NULL;
+        return;
     }
-    return tr_strdup(source);
+    f->path = tr_strdup(source);
 }
 
 static void set_sha256(struct parser *p, const yaml_node_t *n, struct tr_data_file *f)
@@ -241,10 +252,8 @@ static void on_file_key(struct parser *p, const char *key, yaml_node_t *v, void 
         return;
     }
     const char *s = scalar(p, v, key);
-    if (s) {
-        free(f->path);
-        f->path = source_path(p, v, s);
-    }
+    if (s)
+        set_source(p, v, s, f);
 }
 
 static const char *const file_keys[] = {"source", "sha256", "lines", NULL};
@@ -272,7 +281,7 @@ static void on_source_key(struct parser *p, const char *key, yaml_node_t *v, voi
         char section[16];
         snprintf(section, sizeof section, "%s.", key);
         walk(p, v, section, idx_file_keys, on_file_key, f);
-        if (!f->path)
+        if (!f->path && !f->url)
             problem(p, v, "%s: source: missing", key);
     } else {
         on_file_key(p, key, v, first_file(src));
@@ -299,7 +308,7 @@ static void parse_source(struct parser *p, const char *split, yaml_node_t *v, st
         struct tr_data_file *f = tr_data_source_add(src);
         snprintf(section, sizeof section, "%s[%d].", split, (int)(it - start));
         walk(p, item, section, file_keys, on_file_key, f);
-        if (item->type == YAML_MAPPING_NODE && !f->path)
+        if (item->type == YAML_MAPPING_NODE && !f->path && !f->url)
             problem(p, item, "%ssource: missing", section);
     }
 }
@@ -444,14 +453,47 @@ static void parse_field(struct parser *p, yaml_node_t *v, const char *key, char 
     }
 }
 
-/* prepare: a script in the definition's folder. Only a definition on this machine can name one
- * (sources from URLs are refused above), so nothing fetched is ever run (DESIGN.md §5). */
+/* Whether path (which exists) lies in folder, both with links resolved; false when either is
+ * not there. */
+static bool lies_in(const char *path, const char *folder)
+{
+    char *real = realpath(path, NULL), *top = folder ? realpath(folder, NULL) : NULL;
+    size_t n = top ? strlen(top) : 0;
+    bool in = real && top && !strncmp(real, top, n) && (real[n] == '/' || real[n] == '\0' || !strcmp(top, "/"));
+    free(real);
+    free(top);
+    return in;
+}
+
+/* Nothing fetched is ever run (DESIGN.md §5): a prepare: script is named only by a definition in
+ * a datasets folder or among the user's own files, never by one in trainrun's cache, where
+ * downloads (and what prepare scripts make) are kept; nor may the script itself lie there. */
+static void check_prepare_origin(struct parser *p, const yaml_node_t *v, const char *script)
+{
+    char *cache = tr_cache_path("");
+    if (cache && cache[strlen(cache) - 1] == '/')
+        cache[strlen(cache) - 1] = '\0';
+    const char *folder = *p->dir ? p->dir : ".";
+    if (lies_in(folder, cache) || lies_in(script, cache))
+        problem(p, v, "prepare: %s lies in trainrun's cache (%s), where downloads are kept; only a definition in "
+                "a datasets folder or among your own files may name a prepare script, and nothing fetched is "
+                "ever run", lies_in(folder, cache) ? p->file : script, cache);
+    free(cache);
+}
+
+/* prepare: a script in the definition's folder, on this machine: never a URL, never in the cache
+ * (check_prepare_origin). */
 static void parse_prepare(struct parser *p, yaml_node_t *v, struct tr_data_def *def)
 {
     const char *s = scalar(p, v, "prepare");
     if (!s)
         return;
     def->prepare_at = where_of(p, v);
+    if (tr_fetch_is_url(s)) {
+        problem(p, v, "prepare: '%s' is a URL; a prepare script is a file in the definition's folder, since "
+                "nothing fetched is ever run", s);
+        return;
+    }
     bool up = !strcmp(s, "..") || !strncmp(s, "../", 3) || strstr(s, "/../") ||
               (strlen(s) >= 3 && !strcmp(s + strlen(s) - 3, "/.."));
     if (!*s || s[0] == '/' || up) {
@@ -461,6 +503,8 @@ static void parse_prepare(struct parser *p, yaml_node_t *v, struct tr_data_def *
     def->prepare = *p->dir ? tr_strdup_printf("%s/%s", p->dir, s) : tr_strdup(s);
     if (access(def->prepare, R_OK) != 0)
         problem(p, v, "prepare: cannot read the script %s: %s", def->prepare, strerror(errno));
+    else
+        check_prepare_origin(p, v, def->prepare);
 }
 
 static bool parse_bool(struct parser *p, const yaml_node_t *n, const char *key, bool *out)
@@ -663,8 +707,8 @@ static void check_source(struct parser *p, const yaml_node_t *root, const char *
         return;
     bool paths = s->nfiles > 0;
     for (int i = 0; i < s->nfiles; i++)
-        paths = paths && s->files[i].path;
-    if (format == TR_FMT_IDX && (!s->pair || !paths || !s->labels.path))
+        paths = paths && (s->files[i].path || s->files[i].url);
+    if (format == TR_FMT_IDX && (!s->pair || !paths || (!s->labels.path && !s->labels.url)))
         problem(p, root, "%s: an idx data set names images: and labels: files", what);
     else if (format != TR_FMT_IDX && s->pair)
         problem(p, root, "%s: images: and labels: are for idx data sets", what);
@@ -852,6 +896,7 @@ int tr_data_def_parse(const char *path, struct tr_data_def *def, struct tr_diag 
 static void free_file(struct tr_data_file *f)
 {
     free(f->path);
+    free(f->url);
     free(f->pinned_by);
 }
 

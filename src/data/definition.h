@@ -15,7 +15,10 @@ enum tr_csv_header { TR_HEADER_AUTO, TR_HEADER_NONE, TR_HEADER_SKLEARN, TR_HEADE
 
 struct tr_data_file {
     char *path;          /* resolved: relative sources are joined to the definition's folder, or
-                          * to the prepared folder when the definition names a prepare: script */
+                          * to the prepared folder when the definition names a prepare: script;
+                          * for a URL, the download cache's copy once fetched (NULL before) */
+    char *url;           /* an https:// or http:// source as given, or NULL (fetch.h) */
+    struct tr_where source_at;       /* where source: was given, for its errors */
     char sha256[65];     /* lower-case hex; "" when the definition pins none */
     char *pinned_by;     /* "datasets/digits/dataset.yaml:9:9" or "data.train.sha256" */
     int64_t first_line, last_line;   /* lines: [first, last], 1-based, both read; 0: the whole file */

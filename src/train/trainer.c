@@ -537,6 +537,8 @@ static int copy_file(const char *from, const char *to)
 static int keep_data_files(struct run *run)
 {
     char path[4300];
+    if (tr_data_sources_write(&run->data, run->dir, run->diag))   /* for --if-data-changed */
+        return TR_EXIT_FAILURE;
     if (run->data.class_names && run->data.kind != TR_DATA_TEXT_LM) {
         snprintf(path, sizeof path, "%s/labels.txt", run->dir);
         FILE *f = fopen(path, "w");
