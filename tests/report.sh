@@ -65,4 +65,9 @@ expect_rc 2 "a folder that is not a run"
 expect_in "$err" "is not a run folder" "the refusal says why"
 run "$TRAINRUN" report
 expect_rc 2 "no folder given"
+expect_in "$err" "report needs a run folder" "the refusal says what is missing"
+# The latest link names its run by the folder it points to.
+run "$TRAINRUN" report "$scratch/runs/mlp/latest"
+expect_rc 0 "trainrun report runs/NAME/latest"
+expect_in "$(cat "$scratch/runs/mlp/latest/report.json")" "\"run\": \"${dir##*/}\"" "the run named through latest"
 finish

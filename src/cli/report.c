@@ -128,6 +128,11 @@ int tr_cmd_report(int argc, char **argv)
 {
     static const char *const flags[] = {"--help", "-h", NULL};
     static const char *const valued[] = {"--compare", "--html", NULL};
+    if (argc < 1) {   /* argv: what follows "report" */
+        fprintf(stderr, "trainrun: report needs a run folder, a folder of runs, or --compare RUN_A RUN_B\n%s",
+                usage);
+        return TR_EXIT_USAGE;
+    }
     struct tr_args args;
     int rc = tr_args_start_valued(argc, argv, flags, valued, usage, &args);
     if (rc)

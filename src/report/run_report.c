@@ -4,6 +4,7 @@
 #include "report/run_report.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -441,8 +442,9 @@ int tr_run_report_load(const char *dir, const struct tr_run_outcome *outcome, st
     }
     const char *started = json_string_value(json_object_get(rep->record, "started"));
     snprintf(rep->started, sizeof rep->started, "%s", started ? started : "");
-    const char *base = strrchr(dir, '/');
-    snprintf(rep->run, sizeof rep->run, "%s", base && base[1] ? base + 1 : dir);
+    char real[PATH_MAX];   /* runs/NAME/latest is a link: the run is the folder it names */
+    const char *path_of = realpath(dir, real) ? real : dir, *base = strrchr(path_of, '/');
+    snprintf(rep->run, sizeof rep->run, "%.255s", base && base[1] ? base + 1 : path_of);
     snprintf(path, sizeof path, "%s/recipe.yaml", dir);
     FILE *recipe = fopen(path, "r");
     if (recipe) {
