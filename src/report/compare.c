@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -560,6 +561,31 @@ static int comparison_rows(const json_t *cmp, struct row rows[5])
     if (json_is_object(at(cmp, "memory.regions")))
         quantity_row(&rows[n++], at(cmp, "memory.regions"), "regions' peak (measured)", BYTES, NULL);
     return n;
+}
+
+FILE *tr_report_file_open(const char *dir, const char *name, char tmp[4300], char *err, size_t errsize)
+{
+    snprintf(tmp, 4300, "%s/.%s.tmp", dir, name);
+    FILE *out = fopen(tmp, "w");
+    if (!out)
+        snprintf(err, errsize, "cannot write %s: %s", tmp, strerror(errno));
+    errno = 0;
+    return out;
+}
+
+int tr_report_file_commit(FILE *out, const char *tmp, const char *dir, const char *name, int filled, char *err,
+                          size_t errsize)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    int rc = filled | ferror(out);
+    rc |= fclose(out);
+    if (rc || rename(tmp, path)) {
+        snprintf(err, errsize, "cannot write %s: %s", path, errno ? strerror(errno) : "write error");
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
 }
 
 void tr_md_cell(FILE *out, const char *text)

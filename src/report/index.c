@@ -537,24 +537,9 @@ static int write_html(FILE *out, const struct runs_index *ix)
 static int write_atomic(const struct runs_index *ix, const char *name, int (*fill)(FILE *, const struct runs_index *),
                         char *err, size_t errsize)
 {
-    char path[4200], tmp[4300];
-    snprintf(path, sizeof path, "%s/%s", ix->dir, name);
-    snprintf(tmp, sizeof tmp, "%s/.%s.tmp", ix->dir, name);
-    FILE *out = fopen(tmp, "w");
-    if (!out) {
-        snprintf(err, errsize, "cannot write %s: %s", tmp, strerror(errno));
-        return -1;
-    }
-    errno = 0;
-    int rc = fill(out, ix);
-    rc |= ferror(out);
-    rc |= fclose(out);
-    if (rc || rename(tmp, path)) {
-        snprintf(err, errsize, "cannot write %s: %s", path, errno ? strerror(errno) : "write error");
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
+    char tmp[4300];
+    FILE *out = tr_report_file_open(ix->dir, name, tmp, err, errsize);
+    return out ? tr_report_file_commit(out, tmp, ix->dir, name, fill(out, ix), err, errsize) : -1;
 }
 
 int tr_runs_index_write(const char *runs_dir, char *err, size_t errsize)

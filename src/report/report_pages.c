@@ -707,23 +707,9 @@ static int write_json_file(FILE *out, const struct pages *pg)
 static int write_atomic(const char *dir, const char *name, int (*fill)(FILE *, const struct pages *),
                         const struct pages *pg, char *err, size_t errsize)
 {
-    char path[4200], tmp[4300];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, name);
-    FILE *out = fopen(tmp, "w");
-    if (!out) {
-        snprintf(err, errsize, "cannot write %s: %s", tmp, strerror(errno));
-        return -1;
-    }
-    int rc = fill(out, pg);
-    rc |= ferror(out);
-    rc |= fclose(out);
-    if (rc || rename(tmp, path)) {
-        snprintf(err, errsize, "cannot write %s: %s", path, errno ? strerror(errno) : "write error");
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
+    char tmp[4300];
+    FILE *out = tr_report_file_open(dir, name, tmp, err, errsize);
+    return out ? tr_report_file_commit(out, tmp, dir, name, fill(out, pg), err, errsize) : -1;
 }
 
 int tr_run_report_write(const struct tr_run_report *rep, char *err, size_t errsize)
