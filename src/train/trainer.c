@@ -86,6 +86,7 @@ struct run {
      * `of`, which made `nodes` recompute nodes */
     struct { int mode, blocks, of, nodes; } remat;
     struct tr_timer timer;     /* where the time went since the last logged line */
+    int64_t timer_step;        /* the last step whose line carried the time */
     struct tr_leak leak;       /* memory at each step's start, after warm-up */
     json_t *record;            /* run.json */
     json_t *warm_start;        /* model.init.from_run: what this run started from, for run.json */
@@ -568,12 +569,16 @@ static int keep_data_files(struct run *run)
     return 0;
 }
 
-static void metric(struct run *run, json_t *line)
+static void metric_to(struct run *run, json_t *line, bool events)
 {
     char *text = json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER);
     fprintf(run->metrics, "%s\n", text);
     fflush(run->metrics);
     free(text);
+    if (!events) {
+        json_decref(line);
+        return;
+    }
     int64_t step = json_integer_value(json_object_get(line, "step"));
     const char *tag;
     json_t *value;
@@ -582,6 +587,11 @@ static void metric(struct run *run, json_t *line)
             tr_events_scalar(&run->events, tag, step, json_number_value(value));
     tr_events_tick(&run->events);
     json_decref(line);
+}
+
+static void metric(struct run *run, json_t *line)
+{
+    metric_to(run, line, true);
 }
 
 /* The checkpointing the plan applies, in words. */
@@ -899,10 +909,12 @@ static void end_record(struct run *run, int status, double seconds, int64_t step
 {
     char err[4400];
     if (run->record) {
-        if (run->timer.since > 0) {   /* the loop ran */
+        if (run->timer.since > 0) {   /* the loop ran: the last interval, and what followed it */
             json_t *line = json_pack("{sI}", "step", (json_int_t)steps);
             tr_timer_line(&run->timer, line, now(), run->timer.wait_seen);
-            metric(run, line);
+            /* TensorBoard keeps one point a step: a run that stopped at a step whose line
+             * carried the time already (early stopping) has the rest in metrics.jsonl only. */
+            metric_to(run, line, steps > run->timer_step);
         }
         json_t *leak = tr_leak_json(&run->leak);
         say_leak(run, leak);
@@ -1052,7 +1064,10 @@ static int loop(struct run *run, int64_t start, struct tr_train_result *res)
                 json_object_set_new(line, "train/loss_scale", json_real(run->scaler.scale));
                 json_object_set_new(line, "train/skipped_steps", json_real((double)run->scaler.skipped));
             }
-            tr_timer_line(&run->timer, line, now(), tr_loader_wait_seconds(loader));
+            if (t < run->total_steps) {   /* the last step's time goes out with what follows it */
+                tr_timer_line(&run->timer, line, now(), tr_loader_wait_seconds(loader));
+                run->timer_step = t;
+            }
             metric(run, line);
             memset(&since, 0, sizeof since);
             waited += wait;
