@@ -30,8 +30,13 @@ run "$TRAINRUN" resume "$(newest "$scratch/lock/mlp")" --quiet
 expect_rc 75 "resume of a run of a locked recipe"
 run "$TRAINRUN" "$recipe" report.dir="$scratch/lock-other" train.steps=5 "$@"
 expect_rc 0 "another report.dir is another lock"
+run "$TRAINRUN" report "$(newest "$scratch/lock/mlp")"
+expect_rc 0 "the report of a run in progress"
+expect_in "$(cat "$(newest "$scratch/lock/mlp")/report.md")" "# mlp: running" "a run in progress is reported running"
 kill -KILL "$slow"
 wait "$slow" 2>/dev/null
+run "$TRAINRUN" report "$(newest "$scratch/lock/mlp")"
+expect_in "$(cat "$(newest "$scratch/lock/mlp")/report.md")" "# mlp: killed" "a killed run is reported killed"
 run "$TRAINRUN" "$recipe" report.dir="$scratch/lock" train.steps=5 "$@"
 expect_rc 0 "the lock of a killed run is free"
 run "$TRAINRUN" "$recipe" report.dir="$scratch/lock" --resume yesterday "$@"

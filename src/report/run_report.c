@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,6 +147,27 @@ const char *tr_run_status_word(int exit_code)
          : exit_code == TR_EXIT_INTERRUPTED ? "interrupted" : "failed";
 }
 
+/* Is the run in dir going on? Its recipe folder's lock (trainrun(1), NIGHTLY RETRAINING) names
+ * the process that holds it, "pid N, started …"; that process alive on this host, and this the
+ * recipe's newest run, means yes. */
+static int still_running(const char *dir)
+{
+    char path[4200], line[256] = "";
+    snprintf(path, sizeof path, "%s/../.lock", dir);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char *got = fgets(line, sizeof line, f);
+    fclose(f);
+    long pid = 0;
+    if (!got || sscanf(line, "pid %ld,", &pid) != 1 || pid <= 0 || (kill((pid_t)pid, 0) && errno != EPERM))
+        return 0;
+    snprintf(path, sizeof path, "%s/../latest", dir);   /* the holder's run is the newest one */
+    char target[256], real_dir[PATH_MAX], real_latest[PATH_MAX];
+    return readlink(path, target, sizeof target) > 0 && realpath(path, real_latest) && realpath(dir, real_dir) &&
+           !strcmp(real_latest, real_dir);
+}
+
 /* Without the trainer's word: run.json's (a last part that never ended was killed), else the
  * last report.json's, else what the files show. */
 static void read_outcome(struct tr_run_report *rep, int finished)
@@ -159,7 +181,7 @@ static void read_outcome(struct tr_run_report *rep, int finished)
             snprintf(rep->status, sizeof rep->status, "%s", tr_run_status_word(rep->exit_code));
             rep->seconds = json_number_value(json_object_get(rep->record, "seconds"));
         } else
-            snprintf(rep->status, sizeof rep->status, "killed");
+            snprintf(rep->status, sizeof rep->status, "%s", still_running(rep->dir) ? "running" : "killed");
         return;
     }
     char path[4200];
