@@ -1,7 +1,8 @@
 /* MATMUL on the GPU through cuBLASLt: y[p] (+)= op(a[p])·op(b[p]), batched over leading dims
- * with strided batches, b shared ([K, N]: batch stride 0). cuBLASLt is column-major and our
+ * with strided batches, or b shared ([K, N] for every batch). cuBLASLt is column-major and our
  * tensors row-major: a row-major [M, N] is a column-major [N, M], so it computes
- * yᵀ = op(b)ᵀ·op(a)ᵀ, b as its first operand and a as its second, with no copies.
+ * yᵀ = op(b)ᵀ·op(a)ᵀ, b as its first operand and a as its second, with no copies. A shared b
+ * without trans_a is one GEMM over the flattened batches; with trans_a, one GEMM a batch.
  *
  * Precision: f32 operands use TF32 tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32: products of
  * 10-bit mantissas, f32 sums; about 1e-3 relative where the CPU's sgemm gives 1e-6 — PyTorch's
@@ -211,7 +212,19 @@ int tr_cuda_matmul(const struct tr_kernel_args *a)
         if ((rc = cuda_launched(a, "the widening of 16-bit operands")))
             return rc;
     }
-    rc = lt_matmul(a, ctx, &g, A, a_type, B, b_type, Y, y_type, at + copies[0] + copies[1] + copies[2]);
+    void *lt_workspace = at + copies[0] + copies[1] + copies[2];
+    if (g.b_stride == 0 && g.P > 1) {
+        /* b shared under trans_a: one GEMM a batch, rather than trusting cuBLASLt with a batch
+         * stride of 0 (not promised by its documentation); autodiff rarely makes this shape */
+        struct gemm one = g;
+        one.P = 1;
+        size_t a_step = (size_t)g.a_stride * tr_dtype_size(a_type), y_step = (size_t)(g.M * g.N) * tr_dtype_size(y_type);
+        for (int64_t p = 0; p < g.P && !rc; p++)
+            rc = lt_matmul(a, ctx, &one, (const char *)A + p * a_step, a_type, B, b_type, (char *)Y + p * y_step, y_type,
+                           lt_workspace);
+    } else {
+        rc = lt_matmul(a, ctx, &g, A, a_type, B, b_type, Y, y_type, lt_workspace);
+    }
     if (rc)
         return rc;
     if (!g.native && copies[2]) {
