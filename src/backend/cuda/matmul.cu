@@ -94,11 +94,12 @@ struct lt_call {
     }
 };
 
+/* "matmul: cublasLtMatmul failed: CUBLAS_STATUS_…": the call's name, without its arguments. */
 static int lt_status(const struct tr_kernel_args *a, cublasStatus_t s, const char *call)
 {
     if (s == CUBLAS_STATUS_SUCCESS)
         return 0;
-    return cuda_fail(a, "%s failed: %s", call, cublasLtGetStatusString(s));
+    return cuda_fail(a, "%.*s failed: %s", (int)strcspn(call, "("), call, cublasLtGetStatusString(s));
 }
 
 #define LT(call)                                         \
@@ -122,7 +123,7 @@ static int lt_layout(const struct tr_kernel_args *a, cublasLtMatrixLayout_t *l, 
     return 0;
 }
 
-/* y (type ty) (+)= op(a)·op(b) (types ta_t, tb_t) on device pointers, in cuBLASLt's terms. */
+/* Y (type yt) (+)= op(A)·op(B) (types at, bt) on device pointers, in cuBLASLt's terms. */
 static int lt_matmul(const struct tr_kernel_args *a, struct cuda_context *ctx, const struct gemm *g,
                      const void *A, enum tr_dtype at, const void *B, enum tr_dtype bt, void *Y, enum tr_dtype yt,
                      void *lt_workspace)
