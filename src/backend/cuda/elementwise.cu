@@ -150,11 +150,11 @@ __global__ void dropout_kernel(struct dropout_args d)
         uint64_t sample = d.sample_ids ? (uint64_t)d.sample_ids[r] : (uint64_t)r;
         float u[4];
         tr_rng_uniform4(d.seed, d.step, sample, (uint32_t)pos, (uint32_t)g, d.stream, u);
-        int64_t first = 4 * g, last = first + 4 < d.features ? first + 4 : d.features;
-        for (int64_t f = first; f < last; f++) {
-            int64_t i = (r * d.positions + pos) * d.features + f;
-            float x = cuda_load(d.x, d.tx, i);
-            cuda_put(d.y, d.ty, i, u[f - first] >= d.p ? x / keep_prob : 0, d.acc);
+#pragma unroll
+        for (int w = 0; w < 4; w++) {   /* unrolled: u stays in registers */
+            int64_t f = 4 * g + w, i = (r * d.positions + pos) * d.features + f;
+            if (f < d.features)
+                cuda_put(d.y, d.ty, i, u[w] >= d.p ? cuda_load(d.x, d.tx, i) / keep_prob : 0, d.acc);
         }
     }
 }
