@@ -42,7 +42,7 @@ TR_RNG_FN struct tr_philox tr_philox4x32(const uint32_t c[4], const uint32_t k[2
  * sample low, sample high ^ step·2^16), key (seed ^ stream·c, seed high ^ step): every field of
  * the key reaches the output, and neighbouring elements differ in the counter. */
 TR_RNG_FN float tr_rng_uniform(uint64_t seed, uint64_t step, uint64_t sample, uint32_t position,
-                                   uint32_t feature, uint32_t stream)
+                               uint32_t feature, uint32_t stream)
 {
     uint32_t c[4] = {feature, position, (uint32_t)sample,
                      (uint32_t)(sample >> 32) ^ ((uint32_t)step << 16) ^ (uint32_t)(step >> 16)};
@@ -55,7 +55,7 @@ TR_RNG_FN float tr_rng_uniform(uint64_t seed, uint64_t step, uint64_t sample, ui
  * feature f's number is word f mod 4 of the call whose counter holds g = f / 4 where
  * tr_rng_uniform holds the feature. */
 TR_RNG_FN void tr_rng_uniform4(uint64_t seed, uint64_t step, uint64_t sample, uint32_t position,
-                                   uint32_t group, uint32_t stream, float out[4])
+                               uint32_t group, uint32_t stream, float out[4])
 {
     uint32_t c[4] = {group, position, (uint32_t)sample,
                      (uint32_t)(sample >> 32) ^ ((uint32_t)step << 16) ^ (uint32_t)(step >> 16)};
