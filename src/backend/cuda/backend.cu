@@ -103,14 +103,16 @@ int cuda_launched(const struct tr_kernel_args *a, const char *kernel)
     return cuda_fail(a, "launching %s failed: %s (%s)", kernel, cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
-int cuda_float_types(const struct tr_kernel_args *a)
+struct cuda_context *cuda_begin(const struct tr_kernel_args *a)
 {
     for (int i = 0; i < a->nin + a->nout; i++) {
         enum tr_dtype t = i < a->nin ? a->in[i].dtype : a->out[i - a->nin].dtype;
-        if (t == TR_F64)
-            return cuda_fail(a, "f64 tensors have no CUDA kernels (f64 is the CPU's gradient-check type)");
+        if (t == TR_F64) {
+            cuda_fail(a, "f64 tensors have no CUDA kernels (f64 is the CPU's gradient-check type)");
+            return NULL;
+        }
     }
-    return 0;
+    return cuda_context(a);
 }
 
 /* ---- ids and targets in range ------------------------------------------------------------------ */

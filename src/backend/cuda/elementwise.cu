@@ -67,10 +67,7 @@ __global__ void pointwise_kernel(struct pointwise_args p)
 template <int OP>
 static int run_pointwise(const struct tr_kernel_args *a, const char *what)
 {
-    int rc = cuda_float_types(a);
-    if (rc)
-        return rc;
-    struct cuda_context *ctx = cuda_context(a);
+    struct cuda_context *ctx = cuda_begin(a);
     if (!ctx)
         return TR_EINVAL;
     struct pointwise_args p = {a->in[0].data, a->nin > 1 ? a->in[1].data : NULL, a->out[0].data,
@@ -166,10 +163,7 @@ int tr_cuda_dropout(const struct tr_kernel_args *a)
     int64_t n = tr_tensor_numel(x);
     if (p == 0 || n == 0)
         return run_pointwise<PW_COPY>(a, "dropout (p = 0: a copy)");
-    int rc = cuda_float_types(a);
-    if (rc)
-        return rc;
-    struct cuda_context *ctx = cuda_context(a);
+    struct cuda_context *ctx = cuda_begin(a);
     if (!ctx)
         return TR_EINVAL;
     const struct tr_rng_ctx none = {0, 0, NULL}, *rng = a->rng ? a->rng : &none;
@@ -194,10 +188,7 @@ __global__ void bias_add_kernel(const void *x, int tx, const void *bias, int tb,
 
 int tr_cuda_bias_add(const struct tr_kernel_args *a)
 {
-    int rc = cuda_float_types(a);
-    if (rc)
-        return rc;
-    struct cuda_context *ctx = cuda_context(a);
+    struct cuda_context *ctx = cuda_begin(a);
     if (!ctx)
         return TR_EINVAL;
     const struct tr_tensor *x = &a->in[0], *b = &a->in[1], *y = &a->out[0];
@@ -249,10 +240,7 @@ size_t tr_cuda_bias_grad_workspace(const struct tr_node *node, const struct tr_t
  * order: a fixed order whatever the GPU, though not the CPU's (which sums top to bottom). */
 int tr_cuda_bias_grad(const struct tr_kernel_args *a)
 {
-    int rc = cuda_float_types(a);
-    if (rc)
-        return rc;
-    struct cuda_context *ctx = cuda_context(a);
+    struct cuda_context *ctx = cuda_begin(a);
     if (!ctx)
         return TR_EINVAL;
     const struct tr_tensor *dy = &a->in[0], *db = &a->out[0];

@@ -35,9 +35,10 @@ int cuda_status(const struct tr_kernel_args *a, cudaError_t e, const char *call)
 /* After kernel launches: a launch error (bad configuration, no kernel image for this GPU). */
 int cuda_launched(const struct tr_kernel_args *a, const char *kernel);
 
-/* Whether the float types of the node are ones the kernels load and store (f32, bf16, f16):
- * f64 (the CPU's gradient-check type) has no CUDA kernels. Fails with the sentence. */
-int cuda_float_types(const struct tr_kernel_args *a);
+/* Every kernel's start: its float types are ones the kernels load and store (f32, bf16, f16;
+ * f64, the CPU's gradient-check type, has no CUDA kernels — refused before any device is
+ * touched), then the context. NULL with the sentence in a->error. */
+struct cuda_context *cuda_begin(const struct tr_kernel_args *a);
 
 /* Checks ids (i32, n of them) against [0, limit) on the device, skipping `ignore` when
  * has_ignore, and returns in *count how many were checked and in range. A bad id fails with

@@ -175,12 +175,10 @@ static int lt_matmul(const struct tr_kernel_args *a, struct cuda_context *ctx, c
 
 int tr_cuda_matmul(const struct tr_kernel_args *a)
 {
-    int rc = cuda_float_types(a);
-    if (rc)
-        return rc;
-    struct cuda_context *ctx = cuda_context(a);
+    struct cuda_context *ctx = cuda_begin(a);
     if (!ctx)
         return TR_EINVAL;
+    int rc;
     const struct tr_tensor *ta = &a->in[0], *tb = &a->in[1], *ty = &a->out[0];
     struct gemm g = gemm_of(a->node, a->in, a->out);
     if (g.P == 0 || g.M == 0 || g.N == 0)

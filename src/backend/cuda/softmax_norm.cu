@@ -9,14 +9,6 @@
 
 #define ROW CUDA_ROW_THREADS
 
-/* Common start of a kernel entry point: float types, the context. */
-#define BEGIN(a, ctx)                              \
-    int rc = cuda_float_types(a);                  \
-    if (rc)                                        \
-        return rc;                                 \
-    struct cuda_context *ctx = cuda_context(a);    \
-    if (!ctx)                                      \
-        return TR_EINVAL
 
 /* m = max_c x_c and s = Σ_c exp(x_c − m) of the row starting at element off, every thread. */
 __device__ void row_max_sumexp(const void *x, int tx, int64_t off, int64_t cols, float *shared, float *m, float *s)
@@ -69,7 +61,9 @@ __global__ void softmax_bwd_kernel(const void *dy, int tdy, const void *y, int t
 
 static int softmax_forward(const struct tr_kernel_args *a, int log_form)
 {
-    BEGIN(a, ctx);
+    struct cuda_context *ctx = cuda_begin(a);
+    if (!ctx)
+        return TR_EINVAL;
     const struct tr_tensor *x = &a->in[0], *y = &a->out[0];
     int64_t rows = cuda_rows(x), cols = cuda_cols(x);
     if (rows == 0 || cols == 0)
@@ -81,7 +75,9 @@ static int softmax_forward(const struct tr_kernel_args *a, int log_form)
 
 static int softmax_backward(const struct tr_kernel_args *a, int log_form)
 {
-    BEGIN(a, ctx);
+    struct cuda_context *ctx = cuda_begin(a);
+    if (!ctx)
+        return TR_EINVAL;
     const struct tr_tensor *dy = &a->in[0], *y = &a->in[1], *dx = &a->out[0];
     int64_t rows = cuda_rows(dy), cols = cuda_cols(dy);
     if (rows == 0 || cols == 0)
@@ -154,10 +150,13 @@ static int targets_are_i32(const struct tr_kernel_args *a, const struct tr_tenso
  * none. The targets are checked first (a wait on the stream): one outside [0, C) fails. */
 int tr_cuda_cross_entropy(const struct tr_kernel_args *a)
 {
-    BEGIN(a, ctx);
+    struct cuda_context *ctx = cuda_begin(a);
+    if (!ctx)
+        return TR_EINVAL;
     const struct tr_tensor *x = &a->in[0], *t = &a->in[1], *loss = &a->out[0];
     int32_t ignore = a->node->attrs.cross_entropy.ignore_index;
     int64_t rows = cuda_rows(x), cols = cuda_cols(x), count = 0;
+    int rc;
     if ((rc = targets_are_i32(a, t)) || (rc = cuda_check_ids(a, ctx, (const int32_t *)t->data, rows, cols, true,
                                                               ignore, &count)))
         return rc;
@@ -195,10 +194,13 @@ __global__ void cross_entropy_bwd_kernel(const void *dloss, int tdl, const void 
 
 int tr_cuda_cross_entropy_bwd(const struct tr_kernel_args *a)
 {
-    BEGIN(a, ctx);
+    struct cuda_context *ctx = cuda_begin(a);
+    if (!ctx)
+        return TR_EINVAL;
     const struct tr_tensor *dloss = &a->in[0], *x = &a->in[1], *t = &a->in[2], *dx = &a->out[0];
     int32_t ignore = a->node->attrs.cross_entropy.ignore_index;
     int64_t rows = cuda_rows(x), cols = cuda_cols(x), count = 0;
+    int rc;
     if ((rc = targets_are_i32(a, t)) || (rc = cuda_check_ids(a, ctx, (const int32_t *)t->data, rows, cols, true,
                                                               ignore, &count)))
         return rc;
@@ -240,7 +242,9 @@ __global__ void layernorm_kernel(const void *x, int tx, const void *gamma, int t
 
 int tr_cuda_layernorm(const struct tr_kernel_args *a)
 {
-    BEGIN(a, ctx);
+    struct cuda_context *ctx = cuda_begin(a);
+    if (!ctx)
+        return TR_EINVAL;
     const struct tr_tensor *x = &a->in[0], *g = &a->in[1], *b = &a->in[2], *y = &a->out[0], *st = &a->out[1];
     int64_t rows = cuda_rows(x), D = cuda_cols(x);
     if (rows == 0 || D == 0)
@@ -304,7 +308,9 @@ size_t tr_cuda_layernorm_bwd_workspace(const struct tr_node *node, const struct 
 
 int tr_cuda_layernorm_bwd(const struct tr_kernel_args *a)
 {
-    BEGIN(a, ctx);
+    struct cuda_context *ctx = cuda_begin(a);
+    if (!ctx)
+        return TR_EINVAL;
     const struct tr_tensor *dy = &a->in[0], *x = &a->in[1], *g = &a->in[2], *st = &a->in[3];
     const struct tr_tensor *dx = &a->out[0], *dg = &a->out[1], *db = &a->out[2];
     int64_t rows = cuda_rows(x), D = cuda_cols(x), chunks = cuda_column_chunks(rows);
@@ -341,11 +347,14 @@ __global__ void embedding_kernel(const void *table, int tt, const int32_t *ids, 
 
 int tr_cuda_embedding(const struct tr_kernel_args *a)
 {
-    BEGIN(a, ctx);
+    struct cuda_context *ctx = cuda_begin(a);
+    if (!ctx)
+        return TR_EINVAL;
     const struct tr_tensor *table = &a->in[0], *ids = &a->in[1], *y = &a->out[0];
     int64_t V = table->dim[0], D = table->dim[1], n = tr_tensor_numel(ids), count;
     if (ids->dtype != TR_I32)
         return cuda_fail(a, "ids must be i32, not %s", tr_dtype_name(ids->dtype));
+    int rc;
     if ((rc = cuda_check_ids(a, ctx, (const int32_t *)ids->data, n, V, false, 0, &count)))
         return rc;
     if (n == 0 || D == 0)
@@ -415,23 +424,26 @@ __global__ void scatter_runs_kernel(const unsigned long long *keys, int64_t n, c
 
 int tr_cuda_embedding_bwd(const struct tr_kernel_args *a)
 {
-    BEGIN(a, ctx);
+    struct cuda_context *ctx = cuda_begin(a);
+    if (!ctx)
+        return TR_EINVAL;
     const struct tr_tensor *dy = &a->in[0], *ids = &a->in[1], *table = &a->out[0];
     int64_t V = table->dim[0], D = table->dim[1], n = tr_tensor_numel(ids), count;
     if (ids->dtype != TR_I32)
         return cuda_fail(a, "ids must be i32, not %s", tr_dtype_name(ids->dtype));
     if (n > INT32_MAX)
         return cuda_fail(a, "%lld positions are more than this kernel's 2^31", (long long)n);
+    int rc;
     if ((rc = cuda_check_ids(a, ctx, (const int32_t *)ids->data, n, V, false, 0, &count)))
         return rc;
+    size_t need = tr_cuda_embedding_bwd_workspace(a->node, a->in, a->out);
+    if (need && (!a->workspace || a->workspace_bytes < need))   /* before anything is written */
+        return cuda_fail(a, "needs %zu bytes of workspace, has %zu", need, a->workspace ? a->workspace_bytes : 0);
     if (!a->node->accumulate &&
         (rc = cuda_status(a, cudaMemsetAsync(table->data, 0, tr_tensor_bytes(table), ctx->stream), "cudaMemsetAsync")))
         return rc;
     if (n == 0 || D == 0)
         return 0;
-    size_t need = tr_cuda_embedding_bwd_workspace(a->node, a->in, a->out);
-    if (!a->workspace || a->workspace_bytes < need)
-        return cuda_fail(a, "needs %zu bytes of workspace, has %zu", need, a->workspace ? a->workspace_bytes : 0);
     unsigned long long *keys = (unsigned long long *)a->workspace;
     int64_t padded = pow2_at_least(n);
     unsigned blocks = cuda_blocks(padded, 256);
