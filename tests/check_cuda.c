@@ -534,6 +534,19 @@ START_TEST(bad_ids_refused)
 }
 END_TEST
 
+/* A workspace smaller than workspace_bytes says so, and nothing runs. */
+START_TEST(short_workspace_refused)
+{
+    struct tr_node n = {.op = TR_OP_MATMUL, .nin = 2, .nout = 1};
+    struct tr_tensor a = {.dtype = TR_F32, .rank = 2, .dim = {4, 3}}, b = {.dtype = TR_F32, .rank = 2, .dim = {3, 5}},
+                     y = {.dtype = TR_F32, .rank = 2, .dim = {4, 5}};
+    char error[TR_KERNEL_ERROR_MAX] = "";
+    struct tr_kernel_args k = {.node = &n, .in = {a, b}, .out = {y}, .nin = 2, .nout = 1, .error = error};
+    ck_assert_int_eq(tr_backend_run(tr_backend_cuda(), &k), TR_EINVAL);
+    ck_assert_str_eq(error, "matmul: needs 33554432 bytes of workspace, has 0");
+}
+END_TEST
+
 static const struct op_case *find_case(const char *name)
 {
     for (int i = 0; i < NCASES; i++)
@@ -596,6 +609,7 @@ int main(void)
         tcase_set_timeout(gpu, 600);
         tcase_add_loop_test(gpu, ops_match_the_cpu, 0, 3 * NCASES);
         tcase_add_test(gpu, bad_ids_refused);
+        tcase_add_test(gpu, short_workspace_refused);
         tcase_add_test(gpu, repeatable);
         suite_add_tcase(s, gpu);
         printf("GPU: %s\n", info.first_name);
