@@ -8,7 +8,8 @@
  *    dim 0, when not NULL) are device pointers; args->rng itself is read on the host;
  *  - kernels are queued on the backend's one stream (created with the context, on the first
  *    kernel run) and return before they finish; tr_cuda_synchronize waits for them and says
- *    what failed. Ops that check their input on the host (EMBEDDING, EMBEDDING_BWD and
+ *    what failed. The stream is a blocking one, so a cudaMemcpy on the default stream waits
+ *    for the kernels queued before it (what the tests rely on). Ops that check their input on the host (EMBEDDING, EMBEDDING_BWD and
  *    CROSS_ENTROPY(_BWD): ids and targets in range) wait for the stream themselves;
  *  - one host thread drives the backend at a time (the executor): the context's check words
  *    are shared;
