@@ -2,6 +2,7 @@
  * OpenMP for the rest, sharing one thread pool (configure insists on OpenBLAS's OpenMP build). */
 #include "backend/cpu/cpu.h"
 
+#include <ctype.h>
 #include <string.h>
 
 int tr_cpu_fail(const struct tr_kernel_args *a, const char *fmt, ...)
@@ -108,7 +109,13 @@ const struct tr_backend *tr_backend_cpu(void)
 int tr_backend_run(const struct tr_backend *be, struct tr_kernel_args *args)
 {
     tr_kernel_fn fn = be->kernels[args->node->op];
-    if (!fn)
-        return tr_cpu_fail(args, "%s has no %s kernel", be->name, tr_op_name(args->node->op));
+    if (!fn) {   /* a backend still being written (the CUDA one): say which op, and whose */
+        char who[16];
+        size_t i = 0;
+        for (; be->name[i] && i + 1 < sizeof who; i++)
+            who[i] = (char)toupper((unsigned char)be->name[i]);
+        who[i] = '\0';
+        return tr_cpu_fail(args, "op %s has no %s kernel yet", tr_op_name(args->node->op), who);
+    }
     return be == &cpu_backend ? tr_cpu_run_widened(fn, args) : fn(args);
 }

@@ -1,0 +1,194 @@
+/* What the CUDA backend's files (the .cu files of src/backend/cuda) share, C++ only: the per-process
+ * context (one stream, one cuBLASLt handle, a few device words for input checks), the
+ * sentences every failure becomes, element loads and stores of f32/bf16/f16 with f32
+ * arithmetic, block reductions, and each file's kernels as backend.cu's table names them. */
+#ifndef TR_CUDA_INTERNAL_H
+#define TR_CUDA_INTERNAL_H
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+extern "C" {
+#include "backend/backend.h"
+#include "backend/cuda/cuda.h"
+#include "core/error.h"
+}
+
+/* The one context of the process, made on first use (cuda_context): kernels run on its stream
+ * in order, so the executor needs no synchronisation between nodes. */
+struct cuda_context {
+    cudaStream_t stream;
+    cublasLtHandle_t lt;
+    unsigned long long *check;   /* device: [0] first bad position, [1] count (cuda_check_ids) */
+};
+
+/* The context, creating it on the first call; NULL with a sentence in a->error when the device
+ * cannot be used (no GPU, no driver, out of memory). */
+struct cuda_context *cuda_context(const struct tr_kernel_args *a);
+
+/* Fills a->error (the op's name first) and returns TR_EINVAL. */
+int cuda_fail(const struct tr_kernel_args *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* 0 when e is cudaSuccess; else the sentence "<op>: <call> failed: <CUDA's words>". */
+int cuda_status(const struct tr_kernel_args *a, cudaError_t e, const char *call);
+/* After kernel launches: a launch error (bad configuration, no kernel image for this GPU). */
+int cuda_launched(const struct tr_kernel_args *a, const char *kernel);
+
+/* Every kernel's start: its float types are ones the kernels load and store (f32, bf16, f16;
+ * f64, the CPU's gradient-check type, has no CUDA kernels — refused before any device is
+ * touched), then the context. NULL with the sentence in a->error. */
+struct cuda_context *cuda_begin(const struct tr_kernel_args *a);
+
+/* Checks ids (i32, n of them) against [0, limit) on the device, skipping `ignore` when
+ * has_ignore, and returns in *count how many were checked and in range. A bad id fails with
+ * the CPU's sentence (`what` names the range: "the vocabulary of", "the classes"). Waits for
+ * the stream: the answer is needed on the host. */
+int cuda_check_ids(const struct tr_kernel_args *a, struct cuda_context *ctx, const int32_t *ids, int64_t n,
+                   int64_t limit, bool has_ignore, int32_t ignore, int64_t *count);
+
+/* Workspace is carved in pieces aligned to 256 bytes (cuBLASLt's and coalescing's liking). */
+#define CUDA_ALIGN 256
+static inline size_t cuda_aligned(size_t bytes) { return (bytes + CUDA_ALIGN - 1) / CUDA_ALIGN * CUDA_ALIGN; }
+
+/* Rows and the last dim of a tensor seen as a matrix (as the CPU's tr_cpu_rows/cols). */
+static inline int64_t cuda_cols(const struct tr_tensor *t) { return t->rank ? t->dim[t->rank - 1] : 1; }
+static inline int64_t cuda_rows(const struct tr_tensor *t)
+{
+    int64_t c = cuda_cols(t);
+    return c ? tr_tensor_numel(t) / c : 0;
+}
+
+/* Grid size for a grid-stride loop over n elements with `threads` a block. */
+static inline unsigned cuda_blocks(int64_t n, int threads)
+{
+    int64_t b = (n + threads - 1) / threads;
+    return (unsigned)(b < 1 ? 1 : b > 65535 * 8 ? 65535 * 8 : b);
+}
+
+/* ---- elements: f32, bf16 and f16 storage, f32 arithmetic ---------------------------------
+ * The conversions are core/tensor.h's and tensor.c's, bit for bit (NaN included), rather than
+ * cuda_bf16.h's, whose NaN differs: a cast or a 16-bit output then matches the CPU exactly. */
+
+__device__ __forceinline__ uint16_t cuda_f32_to_bf16(float x)
+{
+    uint32_t u = __float_as_uint(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+__device__ __forceinline__ float cuda_bf16_to_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+
+__device__ __forceinline__ uint16_t cuda_f32_to_f16(float x)
+{
+    uint32_t u = __float_as_uint(x);
+    uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+    if (a > 0x7f800000u)
+        return (uint16_t)(sign | 0x7e00u);
+    if (a >= 0x477ff000u)
+        return (uint16_t)(sign | 0x7c00u);
+    if (a < 0x38800000u)   /* subnormal or zero: 2^24 ulps, rounded to nearest even like lrintf */
+        return (uint16_t)(sign | (uint32_t)__float2int_rn(__uint_as_float(a) * 16777216.0f));
+    uint32_t mant = a & 0x7fffffu, exp = (a >> 23) - 112;
+    uint32_t h = (exp << 10) | (mant >> 13);
+    uint32_t rest = mant & 0x1fffu;
+    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u)))
+        h++;
+    return (uint16_t)(sign | h);
+}
+
+__device__ __forceinline__ float cuda_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+    if (exp == 0)
+        return __uint_as_float(__float_as_uint((float)mant * 5.9604644775390625e-8f) | sign);   /* 2^-24 */
+    return __uint_as_float(exp == 31 ? (sign | 0x7f800000u | (mant << 13)) : (sign | ((exp + 112) << 23) | (mant << 13)));
+}
+
+/* Element i of a float tensor of dtype t, as f32. */
+__device__ __forceinline__ float cuda_load(const void *p, int t, int64_t i)
+{
+    if (t == TR_F32)
+        return ((const float *)p)[i];
+    uint16_t h = ((const uint16_t *)p)[i];
+    return t == TR_BF16 ? cuda_bf16_to_f32(h) : cuda_f16_to_f32(h);
+}
+
+/* Element i of a float tensor of dtype t = v, rounded to nearest even for 16-bit storage. */
+__device__ __forceinline__ void cuda_store(void *p, int t, int64_t i, float v)
+{
+    if (t == TR_F32)
+        ((float *)p)[i] = v;
+    else
+        ((uint16_t *)p)[i] = t == TR_BF16 ? cuda_f32_to_bf16(v) : cuda_f32_to_f16(v);
+}
+
+/* y[i] = v, or y[i] += v (in f32, rounded once) when acc: the accumulate convention. */
+__device__ __forceinline__ void cuda_put(void *p, int t, int64_t i, float v, int acc)
+{
+    cuda_store(p, t, i, acc ? cuda_load(p, t, i) + v : v);
+}
+
+/* ---- block reductions: a fixed tree for a fixed block size, so the same bits every run ---- */
+
+#define CUDA_ROW_THREADS 256   /* one block a row: softmax, layer norm, cross-entropy */
+
+struct cuda_sum { __device__ float operator()(float a, float b) const { return a + b; } };
+struct cuda_max { __device__ float operator()(float a, float b) const { return a > b ? a : b; } };
+
+/* Reduces v over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the
+ * result. `shared` holds 32 floats; the call ends with a barrier, so it can be reused. */
+template <class Op>
+__device__ float cuda_block_reduce(float v, Op op, float *shared)
+{
+    for (int off = 16; off > 0; off /= 2)
+        v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+    if (lane == 0)
+        shared[warp] = v;
+    __syncthreads();
+    v = shared[0];
+    for (int w = 1; w < warps; w++)
+        v = op(v, shared[w]);
+    __syncthreads();
+    return v;
+}
+
+/* dst = src over n elements, f32/bf16/f16 to any of them (+= in f32 when acc), on the stream:
+ * CAST's kernel, and MATMUL's widening of operands cuBLASLt cannot mix (elementwise.cu). */
+void cuda_convert(cudaStream_t stream, const void *src, int ts, void *dst, int td, int64_t n, int acc);
+
+/* ---- the kernels of each file, as the table names them -------------------------------------- */
+
+#define CUDA_KERNELS(X) \
+    X(matmul) X(bias_add) X(bias_grad) \
+    X(add) X(mul) X(scale) X(relu) X(relu_bwd) X(tanh) X(tanh_bwd) X(gelu) X(gelu_bwd) X(cast) X(dropout) \
+    X(softmax) X(softmax_bwd) X(log_softmax) X(log_softmax_bwd) X(layernorm) X(layernorm_bwd) \
+    X(embedding) X(embedding_bwd) X(cross_entropy) X(cross_entropy_bwd)
+
+#define CUDA_DECLARE(name) int tr_cuda_##name(const struct tr_kernel_args *a);
+CUDA_KERNELS(CUDA_DECLARE)
+#undef CUDA_DECLARE
+
+/* Workspace of the kernels that need scratch. */
+size_t tr_cuda_matmul_workspace(const struct tr_node *node, const struct tr_tensor *in, const struct tr_tensor *out);
+size_t tr_cuda_bias_grad_workspace(const struct tr_node *node, const struct tr_tensor *in, const struct tr_tensor *out);
+size_t tr_cuda_layernorm_bwd_workspace(const struct tr_node *node, const struct tr_tensor *in,
+                                       const struct tr_tensor *out);
+size_t tr_cuda_embedding_bwd_workspace(const struct tr_node *node, const struct tr_tensor *in,
+                                       const struct tr_tensor *out);
+size_t tr_cuda_cross_entropy_workspace(const struct tr_node *node, const struct tr_tensor *in,
+                                       const struct tr_tensor *out);
+
+/* Column sums over rows in a fixed order, no atomics (elementwise.cu): partial [chunks, cols]
+ * f32 holds in row k the sum of rows [k·CUDA_COLUMN_CHUNK, (k+1)·CUDA_COLUMN_CHUNK) of each
+ * column, summed top to bottom; this launches the kernel that adds the chunks in order into
+ * out[c] (dtype t; += when acc). Bias and layer-norm gradients share it. */
+#define CUDA_COLUMN_CHUNK 64
+static inline int64_t cuda_column_chunks(int64_t rows) { return (rows + CUDA_COLUMN_CHUNK - 1) / CUDA_COLUMN_CHUNK; }
+void cuda_finish_columns(cudaStream_t stream, const float *partial, int64_t chunks, int64_t cols, void *out, int t,
+                         int acc);
+
+#endif

@@ -1,0 +1,623 @@
+/* The CUDA backend (src/backend/cuda) against the CPU's, kernel by kernel. For every op the
+ * CUDA table has: random inputs (fixed seeds), odd shapes (1, 3, 257 columns; batched GEMMs
+ * with b shared and every transpose), in all-f32 and with the activations in bf16 and in f16,
+ * overwriting and accumulating; the node runs on the device through tr_backend_run on copies
+ * of the inputs, and its outputs are compared with the CPU backend's on the same inputs:
+ *  - f32 outputs within 1e-5 normwise relative (‖gpu − cpu‖/‖cpu‖), except MATMUL with an f32
+ *    operand, which runs in TF32 (cuda.h): 2e-3;
+ *  - 16-bit outputs within 2 units in the last place of the CPU's value, plus 1e-4 of the
+ *    tensor's largest magnitude (elements that are differences of larger numbers); TF32
+ *    matmuls within 4 unit roundoffs normwise;
+ *  - DROPOUT, CAST, EMBEDDING and EMBEDDING_BWD bit for bit (the same Philox draws, the same
+ *    rounding, the same additions in the same order).
+ * Bad ids and targets fail with the CPU's sentence. Without a GPU only the table is checked
+ * (it touches no device); the program then says so and exits 77, which make check counts as
+ * a skip. */
+#include "runner.h"
+#include "gradcheck.h"
+
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backend/cuda/cuda.h"
+#include "backend/cuda/probe.h"
+
+/* ---- the table: runs everywhere, no device touched ------------------------------------------ */
+
+static const enum tr_op implemented[] = {
+    TR_OP_MATMUL, TR_OP_BIAS_ADD, TR_OP_BIAS_GRAD, TR_OP_ADD, TR_OP_MUL, TR_OP_SCALE, TR_OP_RELU,
+    TR_OP_RELU_BWD, TR_OP_TANH, TR_OP_TANH_BWD, TR_OP_GELU, TR_OP_GELU_BWD, TR_OP_CAST, TR_OP_DROPOUT,
+    TR_OP_SOFTMAX, TR_OP_SOFTMAX_BWD, TR_OP_LOG_SOFTMAX, TR_OP_LOG_SOFTMAX_BWD, TR_OP_LAYERNORM,
+    TR_OP_LAYERNORM_BWD, TR_OP_EMBEDDING, TR_OP_EMBEDDING_BWD, TR_OP_CROSS_ENTROPY, TR_OP_CROSS_ENTROPY_BWD,
+};
+#define NIMPLEMENTED ((int)(sizeof implemented / sizeof implemented[0]))
+
+static bool is_implemented(enum tr_op op)
+{
+    for (int i = 0; i < NIMPLEMENTED; i++)
+        if (implemented[i] == op)
+            return true;
+    return false;
+}
+
+START_TEST(table_names_its_ops)
+{
+    const struct tr_backend *be = tr_backend_cuda();
+    ck_assert_str_eq(be->name, "cuda");
+    ck_assert_ptr_nonnull(be->workspace_bytes);
+    ck_assert_ptr_eq(tr_backend_cuda(), be);
+    for (int op = 0; op < TR_NOPS; op++)
+        ck_assert_msg((be->kernels[op] != NULL) == is_implemented((enum tr_op)op), "%s: kernel %s",
+                      tr_op_name((enum tr_op)op), be->kernels[op] ? "present but not listed" : "missing");
+}
+END_TEST
+
+/* An op without a kernel fails with a sentence before anything reaches a device. */
+START_TEST(missing_op_says_so)
+{
+    struct tr_node n = {.op = TR_OP_ATTENTION, .nin = 3, .nout = 2};
+    char error[TR_KERNEL_ERROR_MAX] = "";
+    struct tr_kernel_args a = {.node = &n, .nin = 3, .nout = 2, .error = error};
+    ck_assert_int_eq(tr_backend_run(tr_backend_cuda(), &a), TR_EINVAL);
+    ck_assert_str_eq(error, "op attention has no CUDA kernel yet");
+    n.op = TR_OP_CONV2D;
+    ck_assert_int_eq(tr_backend_run(tr_backend_cuda(), &a), TR_EINVAL);
+    ck_assert_str_eq(error, "op conv2d has no CUDA kernel yet");
+}
+END_TEST
+
+/* f64 (the CPU's gradient-check type) is refused by its dtype, before the device is touched. */
+START_TEST(f64_refused)
+{
+    struct tr_node n = {.op = TR_OP_ADD, .nin = 2, .nout = 1};
+    struct tr_tensor t = {.dtype = TR_F64, .rank = 1, .dim = {4}, .data = NULL};
+    char error[TR_KERNEL_ERROR_MAX] = "";
+    struct tr_kernel_args a = {.node = &n, .in = {t, t}, .out = {t}, .nin = 2, .nout = 1, .error = error};
+    ck_assert_int_eq(tr_backend_run(tr_backend_cuda(), &a), TR_EINVAL);
+    ck_assert_msg(strstr(error, "add: f64 tensors have no CUDA kernels") == error, "%s", error);
+}
+END_TEST
+
+/* Workspace is arithmetic on shapes: cuBLASLt's 32 MiB for a GEMM, plus f32 copies of the
+ * 16-bit tensors when the operand types differ; the sort keys of the embedding gradient. */
+START_TEST(workspace_sizes)
+{
+    const struct tr_backend *be = tr_backend_cuda();
+    struct tr_node mm = {.op = TR_OP_MATMUL, .nin = 2, .nout = 1};
+    struct tr_tensor a = {.dtype = TR_BF16, .rank = 2, .dim = {7, 13}}, b = {.dtype = TR_BF16, .rank = 2, .dim = {13, 9}},
+                     y = {.dtype = TR_BF16, .rank = 2, .dim = {7, 9}};
+    struct tr_tensor in[2] = {a, b}, out[1] = {y};
+    size_t lt = (size_t)32 << 20;
+    ck_assert_uint_eq(be->workspace_bytes(&mm, in, out), lt);
+    in[1].dtype = TR_F32;   /* a widened (7·13·4 = 364 → 512 bytes), y too (7·9·4 = 252 → 256) */
+    ck_assert_uint_eq(be->workspace_bytes(&mm, in, out), lt + 512 + 256);
+    struct tr_node eb = {.op = TR_OP_EMBEDDING_BWD, .nin = 2, .nout = 1};
+    struct tr_tensor dy = {.dtype = TR_F32, .rank = 2, .dim = {300, 8}}, ids = {.dtype = TR_I32, .rank = 1, .dim = {300}},
+                     table = {.dtype = TR_F32, .rank = 2, .dim = {7, 8}};
+    struct tr_tensor ein[2] = {dy, ids}, eout[1] = {table};
+    ck_assert_uint_eq(be->workspace_bytes(&eb, ein, eout), 512 * 8);   /* 300 keys padded to 512 */
+}
+END_TEST
+
+/* ---- the ops on a GPU, against the CPU -------------------------------------------------------- */
+
+/* A tensor of a case: f32 always (F), the type under test (H: f32, bf16 or f16), the other
+ * 16-bit type (O: f16 beside bf16, bf16 beside f16, f32 beside f32), i32 (I). */
+enum kind { F, H, O, I };
+
+struct spec {
+    enum kind kind;
+    int rank;
+    int64_t dim[TR_MAX_RANK];
+    double lo, hi;   /* filled uniformly from [lo, hi); i32: its floor */
+};
+
+#define T(kind, lo, hi, ...) {kind, GC_RANK(__VA_ARGS__), {__VA_ARGS__}, lo, hi}
+
+struct set {
+    struct tr_tensor in[TR_MAX_IN], out[TR_MAX_OUT];
+};
+
+enum compare { NEAR, TF32, EXACT };
+
+struct op_case {
+    const char *name;
+    enum tr_op op;
+    union tr_attrs at;
+    int nin, nout;
+    struct spec in[TR_MAX_IN], out[TR_MAX_OUT];
+    void (*prepare)(struct set *s);   /* inputs that must agree with each other, on the host */
+    enum compare compare;
+    bool sample_ids;                  /* dropout: rows are samples 1000 + 7r */
+};
+
+static enum tr_dtype storage(enum kind k, enum tr_dtype half)
+{
+    switch (k) {
+    case F: return TR_F32;
+    case H: return half;
+    case O: return half == TR_BF16 ? TR_F16 : half == TR_F16 ? TR_BF16 : TR_F32;
+    default: return TR_I32;
+    }
+}
+
+static float get(const struct tr_tensor *t, int64_t i)
+{
+    if (t->dtype == TR_F32)
+        return ((const float *)t->data)[i];
+    uint16_t h = ((const uint16_t *)t->data)[i];
+    return t->dtype == TR_BF16 ? tr_bf16_to_f32(h) : tr_f16_to_f32(h);
+}
+
+static void set(struct tr_tensor *t, int64_t i, float v)
+{
+    if (t->dtype == TR_F32)
+        ((float *)t->data)[i] = v;
+    else
+        ((uint16_t *)t->data)[i] = t->dtype == TR_BF16 ? tr_f32_to_bf16(v) : tr_f32_to_f16(v);
+}
+
+static struct tr_tensor make(const struct spec *s, enum tr_dtype half, uint64_t *seed, bool fill)
+{
+    struct tr_tensor t = gc_tensor(storage(s->kind, half), s->rank, s->dim);
+    for (int64_t i = 0; fill && i < tr_tensor_numel(&t); i++) {
+        double v = gc_uniform(seed, s->lo, s->hi);
+        if (t.dtype == TR_I32)
+            ((int32_t *)t.data)[i] = (int32_t)floor(v);
+        else
+            set(&t, i, (float)v);
+    }
+    return t;
+}
+
+static struct tr_tensor clone(const struct tr_tensor *t)
+{
+    struct tr_tensor c = gc_tensor(t->dtype, t->rank, t->dim);
+    memcpy(c.data, t->data, tr_tensor_bytes(t));
+    return c;
+}
+
+/* Runs a node on the CPU in the workspace it asks for; fails the test on an error. */
+static void cpu_run(const struct tr_node *node, struct tr_tensor *in, struct tr_tensor *out, const struct tr_rng_ctx *rng)
+{
+    char error[TR_KERNEL_ERROR_MAX] = "";
+    struct tr_kernel_args a = {.node = node, .nin = node->nin, .nout = node->nout, .rng = rng, .error = error};
+    memcpy(a.in, in, (size_t)node->nin * sizeof *in);
+    memcpy(a.out, out, (size_t)node->nout * sizeof *out);
+    a.workspace_bytes = tr_backend_cpu()->workspace_bytes(node, a.in, a.out);
+    a.workspace = a.workspace_bytes ? malloc(a.workspace_bytes) : NULL;
+    int rc = tr_backend_run(tr_backend_cpu(), &a);
+    free(a.workspace);
+    ck_assert_msg(rc == 0, "cpu %s: %s", tr_op_name(node->op), error);
+}
+
+/* ---- preparations --------------------------------------------------------------------------- */
+
+/* layernorm_bwd (dy, x, gamma, stats): the stats of x, by the CPU */
+static void ln_stats(struct set *s)
+{
+    struct tr_tensor y = gc_tensor(TR_F32, s->in[1].rank, s->in[1].dim), beta = gc_make(TR_F32, s->in[2].dim[0]);
+    struct tr_node n = {.op = TR_OP_LAYERNORM, .attrs.norm = {1e-5f}, .nin = 3, .nout = 2};
+    struct tr_tensor in[3] = {s->in[1], s->in[2], beta}, out[2] = {y, s->in[3]};
+    cpu_run(&n, in, out, NULL);
+    gc_free(&y), gc_free(&beta);
+}
+
+/* softmax_bwd / log_softmax_bwd (dy, y): y a real (log-)softmax of random logits */
+static void softmax_of(struct set *s, enum tr_op op)
+{
+    struct tr_tensor x = gc_tensor(TR_F32, s->in[1].rank, s->in[1].dim);
+    uint64_t seed = 77;
+    gc_fill(&x, &seed, -3, 3);
+    struct tr_node n = {.op = op, .nin = 1, .nout = 1};
+    cpu_run(&n, &x, &s->in[1], NULL);
+    gc_free(&x);
+}
+static void softmax_y(struct set *s) { softmax_of(s, TR_OP_SOFTMAX); }
+static void log_softmax_y(struct set *s) { softmax_of(s, TR_OP_LOG_SOFTMAX); }
+
+/* tanh_bwd (dy, y): y in (−1, 1) is what the spec's range gives; relu_bwd: some y exactly 0 */
+static void relu_zeros(struct set *s)
+{
+    for (int64_t i = 0; i < tr_tensor_numel(&s->in[1]); i += 3)
+        set(&s->in[1], i, 0);
+}
+
+/* cross-entropy: every third target ignored (−100); the targets are in[1] forward, in[2] back */
+static void ignore_some(struct tr_tensor *t)
+{
+    for (int64_t i = 0; i < tr_tensor_numel(t); i += 3)
+        ((int32_t *)t->data)[i] = -100;
+}
+static void ce_ignore(struct set *s) { ignore_some(&s->in[1]); }
+static void ce_bwd_ignore(struct set *s) { ignore_some(&s->in[2]); }
+static void ce_ignore_all(struct set *s)
+{
+    for (int64_t i = 0; i < tr_tensor_numel(&s->in[1]); i++)
+        ((int32_t *)s->in[1].data)[i] = -100;
+}
+
+/* ---- the cases ------------------------------------------------------------------------------ */
+
+static const struct op_case cases[] = {
+    /* MATMUL: every transpose, batches with b shared and not, odd sizes, the dtype mixes */
+    {"matmul, b shared", TR_OP_MATMUL, {.matmul = {0, 0}}, 2, 1, {T(H, -1, 1, 2, 7, 13), T(H, -1, 1, 13, 9)},
+     {T(H, -1, 1, 2, 7, 9)}, NULL, TF32, false},
+    {"matmul aᵀ, b shared (a GEMM a batch)", TR_OP_MATMUL, {.matmul = {1, 0}}, 2, 1,
+     {T(H, -1, 1, 3, 13, 7), T(H, -1, 1, 13, 9)}, {T(H, -1, 1, 3, 7, 9)}, NULL, TF32, false},
+    {"matmul aᵀ, bᵀ shared", TR_OP_MATMUL, {.matmul = {1, 1}}, 2, 1, {T(H, -1, 1, 2, 13, 7), T(H, -1, 1, 9, 13)},
+     {T(H, -1, 1, 2, 7, 9)}, NULL, TF32, false},
+    {"matmul bᵀ batched, K 257", TR_OP_MATMUL, {.matmul = {0, 1}}, 2, 1, {T(H, -1, 1, 2, 5, 257), T(H, -1, 1, 2, 3, 257)},
+     {T(H, -1, 1, 2, 5, 3)}, NULL, TF32, false},
+    {"matmul aᵀ bᵀ batched", TR_OP_MATMUL, {.matmul = {1, 1}}, 2, 1, {T(H, -1, 1, 2, 257, 5), T(H, -1, 1, 2, 3, 257)},
+     {T(H, -1, 1, 2, 5, 3)}, NULL, TF32, false},
+    {"matmul batched over two dims", TR_OP_MATMUL, {.matmul = {0, 0}}, 2, 1,
+     {T(H, -1, 1, 2, 3, 4, 6), T(H, -1, 1, 2, 3, 6, 5)}, {T(H, -1, 1, 2, 3, 4, 5)}, NULL, TF32, false},
+    {"matmul 1×3·3×1", TR_OP_MATMUL, {.matmul = {0, 0}}, 2, 1, {T(H, -1, 1, 1, 3), T(H, -1, 1, 3, 1)},
+     {T(H, -1, 1, 1, 1)}, NULL, TF32, false},
+    {"matmul 257 wide", TR_OP_MATMUL, {.matmul = {0, 1}}, 2, 1, {T(H, -1, 1, 33, 64), T(H, -1, 1, 257, 64)},
+     {T(H, -1, 1, 33, 257)}, NULL, TF32, false},
+    {"matmul 16-bit a, b → f32 y (logits)", TR_OP_MATMUL, {.matmul = {0, 1}}, 2, 1,
+     {T(H, -1, 1, 2, 7, 13), T(H, -1, 1, 9, 13)}, {T(F, -1, 1, 2, 7, 9)}, NULL, TF32, false},
+    {"matmul 16-bit a, f32 bᵀ (widened)", TR_OP_MATMUL, {.matmul = {0, 1}}, 2, 1,
+     {T(H, -1, 1, 7, 13), T(F, -1, 1, 9, 13)}, {T(H, -1, 1, 7, 9)}, NULL, TF32, false},
+    {"matmul f32 a, b → 16-bit y (widened)", TR_OP_MATMUL, {.matmul = {1, 0}}, 2, 1,
+     {T(F, -1, 1, 13, 7), T(F, -1, 1, 13, 9)}, {T(H, -1, 1, 7, 9)}, NULL, TF32, false},
+    {"matmul bf16 · f16 (widened)", TR_OP_MATMUL, {.matmul = {0, 0}}, 2, 1,
+     {T(H, -1, 1, 5, 11), T(O, -1, 1, 11, 3)}, {T(F, -1, 1, 5, 3)}, NULL, TF32, false},
+    /* bias */
+    {"bias_add", TR_OP_BIAS_ADD, {0}, 2, 1, {T(H, -1, 1, 6, 257), T(F, -1, 1, 257)}, {T(H, -1, 1, 6, 257)}, NULL,
+     NEAR, false},
+    {"bias_grad, 130 rows (3 chunks)", TR_OP_BIAS_GRAD, {0}, 1, 1, {T(H, -1, 1, 130, 257)}, {T(F, -1, 1, 257)}, NULL,
+     NEAR, false},
+    {"bias_grad into 16 bits, 1 column", TR_OP_BIAS_GRAD, {0}, 1, 1, {T(H, -1, 1, 3, 1)}, {T(H, -1, 1, 1)}, NULL,
+     NEAR, false},
+    /* pointwise */
+    {"add", TR_OP_ADD, {0}, 2, 1, {T(H, -1, 1, 5, 257), T(H, -1, 1, 5, 257)}, {T(H, -1, 1, 5, 257)}, NULL, NEAR, false},
+    {"add of f32 into 16 bits", TR_OP_ADD, {0}, 2, 1, {T(H, -1, 1, 3), T(F, -1, 1, 3)}, {T(H, -1, 1, 3)}, NULL, NEAR,
+     false},
+    {"mul", TR_OP_MUL, {0}, 2, 1, {T(H, -2, 2, 7, 33), T(H, -2, 2, 7, 33)}, {T(H, -1, 1, 7, 33)}, NULL, NEAR, false},
+    {"scale", TR_OP_SCALE, {.scale = {-0.3f}}, 1, 1, {T(H, -2, 2, 1)}, {T(H, -1, 1, 1)}, NULL, NEAR, false},
+    {"relu", TR_OP_RELU, {0}, 1, 1, {T(H, -1, 1, 4, 257)}, {T(H, -1, 1, 4, 257)}, NULL, NEAR, false},
+    {"relu_bwd", TR_OP_RELU_BWD, {0}, 2, 1, {T(H, -1, 1, 4, 9), T(H, -1, 1, 4, 9)}, {T(H, -1, 1, 4, 9)}, relu_zeros,
+     NEAR, false},
+    {"tanh", TR_OP_TANH, {0}, 1, 1, {T(H, -4, 4, 3, 257)}, {T(H, -1, 1, 3, 257)}, NULL, NEAR, false},
+    {"tanh_bwd", TR_OP_TANH_BWD, {0}, 2, 1, {T(H, -1, 1, 4, 9), T(H, -0.99, 0.99, 4, 9)}, {T(H, -1, 1, 4, 9)}, NULL,
+     NEAR, false},
+    {"gelu", TR_OP_GELU, {.gelu = {0}}, 1, 1, {T(H, -4, 4, 7, 257)}, {T(H, -1, 1, 7, 257)}, NULL, NEAR, false},
+    {"gelu, tanh form", TR_OP_GELU, {.gelu = {1}}, 1, 1, {T(H, -4, 4, 7, 257)}, {T(H, -1, 1, 7, 257)}, NULL, NEAR,
+     false},
+    {"gelu_bwd", TR_OP_GELU_BWD, {.gelu = {0}}, 2, 1, {T(H, -1, 1, 7, 33), T(H, -4, 4, 7, 33)}, {T(H, -1, 1, 7, 33)},
+     NULL, NEAR, false},
+    {"gelu_bwd, tanh form", TR_OP_GELU_BWD, {.gelu = {1}}, 2, 1, {T(H, -1, 1, 7, 33), T(H, -4, 4, 7, 33)},
+     {T(H, -1, 1, 7, 33)}, NULL, NEAR, false},
+    /* cast: any of f32, bf16, f16 to any, bit for bit */
+    {"cast f32 → H", TR_OP_CAST, {0}, 1, 1, {T(F, -70000, 70000, 3, 257)}, {T(H, -1, 1, 3, 257)}, NULL, EXACT, false},
+    {"cast small f32 → H (subnormals)", TR_OP_CAST, {0}, 1, 1, {T(F, -1e-6, 1e-6, 257)}, {T(H, -1e-6, 1e-6, 257)},
+     NULL, EXACT, false},
+    {"cast H → f32", TR_OP_CAST, {0}, 1, 1, {T(H, -3, 3, 3, 7)}, {T(F, -1, 1, 3, 7)}, NULL, EXACT, false},
+    {"cast H → the other 16-bit type", TR_OP_CAST, {0}, 1, 1, {T(H, -3, 3, 257)}, {T(O, -1, 1, 257)}, NULL, EXACT,
+     false},
+    /* dropout: the CPU's mask, bit for bit */
+    {"dropout [rows, positions, features]", TR_OP_DROPOUT, {.dropout = {0.25f, 7}}, 1, 1, {T(H, -1, 1, 3, 4, 10)},
+     {T(H, -1, 1, 3, 4, 10)}, NULL, EXACT, false},
+    {"dropout with sample ids, 257 features", TR_OP_DROPOUT, {.dropout = {0.5f, 3}}, 1, 1, {T(H, -1, 1, 5, 257)},
+     {T(H, -1, 1, 5, 257)}, NULL, EXACT, true},
+    {"dropout rank 4 with sample ids", TR_OP_DROPOUT, {.dropout = {0.1f, 11}}, 1, 1, {T(H, -1, 1, 2, 3, 2, 5)},
+     {T(H, -1, 1, 2, 3, 2, 5)}, NULL, EXACT, true},
+    {"dropout p = 0 (a copy)", TR_OP_DROPOUT, {.dropout = {0, 1}}, 1, 1, {T(H, -1, 1, 3, 5)}, {T(H, -1, 1, 3, 5)}, NULL,
+     EXACT, false},
+    /* softmax family */
+    {"softmax", TR_OP_SOFTMAX, {0}, 1, 1, {T(H, -4, 4, 5, 17)}, {T(H, -1, 1, 5, 17)}, NULL, NEAR, false},
+    {"softmax, 257 and 1 columns", TR_OP_SOFTMAX, {0}, 1, 1, {T(H, -4, 4, 3, 257)}, {T(H, -1, 1, 3, 257)}, NULL, NEAR,
+     false},
+    {"softmax, 1 column", TR_OP_SOFTMAX, {0}, 1, 1, {T(H, -4, 4, 4, 1)}, {T(H, -1, 1, 4, 1)}, NULL, NEAR, false},
+    {"softmax, 2000 columns into f32", TR_OP_SOFTMAX, {0}, 1, 1, {T(H, -4, 4, 2, 2000)}, {T(F, -1, 1, 2, 2000)}, NULL,
+     NEAR, false},
+    {"softmax_bwd", TR_OP_SOFTMAX_BWD, {0}, 2, 1, {T(H, -1, 1, 5, 257), T(H, 0, 1, 5, 257)}, {T(H, -1, 1, 5, 257)},
+     softmax_y, NEAR, false},
+    {"log_softmax", TR_OP_LOG_SOFTMAX, {0}, 1, 1, {T(H, -4, 4, 3, 257)}, {T(H, -1, 1, 3, 257)}, NULL, NEAR, false},
+    {"log_softmax_bwd", TR_OP_LOG_SOFTMAX_BWD, {0}, 2, 1, {T(H, -1, 1, 3, 257), T(H, -1, 0, 3, 257)},
+     {T(H, -1, 1, 3, 257)}, log_softmax_y, NEAR, false},
+    /* layer norm */
+    {"layernorm", TR_OP_LAYERNORM, {.norm = {1e-5f}}, 3, 2, {T(H, -2, 2, 6, 257), T(F, 0.5, 1.5, 257), T(F, -1, 1, 257)},
+     {T(H, -1, 1, 6, 257), T(F, 0, 1, 6, 2)}, NULL, NEAR, false},
+    {"layernorm, 3 columns", TR_OP_LAYERNORM, {.norm = {1e-5f}}, 3, 2, {T(H, -2, 2, 1, 3), T(F, 0.5, 1.5, 3),
+     T(F, -1, 1, 3)}, {T(H, -1, 1, 1, 3), T(F, 0, 1, 1, 2)}, NULL, NEAR, false},
+    {"layernorm_bwd, 130 rows", TR_OP_LAYERNORM_BWD, {.norm = {1e-5f}}, 4, 3,
+     {T(H, -1, 1, 130, 33), T(H, -2, 2, 130, 33), T(F, 0.5, 1.5, 33), T(F, 0, 0, 130, 2)},
+     {T(H, -1, 1, 130, 33), T(F, -1, 1, 33), T(F, -1, 1, 33)}, ln_stats, NEAR, false},
+    {"layernorm_bwd, 257 columns", TR_OP_LAYERNORM_BWD, {.norm = {1e-5f}}, 4, 3,
+     {T(H, -1, 1, 3, 257), T(H, -2, 2, 3, 257), T(F, 0.5, 1.5, 257), T(F, 0, 0, 3, 2)},
+     {T(H, -1, 1, 3, 257), T(F, -1, 1, 257), T(F, -1, 1, 257)}, ln_stats, NEAR, false},
+    /* embedding: a copy forward, the CPU's additions in the CPU's order backward */
+    {"embedding", TR_OP_EMBEDDING, {0}, 2, 1, {T(F, -1, 1, 10, 6), T(I, 0, 10, 2, 5)}, {T(H, -1, 1, 2, 5, 6)}, NULL,
+     EXACT, false},
+    {"embedding of a 16-bit table", TR_OP_EMBEDDING, {0}, 2, 1, {T(H, -1, 1, 7, 257), T(I, 0, 7, 3)},
+     {T(H, -1, 1, 3, 257)}, NULL, EXACT, false},
+    {"embedding_bwd, repeated ids", TR_OP_EMBEDDING_BWD, {0}, 2, 1, {T(H, -1, 1, 9, 6), T(I, 0, 4, 9)},
+     {T(F, -1, 1, 10, 6)}, NULL, EXACT, false},
+    {"embedding_bwd, 300 positions, 257 columns", TR_OP_EMBEDDING_BWD, {0}, 2, 1,
+     {T(H, -1, 1, 3, 100, 257), T(I, 0, 7, 3, 100)}, {T(H, -1, 1, 7, 257)}, NULL, EXACT, false},
+    /* cross-entropy: mean over targets ≠ −100, 0 when none */
+    {"cross_entropy", TR_OP_CROSS_ENTROPY, {.cross_entropy = {-100, 0}}, 2, 1, {T(H, -3, 3, 6, 11), T(I, 0, 11, 6)},
+     {T(F, -1, 1, 1)}, NULL, NEAR, false},
+    {"cross_entropy with ignored rows, 257 classes", TR_OP_CROSS_ENTROPY, {.cross_entropy = {-100, 0}}, 2, 1,
+     {T(H, -3, 3, 130, 257), T(I, 0, 257, 130)}, {T(F, -1, 1, 1)}, ce_ignore, NEAR, false},
+    {"cross_entropy, every row ignored", TR_OP_CROSS_ENTROPY, {.cross_entropy = {-100, 0}}, 2, 1,
+     {T(H, -3, 3, 4, 5), T(I, 0, 5, 4)}, {T(F, -1, 1, 1)}, ce_ignore_all, NEAR, false},
+    {"cross_entropy_bwd", TR_OP_CROSS_ENTROPY_BWD, {.cross_entropy = {-100, 0}}, 3, 1,
+     {T(F, 0.5, 1.5, 1), T(H, -3, 3, 130, 257), T(I, 0, 257, 130)}, {T(H, -1, 1, 130, 257)}, ce_bwd_ignore, NEAR,
+     false},
+};
+#define NCASES ((int)(sizeof cases / sizeof cases[0]))
+
+/* ---- running and comparing ---------------------------------------------------------------------- */
+
+static void *device_bytes(const void *host, size_t bytes)
+{
+    void *d = NULL;
+    ck_assert_int_eq(cudaMalloc(&d, bytes ? bytes : 1), cudaSuccess);
+    if (bytes)
+        ck_assert_int_eq(cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice), cudaSuccess);
+    return d;
+}
+
+static void *device_copy(const struct tr_tensor *t)
+{
+    return device_bytes(t->data, tr_tensor_bytes(t));
+}
+
+/* Runs the node on the GPU on copies of in and out (out: what accumulate adds to); the outputs
+ * come back into got. Returns the kernel's code, its sentence in error. */
+static int gpu_run(const struct tr_node *node, const struct tr_tensor *in, const struct tr_tensor *out,
+                   struct tr_tensor *got, const struct tr_rng_ctx *host_rng, char *error)
+{
+    struct tr_kernel_args a = {.node = node, .nin = node->nin, .nout = node->nout, .error = error};
+    for (int i = 0; i < node->nin; i++)
+        a.in[i] = in[i], a.in[i].data = device_copy(&in[i]);
+    for (int i = 0; i < node->nout; i++)
+        a.out[i] = out[i], a.out[i].data = device_copy(&out[i]);
+    a.workspace_bytes = tr_backend_cuda()->workspace_bytes(node, a.in, a.out);
+    if (a.workspace_bytes)
+        ck_assert_int_eq(cudaMalloc(&a.workspace, a.workspace_bytes), cudaSuccess);
+    struct tr_rng_ctx rng = {0};
+    int64_t *ids = NULL;
+    if (host_rng) {   /* the sample ids live on the device (cuda.h) */
+        rng = *host_rng;
+        if (host_rng->sample_ids) {
+            ids = device_bytes(host_rng->sample_ids, (size_t)in[0].dim[0] * sizeof *ids);
+            rng.sample_ids = ids;
+        }
+        a.rng = &rng;
+    }
+    int rc = tr_backend_run(tr_backend_cuda(), &a);
+    char sync_error[TR_KERNEL_ERROR_MAX] = "";
+    ck_assert_msg(tr_cuda_synchronize(sync_error, sizeof sync_error) == 0, "%s", sync_error);
+    for (int i = 0; i < node->nout; i++) {
+        ck_assert_int_eq(cudaMemcpy(got[i].data, a.out[i].data, tr_tensor_bytes(&got[i]), cudaMemcpyDeviceToHost),
+                         cudaSuccess);
+        cudaFree(a.out[i].data);
+    }
+    for (int i = 0; i < node->nin; i++)
+        cudaFree(a.in[i].data);
+    cudaFree(a.workspace);
+    cudaFree(ids);
+    return rc;
+}
+
+/* The unit roundoff (half an ulp, relative) and one ulp of |w| in a 16-bit type. */
+static double unit_roundoff(enum tr_dtype t) { return t == TR_BF16 ? 0x1p-8 : 0x1p-11; }
+static double ulp16(enum tr_dtype t, double w)
+{
+    int e;
+    frexp(w, &e);   /* |w| = m·2^e, m in [0.5, 1) */
+    int bits = t == TR_BF16 ? 8 : 11, min_exp = t == TR_BF16 ? -125 : -13;
+    return ldexp(1, (e > min_exp ? e : min_exp) - bits);
+}
+
+static void compare(const struct op_case *c, const char *variant, int k, const struct tr_tensor *got,
+                    const struct tr_tensor *want, enum compare how)
+{
+    int64_t n = tr_tensor_numel(want);
+    if (how == EXACT || want->dtype == TR_I32) {
+        for (int64_t i = 0; i < n; i++) {
+            size_t size = tr_dtype_size(want->dtype);
+            ck_assert_msg(memcmp((char *)got->data + i * size, (char *)want->data + i * size, size) == 0,
+                          "%s %s: output %d element %lld is %.9g, the CPU's %.9g (bit for bit expected)", c->name,
+                          variant, k, (long long)i, want->dtype == TR_I32 ? 0 : get(got, i),
+                          want->dtype == TR_I32 ? 0 : get(want, i));
+        }
+        return;
+    }
+    double diff = 0, norm = 0, maxabs = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double g = get(got, i), w = get(want, i);
+        ck_assert_msg(isfinite(g) && isfinite(w), "%s %s: output %d element %lld: %g and %g", c->name, variant, k,
+                      (long long)i, g, w);
+        diff += (g - w) * (g - w), norm += w * w;
+        maxabs = fabs(w) > maxabs ? fabs(w) : maxabs;
+    }
+    double normwise = norm > 0 ? sqrt(diff / norm) : sqrt(diff);
+    if (want->dtype == TR_F32 || how == TF32) {
+        double tol = want->dtype == TR_F32 ? (how == TF32 ? 2e-3 : 1e-5) : 4 * unit_roundoff(want->dtype);
+        ck_assert_msg(normwise <= tol, "%s %s: output %d is %.3g from the CPU's (normwise), over %.3g", c->name,
+                      variant, k, normwise, tol);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        double g = get(got, i), w = get(want, i), tol = 2 * ulp16(want->dtype, fabs(w)) + 1e-4 * maxabs;
+        ck_assert_msg(fabs(g - w) <= tol, "%s %s: output %d element %lld is %.9g, the CPU's %.9g (tolerance %.3g)",
+                      c->name, variant, k, (long long)i, g, w, tol);
+    }
+}
+
+/* One case in one type, overwriting or accumulating. */
+static void check_case(const struct op_case *c, enum tr_dtype half, int acc)
+{
+    char variant[64];
+    snprintf(variant, sizeof variant, "%s, %s", tr_dtype_name(half), acc ? "accumulating" : "overwriting");
+    uint64_t seed = 5000 + 31 * (uint64_t)(c - cases);
+    struct set s = {0};
+    for (int i = 0; i < c->nin; i++)
+        s.in[i] = make(&c->in[i], half, &seed, true);
+    for (int i = 0; i < c->nout; i++)
+        s.out[i] = make(&c->out[i], half, &seed, true);   /* what accumulate adds to */
+    if (c->prepare)
+        c->prepare(&s);
+    struct tr_node node = {.op = c->op, .attrs = c->at, .nin = c->nin, .nout = c->nout, .accumulate = (uint8_t)acc};
+    int64_t sample_ids[64];
+    for (int r = 0; r < 64; r++)
+        sample_ids[r] = 1000 + 7 * r;
+    struct tr_rng_ctx rng = {.seed = 1234, .step = 17, .sample_ids = c->sample_ids ? sample_ids : NULL};
+    struct tr_tensor want[TR_MAX_OUT], got[TR_MAX_OUT], start[TR_MAX_OUT];
+    for (int i = 0; i < c->nout; i++)
+        want[i] = clone(&s.out[i]), got[i] = clone(&s.out[i]), start[i] = s.out[i];
+    cpu_run(&node, s.in, want, &rng);
+    char error[TR_KERNEL_ERROR_MAX] = "";
+    int rc = gpu_run(&node, s.in, start, got, &rng, error);
+    ck_assert_msg(rc == 0, "%s %s: %s", c->name, variant, error);
+    enum compare how = c->compare;
+    if (how == TF32 && s.in[0].dtype != TR_F32 && s.in[1].dtype != TR_F32 && s.in[0].dtype == s.in[1].dtype)
+        how = NEAR;   /* two 16-bit operands: exact products, f32 sums */
+    for (int i = 0; i < c->nout; i++) {
+        compare(c, variant, i, &got[i], &want[i], how);
+        gc_free(&want[i]), gc_free(&got[i]), gc_free(&s.out[i]);
+    }
+    for (int i = 0; i < c->nin; i++)
+        gc_free(&s.in[i]);
+}
+
+START_TEST(ops_match_the_cpu)
+{
+    static const enum tr_dtype types[] = {TR_F32, TR_BF16, TR_F16};
+    const struct op_case *c = &cases[_i / 3];
+    enum tr_dtype half = types[_i % 3];
+    check_case(c, half, 0);
+    check_case(c, half, 1);
+}
+END_TEST
+
+/* An id or target out of range fails with the CPU's sentence, before any output is written. */
+static void expect_refusal(enum tr_op op, int nin, struct tr_tensor *in, struct tr_tensor *out)
+{
+    struct tr_node node = {.op = op, .attrs.cross_entropy = {-100, 0}, .nin = nin, .nout = 1};
+    char cpu_error[TR_KERNEL_ERROR_MAX] = "", gpu_error[TR_KERNEL_ERROR_MAX] = "";
+    struct tr_kernel_args a = {.node = &node, .nin = nin, .nout = 1, .error = cpu_error};
+    memcpy(a.in, in, (size_t)nin * sizeof *in);
+    a.out[0] = out[0];
+    ck_assert_int_eq(tr_backend_run(tr_backend_cpu(), &a), TR_EINVAL);
+    struct tr_tensor got = clone(&out[0]);
+    ck_assert_int_eq(gpu_run(&node, in, out, &got, NULL, gpu_error), TR_EINVAL);
+    ck_assert_str_eq(gpu_error, cpu_error);
+    ck_assert_int_eq(memcmp(got.data, out[0].data, tr_tensor_bytes(&got)), 0);
+    gc_free(&got);
+}
+
+START_TEST(bad_ids_refused)
+{
+    struct tr_tensor table = gc_make(TR_F32, 5, 3), ids = gc_make(TR_I32, 6), y = gc_make(TR_F32, 6, 3);
+    int32_t values[6] = {0, 4, 2, 5, 1, -1};   /* position 3 is the first bad one */
+    memcpy(ids.data, values, sizeof values);
+    expect_refusal(TR_OP_EMBEDDING, 2, (struct tr_tensor[]){table, ids}, &y);
+    struct tr_tensor dy = gc_make(TR_F32, 6, 3);
+    expect_refusal(TR_OP_EMBEDDING_BWD, 2, (struct tr_tensor[]){dy, ids}, &table);
+    struct tr_tensor logits = gc_make(TR_F32, 6, 5), loss = gc_make(TR_F32, 1), dloss = gc_make(TR_F32, 1);
+    values[3] = -100, values[5] = 7;   /* −100 is ignored; 7 at row 5 is outside the 5 classes */
+    memcpy(ids.data, values, sizeof values);
+    expect_refusal(TR_OP_CROSS_ENTROPY, 2, (struct tr_tensor[]){logits, ids}, &loss);
+    struct tr_tensor dlogits = gc_make(TR_F32, 6, 5);
+    expect_refusal(TR_OP_CROSS_ENTROPY_BWD, 3, (struct tr_tensor[]){dloss, logits, ids}, &dlogits);
+    gc_free(&table), gc_free(&ids), gc_free(&y), gc_free(&dy), gc_free(&logits), gc_free(&loss), gc_free(&dloss),
+        gc_free(&dlogits);
+}
+END_TEST
+
+/* A workspace smaller than workspace_bytes says so, and nothing runs. */
+START_TEST(short_workspace_refused)
+{
+    struct tr_node n = {.op = TR_OP_MATMUL, .nin = 2, .nout = 1};
+    struct tr_tensor a = {.dtype = TR_F32, .rank = 2, .dim = {4, 3}}, b = {.dtype = TR_F32, .rank = 2, .dim = {3, 5}},
+                     y = {.dtype = TR_F32, .rank = 2, .dim = {4, 5}};
+    char error[TR_KERNEL_ERROR_MAX] = "";
+    struct tr_kernel_args k = {.node = &n, .in = {a, b}, .out = {y}, .nin = 2, .nout = 1, .error = error};
+    ck_assert_int_eq(tr_backend_run(tr_backend_cuda(), &k), TR_EINVAL);
+    ck_assert_str_eq(error, "matmul: needs 33554432 bytes of workspace, has 0");
+}
+END_TEST
+
+static const struct op_case *find_case(const char *name)
+{
+    for (int i = 0; i < NCASES; i++)
+        if (strcmp(cases[i].name, name) == 0)
+            return &cases[i];
+    ck_abort_msg("no case %s", name);
+    return NULL;
+}
+
+/* The same node twice gives the same bits: no sum depends on how the GPU scheduled it. */
+START_TEST(repeatable)
+{
+    static const char *const picks[] = {"bias_grad, 130 rows (3 chunks)", "layernorm_bwd, 130 rows",
+                                        "embedding_bwd, 300 positions, 257 columns",
+                                        "cross_entropy with ignored rows, 257 classes"};
+    for (int p = 0; p < 4; p++) {
+        const struct op_case *c = find_case(picks[p]);
+        uint64_t seed = 99;
+        struct set s = {0};
+        for (int i = 0; i < c->nin; i++)
+            s.in[i] = make(&c->in[i], TR_F32, &seed, true);
+        for (int i = 0; i < c->nout; i++)
+            s.out[i] = make(&c->out[i], TR_F32, &seed, true);
+        if (c->prepare)
+            c->prepare(&s);
+        struct tr_node node = {.op = c->op, .attrs = c->at, .nin = c->nin, .nout = c->nout};
+        struct tr_tensor first[TR_MAX_OUT], second[TR_MAX_OUT];
+        char error[TR_KERNEL_ERROR_MAX] = "";
+        for (int i = 0; i < c->nout; i++)
+            first[i] = clone(&s.out[i]), second[i] = clone(&s.out[i]);
+        ck_assert_msg(gpu_run(&node, s.in, s.out, first, NULL, error) == 0, "%s", error);
+        ck_assert_msg(gpu_run(&node, s.in, s.out, second, NULL, error) == 0, "%s", error);
+        for (int i = 0; i < c->nout; i++) {
+            ck_assert_msg(memcmp(first[i].data, second[i].data, tr_tensor_bytes(&first[i])) == 0, "%s: output %d",
+                          c->name, i);
+            gc_free(&first[i]), gc_free(&second[i]), gc_free(&s.out[i]);
+        }
+        for (int i = 0; i < c->nin; i++)
+            gc_free(&s.in[i]);
+    }
+}
+END_TEST
+
+int main(void)
+{
+    struct tr_cuda_info info;
+    tr_cuda_probe(&info);
+    Suite *s = suite_create("cuda");
+    TCase *table = tcase_create("table");
+    tcase_add_test(table, table_names_its_ops);
+    tcase_add_test(table, missing_op_says_so);
+    tcase_add_test(table, f64_refused);
+    tcase_add_test(table, workspace_sizes);
+    suite_add_tcase(s, table);
+    if (info.devices > 0) {
+        /* The probe has started CUDA in this process, and a forked child cannot use it: the
+         * tests run in this process (a failed assertion still ends only its test). */
+        setenv("CK_FORK", "no", 1);
+        TCase *gpu = tcase_create("gpu");
+        tcase_set_timeout(gpu, 600);
+        tcase_add_loop_test(gpu, ops_match_the_cpu, 0, 3 * NCASES);
+        tcase_add_test(gpu, bad_ids_refused);
+        tcase_add_test(gpu, short_workspace_refused);
+        tcase_add_test(gpu, repeatable);
+        suite_add_tcase(s, gpu);
+        printf("GPU: %s\n", info.first_name);
+    }
+    int rc = unit_run(s);
+    if (rc == EXIT_SUCCESS && info.devices == 0) {
+        printf("SKIP: no GPU visible (the CUDA table was checked; its kernels need a GPU)\n");
+        return 77;
+    }
+    return rc;
+}
