@@ -163,7 +163,7 @@ void tr_svg_shares(FILE *out, const char *title, const char *const *labels, cons
     fputs("</text>\n", out);
     double x = 0;
     for (int i = 0, shown = 0; i < n; i++) {
-        if (!(values[i] > 0))
+        if (!(values[i] >= 0.0005 * total))   /* under 0.05 %: nothing a person could act on */
             continue;
         const char *colour = colours[i % (int)(sizeof colours / sizeof colours[0])];   /* a share keeps its colour */
         double w = W * values[i] / total;

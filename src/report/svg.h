@@ -25,7 +25,7 @@ int tr_svg_plot(FILE *out, const char *title, const char *ylabel, const struct t
 int tr_svg_plot_x(FILE *out, const char *title, const char *xlabel, const char *ylabel,
                   const struct tr_svg_line *lines, int nlines);
 
-/* One horizontal bar split into n shares (values ≤ 0 left out), each labelled with its
+/* One horizontal bar split into n shares (shares under 0.05 % left out), each labelled with its
  * percentage in a key beneath: where a whole went. Writes nothing when the values sum to 0. */
 void tr_svg_shares(FILE *out, const char *title, const char *const *labels, const double *values, int n);
 
