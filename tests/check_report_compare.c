@@ -154,10 +154,21 @@ START_TEST(limits_at_and_past)
     ck_assert_double_eq(number(cmp, "duration", "delta"), 990);
     ck_assert(!worse(json_object_get(cmp, "duration")));
     json_decref(cmp);
+    /* Nor its memory or speed: it stopped before they settled. */
+    cmp = compare_texts("{\"status\": \"failed\", \"throughput\": {\"samples_per_s\": 200},"
+                        " \"plan\": {\"measured_footprint_bytes\": 500, \"measured_peak_bytes\": 400}}",
+                        "{\"status\": \"finished\", \"throughput\": {\"samples_per_s\": 100},"
+                        " \"plan\": {\"measured_footprint_bytes\": 1000, \"measured_peak_bytes\": 900}}", lim);
+    ck_assert(!worse(json_object_get(cmp, "throughput")));
+    ck_assert(!worse(json_object_get(json_object_get(cmp, "memory"), "footprint")));
+    ck_assert(!worse(json_object_get(json_object_get(cmp, "memory"), "regions")));
+    ck_assert_int_eq(json_array_size(json_object_get(cmp, "regressions")), 0);
+    json_decref(cmp);
     /* Zero limits: any worsening counts; tokens a second when both have them. */
     struct tr_regression_limits zero = {0, 0, 0};
-    cmp = compare_texts("{\"throughput\": {\"samples_per_s\": 1, \"tokens_per_s\": 100}}",
-                        "{\"throughput\": {\"samples_per_s\": 2, \"tokens_per_s\": 99.99}}", zero);
+    cmp = compare_texts("{\"status\": \"finished\", \"throughput\": {\"samples_per_s\": 1, \"tokens_per_s\": 100}}",
+                        "{\"status\": \"finished\", \"throughput\": {\"samples_per_s\": 2, \"tokens_per_s\": 99.99}}",
+                        zero);
     ck_assert_str_eq(json_string_value(json_object_get(json_object_get(cmp, "throughput"), "unit")), "tokens/s");
     ck_assert(worse(json_object_get(cmp, "throughput")));
     json_decref(cmp);

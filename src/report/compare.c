@@ -226,12 +226,12 @@ static json_t *or_null(json_t *q)
 }
 
 /* Tokens a second when both runs counted them (text), else samples a second. */
-static json_t *compare_throughput(const json_t *prev, const json_t *cur, double limit, json_t *regressions)
+static json_t *compare_throughput(const json_t *prev, const json_t *cur, int judge, double limit, json_t *regressions)
 {
     const char *key = "throughput.tokens_per_s", *unit = "tokens/s";
     if (!isfinite(number_at(prev, key)) || !isfinite(number_at(cur, key)))
         key = "throughput.samples_per_s", unit = "samples/s";
-    json_t *q = quantity(number_at(prev, key), number_at(cur, key), 1, limit, RATE);
+    json_t *q = quantity(number_at(prev, key), number_at(cur, key), judge, limit, RATE);
     if (!q)
         return json_null();
     json_t *t = json_pack("{ss}", "unit", unit);
@@ -241,12 +241,12 @@ static json_t *compare_throughput(const json_t *prev, const json_t *cur, double 
     return t;
 }
 
-static json_t *compare_memory(const json_t *prev, const json_t *cur, double limit, json_t *regressions)
+static json_t *compare_memory(const json_t *prev, const json_t *cur, int judge, double limit, json_t *regressions)
 {
     json_t *footprint = quantity(number_at(prev, "plan.measured_footprint_bytes"),
-                                 number_at(cur, "plan.measured_footprint_bytes"), -1, limit, BYTES);
+                                 number_at(cur, "plan.measured_footprint_bytes"), -judge, limit, BYTES);
     json_t *regions = quantity(number_at(prev, "plan.measured_peak_bytes"),
-                               number_at(cur, "plan.measured_peak_bytes"), -1, limit, BYTES);
+                               number_at(cur, "plan.measured_peak_bytes"), -judge, limit, BYTES);
     note_regression(regressions, footprint, "memory footprint", BYTES, NULL, limit);
     note_regression(regressions, regions, "regions' peak", BYTES, NULL, limit);
     return json_pack("{soso}", "footprint", or_null(footprint), "regions", or_null(regions));
@@ -390,15 +390,16 @@ json_t *tr_report_compare(const json_t *previous, const json_t *current, const s
     json_object_set_new(cmp, "previous_status", status ? json_string(status) : json_null());
     json_object_set_new(cmp, "limits", json_pack("{sfsfsf}", "metric", l.metric, "time", l.time, "memory", l.memory));
     json_object_set_new(cmp, "metric", compare_metric(previous, current, l.metric, regressions));
-    /* A run that failed early is short: durations are judged only between finished runs. */
+    /* A run that failed early is short, and stopped before its memory and speed settled: time,
+     * throughput and memory are judged only between runs that trained to their last step. */
     const char *cur_status = string_at(current, "status");
     int finished = ran_to_end(status) && ran_to_end(cur_status);
     json_t *duration = quantity(number_at(previous, "duration_seconds"), number_at(current, "duration_seconds"),
                                 finished ? -1 : 0, l.time, DURATION);
     note_regression(regressions, duration, "duration", DURATION, NULL, l.time);
     json_object_set_new(cmp, "duration", or_null(duration));
-    json_object_set_new(cmp, "throughput", compare_throughput(previous, current, l.time, regressions));
-    json_object_set_new(cmp, "memory", compare_memory(previous, current, l.memory, regressions));
+    json_object_set_new(cmp, "throughput", compare_throughput(previous, current, finished, l.time, regressions));
+    json_object_set_new(cmp, "memory", compare_memory(previous, current, finished, l.memory, regressions));
     json_t *changes = plan_changes(previous, current), *why = inputs_changed(previous, current);
     if (json_array_size(changes) && !json_array_size(why))
         json_array_append_new(why, json_string("the inputs the planner saw are the same (budget, device, data, "
