@@ -163,6 +163,9 @@ int cuda_check_ids(const struct tr_kernel_args *a, struct cuda_context *ctx, con
     if (op == TR_OP_CROSS_ENTROPY || op == TR_OP_CROSS_ENTROPY_BWD)
         return cuda_fail(a, "target %d at row %lld is outside the %lld classes", bad, (long long)got[0],
                          (long long)limit);
+    if (op == TR_OP_GATHER || op == TR_OP_GATHER_BWD)
+        return cuda_fail(a, "id %d at position %lld is outside the %lld rows of x", bad, (long long)got[0],
+                         (long long)limit);
     return cuda_fail(a, "id %d at position %lld is outside the vocabulary of %lld", bad, (long long)got[0],
                      (long long)limit);
 }
@@ -180,6 +183,7 @@ static size_t cuda_workspace_bytes(const struct tr_node *node, const struct tr_t
     case TR_OP_LAYERNORM_BWD:
         return tr_cuda_layernorm_bwd_workspace(node, in, out);
     case TR_OP_EMBEDDING_BWD:
+    case TR_OP_GATHER_BWD:   /* the same sort keys */
         return tr_cuda_embedding_bwd_workspace(node, in, out);
     case TR_OP_CROSS_ENTROPY:
         return tr_cuda_cross_entropy_workspace(node, in, out);
@@ -219,6 +223,18 @@ static void fill_table(struct tr_backend *be)
     k[TR_OP_EMBEDDING_BWD] = tr_cuda_embedding_bwd;
     k[TR_OP_CROSS_ENTROPY] = tr_cuda_cross_entropy;
     k[TR_OP_CROSS_ENTROPY_BWD] = tr_cuda_cross_entropy_bwd;
+    k[TR_OP_ACCUMULATE] = tr_cuda_accumulate;
+    k[TR_OP_PERMUTE] = tr_cuda_permute;
+    k[TR_OP_SLICE] = tr_cuda_slice;
+    k[TR_OP_SLICE_BWD] = tr_cuda_slice_bwd;
+    k[TR_OP_CONCAT] = tr_cuda_concat;
+    k[TR_OP_MASKED_FILL] = tr_cuda_masked_fill;
+    k[TR_OP_GATHER] = tr_cuda_gather;
+    k[TR_OP_GATHER_BWD] = tr_cuda_gather_bwd;
+    k[TR_OP_SUM] = tr_cuda_sum;
+    k[TR_OP_MEAN] = tr_cuda_mean;
+    k[TR_OP_SUM_BWD] = tr_cuda_sum_bwd;
+    k[TR_OP_ARGMAX] = tr_cuda_argmax;
 }
 
 extern "C" const struct tr_backend *tr_backend_cuda(void)

@@ -166,7 +166,9 @@ void cuda_convert(cudaStream_t stream, const void *src, int ts, void *dst, int t
     X(matmul) X(bias_add) X(bias_grad) \
     X(add) X(mul) X(scale) X(relu) X(relu_bwd) X(tanh) X(tanh_bwd) X(gelu) X(gelu_bwd) X(cast) X(dropout) \
     X(softmax) X(softmax_bwd) X(log_softmax) X(log_softmax_bwd) X(layernorm) X(layernorm_bwd) \
-    X(embedding) X(embedding_bwd) X(cross_entropy) X(cross_entropy_bwd)
+    X(embedding) X(embedding_bwd) X(cross_entropy) X(cross_entropy_bwd) \
+    X(accumulate) X(permute) X(slice) X(slice_bwd) X(concat) X(masked_fill) X(gather) X(gather_bwd) \
+    X(sum) X(mean) X(sum_bwd) X(argmax)
 
 #define CUDA_DECLARE(name) int tr_cuda_##name(const struct tr_kernel_args *a);
 CUDA_KERNELS(CUDA_DECLARE)
