@@ -105,8 +105,8 @@ END_TEST
 /* ---- the ops on a GPU, against the CPU -------------------------------------------------------- */
 
 /* A tensor of a case: f32 always (F), the type under test (H: f32, bf16 or f16), the other
- * 16-bit type (O: f16 beside bf16, bf16 beside f16, f32 beside f32), i32 (I). */
-enum kind { F, H, O, I };
+ * 16-bit type (O: f16 beside bf16, bf16 beside f16, f32 beside f32), i32 (I), u8 (U: masks). */
+enum kind { F, H, O, I, U };
 
 struct spec {
     enum kind kind;
@@ -140,6 +140,7 @@ static enum tr_dtype storage(enum kind k, enum tr_dtype half)
     case F: return TR_F32;
     case H: return half;
     case O: return half == TR_BF16 ? TR_F16 : half == TR_F16 ? TR_BF16 : TR_F32;
+    case U: return TR_U8;
     default: return TR_I32;
     }
 }
@@ -167,6 +168,8 @@ static struct tr_tensor make(const struct spec *s, enum tr_dtype half, uint64_t 
         double v = gc_uniform(seed, s->lo, s->hi);
         if (t.dtype == TR_I32)
             ((int32_t *)t.data)[i] = (int32_t)floor(v);
+        else if (t.dtype == TR_U8)
+            ((uint8_t *)t.data)[i] = (uint8_t)floor(v);
         else
             set(&t, i, (float)v);
     }
@@ -238,6 +241,16 @@ static void ce_ignore_all(struct set *s)
 {
     for (int64_t i = 0; i < tr_tensor_numel(&s->in[1]); i++)
         ((int32_t *)s->in[1].data)[i] = -100;
+}
+
+/* argmax: ties (the first index wins) in every other row, the row's maximum repeated */
+static void argmax_ties(struct set *s)
+{
+    int64_t cols = s->in[0].dim[s->in[0].rank - 1], rows = tr_tensor_numel(&s->in[0]) / cols;
+    for (int64_t r = 0; r < rows; r += 2) {
+        set(&s->in[0], r * cols + 2, 5);
+        set(&s->in[0], r * cols + cols - 1, 5);
+    }
 }
 
 /* ---- the cases ------------------------------------------------------------------------------ */
@@ -352,6 +365,74 @@ static const struct op_case cases[] = {
     {"cross_entropy_bwd", TR_OP_CROSS_ENTROPY_BWD, {.cross_entropy = {-100, 0}}, 3, 1,
      {T(F, 0.5, 1.5, 1), T(H, -3, 3, 130, 257), T(I, 0, 257, 130)}, {T(H, -1, 1, 130, 257)}, ce_bwd_ignore, NEAR,
      false},
+    /* data movement: bit for bit (the same dtype moves as it is; mixed floats round once) */
+    {"accumulate", TR_OP_ACCUMULATE, {0}, 1, 1, {T(H, -1, 1, 3, 257)}, {T(H, -1, 1, 3, 257)}, NULL, EXACT, false},
+    {"accumulate 16-bit into f32", TR_OP_ACCUMULATE, {0}, 1, 1, {T(H, -1, 1, 5, 7)}, {T(F, -1, 1, 5, 7)}, NULL, EXACT,
+     false},
+    {"permute (0 2 1 3)", TR_OP_PERMUTE, {.permute = {{0, 2, 1, 3}}}, 1, 1, {T(H, -1, 1, 2, 3, 5, 7)},
+     {T(H, -1, 1, 2, 5, 3, 7)}, NULL, EXACT, false},
+    {"permute (2 0 1)", TR_OP_PERMUTE, {.permute = {{2, 0, 1}}}, 1, 1, {T(H, -1, 1, 3, 5, 257)},
+     {T(H, -1, 1, 257, 3, 5)}, NULL, EXACT, false},
+    {"permute (1 0) f32 → 16-bit", TR_OP_PERMUTE, {.permute = {{1, 0}}}, 1, 1, {T(F, -1, 1, 33, 7)},
+     {T(H, -1, 1, 7, 33)}, NULL, EXACT, false},
+    {"permute of ids", TR_OP_PERMUTE, {.permute = {{1, 0}}}, 1, 1, {T(I, -50, 50, 3, 5)}, {T(I, 0, 1, 5, 3)}, NULL,
+     EXACT, false},
+    {"slice axis 0", TR_OP_SLICE, {.slice = {0, 1}}, 1, 1, {T(H, -1, 1, 5, 3, 7)}, {T(H, -1, 1, 3, 3, 7)}, NULL,
+     EXACT, false},
+    {"slice axis 1", TR_OP_SLICE, {.slice = {1, 2}}, 1, 1, {T(H, -1, 1, 3, 5, 7)}, {T(H, -1, 1, 3, 2, 7)}, NULL,
+     EXACT, false},
+    {"slice axis 2, 257 wide", TR_OP_SLICE, {.slice = {2, 100}}, 1, 1, {T(H, -1, 1, 3, 2, 257)},
+     {T(H, -1, 1, 3, 2, 157)}, NULL, EXACT, false},
+    {"slice 16-bit → f32", TR_OP_SLICE, {.slice = {1, 0}}, 1, 1, {T(H, -1, 1, 3, 5)}, {T(F, -1, 1, 3, 4)}, NULL,
+     EXACT, false},
+    {"slice of ids", TR_OP_SLICE, {.slice = {0, 2}}, 1, 1, {T(I, -50, 50, 5, 3)}, {T(I, 0, 1, 2, 3)}, NULL, EXACT,
+     false},
+    {"slice_bwd axis 0", TR_OP_SLICE_BWD, {.slice = {0, 1}}, 1, 1, {T(H, -1, 1, 3, 3, 7)}, {T(H, -1, 1, 5, 3, 7)},
+     NULL, EXACT, false},
+    {"slice_bwd axis 1", TR_OP_SLICE_BWD, {.slice = {1, 3}}, 1, 1, {T(H, -1, 1, 3, 2, 7)}, {T(H, -1, 1, 3, 5, 7)},
+     NULL, EXACT, false},
+    {"slice_bwd axis 2, into f32", TR_OP_SLICE_BWD, {.slice = {2, 0}}, 1, 1, {T(H, -1, 1, 3, 2, 100)},
+     {T(F, -1, 1, 3, 2, 257)}, NULL, EXACT, false},
+    {"concat axis 0, three inputs", TR_OP_CONCAT, {.axis = {0, 0}}, 3, 1,
+     {T(H, -1, 1, 2, 3, 7), T(H, -1, 1, 1, 3, 7), T(H, -1, 1, 4, 3, 7)}, {T(H, -1, 1, 7, 3, 7)}, NULL, EXACT, false},
+    {"concat axis 1", TR_OP_CONCAT, {.axis = {1, 0}}, 2, 1, {T(H, -1, 1, 3, 2, 7), T(H, -1, 1, 3, 5, 7)},
+     {T(H, -1, 1, 3, 7, 7)}, NULL, EXACT, false},
+    {"concat axis 2, mixed dtypes", TR_OP_CONCAT, {.axis = {2, 0}}, 3, 1,
+     {T(H, -1, 1, 3, 2, 100), T(F, -1, 1, 3, 2, 157), T(H, -1, 1, 3, 2, 1)}, {T(H, -1, 1, 3, 2, 258)}, NULL, EXACT,
+     false},
+    {"concat of ids", TR_OP_CONCAT, {.axis = {1, 0}}, 2, 1, {T(I, -50, 50, 3, 2), T(I, -50, 50, 3, 5)},
+     {T(I, 0, 1, 3, 7)}, NULL, EXACT, false},
+    {"masked_fill, a row mask", TR_OP_MASKED_FILL, {.fill = {-1e4f}}, 2, 1, {T(H, -1, 1, 5, 257), T(U, 0, 2, 5)},
+     {T(H, -1, 1, 5, 257)}, NULL, EXACT, false},
+    {"masked_fill, a [B, S] mask", TR_OP_MASKED_FILL, {.fill = {0.1f}}, 2, 1, {T(H, -1, 1, 3, 7, 5), T(U, 0, 2, 3, 7)},
+     {T(H, -1, 1, 3, 7, 5)}, NULL, EXACT, false},
+    {"masked_fill with 0, every element", TR_OP_MASKED_FILL, {.fill = {0}}, 2, 1, {T(H, -1, 1, 3, 7), T(U, 0, 2, 3, 7)},
+     {T(H, -1, 1, 3, 7)}, NULL, EXACT, false},
+    {"gather", TR_OP_GATHER, {0}, 2, 1, {T(H, -1, 1, 10, 257), T(I, 0, 10, 13)}, {T(H, -1, 1, 13, 257)}, NULL, EXACT,
+     false},
+    {"gather_bwd, repeated ids", TR_OP_GATHER_BWD, {.gather = {11}}, 2, 1, {T(H, -1, 1, 300, 7), T(I, 0, 11, 300)},
+     {T(H, -1, 1, 11, 7)}, NULL, EXACT, false},
+    /* reductions: double sums in the CPU's order, so bit for bit too */
+    {"sum axis 0", TR_OP_SUM, {.axis = {0, 0}}, 1, 1, {T(H, -1, 1, 130, 3, 7)}, {T(H, -1, 1, 1, 3, 7)}, NULL, EXACT,
+     false},
+    {"sum axis 1", TR_OP_SUM, {.axis = {1, 0}}, 1, 1, {T(H, -1, 1, 3, 257, 5)}, {T(F, -1, 1, 3, 1, 5)}, NULL, EXACT,
+     false},
+    {"sum axis 2", TR_OP_SUM, {.axis = {2, 0}}, 1, 1, {T(H, -1, 1, 3, 5, 257)}, {T(H, -1, 1, 3, 5, 1)}, NULL, EXACT,
+     false},
+    {"sum of all", TR_OP_SUM, {.axis = {-1, 0}}, 1, 1, {T(H, -1, 1, 7, 1001)}, {T(F, -1, 1, 1)}, NULL, EXACT, false},
+    {"sum of all, 5 elements (empty chunks)", TR_OP_SUM, {.axis = {-1, 0}}, 1, 1, {T(H, -1, 1, 5)}, {T(H, -1, 1, 1)},
+     NULL, EXACT, false},
+    {"mean axis 1", TR_OP_MEAN, {.axis = {1, 0}}, 1, 1, {T(H, -1, 1, 3, 257, 5)}, {T(H, -1, 1, 3, 1, 5)}, NULL, EXACT,
+     false},
+    {"mean of all", TR_OP_MEAN, {.axis = {-1, 0}}, 1, 1, {T(H, -1, 1, 3, 333)}, {T(F, -1, 1, 1)}, NULL, EXACT, false},
+    {"sum_bwd axis 0", TR_OP_SUM_BWD, {.axis = {0, 0}}, 1, 1, {T(H, -1, 1, 1, 3, 7)}, {T(H, -1, 1, 5, 3, 7)}, NULL,
+     EXACT, false},
+    {"sum_bwd axis 2, mean", TR_OP_SUM_BWD, {.axis = {2, 1}}, 1, 1, {T(F, -1, 1, 3, 5, 1)}, {T(H, -1, 1, 3, 5, 7)},
+     NULL, EXACT, false},
+    {"sum_bwd of all, mean", TR_OP_SUM_BWD, {.axis = {-1, 1}}, 1, 1, {T(F, -1, 1, 1)}, {T(H, -1, 1, 3, 257)}, NULL,
+     EXACT, false},
+    {"argmax with ties", TR_OP_ARGMAX, {0}, 1, 1, {T(H, -1, 1, 6, 257)}, {T(I, 0, 1, 6)}, argmax_ties, EXACT, false},
+    {"argmax, 1 column", TR_OP_ARGMAX, {0}, 1, 1, {T(H, -1, 1, 2, 3, 1)}, {T(I, 0, 1, 2, 3)}, NULL, EXACT, false},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
