@@ -99,6 +99,8 @@ START_TEST(workspace_sizes)
                      table = {.dtype = TR_F32, .rank = 2, .dim = {7, 8}};
     struct tr_tensor ein[2] = {dy, ids}, eout[1] = {table};
     ck_assert_uint_eq(be->workspace_bytes(&eb, ein, eout), 512 * 8);   /* 300 keys padded to 512 */
+    eb.op = TR_OP_GATHER_BWD;   /* the same sort */
+    ck_assert_uint_eq(be->workspace_bytes(&eb, ein, eout), 512 * 8);
 }
 END_TEST
 
@@ -606,6 +608,8 @@ START_TEST(bad_ids_refused)
     expect_refusal(TR_OP_EMBEDDING, 2, (struct tr_tensor[]){table, ids}, &y);
     struct tr_tensor dy = gc_make(TR_F32, 6, 3);
     expect_refusal(TR_OP_EMBEDDING_BWD, 2, (struct tr_tensor[]){dy, ids}, &table);
+    expect_refusal(TR_OP_GATHER, 2, (struct tr_tensor[]){table, ids}, &y);   /* "outside the 5 rows of x" */
+    expect_refusal(TR_OP_GATHER_BWD, 2, (struct tr_tensor[]){dy, ids}, &table);
     struct tr_tensor logits = gc_make(TR_F32, 6, 5), loss = gc_make(TR_F32, 1), dloss = gc_make(TR_F32, 1);
     values[3] = -100, values[5] = 7;   /* −100 is ignored; 7 at row 5 is outside the 5 classes */
     memcpy(ids.data, values, sizeof values);
