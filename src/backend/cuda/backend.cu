@@ -235,6 +235,12 @@ static void fill_table(struct tr_backend *be)
     k[TR_OP_MEAN] = tr_cuda_mean;
     k[TR_OP_SUM_BWD] = tr_cuda_sum_bwd;
     k[TR_OP_ARGMAX] = tr_cuda_argmax;
+    k[TR_OP_MAXPOOL] = tr_cuda_maxpool;
+    k[TR_OP_MAXPOOL_BWD] = tr_cuda_maxpool_bwd;
+    k[TR_OP_AVGPOOL] = tr_cuda_avgpool;
+    k[TR_OP_AVGPOOL_BWD] = tr_cuda_avgpool_bwd;
+    k[TR_OP_GLOBAL_AVGPOOL] = tr_cuda_global_avgpool;
+    k[TR_OP_GLOBAL_AVGPOOL_BWD] = tr_cuda_global_avgpool_bwd;
 }
 
 extern "C" const struct tr_backend *tr_backend_cuda(void)

@@ -168,7 +168,8 @@ void cuda_convert(cudaStream_t stream, const void *src, int ts, void *dst, int t
     X(softmax) X(softmax_bwd) X(log_softmax) X(log_softmax_bwd) X(layernorm) X(layernorm_bwd) \
     X(embedding) X(embedding_bwd) X(cross_entropy) X(cross_entropy_bwd) \
     X(accumulate) X(permute) X(slice) X(slice_bwd) X(concat) X(masked_fill) X(gather) X(gather_bwd) \
-    X(sum) X(mean) X(sum_bwd) X(argmax)
+    X(sum) X(mean) X(sum_bwd) X(argmax) \
+    X(maxpool) X(maxpool_bwd) X(avgpool) X(avgpool_bwd) X(global_avgpool) X(global_avgpool_bwd)
 
 #define CUDA_DECLARE(name) int tr_cuda_##name(const struct tr_kernel_args *a);
 CUDA_KERNELS(CUDA_DECLARE)
