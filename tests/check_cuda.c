@@ -256,6 +256,21 @@ static void argmax_ties(struct set *s)
     }
 }
 
+/* maxpool_bwd (dy, argmax): the argmax of a random x [.., H, W] by the CPU's maxpool, its H and
+ * W those of the case's dx */
+static void maxpool_argmax(struct set *s)
+{
+    const struct tr_tensor *dy = &s->in[0];
+    int64_t dims[4] = {dy->dim[0], dy->dim[1], s->out[0].dim[2], s->out[0].dim[3]};
+    struct tr_tensor x = gc_tensor(TR_F32, 4, dims), y = gc_tensor(TR_F32, 4, dy->dim);
+    uint64_t seed = 78;
+    gc_fill(&x, &seed, -3, 3);
+    struct tr_node n = {.op = TR_OP_MAXPOOL, .attrs.pool = {3, 2, 1}, .nin = 1, .nout = 2};
+    struct tr_tensor out[2] = {y, s->in[1]};
+    cpu_run(&n, &x, out, NULL);
+    gc_free(&x), gc_free(&y);
+}
+
 /* ---- the cases ------------------------------------------------------------------------------ */
 
 static const struct op_case cases[] = {
@@ -436,6 +451,25 @@ static const struct op_case cases[] = {
      EXACT, false},
     {"argmax with ties", TR_OP_ARGMAX, {0}, 1, 1, {T(H, -1, 1, 6, 257)}, {T(I, 0, 1, 6)}, argmax_ties, EXACT, false},
     {"argmax, 1 column", TR_OP_ARGMAX, {0}, 1, 1, {T(H, -1, 1, 2, 3, 1)}, {T(I, 0, 1, 2, 3)}, NULL, EXACT, false},
+    /* pooling: backwards gather their windows in the CPU's scatter order, bit for bit */
+    {"maxpool 3/2/1", TR_OP_MAXPOOL, {.pool = {3, 2, 1}}, 1, 2, {T(H, -3, 3, 2, 3, 9, 11)},
+     {T(H, -1, 1, 2, 3, 5, 6), T(I, 0, 1, 2, 3, 5, 6)}, NULL, EXACT, false},
+    {"maxpool 2/2/0", TR_OP_MAXPOOL, {.pool = {2, 2, 0}}, 1, 2, {T(H, -3, 3, 1, 2, 7, 7)},
+     {T(F, -1, 1, 1, 2, 3, 3), T(I, 0, 1, 1, 2, 3, 3)}, NULL, EXACT, false},
+    {"maxpool_bwd 3/2/1 (overlapping windows)", TR_OP_MAXPOOL_BWD, {.pool = {3, 2, 1}}, 2, 1,
+     {T(H, -1, 1, 2, 3, 5, 6), T(I, 0, 1, 2, 3, 5, 6)}, {T(H, -1, 1, 2, 3, 9, 11)}, maxpool_argmax, EXACT, false},
+    {"avgpool 3/2/1", TR_OP_AVGPOOL, {.pool = {3, 2, 1}}, 1, 1, {T(H, -3, 3, 2, 3, 9, 11)}, {T(H, -1, 1, 2, 3, 5, 6)},
+     NULL, EXACT, false},
+    {"avgpool 2/2/0 into f32", TR_OP_AVGPOOL, {.pool = {2, 2, 0}}, 1, 1, {T(H, -3, 3, 1, 2, 7, 7)},
+     {T(F, -1, 1, 1, 2, 3, 3)}, NULL, EXACT, false},
+    {"avgpool_bwd 3/2/1", TR_OP_AVGPOOL_BWD, {.pool = {3, 2, 1}}, 1, 1, {T(H, -1, 1, 2, 3, 5, 6)},
+     {T(H, -1, 1, 2, 3, 9, 11)}, NULL, EXACT, false},
+    {"avgpool_bwd 3/1/1", TR_OP_AVGPOOL_BWD, {.pool = {3, 1, 1}}, 1, 1, {T(F, -1, 1, 1, 2, 7, 5)},
+     {T(H, -1, 1, 1, 2, 7, 5)}, NULL, EXACT, false},
+    {"global_avgpool", TR_OP_GLOBAL_AVGPOOL, {0}, 1, 1, {T(H, -3, 3, 2, 3, 17, 15)}, {T(H, -1, 1, 2, 3)}, NULL, EXACT,
+     false},
+    {"global_avgpool_bwd", TR_OP_GLOBAL_AVGPOOL_BWD, {0}, 1, 1, {T(H, -1, 1, 2, 3)}, {T(F, -1, 1, 2, 3, 5, 7)}, NULL,
+     EXACT, false},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -649,8 +683,9 @@ START_TEST(repeatable)
 {
     static const char *const picks[] = {"bias_grad, 130 rows (3 chunks)", "layernorm_bwd, 130 rows",
                                         "embedding_bwd, 300 positions, 257 columns",
-                                        "cross_entropy with ignored rows, 257 classes"};
-    for (int p = 0; p < 4; p++) {
+                                        "cross_entropy with ignored rows, 257 classes", "sum of all",
+                                        "gather_bwd, repeated ids", "maxpool_bwd 3/2/1 (overlapping windows)"};
+    for (int p = 0; p < (int)(sizeof picks / sizeof picks[0]); p++) {
         const struct op_case *c = find_case(picks[p]);
         uint64_t seed = 99;
         struct set s = {0};
