@@ -656,6 +656,25 @@ START_TEST(bad_ids_refused)
 }
 END_TEST
 
+/* maxpool_bwd's argmax indices outside [−1, H·W) are counted and refused with the CPU's sentence. */
+START_TEST(bad_argmax_refused)
+{
+    struct tr_node node = {.op = TR_OP_MAXPOOL_BWD, .attrs.pool = {2, 2, 0}, .nin = 2, .nout = 1};
+    struct tr_tensor dy = gc_make(TR_F32, 1, 1, 2, 2), argmax = gc_make(TR_I32, 1, 1, 2, 2),
+                     dx = gc_make(TR_F32, 1, 1, 4, 4);
+    int32_t values[4] = {0, -2, 16, -1};   /* −2 and 16 are bad; −1 is a window of padding alone */
+    memcpy(argmax.data, values, sizeof values);
+    char cpu_error[TR_KERNEL_ERROR_MAX] = "", gpu_error[TR_KERNEL_ERROR_MAX] = "";
+    struct tr_kernel_args a = {.node = &node, .in = {dy, argmax}, .out = {dx}, .nin = 2, .nout = 1, .error = cpu_error};
+    ck_assert_int_eq(tr_backend_run(tr_backend_cpu(), &a), TR_EINVAL);
+    ck_assert_str_eq(cpu_error, "maxpool_bwd: 2 argmax indices fall outside the 4×4 plane");
+    struct tr_tensor got = clone(&dx);
+    ck_assert_int_eq(gpu_run(&node, (struct tr_tensor[]){dy, argmax}, &dx, &got, NULL, gpu_error), TR_EINVAL);
+    ck_assert_str_eq(gpu_error, cpu_error);
+    gc_free(&dy), gc_free(&argmax), gc_free(&dx), gc_free(&got);
+}
+END_TEST
+
 /* A workspace smaller than workspace_bytes says so, and nothing runs. */
 START_TEST(short_workspace_refused)
 {
@@ -732,6 +751,7 @@ int main(void)
         tcase_set_timeout(gpu, 600);
         tcase_add_loop_test(gpu, ops_match_the_cpu, 0, 3 * NCASES);
         tcase_add_test(gpu, bad_ids_refused);
+        tcase_add_test(gpu, bad_argmax_refused);
         tcase_add_test(gpu, short_workspace_refused);
         tcase_add_test(gpu, repeatable);
         suite_add_tcase(s, gpu);
