@@ -39,12 +39,21 @@ __device__ __forceinline__ void windows_of(const struct pool_geom &g, int64_t i,
     *hi = last < outs ? last : outs;
 }
 
-static int check_geom(const struct tr_kernel_args *a, const struct pool_geom &g)
+/* The host side's start, the same for the four windowed ops: the context, the geometry of the
+ * pooled x and y, and its check. NULL (the sentence in args->error) to stop. */
+static struct cuda_context *pool_begin(const struct tr_kernel_args *a, const struct tr_tensor *x,
+                                       const struct tr_tensor *y, struct pool_geom *g)
 {
-    if (g.kernel < 1 || g.stride < 1 || g.pad < 0)
-        return cuda_fail(a, "kernel %lld, stride %lld, pad %lld: a window needs kernel ≥ 1, stride ≥ 1, pad ≥ 0",
-                         (long long)g.kernel, (long long)g.stride, (long long)g.pad);
-    return 0;
+    struct cuda_context *ctx = cuda_begin(a);
+    if (!ctx)
+        return NULL;
+    *g = pool_geom_of(a->node, x, y);
+    if (g->kernel < 1 || g->stride < 1 || g->pad < 0) {
+        cuda_fail(a, "kernel %lld, stride %lld, pad %lld: a window needs kernel ≥ 1, stride ≥ 1, pad ≥ 0",
+                  (long long)g->kernel, (long long)g->stride, (long long)g->pad);
+        return NULL;
+    }
+    return ctx;
 }
 
 #define GRID(n) cuda_blocks(n, 256), 256, 0, ctx->stream
@@ -75,13 +84,10 @@ __global__ void maxpool_kernel(struct pool_geom g, const void *x, int tx, void *
 
 int tr_cuda_maxpool(const struct tr_kernel_args *a)
 {
-    struct cuda_context *ctx = cuda_begin(a);
+    struct pool_geom g;
+    struct cuda_context *ctx = pool_begin(a, &a->in[0], &a->out[0], &g);
     if (!ctx)
         return TR_EINVAL;
-    struct pool_geom g = pool_geom_of(a->node, &a->in[0], &a->out[0]);
-    int rc = check_geom(a, g);
-    if (rc)
-        return rc;
     if (a->out[1].dtype != TR_I32)
         return cuda_fail(a, "argmax must be i32, not %s", tr_dtype_name(a->out[1].dtype));
     int64_t n = g.planes * g.Ho * g.Wo;
@@ -123,18 +129,16 @@ __global__ void maxpool_bwd_kernel(struct pool_geom g, const void *dy, int tdy, 
 
 int tr_cuda_maxpool_bwd(const struct tr_kernel_args *a)
 {
-    struct cuda_context *ctx = cuda_begin(a);
+    struct pool_geom g;
+    struct cuda_context *ctx = pool_begin(a, &a->out[0], &a->in[0], &g);
     if (!ctx)
         return TR_EINVAL;
-    struct pool_geom g = pool_geom_of(a->node, &a->out[0], &a->in[0]);
-    int rc = check_geom(a, g);
-    if (rc)
-        return rc;
     if (a->in[1].dtype != TR_I32)
         return cuda_fail(a, "argmax must be i32, not %s", tr_dtype_name(a->in[1].dtype));
     int64_t outs = g.planes * g.Ho * g.Wo, n = g.planes * g.H * g.W;
     const int32_t *argmax = (const int32_t *)a->in[1].data;
     if (outs > 0) {   /* the CPU's check, counted on the device and read back (a sync per call) */
+        int rc;
         unsigned long long init[2] = {0, 0}, got[2];
         if ((rc = cuda_status(a, cudaMemcpyAsync(ctx->check, init, sizeof init, cudaMemcpyHostToDevice, ctx->stream),
                               "cudaMemcpyAsync of the check words")))
@@ -175,13 +179,10 @@ __global__ void avgpool_kernel(struct pool_geom g, const void *x, int tx, void *
 
 int tr_cuda_avgpool(const struct tr_kernel_args *a)
 {
-    struct cuda_context *ctx = cuda_begin(a);
+    struct pool_geom g;
+    struct cuda_context *ctx = pool_begin(a, &a->in[0], &a->out[0], &g);
     if (!ctx)
         return TR_EINVAL;
-    struct pool_geom g = pool_geom_of(a->node, &a->in[0], &a->out[0]);
-    int rc = check_geom(a, g);
-    if (rc)
-        return rc;
     int64_t n = g.planes * g.Ho * g.Wo;
     if (n == 0)
         return 0;
@@ -207,13 +208,10 @@ __global__ void avgpool_bwd_kernel(struct pool_geom g, const void *dy, int tdy, 
 
 int tr_cuda_avgpool_bwd(const struct tr_kernel_args *a)
 {
-    struct cuda_context *ctx = cuda_begin(a);
+    struct pool_geom g;
+    struct cuda_context *ctx = pool_begin(a, &a->out[0], &a->in[0], &g);
     if (!ctx)
         return TR_EINVAL;
-    struct pool_geom g = pool_geom_of(a->node, &a->out[0], &a->in[0]);
-    int rc = check_geom(a, g);
-    if (rc)
-        return rc;
     int64_t n = g.planes * g.H * g.W;
     if (n == 0)
         return 0;
