@@ -92,6 +92,7 @@
 #ifndef TR_BACKEND_H
 #define TR_BACKEND_H
 
+#include "core/alloc.h"
 #include "graph/graph.h"
 
 /* What dropout's counter-based generator needs to know about the micro-batch being run. */
@@ -116,6 +117,35 @@ struct tr_kernel_args {
 
 typedef int (*tr_kernel_fn)(const struct tr_kernel_args *args);
 
+/* The directions of tr_backend.copy: host memory is the process's, device memory the regions'. */
+enum tr_copy { TR_COPY_TO_DEVICE, TR_COPY_TO_HOST, TR_COPY_ON_DEVICE };
+
+/* One parameter as the optimizer sees it: its bytes in the parameters and gradients regions,
+ * its first state element, its size, and whether weight decay applies. */
+struct tr_param_span {
+    int64_t param, grad;   /* byte offsets into the regions */
+    int64_t state;         /* element offset of its first state word (AdamW's m, SGD's momentum) */
+    int64_t numel;
+    int decay;
+};
+
+/* The optimizer step over every parameter at once (a multi-tensor update): AdamW (decoupled
+ * weight decay) or SGD with momentum/Nesterov, as PyTorch defines them (src/train/optim.h).
+ * params, grads and state are device memory; spans is host memory, in graph order. */
+struct tr_optim_args {
+    char *params, *grads;
+    float *state;            /* AdamW: m for every parameter, then v (state + total); SGD: the
+                              * momentum buffer, NULL without momentum */
+    int64_t total;           /* the parameters' elements together */
+    const struct tr_param_span *spans;
+    int nspans;
+    int kind;                /* enum tr_optimizer */
+    double lr, weight_decay, beta1, beta2, eps, momentum;
+    int nesterov;
+    int64_t step;            /* 1 at the first update */
+    char *error;             /* TR_KERNEL_ERROR_MAX bytes for a failure's sentence */
+};
+
 struct tr_backend {
     const char *name;
     tr_kernel_fn kernels[TR_NOPS];
@@ -123,10 +153,43 @@ struct tr_backend {
      * tensors); 0 for most. in and out hold node->nin and node->nout tensors. */
     size_t (*workspace_bytes)(const struct tr_node *node, const struct tr_tensor *in,
                               const struct tr_tensor *out);
+
+    /* Memory. The regions come from `memory`; the host buffers the loader fills from
+     * `host_memory` (CUDA: page-locked, so copies to the device run at full speed and
+     * asynchronously). host_visible: the host may read and write the regions directly (the
+     * CPU); otherwise every access goes through copy and fill. */
+    const struct tr_memory_ops *memory, *host_memory;
+    bool host_visible;
+    /* Copies bytes, ordered after every kernel queued before it; a copy to the host has
+     * arrived when it returns, a copy to the device has read its source. 0 or TR_EINVAL with
+     * a sentence in error (TR_KERNEL_ERROR_MAX bytes). */
+    int (*copy)(void *dst, const void *src, size_t bytes, enum tr_copy direction, char *error);
+    /* Sets bytes of device memory to byte, ordered as copy. */
+    int (*fill)(void *dst, int byte, size_t bytes, char *error);
+    /* Waits for everything queued; an asynchronous fault surfaces here. */
+    int (*synchronize)(char *error);
+
+    /* The optimizer's passes over all gradients: the update; the sum of squares (each
+     * parameter's in order, then the parameters in order, in double: the same bits on any
+     * thread count); multiplying every gradient by factor and saying whether all of them are
+     * finite afterwards (the fp16 unscale and overflow check fused; clipping). */
+    int (*optim_step)(const struct tr_optim_args *a);
+    int (*grad_sumsq)(const struct tr_optim_args *a, double *sumsq);
+    int (*grad_scale)(const struct tr_optim_args *a, float factor, bool *finite);
 };
 
 /* The CPU backend: OpenBLAS for GEMMs, OpenMP for the rest. */
 const struct tr_backend *tr_backend_cpu(void);
+/* The CPU backend as a device the host cannot see: the regions are mapped inaccessible except
+ * while a kernel, a copy or a fill runs, so any direct host access to them is a crash. The
+ * tests run whole trainings on it to prove the trainer reaches tensors only through copy and
+ * fill, as the CUDA backend needs. Not thread-safe; slow (two mprotect calls a region a
+ * kernel). */
+const struct tr_backend *tr_backend_cpu_fenced(void);
+/* The backend a device kind (plan/device.h) trains on: "cpu", "cpu-fenced" or "cuda", the
+ * environment's TRAINRUN_BACKEND overriding it (the tests' hook); NULL with a sentence in
+ * error when that backend is not built or not known. */
+const struct tr_backend *tr_backend_for(int device_kind, char *error, size_t size);
 
 /* Runs one node's kernel on bound tensors (the executor's and the tests' single entry point). */
 int tr_backend_run(const struct tr_backend *be, struct tr_kernel_args *args);

@@ -24,6 +24,75 @@ void *tr_exec_data(const struct tr_exec *x, int v)
     return x->base[tr_region_kind(x->g->values[root].kind)] + x->plan->offset[root];
 }
 
+static int copy_failed(const struct tr_exec *x, int v, const char *what, const char *error)
+{
+    snprintf(((struct tr_exec *)x)->error, sizeof x->error, "%s value %d (%.80s): %.150s", what, v, x->g->values[v].name,
+             error);
+    return TR_EINVAL;
+}
+
+int tr_exec_read(const struct tr_exec *x, int v, void *host, size_t bytes)
+{
+    char error[TR_KERNEL_ERROR_MAX];
+    if (x->be->copy(host, tr_exec_data(x, v), bytes, TR_COPY_TO_HOST, error))
+        return copy_failed(x, v, "reading", error);
+    return 0;
+}
+
+int tr_exec_write(struct tr_exec *x, int v, const void *host, size_t bytes)
+{
+    char error[TR_KERNEL_ERROR_MAX];
+    if (x->be->copy(tr_exec_data(x, v), host, bytes, TR_COPY_TO_DEVICE, error))
+        return copy_failed(x, v, "writing", error);
+    return 0;
+}
+
+int tr_exec_fill(struct tr_exec *x, int v, int byte, size_t bytes)
+{
+    char error[TR_KERNEL_ERROR_MAX];
+    if (x->be->fill(tr_exec_data(x, v), byte, bytes, error))
+        return copy_failed(x, v, "filling", error);
+    return 0;
+}
+
+static size_t region_size(const struct tr_exec *x, enum tr_value_kind kind)
+{
+    return x->region_bytes[kind] ? x->region_bytes[kind] : x->plan->region_bytes[kind];
+}
+
+static char *mirror_of(struct tr_exec *x, enum tr_value_kind kind)
+{
+    if (!x->mirror[kind])
+        x->mirror[kind] = x->be->host_visible ? x->base[kind] : tr_xcalloc(region_size(x, kind) + 1, 1);
+    return x->mirror[kind];
+}
+
+void *tr_exec_host(struct tr_exec *x, int v)
+{
+    int root = tr_storage_of(x->g, v);
+    if (x->plan->offset[root] < 0)
+        return NULL;
+    return mirror_of(x, tr_region_kind(x->g->values[root].kind)) + x->plan->offset[root];
+}
+
+static int mirror_copy(struct tr_exec *x, enum tr_value_kind kind, enum tr_copy direction)
+{
+    char *m = mirror_of(x, kind), error[TR_KERNEL_ERROR_MAX];
+    if (m == x->base[kind])
+        return 0;
+    size_t bytes = region_size(x, kind);
+    if (x->be->copy(direction == TR_COPY_TO_HOST ? m : x->base[kind], direction == TR_COPY_TO_HOST ? x->base[kind] : m,
+                    bytes, direction, error)) {
+        snprintf(x->error, sizeof x->error, "copying the %zu-byte region %s the device: %s", bytes,
+                 direction == TR_COPY_TO_HOST ? "from" : "to", error);
+        return TR_EINVAL;
+    }
+    return 0;
+}
+
+int tr_exec_pull(struct tr_exec *x, enum tr_value_kind kind) { return mirror_copy(x, kind, TR_COPY_TO_HOST); }
+int tr_exec_push(struct tr_exec *x, enum tr_value_kind kind) { return mirror_copy(x, kind, TR_COPY_TO_DEVICE); }
+
 static int fail(struct tr_exec *x, const struct tr_node *n, int step, const char *what)
 {
     snprintf(x->error, sizeof x->error, "step %d (%s): %s", step, tr_op_name(n->op), what);
@@ -32,7 +101,7 @@ static int fail(struct tr_exec *x, const struct tr_node *n, int step, const char
 
 /* Debug: fill a dead value's slot with NaN bytes (0xff…), so a kernel that reads it yields
  * NaN, which the tests see in the loss. */
-static void poison(struct tr_exec *x, int step)
+static int poison(struct tr_exec *x, int step)
 {
     const struct tr_memplan *p = x->plan;
     for (int v = 0; v < x->g->nvalues; v++) {
@@ -44,26 +113,44 @@ static void poison(struct tr_exec *x, int step)
         for (int i = 0; i < node->nout; i++)
             handed_on |= tr_storage_of(x->g, node->out[i]) != v && p->offset[tr_storage_of(x->g, node->out[i])] == p->offset[v];
         if (!handed_on) {
-            memset(x->base[TR_ACT] + p->offset[v], 0xff, p->bytes[v]);
+            char error[TR_KERNEL_ERROR_MAX];
+            if (x->be->fill(x->base[TR_ACT] + p->offset[v], 0xff, p->bytes[v], error))
+                return fail(x, node, step, error);
             memset(x->shadow + p->offset[v], 0xff, p->bytes[v]);
         }
     }
+    return 0;
+}
+
+/* Debug: the arena as it is now, on the host: the region itself, or a copy of a device's. */
+static const char *arena_now(struct tr_exec *x, char *error)
+{
+    if (x->be->host_visible)
+        return x->base[TR_ACT];
+    if (!x->seen)
+        x->seen = tr_xmalloc(x->shadow_bytes);
+    return x->be->copy(x->seen, x->base[TR_ACT], x->plan->region_bytes[TR_ACT], TR_COPY_TO_HOST, error) ? NULL
+                                                                                                      : x->seen;
 }
 
 /* Debug: everything the node did not own must be as it was. */
 static int police(struct tr_exec *x, const struct tr_node *node, int step)
 {
     const struct tr_memplan *p = x->plan;
+    char error[TR_KERNEL_ERROR_MAX];
+    const char *arena = arena_now(x, error);
+    if (!arena)
+        return fail(x, node, step, error);
     for (int i = 0; i < node->nout; i++) {
         int v = tr_storage_of(x->g, node->out[i]);
         if (x->g->values[v].kind == TR_ACT && p->offset[v] >= 0)
-            memcpy(x->shadow + p->offset[v], x->base[TR_ACT] + p->offset[v], p->bytes[v]);
+            memcpy(x->shadow + p->offset[v], arena + p->offset[v], p->bytes[v]);
     }
     size_t size = p->region_bytes[TR_ACT];
-    if (memcmp(x->shadow, x->base[TR_ACT], size) == 0)
+    if (memcmp(x->shadow, arena, size) == 0)
         return 0;
     size_t at = 0;
-    while (at < size && x->shadow[at] == x->base[TR_ACT][at])
+    while (at < size && x->shadow[at] == arena[at])
         at++;
     char what[160];
     snprintf(what, sizeof what, "wrote arena byte %zu, outside its outputs", at);
@@ -75,6 +162,18 @@ static int police(struct tr_exec *x, const struct tr_node *node, int step)
     return fail(x, node, step, what);
 }
 
+/* Whether the node at step is its phase's last before another phase (or the schedule's end). */
+static bool phase_ends(const struct tr_exec *x, int step)
+{
+    enum tr_phase phase = x->g->nodes[x->schedule[step]].phase;
+    for (int next = step + 1; next < x->n; next++) {
+        const struct tr_node *n = &x->g->nodes[x->schedule[next]];
+        if (n->op != TR_OP_RESHAPE)
+            return n->phase != phase;
+    }
+    return true;
+}
+
 int tr_exec_run(struct tr_exec *x, int64_t B, int64_t S)
 {
     if (B > x->plan->B || S > x->plan->S) {
@@ -82,15 +181,20 @@ int tr_exec_run(struct tr_exec *x, int64_t B, int64_t S)
                  (long long)B, (long long)S, (long long)x->plan->B, (long long)x->plan->S);
         return TR_EINVAL;
     }
+    char kernel_error[TR_KERNEL_ERROR_MAX];
     if (x->debug) {   /* each run may bind another plan (length buckets): its arena, synced */
         if (x->shadow_bytes < x->plan->region_bytes[TR_ACT] + 1) {
-            free(x->shadow);
+            free(x->shadow), free(x->seen);
+            x->seen = NULL;
             x->shadow_bytes = x->plan->region_bytes[TR_ACT] + 1;
             x->shadow = tr_xmalloc(x->shadow_bytes);
         }
-        memcpy(x->shadow, x->base[TR_ACT], x->plan->region_bytes[TR_ACT]);
+        const char *arena = arena_now(x, kernel_error);
+        if (!arena)
+            return snprintf(x->error, sizeof x->error, "debug: %s", kernel_error), TR_EINVAL;
+        memcpy(x->shadow, arena, x->plan->region_bytes[TR_ACT]);
     }
-    char kernel_error[TR_KERNEL_ERROR_MAX];
+    double phase_start = seconds();
     for (int step = 0; step < x->n; step++) {
         const struct tr_node *node = &x->g->nodes[x->schedule[step]];
         if (node->op != TR_OP_RESHAPE) {   /* a view: nothing to run */
@@ -107,7 +211,18 @@ int tr_exec_run(struct tr_exec *x, int64_t B, int64_t S)
             double start = x->op_seconds || x->phase_seconds ? seconds() : 0;
             if (tr_backend_run(x->be, &a))
                 return fail(x, node, step, kernel_error);
-            if (x->op_seconds || x->phase_seconds) {
+            /* a device's kernels return before they finish: timing each op waits for each; a
+             * phase's time waits only where the phase changes (the device stays busy) */
+            if (!x->be->host_visible && (x->op_seconds || (x->phase_seconds && phase_ends(x, step))) &&
+                x->be->synchronize(kernel_error))
+                return fail(x, node, step, kernel_error);
+            if (!x->be->host_visible && !x->op_seconds && x->phase_seconds) {
+                if (phase_ends(x, step)) {
+                    double t = seconds();
+                    x->phase_seconds[node->phase] += t - phase_start;
+                    phase_start = t;
+                }
+            } else if (x->op_seconds || x->phase_seconds) {
                 double took = seconds() - start;
                 if (x->op_seconds)
                     x->op_seconds[node->op] += took;
@@ -115,11 +230,8 @@ int tr_exec_run(struct tr_exec *x, int64_t B, int64_t S)
                     x->phase_seconds[node->phase] += took;
             }
         }
-        if (x->debug) {
-            if (police(x, node, step))
-                return TR_EINVAL;
-            poison(x, step);
-        }
+        if (x->debug && (police(x, node, step) || poison(x, step)))
+            return TR_EINVAL;
     }
     return 0;
 }
@@ -136,6 +248,7 @@ int tr_exec_alloc(struct tr_exec *x, struct tr_allocator *a, const size_t *regio
         if (tr_alloc_region(a, map[i].region, region_bytes[map[i].kind], &p))
             return snprintf(x->error, sizeof x->error, "%s", tr_alloc_error(a)), TR_ENOMEM;
         x->base[map[i].kind] = p;
+        x->region_bytes[map[i].kind] = region_bytes[map[i].kind];
     }
     if (tr_alloc_region(a, TR_REGION_WORKSPACE, workspace_bytes, &x->workspace))
         return snprintf(x->error, sizeof x->error, "%s", tr_alloc_error(a)), TR_ENOMEM;
@@ -144,7 +257,12 @@ int tr_exec_alloc(struct tr_exec *x, struct tr_allocator *a, const size_t *regio
 
 void tr_exec_free(struct tr_exec *x)
 {
-    free(x->shadow);
-    x->shadow = NULL;
+    free(x->shadow), free(x->seen);
+    x->shadow = x->seen = NULL;
+    for (int k = 0; k < TR_NKINDS; k++) {
+        if (x->mirror[k] != x->base[k])
+            free(x->mirror[k]);
+        x->mirror[k] = NULL;
+    }
     x->shadow_bytes = 0;
 }

@@ -16,6 +16,7 @@ struct tr_exec {
     const struct tr_memplan *plan;
     const struct tr_backend *be;
     char *base[TR_NKINDS];      /* region bases, by value kind ([TR_ACT]: the arena) */
+    size_t region_bytes[TR_NKINDS];   /* their sizes (tr_exec_alloc's; 0: the plan's) */
     void *workspace;
     const struct tr_rng_ctx *rng;
     bool debug;
@@ -24,6 +25,8 @@ struct tr_exec {
                                  * (forward, backward, recompute, optimizer) is added here */
     char *shadow;               /* debug: the arena as it should be */
     size_t shadow_bytes;
+    char *seen;                 /* debug on a device: the arena as copied back after a node */
+    char *mirror[TR_NKINDS];    /* host copies of device regions (tr_exec_host), made on first use */
     char error[TR_KERNEL_ERROR_MAX + 64];
 };
 
@@ -31,6 +34,18 @@ struct tr_exec {
 int tr_exec_run(struct tr_exec *x, int64_t B, int64_t S);
 /* Where a value's data is (valid for persistent values always, for activations while live). */
 void *tr_exec_data(const struct tr_exec *x, int v);
+/* Copies between the host and a value's data, whatever memory the backend's is (backend.h:
+ * host_visible): bytes from its start. 0, or TR_EINVAL with x->error. */
+int tr_exec_read(const struct tr_exec *x, int v, void *host, size_t bytes);
+int tr_exec_write(struct tr_exec *x, int v, const void *host, size_t bytes);
+int tr_exec_fill(struct tr_exec *x, int v, int byte, size_t bytes);
+/* The host's view of the persistent region of a kind (TR_PARAM: parameters and state), for
+ * initialisation and checkpoints: the region itself where the host sees it, else a host copy
+ * (x->plan's region size) that tr_exec_pull fills from the region and tr_exec_push copies
+ * back. tr_exec_host is v's address in that view. */
+void *tr_exec_host(struct tr_exec *x, int v);
+int tr_exec_pull(struct tr_exec *x, enum tr_value_kind kind);
+int tr_exec_push(struct tr_exec *x, enum tr_value_kind kind);
 /* Takes the regions (sizes by value kind, as a plan or program gives them) and the workspace
  * from the allocator, which enforces its byte limit; TR_ENOMEM with x->error when refused. */
 int tr_exec_alloc(struct tr_exec *x, struct tr_allocator *a, const size_t *region_bytes,

@@ -49,6 +49,17 @@ int tr_device_profile(const char *path, const char *name, struct tr_device *d, c
 /* The profile names in the file at path, comma-separated, into out. 0 or TR_E…. */
 int tr_device_profile_names(const char *path, char *out, size_t size);
 
+/* GPU index as a CUDA device: its context started (tr_cuda_start), its memory and the
+ * context's cost measured now, its rates from the cuda profile in the profiles file at path
+ * whose description names the same GPU model (or assumed, said in source). 0, or TR_EINVAL
+ * with err (no GPU, no such index, a build without CUDA). */
+int tr_device_cuda(struct tr_device *d, int index, const char *profiles, char *err, size_t errsize);
+/* Whether this build sees a GPU (device: auto trains on it when it does). */
+bool tr_device_cuda_seen(void);
+/* A CUDA device's memory in use now, all processes' (total − free), for predicted-against-
+ * measured; 0 for the CPU or when it cannot be read. */
+int64_t tr_device_in_use(const struct tr_device *d);
+
 /* This host as a CPU device: RAM (or the memory cgroup's limit when lower), the threads
  * OpenMP will use, and the calibration measured by `exe calibrate` — a clean process, so
  * that what BLAS threads take is seen — cached under cache_dir (one file per host, threads

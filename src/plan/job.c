@@ -30,6 +30,20 @@ int tr_plan_device(struct tr_device *d, const char *profile, bool recalibrate, c
     return rc;
 }
 
+int tr_plan_device_named(struct tr_device *d, const char *device, char *err, size_t errsize)
+{
+    if (!strcmp(device, "cpu") || (!strcmp(device, "auto") && !tr_device_cuda_seen()))
+        return tr_plan_device(d, NULL, false, err, errsize);
+    int index = !strncmp(device, "cuda:", 5) ? atoi(device + 5) : 0;   /* the recipe checked the form */
+    return tr_device_cuda(d, index, profiles_path(), err, errsize);
+}
+
+const struct tr_backend *tr_plan_backend(const struct tr_device *dev)
+{
+    char ignored[256];
+    return tr_backend_for(dev->kind, ignored, sizeof ignored);
+}
+
 /* The kind of data (enum tr_data_kind) a model reads. */
 static int model_reads(int arch)
 {

@@ -134,7 +134,7 @@ static void plan_one(struct tr_memplan *mp, const struct tr_built *b, const int 
 {
     int keep[2] = {b->m.loss, b->m.logits >= 0 ? b->m.logits : b->m.rank};
     tr_memplan_build(mp, &b->g, schedule, b->g.nnodes, B, S, keep, 2,
-                     dev->kind == TR_DEVICE_CPU ? tr_backend_cpu() : NULL);
+                     tr_plan_backend(dev));
 }
 
 static void take_max(size_t *regions, const struct tr_memplan *mp)

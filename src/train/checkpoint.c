@@ -32,8 +32,10 @@ static void add(struct entries *e, const char *name, const struct tr_value *val,
     e->n++;
 }
 
-static void list_entries(struct entries *e, const struct tr_exec *x, const struct tr_optim *o)
+/* The entries' data are the host's views (tr_exec_host, tr_optim_host_state). */
+static void list_entries(struct entries *e, struct tr_exec *x, struct tr_optim *o)
 {
+    float *state = tr_optim_host_state(o);
     const struct tr_graph *g = x->g;
     e->t = tr_xcalloc((size_t)g->nvalues * 3 + 1, sizeof *e->t);
     e->names = tr_xcalloc((size_t)g->nvalues * 3 + 1, sizeof *e->names);
@@ -41,7 +43,7 @@ static void list_entries(struct entries *e, const struct tr_exec *x, const struc
     int64_t total = 0, offset = 0;
     for (int v = 0; v < g->nvalues; v++) {
         if (g->values[v].kind == TR_PARAM || g->values[v].kind == TR_STATE)
-            add(e, g->values[v].name, &g->values[v], tr_exec_data(x, v));
+            add(e, g->values[v].name, &g->values[v], tr_exec_host(x, v));
         if (g->values[v].kind == TR_PARAM)
             total += tr_dim_eval(tr_shape_numel(&g->values[v].shape), 1, 1);
     }
@@ -51,12 +53,12 @@ static void list_entries(struct entries *e, const struct tr_exec *x, const struc
         char name[128];
         if (o->kind == TR_OPT_ADAMW) {
             snprintf(name, sizeof name, "optimizer.m.%s", g->values[v].name);
-            add(e, name, &g->values[v], o->state + offset);
+            add(e, name, &g->values[v], state + offset);
             snprintf(name, sizeof name, "optimizer.v.%s", g->values[v].name);
-            add(e, name, &g->values[v], o->state + total + offset);
+            add(e, name, &g->values[v], state + total + offset);
         } else {
             snprintf(name, sizeof name, "optimizer.momentum.%s", g->values[v].name);
-            add(e, name, &g->values[v], o->state + offset);
+            add(e, name, &g->values[v], state + offset);
         }
         offset += tr_dim_eval(tr_shape_numel(&g->values[v].shape), 1, 1);
     }
@@ -83,9 +85,13 @@ static void checksum(const struct tr_st_tensor *t, int n, const void *const *dat
     tr_sha256_hex(digest, hex);
 }
 
-int tr_checkpoint_write(const char *dir, const struct tr_exec *x, const struct tr_optim *o, int64_t step,
+int tr_checkpoint_write(const char *dir, struct tr_exec *x, struct tr_optim *o, int64_t step,
                         const char *recipe_name, const char *trainer_state, char *err, size_t errsize)
 {
+    if (tr_exec_pull(x, TR_PARAM))
+        return snprintf(err, errsize, "%s", x->error), TR_EINVAL;
+    if (tr_optim_pull(o))
+        return snprintf(err, errsize, "%s", o->error), TR_EINVAL;
     struct entries e;
     list_entries(&e, x, o);
     char hex[65], steps[32], ostep[32], path[4200];
@@ -139,6 +145,10 @@ static int read_checkpoint(const char *path, struct tr_exec *x, struct tr_optim 
     if (!rc && load) {
         for (int i = 0; i < e.n; i++)
             memcpy((void *)e.t[i].data, data[i], e.t[i].bytes);
+        if (tr_exec_push(x, TR_PARAM))
+            rc = (snprintf(err, errsize, "%s: %s", path, x->error), TR_EINVAL);
+        else if (tr_optim_push(o))
+            rc = (snprintf(err, errsize, "%s: %s", path, o->error), TR_EINVAL);
         o->step = strtoll(ostep, NULL, 10);
         *step = strtoll(steps, NULL, 10);
         const char *trainer = tr_st_metadata(&st, "trainrun.trainer_state");

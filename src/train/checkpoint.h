@@ -12,7 +12,7 @@
 
 /* Writes dir/step-<step>.safetensors; trainer_state is the trainer's own text (early stopping's
  * record), kept in the metadata. 0, or an error code with a sentence in err. */
-int tr_checkpoint_write(const char *dir, const struct tr_exec *x, const struct tr_optim *o, int64_t step,
+int tr_checkpoint_write(const char *dir, struct tr_exec *x, struct tr_optim *o, int64_t step,
                         const char *recipe_name, const char *trainer_state, char *err, size_t errsize);
 /* Loads the newest checkpoint in dir that verifies into the regions and the optimizer; sets
  * *step (0 when dir holds none) and copies its trainer state into state. Files that do not

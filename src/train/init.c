@@ -54,11 +54,12 @@ static void init_value(const struct tr_init_target *t, int v, float *data)
     }
 }
 
-void tr_init_random(const struct tr_init_target *t)
+int tr_init_random(const struct tr_init_target *t)
 {
     for (int v = 0; v < t->g->nvalues; v++)
         if (is_weight(&t->g->values[v]))
-            init_value(t, v, tr_exec_data(t->x, v));
+            init_value(t, v, tr_exec_host(t->x, v));
+    return tr_exec_push(t->x, TR_PARAM);
 }
 
 /* ---- read ------------------------------------------------------------------------------------- */
@@ -249,7 +250,7 @@ static int load_value(struct load *l, int v, int *missing)
     int64_t dims[TR_MAX_RANK];
     if (!same_shape(val, t, dims))
         return shape_error(l, val->name, t, dims, val->shape.rank);
-    if (to_f32(t, tr_exec_data(l->t->x, v), numel(val)))
+    if (to_f32(t, tr_exec_host(l->t->x, v), numel(val)))
         return dtype_error(l, t);
     l->used[t - l->st.tensors] = 1;
     l->info->loaded++;
@@ -286,7 +287,7 @@ static int settle_missing(struct load *l, const int *missing, int nmissing)
     snprintf(l->info->fresh_head, sizeof l->info->fresh_head, "%.*s", dot ? (int)(dot - name) + 1 : (int)strlen(name),
              name);
     for (int i = 0; i < nmissing; i++)
-        init_value(l->t, missing[i], tr_exec_data(l->t->x, missing[i]));
+        init_value(l->t, missing[i], tr_exec_host(l->t->x, missing[i]));
     l->info->fresh = nmissing;
     return 0;
 }
@@ -309,7 +310,7 @@ static int check_tied(struct load *l)
         if (!copy)
             return out_of_memory(l);
         int bad = to_f32(t, copy, n);
-        int differs = !bad && memcmp(copy, tr_exec_data(l->t->x, v), (size_t)n * sizeof *copy);
+        int differs = !bad && memcmp(copy, tr_exec_host(l->t->x, v), (size_t)n * sizeof *copy);
         free(copy);
         if (bad)
             return dtype_error(l, t);
@@ -356,6 +357,8 @@ int tr_init_load(const struct tr_init_target *t, const char *path, struct tr_ini
         rc = check_tied(&l);
     if (!rc)
         count_ignored(&l);
+    if (!rc && tr_exec_push(t->x, TR_PARAM))
+        rc = (snprintf(err, errsize, "%s: %s", path, t->x->error), TR_EINVAL);
     free(missing);
     free(l.used);
     tr_st_close(&l.st);

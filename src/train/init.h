@@ -13,7 +13,7 @@
 /* The model being initialised: the parameters and state of g, held where x says. */
 struct tr_init_target {
     const struct tr_graph *g;
-    const struct tr_exec *x;
+    struct tr_exec *x;          /* written through its host view (tr_exec_host), then pushed */
     uint64_t seed;              /* the recipe's: what drawn values come from */
     int64_t vocab;              /* text models: the tokenizer's vocabulary size; else 0 */
     const char *vocab_file;     /* the tokenizer's vocabulary file (named when the sizes differ), or NULL */
@@ -35,8 +35,9 @@ struct tr_init_info {
 
 /* Draws every parameter and state value as its builder asked (zero, one, uniform, normal):
  * element i of value v from the counter-based generator keyed by (seed, v, i), the same
- * weights whatever the thread count. */
-void tr_init_random(const struct tr_init_target *t);
+ * weights whatever the thread count. 0, or TR_EINVAL with t->x->error when copying them to
+ * the device failed. */
+int tr_init_random(const struct tr_init_target *t);
 
 /* Reads the file at path into every parameter and state value, by name:
  * - a name is found as it is, else without the base model's prefix (the first component all

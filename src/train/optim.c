@@ -4,92 +4,83 @@
 #include "plan/plan.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "core/error.h"
 
 static int64_t numel(const struct tr_graph *g, int v)
 {
     return tr_dim_eval(tr_shape_numel(&g->values[v].shape), 1, 1);
 }
 
-static float *param_of(const struct tr_optim *o, int v)
-{
-    return (float *)(o->params + o->plan->offset[v]);
-}
-
-static float *grad_of(const struct tr_optim *o, int v)
-{
-    return (float *)(o->grads + o->plan->offset[o->g->values[v].grad]);
-}
-
 void tr_optim_init(struct tr_optim *o, const struct tr_recipe *r, const struct tr_graph *g,
-                   const struct tr_memplan *plan, char *params, char *grads, float *state)
+                   const struct tr_memplan *plan, const struct tr_backend *be, char *params, char *grads,
+                   float *state)
 {
-    *o = (struct tr_optim){.g = g, .plan = plan, .params = params, .grads = grads, .state = state,
+    *o = (struct tr_optim){.g = g, .plan = plan, .be = be, .params = params, .grads = grads, .state = state,
                            .kind = r->train.optimizer.name,
                            .weight_decay = r->train.optimizer.weight_decay,
                            .beta1 = r->train.optimizer.betas.v[0], .beta2 = r->train.optimizer.betas.v[1],
                            .eps = r->train.optimizer.eps, .momentum = r->train.optimizer.momentum,
                            .nesterov = r->train.optimizer.nesterov};
     o->state_bytes = tr_plan_optimizer_bytes(r, g);
-}
-
-/* AdamW (Loshchilov & Hutter; PyTorch's torch.optim.AdamW):
- *   p ← p·(1 − lr·wd);  m ← β1·m + (1 − β1)·g;  v ← β2·v + (1 − β2)·g²;
- *   p ← p − lr·(m/(1 − β1ᵗ)) / (√(v/(1 − β2ᵗ)) + ε) */
-static void adamw(struct tr_optim *o, int v, float *m, float *s, double lr)
-{
-    float *p = param_of(o, v), *g = grad_of(o, v);
-    int64_t n = numel(o->g, v);
-    double wd = o->g->values[v].no_decay ? 0 : o->weight_decay;
-    double c1 = 1 - pow(o->beta1, (double)o->step), c2 = 1 - pow(o->beta2, (double)o->step);
-    float decay = (float)(1 - lr * wd), b1 = (float)o->beta1, b2 = (float)o->beta2;
-    float step = (float)(lr / c1), root_c2 = (float)sqrt(c2), eps = (float)o->eps;
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; i++) {
-        p[i] *= decay;
-        m[i] = b1 * m[i] + (1 - b1) * g[i];
-        s[i] = b2 * s[i] + (1 - b2) * g[i] * g[i];
-        p[i] -= step * m[i] / (sqrtf(s[i]) / root_c2 + eps);
+    for (int v = 0; v < g->nvalues; v++)
+        o->nspans += g->values[v].kind == TR_PARAM;
+    o->spans = tr_xcalloc((size_t)(o->nspans ? o->nspans : 1), sizeof *o->spans);
+    for (int v = 0, i = 0; v < g->nvalues; v++) {
+        if (g->values[v].kind != TR_PARAM)
+            continue;
+        o->spans[i++] = (struct tr_param_span){.param = plan->offset[v], .grad = plan->offset[g->values[v].grad],
+                                               .state = o->total, .numel = numel(g, v),
+                                               .decay = !g->values[v].no_decay};
+        o->total += numel(g, v);
     }
 }
 
-/* SGD (PyTorch's torch.optim.SGD, dampening 0):
- *   g ← g + wd·p;  b ← μ·b + g (b = g at the first step);  d = nesterov ? g + μ·b : b;  p ← p − lr·d */
-static void sgd(struct tr_optim *o, int v, float *buf, double lr)
+void tr_optim_free(struct tr_optim *o)
 {
-    float *p = param_of(o, v), *g = grad_of(o, v);
-    int64_t n = numel(o->g, v);
-    float wd = o->g->values[v].no_decay ? 0 : (float)o->weight_decay, mu = (float)o->momentum;
-    float rate = (float)lr;
-    int first = o->step == 1;
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; i++) {
-        float d = g[i] + wd * p[i];
-        if (buf) {
-            buf[i] = first ? d : mu * buf[i] + d;
-            d = o->nesterov ? d + mu * buf[i] : buf[i];
-        }
-        p[i] -= rate * d;
-    }
+    free(o->spans);
+    if (o->host_state != o->state)
+        free(o->host_state);
+    o->spans = NULL, o->host_state = NULL;
 }
 
-void tr_optim_step(struct tr_optim *o, double lr)
+float *tr_optim_host_state(struct tr_optim *o)
+{
+    if (!o->host_state)
+        o->host_state = o->be->host_visible ? o->state : tr_xcalloc(o->state_bytes / sizeof(float) + 1, sizeof(float));
+    return o->host_state;
+}
+
+static int state_copy(struct tr_optim *o, enum tr_copy direction)
+{
+    float *host = tr_optim_host_state(o);
+    if (host == o->state || !o->state_bytes)
+        return 0;
+    return o->be->copy(direction == TR_COPY_TO_HOST ? host : o->state, direction == TR_COPY_TO_HOST ? o->state : host,
+                       o->state_bytes, direction, o->error);
+}
+
+int tr_optim_pull(struct tr_optim *o) { return state_copy(o, TR_COPY_TO_HOST); }
+int tr_optim_push(struct tr_optim *o) { return state_copy(o, TR_COPY_TO_DEVICE); }
+
+/* The backend's view of the optimizer, for one pass. */
+static struct tr_optim_args args_of(struct tr_optim *o, double lr)
+{
+    return (struct tr_optim_args){.params = o->params, .grads = o->grads,
+                                  .state = o->state_bytes ? o->state : NULL, .total = o->total,
+                                  .spans = o->spans, .nspans = o->nspans, .kind = o->kind, .lr = lr,
+                                  .weight_decay = o->weight_decay, .beta1 = o->beta1, .beta2 = o->beta2,
+                                  .eps = o->eps, .momentum = o->momentum, .nesterov = o->nesterov,
+                                  .step = o->step, .error = o->error};
+}
+
+int tr_optim_step(struct tr_optim *o, double lr)
 {
     o->step++;
-    int64_t offset = 0, total = 0;
-    for (int v = 0; v < o->g->nvalues; v++)
-        if (o->g->values[v].kind == TR_PARAM)
-            total += numel(o->g, v);
-    for (int v = 0; v < o->g->nvalues; v++) {
-        if (o->g->values[v].kind != TR_PARAM)
-            continue;
-        int64_t n = numel(o->g, v);
-        if (o->kind == TR_OPT_ADAMW)
-            adamw(o, v, o->state + offset, o->state + total + offset, lr);
-        else
-            sgd(o, v, o->state_bytes ? o->state + offset : NULL, lr);
-        offset += n;
-    }
+    struct tr_optim_args a = args_of(o, lr);
+    return o->be->optim_step(&a);
 }
 
 double tr_schedule_lr(const struct tr_recipe *r, int64_t t, int64_t total)
@@ -109,55 +100,41 @@ double tr_schedule_lr(const struct tr_recipe *r, int64_t t, int64_t total)
 
 double tr_grad_clip(struct tr_optim *o, double clip)
 {
+    struct tr_optim_args a = args_of(o, 0);
     double sum = 0;
-    for (int v = 0; v < o->g->nvalues; v++) {
-        if (o->g->values[v].kind != TR_PARAM)
-            continue;
-        const float *g = grad_of(o, v);
-        int64_t n = numel(o->g, v);
-        double part = 0;   /* each parameter summed in order: the same bits on any thread count */
-        for (int64_t i = 0; i < n; i++)
-            part += (double)g[i] * g[i];
-        sum += part;
-    }
+    if (o->be->grad_sumsq(&a, &sum))
+        return NAN;
     double norm = sqrt(sum);
-    if (clip > 0 && norm > clip && isfinite(norm)) {
-        float scale = (float)(clip / (norm + 1e-6));   /* PyTorch's clip_grad_norm_ */
-        for (int v = 0; v < o->g->nvalues; v++)
-            if (o->g->values[v].kind == TR_PARAM) {
-                float *g = grad_of(o, v);
-                for (int64_t i = 0, n = numel(o->g, v); i < n; i++)
-                    g[i] *= scale;
-            }
-    }
+    bool finite;
+    if (clip > 0 && norm > clip && isfinite(norm) &&   /* PyTorch's clip_grad_norm_ */
+        o->be->grad_scale(&a, (float)(clip / (norm + 1e-6)), &finite))
+        return NAN;
     return norm;
 }
 
 bool tr_grad_unscale(struct tr_optim *o, float inv)
 {
-    bool finite = true;
-    for (int v = 0; v < o->g->nvalues; v++) {
-        if (o->g->values[v].kind != TR_PARAM)
-            continue;
-        float *g = grad_of(o, v), bad = 0;
-        for (int64_t i = 0, n = numel(o->g, v); i < n; i++) {
-            g[i] *= inv;
-            bad += g[i] - g[i];   /* 0 for every finite value, NaN once one is not */
-        }
-        finite &= bad == 0;
-    }
-    return finite;
+    struct tr_optim_args a = args_of(o, 0);
+    bool finite = false;
+    return !o->be->grad_scale(&a, inv, &finite) && finite;
 }
 
 int tr_grad_first_nonfinite(const struct tr_optim *o)
 {
-    for (int v = 0; v < o->g->nvalues; v++) {
+    int found = -1;
+    float *g = NULL;
+    for (int v = 0, i = 0; v < o->g->nvalues && found < 0; v++) {
         if (o->g->values[v].kind != TR_PARAM)
             continue;
-        const float *g = grad_of(o, v);
-        for (int64_t i = 0, n = numel(o->g, v); i < n; i++)
-            if (!isfinite(g[i]))
-                return v;
+        const struct tr_param_span *s = &o->spans[i++];
+        char error[TR_KERNEL_ERROR_MAX];
+        g = tr_xrealloc(g, (size_t)(s->numel ? s->numel : 1) * sizeof *g);
+        if (o->be->copy(g, o->grads + s->grad, (size_t)s->numel * sizeof *g, TR_COPY_TO_HOST, error))
+            break;
+        for (int64_t k = 0; k < s->numel && found < 0; k++)
+            if (!isfinite(g[k]))
+                found = v;
     }
-    return -1;
+    free(g);
+    return found;
 }

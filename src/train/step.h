@@ -19,13 +19,14 @@ struct tr_step_runner {
     int loss_scale;                 /* the loss.scale input (tr_autodiff's value) */
     int lm;                         /* a language model: its targets are next tokens */
     int64_t features;               /* feature vectors: floats a sample (0 for text) */
-    struct tr_rng_ctx *rng;         /* its step and sample ids are set per micro-batch */
+    struct tr_rng_ctx *rng;         /* its step and sample ids (host memory, the loader's) are set
+                                     * per micro-batch */
 };
 
 /* A micro-batch into x's inputs (at x's plan): features and labels, or for text the token
  * ids, their positions (0, 1, …), segment 0, the padding mask and the labels or next-token
- * targets. */
-void tr_feed(struct tr_exec *x, const struct tr_model *m, int lm, const struct tr_batch *b, int64_t features);
+ * targets. 0, or TR_EINVAL with x->error (a device's copy failed). */
+int tr_feed(struct tr_exec *x, const struct tr_model *m, int lm, const struct tr_batch *b, int64_t features);
 /* The targets the micro-batch's mean loss runs over: its labels, or for a language model its
  * target tokens, those ≠ −100 (ignored) either way. */
 int64_t tr_batch_targets(const struct tr_batch *b, int lm);

@@ -61,7 +61,8 @@ struct run {
     struct side train, eval;
     struct tr_allocator alloc;
     struct tr_optim optim;
-    struct tr_device dev;      /* this host, calibrated */
+    struct tr_device dev;      /* recipe device: this host, calibrated, or a GPU, measured */
+    const struct tr_backend *be;   /* the device's kernels and memory */
     struct tr_plan_job job;
     struct tr_plan plan;       /* the planner's choice: plan.cand[plan.chosen] */
     struct tr_rng_ctx rng;
@@ -148,7 +149,7 @@ static int build_side(struct run *run, struct side *s, int training)
     s->lm = run->data.kind == TR_DATA_TEXT_LM;
     s->loss_scale = s->b.loss_scale;
     s->x = (struct tr_exec){.g = &s->b.g, .schedule = s->b.p.schedule, .n = s->b.p.n,
-                            .plan = &s->b.p.plans[s->b.p.nbuckets - 1], .be = tr_backend_cpu(), .rng = &run->rng};
+                            .plan = &s->b.p.plans[s->b.p.nbuckets - 1], .be = run->be, .rng = &run->rng};
     return 0;
 }
 
@@ -164,19 +165,20 @@ static int allocate(struct run *run)
         work = run->eval.b.p.workspace_bytes;
     if (run->train.b.p.region_bytes[TR_PARAM] != run->eval.b.p.region_bytes[TR_PARAM])
         return fail(run, TR_EXIT_FAILURE, "internal: training and evaluation lay parameters out differently");
-    tr_alloc_init(&run->alloc, NULL);
+    tr_alloc_init(&run->alloc, run->be->memory);
     /* the regions may take what the budget leaves once everything outside them is counted */
     const struct tr_candidate *c = &run->plan.cand[run->plan.chosen];
     tr_alloc_set_limit(&run->alloc, run->plan.budget - (c->footprint - c->peak));
     if (tr_exec_alloc(&run->train.x, &run->alloc, bytes, work))
         return fail(run, TR_EXIT_NO_FIT, "memory budget: %s", run->train.x.error);
     memcpy(run->eval.x.base, run->train.x.base, sizeof run->eval.x.base);
+    memcpy(run->eval.x.region_bytes, run->train.x.region_bytes, sizeof run->eval.x.region_bytes);
     run->eval.x.workspace = run->train.x.workspace;
     size_t state = tr_plan_optimizer_bytes(run->r, &run->train.b.g);
     void *p = NULL;
     if (tr_alloc_region(&run->alloc, TR_REGION_OPTIMIZER, state, &p))
         return fail(run, TR_EXIT_NO_FIT, "memory budget: %s", tr_alloc_error(&run->alloc));
-    tr_optim_init(&run->optim, run->r, &run->train.b.g, run->train.x.plan, run->train.x.base[TR_PARAM],
+    tr_optim_init(&run->optim, run->r, &run->train.b.g, run->train.x.plan, run->be, run->train.x.base[TR_PARAM],
                   run->train.x.base[TR_GRAD], p);
     return 0;
 }
@@ -190,7 +192,8 @@ static int make_plan(struct run *run)
         snprintf(saved, sizeof saved, "%s", run->opt->plan_file);
     else if (run->opt->resume_dir)
         snprintf(saved, sizeof saved, "%s/plan.json", run->opt->resume_dir);
-    if (tr_plan_device(&run->dev, NULL, false, err, sizeof err))
+    if (tr_plan_device_named(&run->dev, run->r->device, err, sizeof err) ||
+        !(run->be = tr_backend_for(run->dev.kind, err, sizeof err)))
         return fail(run, TR_EXIT_FAILURE, "%s", err);
     if (tr_plan_job_init(&run->job, run->r, &run->data, &run->dev, run->diag))
         return TR_EXIT_USAGE;
@@ -293,10 +296,8 @@ static int init_weights(struct run *run)
             return rc;
         path = source;
     }
-    if (!path) {
-        tr_init_random(&t);
-        return 0;
-    }
+    if (!path)
+        return tr_init_random(&t) ? fail(run, TR_EXIT_FAILURE, "initialising the weights: %s", t.x->error) : 0;
     struct tr_init_info info;
     char err[1024];
     if (tr_init_load(&t, path, &info, err, sizeof err))
@@ -353,6 +354,8 @@ static int evaluate_split(struct run *run, const struct tr_split *split, double 
     int32_t *tokens = NULL, *targets = NULL, *labels = NULL;
     uint8_t *mask = NULL;
     int64_t *ids = tr_xmalloc((size_t)run->eval_batch * sizeof(int64_t));
+    /* the logits (f32) or the fused head's ranks (i32) of a batch, read back from the device */
+    void *scores = tr_xmalloc((size_t)(run->eval_batch * (classes > run->seq ? classes : run->seq)) * 4);
     if (split->tokens) {
         tokens = tr_xmalloc((size_t)cap * sizeof(int32_t));
         targets = tr_xmalloc((size_t)cap * sizeof(int32_t));
@@ -378,22 +381,23 @@ static int evaluate_split(struct run *run, const struct tr_split *split, double 
         } else {
             b.x = split->x + start * f, b.y = split->y + start;
         }
-        tr_feed(&run->eval.x, &run->eval.b.m, run->eval.lm, &b, f);
         run->rng.sample_ids = ids;
-        if (tr_exec_run(&run->eval.x, rows, b.S)) {
-            status = fail(run, TR_EXIT_FAILURE, "evaluation: %s", run->eval.x.error);
+        struct tr_exec *x = &run->eval.x;
+        const struct tr_model *m = &run->eval.b.m;
+        float part;
+        size_t bytes = m->logits >= 0 ? (size_t)(rows * classes) * sizeof(float) : (size_t)(rows * b.S) * sizeof(int32_t);
+        if (tr_feed(x, m, run->eval.lm, &b, f) || tr_exec_run(x, rows, b.S) ||
+            tr_exec_read(x, m->logits >= 0 ? m->logits : m->rank, scores, bytes) ||
+            tr_exec_read(x, m->loss, &part, sizeof part)) {
+            status = fail(run, TR_EXIT_FAILURE, "evaluation: %s", x->error);
             break;
         }
-        int64_t n;
-        if (run->eval.b.m.logits >= 0)
-            n = rank_truth(tr_exec_data(&run->eval.x, run->eval.b.m.logits), b.y, rows, classes, &correct,
-                           &in_top5);
-        else
-            n = count_ranks(tr_exec_data(&run->eval.x, run->eval.b.m.rank), rows * b.S, &correct, &in_top5);
-        sum += (double)*(float *)tr_exec_data(&run->eval.x, run->eval.b.m.loss) * (double)n;
+        int64_t n = m->logits >= 0 ? rank_truth(scores, b.y, rows, classes, &correct, &in_top5)
+                                   : count_ranks(scores, rows * b.S, &correct, &in_top5);
+        sum += (double)part * (double)n;
         counted += n;
     }
-    free(ids), free(tokens), free(targets), free(labels), free(mask);
+    free(ids), free(tokens), free(targets), free(labels), free(mask), free(scores);
     *loss = counted ? sum / (double)counted : NAN;
     *accuracy = counted ? (double)correct / (double)counted : NAN;
     *top5 = counted ? (double)in_top5 / (double)counted : NAN;
@@ -439,7 +443,9 @@ static int update(struct run *run, int64_t t, double *grad_norm, bool *skipped)
         return fail(run, TR_EXIT_DIVERGED, "step %lld: the gradient of %s holds NaN or Inf",
                     (long long)t, bad >= 0 ? s->b.g.values[bad].name : "a parameter");
     }
-    tr_optim_step(&run->optim, tr_schedule_lr(run->r, t, run->total_steps));
+    if (tr_optim_step(&run->optim, tr_schedule_lr(run->r, t, run->total_steps)) ||
+        run->train.x.be->synchronize(run->optim.error))   /* the step's faults surface in the step */
+        return fail(run, TR_EXIT_FAILURE, "step %lld: the optimizer: %s", (long long)t, run->optim.error);
     return 0;
 }
 
@@ -682,6 +688,13 @@ static void say_plan(struct run *run)
 
 enum { TIMELINE_POINTS = 200 };   /* plan.json's memory timeline of one step: at most this many */
 
+/* The footprint the budget bounds, as measured: the process's peak resident set on the CPU, the
+ * device memory in use on a GPU (the regions never grow, so after a step it is the peak). */
+static int64_t footprint(const struct run *run)
+{
+    return run->dev.kind == TR_DEVICE_CUDA ? tr_device_in_use(&run->dev) : tr_process_peak_rss();
+}
+
 /* plan.json in the run folder: the plan as `trainrun plan --json` prints it, and once the run
  * is over what the allocator and the OS measured, with a warning for each prediction missed
  * (regions off by more than 1 %, a footprint above its prediction). Written whole, then renamed
@@ -704,7 +717,7 @@ static int write_plan(struct run *run, bool measured, int64_t step)
         const struct tr_candidate *c = &run->plan.cand[run->plan.chosen];
         struct tr_alloc_stats st;
         tr_alloc_stats(&run->alloc, &st);
-        int64_t foot = tr_process_peak_rss();
+        int64_t foot = footprint(run);
         json_t *regions = json_object();
         for (int r = 0; r < TR_NREGIONS; r++)
             json_object_set_new(regions, tr_region_name(r), json_integer((json_int_t)st.region[r].peak));
@@ -721,8 +734,8 @@ static int write_plan(struct run *run, bool measured, int64_t step)
             json_array_append_new(warnings, json_string(line));
         }
         if (foot > 0 && (uint64_t)foot > c->footprint) {
-            snprintf(line, sizeof line, "memory: the footprint (peak resident set) reached %s, above the "
-                     "predicted %s", fp, fq);
+            snprintf(line, sizeof line, "memory: the footprint (%s) reached %s, above the predicted %s",
+                     run->dev.kind == TR_DEVICE_CUDA ? "device memory in use" : "peak resident set", fp, fq);
             json_array_append_new(warnings, json_string(line));
         }
         metric(run, json_pack("{sIsfsf}", "step", (json_int_t)step, "memory/measured_peak", (double)st.peak,
@@ -764,21 +777,30 @@ static int open_events(struct run *run, int64_t start)
 }
 
 /* report.histograms_every: each parameter's values and gradient after the step's backward. */
-static void histograms(struct run *run, int64_t t)
+static int histograms(struct run *run, int64_t t)
 {
     const struct tr_graph *g = &run->train.b.g;
-    for (int v = 0; v < g->nvalues; v++) {
+    float *host = NULL;
+    int status = 0;
+    for (int v = 0; v < g->nvalues && !status; v++) {
         const struct tr_value *val = &g->values[v];
         if (val->kind != TR_PARAM)
             continue;
         int64_t n = tr_dim_eval(tr_shape_numel(&val->shape), 1, 1);
         char tag[sizeof val->name + 16];
-        snprintf(tag, sizeof tag, "weights/%s", val->name);
-        tr_events_histogram(&run->events, tag, t, tr_exec_data(&run->train.x, v), n);
-        snprintf(tag, sizeof tag, "grads/%s", val->name);
-        tr_events_histogram(&run->events, tag, t, tr_exec_data(&run->train.x, val->grad), n);
+        host = tr_xrealloc(host, (size_t)(n ? n : 1) * sizeof *host);
+        const int of[2] = {v, val->grad};
+        for (int i = 0; i < 2 && !status; i++) {
+            if (tr_exec_read(&run->train.x, of[i], host, (size_t)n * sizeof *host))
+                status = fail(run, TR_EXIT_FAILURE, "histograms: %s", run->train.x.error);
+            snprintf(tag, sizeof tag, "%s/%s", i ? "grads" : "weights", val->name);
+            if (!status)
+                tr_events_histogram(&run->events, tag, t, host, n);
+        }
     }
+    free(host);
     tr_events_tick(&run->events);
+    return status;
 }
 
 static int checkpoint(struct run *run, int64_t step)
@@ -1029,7 +1051,7 @@ static int loop(struct run *run, int64_t start, struct tr_train_result *res)
         tr_loader_next(loader, &st);
         status = train_step(run, &st, t, &loss, &grad_norm, &skipped);
         if (!status && r->report.histograms_every && t % r->report.histograms_every == 0)
-            histograms(run, t);
+            status = histograms(run, t);
         since.samples += st.n, since.tokens += st.tokens, since.slots += st.slots;
         since.micro += st.nmicro, since.steps++;
         res->train_loss = loss;
@@ -1056,7 +1078,7 @@ static int loop(struct run *run, int64_t start, struct tr_train_result *res)
             json_object_set_new(line, "memory/allocated", json_real((double)mem.current));
             json_object_set_new(line, "memory/heap", json_real((double)gauge[TR_GAUGE_HEAP]));
             json_object_set_new(line, "memory/rss", json_real((double)gauge[TR_GAUGE_RSS]));
-            json_object_set_new(line, "memory/peak", json_real((double)tr_process_peak_rss()));
+            json_object_set_new(line, "memory/peak", json_real((double)footprint(run)));
             json_object_set_new(line, "memory/predicted_peak", json_real((double)run->plan.cand[run->plan.chosen].peak));
             json_object_set_new(line, "memory/predicted_footprint",
                                 json_real((double)run->plan.cand[run->plan.chosen].footprint));
@@ -1114,6 +1136,7 @@ static void release(struct run *run)
     json_decref(run->record);
     json_decref(run->warm_start);
     tr_alloc_destroy(&run->alloc);
+    tr_optim_free(&run->optim);
     for (int i = 0; i < 2; i++) {
         struct side *s = i ? &run->eval : &run->train;
         tr_exec_free(&s->x);

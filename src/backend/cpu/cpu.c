@@ -97,6 +97,9 @@ static void fill_table(struct tr_backend *be)
     k[TR_OP_GATHER_BWD] = tr_cpu_gather_bwd;
     k[TR_OP_SUM_BWD] = tr_cpu_sum_bwd;
     k[TR_OP_ACCUMULATE] = tr_cpu_accumulate;
+    be->memory = &tr_cpu_memory, be->host_memory = &tr_cpu_memory, be->host_visible = true;
+    be->copy = tr_cpu_copy, be->fill = tr_cpu_fill, be->synchronize = tr_cpu_synchronize;
+    be->optim_step = tr_cpu_optim_step, be->grad_sumsq = tr_cpu_grad_sumsq, be->grad_scale = tr_cpu_grad_scale;
 }
 
 const struct tr_backend *tr_backend_cpu(void)

@@ -60,6 +60,14 @@ void tr_cpu_blas_pick_core(char **argv);
 const char *tr_cpu_blas_core(void);
 
 /* Fills a->error and returns TR_EINVAL. */
+/* The memory and optimizer entries of the table (device.c). */
+int tr_cpu_copy(void *dst, const void *src, size_t bytes, enum tr_copy direction, char *error);
+int tr_cpu_fill(void *dst, int byte, size_t bytes, char *error);
+int tr_cpu_synchronize(char *error);
+int tr_cpu_optim_step(const struct tr_optim_args *a);
+int tr_cpu_grad_sumsq(const struct tr_optim_args *a, double *sumsq);
+int tr_cpu_grad_scale(const struct tr_optim_args *a, float factor, bool *finite);
+
 int tr_cpu_fail(const struct tr_kernel_args *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Rows and the last dim of a tensor seen as a matrix [rows, cols]. */

@@ -28,6 +28,15 @@ static struct context_slot make_context(void)
         call = "cudaMalloc of the check words";
         e = cudaMalloc((void **)&s.ctx.check, 2 * sizeof(unsigned long long));
     }
+    if (e == cudaSuccess) {
+        call = "the context's buffers (sample ids, the optimizer's table)";
+        size_t ids = CUDA_MAX_SAMPLE_ROWS * sizeof(int64_t), spans = CUDA_MAX_SPANS * CUDA_SPAN_BYTES;
+        if ((e = cudaMalloc((void **)&s.ctx.ids, ids)) == cudaSuccess &&
+            (e = cudaMalloc(&s.ctx.spans, spans)) == cudaSuccess &&
+            (e = cudaMalloc((void **)&s.ctx.partial, (CUDA_OPTIM_BLOCKS + 2) * sizeof(double))) == cudaSuccess &&
+            (e = cudaHostAlloc((void **)&s.ctx.ids_host, ids, cudaHostAllocDefault)) == cudaSuccess)
+            e = cudaHostAlloc(&s.ctx.spans_host, spans, cudaHostAllocDefault);
+    }
     if (e != cudaSuccess) {
         snprintf(s.error, sizeof s.error, "the CUDA backend cannot start: %s failed: %s", call,
                  cudaGetErrorString(e));
@@ -56,6 +65,15 @@ struct cuda_context *cuda_context(const struct tr_kernel_args *a)
     if (s->ok)
         return &s->ctx;
     cuda_fail(a, "%s", s->error);
+    return NULL;
+}
+
+struct cuda_context *cuda_context_for(char *error)
+{
+    struct context_slot *s = context_slot();
+    if (s->ok)
+        return &s->ctx;
+    snprintf(error, TR_KERNEL_ERROR_MAX, "%s", s->error);
     return NULL;
 }
 
@@ -241,6 +259,9 @@ static void fill_table(struct tr_backend *be)
     k[TR_OP_AVGPOOL_BWD] = tr_cuda_avgpool_bwd;
     k[TR_OP_GLOBAL_AVGPOOL] = tr_cuda_global_avgpool;
     k[TR_OP_GLOBAL_AVGPOOL_BWD] = tr_cuda_global_avgpool_bwd;
+    be->memory = cuda_device_memory(), be->host_memory = cuda_pinned_memory(), be->host_visible = false;
+    be->copy = cuda_copy, be->fill = cuda_fill, be->synchronize = cuda_synchronize;
+    be->optim_step = cuda_optim_step, be->grad_sumsq = cuda_grad_sumsq, be->grad_scale = cuda_grad_scale;
 }
 
 extern "C" const struct tr_backend *tr_backend_cuda(void)

@@ -132,7 +132,7 @@ struct dropout_args {
     void *y;
     int tx, ty, acc;
     int64_t rows, positions, features, groups;
-    const int64_t *sample_ids;   /* device; NULL: the row number */
+    const int64_t *sample_ids;   /* device (cuda_sample_ids); NULL: the row number */
     uint64_t seed, step;
     uint32_t stream;
     float p;
@@ -167,8 +167,12 @@ int tr_cuda_dropout(const struct tr_kernel_args *a)
     if (!ctx)
         return TR_EINVAL;
     const struct tr_rng_ctx none = {0, 0, NULL}, *rng = a->rng ? a->rng : &none;
+    int64_t rows = x->rank ? x->dim[0] : 1;
+    const int64_t *ids = cuda_sample_ids(a, ctx, rng->sample_ids, rows);
+    if (rng->sample_ids && !ids)
+        return TR_EINVAL;
     struct dropout_args d = {x->data, a->out[0].data, (int)x->dtype, (int)a->out[0].dtype, a->node->accumulate,
-                             x->rank ? x->dim[0] : 1, x->rank >= 3 ? x->dim[1] : 1, 1, 0, rng->sample_ids,
+                             rows, x->rank >= 3 ? x->dim[1] : 1, 1, 0, ids,
                              rng->seed, rng->step, a->node->attrs.dropout.stream, p};
     d.features = n / (d.rows * d.positions);
     d.groups = (d.features + 3) / 4;

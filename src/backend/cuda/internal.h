@@ -22,11 +22,40 @@ struct cuda_context {
     cudaStream_t stream;
     cublasLtHandle_t lt;
     unsigned long long *check;   /* device: [0] first bad position, [1] count (cuda_check_ids) */
+    int64_t *ids, *ids_host;     /* dropout's sample ids: device, and the host copy they came from */
+    int64_t ids_rows;            /* rows in ids now; 0: none yet */
+    void *spans, *spans_host;    /* the optimizer's table of parameters (device.cu), both sides */
+    double *partial;             /* the optimizer's per-block sums, its total, its overflow word */
 };
+
+/* The context's fixed buffers (allocated with it: a few MiB, part of the measured context). */
+#define CUDA_MAX_SAMPLE_ROWS 65536   /* rows of dropout's sample ids in one micro-batch */
+#define CUDA_MAX_SPANS 16384         /* parameters the optimizer updates */
+#define CUDA_OPTIM_BLOCKS 1024       /* blocks of the optimizer's passes (fixed: fixed sums) */
+#define CUDA_OPTIM_THREADS 256
+#define CUDA_OPTIM_CHUNK 4096        /* elements a block takes of a parameter at a time */
+#define CUDA_SPAN_BYTES 64           /* device.cu's struct span, at most */
+
+/* The memory and optimizer entries of the table (device.cu). */
+const struct tr_memory_ops *cuda_device_memory(void);
+const struct tr_memory_ops *cuda_pinned_memory(void);
+int cuda_copy(void *dst, const void *src, size_t bytes, enum tr_copy direction, char *error);
+int cuda_fill(void *dst, int byte, size_t bytes, char *error);
+int cuda_synchronize(char *error);
+int cuda_optim_step(const struct tr_optim_args *a);
+int cuda_grad_sumsq(const struct tr_optim_args *a, double *sumsq);
+int cuda_grad_scale(const struct tr_optim_args *a, float factor, bool *finite);
+/* Dropout's sample ids (host memory) on the device, copied when they changed; NULL for none,
+ * or with a sentence in a->error. */
+const int64_t *cuda_sample_ids(const struct tr_kernel_args *a, struct cuda_context *ctx, const int64_t *ids,
+                               int64_t rows);
 
 /* The context, creating it on the first call; NULL with a sentence in a->error when the device
  * cannot be used (no GPU, no driver, out of memory). */
 struct cuda_context *cuda_context(const struct tr_kernel_args *a);
+/* The same for the entries without kernel args (copies, the optimizer): the sentence into error
+ * (TR_KERNEL_ERROR_MAX bytes). */
+struct cuda_context *cuda_context_for(char *error);
 
 /* Fills a->error (the op's name first) and returns TR_EINVAL. */
 int cuda_fail(const struct tr_kernel_args *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -2,10 +2,13 @@
  * driver reports 0 devices, which is what the CPU-only CI machines see. */
 #include "backend/cuda/probe.h"
 
+#include "backend/cuda/cuda.h"
+
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 extern "C" void tr_cuda_probe(struct tr_cuda_info *info)
@@ -36,4 +39,48 @@ extern "C" int tr_cuda_gpu(int index, char *name, unsigned long namesize, unsign
     snprintf(name, namesize, "%s", prop.name);
     *memory = prop.totalGlobalMem;
     return 0;
+}
+
+extern "C" int tr_cuda_start(int index, struct tr_cuda_start *s, char *err, unsigned long errsize)
+{
+    memset(s, 0, sizeof *s);
+    setenv("CUDA_MODULE_LOADING", "EAGER", 0);   /* a user's own setting wins */
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || index >= n) {
+        snprintf(err, errsize, "device: cuda:%d: %s", index,
+                 e != cudaSuccess ? cudaGetErrorString(e) : n ? "no such GPU" : "no GPU is seen");
+        cudaGetLastError();
+        return -1;
+    }
+    cudaDeviceProp prop;
+    if ((e = cudaSetDevice(index)) != cudaSuccess || (e = cudaFree(0)) != cudaSuccess ||
+        (e = cudaGetDeviceProperties(&prop, index)) != cudaSuccess) {
+        snprintf(err, errsize, "device: cuda:%d: cannot start a context: %s", index, cudaGetErrorString(e));
+        return -1;
+    }
+    char why[256];
+    if (tr_cuda_synchronize(why, sizeof why)) {   /* makes the backend's context: stream, cuBLASLt */
+        snprintf(err, errsize, "device: cuda:%d: %s", index, why);
+        return -1;
+    }
+    size_t free_bytes = 0, total = 0;
+    if ((e = cudaMemGetInfo(&free_bytes, &total)) != cudaSuccess) {
+        snprintf(err, errsize, "device: cuda:%d: cudaMemGetInfo failed: %s", index, cudaGetErrorString(e));
+        return -1;
+    }
+    snprintf(s->name, sizeof s->name, "%s", prop.name);
+    s->total = total, s->free = free_bytes;
+    s->major = prop.major, s->minor = prop.minor, s->multiprocessors = prop.multiProcessorCount;
+    return 0;
+}
+
+extern "C" unsigned long long tr_cuda_in_use(void)
+{
+    size_t free_bytes = 0, total = 0;
+    if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return total - free_bytes;
 }

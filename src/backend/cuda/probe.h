@@ -21,6 +21,22 @@ void tr_cuda_probe(struct tr_cuda_info *info);
 /* GPU index's name and memory (bytes); 0, or −1 when there is no such GPU. */
 int tr_cuda_gpu(int index, char *name, unsigned long namesize, unsigned long long *memory);
 
+/* What training on a GPU starts with (plan/device_cuda.c): GPU index made current, its context
+ * made with every module loaded at once (CUDA_MODULE_LOADING=EAGER, set before the first CUDA
+ * call, so that no kernel's code arrives later, outside the measurement), the backend's own
+ * context (stream, cuBLASLt) started; then the device's memory read. */
+struct tr_cuda_start {
+    char name[256];
+    unsigned long long total;     /* the GPU's memory */
+    unsigned long long free;      /* what is left once this process's context exists */
+    int major, minor;             /* compute capability */
+    int multiprocessors;
+};
+/* 0, or -1 with a sentence in err (no such GPU, no driver, the context failed). */
+int tr_cuda_start(int index, struct tr_cuda_start *s, char *err, unsigned long errsize);
+/* The device memory in use now, all processes' (total − free); 0 when it cannot be read. */
+unsigned long long tr_cuda_in_use(void);
+
 #ifdef __cplusplus
 }
 #endif

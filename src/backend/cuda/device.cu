@@ -1,0 +1,342 @@
+/* The CUDA backend's memory and optimizer entries (backend.h): regions from cudaMalloc, the
+ * loader's buffers page-locked (cudaHostAlloc), copies and fills queued on the backend's stream,
+ * and the optimizer's passes over every parameter in one launch each (multi-tensor): AdamW or
+ * SGD, the sum of squares for clipping, and the fp16 unscale fused with the overflow check. */
+#include "backend/cuda/internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+extern "C" {
+#include "recipe/recipe.h"
+}
+
+/* ---- memory ----------------------------------------------------------------------------------- */
+
+/* Zeroed, as tr_memory_ops promises; cudaMalloc aligns to 256 bytes at least. */
+static void *device_alloc(size_t bytes, void *ctx)
+{
+    (void)ctx;
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes) != cudaSuccess || cudaMemset(p, 0, bytes) != cudaSuccess) {
+        cudaGetLastError();
+        if (p)
+            cudaFree(p);
+        return NULL;
+    }
+    return p;
+}
+
+static void device_free(void *p, void *ctx)
+{
+    (void)ctx;
+    cudaFree(p);
+}
+
+/* Page-locked: the DMA engine reads it directly, at full speed and without a staging copy. */
+static void *pinned_alloc(size_t bytes, void *ctx)
+{
+    (void)ctx;
+    void *p = NULL;
+    if (cudaHostAlloc(&p, bytes, cudaHostAllocDefault) != cudaSuccess) {
+        cudaGetLastError();
+        return NULL;
+    }
+    memset(p, 0, bytes);
+    return p;
+}
+
+static void pinned_free(void *p, void *ctx)
+{
+    (void)ctx;
+    cudaFreeHost(p);
+}
+
+static const struct tr_memory_ops device_memory = {device_alloc, device_free, NULL, "cuda"};
+static const struct tr_memory_ops pinned_memory = {pinned_alloc, pinned_free, NULL, "cuda-pinned"};
+
+const struct tr_memory_ops *cuda_device_memory(void) { return &device_memory; }
+const struct tr_memory_ops *cuda_pinned_memory(void) { return &pinned_memory; }
+
+/* ---- copies --------------------------------------------------------------------------------- */
+
+static int said(char *error, cudaError_t e, const char *call)
+{
+    if (e == cudaSuccess)
+        return 0;
+    snprintf(error, TR_KERNEL_ERROR_MAX, "%s failed: %s (%s)", call, cudaGetErrorString(e), cudaGetErrorName(e));
+    cudaGetLastError();
+    return TR_EINVAL;
+}
+
+int cuda_copy(void *dst, const void *src, size_t bytes, enum tr_copy direction, char *error)
+{
+    struct cuda_context *ctx = cuda_context_for(error);
+    if (!ctx)
+        return TR_EINVAL;
+    if (!bytes)
+        return 0;
+    static const cudaMemcpyKind kinds[] = {cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice};
+    /* From pageable memory the call returns once the source is staged; from page-locked memory
+     * at once, the DMA reading it later: the loader's slot is not reused before the step's end,
+     * which waits for the stream. To the host: waited for, the bytes are there on return. */
+    if (said(error, cudaMemcpyAsync(dst, src, bytes, kinds[direction], ctx->stream), "cudaMemcpyAsync"))
+        return TR_EINVAL;
+    return direction == TR_COPY_TO_HOST ? said(error, cudaStreamSynchronize(ctx->stream), "a kernel before a copy") : 0;
+}
+
+int cuda_fill(void *dst, int byte, size_t bytes, char *error)
+{
+    struct cuda_context *ctx = cuda_context_for(error);
+    if (!ctx)
+        return TR_EINVAL;
+    return bytes ? said(error, cudaMemsetAsync(dst, byte, bytes, ctx->stream), "cudaMemsetAsync") : 0;
+}
+
+int cuda_synchronize(char *error)
+{
+    return tr_cuda_synchronize(error, TR_KERNEL_ERROR_MAX);
+}
+
+/* Dropout's sample ids arrive in host memory (the loader's); a copy on the stream, made only
+ * when they changed since the last one (every dropout of a micro-batch shares them). The
+ * device buffer is rewritten in stream order, after the kernels that read the old ids. */
+const int64_t *cuda_sample_ids(const struct tr_kernel_args *a, struct cuda_context *ctx, const int64_t *ids,
+                               int64_t rows)
+{
+    if (!ids)
+        return NULL;
+    if (rows > CUDA_MAX_SAMPLE_ROWS) {
+        cuda_fail(a, "%lld rows of sample ids, more than the %d the context holds", (long long)rows,
+                  CUDA_MAX_SAMPLE_ROWS);
+        return NULL;
+    }
+    size_t bytes = (size_t)rows * sizeof *ids;
+    if (rows != ctx->ids_rows || memcmp(ctx->ids_host, ids, bytes)) {
+        memcpy(ctx->ids_host, ids, bytes);   /* the source stays as the DMA reads it */
+        if (cuda_status(a, cudaMemcpyAsync(ctx->ids, ctx->ids_host, bytes, cudaMemcpyHostToDevice, ctx->stream),
+                        "cudaMemcpyAsync of the sample ids"))
+            return NULL;
+        ctx->ids_rows = rows;
+    }
+    return ctx->ids;
+}
+
+/* ---- the optimizer: every parameter in one launch ------------------------------------------- */
+
+/* A span as the device reads it, with the first of its blocks of CUDA_OPTIM_CHUNK elements. */
+struct span {
+    int64_t param, grad, state, numel;
+    int64_t first_chunk;
+    int decay;
+};
+
+struct optim_hyper {
+    char *params, *grads;
+    float *m, *v;                  /* AdamW's moments, or SGD's momentum in m (NULL: none) */
+    const struct span *spans;
+    int nspans;
+    int64_t chunks;
+    int adamw, nesterov, first;
+    float lr, weight_decay, b1, b2, eps, momentum, step_size, root_c2;
+    float decay;                   /* AdamW: 1 − lr·wd, rounded from double as the CPU's */
+};
+
+/* The span holding chunk c: the last whose first chunk is ≤ c (binary search). */
+__device__ int span_of(const struct span *s, int n, int64_t c)
+{
+    int lo = 0, hi = n - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (s[mid].first_chunk <= c)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+/* AdamW: p ← p·(1 − lr·wd); m ← β1·m + (1 − β1)·g; v ← β2·v + (1 − β2)·g²;
+ *        p ← p − (lr/(1 − β1ᵗ))·m / (√v/√(1 − β2ᵗ) + ε).  SGD: d = g + wd·p; b ← μ·b + d; p ← p − lr·d′ */
+__global__ void optim_kernel(struct optim_hyper h)
+{
+    for (int64_t c = blockIdx.x; c < h.chunks; c += gridDim.x) {
+        const struct span s = h.spans[span_of(h.spans, h.nspans, c)];
+        int64_t begin = (c - s.first_chunk) * CUDA_OPTIM_CHUNK, end = begin + CUDA_OPTIM_CHUNK;
+        if (end > s.numel)
+            end = s.numel;
+        float *p = (float *)(h.params + s.param), *g = (float *)(h.grads + s.grad);
+        float wd = s.decay ? h.weight_decay : 0, decay = s.decay ? h.decay : 1;
+        for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+            float gi = g[i];
+            if (h.adamw) {
+                float *m = h.m + s.state, *v = h.v + s.state;
+                float pi = p[i] * decay;
+                float mi = h.b1 * m[i] + (1 - h.b1) * gi, vi = h.b2 * v[i] + (1 - h.b2) * gi * gi;
+                m[i] = mi, v[i] = vi;
+                p[i] = pi - h.step_size * mi / (sqrtf(vi) / h.root_c2 + h.eps);
+            } else {
+                float d = gi + wd * p[i];
+                if (h.m) {
+                    float *b = h.m + s.state;
+                    b[i] = h.first ? d : h.momentum * b[i] + d;
+                    d = h.nesterov ? d + h.momentum * b[i] : b[i];
+                }
+                p[i] -= h.lr * d;
+            }
+        }
+    }
+}
+
+/* Each block sums its chunks (c ≡ block mod grid) in order into partial[block], in double, a
+ * fixed tree within each chunk; then one block adds the partials in order: the same bits on
+ * every run (not the CPU's: its order is a parameter at a time, serially). */
+__global__ void sumsq_kernel(struct optim_hyper h, double *partial)
+{
+    __shared__ double lane[CUDA_OPTIM_THREADS];
+    double mine = 0;
+    for (int64_t c = blockIdx.x; c < h.chunks; c += gridDim.x) {
+        const struct span s = h.spans[span_of(h.spans, h.nspans, c)];
+        int64_t begin = (c - s.first_chunk) * CUDA_OPTIM_CHUNK, end = begin + CUDA_OPTIM_CHUNK;
+        if (end > s.numel)
+            end = s.numel;
+        const float *g = (const float *)(h.grads + s.grad);
+        for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
+            mine += (double)g[i] * g[i];
+    }
+    lane[threadIdx.x] = mine;
+    __syncthreads();
+    for (int half = blockDim.x / 2; half > 0; half /= 2) {
+        if ((int)threadIdx.x < half)
+            lane[threadIdx.x] += lane[threadIdx.x + half];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        partial[blockIdx.x] = lane[0];
+}
+
+__global__ void sum_partials_kernel(const double *partial, int n, double *out)
+{
+    if (threadIdx.x == 0 && blockIdx.x == 0) {
+        double s = 0;
+        for (int i = 0; i < n; i++)
+            s += partial[i];
+        *out = s;
+    }
+}
+
+/* g ← factor·g; *bad counts the blocks that met a NaN or Inf (an integer: order-free). */
+__global__ void scale_kernel(struct optim_hyper h, float factor, unsigned *bad)
+{
+    bool seen = false;
+    for (int64_t c = blockIdx.x; c < h.chunks; c += gridDim.x) {
+        const struct span s = h.spans[span_of(h.spans, h.nspans, c)];
+        int64_t begin = (c - s.first_chunk) * CUDA_OPTIM_CHUNK, end = begin + CUDA_OPTIM_CHUNK;
+        if (end > s.numel)
+            end = s.numel;
+        float *g = (float *)(h.grads + s.grad);
+        for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+            float v = g[i] * factor;
+            g[i] = v;
+            seen |= !isfinite(v);
+        }
+    }
+    if (__syncthreads_or(seen) && threadIdx.x == 0)
+        atomicAdd(bad, 1u);
+}
+
+/* The spans with their chunk numbers, into the context's table on the device; the launch's
+ * constants from the step's hyperparameters. */
+static int prepare(const struct tr_optim_args *a, struct cuda_context **ctxp, struct optim_hyper *h)
+{
+    struct cuda_context *ctx = cuda_context_for(a->error);
+    if (!ctx)
+        return TR_EINVAL;
+    if (a->nspans > CUDA_MAX_SPANS) {
+        snprintf(a->error, TR_KERNEL_ERROR_MAX, "the optimizer: %d parameters, more than the %d the CUDA context "
+                 "holds", a->nspans, CUDA_MAX_SPANS);
+        return TR_EINVAL;
+    }
+    struct span *host = (struct span *)ctx->spans_host;
+    int64_t chunks = 0;
+    for (int i = 0; i < a->nspans; i++) {
+        const struct tr_param_span *s = &a->spans[i];
+        host[i] = (struct span){s->param, s->grad, s->state, s->numel, chunks, s->decay};
+        chunks += (s->numel + CUDA_OPTIM_CHUNK - 1) / CUDA_OPTIM_CHUNK;
+    }
+    /* from the context's own host copy: the DMA may read it after this returns */
+    if (said(a->error, cudaMemcpyAsync(ctx->spans, host, (size_t)a->nspans * sizeof *host, cudaMemcpyHostToDevice,
+                                       ctx->stream), "cudaMemcpyAsync of the optimizer's table"))
+        return TR_EINVAL;
+    double c1 = 1 - pow(a->beta1, (double)a->step), c2 = 1 - pow(a->beta2, (double)a->step);
+    *h = (struct optim_hyper){a->params, a->grads, a->state, a->state ? a->state + a->total : NULL,
+                              (const struct span *)ctx->spans, a->nspans, chunks,
+                              a->kind == TR_OPT_ADAMW, a->nesterov, a->step == 1,
+                              (float)a->lr, (float)a->weight_decay, (float)a->beta1, (float)a->beta2, (float)a->eps,
+                              (float)a->momentum, (float)(a->lr / c1), (float)sqrt(c2),
+                              (float)(1 - a->lr * a->weight_decay)};
+    if (a->kind != TR_OPT_ADAMW)
+        h->v = NULL;
+    *ctxp = ctx;
+    return 0;
+}
+
+static unsigned grid_of(int64_t chunks)
+{
+    return (unsigned)(chunks < 1 ? 1 : chunks < CUDA_OPTIM_BLOCKS ? chunks : CUDA_OPTIM_BLOCKS);
+}
+
+int cuda_optim_step(const struct tr_optim_args *a)
+{
+    struct cuda_context *ctx;
+    struct optim_hyper h;
+    if (prepare(a, &ctx, &h))
+        return TR_EINVAL;
+    if (!h.chunks)
+        return 0;
+    optim_kernel<<<grid_of(h.chunks), CUDA_OPTIM_THREADS, 0, ctx->stream>>>(h);
+    return said(a->error, cudaGetLastError(), "the optimizer's kernel");
+}
+
+int cuda_grad_sumsq(const struct tr_optim_args *a, double *sumsq)
+{
+    struct cuda_context *ctx;
+    struct optim_hyper h;
+    *sumsq = 0;
+    if (prepare(a, &ctx, &h))
+        return TR_EINVAL;
+    if (!h.chunks)
+        return 0;
+    unsigned grid = grid_of(h.chunks);
+    sumsq_kernel<<<grid, CUDA_OPTIM_THREADS, 0, ctx->stream>>>(h, ctx->partial);
+    sum_partials_kernel<<<1, 32, 0, ctx->stream>>>(ctx->partial, (int)grid, ctx->partial + CUDA_OPTIM_BLOCKS);
+    if (said(a->error, cudaGetLastError(), "the gradients' sum of squares") ||
+        said(a->error, cudaMemcpyAsync(sumsq, ctx->partial + CUDA_OPTIM_BLOCKS, sizeof *sumsq, cudaMemcpyDeviceToHost,
+                                       ctx->stream), "cudaMemcpyAsync of the sum of squares"))
+        return TR_EINVAL;
+    return said(a->error, cudaStreamSynchronize(ctx->stream), "the gradients' sum of squares");
+}
+
+int cuda_grad_scale(const struct tr_optim_args *a, float factor, bool *finite)
+{
+    struct cuda_context *ctx;
+    struct optim_hyper h;
+    *finite = false;
+    if (prepare(a, &ctx, &h))
+        return TR_EINVAL;
+    unsigned bad = 0;
+    if (h.chunks) {
+        unsigned *word = (unsigned *)(ctx->partial + CUDA_OPTIM_BLOCKS + 1);
+        if (said(a->error, cudaMemsetAsync(word, 0, sizeof *word, ctx->stream), "cudaMemsetAsync"))
+            return TR_EINVAL;
+        scale_kernel<<<grid_of(h.chunks), CUDA_OPTIM_THREADS, 0, ctx->stream>>>(h, factor, word);
+        if (said(a->error, cudaGetLastError(), "the gradients' scaling") ||
+            said(a->error, cudaMemcpyAsync(&bad, word, sizeof bad, cudaMemcpyDeviceToHost, ctx->stream),
+                 "cudaMemcpyAsync of the overflow flag") ||
+            said(a->error, cudaStreamSynchronize(ctx->stream), "the gradients' scaling"))
+            return TR_EINVAL;
+    }
+    *finite = bad == 0;
+    return 0;
+}
