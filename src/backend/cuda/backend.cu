@@ -187,6 +187,9 @@ static size_t cuda_workspace_bytes(const struct tr_node *node, const struct tr_t
         return tr_cuda_embedding_bwd_workspace(node, in, out);
     case TR_OP_CROSS_ENTROPY:
         return tr_cuda_cross_entropy_workspace(node, in, out);
+    case TR_OP_ATTENTION:
+    case TR_OP_ATTENTION_BWD:
+        return tr_cuda_attention_workspace(node, in, out);
     default:
         return 0;
     }
@@ -241,6 +244,8 @@ static void fill_table(struct tr_backend *be)
     k[TR_OP_AVGPOOL_BWD] = tr_cuda_avgpool_bwd;
     k[TR_OP_GLOBAL_AVGPOOL] = tr_cuda_global_avgpool;
     k[TR_OP_GLOBAL_AVGPOOL_BWD] = tr_cuda_global_avgpool_bwd;
+    k[TR_OP_ATTENTION] = tr_cuda_attention;
+    k[TR_OP_ATTENTION_BWD] = tr_cuda_attention_bwd;
 }
 
 extern "C" const struct tr_backend *tr_backend_cuda(void)
