@@ -110,6 +110,40 @@ START_TEST(workspace_sizes)
 }
 END_TEST
 
+/* Attention's workspace: cuBLASLt's 32 MiB, f32 scores [group, S, S] (and dP backward), P in
+ * the operands' type when 16-bit, f32 copies when the types mix; pairs grouped under 64 MiB. */
+START_TEST(attention_workspace_in_groups)
+{
+    const struct tr_backend *be = tr_backend_cuda();
+    size_t lt = (size_t)32 << 20, mib = (size_t)1 << 20;
+    struct tr_node fwd = {.op = TR_OP_ATTENTION, .nin = 3, .nout = 2}, bwd = {.op = TR_OP_ATTENTION_BWD, .nin = 6, .nout = 3};
+    struct tr_tensor x = {.dtype = TR_BF16, .rank = 4, .dim = {2, 3, 7, 8}}, lse = {.dtype = TR_F32, .rank = 3, .dim = {2, 3, 7}};
+    struct tr_tensor in[6] = {x, x, x, x, x, lse}, out[3] = {x, lse, x};
+    /* 6 pairs of 7·7: scores 1176 → 1280 bytes, P in bf16 588 → 768 */
+    ck_assert_uint_eq(be->workspace_bytes(&fwd, in, out), lt + 1280 + 768);
+    out[2] = x;
+    ck_assert_uint_eq(be->workspace_bytes(&bwd, in, out), lt + 2 * 1280 + 768);
+    for (int i = 0; i < 6; i++)
+        in[i].dtype = TR_F32;
+    out[0].dtype = out[2].dtype = TR_F32;
+    ck_assert_uint_eq(be->workspace_bytes(&bwd, in, out), lt + 2 * 1280);   /* f32: P in place */
+    in[2].dtype = TR_F16;   /* mixed: k widened, 336 floats → 1536 bytes */
+    ck_assert_uint_eq(be->workspace_bytes(&fwd, in, out), lt + 1536 + 1280);
+    /* S 2048 in bf16: 24 MiB a pair (16 f32 + 8 bf16), so two pairs a step of eight */
+    struct tr_tensor big = {.dtype = TR_BF16, .rank = 4, .dim = {1, 8, 2048, 64}},
+                     big_lse = {.dtype = TR_F32, .rank = 3, .dim = {1, 8, 2048}};
+    struct tr_tensor bin[3] = {big, big, big}, bout[2] = {big, big_lse};
+    ck_assert_uint_eq(be->workspace_bytes(&fwd, bin, bout), lt + 32 * mib + 16 * mib);
+    /* S 4096 backward in f32: 128 MiB a pair, over the cap, yet one pair a step */
+    big.dtype = TR_F32, big.dim[2] = 4096, big_lse.dim[2] = 4096;
+    struct tr_tensor b6[6] = {big, big, big, big, big, big_lse}, b3[3] = {big, big, big};
+    ck_assert_uint_eq(be->workspace_bytes(&bwd, b6, b3), lt + 2 * 64 * mib);
+    big.dim[2] = 0;   /* nothing to do, no workspace */
+    struct tr_tensor e3[3] = {big, big, big}, e2[2] = {big, big_lse};
+    ck_assert_uint_eq(be->workspace_bytes(&fwd, e3, e2), 0);
+}
+END_TEST
+
 /* ---- the ops on a GPU, against the CPU -------------------------------------------------------- */
 
 /* A tensor of a case: f32 always (F), the type under test (H: f32, bf16 or f16), the other
@@ -775,7 +809,8 @@ START_TEST(repeatable)
     static const char *const picks[] = {"bias_grad, 130 rows (3 chunks)", "layernorm_bwd, 130 rows",
                                         "embedding_bwd, 300 positions, 257 columns",
                                         "cross_entropy with ignored rows, 257 classes", "sum of all",
-                                        "gather_bwd, repeated ids", "maxpool_bwd 3/2/1 (overlapping windows)"};
+                                        "gather_bwd, repeated ids", "maxpool_bwd 3/2/1 (overlapping windows)",
+                                        "attention_bwd, causal and padding mask, S 33"};
     for (int p = 0; p < (int)(sizeof picks / sizeof picks[0]); p++) {
         const struct op_case *c = find_case(picks[p]);
         uint64_t seed = 99;
@@ -814,6 +849,7 @@ int main(void)
     tcase_add_test(table, missing_op_says_so);
     tcase_add_test(table, f64_refused);
     tcase_add_test(table, workspace_sizes);
+    tcase_add_test(table, attention_workspace_in_groups);
     suite_add_tcase(s, table);
     if (info.devices > 0) {
         /* The probe has started CUDA in this process, and a forked child cannot use it: the
