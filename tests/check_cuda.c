@@ -116,8 +116,10 @@ START_TEST(attention_workspace_in_groups)
 {
     const struct tr_backend *be = tr_backend_cuda();
     size_t lt = (size_t)32 << 20, mib = (size_t)1 << 20;
-    struct tr_node fwd = {.op = TR_OP_ATTENTION, .nin = 3, .nout = 2}, bwd = {.op = TR_OP_ATTENTION_BWD, .nin = 6, .nout = 3};
-    struct tr_tensor x = {.dtype = TR_BF16, .rank = 4, .dim = {2, 3, 7, 8}}, lse = {.dtype = TR_F32, .rank = 3, .dim = {2, 3, 7}};
+    struct tr_node fwd = {.op = TR_OP_ATTENTION, .nin = 3, .nout = 2};
+    struct tr_node bwd = {.op = TR_OP_ATTENTION_BWD, .nin = 6, .nout = 3};
+    struct tr_tensor x = {.dtype = TR_BF16, .rank = 4, .dim = {2, 3, 7, 8}};
+    struct tr_tensor lse = {.dtype = TR_F32, .rank = 3, .dim = {2, 3, 7}};
     struct tr_tensor in[6] = {x, x, x, x, x, lse}, out[3] = {x, lse, x};
     /* 6 pairs of 7·7: scores 1176 → 1280 bytes, P in bf16 588 → 768 */
     ck_assert_uint_eq(be->workspace_bytes(&fwd, in, out), lt + 1280 + 768);

@@ -231,7 +231,8 @@ static int attn_scores(const struct tr_kernel_args *a, struct attn_run *run, int
 {
     const struct attn_plan *p = &run->p;
     if (p->D == 0)   /* empty dot products (the CPU's GEMV adds nothing to its zeroed row) */
-        return cuda_status(a, cudaMemsetAsync(run->scores, 0, (size_t)(n * p->S * p->S) * sizeof(float), run->ctx->stream),
+        return cuda_status(a,
+                           cudaMemsetAsync(run->scores, 0, (size_t)(n * p->S * p->S) * sizeof(float), run->ctx->stream),
                            "cudaMemsetAsync of the scores");
     struct cuda_gemm g = attn_gemm(0, 1, n, p->S, p->S, p->D, p->S * p->D, p->S * p->D);
     return cuda_lt_matmul(a, run->ctx, &g, attn_at(run, qi, first), p->t, attn_at(run, qi + 1, first), p->t,
@@ -289,12 +290,13 @@ static int attn_bwd_group(const struct tr_kernel_args *a, struct attn_run *run, 
                                                                   attn_mask(a, 6), count, S, p->H, first, run->causal);
     if ((rc = cuda_launched(a, "the probabilities")))
         return rc;
-    struct cuda_gemm pt_do = attn_gemm(1, 0, n, S, D, S, S * S, S * D), do_vt = attn_gemm(0, 1, n, S, S, D, S * D, S * D);
+    struct cuda_gemm pt_do = attn_gemm(1, 0, n, S, D, S, S * S, S * D);
+    struct cuda_gemm do_vt = attn_gemm(0, 1, n, S, S, D, S * D, S * D);
     rc = cuda_lt_matmul(a, run->ctx, &pt_do, run->probs, p->t, attn_at(run, 0, first), p->t, attn_at(run, 6, first),
                         run->xt[6], 1, beta, run->lt);
     if (!rc)
-        rc = cuda_lt_matmul(a, run->ctx, &do_vt, attn_at(run, 0, first), p->t, attn_at(run, 3, first), p->t, run->dprobs,
-                            TR_F32, 1, 0, run->lt);
+        rc = cuda_lt_matmul(a, run->ctx, &do_vt, attn_at(run, 0, first), p->t, attn_at(run, 3, first), p->t,
+                            run->dprobs, TR_F32, 1, 0, run->lt);
     if (rc)
         return rc;
     /* dS where P was (16-bit) or in place of dP (f32): the Pᵀ·do GEMM before it is done, in order */
@@ -303,7 +305,8 @@ static int attn_bwd_group(const struct tr_kernel_args *a, struct attn_run *run, 
         run->scores, run->dprobs, ds, p->t, run->x[0], run->xt[0], o->data, o->dtype, rows, S, D, first);
     if ((rc = cuda_launched(a, "the score gradients")))
         return rc;
-    struct cuda_gemm ds_k = attn_gemm(0, 0, n, S, D, S, S * S, S * D), dst_q = attn_gemm(1, 0, n, S, D, S, S * S, S * D);
+    struct cuda_gemm ds_k = attn_gemm(0, 0, n, S, D, S, S * S, S * D);
+    struct cuda_gemm dst_q = attn_gemm(1, 0, n, S, D, S, S * S, S * D);
     rc = cuda_lt_matmul(a, run->ctx, &ds_k, ds, p->t, attn_at(run, 2, first), p->t, attn_at(run, 4, first), run->xt[4],
                         run->scale, beta, run->lt);
     if (!rc)

@@ -173,8 +173,8 @@ struct cuda_gemm {
     int64_t P, M, N, K, a_stride, b_stride;
 };
 int cuda_lt_matmul(const struct tr_kernel_args *a, struct cuda_context *ctx, const struct cuda_gemm *g, const void *A,
-                   enum tr_dtype at, const void *B, enum tr_dtype bt, void *Y, enum tr_dtype yt, float alpha, float beta,
-                   void *lt_workspace);
+                   enum tr_dtype at, const void *B, enum tr_dtype bt, void *Y, enum tr_dtype yt, float alpha,
+                   float beta, void *lt_workspace);
 
 /* ---- the kernels of each file, as the table names them -------------------------------------- */
 

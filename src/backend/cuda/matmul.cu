@@ -117,9 +117,10 @@ static int lt_layout(const struct tr_kernel_args *a, cublasLtMatrixLayout_t *l, 
     return 0;
 }
 
+/* internal.h's GEMM, in cuBLASLt's terms: b its first operand, a its second (the file's top). */
 int cuda_lt_matmul(const struct tr_kernel_args *a, struct cuda_context *ctx, const struct cuda_gemm *g, const void *A,
-                   enum tr_dtype at, const void *B, enum tr_dtype bt, void *Y, enum tr_dtype yt, float alpha, float beta,
-                   void *lt_workspace)
+                   enum tr_dtype at, const void *B, enum tr_dtype bt, void *Y, enum tr_dtype yt, float alpha,
+                   float beta, void *lt_workspace)
 {
     if (g->P > INT32_MAX)
         return cuda_fail(a, "%lld batches are more than cuBLASLt takes", (long long)g->P);
