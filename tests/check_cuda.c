@@ -9,7 +9,11 @@
  *    tensor's largest magnitude (elements that are differences of larger numbers); TF32
  *    matmuls within 4 unit roundoffs normwise;
  *  - DROPOUT, CAST, EMBEDDING and EMBEDDING_BWD bit for bit (the same Philox draws, the same
- *    rounding, the same additions in the same order).
+ *    rounding, the same additions in the same order);
+ *  - ATTENTION and ATTENTION_BWD (ATTN) within 8 unit roundoffs normwise, of TF32 (2⁻¹¹) in the
+ *    f32 runs and of the 16-bit type otherwise, every output: a chain of up to three GEMMs, and
+ *    P and dS rounded to the operands' type (attention.cu); −∞ (lse of a row that sees no key)
+ *    must be −∞ on both sides.
  * Bad ids and targets fail with the CPU's sentence. Without a GPU only the table is checked
  * (it touches no device); the program then says so and exits 77, which make check counts as
  * a skip. */
@@ -33,6 +37,7 @@ static const enum tr_op implemented[] = {
     TR_OP_ACCUMULATE, TR_OP_PERMUTE, TR_OP_SLICE, TR_OP_SLICE_BWD, TR_OP_CONCAT, TR_OP_MASKED_FILL, TR_OP_GATHER,
     TR_OP_GATHER_BWD, TR_OP_SUM, TR_OP_MEAN, TR_OP_SUM_BWD, TR_OP_ARGMAX, TR_OP_MAXPOOL, TR_OP_MAXPOOL_BWD,
     TR_OP_AVGPOOL, TR_OP_AVGPOOL_BWD, TR_OP_GLOBAL_AVGPOOL, TR_OP_GLOBAL_AVGPOOL_BWD,
+    TR_OP_ATTENTION, TR_OP_ATTENTION_BWD,
 };
 #define NIMPLEMENTED ((int)(sizeof implemented / sizeof implemented[0]))
 
@@ -59,11 +64,11 @@ END_TEST
 /* An op without a kernel fails with a sentence before anything reaches a device. */
 START_TEST(missing_op_says_so)
 {
-    struct tr_node n = {.op = TR_OP_ATTENTION, .nin = 3, .nout = 2};
+    struct tr_node n = {.op = TR_OP_LINEAR_CROSS_ENTROPY, .nin = 3, .nout = 3};
     char error[TR_KERNEL_ERROR_MAX] = "";
-    struct tr_kernel_args a = {.node = &n, .nin = 3, .nout = 2, .error = error};
+    struct tr_kernel_args a = {.node = &n, .nin = 3, .nout = 3, .error = error};
     ck_assert_int_eq(tr_backend_run(tr_backend_cuda(), &a), TR_EINVAL);
-    ck_assert_str_eq(error, "op attention has no CUDA kernel yet");
+    ck_assert_str_eq(error, "op linear_cross_entropy has no CUDA kernel yet");
     n.op = TR_OP_CONV2D;
     ck_assert_int_eq(tr_backend_run(tr_backend_cuda(), &a), TR_EINVAL);
     ck_assert_str_eq(error, "op conv2d has no CUDA kernel yet");
@@ -105,6 +110,42 @@ START_TEST(workspace_sizes)
 }
 END_TEST
 
+/* Attention's workspace: cuBLASLt's 32 MiB, f32 scores [group, S, S] (and dP backward), P in
+ * the operands' type when 16-bit, f32 copies when the types mix; pairs grouped under 64 MiB. */
+START_TEST(attention_workspace_in_groups)
+{
+    const struct tr_backend *be = tr_backend_cuda();
+    size_t lt = (size_t)32 << 20, mib = (size_t)1 << 20;
+    struct tr_node fwd = {.op = TR_OP_ATTENTION, .nin = 3, .nout = 2};
+    struct tr_node bwd = {.op = TR_OP_ATTENTION_BWD, .nin = 6, .nout = 3};
+    struct tr_tensor x = {.dtype = TR_BF16, .rank = 4, .dim = {2, 3, 7, 8}};
+    struct tr_tensor lse = {.dtype = TR_F32, .rank = 3, .dim = {2, 3, 7}};
+    struct tr_tensor in[6] = {x, x, x, x, x, lse}, out[3] = {x, lse, x};
+    /* 6 pairs of 7·7: scores 1176 → 1280 bytes, P in bf16 588 → 768 */
+    ck_assert_uint_eq(be->workspace_bytes(&fwd, in, out), lt + 1280 + 768);
+    out[2] = x;
+    ck_assert_uint_eq(be->workspace_bytes(&bwd, in, out), lt + 2 * 1280 + 768);
+    for (int i = 0; i < 6; i++)
+        in[i].dtype = TR_F32;
+    out[0].dtype = out[2].dtype = TR_F32;
+    ck_assert_uint_eq(be->workspace_bytes(&bwd, in, out), lt + 2 * 1280);   /* f32: P in place */
+    in[2].dtype = TR_F16;   /* mixed: k widened, 336 floats → 1536 bytes */
+    ck_assert_uint_eq(be->workspace_bytes(&fwd, in, out), lt + 1536 + 1280);
+    /* S 2048 in bf16: 24 MiB a pair (16 f32 + 8 bf16), so two pairs a step of eight */
+    struct tr_tensor big = {.dtype = TR_BF16, .rank = 4, .dim = {1, 8, 2048, 64}},
+                     big_lse = {.dtype = TR_F32, .rank = 3, .dim = {1, 8, 2048}};
+    struct tr_tensor bin[3] = {big, big, big}, bout[2] = {big, big_lse};
+    ck_assert_uint_eq(be->workspace_bytes(&fwd, bin, bout), lt + 32 * mib + 16 * mib);
+    /* S 4096 backward in f32: 128 MiB a pair, over the cap, yet one pair a step */
+    big.dtype = TR_F32, big.dim[2] = 4096, big_lse.dim[2] = 4096;
+    struct tr_tensor b6[6] = {big, big, big, big, big, big_lse}, b3[3] = {big, big, big};
+    ck_assert_uint_eq(be->workspace_bytes(&bwd, b6, b3), lt + 2 * 64 * mib);
+    big.dim[2] = 0;   /* nothing to do, no workspace */
+    struct tr_tensor e3[3] = {big, big, big}, e2[2] = {big, big_lse};
+    ck_assert_uint_eq(be->workspace_bytes(&fwd, e3, e2), 0);
+}
+END_TEST
+
 /* ---- the ops on a GPU, against the CPU -------------------------------------------------------- */
 
 /* A tensor of a case: f32 always (F), the type under test (H: f32, bf16 or f16), the other
@@ -124,7 +165,7 @@ struct set {
     struct tr_tensor in[TR_MAX_IN], out[TR_MAX_OUT];
 };
 
-enum compare { NEAR, TF32, EXACT };
+enum compare { NEAR, TF32, EXACT, ATTN };
 
 struct op_case {
     const char *name;
@@ -271,6 +312,26 @@ static void maxpool_argmax(struct set *s)
     gc_free(&x), gc_free(&y);
 }
 
+/* attention's padding mask [B, S] (random 0/1): batch row 1 all padding, so its rows see no key */
+static void attn_pad_row(struct tr_tensor *mask)
+{
+    memset((uint8_t *)mask->data + mask->dim[1], 0, (size_t)mask->dim[1]);
+}
+static void attn_padded(struct set *s) { attn_pad_row(&s->in[3]); }
+
+/* attention_bwd (do, q, k, v, o, lse (+ mask)): o and lse of q, k, v by the CPU's forward */
+static void attn_forward(struct set *s, int causal)
+{
+    struct tr_node n = {.op = TR_OP_ATTENTION, .attrs.attention = {(uint8_t)causal, s->in[6].data != NULL, 0},
+                        .nin = s->in[6].data ? 4 : 3, .nout = 2};
+    if (s->in[6].data)
+        attn_pad_row(&s->in[6]);
+    struct tr_tensor in[4] = {s->in[1], s->in[2], s->in[3], s->in[6]}, out[2] = {s->in[4], s->in[5]};
+    cpu_run(&n, in, out, NULL);
+}
+static void attn_o(struct set *s) { attn_forward(s, 0); }
+static void attn_o_causal(struct set *s) { attn_forward(s, 1); }
+
 /* ---- the cases ------------------------------------------------------------------------------ */
 
 static const struct op_case cases[] = {
@@ -353,6 +414,49 @@ static const struct op_case cases[] = {
     {"log_softmax", TR_OP_LOG_SOFTMAX, {0}, 1, 1, {T(H, -4, 4, 3, 257)}, {T(H, -1, 1, 3, 257)}, NULL, NEAR, false},
     {"log_softmax_bwd", TR_OP_LOG_SOFTMAX_BWD, {0}, 2, 1, {T(H, -1, 1, 3, 257), T(H, -1, 0, 3, 257)},
      {T(H, -1, 1, 3, 257)}, log_softmax_y, NEAR, false},
+    /* attention: odd S and D, causal or not, a padding mask with a batch row all padding */
+    {"attention", TR_OP_ATTENTION, {.attention = {0, 0, 0}}, 3, 2,
+     {T(H, -1, 1, 2, 3, 7, 8), T(H, -1, 1, 2, 3, 7, 8), T(H, -1, 1, 2, 3, 7, 8)},
+     {T(H, -1, 1, 2, 3, 7, 8), T(F, 0, 1, 2, 3, 7)}, NULL, ATTN, false},
+    {"attention, causal, S 33, D 64", TR_OP_ATTENTION, {.attention = {1, 0, 0}}, 3, 2,
+     {T(H, -1, 1, 1, 2, 33, 64), T(H, -1, 1, 1, 2, 33, 64), T(H, -1, 1, 1, 2, 33, 64)},
+     {T(H, -1, 1, 1, 2, 33, 64), T(F, 0, 1, 1, 2, 33)}, NULL, ATTN, false},
+    {"attention, padding mask", TR_OP_ATTENTION, {.attention = {0, 1, 0}}, 4, 2,
+     {T(H, -1, 1, 3, 2, 7, 8), T(H, -1, 1, 3, 2, 7, 8), T(H, -1, 1, 3, 2, 7, 8), T(U, 0, 2, 3, 7)},
+     {T(H, -1, 1, 3, 2, 7, 8), T(F, 0, 1, 3, 2, 7)}, attn_padded, ATTN, false},
+    {"attention, causal and padding mask, S 33", TR_OP_ATTENTION, {.attention = {1, 1, 0}}, 4, 2,
+     {T(H, -2, 2, 2, 2, 33, 64), T(H, -2, 2, 2, 2, 33, 64), T(H, -1, 1, 2, 2, 33, 64), T(U, 0, 2, 2, 33)},
+     {T(H, -1, 1, 2, 2, 33, 64), T(F, 0, 1, 2, 2, 33)}, attn_padded, ATTN, false},
+    {"attention, scale 0.5 given (1/√4), D 4, o in f32", TR_OP_ATTENTION, {.attention = {0, 0, 0.5f}}, 3, 2,
+     {T(H, -1, 1, 1, 2, 7, 4), T(H, -1, 1, 1, 2, 7, 4), T(H, -1, 1, 1, 2, 7, 4)},
+     {T(F, -1, 1, 1, 2, 7, 4), T(F, 0, 1, 1, 2, 7)}, NULL, ATTN, false},
+    {"attention, v in the other type (widened)", TR_OP_ATTENTION, {.attention = {1, 0, 0}}, 3, 2,
+     {T(H, -1, 1, 1, 2, 7, 8), T(H, -1, 1, 1, 2, 7, 8), T(O, -1, 1, 1, 2, 7, 8)},
+     {T(H, -1, 1, 1, 2, 7, 8), T(F, 0, 1, 1, 2, 7)}, NULL, ATTN, false},
+    {"attention_bwd", TR_OP_ATTENTION_BWD, {.attention = {0, 0, 0}}, 6, 3,
+     {T(H, -1, 1, 2, 3, 7, 8), T(H, -1, 1, 2, 3, 7, 8), T(H, -1, 1, 2, 3, 7, 8), T(H, -1, 1, 2, 3, 7, 8),
+      T(H, 0, 0, 2, 3, 7, 8), T(F, 0, 0, 2, 3, 7)},
+     {T(H, -1, 1, 2, 3, 7, 8), T(H, -1, 1, 2, 3, 7, 8), T(H, -1, 1, 2, 3, 7, 8)}, attn_o, ATTN, false},
+    {"attention_bwd, causal, S 33, D 64", TR_OP_ATTENTION_BWD, {.attention = {1, 0, 0}}, 6, 3,
+     {T(H, -1, 1, 1, 2, 33, 64), T(H, -1, 1, 1, 2, 33, 64), T(H, -1, 1, 1, 2, 33, 64), T(H, -1, 1, 1, 2, 33, 64),
+      T(H, 0, 0, 1, 2, 33, 64), T(F, 0, 0, 1, 2, 33)},
+     {T(H, -1, 1, 1, 2, 33, 64), T(H, -1, 1, 1, 2, 33, 64), T(H, -1, 1, 1, 2, 33, 64)}, attn_o_causal, ATTN, false},
+    {"attention_bwd, padding mask", TR_OP_ATTENTION_BWD, {.attention = {0, 1, 0}}, 7, 3,
+     {T(H, -1, 1, 3, 2, 7, 8), T(H, -1, 1, 3, 2, 7, 8), T(H, -1, 1, 3, 2, 7, 8), T(H, -1, 1, 3, 2, 7, 8),
+      T(H, 0, 0, 3, 2, 7, 8), T(F, 0, 0, 3, 2, 7), T(U, 0, 2, 3, 7)},
+     {T(H, -1, 1, 3, 2, 7, 8), T(H, -1, 1, 3, 2, 7, 8), T(H, -1, 1, 3, 2, 7, 8)}, attn_o, ATTN, false},
+    {"attention_bwd, causal and padding mask, S 33", TR_OP_ATTENTION_BWD, {.attention = {1, 1, 0}}, 7, 3,
+     {T(H, -1, 1, 2, 2, 33, 64), T(H, -2, 2, 2, 2, 33, 64), T(H, -2, 2, 2, 2, 33, 64), T(H, -1, 1, 2, 2, 33, 64),
+      T(H, 0, 0, 2, 2, 33, 64), T(F, 0, 0, 2, 2, 33), T(U, 0, 2, 2, 33)},
+     {T(H, -1, 1, 2, 2, 33, 64), T(H, -1, 1, 2, 2, 33, 64), T(H, -1, 1, 2, 2, 33, 64)}, attn_o_causal, ATTN, false},
+    {"attention_bwd, f32 gradients", TR_OP_ATTENTION_BWD, {.attention = {1, 0, 0}}, 6, 3,
+     {T(H, -1, 1, 1, 2, 7, 8), T(H, -1, 1, 1, 2, 7, 8), T(H, -1, 1, 1, 2, 7, 8), T(H, -1, 1, 1, 2, 7, 8),
+      T(H, 0, 0, 1, 2, 7, 8), T(F, 0, 0, 1, 2, 7)},
+     {T(F, -1, 1, 1, 2, 7, 8), T(F, -1, 1, 1, 2, 7, 8), T(F, -1, 1, 1, 2, 7, 8)}, attn_o_causal, ATTN, false},
+    {"attention_bwd, f32 do (widened)", TR_OP_ATTENTION_BWD, {.attention = {0, 0, 0}}, 6, 3,
+     {T(F, -1, 1, 1, 2, 7, 8), T(H, -1, 1, 1, 2, 7, 8), T(H, -1, 1, 1, 2, 7, 8), T(H, -1, 1, 1, 2, 7, 8),
+      T(H, 0, 0, 1, 2, 7, 8), T(F, 0, 0, 1, 2, 7)},
+     {T(H, -1, 1, 1, 2, 7, 8), T(H, -1, 1, 1, 2, 7, 8), T(H, -1, 1, 1, 2, 7, 8)}, attn_o, ATTN, false},
     /* layer norm */
     {"layernorm", TR_OP_LAYERNORM, {.norm = {1e-5f}}, 3, 2, {T(H, -2, 2, 6, 257), T(F, 0.5, 1.5, 257), T(F, -1, 1, 257)},
      {T(H, -1, 1, 6, 257), T(F, 0, 1, 6, 2)}, NULL, NEAR, false},
@@ -538,7 +642,7 @@ static double ulp16(enum tr_dtype t, double w)
 }
 
 static void compare(const struct op_case *c, const char *variant, int k, const struct tr_tensor *got,
-                    const struct tr_tensor *want, enum compare how)
+                    const struct tr_tensor *want, enum compare how, enum tr_dtype half)
 {
     int64_t n = tr_tensor_numel(want);
     if (how == EXACT || want->dtype == TR_I32) {
@@ -554,14 +658,18 @@ static void compare(const struct op_case *c, const char *variant, int k, const s
     double diff = 0, norm = 0, maxabs = 0;
     for (int64_t i = 0; i < n; i++) {
         double g = get(got, i), w = get(want, i);
+        if (isinf(w) && g == w)   /* attention's lse of a row that sees no key: −∞ */
+            continue;
         ck_assert_msg(isfinite(g) && isfinite(w), "%s %s: output %d element %lld: %g and %g", c->name, variant, k,
                       (long long)i, g, w);
         diff += (g - w) * (g - w), norm += w * w;
         maxabs = fabs(w) > maxabs ? fabs(w) : maxabs;
     }
     double normwise = norm > 0 ? sqrt(diff / norm) : sqrt(diff);
-    if (want->dtype == TR_F32 || how == TF32) {
-        double tol = want->dtype == TR_F32 ? (how == TF32 ? 2e-3 : 1e-5) : 4 * unit_roundoff(want->dtype);
+    if (want->dtype == TR_F32 || how == TF32 || how == ATTN) {
+        double tol = how == ATTN              ? 8 * (half == TR_F32 ? 0x1p-11 : unit_roundoff(half))
+                     : want->dtype == TR_F32 ? (how == TF32 ? 2e-3 : 1e-5)
+                                             : 4 * unit_roundoff(want->dtype);
         ck_assert_msg(normwise <= tol, "%s %s: output %d is %.3g from the CPU's (normwise), over %.3g", c->name,
                       variant, k, normwise, tol);
         return;
@@ -602,7 +710,7 @@ static void check_case(const struct op_case *c, enum tr_dtype half, int acc)
     if (how == TF32 && s.in[0].dtype != TR_F32 && s.in[1].dtype != TR_F32 && s.in[0].dtype == s.in[1].dtype)
         how = NEAR;   /* two 16-bit operands: exact products, f32 sums */
     for (int i = 0; i < c->nout; i++) {
-        compare(c, variant, i, &got[i], &want[i], how);
+        compare(c, variant, i, &got[i], &want[i], how, half);
         gc_free(&want[i]), gc_free(&got[i]), gc_free(&s.out[i]);
     }
     for (int i = 0; i < c->nin; i++)
@@ -703,7 +811,8 @@ START_TEST(repeatable)
     static const char *const picks[] = {"bias_grad, 130 rows (3 chunks)", "layernorm_bwd, 130 rows",
                                         "embedding_bwd, 300 positions, 257 columns",
                                         "cross_entropy with ignored rows, 257 classes", "sum of all",
-                                        "gather_bwd, repeated ids", "maxpool_bwd 3/2/1 (overlapping windows)"};
+                                        "gather_bwd, repeated ids", "maxpool_bwd 3/2/1 (overlapping windows)",
+                                        "attention_bwd, causal and padding mask, S 33"};
     for (int p = 0; p < (int)(sizeof picks / sizeof picks[0]); p++) {
         const struct op_case *c = find_case(picks[p]);
         uint64_t seed = 99;
@@ -742,6 +851,7 @@ int main(void)
     tcase_add_test(table, missing_op_says_so);
     tcase_add_test(table, f64_refused);
     tcase_add_test(table, workspace_sizes);
+    tcase_add_test(table, attention_workspace_in_groups);
     suite_add_tcase(s, table);
     if (info.devices > 0) {
         /* The probe has started CUDA in this process, and a forked child cannot use it: the

@@ -205,6 +205,9 @@ static size_t cuda_workspace_bytes(const struct tr_node *node, const struct tr_t
         return tr_cuda_embedding_bwd_workspace(node, in, out);
     case TR_OP_CROSS_ENTROPY:
         return tr_cuda_cross_entropy_workspace(node, in, out);
+    case TR_OP_ATTENTION:
+    case TR_OP_ATTENTION_BWD:
+        return tr_cuda_attention_workspace(node, in, out);
     default:
         return 0;
     }
@@ -262,6 +265,8 @@ static void fill_table(struct tr_backend *be)
     be->memory = cuda_device_memory(), be->host_memory = cuda_pinned_memory(), be->host_visible = false;
     be->copy = cuda_copy, be->fill = cuda_fill, be->synchronize = cuda_synchronize;
     be->optim_step = cuda_optim_step, be->grad_sumsq = cuda_grad_sumsq, be->grad_scale = cuda_grad_scale;
+    k[TR_OP_ATTENTION] = tr_cuda_attention;
+    k[TR_OP_ATTENTION_BWD] = tr_cuda_attention_bwd;
 }
 
 extern "C" const struct tr_backend *tr_backend_cuda(void)

@@ -1,7 +1,7 @@
 /* The CUDA backend (DESIGN.md §3, issue 12): the kernel table of backend.h on an NVIDIA GPU —
- * cuBLASLt for MATMUL, own kernels for the rest. A first slice: the ops listed in
- * src/backend/cuda/README are done; the others are NULL in the table, and tr_backend_run
- * refuses them with "op X has no CUDA kernel yet".
+ * cuBLASLt for MATMUL and attention's GEMMs, own kernels for the rest. A first slice: the ops
+ * listed in src/backend/cuda/README are done; the others are NULL in the table, and
+ * tr_backend_run refuses them with "op X has no CUDA kernel yet".
  *
  * What a caller must know:
  *  - every tensor's .data, the workspace, and args->rng->sample_ids (int64, one per row of

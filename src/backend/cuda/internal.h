@@ -189,6 +189,22 @@ __device__ float cuda_block_reduce(float v, Op op, float *shared)
  * CAST's kernel, and MATMUL's widening of operands cuBLASLt cannot mix (elementwise.cu). */
 void cuda_convert(cudaStream_t stream, const void *src, int ts, void *dst, int td, int64_t n, int acc);
 
+/* ---- GEMMs through cuBLASLt (matmul.cu): MATMUL's, and attention's ---------------------------
+ * Row-major Y[p] = alpha·op(A[p])·op(B[p]) + beta·Y[p] for p < P batches: op(A) [M, K] (A [M, K],
+ * or [K, M] when ta), op(B) [K, N] (B [K, N], or [N, K] when tb); A and B a_stride and b_stride
+ * elements apart, Y M·N apart. f32 operands run in TF32, 16-bit ones (at = bt) with f32 sums;
+ * Y is f32 or the operands' type. lt_workspace holds CUDA_LT_WORKSPACE bytes: cuBLASLt's own
+ * scratch for its split-K and stream-K kernels, NVIDIA's suggestion on Hopper (the cuBLAS docs,
+ * "cublasSetWorkspace"), which a GEMM node's workspace includes. */
+#define CUDA_LT_WORKSPACE ((size_t)32 << 20)
+struct cuda_gemm {
+    int ta, tb;
+    int64_t P, M, N, K, a_stride, b_stride;
+};
+int cuda_lt_matmul(const struct tr_kernel_args *a, struct cuda_context *ctx, const struct cuda_gemm *g, const void *A,
+                   enum tr_dtype at, const void *B, enum tr_dtype bt, void *Y, enum tr_dtype yt, float alpha,
+                   float beta, void *lt_workspace);
+
 /* ---- the kernels of each file, as the table names them -------------------------------------- */
 
 #define CUDA_KERNELS(X) \
@@ -198,7 +214,8 @@ void cuda_convert(cudaStream_t stream, const void *src, int ts, void *dst, int t
     X(embedding) X(embedding_bwd) X(cross_entropy) X(cross_entropy_bwd) \
     X(accumulate) X(permute) X(slice) X(slice_bwd) X(concat) X(masked_fill) X(gather) X(gather_bwd) \
     X(sum) X(mean) X(sum_bwd) X(argmax) \
-    X(maxpool) X(maxpool_bwd) X(avgpool) X(avgpool_bwd) X(global_avgpool) X(global_avgpool_bwd)
+    X(maxpool) X(maxpool_bwd) X(avgpool) X(avgpool_bwd) X(global_avgpool) X(global_avgpool_bwd) \
+    X(attention) X(attention_bwd)
 
 #define CUDA_DECLARE(name) int tr_cuda_##name(const struct tr_kernel_args *a);
 CUDA_KERNELS(CUDA_DECLARE)
@@ -213,6 +230,7 @@ size_t tr_cuda_embedding_bwd_workspace(const struct tr_node *node, const struct 
                                        const struct tr_tensor *out);
 size_t tr_cuda_cross_entropy_workspace(const struct tr_node *node, const struct tr_tensor *in,
                                        const struct tr_tensor *out);
+size_t tr_cuda_attention_workspace(const struct tr_node *node, const struct tr_tensor *in, const struct tr_tensor *out);
 
 /* Column sums over rows in a fixed order, no atomics (elementwise.cu): partial [chunks, cols]
  * f32 holds in row k the sum of rows [k·CUDA_COLUMN_CHUNK, (k+1)·CUDA_COLUMN_CHUNK) of each

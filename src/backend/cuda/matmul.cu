@@ -15,13 +15,7 @@
 
 #include <string.h>
 
-/* cuBLASLt's own scratch for its split-K and stream-K kernels: NVIDIA suggests 32 MiB on
- * Hopper (the cuBLAS docs, "cublasSetWorkspace"); a MATMUL node's workspace includes it. */
-#define LT_WORKSPACE ((size_t)32 << 20)
-
-struct gemm {
-    int ta, tb;
-    int64_t P, M, N, K, a_stride, b_stride;
+struct gemm : cuda_gemm {
     bool native;   /* the dtypes cuBLASLt takes as they are */
 };
 
@@ -56,7 +50,7 @@ size_t tr_cuda_matmul_workspace(const struct tr_node *node, const struct tr_tens
     struct gemm g = gemm_of(node, in, out);
     size_t copies[3];
     copies_of(in, out, &g, copies);
-    return copies[0] + copies[1] + copies[2] + LT_WORKSPACE;
+    return copies[0] + copies[1] + copies[2] + CUDA_LT_WORKSPACE;
 }
 
 static cudaDataType_t lt_type(enum tr_dtype t)
@@ -123,10 +117,10 @@ static int lt_layout(const struct tr_kernel_args *a, cublasLtMatrixLayout_t *l, 
     return 0;
 }
 
-/* Y (type yt) (+)= op(A)·op(B) (types at, bt) on device pointers, in cuBLASLt's terms. */
-static int lt_matmul(const struct tr_kernel_args *a, struct cuda_context *ctx, const struct gemm *g,
-                     const void *A, enum tr_dtype at, const void *B, enum tr_dtype bt, void *Y, enum tr_dtype yt,
-                     void *lt_workspace)
+/* internal.h's GEMM, in cuBLASLt's terms: b its first operand, a its second (the file's top). */
+int cuda_lt_matmul(const struct tr_kernel_args *a, struct cuda_context *ctx, const struct cuda_gemm *g, const void *A,
+                   enum tr_dtype at, const void *B, enum tr_dtype bt, void *Y, enum tr_dtype yt, float alpha,
+                   float beta, void *lt_workspace)
 {
     if (g->P > INT32_MAX)
         return cuda_fail(a, "%lld batches are more than cuBLASLt takes", (long long)g->P);
@@ -146,7 +140,7 @@ static int lt_matmul(const struct tr_kernel_args *a, struct cuda_context *ctx, c
     if (rc)
         return rc;
     LT(cublasLtMatmulPreferenceCreate(&c.pref));
-    uint64_t ws = LT_WORKSPACE;
+    uint64_t ws = CUDA_LT_WORKSPACE;
     LT(cublasLtMatmulPreferenceSetAttribute(c.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
     uint32_t align_first = alignment_of(B, g->b_stride * (int64_t)tr_dtype_size(bt));
     uint32_t align_second = alignment_of(A, g->a_stride * (int64_t)tr_dtype_size(at));
@@ -167,9 +161,8 @@ static int lt_matmul(const struct tr_kernel_args *a, struct cuda_context *ctx, c
         return cuda_fail(a, "cuBLASLt has no algorithm for %s·%s → %s, M %lld N %lld K %lld, %lld batches",
                          tr_dtype_name(at), tr_dtype_name(bt), tr_dtype_name(yt), (long long)g->M, (long long)g->N,
                          (long long)g->K, (long long)g->P);
-    float alpha = 1, beta = a->node->accumulate ? 1.0f : 0.0f;
     LT(cublasLtMatmul(ctx->lt, c.desc, &alpha, B, c.first, A, c.second, &beta, Y, c.out, Y, c.out, &h.algo,
-                      lt_workspace, LT_WORKSPACE, ctx->stream));
+                      lt_workspace, CUDA_LT_WORKSPACE, ctx->stream));
     return 0;
 }
 
@@ -212,6 +205,7 @@ int tr_cuda_matmul(const struct tr_kernel_args *a)
             return rc;
     }
     void *lt_workspace = at + copies[0] + copies[1] + copies[2];
+    float beta = a->node->accumulate ? 1.0f : 0.0f;
     if (g.b_stride == 0 && g.P > 1) {
         /* b shared under trans_a: one GEMM a batch, rather than trusting cuBLASLt with a batch
          * stride of 0 (not promised by its documentation); autodiff rarely makes this shape */
@@ -219,10 +213,10 @@ int tr_cuda_matmul(const struct tr_kernel_args *a)
         one.P = 1;
         size_t a_step = (size_t)g.a_stride * tr_dtype_size(a_type), y_step = (size_t)(g.M * g.N) * tr_dtype_size(y_type);
         for (int64_t p = 0; p < g.P && !rc; p++)
-            rc = lt_matmul(a, ctx, &one, (const char *)A + p * a_step, a_type, B, b_type, (char *)Y + p * y_step, y_type,
-                           lt_workspace);
+            rc = cuda_lt_matmul(a, ctx, &one, (const char *)A + p * a_step, a_type, B, b_type, (char *)Y + p * y_step,
+                                y_type, 1, beta, lt_workspace);
     } else {
-        rc = lt_matmul(a, ctx, &g, A, a_type, B, b_type, Y, y_type, lt_workspace);
+        rc = cuda_lt_matmul(a, ctx, &g, A, a_type, B, b_type, Y, y_type, 1, beta, lt_workspace);
     }
     if (rc)
         return rc;
