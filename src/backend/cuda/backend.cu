@@ -187,6 +187,13 @@ static size_t cuda_workspace_bytes(const struct tr_node *node, const struct tr_t
         return tr_cuda_embedding_bwd_workspace(node, in, out);
     case TR_OP_CROSS_ENTROPY:
         return tr_cuda_cross_entropy_workspace(node, in, out);
+    case TR_OP_CONV2D:
+    case TR_OP_CONV2D_BWD_DATA:
+    case TR_OP_CONV2D_BWD_FILTER:
+        return tr_cuda_conv2d_workspace(node, in, out);
+    case TR_OP_BATCHNORM:
+    case TR_OP_BATCHNORM_BWD:
+        return tr_cuda_batchnorm_workspace(node, in, out);
     default:
         return 0;
     }
@@ -241,6 +248,11 @@ static void fill_table(struct tr_backend *be)
     k[TR_OP_AVGPOOL_BWD] = tr_cuda_avgpool_bwd;
     k[TR_OP_GLOBAL_AVGPOOL] = tr_cuda_global_avgpool;
     k[TR_OP_GLOBAL_AVGPOOL_BWD] = tr_cuda_global_avgpool_bwd;
+    k[TR_OP_CONV2D] = tr_cuda_conv2d;
+    k[TR_OP_CONV2D_BWD_DATA] = tr_cuda_conv2d_bwd_data;
+    k[TR_OP_CONV2D_BWD_FILTER] = tr_cuda_conv2d_bwd_filter;
+    k[TR_OP_BATCHNORM] = tr_cuda_batchnorm;
+    k[TR_OP_BATCHNORM_BWD] = tr_cuda_batchnorm_bwd;
 }
 
 extern "C" const struct tr_backend *tr_backend_cuda(void)

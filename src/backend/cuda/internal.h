@@ -1,5 +1,5 @@
 /* What the CUDA backend's files (the .cu files of src/backend/cuda) share, C++ only: the per-process
- * context (one stream, one cuBLASLt handle, a few device words for input checks), the
+ * context (one stream, one cuBLASLt handle, a cuDNN handle, a few device words for input checks), the
  * sentences every failure becomes, element loads and stores of f32/bf16/f16 with f32
  * arithmetic, block reductions, and each file's kernels as backend.cu's table names them. */
 #ifndef TR_CUDA_INTERNAL_H
@@ -22,6 +22,7 @@ struct cuda_context {
     cudaStream_t stream;
     cublasLtHandle_t lt;
     unsigned long long *check;   /* device: [0] first bad position, [1] count (cuda_check_ids) */
+    struct cudnnContext *dnn;    /* cudnnHandle_t, on the stream; made by cudnn.cu's first call */
 };
 
 /* The context, creating it on the first call; NULL with a sentence in a->error when the device
@@ -169,7 +170,8 @@ void cuda_convert(cudaStream_t stream, const void *src, int ts, void *dst, int t
     X(embedding) X(embedding_bwd) X(cross_entropy) X(cross_entropy_bwd) \
     X(accumulate) X(permute) X(slice) X(slice_bwd) X(concat) X(masked_fill) X(gather) X(gather_bwd) \
     X(sum) X(mean) X(sum_bwd) X(argmax) \
-    X(maxpool) X(maxpool_bwd) X(avgpool) X(avgpool_bwd) X(global_avgpool) X(global_avgpool_bwd)
+    X(maxpool) X(maxpool_bwd) X(avgpool) X(avgpool_bwd) X(global_avgpool) X(global_avgpool_bwd) \
+    X(conv2d) X(conv2d_bwd_data) X(conv2d_bwd_filter) X(batchnorm) X(batchnorm_bwd)
 
 #define CUDA_DECLARE(name) int tr_cuda_##name(const struct tr_kernel_args *a);
 CUDA_KERNELS(CUDA_DECLARE)
@@ -184,6 +186,9 @@ size_t tr_cuda_embedding_bwd_workspace(const struct tr_node *node, const struct 
                                        const struct tr_tensor *out);
 size_t tr_cuda_cross_entropy_workspace(const struct tr_node *node, const struct tr_tensor *in,
                                        const struct tr_tensor *out);
+/* The three convolution ops' (cudnn.cu says how the budget is chosen) and batch norm's two. */
+size_t tr_cuda_conv2d_workspace(const struct tr_node *node, const struct tr_tensor *in, const struct tr_tensor *out);
+size_t tr_cuda_batchnorm_workspace(const struct tr_node *node, const struct tr_tensor *in, const struct tr_tensor *out);
 
 /* Column sums over rows in a fixed order, no atomics (elementwise.cu): partial [chunks, cols]
  * f32 holds in row k the sum of rows [k·CUDA_COLUMN_CHUNK, (k+1)·CUDA_COLUMN_CHUNK) of each
