@@ -1,9 +1,8 @@
 /* CONV2D, CONV2D_BWD_DATA, CONV2D_BWD_FILTER, BATCHNORM and BATCHNORM_BWD on the GPU through
- * cuDNN 9 (src/backend/cpu/conv.inc and batchnorm.inc are the reference). cuDNN 9 still ships
- * the legacy descriptor API used here; its headers mark all of it deprecated (a warning only
- * under CUDNN_WARN_DEPRECATED), the graph API of cudnn_graph.h being its successor. The handle
- * is made on the first of these ops a process runs, on the backend's stream; eval-mode batch
- * norm is two small kernels of our own, which match the CPU bit for bit. */
+ * cuDNN 9 (src/backend/cpu/conv.inc and batchnorm.inc are the reference), by the legacy
+ * descriptor API cuDNN 9 still ships and marks deprecated (warned of only under
+ * CUDNN_WARN_DEPRECATED; the graph API of cudnn_graph.h is its successor). Eval-mode batch
+ * norm is two small kernels of our own, the CPU's operations in its order. */
 #include "backend/cuda/internal.h"
 
 #include <cudnn.h>
