@@ -4,10 +4,12 @@
  * overwriting and accumulating; the node runs on the device through tr_backend_run on copies
  * of the inputs, and its outputs are compared with the CPU backend's on the same inputs:
  *  - f32 outputs within 1e-5 normwise relative (‖gpu − cpu‖/‖cpu‖), except MATMUL with an f32
- *    operand, which runs in TF32 (cuda.h): 2e-3;
+ *    operand and every convolution, which run in TF32 (cuda.h; cuDNN's FFT and Winograd
+ *    algorithms round their transforms too): 2e-3;
  *  - 16-bit outputs within 2 units in the last place of the CPU's value, plus 1e-4 of the
  *    tensor's largest magnitude (elements that are differences of larger numbers); TF32
- *    matmuls within 4 unit roundoffs normwise;
+ *    matmuls and convolutions within 4 unit roundoffs normwise;
+ *  - inputs a node writes in place (batch norm's running statistics) as outputs;
  *  - DROPOUT, CAST, EMBEDDING and EMBEDDING_BWD bit for bit (the same Philox draws, the same
  *    rounding, the same additions in the same order);
  *  - ATTENTION and ATTENTION_BWD (ATTN) within 8 unit roundoffs normwise, of TF32 (2⁻¹¹) in the
@@ -38,6 +40,8 @@ static const enum tr_op implemented[] = {
     TR_OP_GATHER_BWD, TR_OP_SUM, TR_OP_MEAN, TR_OP_SUM_BWD, TR_OP_ARGMAX, TR_OP_MAXPOOL, TR_OP_MAXPOOL_BWD,
     TR_OP_AVGPOOL, TR_OP_AVGPOOL_BWD, TR_OP_GLOBAL_AVGPOOL, TR_OP_GLOBAL_AVGPOOL_BWD,
     TR_OP_ATTENTION, TR_OP_ATTENTION_BWD,
+    TR_OP_AVGPOOL, TR_OP_AVGPOOL_BWD, TR_OP_GLOBAL_AVGPOOL, TR_OP_GLOBAL_AVGPOOL_BWD, TR_OP_CONV2D,
+    TR_OP_CONV2D_BWD_DATA, TR_OP_CONV2D_BWD_FILTER, TR_OP_BATCHNORM, TR_OP_BATCHNORM_BWD,
 };
 #define NIMPLEMENTED ((int)(sizeof implemented / sizeof implemented[0]))
 
@@ -61,16 +65,16 @@ START_TEST(table_names_its_ops)
 }
 END_TEST
 
-/* An op without a kernel fails with a sentence before anything reaches a device. */
+/* An op without a kernel (a slot a later backend leaves NULL) fails with a sentence naming the
+ * op and the backend, before anything reaches a device. */
 START_TEST(missing_op_says_so)
 {
-    struct tr_node n = {.op = TR_OP_LINEAR_CROSS_ENTROPY, .nin = 3, .nout = 3};
+    struct tr_backend partial = *tr_backend_cuda();
+    partial.kernels[TR_OP_CONV2D] = NULL;
+    struct tr_node n = {.op = TR_OP_CONV2D, .nin = 2, .nout = 1};
     char error[TR_KERNEL_ERROR_MAX] = "";
-    struct tr_kernel_args a = {.node = &n, .nin = 3, .nout = 3, .error = error};
-    ck_assert_int_eq(tr_backend_run(tr_backend_cuda(), &a), TR_EINVAL);
-    ck_assert_str_eq(error, "op linear_cross_entropy has no CUDA kernel yet");
-    n.op = TR_OP_CONV2D;
-    ck_assert_int_eq(tr_backend_run(tr_backend_cuda(), &a), TR_EINVAL);
+    struct tr_kernel_args a = {.node = &n, .nin = 2, .nout = 1, .error = error};
+    ck_assert_int_eq(tr_backend_run(&partial, &a), TR_EINVAL);
     ck_assert_str_eq(error, "op conv2d has no CUDA kernel yet");
 }
 END_TEST
@@ -143,6 +147,45 @@ START_TEST(attention_workspace_in_groups)
     big.dim[2] = 0;   /* nothing to do, no workspace */
     struct tr_tensor e3[3] = {big, big, big}, e2[2] = {big, big_lse};
     ck_assert_uint_eq(be->workspace_bytes(&fwd, e3, e2), 0);
+/* A convolution's: its f32 copies (when x, w, y differ in dtype), then cuDNN's budget — the
+ * batch's im2col in f32, within [32 MiB, 256 MiB]. Batch norm's: the f32 copies alone (16-bit
+ * x and y run as they are in f16, through f32 in bf16). No device is touched. */
+START_TEST(workspace_sizes_cudnn)
+{
+    const struct tr_backend *be = tr_backend_cuda();
+    size_t mib = (size_t)1 << 20;
+    struct tr_node conv = {.op = TR_OP_CONV2D, .attrs.conv = {1, 1}, .nin = 2, .nout = 1};
+    struct tr_tensor x = {.dtype = TR_F32, .rank = 4, .dim = {2, 3, 9, 11}}, w = {.dtype = TR_F32, .rank = 4, .dim = {5, 3, 3, 3}},
+                     y = {.dtype = TR_F32, .rank = 4, .dim = {2, 5, 9, 11}};
+    struct tr_tensor in[5] = {x, w}, out[2] = {y};
+    ck_assert_uint_eq(be->workspace_bytes(&conv, in, out), 32 * mib);   /* im2col 2·27·99·4 bytes: the floor */
+    in[0].dtype = out[0].dtype = TR_BF16;   /* x (594·4 → 2560 bytes) and y (990·4 → 4096) widened */
+    ck_assert_uint_eq(be->workspace_bytes(&conv, in, out), 32 * mib + 2560 + 4096);
+    in[1].dtype = TR_BF16;   /* one dtype: no copies */
+    ck_assert_uint_eq(be->workspace_bytes(&conv, in, out), 32 * mib);
+    conv.op = TR_OP_CONV2D_BWD_FILTER;   /* dy [2, 5, 9, 11] bf16, x bf16 → dw f32: dy and x widened */
+    struct tr_tensor bin[2] = {out[0], in[0]}, bout[1] = {w};
+    ck_assert_uint_eq(be->workspace_bytes(&conv, bin, bout), 32 * mib + 4096 + 2560);
+    conv.op = TR_OP_CONV2D;
+    struct tr_tensor mx = {.dtype = TR_F32, .rank = 4, .dim = {8, 64, 56, 56}},
+                     mw = {.dtype = TR_F32, .rank = 4, .dim = {64, 64, 3, 3}};
+    struct tr_tensor big_in[2] = {mx, mw}, big_out[1] = {mx};
+    ck_assert_uint_eq(be->workspace_bytes(&conv, big_in, big_out), (size_t)8 * 576 * 3136 * 4);   /* 55 MiB: im2col */
+    big_in[0].dim[0] = big_out[0].dim[0] = 256;
+    ck_assert_uint_eq(be->workspace_bytes(&conv, big_in, big_out), 256 * mib);   /* 1.7 GiB of im2col: the ceiling */
+    struct tr_node bn = {.op = TR_OP_BATCHNORM, .attrs.batchnorm = {1e-5f, 0.1f, 1}, .nin = 5, .nout = 2};
+    struct tr_tensor c = {.dtype = TR_F32, .rank = 1, .dim = {3}}, saved = {.dtype = TR_F32, .rank = 2, .dim = {2, 3}};
+    struct tr_tensor bnin[5] = {x, c, c, c, c}, bnout[2] = {x, saved};
+    ck_assert_uint_eq(be->workspace_bytes(&bn, bnin, bnout), 0);
+    bnin[0].dtype = bnout[0].dtype = TR_F16;   /* cuDNN's half batch norm: as it is */
+    ck_assert_uint_eq(be->workspace_bytes(&bn, bnin, bnout), 0);
+    bnin[0].dtype = bnout[0].dtype = TR_BF16;   /* bf16: x and y through f32 */
+    ck_assert_uint_eq(be->workspace_bytes(&bn, bnin, bnout), 2560 + 2560);
+    bn.attrs.batchnorm.training = 0;   /* eval: our kernels read bf16 themselves */
+    ck_assert_uint_eq(be->workspace_bytes(&bn, bnin, bnout), 0);
+    struct tr_node bwd = {.op = TR_OP_BATCHNORM_BWD, .attrs.batchnorm = {1e-5f, 0.1f, 1}, .nin = 4, .nout = 3};
+    struct tr_tensor bwin[4] = {bnin[0], bnin[0], c, saved}, bwout[3] = {bnin[0], c, c};
+    ck_assert_uint_eq(be->workspace_bytes(&bwd, bwin, bwout), 3 * 2560);   /* dy, x, dx */
 }
 END_TEST
 
@@ -331,6 +374,17 @@ static void attn_forward(struct set *s, int causal)
 }
 static void attn_o(struct set *s) { attn_forward(s, 0); }
 static void attn_o_causal(struct set *s) { attn_forward(s, 1); }
+/* batchnorm_bwd (dy, x, gamma, saved): the training statistics of x, by the CPU's forward */
+static void bn_saved(struct set *s)
+{
+    int64_t C = s->in[2].dim[0];
+    struct tr_tensor y = gc_tensor(TR_F32, s->in[1].rank, s->in[1].dim), beta = gc_make(TR_F32, C),
+                     mean = gc_make(TR_F32, C), var = gc_make(TR_F32, C);
+    struct tr_node n = {.op = TR_OP_BATCHNORM, .attrs.batchnorm = {1e-5f, 0, 1}, .nin = 5, .nout = 2};
+    struct tr_tensor in[5] = {s->in[1], s->in[2], beta, mean, var}, out[2] = {y, s->in[3]};
+    cpu_run(&n, in, out, NULL);
+    gc_free(&y), gc_free(&beta), gc_free(&mean), gc_free(&var);
+}
 
 /* ---- the cases ------------------------------------------------------------------------------ */
 
@@ -574,6 +628,57 @@ static const struct op_case cases[] = {
      false},
     {"global_avgpool_bwd", TR_OP_GLOBAL_AVGPOOL_BWD, {0}, 1, 1, {T(H, -1, 1, 2, 3)}, {T(F, -1, 1, 2, 3, 5, 7)}, NULL,
      EXACT, false},
+    /* convolutions through cuDNN: x [2, 3, 9, 11], w [5, 3, k, k]; f32 weights beside 16-bit
+     * activations (AMP: widened to f32) or all of one dtype (cuDNN's own 16-bit path); TF32 */
+    {"conv2d 3×3/1/1", TR_OP_CONV2D, {.conv = {1, 1}}, 2, 1, {T(H, -1, 1, 2, 3, 9, 11), T(F, -1, 1, 5, 3, 3, 3)},
+     {T(H, -1, 1, 2, 5, 9, 11)}, NULL, TF32, false},
+    {"conv2d 3×3/2/0", TR_OP_CONV2D, {.conv = {2, 0}}, 2, 1, {T(H, -1, 1, 2, 3, 9, 11), T(F, -1, 1, 5, 3, 3, 3)},
+     {T(H, -1, 1, 2, 5, 4, 5)}, NULL, TF32, false},
+    {"conv2d 3×3/2/1 into f32", TR_OP_CONV2D, {.conv = {2, 1}}, 2, 1,
+     {T(H, -1, 1, 2, 3, 9, 11), T(F, -1, 1, 5, 3, 3, 3)}, {T(F, -1, 1, 2, 5, 5, 6)}, NULL, TF32, false},
+    {"conv2d 1×1/1/0, one dtype", TR_OP_CONV2D, {.conv = {1, 0}}, 2, 1,
+     {T(H, -1, 1, 2, 3, 9, 11), T(H, -1, 1, 5, 3, 1, 1)}, {T(H, -1, 1, 2, 5, 9, 11)}, NULL, TF32, false},
+    {"conv2d 1×1/2/0", TR_OP_CONV2D, {.conv = {2, 0}}, 2, 1, {T(H, -1, 1, 2, 3, 9, 11), T(F, -1, 1, 5, 3, 1, 1)},
+     {T(H, -1, 1, 2, 5, 5, 6)}, NULL, TF32, false},
+    {"conv2d_bwd_data 3×3/1/1", TR_OP_CONV2D_BWD_DATA, {.conv = {1, 1}}, 2, 1,
+     {T(H, -1, 1, 2, 5, 9, 11), T(F, -1, 1, 5, 3, 3, 3)}, {T(H, -1, 1, 2, 3, 9, 11)}, NULL, TF32, false},
+    {"conv2d_bwd_data 3×3/2/1", TR_OP_CONV2D_BWD_DATA, {.conv = {2, 1}}, 2, 1,
+     {T(H, -1, 1, 2, 5, 5, 6), T(F, -1, 1, 5, 3, 3, 3)}, {T(H, -1, 1, 2, 3, 9, 11)}, NULL, TF32, false},
+    {"conv2d_bwd_data 3×3/2/0 into f32", TR_OP_CONV2D_BWD_DATA, {.conv = {2, 0}}, 2, 1,
+     {T(H, -1, 1, 2, 5, 4, 5), T(F, -1, 1, 5, 3, 3, 3)}, {T(F, -1, 1, 2, 3, 9, 11)}, NULL, TF32, false},
+    {"conv2d_bwd_data 1×1/2/0, one dtype", TR_OP_CONV2D_BWD_DATA, {.conv = {2, 0}}, 2, 1,
+     {T(H, -1, 1, 2, 5, 5, 6), T(H, -1, 1, 5, 3, 1, 1)}, {T(H, -1, 1, 2, 3, 9, 11)}, NULL, TF32, false},
+    {"conv2d_bwd_filter 3×3/1/1", TR_OP_CONV2D_BWD_FILTER, {.conv = {1, 1}}, 2, 1,
+     {T(H, -1, 1, 2, 5, 9, 11), T(H, -1, 1, 2, 3, 9, 11)}, {T(F, -1, 1, 5, 3, 3, 3)}, NULL, TF32, false},
+    {"conv2d_bwd_filter 3×3/2/0", TR_OP_CONV2D_BWD_FILTER, {.conv = {2, 0}}, 2, 1,
+     {T(H, -1, 1, 2, 5, 4, 5), T(H, -1, 1, 2, 3, 9, 11)}, {T(F, -1, 1, 5, 3, 3, 3)}, NULL, TF32, false},
+    {"conv2d_bwd_filter 3×3/2/1", TR_OP_CONV2D_BWD_FILTER, {.conv = {2, 1}}, 2, 1,
+     {T(H, -1, 1, 2, 5, 5, 6), T(H, -1, 1, 2, 3, 9, 11)}, {T(F, -1, 1, 5, 3, 3, 3)}, NULL, TF32, false},
+    {"conv2d_bwd_filter 1×1/2/0, one dtype", TR_OP_CONV2D_BWD_FILTER, {.conv = {2, 0}}, 2, 1,
+     {T(H, -1, 1, 2, 5, 5, 6), T(H, -1, 1, 2, 3, 9, 11)}, {T(H, -1, 1, 5, 3, 1, 1)}, NULL, TF32, false},
+    /* batch norm: cuDNN's f32 sums against the CPU's double ones; the running statistics (inputs
+     * 3 and 4, updated in place in training) compared too; eval is our kernels */
+    {"batchnorm training [2, 3, 9, 11]", TR_OP_BATCHNORM, {.batchnorm = {1e-5f, 0.1f, 1}}, 5, 2,
+     {T(H, -2, 2, 2, 3, 9, 11), T(F, 0.5, 1.5, 3), T(F, -1, 1, 3), T(F, -0.5, 0.5, 3), T(F, 0.5, 1.5, 3)},
+     {T(H, -1, 1, 2, 3, 9, 11), T(F, 0, 1, 2, 3)}, NULL, NEAR, false},
+    {"batchnorm training [13, 5]", TR_OP_BATCHNORM, {.batchnorm = {1e-3f, 0.3f, 1}}, 5, 2,
+     {T(H, 1, 3, 13, 5), T(F, 0.5, 1.5, 5), T(F, -1, 1, 5), T(F, -0.5, 0.5, 5), T(F, 0.5, 1.5, 5)},
+     {T(F, -1, 1, 13, 5), T(F, 0, 1, 2, 5)}, NULL, NEAR, false},
+    {"batchnorm training, momentum 0 (running statistics kept)", TR_OP_BATCHNORM, {.batchnorm = {1e-5f, 0, 1}}, 5, 2,
+     {T(H, -2, 2, 2, 3, 9, 11), T(F, 0.5, 1.5, 3), T(F, -1, 1, 3), T(F, -0.5, 0.5, 3), T(F, 0.5, 1.5, 3)},
+     {T(H, -1, 1, 2, 3, 9, 11), T(F, 0, 1, 2, 3)}, NULL, NEAR, false},
+    {"batchnorm eval [2, 3, 9, 11]", TR_OP_BATCHNORM, {.batchnorm = {1e-5f, 0.1f, 0}}, 5, 2,
+     {T(H, -2, 2, 2, 3, 9, 11), T(F, 0.5, 1.5, 3), T(F, -1, 1, 3), T(F, -0.5, 0.5, 3), T(F, 0.5, 1.5, 3)},
+     {T(H, -1, 1, 2, 3, 9, 11), T(F, 0, 1, 2, 3)}, NULL, NEAR, false},
+    {"batchnorm eval [13, 5], 16-bit running statistics", TR_OP_BATCHNORM, {.batchnorm = {1e-5f, 0.1f, 0}}, 5, 2,
+     {T(H, -2, 2, 13, 5), T(F, 0.5, 1.5, 5), T(F, -1, 1, 5), T(H, -0.5, 0.5, 5), T(H, 0.5, 1.5, 5)},
+     {T(H, -1, 1, 13, 5), T(F, 0, 1, 2, 5)}, NULL, NEAR, false},
+    {"batchnorm_bwd [2, 3, 9, 11]", TR_OP_BATCHNORM_BWD, {.batchnorm = {1e-5f, 0.1f, 1}}, 4, 3,
+     {T(H, -1, 1, 2, 3, 9, 11), T(H, -2, 2, 2, 3, 9, 11), T(F, 0.5, 1.5, 3), T(F, 0, 0, 2, 3)},
+     {T(H, -1, 1, 2, 3, 9, 11), T(F, -1, 1, 3), T(F, -1, 1, 3)}, bn_saved, NEAR, false},
+    {"batchnorm_bwd [13, 5]", TR_OP_BATCHNORM_BWD, {.batchnorm = {1e-5f, 0.1f, 1}}, 4, 3,
+     {T(H, -1, 1, 13, 5), T(H, 1, 3, 13, 5), T(F, 0.5, 1.5, 5), T(F, 0, 0, 2, 5)},
+     {T(F, -1, 1, 13, 5), T(F, -1, 1, 5), T(F, -1, 1, 5)}, bn_saved, NEAR, false},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -594,9 +699,10 @@ static void *device_copy(const struct tr_tensor *t)
 }
 
 /* Runs the node on the GPU on copies of in and out (out: what accumulate adds to); the outputs
- * come back into got. Returns the kernel's code, its sentence in error. */
-static int gpu_run(const struct tr_node *node, const struct tr_tensor *in, const struct tr_tensor *out,
-                   struct tr_tensor *got, const struct tr_rng_ctx *host_rng, char *error)
+ * come back into got, and the inputs it writes in place into got_in[i] where got_in[i].data is
+ * set (got_in NULL: none). Returns the kernel's code, its sentence in error. */
+static int gpu_run_inout(const struct tr_node *node, const struct tr_tensor *in, const struct tr_tensor *out,
+                         struct tr_tensor *got, struct tr_tensor *got_in, const struct tr_rng_ctx *host_rng, char *error)
 {
     struct tr_kernel_args a = {.node = node, .nin = node->nin, .nout = node->nout, .error = error};
     for (int i = 0; i < node->nin; i++)
@@ -624,11 +730,27 @@ static int gpu_run(const struct tr_node *node, const struct tr_tensor *in, const
                          cudaSuccess);
         cudaFree(a.out[i].data);
     }
-    for (int i = 0; i < node->nin; i++)
+    for (int i = 0; i < node->nin; i++) {
+        if (got_in && got_in[i].data)
+            ck_assert_int_eq(cudaMemcpy(got_in[i].data, a.in[i].data, tr_tensor_bytes(&got_in[i]), cudaMemcpyDeviceToHost),
+                             cudaSuccess);
         cudaFree(a.in[i].data);
+    }
     cudaFree(a.workspace);
     cudaFree(ids);
     return rc;
+}
+
+static int gpu_run(const struct tr_node *node, const struct tr_tensor *in, const struct tr_tensor *out,
+                   struct tr_tensor *got, const struct tr_rng_ctx *host_rng, char *error)
+{
+    return gpu_run_inout(node, in, out, got, NULL, host_rng, error);
+}
+
+/* Inputs a node writes in place: batch norm's running statistics, in training. */
+static bool input_is_written(const struct op_case *c, int i)
+{
+    return c->op == TR_OP_BATCHNORM && c->at.batchnorm.training && (i == 3 || i == 4);
 }
 
 /* The unit roundoff (half an ulp, relative) and one ulp of |w| in a 16-bit type. */
@@ -702,19 +824,33 @@ static void check_case(const struct op_case *c, enum tr_dtype half, int acc)
     struct tr_tensor want[TR_MAX_OUT], got[TR_MAX_OUT], start[TR_MAX_OUT];
     for (int i = 0; i < c->nout; i++)
         want[i] = clone(&s.out[i]), got[i] = clone(&s.out[i]), start[i] = s.out[i];
-    cpu_run(&node, s.in, want, &rng);
+    struct tr_tensor cpu_in[TR_MAX_IN], got_in[TR_MAX_IN] = {{0}};   /* in-place inputs: a copy each */
+    for (int i = 0; i < c->nin; i++) {
+        cpu_in[i] = input_is_written(c, i) ? clone(&s.in[i]) : s.in[i];
+        if (input_is_written(c, i))
+            got_in[i] = clone(&s.in[i]);
+    }
+    cpu_run(&node, cpu_in, want, &rng);
     char error[TR_KERNEL_ERROR_MAX] = "";
-    int rc = gpu_run(&node, s.in, start, got, &rng, error);
+    int rc = gpu_run_inout(&node, s.in, start, got, got_in, &rng, error);
     ck_assert_msg(rc == 0, "%s %s: %s", c->name, variant, error);
     enum compare how = c->compare;
-    if (how == TF32 && s.in[0].dtype != TR_F32 && s.in[1].dtype != TR_F32 && s.in[0].dtype == s.in[1].dtype)
+    if (how == TF32 && c->op == TR_OP_MATMUL && s.in[0].dtype != TR_F32 && s.in[1].dtype != TR_F32 &&
+        s.in[0].dtype == s.in[1].dtype)
         how = NEAR;   /* two 16-bit operands: exact products, f32 sums */
     for (int i = 0; i < c->nout; i++) {
         compare(c, variant, i, &got[i], &want[i], how, half);
         gc_free(&want[i]), gc_free(&got[i]), gc_free(&s.out[i]);
     }
-    for (int i = 0; i < c->nin; i++)
+    for (int i = 0; i < c->nin; i++) {
+        if (got_in[i].data) {
+            char in_place[96];
+            snprintf(in_place, sizeof in_place, "%s, input %d written in place", variant, i);
+            compare(c, in_place, i, &got_in[i], &cpu_in[i], how);
+            gc_free(&got_in[i]), gc_free(&cpu_in[i]);
+        }
         gc_free(&s.in[i]);
+    }
 }
 
 START_TEST(ops_match_the_cpu)
@@ -813,6 +949,8 @@ START_TEST(repeatable)
                                         "cross_entropy with ignored rows, 257 classes", "sum of all",
                                         "gather_bwd, repeated ids", "maxpool_bwd 3/2/1 (overlapping windows)",
                                         "attention_bwd, causal and padding mask, S 33"};
+                                        "conv2d_bwd_filter 3×3/1/1", "conv2d_bwd_data 3×3/2/1",
+                                        "batchnorm training [2, 3, 9, 11]", "batchnorm_bwd [2, 3, 9, 11]"};
     for (int p = 0; p < (int)(sizeof picks / sizeof picks[0]); p++) {
         const struct op_case *c = find_case(picks[p]);
         uint64_t seed = 99;
@@ -852,6 +990,7 @@ int main(void)
     tcase_add_test(table, f64_refused);
     tcase_add_test(table, workspace_sizes);
     tcase_add_test(table, attention_workspace_in_groups);
+    tcase_add_test(table, workspace_sizes_cudnn);
     suite_add_tcase(s, table);
     if (info.devices > 0) {
         /* The probe has started CUDA in this process, and a forked child cannot use it: the

@@ -208,6 +208,13 @@ static size_t cuda_workspace_bytes(const struct tr_node *node, const struct tr_t
     case TR_OP_ATTENTION:
     case TR_OP_ATTENTION_BWD:
         return tr_cuda_attention_workspace(node, in, out);
+    case TR_OP_CONV2D:
+    case TR_OP_CONV2D_BWD_DATA:
+    case TR_OP_CONV2D_BWD_FILTER:
+        return tr_cuda_conv2d_workspace(node, in, out);
+    case TR_OP_BATCHNORM:
+    case TR_OP_BATCHNORM_BWD:
+        return tr_cuda_batchnorm_workspace(node, in, out);
     default:
         return 0;
     }
@@ -267,6 +274,11 @@ static void fill_table(struct tr_backend *be)
     be->optim_step = cuda_optim_step, be->grad_sumsq = cuda_grad_sumsq, be->grad_scale = cuda_grad_scale;
     k[TR_OP_ATTENTION] = tr_cuda_attention;
     k[TR_OP_ATTENTION_BWD] = tr_cuda_attention_bwd;
+    k[TR_OP_CONV2D] = tr_cuda_conv2d;
+    k[TR_OP_CONV2D_BWD_DATA] = tr_cuda_conv2d_bwd_data;
+    k[TR_OP_CONV2D_BWD_FILTER] = tr_cuda_conv2d_bwd_filter;
+    k[TR_OP_BATCHNORM] = tr_cuda_batchnorm;
+    k[TR_OP_BATCHNORM_BWD] = tr_cuda_batchnorm_bwd;
 }
 
 extern "C" const struct tr_backend *tr_backend_cuda(void)

@@ -1,7 +1,8 @@
 /* The CUDA backend (DESIGN.md §3, issue 12): the kernel table of backend.h on an NVIDIA GPU —
- * cuBLASLt for MATMUL and attention's GEMMs, own kernels for the rest. A first slice: the ops
- * listed in src/backend/cuda/README are done; the others are NULL in the table, and
- * tr_backend_run refuses them with "op X has no CUDA kernel yet".
+ * cuBLASLt for MATMUL and the GEMMs inside attention and the fused classifier, cuDNN for the
+ * convolutions and training-mode batch norm, own kernels for the rest, and the table's memory
+ * and optimizer entries (device.cu). src/backend/cuda/README lists what is done; an op whose
+ * slot is NULL is refused by tr_backend_run with "op X has no CUDA kernel yet".
  *
  * What a caller must know:
  *  - every tensor's .data, the workspace, and args->rng->sample_ids (int64, one per row of
@@ -15,8 +16,9 @@
  *    are shared;
  *  - results do not depend on scheduling: no atomics in float sums, reductions in fixed trees
  *    and fixed chunks. MATMUL in f32 uses TF32 tensor cores (10-bit mantissa products, f32
- *    accumulation: about 1e-3 relative, PyTorch's allow_tf32 default for convolutions), and
- *    cuBLASLt's algorithm choice may differ between GPUs and library versions;
+ *    accumulation: about 1e-3 relative, PyTorch's allow_tf32 default for convolutions), and so
+ *    do f32 convolutions; cuBLASLt's and cuDNN's algorithm choices (cuDNN's: deterministic ones
+ *    only) may differ between GPUs and library versions;
  *  - creating the table touches no device: tr_backend_cuda() is safe where no GPU is seen. */
 #ifndef TR_CUDA_H
 #define TR_CUDA_H

@@ -1,5 +1,5 @@
 /* What the CUDA backend's files (the .cu files of src/backend/cuda) share, C++ only: the per-process
- * context (one stream, one cuBLASLt handle, a few device words for input checks), the
+ * context (one stream, one cuBLASLt handle, a cuDNN handle, a few device words for input checks), the
  * sentences every failure becomes, element loads and stores of f32/bf16/f16 with f32
  * arithmetic, block reductions, and each file's kernels as backend.cu's table names them. */
 #ifndef TR_CUDA_INTERNAL_H
@@ -26,6 +26,7 @@ struct cuda_context {
     int64_t ids_rows;            /* rows in ids now; 0: none yet */
     void *spans, *spans_host;    /* the optimizer's table of parameters (device.cu), both sides */
     double *partial;             /* the optimizer's per-block sums, its total, its overflow word */
+    struct cudnnContext *dnn;    /* cudnnHandle_t, on the stream; made by cudnn.cu's first call */
 };
 
 /* The context's fixed buffers (allocated with it: a few MiB, part of the measured context). */
@@ -216,6 +217,7 @@ int cuda_lt_matmul(const struct tr_kernel_args *a, struct cuda_context *ctx, con
     X(sum) X(mean) X(sum_bwd) X(argmax) \
     X(maxpool) X(maxpool_bwd) X(avgpool) X(avgpool_bwd) X(global_avgpool) X(global_avgpool_bwd) \
     X(attention) X(attention_bwd)
+    X(conv2d) X(conv2d_bwd_data) X(conv2d_bwd_filter) X(batchnorm) X(batchnorm_bwd)
 
 #define CUDA_DECLARE(name) int tr_cuda_##name(const struct tr_kernel_args *a);
 CUDA_KERNELS(CUDA_DECLARE)
@@ -231,6 +233,9 @@ size_t tr_cuda_embedding_bwd_workspace(const struct tr_node *node, const struct 
 size_t tr_cuda_cross_entropy_workspace(const struct tr_node *node, const struct tr_tensor *in,
                                        const struct tr_tensor *out);
 size_t tr_cuda_attention_workspace(const struct tr_node *node, const struct tr_tensor *in, const struct tr_tensor *out);
+/* The three convolution ops' (cudnn.cu says how the budget is chosen) and batch norm's two. */
+size_t tr_cuda_conv2d_workspace(const struct tr_node *node, const struct tr_tensor *in, const struct tr_tensor *out);
+size_t tr_cuda_batchnorm_workspace(const struct tr_node *node, const struct tr_tensor *in, const struct tr_tensor *out);
 
 /* Column sums over rows in a fixed order, no atomics (elementwise.cu): partial [chunks, cols]
  * f32 holds in row k the sum of rows [k·CUDA_COLUMN_CHUNK, (k+1)·CUDA_COLUMN_CHUNK) of each
