@@ -160,6 +160,25 @@ __device__ float cuda_block_reduce(float v, Op op, float *shared)
  * CAST's kernel, and MATMUL's widening of operands cuBLASLt cannot mix (elementwise.cu). */
 void cuda_convert(cudaStream_t stream, const void *src, int ts, void *dst, int td, int64_t n, int acc);
 
+/* ---- GEMMs through cuBLASLt (matmul.cu), for the ops that hold one inside (LINEAR_CROSS_ENTROPY) */
+
+/* cuBLASLt's own scratch for its split-K and stream-K kernels: NVIDIA suggests 32 MiB on
+ * Hopper (the cuBLAS docs, "cublasSetWorkspace"); a node that runs a GEMM reserves it. */
+#define CUDA_LT_WORKSPACE ((size_t)32 << 20)
+
+/* Y[M, N] = op(A)·op(B) + beta·Y (beta 0 or 1), row-major and contiguous, queued on the stream:
+ * A [M, K] ([K, M] with trans_a), B [K, N] ([N, K] with trans_b). The types cuBLASLt takes as
+ * they are: A and B both f32 (TF32, as MATMUL) or both one 16-bit type (f32 sums); Y f32 or A's
+ * type. lt_workspace: CUDA_LT_WORKSPACE bytes of the caller's workspace. K = 0 is an empty sum. */
+int cuda_gemm(const struct tr_kernel_args *a, struct cuda_context *ctx, int trans_a, int trans_b, int64_t M,
+              int64_t N, int64_t K, const void *A, enum tr_dtype at, const void *B, enum tr_dtype bt, float beta,
+              void *Y, enum tr_dtype yt, void *lt_workspace);
+
+/* loss (+)= Σ_r row_loss[r] / count (0 when count is 0) in double, summed in a fixed tree by one
+ * block (softmax_norm.cu): the mean of CROSS_ENTROPY and LINEAR_CROSS_ENTROPY. */
+void cuda_mean_of_rows(cudaStream_t stream, const float *row_loss, int64_t rows, int64_t count, void *loss, int tl,
+                       int acc);
+
 /* ---- the kernels of each file, as the table names them -------------------------------------- */
 
 #define CUDA_KERNELS(X) \

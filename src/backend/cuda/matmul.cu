@@ -15,10 +15,6 @@
 
 #include <string.h>
 
-/* cuBLASLt's own scratch for its split-K and stream-K kernels: NVIDIA suggests 32 MiB on
- * Hopper (the cuBLAS docs, "cublasSetWorkspace"); a MATMUL node's workspace includes it. */
-#define LT_WORKSPACE ((size_t)32 << 20)
-
 struct gemm {
     int ta, tb;
     int64_t P, M, N, K, a_stride, b_stride;
@@ -56,7 +52,7 @@ size_t tr_cuda_matmul_workspace(const struct tr_node *node, const struct tr_tens
     struct gemm g = gemm_of(node, in, out);
     size_t copies[3];
     copies_of(in, out, &g, copies);
-    return copies[0] + copies[1] + copies[2] + LT_WORKSPACE;
+    return copies[0] + copies[1] + copies[2] + CUDA_LT_WORKSPACE;
 }
 
 static cudaDataType_t lt_type(enum tr_dtype t)
@@ -123,10 +119,10 @@ static int lt_layout(const struct tr_kernel_args *a, cublasLtMatrixLayout_t *l, 
     return 0;
 }
 
-/* Y (type yt) (+)= op(A)·op(B) (types at, bt) on device pointers, in cuBLASLt's terms. */
+/* Y (type yt) = op(A)·op(B) + beta·Y (types at, bt) on device pointers, in cuBLASLt's terms. */
 static int lt_matmul(const struct tr_kernel_args *a, struct cuda_context *ctx, const struct gemm *g,
-                     const void *A, enum tr_dtype at, const void *B, enum tr_dtype bt, void *Y, enum tr_dtype yt,
-                     void *lt_workspace)
+                     const void *A, enum tr_dtype at, const void *B, enum tr_dtype bt, float beta, void *Y,
+                     enum tr_dtype yt, void *lt_workspace)
 {
     if (g->P > INT32_MAX)
         return cuda_fail(a, "%lld batches are more than cuBLASLt takes", (long long)g->P);
@@ -146,11 +142,12 @@ static int lt_matmul(const struct tr_kernel_args *a, struct cuda_context *ctx, c
     if (rc)
         return rc;
     LT(cublasLtMatmulPreferenceCreate(&c.pref));
-    uint64_t ws = LT_WORKSPACE;
+    uint64_t ws = CUDA_LT_WORKSPACE;
     LT(cublasLtMatmulPreferenceSetAttribute(c.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-    uint32_t align_first = alignment_of(B, g->b_stride * (int64_t)tr_dtype_size(bt));
-    uint32_t align_second = alignment_of(A, g->a_stride * (int64_t)tr_dtype_size(at));
-    uint32_t align_out = alignment_of(Y, g->M * g->N * (int64_t)tr_dtype_size(yt));
+    int64_t batched = g->P > 1;   /* batch strides bind only where there are batches */
+    uint32_t align_first = alignment_of(B, batched * g->b_stride * (int64_t)tr_dtype_size(bt));
+    uint32_t align_second = alignment_of(A, batched * g->a_stride * (int64_t)tr_dtype_size(at));
+    uint32_t align_out = alignment_of(Y, batched * g->M * g->N * (int64_t)tr_dtype_size(yt));
     LT(cublasLtMatmulPreferenceSetAttribute(c.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_first,
                                             sizeof align_first));
     LT(cublasLtMatmulPreferenceSetAttribute(c.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_second,
@@ -167,9 +164,9 @@ static int lt_matmul(const struct tr_kernel_args *a, struct cuda_context *ctx, c
         return cuda_fail(a, "cuBLASLt has no algorithm for %s·%s → %s, M %lld N %lld K %lld, %lld batches",
                          tr_dtype_name(at), tr_dtype_name(bt), tr_dtype_name(yt), (long long)g->M, (long long)g->N,
                          (long long)g->K, (long long)g->P);
-    float alpha = 1, beta = a->node->accumulate ? 1.0f : 0.0f;
+    float alpha = 1;
     LT(cublasLtMatmul(ctx->lt, c.desc, &alpha, B, c.first, A, c.second, &beta, Y, c.out, Y, c.out, &h.algo,
-                      lt_workspace, LT_WORKSPACE, ctx->stream));
+                      lt_workspace, CUDA_LT_WORKSPACE, ctx->stream));
     return 0;
 }
 
@@ -212,6 +209,7 @@ int tr_cuda_matmul(const struct tr_kernel_args *a)
             return rc;
     }
     void *lt_workspace = at + copies[0] + copies[1] + copies[2];
+    float beta = a->node->accumulate ? 1.0f : 0.0f;
     if (g.b_stride == 0 && g.P > 1) {
         /* b shared under trans_a: one GEMM a batch, rather than trusting cuBLASLt with a batch
          * stride of 0 (not promised by its documentation); autodiff rarely makes this shape */
@@ -219,10 +217,10 @@ int tr_cuda_matmul(const struct tr_kernel_args *a)
         one.P = 1;
         size_t a_step = (size_t)g.a_stride * tr_dtype_size(a_type), y_step = (size_t)(g.M * g.N) * tr_dtype_size(y_type);
         for (int64_t p = 0; p < g.P && !rc; p++)
-            rc = lt_matmul(a, ctx, &one, (const char *)A + p * a_step, a_type, B, b_type, (char *)Y + p * y_step, y_type,
-                           lt_workspace);
+            rc = lt_matmul(a, ctx, &one, (const char *)A + p * a_step, a_type, B, b_type, beta,
+                           (char *)Y + p * y_step, y_type, lt_workspace);
     } else {
-        rc = lt_matmul(a, ctx, &g, A, a_type, B, b_type, Y, y_type, lt_workspace);
+        rc = lt_matmul(a, ctx, &g, A, a_type, B, b_type, beta, Y, y_type, lt_workspace);
     }
     if (rc)
         return rc;
@@ -231,6 +229,22 @@ int tr_cuda_matmul(const struct tr_kernel_args *a)
         return cuda_launched(a, "the rounding of y to 16 bits");
     }
     return 0;
+}
+
+int cuda_gemm(const struct tr_kernel_args *a, struct cuda_context *ctx, int trans_a, int trans_b, int64_t M,
+              int64_t N, int64_t K, const void *A, enum tr_dtype at, const void *B, enum tr_dtype bt, float beta,
+              void *Y, enum tr_dtype yt, void *lt_workspace)
+{
+    if (M == 0 || N == 0)
+        return 0;
+    if (K == 0)   /* an empty sum: Y = 0, or Y unchanged */
+        return beta != 0 ? 0
+                         : cuda_status(a, cudaMemsetAsync(Y, 0, (size_t)(M * N) * tr_dtype_size(yt), ctx->stream),
+                                       "cudaMemsetAsync");
+    struct gemm g;
+    g.ta = trans_a, g.tb = trans_b, g.P = 1, g.M = M, g.N = N, g.K = K, g.a_stride = 0, g.b_stride = 0;
+    g.native = true;
+    return lt_matmul(a, ctx, &g, A, at, B, bt, beta, Y, yt, lt_workspace);
 }
 
 /* ---- BIAS_ADD and BIAS_GRAD are kernels of elementwise.cu; cuBLASLt's bias epilogues
