@@ -188,7 +188,8 @@ void cuda_mean_of_rows(cudaStream_t stream, const float *row_loss, int64_t rows,
     X(embedding) X(embedding_bwd) X(cross_entropy) X(cross_entropy_bwd) \
     X(accumulate) X(permute) X(slice) X(slice_bwd) X(concat) X(masked_fill) X(gather) X(gather_bwd) \
     X(sum) X(mean) X(sum_bwd) X(argmax) \
-    X(maxpool) X(maxpool_bwd) X(avgpool) X(avgpool_bwd) X(global_avgpool) X(global_avgpool_bwd)
+    X(maxpool) X(maxpool_bwd) X(avgpool) X(avgpool_bwd) X(global_avgpool) X(global_avgpool_bwd) \
+    X(linear_cross_entropy) X(linear_cross_entropy_bwd)
 
 #define CUDA_DECLARE(name) int tr_cuda_##name(const struct tr_kernel_args *a);
 CUDA_KERNELS(CUDA_DECLARE)
@@ -203,6 +204,8 @@ size_t tr_cuda_embedding_bwd_workspace(const struct tr_node *node, const struct 
                                        const struct tr_tensor *out);
 size_t tr_cuda_cross_entropy_workspace(const struct tr_node *node, const struct tr_tensor *in,
                                        const struct tr_tensor *out);
+size_t tr_cuda_linear_cross_entropy_workspace(const struct tr_node *node, const struct tr_tensor *in,
+                                              const struct tr_tensor *out);
 
 /* Column sums over rows in a fixed order, no atomics (elementwise.cu): partial [chunks, cols]
  * f32 holds in row k the sum of rows [k·CUDA_COLUMN_CHUNK, (k+1)·CUDA_COLUMN_CHUNK) of each
