@@ -13,9 +13,10 @@
 /* The backend's chunk (attrs chunk 0): the rows whose f32 logits fit in LCE_LOGITS_BYTES. Every
  * chunk reads all of w (the backward also reads and writes all of dw), so a chunk must be tall
  * enough for its GEMMs to wait on arithmetic rather than on those bytes: R rows do 2·R flops a
- * w element, 2·R/4 a byte of f32, where an H100/H200 does ~100 TF32 flops a byte of HBM — R ≳
- * 200, and ≳ 400 for dw's 8 bytes (read and written). 128 MiB gives GPT-2's 50,257 classes 667
- * rows and a 128k vocabulary 261; the CPU's 32 MiB would give 166 and 65. */
+ * w element, 2·R/4 a byte of f32, where an H200 does ~100 dense TF32 flops a byte of HBM (an
+ * H100 ~150) — R ≳ 200–300, and twice that for dw's 8 bytes (read and written). 128 MiB gives
+ * GPT-2's 50,257 classes 667 rows and a 128k vocabulary 261; the CPU's 32 MiB would give 166
+ * and 65. Beside cuBLASLt's 32 MiB and the arena, 128 MiB is small on any training GPU. */
 #define LCE_LOGITS_BYTES ((int64_t)128 << 20)
 
 /* One node's shapes and workspace pieces, in the order they are carved (0 bytes: unused). */
