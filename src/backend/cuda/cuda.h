@@ -9,14 +9,16 @@
  *  - kernels are queued on the backend's one stream (created with the context, on the first
  *    kernel run) and return before they finish; tr_cuda_synchronize waits for them and says
  *    what failed. The stream is a blocking one, so a cudaMemcpy on the default stream waits
- *    for the kernels queued before it (what the tests rely on). Ops that check their input on the host (EMBEDDING, EMBEDDING_BWD and
- *    CROSS_ENTROPY(_BWD): ids and targets in range) wait for the stream themselves;
+ *    for the kernels queued before it (what the tests rely on). Ops that check their input on
+ *    the host (EMBEDDING, EMBEDDING_BWD, CROSS_ENTROPY(_BWD) and LINEAR_CROSS_ENTROPY(_BWD):
+ *    ids and targets in range) wait for the stream themselves;
  *  - one host thread drives the backend at a time (the executor): the context's check words
  *    are shared;
  *  - results do not depend on scheduling: no atomics in float sums, reductions in fixed trees
- *    and fixed chunks. MATMUL in f32 uses TF32 tensor cores (10-bit mantissa products, f32
- *    accumulation: about 1e-3 relative, PyTorch's allow_tf32 default for convolutions), and
- *    cuBLASLt's algorithm choice may differ between GPUs and library versions;
+ *    and fixed chunks. MATMUL in f32 (and LINEAR_CROSS_ENTROPY's GEMMs) uses TF32 tensor cores
+ *    (10-bit mantissa products, f32 accumulation: about 1e-3 relative, PyTorch's allow_tf32
+ *    default for convolutions), and cuBLASLt's algorithm choice may differ between GPUs and
+ *    library versions;
  *  - creating the table touches no device: tr_backend_cuda() is safe where no GPU is seen. */
 #ifndef TR_CUDA_H
 #define TR_CUDA_H
