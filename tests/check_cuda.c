@@ -15,7 +15,11 @@
  *  - ATTENTION and ATTENTION_BWD (ATTN) within 8 unit roundoffs normwise, of TF32 (2⁻¹¹) in the
  *    f32 runs and of the 16-bit type otherwise, every output: a chain of up to three GEMMs, and
  *    P and dS rounded to the operands' type (attention.cu); −∞ (lse of a row that sees no key)
- *    must be −∞ on both sides.
+ *    must be −∞ on both sides;
+ *  - LINEAR_CROSS_ENTROPY(_BWD) with TF32's tolerances (its GEMMs are MATMUL's), on x and w
+ *    drawn from a grid (on_grid) that makes the logits exact in TF32 and in any summation
+ *    order: the ranks (i32) then compare bit for bit, ties included; the backward's error is
+ *    TF32's rounding of the dlogits in the dx and dw GEMMs (≤ 2^-10 relative each).
  * Bad ids and targets fail with the CPU's sentence. Without a GPU only the table is checked
  * (it touches no device); the program then says so and exits 77, which make check counts as
  * a skip. */
@@ -31,37 +35,18 @@
 
 /* ---- the table: runs everywhere, no device touched ------------------------------------------ */
 
-static const enum tr_op implemented[] = {
-    TR_OP_MATMUL, TR_OP_BIAS_ADD, TR_OP_BIAS_GRAD, TR_OP_ADD, TR_OP_MUL, TR_OP_SCALE, TR_OP_RELU,
-    TR_OP_RELU_BWD, TR_OP_TANH, TR_OP_TANH_BWD, TR_OP_GELU, TR_OP_GELU_BWD, TR_OP_CAST, TR_OP_DROPOUT,
-    TR_OP_SOFTMAX, TR_OP_SOFTMAX_BWD, TR_OP_LOG_SOFTMAX, TR_OP_LOG_SOFTMAX_BWD, TR_OP_LAYERNORM,
-    TR_OP_LAYERNORM_BWD, TR_OP_EMBEDDING, TR_OP_EMBEDDING_BWD, TR_OP_CROSS_ENTROPY, TR_OP_CROSS_ENTROPY_BWD,
-    TR_OP_ACCUMULATE, TR_OP_PERMUTE, TR_OP_SLICE, TR_OP_SLICE_BWD, TR_OP_CONCAT, TR_OP_MASKED_FILL, TR_OP_GATHER,
-    TR_OP_GATHER_BWD, TR_OP_SUM, TR_OP_MEAN, TR_OP_SUM_BWD, TR_OP_ARGMAX, TR_OP_MAXPOOL, TR_OP_MAXPOOL_BWD,
-    TR_OP_AVGPOOL, TR_OP_AVGPOOL_BWD, TR_OP_GLOBAL_AVGPOOL, TR_OP_GLOBAL_AVGPOOL_BWD,
-    TR_OP_ATTENTION, TR_OP_ATTENTION_BWD,
-    TR_OP_AVGPOOL, TR_OP_AVGPOOL_BWD, TR_OP_GLOBAL_AVGPOOL, TR_OP_GLOBAL_AVGPOOL_BWD, TR_OP_CONV2D,
-    TR_OP_CONV2D_BWD_DATA, TR_OP_CONV2D_BWD_FILTER, TR_OP_BATCHNORM, TR_OP_BATCHNORM_BWD,
-};
-#define NIMPLEMENTED ((int)(sizeof implemented / sizeof implemented[0]))
-
-static bool is_implemented(enum tr_op op)
-{
-    for (int i = 0; i < NIMPLEMENTED; i++)
-        if (implemented[i] == op)
-            return true;
-    return false;
-}
-
 START_TEST(table_names_its_ops)
 {
-    const struct tr_backend *be = tr_backend_cuda();
+    const struct tr_backend *be = tr_backend_cuda(), *cpu = tr_backend_cpu();
     ck_assert_str_eq(be->name, "cuda");
     ck_assert_ptr_nonnull(be->workspace_bytes);
     ck_assert_ptr_eq(tr_backend_cuda(), be);
-    for (int op = 0; op < TR_NOPS; op++)
-        ck_assert_msg((be->kernels[op] != NULL) == is_implemented((enum tr_op)op), "%s: kernel %s",
-                      tr_op_name((enum tr_op)op), be->kernels[op] ? "present but not listed" : "missing");
+    for (int op = 0; op < TR_NOPS; op++)   /* every op the CPU runs, the GPU runs */
+        ck_assert_msg((be->kernels[op] != NULL) == (cpu->kernels[op] != NULL), "%s: kernel %s",
+                      tr_op_name((enum tr_op)op), be->kernels[op] ? "present, not on the CPU" : "missing");
+    ck_assert(!be->host_visible);
+    ck_assert(be->memory && be->host_memory && be->copy && be->fill && be->synchronize);
+    ck_assert(be->optim_step && be->grad_sumsq && be->grad_scale);
 }
 END_TEST
 
@@ -111,6 +96,33 @@ START_TEST(workspace_sizes)
     ck_assert_uint_eq(be->workspace_bytes(&eb, ein, eout), 512 * 8);   /* 300 keys padded to 512 */
     eb.op = TR_OP_GATHER_BWD;   /* the same sort */
     ck_assert_uint_eq(be->workspace_bytes(&eb, ein, eout), 512 * 8);
+    /* linear_cross_entropy: cuBLASLt's 32 MiB, the f32 logits of a chunk (3 rows · 257 · 4 =
+     * 3084 → 3328), the row losses (10 · 4 → 256) */
+    struct tr_node lce = {.op = TR_OP_LINEAR_CROSS_ENTROPY, .attrs.cross_entropy = {-100, 3, 0}, .nin = 3, .nout = 3};
+    struct tr_tensor x = {.dtype = TR_F32, .rank = 2, .dim = {10, 33}},
+                     w = {.dtype = TR_F32, .rank = 2, .dim = {257, 33}},
+                     t = {.dtype = TR_I32, .rank = 1, .dim = {10}}, loss = {.dtype = TR_F32, .rank = 1, .dim = {1}},
+                     lse = {.dtype = TR_F32, .rank = 1, .dim = {10}}, rank = {.dtype = TR_I32, .rank = 1, .dim = {10}};
+    struct tr_tensor lin[3] = {x, w, t}, lout[3] = {loss, lse, rank};
+    ck_assert_uint_eq(be->workspace_bytes(&lce, lin, lout), lt + 3328 + 256);
+    lin[0].dtype = TR_BF16;   /* mixed: x widened a chunk at a time (3 · 33 · 4 = 396 → 512) */
+    ck_assert_uint_eq(be->workspace_bytes(&lce, lin, lout), lt + 3328 + 256 + 512);
+    lin[1].dtype = TR_BF16;   /* one 16-bit type: taken as it is */
+    ck_assert_uint_eq(be->workspace_bytes(&lce, lin, lout), lt + 3328 + 256);
+    /* the backward widens every 16-bit operand: x a chunk, w whole (257 · 33 · 4 = 33924 →
+     * 34048), a 16-bit dx a chunk, a 16-bit dw whole */
+    struct tr_node bwd = {.op = TR_OP_LINEAR_CROSS_ENTROPY_BWD, .attrs.cross_entropy = {-100, 3, 1}, .nin = 5,
+                          .nout = 2};
+    struct tr_tensor bin[5] = {loss, lin[0], lin[1], t, lse}, bout[2] = {lin[0], lin[1]};
+    ck_assert_uint_eq(be->workspace_bytes(&bwd, bin, bout), lt + 3328 + 512 + 34048 + 512 + 34048);
+    bin[1].dtype = bin[2].dtype = bout[0].dtype = bout[1].dtype = TR_F32;
+    ck_assert_uint_eq(be->workspace_bytes(&bwd, bin, bout), lt + 3328);
+    /* the backend's chunk: 128 MiB of f32 logits, GPT-2's 50,257 classes → 667 rows */
+    lce.attrs.cross_entropy.chunk = 0;
+    lin[0].dim[0] = 16384, lin[1].dim[0] = 50257, lin[0].dtype = lin[1].dtype = TR_F32;
+    ck_assert_uint_eq(be->workspace_bytes(&lce, lin, lout), lt + (667 * 50257 * 4 + 255) / 256 * 256 + 16384 * 4);
+    lin[0].dim[0] = 0;   /* no rows, nothing to hold */
+    ck_assert_uint_eq(be->workspace_bytes(&lce, lin, lout), 0);
 }
 END_TEST
 
@@ -147,6 +159,9 @@ START_TEST(attention_workspace_in_groups)
     big.dim[2] = 0;   /* nothing to do, no workspace */
     struct tr_tensor e3[3] = {big, big, big}, e2[2] = {big, big_lse};
     ck_assert_uint_eq(be->workspace_bytes(&fwd, e3, e2), 0);
+}
+END_TEST
+
 /* A convolution's: its f32 copies (when x, w, y differ in dtype), then cuDNN's budget — the
  * batch's im2col in f32, within [32 MiB, 256 MiB]. Batch norm's: the f32 copies alone (16-bit
  * x and y run as they are in f16, through f32 in bf16). No device is touched. */
@@ -324,11 +339,40 @@ static void ignore_some(struct tr_tensor *t)
 }
 static void ce_ignore(struct set *s) { ignore_some(&s->in[1]); }
 static void ce_bwd_ignore(struct set *s) { ignore_some(&s->in[2]); }
-static void ce_ignore_all(struct set *s)
+static void ignore_all(struct tr_tensor *t)
 {
-    for (int64_t i = 0; i < tr_tensor_numel(&s->in[1]); i++)
-        ((int32_t *)s->in[1].data)[i] = -100;
+    for (int64_t i = 0; i < tr_tensor_numel(t); i++)
+        ((int32_t *)t->data)[i] = -100;
 }
+static void ce_ignore_all(struct set *s) { ignore_all(&s->in[1]); }
+
+/* linear_cross_entropy: x and w on a grid of 1/8 in [−1, 1] — exact in bf16, f16 and TF32, and
+ * every partial sum of a logit (a multiple of 1/64 under D) exact in f32 — so the GPU's logits
+ * are the CPU's bit for bit in any order of summation, and the ranks compare exactly, ties
+ * (broken by index; the grid makes them common) included. With TF32's ~1e-3 error in a logit
+ * the rank of a target with a near-tie could differ by one. */
+static void on_grid(struct tr_tensor *t)
+{
+    for (int64_t i = 0; i < tr_tensor_numel(t); i++)
+        set(t, i, roundf(get(t, i) * 8) / 8);
+}
+static void lce_grid(struct set *s) { on_grid(&s->in[0]), on_grid(&s->in[1]); }
+static void lce_grid_ignore(struct set *s) { lce_grid(s), ignore_some(&s->in[2]); }
+static void lce_grid_ignore_all(struct set *s) { lce_grid(s), ignore_all(&s->in[2]); }
+
+/* linear_cross_entropy_bwd (dloss, x, w, targets, lse): x and w on the grid too (what is left of
+ * TF32 is its rounding of the dlogits in the dx and dw GEMMs), lse by the CPU's forward */
+static void lce_lse(struct set *s)
+{
+    on_grid(&s->in[1]), on_grid(&s->in[2]);
+    struct tr_tensor loss = gc_make(TR_F32, 1), rank = gc_tensor(TR_I32, 1, s->in[4].dim);
+    struct tr_node n = {.op = TR_OP_LINEAR_CROSS_ENTROPY, .attrs.cross_entropy = {-100, 0, 0}, .nin = 3, .nout = 3};
+    struct tr_tensor out[3] = {loss, s->in[4], rank};
+    cpu_run(&n, &s->in[1], out, NULL);
+    gc_free(&loss), gc_free(&rank);
+}
+static void lce_bwd_ignore(struct set *s) { ignore_some(&s->in[3]), lce_lse(s); }
+static void lce_bwd_ignore_all(struct set *s) { ignore_all(&s->in[3]), lce_lse(s); }
 
 /* argmax: ties (the first index wins) in every other row, the row's maximum repeated */
 static void argmax_ties(struct set *s)
@@ -541,6 +585,33 @@ static const struct op_case cases[] = {
     {"cross_entropy_bwd", TR_OP_CROSS_ENTROPY_BWD, {.cross_entropy = {-100, 0}}, 3, 1,
      {T(F, 0.5, 1.5, 1), T(H, -3, 3, 130, 257), T(I, 0, 257, 130)}, {T(H, -1, 1, 130, 257)}, ce_bwd_ignore, NEAR,
      false},
+    /* linear cross-entropy (x·wᵀ and the loss in one node, a chunk of rows at a time): odd D and
+     * C, 3-row chunks of 10 rows, ignored rows, the f32 w of AMP beside 16-bit x, add_dw; x and w
+     * on a grid (lce_grid), TF32's tolerance for what the GEMMs round (the dlogits) */
+    {"linear_cross_entropy, 3-row chunks, ignored rows, 257 classes", TR_OP_LINEAR_CROSS_ENTROPY,
+     {.cross_entropy = {-100, 3, 0}}, 3, 3, {T(H, -1, 1, 10, 33), T(H, -1, 1, 257, 33), T(I, 0, 257, 10)},
+     {T(F, -1, 1, 1), T(F, -1, 1, 10), T(I, 0, 1, 10)}, lce_grid_ignore, TF32, false},
+    {"linear_cross_entropy, f32 w, 257 features, the backend's chunk", TR_OP_LINEAR_CROSS_ENTROPY,
+     {.cross_entropy = {-100, 0, 0}}, 3, 3, {T(H, -1, 1, 7, 257), T(F, -1, 1, 33, 257), T(I, 0, 33, 7)},
+     {T(F, -1, 1, 1), T(F, -1, 1, 7), T(I, 0, 1, 7)}, lce_grid, TF32, false},
+    {"linear_cross_entropy, every row ignored", TR_OP_LINEAR_CROSS_ENTROPY, {.cross_entropy = {-100, 3, 0}}, 3, 3,
+     {T(H, -1, 1, 4, 5), T(H, -1, 1, 3, 5), T(I, 0, 3, 4)}, {T(F, -1, 1, 1), T(F, -1, 1, 4), T(I, 0, 1, 4)},
+     lce_grid_ignore_all, TF32, false},
+    {"linear_cross_entropy_bwd, 3-row chunks, ignored rows", TR_OP_LINEAR_CROSS_ENTROPY_BWD,
+     {.cross_entropy = {-100, 3, 0}}, 5, 2,
+     {T(F, 0.5, 1.5, 1), T(H, -1, 1, 10, 33), T(H, -1, 1, 257, 33), T(I, 0, 257, 10), T(F, 0, 0, 10)},
+     {T(H, -1, 1, 10, 33), T(H, -1, 1, 257, 33)}, lce_bwd_ignore, TF32, false},
+    {"linear_cross_entropy_bwd, add_dw into 16 bits, 3-row chunks", TR_OP_LINEAR_CROSS_ENTROPY_BWD,
+     {.cross_entropy = {-100, 3, 1}}, 5, 2,
+     {T(F, 0.5, 1.5, 1), T(H, -1, 1, 10, 33), T(H, -1, 1, 257, 33), T(I, 0, 257, 10), T(F, 0, 0, 10)},
+     {T(H, -1, 1, 10, 33), T(H, -1, 1, 257, 33)}, lce_bwd_ignore, TF32, false},
+    {"linear_cross_entropy_bwd, add_dw into f32 w's, 257 features", TR_OP_LINEAR_CROSS_ENTROPY_BWD,
+     {.cross_entropy = {-100, 0, 1}}, 5, 2,
+     {T(F, 0.5, 1.5, 1), T(H, -1, 1, 7, 257), T(F, -1, 1, 33, 257), T(I, 0, 33, 7), T(F, 0, 0, 7)},
+     {T(H, -1, 1, 7, 257), T(F, -1, 1, 33, 257)}, lce_lse, TF32, false},
+    {"linear_cross_entropy_bwd, every row ignored", TR_OP_LINEAR_CROSS_ENTROPY_BWD, {.cross_entropy = {-100, 3, 0}},
+     5, 2, {T(F, 0.5, 1.5, 1), T(H, -1, 1, 4, 5), T(H, -1, 1, 3, 5), T(I, 0, 3, 4), T(F, 0, 0, 4)},
+     {T(H, -1, 1, 4, 5), T(F, -1, 1, 3, 5)}, lce_bwd_ignore_all, TF32, false},
     /* data movement: bit for bit (the same dtype moves as it is; mixed floats round once) */
     {"accumulate", TR_OP_ACCUMULATE, {0}, 1, 1, {T(H, -1, 1, 3, 257)}, {T(H, -1, 1, 3, 257)}, NULL, EXACT, false},
     {"accumulate 16-bit into f32", TR_OP_ACCUMULATE, {0}, 1, 1, {T(H, -1, 1, 5, 7)}, {T(F, -1, 1, 5, 7)}, NULL, EXACT,
@@ -712,16 +783,7 @@ static int gpu_run_inout(const struct tr_node *node, const struct tr_tensor *in,
     a.workspace_bytes = tr_backend_cuda()->workspace_bytes(node, a.in, a.out);
     if (a.workspace_bytes)
         ck_assert_int_eq(cudaMalloc(&a.workspace, a.workspace_bytes), cudaSuccess);
-    struct tr_rng_ctx rng = {0};
-    int64_t *ids = NULL;
-    if (host_rng) {   /* the sample ids live on the device (cuda.h) */
-        rng = *host_rng;
-        if (host_rng->sample_ids) {
-            ids = device_bytes(host_rng->sample_ids, (size_t)in[0].dim[0] * sizeof *ids);
-            rng.sample_ids = ids;
-        }
-        a.rng = &rng;
-    }
+    a.rng = host_rng;   /* the sample ids are host memory (cuda.h): dropout copies them over */
     int rc = tr_backend_run(tr_backend_cuda(), &a);
     char sync_error[TR_KERNEL_ERROR_MAX] = "";
     ck_assert_msg(tr_cuda_synchronize(sync_error, sizeof sync_error) == 0, "%s", sync_error);
@@ -737,7 +799,6 @@ static int gpu_run_inout(const struct tr_node *node, const struct tr_tensor *in,
         cudaFree(a.in[i].data);
     }
     cudaFree(a.workspace);
-    cudaFree(ids);
     return rc;
 }
 
@@ -846,7 +907,7 @@ static void check_case(const struct op_case *c, enum tr_dtype half, int acc)
         if (got_in[i].data) {
             char in_place[96];
             snprintf(in_place, sizeof in_place, "%s, input %d written in place", variant, i);
-            compare(c, in_place, i, &got_in[i], &cpu_in[i], how);
+            compare(c, in_place, i, &got_in[i], &cpu_in[i], how, half);
             gc_free(&got_in[i]), gc_free(&cpu_in[i]);
         }
         gc_free(&s.in[i]);
@@ -864,19 +925,27 @@ START_TEST(ops_match_the_cpu)
 END_TEST
 
 /* An id or target out of range fails with the CPU's sentence, before any output is written. */
+static void expect_refusals(enum tr_op op, int nin, struct tr_tensor *in, int nout, struct tr_tensor *out)
+{
+    struct tr_node node = {.op = op, .attrs.cross_entropy = {-100, 0}, .nin = nin, .nout = nout};
+    char cpu_error[TR_KERNEL_ERROR_MAX] = "", gpu_error[TR_KERNEL_ERROR_MAX] = "";
+    struct tr_kernel_args a = {.node = &node, .nin = nin, .nout = nout, .error = cpu_error};
+    memcpy(a.in, in, (size_t)nin * sizeof *in);
+    memcpy(a.out, out, (size_t)nout * sizeof *out);
+    ck_assert_int_eq(tr_backend_run(tr_backend_cpu(), &a), TR_EINVAL);
+    struct tr_tensor got[TR_MAX_OUT];
+    for (int i = 0; i < nout; i++)
+        got[i] = clone(&out[i]);
+    ck_assert_int_eq(gpu_run(&node, in, out, got, NULL, gpu_error), TR_EINVAL);
+    ck_assert_str_eq(gpu_error, cpu_error);
+    for (int i = 0; i < nout; i++) {
+        ck_assert_int_eq(memcmp(got[i].data, out[i].data, tr_tensor_bytes(&got[i])), 0);
+        gc_free(&got[i]);
+    }
+}
 static void expect_refusal(enum tr_op op, int nin, struct tr_tensor *in, struct tr_tensor *out)
 {
-    struct tr_node node = {.op = op, .attrs.cross_entropy = {-100, 0}, .nin = nin, .nout = 1};
-    char cpu_error[TR_KERNEL_ERROR_MAX] = "", gpu_error[TR_KERNEL_ERROR_MAX] = "";
-    struct tr_kernel_args a = {.node = &node, .nin = nin, .nout = 1, .error = cpu_error};
-    memcpy(a.in, in, (size_t)nin * sizeof *in);
-    a.out[0] = out[0];
-    ck_assert_int_eq(tr_backend_run(tr_backend_cpu(), &a), TR_EINVAL);
-    struct tr_tensor got = clone(&out[0]);
-    ck_assert_int_eq(gpu_run(&node, in, out, &got, NULL, gpu_error), TR_EINVAL);
-    ck_assert_str_eq(gpu_error, cpu_error);
-    ck_assert_int_eq(memcmp(got.data, out[0].data, tr_tensor_bytes(&got)), 0);
-    gc_free(&got);
+    expect_refusals(op, nin, in, 1, out);
 }
 
 START_TEST(bad_ids_refused)
@@ -895,8 +964,15 @@ START_TEST(bad_ids_refused)
     expect_refusal(TR_OP_CROSS_ENTROPY, 2, (struct tr_tensor[]){logits, ids}, &loss);
     struct tr_tensor dlogits = gc_make(TR_F32, 6, 5);
     expect_refusal(TR_OP_CROSS_ENTROPY_BWD, 3, (struct tr_tensor[]){dloss, logits, ids}, &dlogits);
+    struct tr_tensor x = gc_make(TR_F32, 6, 3), w = gc_make(TR_F32, 5, 3), lse = gc_make(TR_F32, 6),
+                     rank = gc_make(TR_I32, 6), dx = gc_make(TR_F32, 6, 3), dw = gc_make(TR_F32, 5, 3);
+    expect_refusals(TR_OP_LINEAR_CROSS_ENTROPY, 3, (struct tr_tensor[]){x, w, ids}, 3,
+                    (struct tr_tensor[]){loss, lse, rank});
+    expect_refusals(TR_OP_LINEAR_CROSS_ENTROPY_BWD, 5, (struct tr_tensor[]){dloss, x, w, ids, lse}, 2,
+                    (struct tr_tensor[]){dx, dw});
     gc_free(&table), gc_free(&ids), gc_free(&y), gc_free(&dy), gc_free(&logits), gc_free(&loss), gc_free(&dloss),
         gc_free(&dlogits);
+    gc_free(&x), gc_free(&w), gc_free(&lse), gc_free(&rank), gc_free(&dx), gc_free(&dw);
 }
 END_TEST
 
@@ -948,9 +1024,11 @@ START_TEST(repeatable)
                                         "embedding_bwd, 300 positions, 257 columns",
                                         "cross_entropy with ignored rows, 257 classes", "sum of all",
                                         "gather_bwd, repeated ids", "maxpool_bwd 3/2/1 (overlapping windows)",
-                                        "attention_bwd, causal and padding mask, S 33"};
+                                        "attention_bwd, causal and padding mask, S 33",
                                         "conv2d_bwd_filter 3×3/1/1", "conv2d_bwd_data 3×3/2/1",
-                                        "batchnorm training [2, 3, 9, 11]", "batchnorm_bwd [2, 3, 9, 11]"};
+                                        "batchnorm training [2, 3, 9, 11]", "batchnorm_bwd [2, 3, 9, 11]",
+                                        "linear_cross_entropy, 3-row chunks, ignored rows, 257 classes",
+                                        "linear_cross_entropy_bwd, add_dw into 16 bits, 3-row chunks"};
     for (int p = 0; p < (int)(sizeof picks / sizeof picks[0]); p++) {
         const struct op_case *c = find_case(picks[p]);
         uint64_t seed = 99;

@@ -114,6 +114,16 @@ static bool input_is_written(const struct tr_node *node, int i)
     return node->op == TR_OP_BATCHNORM && node->attrs.batchnorm.training && (i == 3 || i == 4);
 }
 
+/* Outputs the kernel adds into, whose f32 copies must start from their values: every output
+ * when the node accumulates (ACCUMULATE always), and LINEAR_CROSS_ENTROPY_BWD's dw under
+ * add_dw (a parameter's gradient). */
+static bool output_is_read(const struct tr_node *node, int i)
+{
+    if (node->accumulate || node->op == TR_OP_ACCUMULATE)
+        return true;
+    return node->op == TR_OP_LINEAR_CROSS_ENTROPY_BWD && node->attrs.cross_entropy.add_dw && i == 1;
+}
+
 /* The bytes the f32 copy of a 16-bit tensor takes: a whole number of cache lines. */
 static size_t copy_bytes(const struct tr_tensor *t)
 {
@@ -194,13 +204,11 @@ int tr_cpu_run_widened(tr_kernel_fn kernel, const struct tr_kernel_args *a)
     place_f32_views(wide.out, a->nout, base ? base + copies_bytes(a->in, a->nin) : NULL);
     wide.workspace = base ? base + scratch : NULL;
     wide.workspace_bytes = have - scratch;
-    /* ACCUMULATE always adds into its output; other ops when the node accumulates. */
-    bool reads_outputs = a->node->accumulate || a->node->op == TR_OP_ACCUMULATE;
     for (int i = 0; i < a->nin; i++)
         if (tr_dtype_is_16bit(a->in[i].dtype))
             widen_tensor(&a->in[i], wide.in[i].data);
-    for (int i = 0; i < a->nout && reads_outputs; i++)
-        if (tr_dtype_is_16bit(a->out[i].dtype))
+    for (int i = 0; i < a->nout; i++)
+        if (tr_dtype_is_16bit(a->out[i].dtype) && output_is_read(a->node, i))
             widen_tensor(&a->out[i], wide.out[i].data);
     rc = kernel(&wide);
     if (rc)

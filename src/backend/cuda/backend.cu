@@ -178,7 +178,8 @@ int cuda_check_ids(const struct tr_kernel_args *a, struct cuda_context *ctx, con
     if (rc)
         return rc;
     enum tr_op op = a->node->op;
-    if (op == TR_OP_CROSS_ENTROPY || op == TR_OP_CROSS_ENTROPY_BWD)
+    if (op == TR_OP_CROSS_ENTROPY || op == TR_OP_CROSS_ENTROPY_BWD || op == TR_OP_LINEAR_CROSS_ENTROPY ||
+        op == TR_OP_LINEAR_CROSS_ENTROPY_BWD)
         return cuda_fail(a, "target %d at row %lld is outside the %lld classes", bad, (long long)got[0],
                          (long long)limit);
     if (op == TR_OP_GATHER || op == TR_OP_GATHER_BWD)
@@ -215,6 +216,9 @@ static size_t cuda_workspace_bytes(const struct tr_node *node, const struct tr_t
     case TR_OP_BATCHNORM:
     case TR_OP_BATCHNORM_BWD:
         return tr_cuda_batchnorm_workspace(node, in, out);
+    case TR_OP_LINEAR_CROSS_ENTROPY:
+    case TR_OP_LINEAR_CROSS_ENTROPY_BWD:
+        return tr_cuda_linear_cross_entropy_workspace(node, in, out);
     default:
         return 0;
     }
@@ -279,6 +283,8 @@ static void fill_table(struct tr_backend *be)
     k[TR_OP_CONV2D_BWD_FILTER] = tr_cuda_conv2d_bwd_filter;
     k[TR_OP_BATCHNORM] = tr_cuda_batchnorm;
     k[TR_OP_BATCHNORM_BWD] = tr_cuda_batchnorm_bwd;
+    k[TR_OP_LINEAR_CROSS_ENTROPY] = tr_cuda_linear_cross_entropy;
+    k[TR_OP_LINEAR_CROSS_ENTROPY_BWD] = tr_cuda_linear_cross_entropy_bwd;
 }
 
 extern "C" const struct tr_backend *tr_backend_cuda(void)

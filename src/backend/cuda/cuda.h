@@ -5,20 +5,22 @@
  * slot is NULL is refused by tr_backend_run with "op X has no CUDA kernel yet".
  *
  * What a caller must know:
- *  - every tensor's .data, the workspace, and args->rng->sample_ids (int64, one per row of
- *    dim 0, when not NULL) are device pointers; args->rng itself is read on the host;
+ *  - every tensor's .data and the workspace are device pointers; args->rng and its sample_ids
+ *    (int64, one per row of dim 0, when not NULL) are host memory: DROPOUT copies the ids to
+ *    the context's buffer when they changed since its last call;
  *  - kernels are queued on the backend's one stream (created with the context, on the first
  *    kernel run) and return before they finish; tr_cuda_synchronize waits for them and says
  *    what failed. The stream is a blocking one, so a cudaMemcpy on the default stream waits
- *    for the kernels queued before it (what the tests rely on). Ops that check their input on the host (EMBEDDING, EMBEDDING_BWD and
- *    CROSS_ENTROPY(_BWD): ids and targets in range) wait for the stream themselves;
+ *    for the kernels queued before it (what the tests rely on). Ops that check their input on
+ *    the host (EMBEDDING, EMBEDDING_BWD, CROSS_ENTROPY(_BWD) and LINEAR_CROSS_ENTROPY(_BWD):
+ *    ids and targets in range) wait for the stream themselves;
  *  - one host thread drives the backend at a time (the executor): the context's check words
  *    are shared;
  *  - results do not depend on scheduling: no atomics in float sums, reductions in fixed trees
- *    and fixed chunks. MATMUL in f32 uses TF32 tensor cores (10-bit mantissa products, f32
- *    accumulation: about 1e-3 relative, PyTorch's allow_tf32 default for convolutions), and so
- *    do f32 convolutions; cuBLASLt's and cuDNN's algorithm choices (cuDNN's: deterministic ones
- *    only) may differ between GPUs and library versions;
+ *    and fixed chunks. f32 GEMMs (MATMUL, attention's, LINEAR_CROSS_ENTROPY's) and f32
+ *    convolutions use TF32 tensor cores (10-bit mantissa products, f32 accumulation: about 1e-3
+ *    relative, PyTorch's allow_tf32 default for convolutions); cuBLASLt's and cuDNN's algorithm
+ *    choices (cuDNN's: deterministic ones only) may differ between GPUs and library versions;
  *  - creating the table touches no device: tr_backend_cuda() is safe where no GPU is seen. */
 #ifndef TR_CUDA_H
 #define TR_CUDA_H

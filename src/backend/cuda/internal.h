@@ -190,7 +190,7 @@ __device__ float cuda_block_reduce(float v, Op op, float *shared)
  * CAST's kernel, and MATMUL's widening of operands cuBLASLt cannot mix (elementwise.cu). */
 void cuda_convert(cudaStream_t stream, const void *src, int ts, void *dst, int td, int64_t n, int acc);
 
-/* ---- GEMMs through cuBLASLt (matmul.cu): MATMUL's, and attention's ---------------------------
+/* ---- GEMMs through cuBLASLt (matmul.cu): MATMUL's, attention's, the fused classifier's ------
  * Row-major Y[p] = alpha·op(A[p])·op(B[p]) + beta·Y[p] for p < P batches: op(A) [M, K] (A [M, K],
  * or [K, M] when ta), op(B) [K, N] (B [K, N], or [N, K] when tb); A and B a_stride and b_stride
  * elements apart, Y M·N apart. f32 operands run in TF32, 16-bit ones (at = bt) with f32 sums;
@@ -205,6 +205,18 @@ struct cuda_gemm {
 int cuda_lt_matmul(const struct tr_kernel_args *a, struct cuda_context *ctx, const struct cuda_gemm *g, const void *A,
                    enum tr_dtype at, const void *B, enum tr_dtype bt, void *Y, enum tr_dtype yt, float alpha,
                    float beta, void *lt_workspace);
+/* One plain GEMM, for the ops that hold one inside (LINEAR_CROSS_ENTROPY): Y[M, N] = op(A)·op(B) + beta·Y (beta 0 or 1), row-major and contiguous, queued on the stream:
+ * A [M, K] ([K, M] with trans_a), B [K, N] ([N, K] with trans_b). The types cuBLASLt takes as
+ * they are: A and B both f32 (TF32, as MATMUL) or both one 16-bit type (f32 sums); Y f32 or A's
+ * type. lt_workspace: CUDA_LT_WORKSPACE bytes of the caller's workspace. K = 0 is an empty sum. */
+int cuda_gemm(const struct tr_kernel_args *a, struct cuda_context *ctx, int trans_a, int trans_b, int64_t M,
+              int64_t N, int64_t K, const void *A, enum tr_dtype at, const void *B, enum tr_dtype bt, float beta,
+              void *Y, enum tr_dtype yt, void *lt_workspace);
+
+/* loss (+)= Σ_r row_loss[r] / count (0 when count is 0) in double, summed in a fixed tree by one
+ * block (softmax_norm.cu): the mean of CROSS_ENTROPY and LINEAR_CROSS_ENTROPY. */
+void cuda_mean_of_rows(cudaStream_t stream, const float *row_loss, int64_t rows, int64_t count, void *loss, int tl,
+                       int acc);
 
 /* ---- the kernels of each file, as the table names them -------------------------------------- */
 
@@ -216,8 +228,9 @@ int cuda_lt_matmul(const struct tr_kernel_args *a, struct cuda_context *ctx, con
     X(accumulate) X(permute) X(slice) X(slice_bwd) X(concat) X(masked_fill) X(gather) X(gather_bwd) \
     X(sum) X(mean) X(sum_bwd) X(argmax) \
     X(maxpool) X(maxpool_bwd) X(avgpool) X(avgpool_bwd) X(global_avgpool) X(global_avgpool_bwd) \
-    X(attention) X(attention_bwd)
-    X(conv2d) X(conv2d_bwd_data) X(conv2d_bwd_filter) X(batchnorm) X(batchnorm_bwd)
+    X(attention) X(attention_bwd) \
+    X(conv2d) X(conv2d_bwd_data) X(conv2d_bwd_filter) X(batchnorm) X(batchnorm_bwd) \
+    X(linear_cross_entropy) X(linear_cross_entropy_bwd)
 
 #define CUDA_DECLARE(name) int tr_cuda_##name(const struct tr_kernel_args *a);
 CUDA_KERNELS(CUDA_DECLARE)
@@ -236,6 +249,8 @@ size_t tr_cuda_attention_workspace(const struct tr_node *node, const struct tr_t
 /* The three convolution ops' (cudnn.cu says how the budget is chosen) and batch norm's two. */
 size_t tr_cuda_conv2d_workspace(const struct tr_node *node, const struct tr_tensor *in, const struct tr_tensor *out);
 size_t tr_cuda_batchnorm_workspace(const struct tr_node *node, const struct tr_tensor *in, const struct tr_tensor *out);
+size_t tr_cuda_linear_cross_entropy_workspace(const struct tr_node *node, const struct tr_tensor *in,
+                                              const struct tr_tensor *out);
 
 /* Column sums over rows in a fixed order, no atomics (elementwise.cu): partial [chunks, cols]
  * f32 holds in row k the sum of rows [k·CUDA_COLUMN_CHUNK, (k+1)·CUDA_COLUMN_CHUNK) of each

@@ -142,9 +142,10 @@ int cuda_lt_matmul(const struct tr_kernel_args *a, struct cuda_context *ctx, con
     LT(cublasLtMatmulPreferenceCreate(&c.pref));
     uint64_t ws = CUDA_LT_WORKSPACE;
     LT(cublasLtMatmulPreferenceSetAttribute(c.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-    uint32_t align_first = alignment_of(B, g->b_stride * (int64_t)tr_dtype_size(bt));
-    uint32_t align_second = alignment_of(A, g->a_stride * (int64_t)tr_dtype_size(at));
-    uint32_t align_out = alignment_of(Y, g->M * g->N * (int64_t)tr_dtype_size(yt));
+    int64_t batched = g->P > 1;   /* batch strides bind only where there are batches */
+    uint32_t align_first = alignment_of(B, batched * g->b_stride * (int64_t)tr_dtype_size(bt));
+    uint32_t align_second = alignment_of(A, batched * g->a_stride * (int64_t)tr_dtype_size(at));
+    uint32_t align_out = alignment_of(Y, batched * g->M * g->N * (int64_t)tr_dtype_size(yt));
     LT(cublasLtMatmulPreferenceSetAttribute(c.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_first,
                                             sizeof align_first));
     LT(cublasLtMatmulPreferenceSetAttribute(c.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_second,
@@ -225,6 +226,20 @@ int tr_cuda_matmul(const struct tr_kernel_args *a)
         return cuda_launched(a, "the rounding of y to 16 bits");
     }
     return 0;
+}
+
+int cuda_gemm(const struct tr_kernel_args *a, struct cuda_context *ctx, int trans_a, int trans_b, int64_t M,
+              int64_t N, int64_t K, const void *A, enum tr_dtype at, const void *B, enum tr_dtype bt, float beta,
+              void *Y, enum tr_dtype yt, void *lt_workspace)
+{
+    if (M == 0 || N == 0)
+        return 0;
+    if (K == 0)   /* an empty sum: Y = 0, or Y unchanged */
+        return beta != 0 ? 0
+                         : cuda_status(a, cudaMemsetAsync(Y, 0, (size_t)(M * N) * tr_dtype_size(yt), ctx->stream),
+                                       "cudaMemsetAsync");
+    struct cuda_gemm g = {trans_a, trans_b, 1, M, N, K, 0, 0};
+    return cuda_lt_matmul(a, ctx, &g, A, at, B, bt, Y, yt, 1, beta, lt_workspace);
 }
 
 /* ---- BIAS_ADD and BIAS_GRAD are kernels of elementwise.cu; cuBLASLt's bias epilogues

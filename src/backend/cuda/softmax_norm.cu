@@ -132,6 +132,12 @@ __global__ void cross_entropy_mean_kernel(const float *row_loss, int64_t rows, i
         cuda_put(loss, tl, 0, count ? (float)(part[0] / (double)count) : 0.0f, acc);
 }
 
+void cuda_mean_of_rows(cudaStream_t stream, const float *row_loss, int64_t rows, int64_t count, void *loss, int tl,
+                       int acc)
+{
+    cross_entropy_mean_kernel<<<1, ROW, 0, stream>>>(row_loss, rows, count, loss, tl, acc);
+}
+
 size_t tr_cuda_cross_entropy_workspace(const struct tr_node *node, const struct tr_tensor *in,
                                        const struct tr_tensor *out)
 {
@@ -168,8 +174,8 @@ int tr_cuda_cross_entropy(const struct tr_kernel_args *a)
         cross_entropy_rows_kernel<<<(unsigned)rows, ROW, 0, ctx->stream>>>(x->data, x->dtype,
                                                                            (const int32_t *)t->data, ignore, cols,
                                                                            row_loss);
-    cross_entropy_mean_kernel<<<1, ROW, 0, ctx->stream>>>(row_loss, cols > 0 ? rows : 0, count, loss->data,
-                                                          loss->dtype, a->node->accumulate);
+    cuda_mean_of_rows(ctx->stream, row_loss, cols > 0 ? rows : 0, count, loss->data, loss->dtype,
+                      a->node->accumulate);
     return cuda_launched(a, "cross_entropy");
 }
 
