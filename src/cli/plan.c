@@ -46,7 +46,8 @@ static int plan_recipe(const struct tr_recipe *r, const struct tr_args *a, struc
     struct tr_plan plan = {0};
     char err[1024];
     const char *profile = tr_args_value(a, "--device-profile"), *saved = tr_args_value(a, "--plan");
-    if (tr_plan_device(&dev, profile, false, err, sizeof err)) {
+    if (profile ? tr_plan_device(&dev, profile, false, err, sizeof err)   /* a machine one does not have */
+                : tr_plan_device_named(&dev, r->device, err, sizeof err)) {    /* the recipe's own device */
         tr_diag_add(diag, (struct tr_where){0}, "%s", err);
         rc = profile ? TR_EXIT_USAGE : TR_EXIT_FAILURE;
     } else if (tr_plan_job_init(&job, r, &data, &dev, diag)) {

@@ -55,6 +55,7 @@ struct tr_loader {
     uint64_t seed;
     bool shuffle, drop_last;
     int nworkers, ring;
+    struct tr_memory_ops mem;   /* where the ring's arrays come from */
     struct slot *slots;
     struct tr_batch *batches;
     float *xs;
@@ -344,6 +345,19 @@ static int check_arguments(const struct tr_split *s, const struct tr_loader_opti
     return why ? TR_EINVAL : 0;
 }
 
+/* A ring array from the loader's memory (page-locked for a GPU: backend.h's host_memory),
+ * zeroed and 64-byte aligned; never 0 bytes. */
+static void *ring_alloc(struct tr_loader *l, size_t bytes)
+{
+    return l->mem.alloc(bytes ? bytes : 64, l->mem.ctx);
+}
+
+static void ring_free(struct tr_loader *l, void *p)
+{
+    if (p)
+        l->mem.free(p, l->mem.ctx);
+}
+
 /* The ring: every slot's arrays in a few allocations, made once. A step's micro-batches are
  * padded to at most the longest sequence, so its tokens fit in batch × seq. */
 static int allocate_ring(struct tr_loader *l, struct tr_diag *diag)
@@ -352,9 +366,9 @@ static int allocate_ring(struct tr_loader *l, struct tr_diag *diag)
     size_t stride = l->seq ? 0 : ((size_t)l->batch * (size_t)l->features + 15) & ~(size_t)15;
     size_t tstride = ((size_t)l->batch * (size_t)l->seq + 63) & ~(size_t)63;   /* text tokens */
     if (l->seq) {
-        l->toks = aligned_alloc(64, (size_t)l->ring * tstride * sizeof(int32_t));
-        l->tgts = aligned_alloc(64, (size_t)l->ring * tstride * sizeof(int32_t));
-        l->masks = aligned_alloc(64, (size_t)l->ring * tstride);
+        l->toks = ring_alloc(l, (size_t)l->ring * tstride * sizeof(int32_t));
+        l->tgts = ring_alloc(l, (size_t)l->ring * tstride * sizeof(int32_t));
+        l->masks = ring_alloc(l, (size_t)l->ring * tstride);
         if (!l->toks || !l->tgts || !l->masks) {
             tr_diag_add(diag, (struct tr_where){0}, "loader: out of memory for %d batches of %lld × %lld tokens",
                         l->ring, (long long)l->batch, (long long)l->seq);
@@ -364,9 +378,9 @@ static int allocate_ring(struct tr_loader *l, struct tr_diag *diag)
     unsigned __int128 bytes = (unsigned __int128)l->ring * stride * sizeof(float);
     l->slots = calloc((size_t)l->ring, sizeof *l->slots);
     l->batches = calloc((size_t)l->ring * (size_t)l->batch, sizeof *l->batches);
-    l->xs = bytes < ((size_t)1 << 40) ? aligned_alloc(64, (size_t)bytes ? (size_t)bytes : 64) : NULL;
-    l->ys = calloc((size_t)l->ring * ((size_t)l->batch + 16), sizeof(int32_t));
-    l->ids = calloc((size_t)l->ring * ((size_t)l->batch + 8), sizeof(int64_t));
+    l->xs = bytes < ((size_t)1 << 40) ? ring_alloc(l, (size_t)bytes) : NULL;
+    l->ys = ring_alloc(l, (size_t)l->ring * ((size_t)l->batch + 16) * sizeof(int32_t));
+    l->ids = ring_alloc(l, (size_t)l->ring * ((size_t)l->batch + 8) * sizeof(int64_t));
     if (!l->slots || !l->batches || !l->xs || !l->ys || !l->ids) {
         tr_diag_add(diag, (struct tr_where){0}, "loader: out of memory for %d batches of %lld samples",
                     l->ring, (long long)l->batch);
@@ -465,7 +479,8 @@ int tr_loader_open(struct tr_loader **out, const struct tr_split *s, const struc
                             .buckets = buckets, .nbuckets = o->nbuckets, .pool = o->pool,
                             .seq = s->tokens ? tr_text_longest(s) : 0, .seed = o->seed,
                             .shuffle = o->shuffle != 0, .drop_last = o->drop_last != 0,
-                            .nworkers = o->num_workers, .ring = o->num_workers * o->prefetch + 1};
+                            .nworkers = o->num_workers, .ring = o->num_workers * o->prefetch + 1,
+                            .mem = o->memory ? *o->memory : tr_cpu_memory};
     l->per_epoch = l->drop_last ? s->n / l->batch : (s->n + l->batch - 1) / l->batch;
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->space, NULL);
@@ -504,12 +519,12 @@ void tr_loader_close(struct tr_loader *l)
     free(l->slots);
     free(l->batches);
     free(l->buckets);
-    free(l->xs);
-    free(l->ys);
-    free(l->ids);
-    free(l->toks);
-    free(l->tgts);
-    free(l->masks);
+    ring_free(l, l->xs);
+    ring_free(l, l->ys);
+    ring_free(l, l->ids);
+    ring_free(l, l->toks);
+    ring_free(l, l->tgts);
+    ring_free(l, l->masks);
     free(l);
 }
 

@@ -17,6 +17,7 @@
 
 #include <stdint.h>
 
+#include "core/alloc.h"
 #include "core/error.h"
 #include "data/dataset.h"
 
@@ -63,6 +64,8 @@ struct tr_loader_options {
     int drop_last;       /* drop an epoch's last step when it is short */
     int num_workers;     /* threads producing steps; 0: tr_loader_next produces in the caller's */
     int prefetch;        /* steps each worker prepares ahead (ignored with 0 workers) */
+    const struct tr_memory_ops *memory;   /* the ring's batches: NULL, the heap; a GPU run's
+                          * backend gives page-locked memory, which its copies read directly */
 };
 
 /* The heap bytes tr_loader_open(s, o) will take: its ring of steps and its workers' sample

@@ -1025,7 +1025,7 @@ static int loop(struct run *run, int64_t start, struct tr_train_result *res)
                                   .nbuckets = run->dynamic ? run->nbuckets : 0,
                                   .pool = r->optimize.dynamic_batching.pool, .seed = (uint64_t)r->seed,
                                   .shuffle = r->data.shuffle, .num_workers = (int)r->data.num_workers,
-                                  .prefetch = (int)r->data.prefetch_factor};
+                                  .prefetch = (int)r->data.prefetch_factor, .memory = run->be->host_memory};
     if (tr_loader_open(&loader, train, &o, run->diag))
         return TR_EXIT_DATA;
     int64_t per_epoch = tr_loader_steps_per_epoch(loader);

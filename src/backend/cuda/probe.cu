@@ -48,8 +48,12 @@ extern "C" int tr_cuda_start(int index, struct tr_cuda_start *s, char *err, unsi
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || index >= n) {
-        snprintf(err, errsize, "device: cuda:%d: %s", index,
-                 e != cudaSuccess ? cudaGetErrorString(e) : n ? "no such GPU" : "no GPU is seen");
+        if (e == cudaSuccess && n > 0)
+            snprintf(err, errsize, "device: cuda:%d: no such GPU (%d seen: cuda:0 to cuda:%d)", index, n, n - 1);
+        else
+            snprintf(err, errsize, "device: cuda:%d: no GPU can be used here (CUDA: %s); set device: cpu, or "
+                     "device: auto to train on a GPU only where one is seen", index,
+                     e != cudaSuccess ? cudaGetErrorString(e) : "no device");
         cudaGetLastError();
         return -1;
     }
