@@ -36,7 +36,7 @@ steps=${GPU_TRAIN_STEPS:-20}
 case $device in
   cpu-fenced) backend=cpu-fenced on=cpu ;;
   cuda | cuda:[0-9]*)
-    backend= on=$device
+    backend='' on=$device
     version=$("$TRAINRUN" --version) || { echo "trainrun --version failed"; exit 1; }
     reason=$(gpu_skip_reason "$version") && { echo "SKIP: $reason"; exit 77; } ;;
   *) echo "GPU_TRAIN_DEVICE: expected cuda, cuda:N or cpu-fenced, got '$device'"; exit 99 ;;

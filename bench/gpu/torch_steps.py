@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch's side of the GPU benchmark (bench/README.md, "Training steps on a GPU"): training
+"""PyTorch's side of the GPU benchmark (bench/README.md, "Training steps on a GPU against PyTorch"): training
 steps of BERT-base and GPT-2 124M written in plain torch.nn, bf16 autocast, AdamW, gradient
 clipping at 1.0, on random tokens, the same shapes as bench/gpu/bert-base.yaml and
 gpt2-124m.yaml. After --warmup steps it times --steps steps (a synchronize after each) and
