@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""PyTorch's side of the GPU benchmark (bench/README.md, "Training steps on a GPU against PyTorch"): training
-steps of BERT-base and GPT-2 124M written in plain torch.nn, bf16 autocast, AdamW, gradient
-clipping at 1.0, on random tokens, the same shapes as bench/gpu/bert-base.yaml and
-gpt2-124m.yaml. After --warmup steps it times --steps steps (a synchronize after each) and
+"""PyTorch's side of the GPU benchmark (bench/README.md, "Training steps on a GPU against
+PyTorch"): training steps of BERT-base and GPT-2 124M written in plain torch.nn, bf16
+autocast, AdamW, gradient clipping at 1.0, on random tokens, the same shapes as
+bench/gpu/bert-base.yaml and gpt2-124m.yaml. After --warmup steps it times --steps steps (a synchronize after each) and
 prints one JSON line a job: tokens/s from the median step, the allocator's peaks, the device
 memory in use (cudaMemGetInfo, as trainrun's plan.json measures it) and MFU.
 
