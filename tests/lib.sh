@@ -38,6 +38,16 @@ expect_not_in() {
   case "$1" in *"$2"*) fail "$3: unexpected '$2' in: $1" ;; esac
 }
 
+# gpu_skip_reason VERSION: why a test that needs a GPU must skip, from `trainrun --version`'s
+# text (built without CUDA, or no GPU visible); prints nothing and fails when a GPU is seen.
+gpu_skip_reason() {
+  case "$1" in
+    *"CUDA backend: not built"*) echo "built without CUDA" ;;
+    *"GPUs seen: 0"*) echo "no GPU visible" ;;
+    *) return 1 ;;
+  esac
+}
+
 finish() {
   echo "$checks checks, $failures failed"
   [ "$failures" = 0 ]
