@@ -157,15 +157,21 @@ __device__ int span_of(const struct span *s, int n, int64_t c)
     return lo;
 }
 
+/* The elements [begin, end) of span s that chunk c covers. */
+__device__ void chunk_range(const struct span *s, int64_t c, int64_t *begin, int64_t *end)
+{
+    *begin = (c - s->first_chunk) * CUDA_OPTIM_CHUNK;
+    *end = *begin + CUDA_OPTIM_CHUNK < s->numel ? *begin + CUDA_OPTIM_CHUNK : s->numel;
+}
+
 /* AdamW: p ← p·(1 − lr·wd); m ← β1·m + (1 − β1)·g; v ← β2·v + (1 − β2)·g²;
  *        p ← p − (lr/(1 − β1ᵗ))·m / (√v/√(1 − β2ᵗ) + ε).  SGD: d = g + wd·p; b ← μ·b + d; p ← p − lr·d′ */
 __global__ void optim_kernel(struct optim_hyper h)
 {
     for (int64_t c = blockIdx.x; c < h.chunks; c += gridDim.x) {
         const struct span s = h.spans[span_of(h.spans, h.nspans, c)];
-        int64_t begin = (c - s.first_chunk) * CUDA_OPTIM_CHUNK, end = begin + CUDA_OPTIM_CHUNK;
-        if (end > s.numel)
-            end = s.numel;
+        int64_t begin, end;
+        chunk_range(&s, c, &begin, &end);
         float *p = (float *)(h.params + s.param), *g = (float *)(h.grads + s.grad);
         float wd = s.decay ? h.weight_decay : 0, decay = s.decay ? h.decay : 1;
         for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
@@ -198,9 +204,8 @@ __global__ void sumsq_kernel(struct optim_hyper h, double *partial)
     double mine = 0;
     for (int64_t c = blockIdx.x; c < h.chunks; c += gridDim.x) {
         const struct span s = h.spans[span_of(h.spans, h.nspans, c)];
-        int64_t begin = (c - s.first_chunk) * CUDA_OPTIM_CHUNK, end = begin + CUDA_OPTIM_CHUNK;
-        if (end > s.numel)
-            end = s.numel;
+        int64_t begin, end;
+        chunk_range(&s, c, &begin, &end);
         const float *g = (const float *)(h.grads + s.grad);
         for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
             mine += (double)g[i] * g[i];
@@ -232,9 +237,8 @@ __global__ void scale_kernel(struct optim_hyper h, float factor, unsigned *bad)
     bool seen = false;
     for (int64_t c = blockIdx.x; c < h.chunks; c += gridDim.x) {
         const struct span s = h.spans[span_of(h.spans, h.nspans, c)];
-        int64_t begin = (c - s.first_chunk) * CUDA_OPTIM_CHUNK, end = begin + CUDA_OPTIM_CHUNK;
-        if (end > s.numel)
-            end = s.numel;
+        int64_t begin, end;
+        chunk_range(&s, c, &begin, &end);
         float *g = (float *)(h.grads + s.grad);
         for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
             float v = g[i] * factor;
