@@ -88,6 +88,7 @@ START_TEST(adamw_matches_definition)
                 ck_assert_msg(fabs(P(&o)[i] - p[i]) <= 1e-6 * (1 + fabs(p[i])), "step %d elem %d: %.9g vs %.9g",
                               t, i, P(&o)[i], p[i]);
         }
+        tr_optim_free(&opt);
         tr_recipe_free(&r);
         one_param_free(&o);
     }
@@ -119,6 +120,7 @@ START_TEST(sgd_matches_definition)
                 ck_assert_msg(fabs(P(&o)[i] - p[i]) <= 1e-6 * (1 + fabs(p[i])), "nesterov %d step %d elem %d",
                               nesterov, t, i);
         }
+        tr_optim_free(&opt);
         tr_recipe_free(&r);
         one_param_free(&o);
     }
@@ -167,6 +169,7 @@ START_TEST(clipping_and_nonfinite)
     ck_assert_int_eq(tr_grad_first_nonfinite(&opt), o.w);
     ck_assert(isnan(tr_grad_clip(&opt, 1)));
     ck_assert(isnan(G(&o)[1]));   /* a NaN norm scales nothing: the caller stops the run */
+    tr_optim_free(&opt);
     tr_recipe_free(&r);
     one_param_free(&o);
 }
@@ -187,6 +190,7 @@ START_TEST(unscale_checks_overflow)
     ck_assert(!tr_grad_unscale(&opt, 0.5f));
     G(&o)[2] = NAN;
     ck_assert(!tr_grad_unscale(&opt, 0.5f));
+    tr_optim_free(&opt);
     tr_recipe_free(&r);
     one_param_free(&o);
 }
