@@ -178,6 +178,19 @@ struct tr_backend {
     int (*grad_scale)(const struct tr_optim_args *a, float factor, bool *finite);
 };
 
+/* BATCHNORM's x seen as [N, C, S]: S = H·W, or 1 for x [N, C] (both backends' layout). */
+struct tr_bn_geom {
+    int64_t N, C, S;
+};
+
+static inline struct tr_bn_geom tr_bn_geom_of(const struct tr_tensor *x)
+{
+    struct tr_bn_geom g = {x->dim[0], x->dim[1], 1};
+    for (int d = 2; d < x->rank; d++)
+        g.S *= x->dim[d];
+    return g;
+}
+
 /* The CPU backend: OpenBLAS for GEMMs, OpenMP for the rest. */
 const struct tr_backend *tr_backend_cpu(void);
 /* The CPU backend as a device the host cannot see: the regions are mapped inaccessible except

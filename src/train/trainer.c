@@ -418,7 +418,11 @@ static int update(struct run *run, int64_t t, double *grad_norm, bool *skipped)
 {
     struct side *s = &run->train;
     if (run->scaler.on) {   /* fp16: unscaled and checked in one pass; an overflow skips the step */
+        run->optim.error[0] = '\0';
         bool finite = tr_grad_unscale(&run->optim, (float)(1 / run->scaler.scale));
+        if (run->optim.error[0])
+            return fail(run, TR_EXIT_FAILURE, "step %lld: unscaling the gradients: %s", (long long)t,
+                        run->optim.error);
         double scale = run->scaler.scale;
         switch (tr_scaler_update(&run->scaler, !finite)) {
         case TR_SCALER_STEP:
@@ -437,7 +441,10 @@ static int update(struct run *run, int64_t t, double *grad_norm, bool *skipped)
     }
     /* One pass over the gradients: their norm (clipping them) is NaN or Inf exactly when one of
      * them is; only then is the culprit looked for. */
+    run->optim.error[0] = '\0';
     *grad_norm = tr_grad_clip(&run->optim, run->r->train.grad_clip);
+    if (run->optim.error[0])   /* the device failed, not the gradients */
+        return fail(run, TR_EXIT_FAILURE, "step %lld: the gradients' norm: %s", (long long)t, run->optim.error);
     if (!isfinite(*grad_norm)) {
         int bad = tr_grad_first_nonfinite(&run->optim);
         return fail(run, TR_EXIT_DIVERGED, "step %lld: the gradient of %s holds NaN or Inf",

@@ -6,18 +6,6 @@
 
 #include "backend/cpu/cpu.h"
 
-/* x seen as [N, C, S]: S = H·W, or 1 for x [N, C]. */
-struct bn_geom {
-    int64_t N, C, S;
-};
-
-static struct bn_geom bn_geom_of(const struct tr_tensor *x)
-{
-    struct bn_geom g = {x->dim[0], x->dim[1], 1};
-    for (int d = 2; d < x->rank; d++)
-        g.S *= x->dim[d];
-    return g;
-}
 
 /* The statistics and parameters are read as x's type: one of another type would be misread. */
 static int bn_check_dtypes(const struct tr_kernel_args *a)
@@ -36,7 +24,7 @@ static int bn_check_dtypes(const struct tr_kernel_args *a)
 
 /* Training needs two values per channel: the unbiased variance divides by m − 1 (PyTorch
  * refuses the same batch). With a symbolic batch size this shows only at run time. */
-static int bn_check(const struct tr_kernel_args *a, const struct bn_geom *g)
+static int bn_check(const struct tr_kernel_args *a, const struct tr_bn_geom *g)
 {
     if (a->node->attrs.batchnorm.training && g->N * g->S < 2)
         return tr_cpu_fail(a, "batchnorm: training needs more than one value per channel, "

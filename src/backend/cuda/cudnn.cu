@@ -411,18 +411,6 @@ int tr_cuda_conv2d_bwd_filter(const struct tr_kernel_args *a) { return conv_run(
  * dbeta (betaDataDiff, betaParamDiff); saved and the running statistics are always written.
  * cuDNN's sums are f32 in its own fixed order where the CPU's are double: NEAR, not exact. */
 
-/* x seen as [N, C, S] (batchnorm.c's bn_geom). */
-struct bn_geom {
-    int64_t N, C, S;
-};
-
-static struct bn_geom bn_geom_of(const struct tr_tensor *x)
-{
-    struct bn_geom g = {x->dim[0], x->dim[1], 1};
-    for (int d = 2; d < x->rank; d++)
-        g.S *= x->dim[d];
-    return g;
-}
 
 /* The slots cuDNN sees as data (x, y; dy, x, dx), the others being statistics and parameters. */
 static bool bn_is_data(enum tr_op op, int slot)
@@ -475,7 +463,7 @@ struct bn_descs {
     }
 };
 
-static int bn_describe(const struct tr_kernel_args *a, const struct bn_geom *g, enum tr_dtype t, struct bn_descs *d)
+static int bn_describe(const struct tr_kernel_args *a, const struct tr_bn_geom *g, enum tr_dtype t, struct bn_descs *d)
 {
     if (!fits_int(g->N) || !fits_int(g->C) || !fits_int(g->S))
         return cuda_fail(a, "x seen as [%lld, %lld, %lld] has a dimension beyond cuDNN's %d", (long long)g->N,
@@ -510,7 +498,7 @@ __global__ void bn_eval_stats_kernel(const void *mean, int tm, const void *var, 
 
 /* eval: y (+)= gamma·(x − mean)·invstd + beta in f32, each operation rounded on its own (no
  * fused multiply-add) in the CPU's order: the CPU's bits */
-__global__ void bn_eval_kernel(struct bn_geom g, const void *x, int tx, const void *gamma, int tg, const void *beta,
+__global__ void bn_eval_kernel(struct tr_bn_geom g, const void *x, int tx, const void *gamma, int tg, const void *beta,
                                int tb, const float *saved, void *y, int ty, int acc)
 {
     FOR_EACH(q, g.N * g.C * g.S) {
@@ -529,7 +517,7 @@ int tr_cuda_batchnorm(const struct tr_kernel_args *a)
     struct cuda_context *ctx = cuda_begin(a);
     if (!ctx)
         return TR_EINVAL;
-    struct bn_geom g = bn_geom_of(&a->in[0]);
+    struct tr_bn_geom g = tr_bn_geom_of(&a->in[0]);
     bool training = a->node->attrs.batchnorm.training;
     double eps = a->node->attrs.batchnorm.eps, momentum = a->node->attrs.batchnorm.momentum;
     if (training && g.N * g.S < 2)   /* the CPU's sentence: the unbiased variance divides by m − 1 */
@@ -577,7 +565,7 @@ int tr_cuda_batchnorm_bwd(const struct tr_kernel_args *a)
     struct cuda_context *ctx = cuda_begin(a);
     if (!ctx)
         return TR_EINVAL;
-    struct bn_geom g = bn_geom_of(&a->in[1]);
+    struct tr_bn_geom g = tr_bn_geom_of(&a->in[1]);
     if (g.C == 0)
         return 0;
     if (g.N * g.S == 0) {   /* no values: empty sums, dgamma = dbeta = 0 */
