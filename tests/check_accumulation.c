@@ -129,7 +129,7 @@ static float *gradients(struct harness *h, const int64_t *order, const int64_t *
     }
     ck_assert_int_eq(at, N);
     struct tr_step st = {.n = N, .nmicro = nmicro, .micro = micro};
-    ck_assert_msg(tr_step_gradients(&h->runner, &st, 3, 1.0, loss) == 0, "%s", h->x.error);
+    ck_assert_msg(tr_step_gradients(&h->runner, &st, NULL, 3, 1.0, loss) == 0, "%s", h->x.error);
     for (int i = 0; i < nmicro; i++)
         free_batch(&micro[i]);
     float *g = malloc(h->p.region_bytes[TR_GRAD]);

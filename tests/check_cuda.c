@@ -32,6 +32,7 @@
 
 #include "backend/cuda/cuda.h"
 #include "backend/cuda/probe.h"
+#include "recipe/recipe.h"
 
 /* ---- the table: runs everywhere, no device touched ------------------------------------------ */
 
@@ -46,6 +47,7 @@ START_TEST(table_names_its_ops)
                       tr_op_name((enum tr_op)op), be->kernels[op] ? "present, not on the CPU" : "missing");
     ck_assert(!be->host_visible);
     ck_assert(be->memory && be->host_memory && be->copy && be->fill && be->synchronize);
+    ck_assert(be->copy_ahead && be->join);
     ck_assert(be->optim_step && be->grad_sumsq && be->grad_scale);
 }
 END_TEST
@@ -1008,6 +1010,118 @@ START_TEST(short_workspace_refused)
 }
 END_TEST
 
+/* ---- the memory and optimizer entries ------------------------------------------------------ */
+
+static void *device_region(const struct tr_backend *be, size_t bytes)
+{
+    void *p = be->memory->alloc(bytes, be->memory->ctx);
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
+/* Regions start zeroed; copies in the three directions and fills keep the stream's order; a
+ * copy ahead starts after what the stream held when it was queued (a fill of its destination
+ * before it does not land on top of it; a commit reading the staging before it reads the old
+ * bytes) and join orders what follows after it. The loader's memory is page-locked. */
+START_TEST(memory_entries)
+{
+    const struct tr_backend *be = tr_backend_cuda();
+    char error[TR_KERNEL_ERROR_MAX] = "";
+    enum { N = 1 << 20 };
+    float *host = be->host_memory->alloc(N * sizeof *host, be->host_memory->ctx), *out = malloc(N * sizeof *out);
+    ck_assert_ptr_nonnull(host);
+    struct cudaPointerAttributes attr;
+    ck_assert_int_eq(cudaPointerGetAttributes(&attr, host), cudaSuccess);
+    ck_assert_int_eq(attr.type, cudaMemoryTypeHost);
+    float *stage = device_region(be, N * sizeof *stage), *target = device_region(be, N * sizeof *target);
+    ck_assert_int_eq(be->copy(out, target, N * sizeof *out, TR_COPY_TO_HOST, error), 0);
+    for (int i = 0; i < N; i++)
+        ck_assert_msg(out[i] == 0, "element %d of a new region is %g", i, out[i]);
+    for (int i = 0; i < N; i++)
+        host[i] = (float)i;
+    ck_assert_int_eq(be->fill(stage, 0xff, N * sizeof *stage, error), 0);
+    ck_assert_msg(be->copy_ahead(stage, host, N * sizeof *host, error) == 0, "%s", error);
+    ck_assert_msg(be->join(error) == 0, "%s", error);
+    ck_assert_int_eq(be->copy(target, stage, N * sizeof *target, TR_COPY_ON_DEVICE, error), 0);
+    ck_assert_int_eq(be->synchronize(error), 0);
+    for (int i = 0; i < N; i++)   /* the next batch ahead, while the commit above is done */
+        host[i] = (float)-i;
+    ck_assert_int_eq(be->copy_ahead(stage, host, N * sizeof *host, error), 0);
+    ck_assert_int_eq(be->copy(out, target, N * sizeof *out, TR_COPY_TO_HOST, error), 0);
+    for (int i = 0; i < N; i++)
+        ck_assert_msg(out[i] == (float)i, "committed element %d is %g", i, out[i]);
+    ck_assert_int_eq(be->join(error), 0);
+    ck_assert_int_eq(be->copy(target, stage, N * sizeof *target, TR_COPY_ON_DEVICE, error), 0);
+    ck_assert_int_eq(be->fill(target, 0, 16 * sizeof *target, error), 0);
+    ck_assert_int_eq(be->copy(out, target, N * sizeof *out, TR_COPY_TO_HOST, error), 0);
+    for (int i = 0; i < N; i++)
+        ck_assert_msg(out[i] == (i < 16 ? 0.0f : (float)-i), "element %d is %g", i, out[i]);
+    ck_assert_int_eq(be->synchronize(error), 0);
+    be->memory->free(stage, be->memory->ctx), be->memory->free(target, be->memory->ctx);
+    be->host_memory->free(host, be->host_memory->ctx);
+    free(out);
+}
+END_TEST
+
+/* Three steps of AdamW and of SGD with Nesterov momentum over three parameters (one without
+ * decay; one spanning many of the kernel's chunks), the gradients unscaled on the way, then
+ * the sum of squares and an unscale that meets an Inf: the CPU's numbers. The update's
+ * arithmetic is the CPU's, but nvcc may fuse a multiply and an add: 4 ulps (of the parameter,
+ * or of the three updates' size where it ends near 0). Σ g² in double in
+ * another order: 1e-12. Scaling by ½ is exact. */
+static void optimize(const struct tr_backend *be, int kind, float *params_out, double *sumsq, bool *finite)
+{
+    enum { A = 37, B = 5, C = 3 * 4096 + 11, N = A + B + C };
+    char error[TR_KERNEL_ERROR_MAX] = "";
+    float *params = device_region(be, N * 4), *grads = device_region(be, N * 4), *state = device_region(be, 2 * N * 4);
+    float *host = malloc(N * sizeof *host);
+    for (int i = 0; i < N; i++)
+        host[i] = (float)(i % 7) / 3 - 1;
+    be->copy(params, host, N * 4, TR_COPY_TO_DEVICE, error);
+    struct tr_param_span spans[3] = {{0, 0, 0, A, 1}, {A * 4, A * 4, A, B, 0}, {(A + B) * 4, (A + B) * 4, A + B, C, 1}};
+    struct tr_optim_args a = {.params = (char *)params, .grads = (char *)grads, .state = state, .total = N,
+                              .spans = spans, .nspans = 3, .kind = kind, .lr = 1e-2, .weight_decay = 0.1,
+                              .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .momentum = 0.9, .nesterov = 1,
+                              .error = error};
+    for (int t = 1; t <= 3; t++) {
+        for (int i = 0; i < N; i++)
+            host[i] = (float)((i * t) % 11) / 5 - 1;
+        be->copy(grads, host, N * 4, TR_COPY_TO_DEVICE, error);
+        ck_assert_msg(be->grad_scale(&a, 0.5f, finite) == 0, "%s", error);
+        ck_assert(*finite);
+        a.step = t;
+        ck_assert_msg(be->optim_step(&a) == 0, "%s", error);
+    }
+    ck_assert_msg(be->grad_sumsq(&a, sumsq) == 0, "%s", error);
+    float inf = 1.0f / 0.0f;
+    be->copy(grads + A + 2, &inf, sizeof inf, TR_COPY_TO_DEVICE, error);
+    ck_assert_msg(be->grad_scale(&a, 0.5f, finite) == 0, "%s", error);
+    be->copy(params_out, params, N * 4, TR_COPY_TO_HOST, error);
+    ck_assert_int_eq(be->synchronize(error), 0);
+    be->memory->free(params, be->memory->ctx), be->memory->free(grads, be->memory->ctx);
+    be->memory->free(state, be->memory->ctx);
+    free(host);
+}
+
+START_TEST(optimizer_as_the_cpu)
+{
+    enum { N = 37 + 5 + 3 * 4096 + 11 };
+    static float cpu[N], gpu[N];
+    for (int kind = TR_OPT_ADAMW; kind <= TR_OPT_SGD; kind++) {
+        double s_cpu, s_gpu;
+        bool f_cpu, f_gpu;
+        optimize(tr_backend_cpu(), kind, cpu, &s_cpu, &f_cpu);
+        optimize(tr_backend_cuda(), kind, gpu, &s_gpu, &f_gpu);
+        for (int i = 0; i < N; i++)
+            ck_assert_msg(fabsf(gpu[i] - cpu[i]) <= 4 * 0x1p-24f * (fabsf(cpu[i]) + 0.1f),   /* 0.1: the updates' size */
+                          "%s: parameter element %d: %.9g on the GPU, %.9g on the CPU",
+                          kind == TR_OPT_ADAMW ? "adamw" : "sgd", i, gpu[i], cpu[i]);
+        ck_assert_msg(fabs(s_gpu - s_cpu) <= 1e-12 * s_cpu, "sum of squares %.17g, CPU %.17g", s_gpu, s_cpu);
+        ck_assert(!f_cpu && !f_gpu);   /* the Inf was seen */
+    }
+}
+END_TEST
+
 static const struct op_case *find_case(const char *name)
 {
     for (int i = 0; i < NCASES; i++)
@@ -1081,6 +1195,8 @@ int main(void)
         tcase_add_test(gpu, bad_argmax_refused);
         tcase_add_test(gpu, short_workspace_refused);
         tcase_add_test(gpu, repeatable);
+        tcase_add_test(gpu, memory_entries);
+        tcase_add_test(gpu, optimizer_as_the_cpu);
         suite_add_tcase(s, gpu);
         printf("GPU: %s\n", info.first_name);
     }

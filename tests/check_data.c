@@ -1662,6 +1662,39 @@ static void check_dynamic_step(const struct tr_split *s, const struct tr_step *s
 }
 
 /* Every sample once an epoch, in steps of the batch (the last one short), cut by length. */
+/* hold 2 (a device copying ahead): the step taken before stays as it was while the next is
+ * taken and the workers refill every slot they may; with 0 workers too, whose one slot hold 1
+ * would reuse at once. */
+START_TEST(loader_hold_two_keeps_the_step_before)
+{
+    struct tr_split s = numbered_split();
+    int workers = _i;
+    struct tr_loader_options o = {.batch = 9, .micro = 4, .seed = 5, .shuffle = 1, .num_workers = workers,
+                                  .prefetch = 2, .hold = 2};
+    struct tr_loader *l = open_with(&s, &o);
+    struct tr_step before, now;
+    int64_t ids[9];
+    tr_loader_next(l, &before);
+    for (int k = 0; k < 40; k++) {
+        int64_t n = 0;
+        for (int a = 0; a < before.nmicro; a++) {
+            memcpy(ids + n, before.micro[a].ids, (size_t)before.micro[a].n * sizeof(int64_t));
+            n += before.micro[a].n;
+        }
+        tr_loader_next(l, &now);
+        usleep(1000);   /* let the workers fill every free slot */
+        for (int a = 0, at = 0; a < before.nmicro; at += (int)before.micro[a].n, a++) {
+            ck_assert_msg(!memcmp(ids + at, before.micro[a].ids, (size_t)before.micro[a].n * sizeof(int64_t)),
+                          "step %d: held micro-batch %d was overwritten when the next was taken", k, a);
+            check_batch(&before.micro[a]);
+        }
+        before = now;
+    }
+    tr_loader_close(l);
+    free_split(&s);
+}
+END_TEST
+
 START_TEST(dynamic_batching_cuts_steps_by_length)
 {
     struct tr_split s = text_split();
@@ -1853,6 +1886,7 @@ static Suite *data_suite(void)
     tcase_add_test(tc, loader_seek_reproduces_the_stream);
     tcase_add_test(tc, loader_drop_last);
     tcase_add_test(tc, loader_step_keeps_its_micro_batches);
+    tcase_add_loop_test(tc, loader_hold_two_keeps_the_step_before, 0, 4);
     tcase_add_test(tc, dynamic_batching_cuts_steps_by_length);
     tcase_add_test(tc, dynamic_batching_is_deterministic_and_seekable);
     tcase_add_test(tc, dynamic_batching_refuses_bad_buckets);

@@ -48,6 +48,32 @@ START_TEST(copies_and_fills_reach_it)
 }
 END_TEST
 
+/* Copies ahead land at the join, not before, as a device's second queue promises nothing
+ * sooner: a commit that skipped its join would read the old staging. synchronize lands them
+ * too. The plain CPU has none: its inputs are written in place. */
+START_TEST(copies_ahead_land_at_the_join)
+{
+    const struct tr_backend *be = tr_backend_cpu_fenced();
+    char error[TR_KERNEL_ERROR_MAX];
+    float *p = region(be, 8), in[8] = {1, 2, 3, 4, 5, 6, 7, 8}, out[8], zeros[8] = {0};
+    ck_assert(tr_backend_cpu()->copy_ahead == NULL && tr_backend_cpu()->join == NULL);
+    ck_assert_int_eq(be->copy_ahead(p, in, 4 * sizeof *in, error), 0);
+    ck_assert_int_eq(be->copy_ahead(p + 4, in + 4, 4 * sizeof *in, error), 0);
+    ck_assert_int_eq(be->copy(out, p, sizeof out, TR_COPY_TO_HOST, error), 0);
+    ck_assert_mem_eq(out, zeros, sizeof out);
+    ck_assert_int_eq(be->join(error), 0);
+    ck_assert_int_eq(be->copy(out, p, sizeof out, TR_COPY_TO_HOST, error), 0);
+    ck_assert_mem_eq(out, in, sizeof out);
+    in[0] = 42;   /* the source as it is when the copy lands */
+    ck_assert_int_eq(be->copy_ahead(p, in, sizeof *in, error), 0);
+    ck_assert_int_eq(be->synchronize(error), 0);
+    ck_assert_int_eq(be->copy(out, p, sizeof *out, TR_COPY_TO_HOST, error), 0);
+    ck_assert(out[0] == 42);
+    ck_assert_int_eq(be->join(error), 0);   /* nothing left: a no-op */
+    be->memory->free(p, be->memory->ctx);
+}
+END_TEST
+
 /* One MATMUL through the fenced table: the kernel reads and writes fenced memory. */
 START_TEST(kernels_run_inside)
 {
@@ -123,6 +149,7 @@ int main(void)
     TCase *t = tcase_create("fenced");
     tcase_add_test_raise_signal(t, direct_touch_crashes, SIGSEGV);
     tcase_add_test(t, copies_and_fills_reach_it);
+    tcase_add_test(t, copies_ahead_land_at_the_join);
     tcase_add_test(t, kernels_run_inside);
     tcase_add_test(t, optimizer_as_the_cpu);
     suite_add_tcase(s, t);

@@ -166,8 +166,16 @@ struct tr_backend {
     int (*copy)(void *dst, const void *src, size_t bytes, enum tr_copy direction, char *error);
     /* Sets bytes of device memory to byte, ordered as copy. */
     int (*fill)(void *dst, int byte, size_t bytes, char *error);
-    /* Waits for everything queued; an asynchronous fault surfaces here. */
+    /* Waits for everything queued, copies ahead too; an asynchronous fault surfaces here. */
     int (*synchronize)(char *error);
+    /* Copies ahead: the next micro-batch's inputs travel while this one computes (NULL where
+     * the host sees the regions: nothing to overlap). copy_ahead queues a copy to the device
+     * on a second queue; it starts once everything queued before it is done and runs beside
+     * whatever is queued after. Its source must stay as it is until join has been called and
+     * a later synchronize or copy to the host has returned. join: whatever is queued after it
+     * waits for every copy ahead queued before it. 0 or TR_EINVAL with a sentence in error. */
+    int (*copy_ahead)(void *dst, const void *src, size_t bytes, char *error);
+    int (*join)(char *error);
 
     /* The optimizer's passes over all gradients: the update; the sum of squares (each
      * parameter's in order, then the parameters in order, in double: the same bits on any
@@ -196,7 +204,9 @@ const struct tr_backend *tr_backend_cpu(void);
 /* The CPU backend as a device the host cannot see: the regions are mapped inaccessible except
  * while a kernel, a copy or a fill runs, so any direct host access to them is a crash. The
  * tests run whole trainings on it to prove the trainer reaches tensors only through copy and
- * fill, as the CUDA backend needs. Not thread-safe; slow (two mprotect calls a region a
+ * fill, as the CUDA backend needs. Its copies ahead are held back until join (or
+ * synchronize), as a device's may land late: an input committed before its join, or a source
+ * let go too early, gives other bytes. Not thread-safe; slow (two mprotect calls a region a
  * kernel). */
 const struct tr_backend *tr_backend_cpu_fenced(void);
 /* The backend a device kind (plan/device.h) trains on: "cpu", "cpu-fenced" or "cuda", the

@@ -55,6 +55,39 @@ int tr_exec_fill(struct tr_exec *x, int v, int byte, size_t bytes)
     return 0;
 }
 
+int tr_exec_stage(struct tr_exec *x, const struct tr_memplan *plan, int v, const void *host, size_t bytes)
+{
+    int root = tr_storage_of(x->g, v);
+    if (x->g->values[root].kind != TR_INPUT || plan->offset[root] < 0 || x->nstaged == TR_EXEC_MAX_STAGED) {
+        snprintf(x->error, sizeof x->error, "staging value %d (%.80s): not an input, or %d staged already", v,
+                 x->g->values[v].name, x->nstaged);
+        return TR_EINVAL;
+    }
+    struct tr_staged *s = &x->staged[x->nstaged++];
+    *s = (struct tr_staged){v, plan->offset[root], host, bytes};
+    char error[TR_KERNEL_ERROR_MAX];
+    if (x->stage && x->be->copy_ahead(x->stage + s->offset, host, bytes, error))
+        return copy_failed(x, v, "copying ahead", error);
+    return 0;
+}
+
+int tr_exec_commit(struct tr_exec *x)
+{
+    char error[TR_KERNEL_ERROR_MAX];
+    int n = x->nstaged;
+    x->nstaged = 0;
+    if (x->stage && n && x->be->join(error))
+        return snprintf(x->error, sizeof x->error, "waiting for the inputs copied ahead: %.200s", error), TR_EINVAL;
+    for (int i = 0; i < n; i++) {
+        const struct tr_staged *s = &x->staged[i];
+        char *to = x->base[TR_INPUT] + s->offset;
+        if (x->stage ? x->be->copy(to, x->stage + s->offset, s->bytes, TR_COPY_ON_DEVICE, error)
+                     : x->be->copy(to, s->host, s->bytes, TR_COPY_TO_DEVICE, error))
+            return copy_failed(x, s->v, "committing", error);
+    }
+    return 0;
+}
+
 static size_t region_size(const struct tr_exec *x, enum tr_value_kind kind)
 {
     return x->region_bytes[kind] ? x->region_bytes[kind] : x->plan->region_bytes[kind];
@@ -236,6 +269,12 @@ int tr_exec_run(struct tr_exec *x, int64_t B, int64_t S)
     return 0;
 }
 
+size_t tr_exec_inputs_bytes(const struct tr_backend *be, size_t inputs)
+{
+    size_t half = (inputs + TR_EXEC_STAGE_ALIGN - 1) / TR_EXEC_STAGE_ALIGN * TR_EXEC_STAGE_ALIGN;
+    return be && be->copy_ahead && inputs ? 2 * half : inputs;
+}
+
 int tr_exec_alloc(struct tr_exec *x, struct tr_allocator *a, const size_t *region_bytes,
                   size_t workspace_bytes)
 {
@@ -245,10 +284,14 @@ int tr_exec_alloc(struct tr_exec *x, struct tr_allocator *a, const size_t *regio
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
         void *p = NULL;
-        if (tr_alloc_region(a, map[i].region, region_bytes[map[i].kind], &p))
+        size_t bytes = region_bytes[map[i].kind];
+        size_t held = map[i].kind == TR_INPUT ? tr_exec_inputs_bytes(x->be, bytes) : bytes;
+        if (tr_alloc_region(a, map[i].region, held, &p))
             return snprintf(x->error, sizeof x->error, "%s", tr_alloc_error(a)), TR_ENOMEM;
         x->base[map[i].kind] = p;
-        x->region_bytes[map[i].kind] = region_bytes[map[i].kind];
+        x->region_bytes[map[i].kind] = bytes;
+        if (held != bytes)
+            x->stage = (char *)p + held / 2;
     }
     if (tr_alloc_region(a, TR_REGION_WORKSPACE, workspace_bytes, &x->workspace))
         return snprintf(x->error, sizeof x->error, "%s", tr_alloc_error(a)), TR_ENOMEM;
@@ -265,4 +308,6 @@ void tr_exec_free(struct tr_exec *x)
         x->mirror[k] = NULL;
     }
     x->shadow_bytes = 0;
+    x->stage = NULL;
+    x->nstaged = 0;
 }

@@ -55,6 +55,7 @@ struct tr_loader {
     uint64_t seed;
     bool shuffle, drop_last;
     int nworkers, ring;
+    int hold;                   /* steps the consumer holds at once (1 or 2) */
     struct tr_memory_ops mem;   /* where the ring's arrays come from */
     struct slot *slots;
     struct tr_batch *batches;
@@ -410,11 +411,16 @@ static bool allocate_layout(const struct tr_loader *l, struct worker *w)
     return w->order && w->starts && w->keys && w->chunks && w->perm;
 }
 
+static int held(const struct tr_loader_options *o)
+{
+    return o->hold > 1 ? 2 : 1;
+}
+
 /* What tr_loader_open takes from the heap, as allocate_ring and allocate_layout take it: the
  * ring's slots and each worker's sample order (the planner counts it in the footprint). */
 size_t tr_loader_memory_bytes(const struct tr_split *s, const struct tr_loader_options *o)
 {
-    size_t ring = (size_t)o->num_workers * (size_t)o->prefetch + 1, batch = (size_t)o->batch;
+    size_t ring = (size_t)o->num_workers * (size_t)o->prefetch + (size_t)held(o), batch = (size_t)o->batch;
     size_t n = (size_t)s->n, workers = o->num_workers ? (size_t)o->num_workers : 1;
     size_t seq = s->tokens ? (size_t)tr_text_longest(s) : 0;
     size_t stride = seq ? 0 : (batch * (size_t)tr_split_features(s) + 15) & ~(size_t)15;
@@ -479,7 +485,7 @@ int tr_loader_open(struct tr_loader **out, const struct tr_split *s, const struc
                             .buckets = buckets, .nbuckets = o->nbuckets, .pool = o->pool,
                             .seq = s->tokens ? tr_text_longest(s) : 0, .seed = o->seed,
                             .shuffle = o->shuffle != 0, .drop_last = o->drop_last != 0,
-                            .nworkers = o->num_workers, .ring = o->num_workers * o->prefetch + 1,
+                            .nworkers = o->num_workers, .hold = held(o), .ring = o->num_workers * o->prefetch + held(o),
                             .mem = o->memory ? *o->memory : tr_cpu_memory};
     l->per_epoch = l->drop_last ? s->n / l->batch : (s->n + l->batch - 1) / l->batch;
     pthread_mutex_init(&l->mu, NULL);
@@ -534,8 +540,8 @@ int tr_loader_next(struct tr_loader *l, struct tr_step *step)
 {
     pthread_mutex_lock(&l->mu);
     int64_t k = l->next;
-    if (k > l->released) {   /* step k − 1 goes: the consumer holds one step at a time */
-        l->released = k;
+    if (k - l->hold + 1 > l->released) {   /* the step taken hold steps ago goes */
+        l->released = k - l->hold + 1;
         pthread_cond_broadcast(&l->space);
     }
     struct slot *slot = &l->slots[k % l->ring];

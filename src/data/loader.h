@@ -24,7 +24,7 @@
 struct tr_loader;
 
 /* One micro-batch. Its arrays live in the loader's ring (allocated once, at open) and stay
- * valid until the next step is taken, or until seek or close. */
+ * valid until the next step is taken (options.hold 2: the one after), or until seek or close. */
 struct tr_batch {
     float *x;          /* n × features, contiguous, in the split's sample shape */
     int32_t *y;        /* n labels */
@@ -64,6 +64,9 @@ struct tr_loader_options {
     int drop_last;       /* drop an epoch's last step when it is short */
     int num_workers;     /* threads producing steps; 0: tr_loader_next produces in the caller's */
     int prefetch;        /* steps each worker prepares ahead (ignored with 0 workers) */
+    int hold;            /* steps the consumer holds at once: 0 or 1, the last taken; 2, the
+                          * one before it too (a device copying the next step's inputs ahead
+                          * while this one's are still read) */
     const struct tr_memory_ops *memory;   /* the ring's batches: NULL, the heap; a GPU run's
                           * backend gives page-locked memory, which its copies read directly */
 };
@@ -77,7 +80,7 @@ size_t tr_loader_memory_bytes(const struct tr_split *s, const struct tr_loader_o
 int tr_loader_open(struct tr_loader **l, const struct tr_split *s, const struct tr_loader_options *o,
                    struct tr_diag *diag);
 /* The next step of the stream; always 0 (the stream does not end). The step taken before is
- * let go. */
+ * let go (options.hold 2: the one taken before that). */
 int tr_loader_next(struct tr_loader *l, struct tr_step *step);
 /* Restarts the stream at step `index` of epoch `epoch` (resume; negative values count as 0,
  * an index past the epoch's end counts on into the next); every step taken before is invalid. */

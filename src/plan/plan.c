@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/exec.h"
 #include "core/tensor.h"
 
 #define NEAR_TIE 0.03                       /* candidates within 3 % of the fastest tie */
@@ -158,7 +159,8 @@ static struct tr_loader_options loader_options(const struct tr_plan_job *job, co
                                       .nbuckets = k->dynamic ? k->nbuckets : 0,
                                       .pool = r->optimize.dynamic_batching.pool, .seed = (uint64_t)r->seed,
                                       .shuffle = r->data.shuffle, .num_workers = (int)r->data.num_workers,
-                                      .prefetch = (int)r->data.prefetch_factor};
+                                      .prefetch = (int)r->data.prefetch_factor,
+                                      .hold = tr_plan_backend(job->dev) && tr_plan_backend(job->dev)->copy_ahead ? 2 : 1};
 }
 
 /* What lives outside the regions: the process (or context), threads, loader, evaluation's
@@ -215,6 +217,8 @@ static void measure(struct pair *p, struct tr_candidate *c)
         if (r != TR_REGION_OPTIMIZER && p->eval_regions[e][r] > c->regions[r])
             c->regions[r] = p->eval_regions[e][r];
     c->regions[TR_REGION_OPTIMIZER] = p->optimizer;
+    /* a device's inputs region holds a second copy: the next micro-batch's, copied ahead */
+    c->regions[TR_REGION_DATA] = tr_exec_inputs_bytes(tr_plan_backend(job->dev), c->regions[TR_REGION_DATA]);
     c->peak = 0;
     for (int r = 0; r < TR_NREGIONS; r++)
         c->peak += c->regions[r];

@@ -4,23 +4,67 @@
 #include <stdio.h>
 #include <string.h>
 
-int tr_feed(struct tr_exec *x, const struct tr_model *m, int lm, const struct tr_batch *b, int64_t features)
+/* The arrays the loader made, by the input each fills: features and labels, or token ids, the
+ * padding mask and the labels or next-token targets. */
+struct loaded {
+    int v;
+    const void *host;
+    size_t bytes;
+};
+
+static int loaded_inputs(const struct tr_model *m, int lm, const struct tr_batch *b, int64_t features,
+                         struct loaded in[3])
 {
-    int64_t n = b->n, S = b->S;
+    size_t n = (size_t)b->n, cells = (size_t)(b->n * b->S);
+    if (m->x >= 0) {
+        in[0] = (struct loaded){m->x, b->x, n * (size_t)features * sizeof(float)};
+        in[1] = (struct loaded){m->y, b->y, n * sizeof(int32_t)};
+        return 2;
+    }
+    in[0] = (struct loaded){m->ids, b->tokens, cells * sizeof(int32_t)};
+    in[1] = (struct loaded){m->mask, b->mask, cells};
+    in[2] = lm ? (struct loaded){m->y, b->targets, cells * sizeof(int32_t)} : (struct loaded){m->y, b->y, n * sizeof(int32_t)};
+    return 3;
+}
+
+/* The inputs made here, not by the loader: positions 0, 1, … and segment 0 (text). */
+static int made_inputs(struct tr_exec *x, const struct tr_model *m, const struct tr_batch *b)
+{
     if (m->x >= 0)
-        return tr_exec_write(x, m->x, b->x, (size_t)(n * features) * sizeof(float)) ||
-               tr_exec_write(x, m->y, b->y, (size_t)n * sizeof(int32_t)) ? TR_EINVAL : 0;
+        return 0;
+    int64_t n = b->n, S = b->S;
     int32_t *pos = tr_exec_host(x, m->positions);   /* the host's view of the inputs: made there */
     for (int64_t i = 0; i < n * S; i++)
         pos[i] = (int32_t)(i % S);
     size_t cells = (size_t)(n * S);
-    int rc = tr_exec_write(x, m->ids, b->tokens, cells * sizeof(int32_t)) ||
-             tr_exec_write(x, m->mask, b->mask, cells) || tr_exec_write(x, m->positions, pos, cells * sizeof(int32_t)) ||
-             (m->segments >= 0 && tr_exec_fill(x, m->segments, 0, cells * sizeof(int32_t)));
-    if (!rc)   /* next-token targets [B, S]; classification labels [B] */
-        rc = lm ? tr_exec_write(x, m->y, b->targets, cells * sizeof(int32_t))
-                : tr_exec_write(x, m->y, b->y, (size_t)n * sizeof(int32_t));
-    return rc ? TR_EINVAL : 0;
+    return tr_exec_write(x, m->positions, pos, cells * sizeof(int32_t)) ||
+           (m->segments >= 0 && tr_exec_fill(x, m->segments, 0, cells * sizeof(int32_t)));
+}
+
+int tr_feed(struct tr_exec *x, const struct tr_model *m, int lm, const struct tr_batch *b, int64_t features)
+{
+    struct loaded in[3];
+    int count = loaded_inputs(m, lm, b, features, in);
+    for (int i = 0; i < count; i++)
+        if (tr_exec_write(x, in[i].v, in[i].host, in[i].bytes))
+            return TR_EINVAL;
+    return made_inputs(x, m, b) ? TR_EINVAL : 0;
+}
+
+/* Stages what the loader made of micro-batch b for the plan it will run under (exec.h), so that
+ * on a device it travels while the micro-batch before it runs. No plan holds it: nothing is
+ * staged, and the micro-batch says so when its turn comes. */
+static int stage(const struct tr_step_runner *r, const struct tr_batch *b)
+{
+    const struct tr_memplan *plan = tr_program_plan_for(r->p, b->n, b->S);
+    if (!plan)
+        return 0;
+    struct loaded in[3];
+    int count = loaded_inputs(r->m, r->lm, b, r->features, in);
+    for (int i = 0; i < count; i++)
+        if (tr_exec_stage(r->x, plan, in[i].v, in[i].host, in[i].bytes))
+            return TR_EINVAL;
+    return 0;
 }
 
 int64_t tr_batch_targets(const struct tr_batch *b, int lm)
@@ -32,8 +76,16 @@ int64_t tr_batch_targets(const struct tr_batch *b, int lm)
     return count;
 }
 
-int tr_step_gradients(const struct tr_step_runner *r, const struct tr_step *st, uint64_t step, double scale,
-                      double *loss)
+/* The first micro-batch of st at or after i that has targets (st->nmicro when none). */
+static int runnable(const struct tr_step *st, int i, int lm)
+{
+    while (i < st->nmicro && !tr_batch_targets(&st->micro[i], lm))
+        i++;
+    return i;
+}
+
+int tr_step_gradients(const struct tr_step_runner *r, const struct tr_step *st, const struct tr_step *next,
+                      uint64_t step, double scale, double *loss)
 {
     struct tr_exec *x = r->x;
     int64_t total = 0;   /* counted again below: a pass over ids, nothing beside the forward */
@@ -44,11 +96,12 @@ int tr_step_gradients(const struct tr_step_runner *r, const struct tr_step *st, 
         return snprintf(x->error, sizeof x->error, "zeroing the gradients: %s", error), TR_EINVAL;
     *loss = 0;
     r->rng->step = step;
-    for (int i = 0; i < st->nmicro; i++) {
+    for (int i = runnable(st, 0, r->lm); i < st->nmicro; i = runnable(st, i + 1, r->lm)) {
         const struct tr_batch *b = &st->micro[i];
         int64_t count = tr_batch_targets(b, r->lm);
-        if (!count)
-            continue;
+        /* this micro-batch's inputs were staged while the one before ran, unless it is the first */
+        if (!x->nstaged && stage(r, b))
+            return TR_EINVAL;
         x->plan = tr_program_plan_for(r->p, b->n, b->S);
         if (!x->plan) {
             snprintf(x->error, sizeof x->error, "no plan holds a micro-batch of %lld × %lld", (long long)b->n,
@@ -58,9 +111,16 @@ int tr_step_gradients(const struct tr_step_runner *r, const struct tr_step *st, 
         r->rng->sample_ids = b->ids;
         double share = (double)count / (double)total;
         float scaled = (float)(share * scale), part;
-        int rc = tr_feed(x, r->m, r->lm, b, r->features);
+        int rc = tr_exec_commit(x) || made_inputs(x, r->m, b) ? TR_EINVAL : 0;
         if (!rc)
             rc = tr_exec_write(x, r->loss_scale, &scaled, sizeof scaled);
+        if (!rc) {   /* the next micro-batch's inputs travel while this one runs */
+            int after = runnable(st, i + 1, r->lm), first = next ? runnable(next, 0, r->lm) : 0;
+            if (after < st->nmicro)
+                rc = stage(r, &st->micro[after]);
+            else if (next && first < next->nmicro)
+                rc = stage(r, &next->micro[first]);
+        }
         if (!rc)
             rc = tr_exec_run(x, b->n, b->S);
         if (!rc)

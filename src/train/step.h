@@ -33,8 +33,11 @@ int64_t tr_batch_targets(const struct tr_batch *b, int lm);
 /* Zeroes the gradients, then runs forward and backward over the step's micro-batches, the
  * gradient of micro-batch i's mean loss scaled by scale × targets_i / Σ targets (micro-batches
  * without targets are skipped). *loss gets the step's mean loss, Σ (targets_i / Σ) · loss_i.
- * Returns 0, or TR_EINVAL with r->x->error. */
-int tr_step_gradients(const struct tr_step_runner *r, const struct tr_step *st, uint64_t step, double scale,
-                      double *loss);
+ * Each micro-batch's inputs are staged (exec.h) while the one before it runs; next, when not
+ * NULL, is the step that follows, whose first micro-batch is staged while this one's last runs
+ * (its arrays must stay valid until it has run: loader.h's hold 2). Returns 0, or TR_EINVAL
+ * with r->x->error. */
+int tr_step_gradients(const struct tr_step_runner *r, const struct tr_step *st, const struct tr_step *next,
+                      uint64_t step, double scale, double *loss);
 
 #endif

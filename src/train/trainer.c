@@ -459,13 +459,13 @@ static int update(struct run *run, int64_t t, double *grad_norm, bool *skipped)
 /* One optimizer step: the loader's micro-batches, forward and backward, each loss weighted by
  * its share of the step's real count of samples or target tokens (step.h) and by fp16's loss
  * scale, then the update. */
-static int train_step(struct run *run, const struct tr_step *st, int64_t t, double *loss, double *grad_norm,
-                      bool *skipped)
+static int train_step(struct run *run, const struct tr_step *st, const struct tr_step *next, int64_t t,
+                      double *loss, double *grad_norm, bool *skipped)
 {
     struct side *s = &run->train;
     struct tr_step_runner runner = {.x = &s->x, .p = &s->b.p, .m = &s->b.m, .loss_scale = s->loss_scale, .lm = s->lm,
                                     .features = tr_split_features(&run->data.train), .rng = &run->rng};
-    if (tr_step_gradients(&runner, st, (uint64_t)t, run->scaler.scale, loss))
+    if (tr_step_gradients(&runner, st, next, (uint64_t)t, run->scaler.scale, loss))
         return fail(run, TR_EXIT_FAILURE, "step %lld: %s", (long long)t, s->x.error);
     if (!isfinite(*loss))
         return fail(run, TR_EXIT_DIVERGED, "step %lld: the loss is %s; lower train.optimizer.lr or "
@@ -1027,12 +1027,16 @@ static int loop(struct run *run, int64_t start, struct tr_train_result *res)
     const struct tr_recipe *r = run->r;
     const struct tr_split *train = &run->data.train;
     struct tr_loader *loader;
+    /* a device copies the next step's first inputs while this step's last micro-batch runs:
+     * the loader holds two steps, and the next is taken before this one trains */
+    bool ahead = run->be->copy_ahead != NULL;
     struct tr_loader_options o = {.batch = r->train.batch_size, .micro = run->micro,
                                   .buckets = run->dynamic ? run->buckets : NULL,
                                   .nbuckets = run->dynamic ? run->nbuckets : 0,
                                   .pool = r->optimize.dynamic_batching.pool, .seed = (uint64_t)r->seed,
                                   .shuffle = r->data.shuffle, .num_workers = (int)r->data.num_workers,
-                                  .prefetch = (int)r->data.prefetch_factor, .memory = run->be->host_memory};
+                                  .prefetch = (int)r->data.prefetch_factor, .memory = run->be->host_memory,
+                                  .hold = ahead ? 2 : 1};
     if (tr_loader_open(&loader, train, &o, run->diag))
         return TR_EXIT_DATA;
     int64_t per_epoch = tr_loader_steps_per_epoch(loader);
@@ -1047,6 +1051,7 @@ static int loop(struct run *run, int64_t start, struct tr_train_result *res)
     run->train.x.phase_seconds = run->timer.phase;
     tr_leak_init(&run->leak, warmup(run, start, log_every));
     int status = 0;
+    struct tr_step next;
     for (int64_t t = start + 1; t <= run->total_steps && !status; t++) {
         double loss = NAN, grad_norm = NAN;
         bool skipped = false;
@@ -1055,8 +1060,13 @@ static int loop(struct run *run, int64_t start, struct tr_train_result *res)
         int64_t gauge[TR_NGAUGES];
         tr_alloc_stats(&run->alloc, &held);
         tr_leak_sample(&run->leak, t, (int64_t)held.current, gauge);
-        tr_loader_next(loader, &st);
-        status = train_step(run, &st, t, &loss, &grad_norm, &skipped);
+        if (ahead && t > start + 1)
+            st = next;
+        else
+            tr_loader_next(loader, &st);
+        if (ahead && t < run->total_steps)
+            tr_loader_next(loader, &next);
+        status = train_step(run, &st, ahead && t < run->total_steps ? &next : NULL, t, &loss, &grad_norm, &skipped);
         if (!status && r->report.histograms_every && t % r->report.histograms_every == 0)
             status = histograms(run, t);
         since.samples += st.n, since.tokens += st.tokens, since.slots += st.slots;
@@ -1130,6 +1140,11 @@ static int loop(struct run *run, int64_t start, struct tr_train_result *res)
             }
         }
     }
+    /* a copy ahead of a step never trained (an early stop) may still read the ring */
+    char error[TR_KERNEL_ERROR_MAX];
+    if (run->be->synchronize(error) && !status)
+        status = fail(run, TR_EXIT_FAILURE, "after step %lld: %s", (long long)res->steps, error);
+    run->train.x.nstaged = 0;
     res->data_wait_seconds = tr_loader_wait_seconds(loader);
     run->timer.spent[TR_TIME_DATA] += res->data_wait_seconds - run->timer.wait_seen;
     run->timer.wait_seen = res->data_wait_seconds;

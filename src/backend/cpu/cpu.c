@@ -99,6 +99,7 @@ static void fill_table(struct tr_backend *be)
     k[TR_OP_ACCUMULATE] = tr_cpu_accumulate;
     be->memory = &tr_cpu_memory, be->host_memory = &tr_cpu_memory, be->host_visible = true;
     be->copy = tr_cpu_copy, be->fill = tr_cpu_fill, be->synchronize = tr_cpu_synchronize;
+    be->copy_ahead = NULL, be->join = NULL;   /* the host sees the regions: inputs are written in place */
     be->optim_step = tr_cpu_optim_step, be->grad_sumsq = tr_cpu_grad_sumsq, be->grad_scale = tr_cpu_grad_scale;
 }
 

@@ -6,6 +6,7 @@
 #include "backend/cpu/cpu.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -79,6 +80,41 @@ static int fenced_copy(void *dst, const void *src, size_t bytes, enum tr_copy di
     return rc;
 }
 
+/* Copies ahead wait here until join: a GPU's second queue gives no promise before it. */
+#define MAX_AHEAD 64
+
+static struct {
+    void *dst;
+    const void *src;
+    size_t bytes;
+} ahead[MAX_AHEAD];
+static int nahead;
+
+static int fenced_copy_ahead(void *dst, const void *src, size_t bytes, char *error)
+{
+    if (nahead == MAX_AHEAD) {
+        snprintf(error, TR_KERNEL_ERROR_MAX, "more than %d copies ahead without a join", MAX_AHEAD);
+        return TR_EINVAL;
+    }
+    ahead[nahead].dst = dst, ahead[nahead].src = src, ahead[nahead].bytes = bytes;
+    nahead++;
+    return 0;
+}
+
+static int fenced_join(char *error)
+{
+    int rc = 0;
+    for (int i = 0; i < nahead && !rc; i++)
+        rc = fenced_copy(ahead[i].dst, ahead[i].src, ahead[i].bytes, TR_COPY_TO_DEVICE, error);
+    nahead = 0;
+    return rc;
+}
+
+static int fenced_synchronize(char *error)
+{
+    return fenced_join(error);
+}
+
 static int fenced_fill(void *dst, int byte, size_t bytes, char *error)
 {
     open_fence();
@@ -126,6 +162,9 @@ const struct tr_backend *tr_backend_cpu_fenced(void)
     fenced_backend.host_visible = false;
     fenced_backend.copy = fenced_copy;
     fenced_backend.fill = fenced_fill;
+    fenced_backend.synchronize = fenced_synchronize;
+    fenced_backend.copy_ahead = fenced_copy_ahead;
+    fenced_backend.join = fenced_join;
     fenced_backend.optim_step = fenced_optim_step;
     fenced_backend.grad_sumsq = fenced_grad_sumsq;
     fenced_backend.grad_scale = fenced_grad_scale;

@@ -25,6 +25,14 @@ static struct context_slot make_context(void)
     const char *call = "cudaStreamCreate";
     /* A blocking stream: copies on the legacy default stream (cudaMemcpy) order after its kernels. */
     if ((e = cudaStreamCreate(&s.ctx.stream)) == cudaSuccess) {
+        /* copies ahead: a stream that never waits for the legacy default one, and two events
+         * without timing (the cheapest kind) to order it against the kernels' */
+        call = "the copy stream and its events";
+        if ((e = cudaStreamCreateWithFlags(&s.ctx.ahead, cudaStreamNonBlocking)) == cudaSuccess &&
+            (e = cudaEventCreateWithFlags(&s.ctx.queued, cudaEventDisableTiming)) == cudaSuccess)
+            e = cudaEventCreateWithFlags(&s.ctx.arrived, cudaEventDisableTiming);
+    }
+    if (e == cudaSuccess) {
         call = "cudaMalloc of the check words";
         e = cudaMalloc((void **)&s.ctx.check, 2 * sizeof(unsigned long long));
     }
@@ -85,6 +93,8 @@ extern "C" int tr_cuda_synchronize(char *error, unsigned long size)
         return TR_EINVAL;
     }
     cudaError_t e = cudaStreamSynchronize(s->ctx.stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(s->ctx.ahead);
     if (e == cudaSuccess)
         return 0;
     snprintf(error, size, "a CUDA kernel failed: %s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
@@ -275,6 +285,7 @@ static void fill_table(struct tr_backend *be)
     k[TR_OP_GLOBAL_AVGPOOL_BWD] = tr_cuda_global_avgpool_bwd;
     be->memory = cuda_device_memory(), be->host_memory = cuda_pinned_memory(), be->host_visible = false;
     be->copy = cuda_copy, be->fill = cuda_fill, be->synchronize = cuda_synchronize;
+    be->copy_ahead = cuda_copy_ahead, be->join = cuda_join;
     be->optim_step = cuda_optim_step, be->grad_sumsq = cuda_grad_sumsq, be->grad_scale = cuda_grad_scale;
     k[TR_OP_ATTENTION] = tr_cuda_attention;
     k[TR_OP_ATTENTION_BWD] = tr_cuda_attention_bwd;

@@ -86,6 +86,34 @@ int cuda_copy(void *dst, const void *src, size_t bytes, enum tr_copy direction, 
     return direction == TR_COPY_TO_HOST ? said(error, cudaStreamSynchronize(ctx->stream), "a kernel before a copy") : 0;
 }
 
+/* The next micro-batch's inputs, from the loader's page-locked ring into the staging half of
+ * the inputs region, on the second stream: after what the kernels' stream holds now (the
+ * commit that last read the staging), beside what it will hold next (this micro-batch). */
+int cuda_copy_ahead(void *dst, const void *src, size_t bytes, char *error)
+{
+    struct cuda_context *ctx = cuda_context_for(error);
+    if (!ctx)
+        return TR_EINVAL;
+    if (!bytes)
+        return 0;
+    return said(error, cudaEventRecord(ctx->queued, ctx->stream), "cudaEventRecord on the stream") ||
+                   said(error, cudaStreamWaitEvent(ctx->ahead, ctx->queued, 0), "cudaStreamWaitEvent of the copies ahead") ||
+                   said(error, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx->ahead),
+                        "cudaMemcpyAsync ahead") ||
+                   said(error, cudaEventRecord(ctx->arrived, ctx->ahead), "cudaEventRecord on the copy stream")
+               ? TR_EINVAL
+               : 0;
+}
+
+/* The copy stream runs in order: its last copy's end is every copy's. */
+int cuda_join(char *error)
+{
+    struct cuda_context *ctx = cuda_context_for(error);
+    if (!ctx)
+        return TR_EINVAL;
+    return said(error, cudaStreamWaitEvent(ctx->stream, ctx->arrived, 0), "cudaStreamWaitEvent of the kernels");
+}
+
 int cuda_fill(void *dst, int byte, size_t bytes, char *error)
 {
     struct cuda_context *ctx = cuda_context_for(error);

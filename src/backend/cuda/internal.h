@@ -20,6 +20,8 @@ extern "C" {
  * in order, so the executor needs no synchronisation between nodes. */
 struct cuda_context {
     cudaStream_t stream;
+    cudaStream_t ahead;          /* copies ahead (device.cu): the next inputs, beside the kernels */
+    cudaEvent_t queued, arrived; /* the stream's point a copy ahead starts after; its last copy's end */
     cublasLtHandle_t lt;
     unsigned long long *check;   /* device: [0] first bad position, [1] count (cuda_check_ids) */
     int64_t *ids, *ids_host;     /* dropout's sample ids: device, and the host copy they came from */
@@ -43,6 +45,8 @@ const struct tr_memory_ops *cuda_pinned_memory(void);
 int cuda_copy(void *dst, const void *src, size_t bytes, enum tr_copy direction, char *error);
 int cuda_fill(void *dst, int byte, size_t bytes, char *error);
 int cuda_synchronize(char *error);
+int cuda_copy_ahead(void *dst, const void *src, size_t bytes, char *error);
+int cuda_join(char *error);
 int cuda_optim_step(const struct tr_optim_args *a);
 int cuda_grad_sumsq(const struct tr_optim_args *a, double *sumsq);
 int cuda_grad_scale(const struct tr_optim_args *a, float factor, bool *finite);
