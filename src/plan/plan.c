@@ -179,7 +179,9 @@ static void outside(const struct tr_plan_job *job, struct tr_candidate *c)
         c->outside[TR_OUT_EVAL] = rows * sizeof(int64_t) +
                                   (job->data->kind != TR_DATA_FEATURES ? cells * 9 + rows * 4 : 0);
     }
-    c->outside[TR_OUT_LIBRARY] = dev->library_workspace;
+    /* a backend for the device sizes its libraries' workspaces in the regions (the CUDA
+     * backend's cuBLASLt and cuDNN ones); only a build without one counts the profile's */
+    c->outside[TR_OUT_LIBRARY] = tr_plan_backend(dev) ? 0 : dev->library_workspace;
     uint64_t sum = c->peak;
     for (int i = 0; i < TR_OUT_RESERVE; i++)
         sum += c->outside[i];

@@ -296,11 +296,77 @@ static int choose_algo(const struct tr_kernel_args *a, cudnnConvolutionDescripto
                      room);
 }
 
+/* cuDNN's choice for one convolution, kept: its heuristics and the workspace query of each
+ * candidate cost tens of microseconds a call, now paid once a shape. The key is everything
+ * the choice reads: the direction, the type cuDNN computes in, the shapes, stride and padding,
+ * and the workspace left. One host thread drives the backend (cuda.h): no lock. A full table
+ * chooses again at each call of a shape it does not hold. */
+struct conv_key {
+    int op, dtype, stride, pad;
+    int64_t x[4], w[4], y[4];
+    size_t room;
+};
+
+struct conv_choice {
+    struct conv_key key;
+    int algo;
+    cudnnMathType_t math;
+    size_t bytes;
+};
+
+enum { CONV_CHOICES = 512 };
+static struct conv_choice choices[CONV_CHOICES];
+static int nchoices;
+
+static struct conv_key conv_key_of(const struct tr_kernel_args *a, const struct conv_roles *r, enum tr_dtype t,
+                                   size_t room)
+{
+    struct conv_key k;
+    memset(&k, 0, sizeof k);   /* compared with memcmp: no stray padding bytes */
+    k.op = a->node->op, k.dtype = t, k.stride = a->node->attrs.conv.stride, k.pad = a->node->attrs.conv.pad;
+    for (int d = 0; d < 4; d++)
+        k.x[d] = r->x->dim[d], k.w[d] = r->w->dim[d], k.y[d] = r->y->dim[d];
+    k.room = room;
+    return k;
+}
+
+static const struct conv_choice *recalled(const struct conv_key *k)
+{
+    for (int i = 0; i < nchoices; i++)
+        if (!memcmp(&choices[i].key, k, sizeof *k))
+            return &choices[i];
+    return NULL;
+}
+
+static void remember(const struct conv_key *k, int algo, cudnnMathType_t math, size_t bytes)
+{
+    if (nchoices < CONV_CHOICES)
+        choices[nchoices++] = {*k, algo, math, bytes};
+}
+
+/* The kept choice of key k, or cuDNN's (choose_algo), remembered: *chosen's algo and math
+ * type (set on the descriptor) and *bytes. */
+template <class Perf, int Count, class Rank, class Size>
+static int choice(const struct tr_kernel_args *a, const struct conv_key *k, cudnnConvolutionDescriptor_t conv,
+                  Rank rank, const char *rank_call, Size size, Perf *chosen, size_t *bytes)
+{
+    const struct conv_choice *c = recalled(k);
+    if (c) {
+        DNN(cudnnSetConvolutionMathType(conv, c->math));
+        chosen->algo = (decltype(chosen->algo))c->algo, chosen->mathType = c->math, *bytes = c->bytes;
+        return 0;
+    }
+    int rc = choose_algo<Perf, Count>(a, conv, rank, rank_call, size, k->room, chosen, bytes);
+    if (!rc)
+        remember(k, (int)chosen->algo, chosen->mathType, *bytes);
+    return rc;
+}
+
 /* Runs the node's direction with the chosen algorithm, out = 1·op(in0, in1) + beta·out (beta 1
  * when the node accumulates): forward in0 = x, in1 = w; backward data in0 = dy, in1 = w;
  * backward filter in0 = dy, in1 = x. */
-static int conv_call(const struct tr_kernel_args *a, cudnnHandle_t h, const struct conv_descs *d, const void *in0,
-                     const void *in1, void *out, void *scratch, size_t room)
+static int conv_call(const struct tr_kernel_args *a, cudnnHandle_t h, const struct conv_descs *d,
+                     const struct conv_key *key, const void *in0, const void *in1, void *out, void *scratch)
 {
     float one = 1, beta = a->node->accumulate ? 1.0f : 0.0f;
     size_t bytes = 0;
@@ -308,8 +374,8 @@ static int conv_call(const struct tr_kernel_args *a, cudnnHandle_t h, const stru
     switch (a->node->op) {
     case TR_OP_CONV2D_BWD_DATA: {   /* out = dx */
         cudnnConvolutionBwdDataAlgoPerf_t p = {};
-        rc = choose_algo<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
-            a, d->conv,
+        rc = choice<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
+            a, key, d->conv,
             [&](int n, int *found, cudnnConvolutionBwdDataAlgoPerf_t *perf) {
                 return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d->w, d->y, d->conv, d->x, n, found, perf);
             },
@@ -317,7 +383,7 @@ static int conv_call(const struct tr_kernel_args *a, cudnnHandle_t h, const stru
             [&](cudnnConvolutionBwdDataAlgo_t algo, size_t *need) {
                 return cudnnGetConvolutionBackwardDataWorkspaceSize(h, d->w, d->y, d->conv, d->x, algo, need);
             },
-            room, &p, &bytes);
+            &p, &bytes);
         if (rc)
             return rc;
         DNN(cudnnConvolutionBackwardData(h, &one, d->w, in1, d->y, in0, d->conv, p.algo, scratch, bytes, &beta, d->x, out));
@@ -325,8 +391,8 @@ static int conv_call(const struct tr_kernel_args *a, cudnnHandle_t h, const stru
     }
     case TR_OP_CONV2D_BWD_FILTER: {   /* out = dw */
         cudnnConvolutionBwdFilterAlgoPerf_t p = {};
-        rc = choose_algo<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
-            a, d->conv,
+        rc = choice<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
+            a, key, d->conv,
             [&](int n, int *found, cudnnConvolutionBwdFilterAlgoPerf_t *perf) {
                 return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d->x, d->y, d->conv, d->w, n, found, perf);
             },
@@ -334,7 +400,7 @@ static int conv_call(const struct tr_kernel_args *a, cudnnHandle_t h, const stru
             [&](cudnnConvolutionBwdFilterAlgo_t algo, size_t *need) {
                 return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d->x, d->y, d->conv, d->w, algo, need);
             },
-            room, &p, &bytes);
+            &p, &bytes);
         if (rc)
             return rc;
         DNN(cudnnConvolutionBackwardFilter(h, &one, d->x, in1, d->y, in0, d->conv, p.algo, scratch, bytes, &beta, d->w,
@@ -343,8 +409,8 @@ static int conv_call(const struct tr_kernel_args *a, cudnnHandle_t h, const stru
     }
     default: {   /* out = y */
         cudnnConvolutionFwdAlgoPerf_t p = {};
-        rc = choose_algo<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
-            a, d->conv,
+        rc = choice<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
+            a, key, d->conv,
             [&](int n, int *found, cudnnConvolutionFwdAlgoPerf_t *perf) {
                 return cudnnGetConvolutionForwardAlgorithm_v7(h, d->x, d->w, d->conv, d->y, n, found, perf);
             },
@@ -352,7 +418,7 @@ static int conv_call(const struct tr_kernel_args *a, cudnnHandle_t h, const stru
             [&](cudnnConvolutionFwdAlgo_t algo, size_t *need) {
                 return cudnnGetConvolutionForwardWorkspaceSize(h, d->x, d->w, d->conv, d->y, algo, need);
             },
-            room, &p, &bytes);
+            &p, &bytes);
         if (rc)
             return rc;
         DNN(cudnnConvolutionForward(h, &one, d->x, in0, d->w, in1, d->conv, p.algo, scratch, bytes, &beta, d->y, out));
@@ -383,7 +449,8 @@ static int conv_run(const struct tr_kernel_args *a)
     if (rc)
         return rc;
     struct conv_descs d;
-    if ((rc = conv_describe(a, &r, conv_native(&r) ? r.x->dtype : TR_F32, &d)))
+    enum tr_dtype type = conv_native(&r) ? r.x->dtype : TR_F32;
+    if ((rc = conv_describe(a, &r, type, &d)))
         return rc;
     cudnnHandle_t h = dnn_handle(a, ctx);
     if (!h)
@@ -392,7 +459,8 @@ static int conv_run(const struct tr_kernel_args *a)
     if ((rc = stage_in(a, ctx->stream, &st, p)))
         return rc;
     size_t room = (a->workspace ? a->workspace_bytes : 0) - copies;   /* need_workspace: ≥ copies */
-    rc = conv_call(a, h, &d, p[0], p[1], p[2], room ? (char *)a->workspace + copies : NULL, room);
+    struct conv_key key = conv_key_of(a, &r, type, room);
+    rc = conv_call(a, h, &d, &key, p[0], p[1], p[2], room ? (char *)a->workspace + copies : NULL);
     return rc ? rc : stage_out(a, ctx->stream, &st, p);
 }
 
