@@ -425,7 +425,8 @@ static void attn_free(struct attn_case *c)
 static void attn_naive(const struct attn_case *c, int causal, int masked, double *o, double *lse)
 {
     const uint8_t *mask = c->mask.data;
-    double scale = 1 / sqrt((double)AD);
+    float attr = c->fwd.attrs.attention.scale;   /* 0: 1/√D */
+    double scale = attr ? (double)attr : 1 / sqrt((double)AD);
     for (int b = 0; b < AB; b++)
         for (int h = 0; h < AH; h++)
             for (int i = 0; i < AS; i++) {
@@ -469,6 +470,25 @@ START_TEST(attention_values)
             }
             attn_free(&c);
         }
+}
+END_TEST
+
+/* A scale of its own (attrs.attention.scale ≠ 0) replaces 1/√D, forward and backward, as the
+ * CUDA backend's: values against the naive sums, gradients by finite differences. */
+START_TEST(attention_scale)
+{
+    struct attn_case c;
+    attn_setup(&c, TR_F64, 1, 1, AB, AH, AS, AD, 77);
+    c.fwd.attrs.attention.scale = c.bwd.attrs.attention.scale = 0.3f;
+    gc_run(&c.fa), gc_run(&c.ba);
+    double o[AB * AH * AS * AD], lse[AB * AH * AS];
+    attn_naive(&c, 1, 1, o, lse);
+    for (int i = 0; i < AB * AH * AS * AD; i++)
+        ck_assert_double_eq_tol(F64(c.o)[i], o[i], 1e-12);
+    struct tr_tensor weights[2] = {c.dout, {0}};
+    for (int input = 0; input < 3; input++)
+        grad_check(&c.fa, input, weights, input == 0 ? &c.dq : input == 1 ? &c.dk : &c.dv, "attention scale 0.3");
+    attn_free(&c);
 }
 END_TEST
 
@@ -637,6 +657,7 @@ int main(void)
     tcase_add_test(tc, dropout_copy_accumulate_f32);
     tcase_add_test(tc, attention_values);
     tcase_add_test(tc, attention_gradients);
+    tcase_add_test(tc, attention_scale);
     tcase_add_test(tc, attention_accumulate);
     tcase_add_test(tc, attention_threads);
     tcase_add_test(tc, attention_too_long);
