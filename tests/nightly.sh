@@ -37,6 +37,17 @@ kill -KILL "$slow"
 wait "$slow" 2>/dev/null
 run "$TRAINRUN" report "$(newest "$scratch/lock/mlp")"
 expect_in "$(cat "$(newest "$scratch/lock/mlp")/report.md")" "# mlp: killed" "a killed run is reported killed"
+# The killed holder's pid given to a process begun after the lock was written: not the run.
+sleep 60 &
+sleeper=$!
+printf 'pid %s, started 2001-01-01T00:00:00Z on %s\n' "$sleeper" "$(hostname)" >"$scratch/lock/mlp/.lock"
+run "$TRAINRUN" report "$(newest "$scratch/lock/mlp")"
+expect_in "$(cat "$(newest "$scratch/lock/mlp")/report.md")" "# mlp: killed" "a pid used again is not the run's"
+printf 'pid %s, started 2999-01-01T00:00:00Z on %s\n' "$sleeper" "$(hostname)" >"$scratch/lock/mlp/.lock"
+run "$TRAINRUN" report "$(newest "$scratch/lock/mlp")"
+expect_in "$(cat "$(newest "$scratch/lock/mlp")/report.md")" "# mlp: running" "a holder begun before its lock's stamp"
+kill "$sleeper"
+wait "$sleeper" 2>/dev/null
 run "$TRAINRUN" "$recipe" report.dir="$scratch/lock" train.steps=5 "$@"
 expect_rc 0 "the lock of a killed run is free"
 run "$TRAINRUN" "$recipe" report.dir="$scratch/lock" --resume yesterday "$@"

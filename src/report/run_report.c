@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/alloc.h"
@@ -147,9 +148,35 @@ const char *tr_run_status_word(int exit_code)
          : exit_code == TR_EXIT_INTERRUPTED ? "interrupted" : "failed";
 }
 
+/* When process pid began, in seconds since the epoch (Linux: /proc/PID/stat's start time in
+ * clock ticks after boot, and /proc/stat's boot time); −1 when unknown. */
+static double process_began(long pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f)
+        fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');   /* the command name may hold spaces and parentheses */
+    unsigned long long ticks = 0, boot = 0;
+    if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+                     &ticks) != 1)
+        return -1;
+    f = fopen("/proc/stat", "r");
+    while (f && fgets(buf, sizeof buf, f) && sscanf(buf, "btime %llu", &boot) != 1)
+        ;
+    if (f)
+        fclose(f);
+    long hz = sysconf(_SC_CLK_TCK);
+    return boot && hz > 0 ? (double)boot + (double)ticks / (double)hz : -1;
+}
+
 /* Is the run in dir going on? Its recipe folder's lock (trainrun(1), NIGHTLY RETRAINING) names
- * the process that holds it, "pid N, started …"; that process alive on this host, and this the
- * recipe's newest run, means yes. */
+ * the process that holds it, "pid N, started T …"; that process alive on this host, begun by T
+ * (a later process is another that was given the pid again), and this the recipe's newest run,
+ * means yes. */
 static int still_running(const char *dir)
 {
     char path[4200], line[256] = "";
@@ -160,7 +187,14 @@ static int still_running(const char *dir)
     char *got = fgets(line, sizeof line, f);
     fclose(f);
     long pid = 0;
-    if (!got || sscanf(line, "pid %ld,", &pid) != 1 || pid <= 0 || (kill((pid_t)pid, 0) && errno != EPERM))
+    char stamp[32] = "";
+    if (!got || sscanf(line, "pid %ld, started %31s", &pid, stamp) < 1 || pid <= 0 ||
+        (kill((pid_t)pid, 0) && errno != EPERM))
+        return 0;
+    struct tm tm = {0};
+    double began = process_began(pid);
+    char *end = strptime(stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    if (end && !*end && began >= 0 && began > (double)timegm(&tm) + 2)   /* the stamp is whole seconds */
         return 0;
     snprintf(path, sizeof path, "%s/../latest", dir);   /* the holder's run is the newest one */
     char target[256], real_dir[PATH_MAX], real_latest[PATH_MAX];
