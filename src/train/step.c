@@ -96,7 +96,8 @@ int tr_step_gradients(const struct tr_step_runner *r, const struct tr_step *st, 
         return snprintf(x->error, sizeof x->error, "zeroing the gradients: %s", error), TR_EINVAL;
     *loss = 0;
     r->rng->step = step;
-    for (int i = runnable(st, 0, r->lm); i < st->nmicro; i = runnable(st, i + 1, r->lm)) {
+    for (int i = runnable(st, 0, r->lm), after; i < st->nmicro; i = after) {
+        after = runnable(st, i + 1, r->lm);
         const struct tr_batch *b = &st->micro[i];
         int64_t count = tr_batch_targets(b, r->lm);
         /* this micro-batch's inputs were staged while the one before ran, unless it is the first */
@@ -115,10 +116,10 @@ int tr_step_gradients(const struct tr_step_runner *r, const struct tr_step *st, 
         if (!rc)
             rc = tr_exec_write(x, r->loss_scale, &scaled, sizeof scaled);
         if (!rc) {   /* the next micro-batch's inputs travel while this one runs */
-            int after = runnable(st, i + 1, r->lm), first = next ? runnable(next, 0, r->lm) : 0;
+            int first = 0;
             if (after < st->nmicro)
                 rc = stage(r, &st->micro[after]);
-            else if (next && first < next->nmicro)
+            else if (next && (first = runnable(next, 0, r->lm)) < next->nmicro)
                 rc = stage(r, &next->micro[first]);
         }
         if (!rc)
