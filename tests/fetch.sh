@@ -112,6 +112,23 @@ train remote --if-data-changed
 expect_rc 7 "--if-data-changed after the changed file was trained on"
 expect_in "$(statuses)" "304" "--if-data-changed asks with the ETag"
 
+# A run reads the data it began with: resume refuses (exit 4) once a file changed since, and
+# --resume auto starts a new run rather than continue an interrupted one on other data.
+newest=$(ls -d "$scratch"/runs/mlp/2* | tail -n 1)
+sed 's/^5.1,3.5,1.4,0.2,0$/5.3,3.5,1.4,0.2,0/' "$srcdir/datasets/iris/iris.csv" >"$scratch/www/iris.csv"
+run "$TRAINRUN" resume "$newest" --quiet
+expect_rc 4 "resume after its data changed"
+expect_in "$err" "the data changed since this run began ($url/iris.csv differs" "resume names the changed file"
+sed -i '0,/"exit_code": 0/s//"exit_code": 130/' "$newest/run.json"   # as if stopped by a signal
+n=$(runs)
+train remote --resume auto
+expect_rc 0 "--resume auto after the data changed"
+expect_in "$out" "was interrupted, but its data changed since it began ($url/iris.csv); starting a new run" \
+  "--resume auto says why it does not continue"
+checks=$((checks + 1))
+[ "$(runs)" = "$((n + 1))" ] || fail "--resume auto did not start a new run on the changed data"
+expect_in "$(recorded)" "$(sha "$scratch/www/iris.csv")" "the new run records the changed file"
+
 # A failed run is no reference: its data is not "trained on".
 mkdir -p "$scratch/runs/mlp/99991231-235959"
 printf '{"exit_code": 5}\n' >"$scratch/runs/mlp/99991231-235959/run.json"

@@ -61,5 +61,9 @@ int tr_cli_resume_dir(const char *dir, const struct tr_args *a, struct tr_diag *
  * (data_changed.c). TR_EXIT_UNCHANGED (said on stdout) when no source changed, TR_EXIT_DATA
  * (said on stderr) when the refresh failed, TR_EXIT_OK to train. */
 int tr_cli_data_unchanged(const struct tr_recipe *r, struct tr_diag *diag);
+/* --resume auto: refreshes r's data and compares it, file by file, with what the run in dir
+ * began with (its data-sources.json). What changed (in what, size bytes), or NULL: the same, no
+ * record to compare with, or a refresh that failed (the resume then meets the failure itself). */
+const char *tr_cli_data_moved_on(const struct tr_recipe *r, const char *dir, char *what, size_t size);
 
 #endif

@@ -1,7 +1,8 @@
 /* --if-data-changed (run.c): refresh the data (fetch what changed, src/data/), then compare
  * what identifies every source with the data-sources.json of the newest successful run of this
  * recipe, report.dir/<name>/<stamp>/ with run.json's exit_code 0 (or report.json's status
- * "finished"). The same: exit 7, untrained. */
+ * "finished"). The same: exit 7, untrained. And for --resume auto: whether the data moved on
+ * since an interrupted run began. */
 #include <dirent.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -103,4 +104,24 @@ int tr_cli_data_unchanged(const struct tr_recipe *r, struct tr_diag *diag)
     free(runs);
     tr_data_free(&data);
     return rc;
+}
+
+const char *tr_cli_data_moved_on(const struct tr_recipe *r, const char *dir, char *what, size_t size)
+{
+    struct tr_diag quiet = {0};
+    struct tr_data data;
+    char *path = tr_strdup_printf("%s/data-sources.json", dir);
+    json_t *then = json_load_file(path, 0, NULL), *now = NULL;
+    const char *changed = NULL;
+    if (then && !tr_data_refresh(r, tr_cli_datasets_dir(), &data, &quiet)) {
+        now = tr_data_sources_json(&data);
+        changed = tr_data_sources_changed(now, then);
+        if (changed)
+            snprintf(what, size, "%s", changed);
+        tr_data_free(&data);
+    }
+    json_decref(now), json_decref(then);
+    tr_diag_free(&quiet);
+    free(path);
+    return changed ? what : NULL;
 }

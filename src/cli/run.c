@@ -41,8 +41,9 @@ static int same_recipe(const char *dir, const struct tr_recipe *now)
 }
 
 /* --resume auto: the newest run folder of the recipe in runs when it was interrupted (killed,
- * or stopped by a signal: run.json's last part has no exit code, or 130) and recorded this
- * recipe, into dir; 0 when a new run should start (none, it finished, or it failed). */
+ * or stopped by a signal: run.json's last part has no exit code, or 130), recorded this recipe
+ * and its data has not changed since, into dir; 0 when a new run should start (none, it
+ * finished, it failed, or it would read other data than it began with). */
 static int interrupted_run(const char *runs, const struct tr_recipe *r, int quiet, char *dir, size_t size)
 {
     char **names = tr_runs_list(runs);
@@ -56,15 +57,19 @@ static int interrupted_run(const char *runs, const struct tr_recipe *r, int quie
     snprintf(dir, size, "%s/%s", runs, names[n - 1]);
     tr_runs_free_list(names);
     enum tr_run_state state = tr_runs_state(dir);
-    const char *why = NULL;
+    const char *why = NULL, *detail = NULL;
+    char changed[1024];
     if (state == TR_RUN_FINISHED)
         why = "finished";
     else if (state == TR_RUN_FAILED)
         why = "failed (a failed run is not resumed)";
     else if (!same_recipe(dir, r))
         why = "was interrupted, but recorded another recipe";
+    else if (tr_cli_data_moved_on(r, dir, changed, sizeof changed))
+        why = "was interrupted, but its data changed since it began", detail = changed;
     if (!quiet)
-        printf("--resume auto: %s %s; %s\n", dir, why ? why : "was interrupted", why ? "starting a new run" : "continuing it");
+        printf("--resume auto: %s %s%s%s%s; %s\n", dir, why ? why : "was interrupted", detail ? " (" : "",
+               detail ? detail : "", detail ? ")" : "", why ? "starting a new run" : "continuing it");
     return why == NULL;
 }
 

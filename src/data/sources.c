@@ -185,3 +185,19 @@ bool tr_data_sources_same(const json_t *a, const json_t *b)
     const json_t *la = json_object_get(a, "sources"), *lb = json_object_get(b, "sources");
     return json_is_array(la) && json_is_array(lb) && json_array_size(la) > 0 && covered(la, lb) && covered(lb, la);
 }
+
+const char *tr_data_sources_changed(const json_t *now, const json_t *then)
+{
+    const json_t *la = json_object_get(now, "sources"), *lb = json_object_get(then, "sources");
+    if (!json_is_array(la) || !json_is_array(lb) || json_array_size(la) != json_array_size(lb))
+        return "the number of files";
+    size_t i;
+    json_t *x;
+    json_array_foreach(la, i, x) {
+        if (!same_text(x, json_array_get(lb, i), "sha256")) {
+            const char *name = json_string_value(json_object_get(x, "source"));
+            return name ? name : "a file";
+        }
+    }
+    return NULL;
+}

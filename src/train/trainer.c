@@ -1172,6 +1172,24 @@ static void release(struct run *run)
         fclose(run->metrics);
 }
 
+/* A resumed run reads the data it began with, or it would not end as an uninterrupted one: the
+ * sources' sha256 against its data-sources.json (a run folder without one, from an older
+ * trainrun, is taken on trust). 1 with the reason in diag when they differ. */
+static int data_changed(const struct tr_data *data, const char *dir, struct tr_diag *diag)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/data-sources.json", dir);
+    json_t *then = json_load_file(path, 0, NULL), *now = then ? tr_data_sources_json(data) : NULL;
+    const char *what = then ? tr_data_sources_changed(now, then) : NULL;
+    if (what)
+        tr_diag_add(diag, (struct tr_where){0},
+                    "resume: the data changed since this run began (%.900s differs from %.2000s); a "
+                    "resumed run must read the data it began with: start a new run instead",
+                    what, path);
+    json_decref(then), json_decref(now);
+    return what != NULL;
+}
+
 int tr_train(const struct tr_recipe *r, const struct tr_train_options *opt, struct tr_train_result *res,
              struct tr_diag *diag)
 {
@@ -1181,6 +1199,10 @@ int tr_train(const struct tr_recipe *r, const struct tr_train_options *opt, stru
     memset(res, 0, sizeof *res);
     if (tr_data_load(r, opt->datasets_dir, &run.data, diag))
         return TR_EXIT_DATA;
+    if (opt->resume_dir && data_changed(&run.data, opt->resume_dir, diag)) {
+        tr_data_free(&run.data);
+        return TR_EXIT_DATA;
+    }
     tr_data_print_warnings(&run.data, stderr);   /* before the run folder and its log exist */
     int64_t per_epoch = (run.data.train.n + r->train.batch_size - 1) / r->train.batch_size;
     run.total_steps = r->train.steps ? r->train.steps : r->train.epochs * per_epoch;
