@@ -222,6 +222,19 @@ expect_rc 7 "an inline URL, unchanged"
 checks=$((checks + 1))
 [ "$(statuses)" = "304 " ] || fail "an unchanged inline URL should get one 304: $log"
 
+# A download past TRAINRUN_FETCH_MAX_BYTES (or past what leaves the disk 1 GiB free) fails as a
+# data error and keeps nothing of it: the server's Content-Length is refused before a byte.
+cp "$srcdir/datasets/iris/iris.csv" "$scratch/www/big.csv"
+define capped "$url/big.csv"
+TRAINRUN_FETCH_MAX_BYTES=1000 train capped
+expect_rc 4 "a file larger than TRAINRUN_FETCH_MAX_BYTES"
+expect_in "$err" "bytes or more: more than TRAINRUN_FETCH_MAX_BYTES allows" "the cap is named"
+checks=$((checks + 1))
+[ -z "$(ls "$downloads" | grep big.csv | grep -v "\.lock$")" ] || fail "a refused download left files: $(ls "$downloads")"
+TRAINRUN_FETCH_MAX_BYTES=$(($(stat -c %s "$scratch/www/big.csv") + 1)) train capped
+expect_rc 0 "a file within TRAINRUN_FETCH_MAX_BYTES"
+unset TRAINRUN_FETCH_MAX_BYTES   # a shell may keep an assignment made before a function call
+
 # file:// is read in place; ftp:// is refused by name.
 define local "file://$scratch/www/iris.csv"
 train local

@@ -15,6 +15,7 @@
 #include <strings.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,6 +46,7 @@ void tr_fetch_options_default(struct tr_fetch_options *o)
     o->retries = (int)env_number("TRAINRUN_FETCH_RETRIES", 4, 0);
     o->backoff = env_number("TRAINRUN_FETCH_BACKOFF", 2, 0);
     o->backoff_max = MAX_BACKOFF_DEFAULT > o->backoff ? MAX_BACKOFF_DEFAULT : o->backoff;
+    o->max_bytes = (int64_t)env_number("TRAINRUN_FETCH_MAX_BYTES", 0, 0);
 }
 
 double tr_fetch_backoff(const struct tr_fetch_options *o, int retry)
@@ -184,6 +186,9 @@ struct attempt {
     double retry_after;        /* seconds, from Retry-After; 0 when none */
     const struct paths *paths;
     const char *url;
+    int64_t limit;             /* the most the part may hold (the cap, the disk's room) */
+    char limit_why[96];        /* that limit in words */
+    bool too_big;              /* the transfer was stopped at the limit: no retry helps */
     char problem[256];         /* why the write callback stopped the transfer */
 };
 
@@ -194,6 +199,38 @@ static void reset_headers(struct attempt *a)
     a->etag = a->last_modified = NULL;
     a->range_start = -1;
     a->retry_after = 0;
+}
+
+/* The most the part may grow to: TRAINRUN_FETCH_MAX_BYTES, and what the file system holding
+ * it can take while keeping TR_FETCH_KEEP_FREE free (a nightly fetch of a file grown huge
+ * must not fill the disk that the runs write to). */
+static void limit_of(struct attempt *a, const struct tr_fetch_options *o)
+{
+    a->limit = INT64_MAX;
+    if (o->max_bytes > 0) {
+        a->limit = o->max_bytes;
+        snprintf(a->limit_why, sizeof a->limit_why, "more than TRAINRUN_FETCH_MAX_BYTES allows");
+    }
+    struct statvfs fs;
+    if (fstatvfs(a->fd, &fs) == 0) {
+        int64_t free_bytes = (int64_t)fs.f_bavail * (int64_t)fs.f_frsize;
+        int64_t room = a->offset + (free_bytes > TR_FETCH_KEEP_FREE ? free_bytes - TR_FETCH_KEEP_FREE : 0);
+        if (room < a->limit) {
+            a->limit = room;
+            snprintf(a->limit_why, sizeof a->limit_why, "the disk would keep less than %lld MiB free",
+                     (long long)(TR_FETCH_KEEP_FREE >> 20));
+        }
+    }
+}
+
+/* A body past the limit: stopped, with the reason. */
+static bool too_big(struct attempt *a, int64_t size)
+{
+    if (size <= a->limit)
+        return false;
+    snprintf(a->problem, sizeof a->problem, "the file has %lld bytes or more: %s", (long long)size, a->limit_why);
+    a->too_big = true;
+    return true;
 }
 
 /* A header's value without surrounding blanks, or NULL when line is not header name. */
@@ -267,6 +304,10 @@ static bool begin_body(struct attempt *a)
         }
         a->offset = 0;
     }
+    curl_off_t length = -1;   /* what the server announced: refused before a byte is kept */
+    if (curl_easy_getinfo(a->curl, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length) == CURLE_OK && length > 0 &&
+        too_big(a, a->offset + (int64_t)length))
+        return false;
     if (code == 200)   /* file:// parts are never resumed: nothing to save */
         save_part_meta(a);
     return true;
@@ -280,6 +321,9 @@ static size_t on_body(char *data, size_t size, size_t count, void *ctx)
         return 0;   /* CURLE_WRITE_ERROR, with a->problem */
     if (!a->keep)
         return len;
+    if (too_big(a, a->offset + (int64_t)len))
+        return 0;
+    a->offset += (int64_t)len;   /* the part's size from here on */
     for (size_t done = 0; done < len;) {
         ssize_t n = write(a->fd, data + done, len - done);
         if (n < 0 && errno == EINTR)
@@ -400,6 +444,7 @@ static enum outcome attempt_once(CURL *curl, const char *url, const struct paths
         tr_fetch_meta_free(&pm);
         return FAILED;
     }
+    limit_of(&a, o);
     struct curl_slist *headers = request_headers(cached, &pm, offset);
     char errbuf[CURL_ERROR_SIZE] = "";
     curl_easy_reset(curl);
@@ -417,7 +462,7 @@ static enum outcome attempt_once(CURL *curl, const char *url, const struct paths
     *retry_after = a.retry_after;
     if (c == CURLE_WRITE_ERROR && a.problem[0]) {
         snprintf(why, why_size, "%s", a.problem);
-        out = strncmp(a.problem, "cannot write", 12) ? RESTART : FAILED;
+        out = strncmp(a.problem, "cannot write", 12) && !a.too_big ? RESTART : FAILED;
     } else if (c != CURLE_OK) {
         snprintf(why, why_size, "%s", errbuf[0] ? errbuf : curl_easy_strerror(c));
         out = transient_curl(c) ? TRANSIENT : FAILED;

@@ -20,10 +20,16 @@ struct tr_fetch_options {
     int retries;             /* further attempts after a transient failure */
     double backoff;          /* seconds before the first retry; doubled for each next one */
     double backoff_max;      /* never longer than this */
+    int64_t max_bytes;       /* a download stops (and fails) past this size; 0: no cap but the
+                              * disk's: it never leaves less than TR_FETCH_KEEP_FREE free */
 };
 
-/* The defaults (30 s, 4 retries, 2 s doubling up to 60 s), with TRAINRUN_FETCH_TIMEOUT,
- * TRAINRUN_FETCH_RETRIES and TRAINRUN_FETCH_BACKOFF from the environment where set. */
+/* What a download leaves free on the download cache's file system, at least: 1 GiB. */
+#define TR_FETCH_KEEP_FREE ((int64_t)1 << 30)
+
+/* The defaults (30 s, 4 retries, 2 s doubling up to 60 s, no cap), with TRAINRUN_FETCH_TIMEOUT,
+ * TRAINRUN_FETCH_RETRIES, TRAINRUN_FETCH_BACKOFF and TRAINRUN_FETCH_MAX_BYTES from the
+ * environment where set. */
 void tr_fetch_options_default(struct tr_fetch_options *o);
 /* Seconds to wait before retry number retry (0 for the first): backoff · 2^retry, at most
  * backoff_max. */
