@@ -110,18 +110,11 @@ const char *tr_cli_data_moved_on(const struct tr_recipe *r, const char *dir, cha
 {
     struct tr_diag quiet = {0};
     struct tr_data data;
-    char *path = tr_strdup_printf("%s/data-sources.json", dir);
-    json_t *then = json_load_file(path, 0, NULL), *now = NULL;
     const char *changed = NULL;
-    if (then && !tr_data_refresh(r, tr_cli_datasets_dir(), &data, &quiet)) {
-        now = tr_data_sources_json(&data);
-        changed = tr_data_sources_changed(now, then);
-        if (changed)
-            snprintf(what, size, "%s", changed);
+    if (!tr_data_refresh(r, tr_cli_datasets_dir(), &data, &quiet)) {
+        changed = tr_data_changed_since(&data, dir, what, size);
         tr_data_free(&data);
     }
-    json_decref(now), json_decref(then);
     tr_diag_free(&quiet);
-    free(path);
-    return changed ? what : NULL;
+    return changed;
 }

@@ -118,10 +118,11 @@ int tr_data_sources_write(const struct tr_data *d, const char *dir, struct tr_di
 /* Whether two data-sources.json documents name the same sources with the same sha256 each, in
  * any order (the ETags may differ: a server may change them without changing the bytes). */
 bool tr_data_sources_same(const json_t *a, const json_t *b);
-/* Whether now reads the same bytes as then, file by file in the definition's order, wherever
- * the files are now (a data set folder moved is the same data): NULL, or what differs — the
- * first of now's sources with another sha256, or "the number of files". */
-const char *tr_data_sources_changed(const json_t *now, const json_t *then);
+/* Whether d reads the same bytes as the run in dir began with (its data-sources.json), file by
+ * file in the definition's order, wherever the files are now (a data set folder moved is the
+ * same data): NULL (also when dir has no record, from an older trainrun), or what differs in
+ * what (size bytes) — the first source with another sha256, or "the number of files". */
+const char *tr_data_changed_since(const struct tr_data *d, const char *dir, char *what, size_t size);
 /* d's warnings, one "trainrun: warning: …" line each, on out (before a run's log exists). */
 void tr_data_print_warnings(const struct tr_data *d, FILE *out);
 /* A file a recipe names (a tokenizer's vocabulary): as given when it is there (relative to the

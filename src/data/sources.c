@@ -186,7 +186,9 @@ bool tr_data_sources_same(const json_t *a, const json_t *b)
     return json_is_array(la) && json_is_array(lb) && json_array_size(la) > 0 && covered(la, lb) && covered(lb, la);
 }
 
-const char *tr_data_sources_changed(const json_t *now, const json_t *then)
+/* The first of now's sources whose sha256 is not then's at the same place, or "the number of
+ * files"; NULL when they match. */
+static const char *changed_file(const json_t *now, const json_t *then)
 {
     const json_t *la = json_object_get(now, "sources"), *lb = json_object_get(then, "sources");
     if (!json_is_array(la) || !json_is_array(lb) || json_array_size(la) != json_array_size(lb))
@@ -200,4 +202,16 @@ const char *tr_data_sources_changed(const json_t *now, const json_t *then)
         }
     }
     return NULL;
+}
+
+const char *tr_data_changed_since(const struct tr_data *d, const char *dir, char *what, size_t size)
+{
+    char *path = tr_strdup_printf("%s/data-sources.json", dir);
+    json_t *then = json_load_file(path, 0, NULL), *now = then ? tr_data_sources_json(d) : NULL;
+    const char *changed = then ? changed_file(now, then) : NULL;
+    if (changed)
+        snprintf(what, size, "%s", changed);
+    json_decref(now), json_decref(then);
+    free(path);
+    return changed ? what : NULL;
 }

@@ -1,6 +1,7 @@
 /* An optimizer step's micro-batches, forward and backward (step.h). */
 #include "train/step.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -76,10 +77,20 @@ int64_t tr_batch_targets(const struct tr_batch *b, int lm)
     return count;
 }
 
+/* Whether a micro-batch has a target at all (tr_batch_targets > 0), stopping at the first. */
+static bool has_targets(const struct tr_batch *b, int lm)
+{
+    const int32_t *t = lm ? b->targets : b->y;
+    for (int64_t i = 0, n = lm ? b->n * b->S : b->n; i < n; i++)
+        if (t[i] != -100)
+            return true;
+    return false;
+}
+
 /* The first micro-batch of st at or after i that has targets (st->nmicro when none). */
 static int runnable(const struct tr_step *st, int i, int lm)
 {
-    while (i < st->nmicro && !tr_batch_targets(&st->micro[i], lm))
+    while (i < st->nmicro && !has_targets(&st->micro[i], lm))
         i++;
     return i;
 }

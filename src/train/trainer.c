@@ -1144,7 +1144,6 @@ static int loop(struct run *run, int64_t start, struct tr_train_result *res)
     char error[TR_KERNEL_ERROR_MAX];
     if (run->be->synchronize(error) && !status)
         status = fail(run, TR_EXIT_FAILURE, "after step %lld: %s", (long long)res->steps, error);
-    run->train.x.nstaged = 0;
     res->data_wait_seconds = tr_loader_wait_seconds(loader);
     run->timer.spent[TR_TIME_DATA] += res->data_wait_seconds - run->timer.wait_seen;
     run->timer.wait_seen = res->data_wait_seconds;
@@ -1172,22 +1171,17 @@ static void release(struct run *run)
         fclose(run->metrics);
 }
 
-/* A resumed run reads the data it began with, or it would not end as an uninterrupted one: the
- * sources' sha256 against its data-sources.json (a run folder without one, from an older
- * trainrun, is taken on trust). 1 with the reason in diag when they differ. */
+/* A resumed run reads the data it began with, or it would not end as an uninterrupted one.
+ * 1 with the reason in diag when the data changed since. */
 static int data_changed(const struct tr_data *data, const char *dir, struct tr_diag *diag)
 {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/data-sources.json", dir);
-    json_t *then = json_load_file(path, 0, NULL), *now = then ? tr_data_sources_json(data) : NULL;
-    const char *what = then ? tr_data_sources_changed(now, then) : NULL;
-    if (what)
-        tr_diag_add(diag, (struct tr_where){0},
-                    "resume: the data changed since this run began (%.900s differs from %.2000s); a "
-                    "resumed run must read the data it began with: start a new run instead",
-                    what, path);
-    json_decref(then), json_decref(now);
-    return what != NULL;
+    char what[1024];
+    if (!tr_data_changed_since(data, dir, what, sizeof what))
+        return 0;
+    tr_diag_add(diag, (struct tr_where){0},
+                "resume: the data changed since this run began (%.900s differs from %.2000s/data-sources.json); "
+                "a resumed run must read the data it began with: start a new run instead", what, dir);
+    return 1;
 }
 
 int tr_train(const struct tr_recipe *r, const struct tr_train_options *opt, struct tr_train_result *res,

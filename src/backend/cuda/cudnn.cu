@@ -260,42 +260,6 @@ static bool uses_atomics(enum tr_op op, int algo)
     return false;
 }
 
-/* The first of the ranked algorithms that is deterministic and whose workspace fits in room
- * bytes, into *chosen and *bytes; the descriptor keeps its math type. rank(count, &found, perf)
- * asks cuDNN's heuristics (named rank_call in a failure), size(algo, &bytes) the workspace. The
- * three directions' perf structs share their fields' names. */
-template <class Perf, int Count, class Rank, class Size>
-static int choose_algo(const struct tr_kernel_args *a, cudnnConvolutionDescriptor_t conv, Rank rank,
-                       const char *rank_call, Size size, size_t room, Perf *chosen, size_t *bytes)
-{
-    Perf perf[Count];
-    int found = 0;
-    memset(perf, 0, sizeof perf);
-    int rc = dnn_status(a, rank(Count, &found, perf), rank_call);
-    if (rc)
-        return rc;
-    size_t smallest = SIZE_MAX;
-    for (int i = 0; i < found && i < Count; i++) {
-        const Perf &p = perf[i];
-        if (p.status != CUDNN_STATUS_SUCCESS || p.determinism != CUDNN_DETERMINISTIC ||
-            uses_atomics(a->node->op, (int)p.algo) || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)
-            continue;
-        DNN(cudnnSetConvolutionMathType(conv, p.mathType));
-        size_t need = 0;
-        if (size(p.algo, &need) != CUDNN_STATUS_SUCCESS)
-            continue;
-        if (need <= room) {
-            *chosen = p, *bytes = need;
-            return 0;
-        }
-        smallest = need < smallest ? need : smallest;
-    }
-    if (smallest == SIZE_MAX)
-        return cuda_fail(a, "cuDNN offers no deterministic algorithm for this convolution (%d ranked)", found);
-    return cuda_fail(a, "the smallest deterministic cuDNN algorithm needs %zu bytes of workspace, %zu are left", smallest,
-                     room);
-}
-
 /* cuDNN's choice for one convolution, kept: its heuristics and the workspace query of each
  * candidate cost tens of microseconds a call, now paid once a shape. The key is everything
  * the choice reads: the direction, the type cuDNN computes in, the shapes, stride and padding,
@@ -344,11 +308,14 @@ static void remember(const struct conv_key *k, int algo, cudnnMathType_t math, s
         choices[nchoices++] = {*k, algo, math, bytes};
 }
 
-/* The kept choice of key k, or cuDNN's (choose_algo), remembered: *chosen's algo and math
- * type (set on the descriptor) and *bytes. */
+/* The choice kept for key k, else the first of the ranked algorithms that is deterministic
+ * and whose workspace fits in k->room bytes, kept: into *chosen (its algo and math type) and
+ * *bytes; the descriptor gets its math type. rank(count, &found, perf) asks cuDNN's heuristics
+ * (named rank_call in a failure), size(algo, &bytes) the workspace. The three directions' perf
+ * structs share their fields' names. */
 template <class Perf, int Count, class Rank, class Size>
-static int choice(const struct tr_kernel_args *a, const struct conv_key *k, cudnnConvolutionDescriptor_t conv,
-                  Rank rank, const char *rank_call, Size size, Perf *chosen, size_t *bytes)
+static int choose_algo(const struct tr_kernel_args *a, const struct conv_key *k, cudnnConvolutionDescriptor_t conv,
+                       Rank rank, const char *rank_call, Size size, Perf *chosen, size_t *bytes)
 {
     const struct conv_choice *c = recalled(k);
     if (c) {
@@ -356,10 +323,34 @@ static int choice(const struct tr_kernel_args *a, const struct conv_key *k, cudn
         chosen->algo = (decltype(chosen->algo))c->algo, chosen->mathType = c->math, *bytes = c->bytes;
         return 0;
     }
-    int rc = choose_algo<Perf, Count>(a, conv, rank, rank_call, size, k->room, chosen, bytes);
-    if (!rc)
-        remember(k, (int)chosen->algo, chosen->mathType, *bytes);
-    return rc;
+    size_t room = k->room;
+    Perf perf[Count];
+    int found = 0;
+    memset(perf, 0, sizeof perf);
+    int rc = dnn_status(a, rank(Count, &found, perf), rank_call);
+    if (rc)
+        return rc;
+    size_t smallest = SIZE_MAX;
+    for (int i = 0; i < found && i < Count; i++) {
+        const Perf &p = perf[i];
+        if (p.status != CUDNN_STATUS_SUCCESS || p.determinism != CUDNN_DETERMINISTIC ||
+            uses_atomics(a->node->op, (int)p.algo) || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)
+            continue;
+        DNN(cudnnSetConvolutionMathType(conv, p.mathType));
+        size_t need = 0;
+        if (size(p.algo, &need) != CUDNN_STATUS_SUCCESS)
+            continue;
+        if (need <= room) {
+            *chosen = p, *bytes = need;
+            remember(k, (int)p.algo, p.mathType, need);
+            return 0;
+        }
+        smallest = need < smallest ? need : smallest;
+    }
+    if (smallest == SIZE_MAX)
+        return cuda_fail(a, "cuDNN offers no deterministic algorithm for this convolution (%d ranked)", found);
+    return cuda_fail(a, "the smallest deterministic cuDNN algorithm needs %zu bytes of workspace, %zu are left", smallest,
+                     room);
 }
 
 /* Runs the node's direction with the chosen algorithm, out = 1·op(in0, in1) + beta·out (beta 1
@@ -374,7 +365,7 @@ static int conv_call(const struct tr_kernel_args *a, cudnnHandle_t h, const stru
     switch (a->node->op) {
     case TR_OP_CONV2D_BWD_DATA: {   /* out = dx */
         cudnnConvolutionBwdDataAlgoPerf_t p = {};
-        rc = choice<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
+        rc = choose_algo<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
             a, key, d->conv,
             [&](int n, int *found, cudnnConvolutionBwdDataAlgoPerf_t *perf) {
                 return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d->w, d->y, d->conv, d->x, n, found, perf);
@@ -391,7 +382,7 @@ static int conv_call(const struct tr_kernel_args *a, cudnnHandle_t h, const stru
     }
     case TR_OP_CONV2D_BWD_FILTER: {   /* out = dw */
         cudnnConvolutionBwdFilterAlgoPerf_t p = {};
-        rc = choice<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
+        rc = choose_algo<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
             a, key, d->conv,
             [&](int n, int *found, cudnnConvolutionBwdFilterAlgoPerf_t *perf) {
                 return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d->x, d->y, d->conv, d->w, n, found, perf);
@@ -409,7 +400,7 @@ static int conv_call(const struct tr_kernel_args *a, cudnnHandle_t h, const stru
     }
     default: {   /* out = y */
         cudnnConvolutionFwdAlgoPerf_t p = {};
-        rc = choice<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
+        rc = choose_algo<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
             a, key, d->conv,
             [&](int n, int *found, cudnnConvolutionFwdAlgoPerf_t *perf) {
                 return cudnnGetConvolutionForwardAlgorithm_v7(h, d->x, d->w, d->conv, d->y, n, found, perf);
