@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "core/exit.h"
+#include "cli/exit.h"
 #include "data/bpe.h"
 #include "unit.h"
 

@@ -12,7 +12,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#include "core/exit.h"
+#include "cli/exit.h"
 #include "recipe/recipe.h"
 #include "report/notify.h"
 

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "core/exit.h"
+#include "cli/exit.h"
 #include "data/tokenizer.h"
 #include "recipe/recipe.h"
 #include "unit.h"

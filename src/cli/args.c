@@ -6,7 +6,7 @@
 
 #include "cli/cli.h"
 #include "core/error.h"
-#include "core/exit.h"
+#include "cli/exit.h"
 #include "recipe/recipe.h"
 #include "report/notify.h"
 #include "train/runs.h"

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "core/exit.h"
+#include "cli/exit.h"
 #include "plan/device.h"
 #include "plan/plan.h"
 

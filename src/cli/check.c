@@ -4,7 +4,7 @@
 #include <stdlib.h>
 
 #include "cli/cli.h"
-#include "core/exit.h"
+#include "cli/exit.h"
 #include "recipe/recipe.h"
 
 static const char usage[] =

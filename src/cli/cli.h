@@ -1,5 +1,5 @@
 /* The command line: one file per subcommand behind one dispatch table (main.c). Each
- * subcommand gets argv after its name and returns an exit status (core/exit.h). */
+ * subcommand gets argv after its name and returns an exit status (cli/exit.h). */
 #ifndef TR_CLI_H
 #define TR_CLI_H
 

@@ -10,7 +10,7 @@
 #include "backend/cpu/cpu.h"
 #include "cli/cli.h"
 #include "config.h"
-#include "core/exit.h"
+#include "cli/exit.h"
 #ifdef HAVE_CUDA
 #include "backend/cuda/probe.h"
 #endif

@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "cli/cli.h"
-#include "core/exit.h"
+#include "cli/exit.h"
 #include "data/dataset.h"
 #include "data/sha256.h"
 #include "plan/plan.h"

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "core/exit.h"
+#include "cli/exit.h"
 #include "report/compare.h"
 #include "report/index.h"
 #include "report/run_report.h"

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "core/exit.h"
+#include "cli/exit.h"
 #include "recipe/recipe.h"
 #include "train/runs.h"
 

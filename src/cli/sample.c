@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "core/exit.h"
+#include "cli/exit.h"
 #include "core/safetensors.h"
 #include "data/dataset.h"
 #include "data/sha256.h"

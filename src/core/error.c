@@ -1,7 +1,6 @@
-/* Diagnostics lists and the few allocation helpers every stage shares. */
+/* The error type (error.h), paths that refuse to be truncated, and the few allocation helpers
+ * every stage shares. */
 #include "core/error.h"
-
-#include "core/exit.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +10,7 @@
 static void out_of_memory(void)
 {
     fputs("trainrun: out of memory\n", stderr);
-    exit(TR_EXIT_FAILURE);
+    exit(1);   /* TR_EXIT_FAILURE (cli/exit.h): the one exit outside main, where no caller can go on */
 }
 
 void *tr_xmalloc(size_t n)
@@ -126,4 +125,74 @@ void tr_diag_free(struct tr_diag *d)
     free(d->items);
     d->items = NULL;
     d->n = d->cap = 0;
+    d->code = 0;
+}
+
+int tr_vfail(struct tr_diag *d, int code, struct tr_where where, const char *fmt, va_list ap)
+{
+    tr_diag_vadd(d, where, fmt, ap);
+    if (!d->code)
+        d->code = code;
+    return code;
+}
+
+int tr_fail_at(struct tr_diag *d, int code, struct tr_where where, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    tr_vfail(d, code, where, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+int tr_fail(struct tr_diag *d, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    tr_vfail(d, code, (struct tr_where){0}, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+const char *tr_diag_last(const struct tr_diag *d)
+{
+    return d->n ? d->items[d->n - 1].message : "";
+}
+
+const char *tr_err_name(int code)
+{
+    switch ((enum tr_err)code) {
+    case TR_OK: return "no error";
+    case TR_EINVAL: return "invalid input";
+    case TR_EIO: return "input/output error";
+    case TR_ENOMEM: return "out of memory";
+    case TR_ENOFIT: return "the budget cannot fit the job";
+    case TR_EDATA: return "the data could not be read";
+    case TR_EDIVERGED: return "training diverged";
+    case TR_EREGRESSION: return "worse than the promoted run";
+    case TR_EUNCHANGED: return "no data source changed";
+    case TR_ELOCKED: return "another run holds the lock";
+    case TR_EINTERRUPTED: return "interrupted";
+    case TR_EFAIL: return "internal failure";
+    }
+    return "unknown error";
+}
+
+int tr_path_set(struct tr_path *p, struct tr_diag *d, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(p->s, sizeof p->s, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof p->s) {
+        va_start(ap, fmt);
+        char *whole = vprintf_alloc(fmt, ap);
+        va_end(ap);
+        p->s[0] = '\0';
+        tr_fail(d, TR_EINVAL, "path too long (%zu bytes; at most %d): '%.80s…'", strlen(whole),
+                TR_PATH_MAX - 1, whole);
+        free(whole);
+        return TR_EINVAL;
+    }
+    return 0;
 }

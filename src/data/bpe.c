@@ -18,7 +18,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
-#include "core/exit.h"
+#include "cli/exit.h"
 
 /* GPT-2's pattern (encoder.py) with \s spelled \p{White_Space}: tokenizers runs it in
  * Oniguruma, whose \s is Unicode's White_Space, while PCRE2's \s also takes U+180E (Mongolian

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <utf8proc.h>
 
-#include "core/exit.h"
+#include "cli/exit.h"
 #include "data/bpe.h"
 #include "data/wordpiece.h"
 #include "recipe/recipe.h"

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <utf8proc.h>
 
-#include "core/exit.h"
+#include "cli/exit.h"
 
 #define MAX_VOCAB_BYTES (256 << 20)   /* BERT's vocab.txt is 0.2 MB; refuse what cannot be one */
 #define MAX_WORD_CHARS 100            /* a longer word is one [UNK] (max_input_chars_per_word) */

@@ -17,7 +17,7 @@
 
 #include "config.h"
 #include "core/error.h"
-#include "core/exit.h"
+#include "cli/exit.h"
 #include "recipe/schema.h"
 
 enum {

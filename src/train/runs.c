@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
-#include "core/exit.h"
+#include "cli/exit.h"
 #include "data/cache.h"
 
 /* ---- the lock -------------------------------------------------------------------------------- */

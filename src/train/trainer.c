@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "backend/exec.h"
-#include "core/exit.h"
+#include "cli/exit.h"
 #include "core/rng.h"
 #include "data/dataset.h"
 #include "data/cache.h"

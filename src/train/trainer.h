@@ -24,7 +24,7 @@ struct tr_train_result {
     char run_dir[4096];
 };
 
-/* Trains; returns an exit status (core/exit.h): 0, TR_EXIT_DATA, TR_EXIT_DIVERGED,
+/* Trains; returns an exit status (cli/exit.h): 0, TR_EXIT_DATA, TR_EXIT_DIVERGED,
  * TR_EXIT_INTERRUPTED (SIGINT or SIGTERM: the step in progress finishes and is checkpointed),
  * TR_EXIT_FAILURE…, with the reason in diag. A resumed run ends with the same weights, bit for
  * bit, as one never interrupted (on the same machine and thread count). */

@@ -1,5 +1,7 @@
-/* Exit statuses of trainrun: the one place they are defined. man/trainrun.1 (EXIT STATUS)
- * documents each; cron jobs and scripts branch on them, so a value never changes meaning. */
+/* Exit statuses of trainrun: the one place they are defined, and the only folder that uses
+ * them (library code returns enum tr_err, core/error.h; tr_exit_status maps it). man/trainrun.1
+ * (EXIT STATUS) documents each; cron jobs and scripts branch on them, so a value never changes
+ * meaning. */
 #ifndef TR_EXIT_H
 #define TR_EXIT_H
 
@@ -15,5 +17,9 @@ enum tr_exit {
     TR_EXIT_LOCKED      = 75,  /* another run of this recipe holds the lock (EX_TEMPFAIL) */
     TR_EXIT_INTERRUPTED = 130, /* stopped by SIGINT or SIGTERM after checkpointing */
 };
+
+/* The exit status for a library function's result: 0 for 0, the documented status for each
+ * enum tr_err (core/error.h), 1 for anything else. */
+int tr_exit_status(int err);
 
 #endif

@@ -1,0 +1,100 @@
+/* The atomic writer and the appended files' sync policy (atomic.h). */
+#include "core/atomic.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+int tr_atomic_open(struct tr_atomic *a, const char *path, struct tr_diag *d)
+{
+    a->f = NULL;
+    int rc = tr_path_set(&a->path, d, "%s", path);
+    if (!rc)
+        rc = tr_path_set(&a->tmp, d, "%s.tmp.%ld", path, (long)getpid());
+    if (rc)
+        return rc;
+    int fd = open(a->tmp.s, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0 && errno == EEXIST && unlink(a->tmp.s) == 0)
+        fd = open(a->tmp.s, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0)
+        return tr_fail(d, TR_EIO, "%s: cannot create %s: %s", path, a->tmp.s, strerror(errno));
+    a->f = fdopen(fd, "wb");
+    if (!a->f) {
+        int e = errno;
+        close(fd);
+        unlink(a->tmp.s);
+        return tr_fail(d, TR_EIO, "%s: cannot write %s: %s", path, a->tmp.s, strerror(e));
+    }
+    return 0;
+}
+
+int tr_atomic_commit(struct tr_atomic *a, struct tr_diag *d)
+{
+    const char *step = "write", *tail = "";
+    int failed = ferror(a->f) || fflush(a->f) != 0;
+    int e = errno;
+    if (!failed && fsync(fileno(a->f)) < 0)
+        step = "sync", failed = 1, e = errno;
+    if (fclose(a->f) != 0 && !failed)   /* nothing left to flush, but it may report a late error */
+        failed = 1, e = errno;
+    a->f = NULL;
+    if (!failed && rename(a->tmp.s, a->path.s) < 0)
+        step = "rename", tail = " over it", failed = 1, e = errno;
+    if (failed) {
+        unlink(a->tmp.s);
+        return tr_fail(d, TR_EIO, "%s: cannot %s %s%s: %s; left unchanged", a->path.s, step, a->tmp.s,
+                       tail, strerror(e ? e : EIO));
+    }
+    return tr_sync_folder_of(a->path.s, d);
+}
+
+void tr_atomic_abort(struct tr_atomic *a)
+{
+    if (!a->f)
+        return;
+    fclose(a->f);
+    a->f = NULL;
+    unlink(a->tmp.s);
+}
+
+int tr_atomic_write(const char *path, const void *data, size_t bytes, struct tr_diag *d)
+{
+    struct tr_atomic a;
+    int rc = tr_atomic_open(&a, path, d);
+    if (rc)
+        return rc;
+    if (bytes && fwrite(data, 1, bytes, a.f) != bytes) {
+        int e = errno;
+        tr_atomic_abort(&a);
+        return tr_fail(d, TR_EIO, "%s: cannot write %s: %s; left unchanged", path, a.tmp.s, strerror(e));
+    }
+    return tr_atomic_commit(&a, d);
+}
+
+int tr_file_sync(FILE *f, const char *path, struct tr_diag *d)
+{
+    if (fflush(f) != 0 || fsync(fileno(f)) < 0)
+        return tr_fail(d, TR_EIO, "%s: cannot sync: %s", path, strerror(errno));
+    return 0;
+}
+
+int tr_sync_folder_of(const char *path, struct tr_diag *d)
+{
+    const char *slash = strrchr(path, '/');
+    struct tr_path dir;
+    int rc = slash ? tr_path_set(&dir, d, "%.*s", slash == path ? 1 : (int)(slash - path), path)
+                   : tr_path_set(&dir, d, ".");
+    if (rc)
+        return rc;
+    int fd = open(dir.s, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 || fsync(fd) < 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return tr_fail(d, TR_EIO, "%s: written, but syncing its folder failed (%s): the new file may "
+                       "not survive a power cut", path, strerror(e));
+    }
+    close(fd);
+    return 0;
+}
