@@ -146,3 +146,12 @@ const char *tr_cli_datasets_dir(void)
         return env;
     return access("datasets", F_OK) == 0 ? "datasets" : PKGDATADIR "/datasets";
 }
+
+void tr_cli_print_diag(const struct tr_diag *diag)
+{
+    for (int i = 0; i < diag->n; i++) {
+        char *line = tr_diag_line(diag, i);
+        fprintf(stderr, "trainrun: %s\n", line);
+        free(line);
+    }
+}

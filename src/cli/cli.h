@@ -42,6 +42,9 @@ struct tr_diag;
  * summary to stderr and returns TR_EXIT_USAGE; the diagnostics stay in diag for callers. */
 int tr_cli_load_recipe(const struct tr_args *a, struct tr_recipe *r, struct tr_diag *diag);
 
+/* Each problem of diag on stderr, "trainrun: file:line:col: message" a line. */
+void tr_cli_print_diag(const struct tr_diag *diag);
+
 /* Data set definitions: $TRAINRUN_DATASETS, else ./datasets (a checkout), else the installed ones. */
 const char *tr_cli_datasets_dir(void);
 /* The run of r (continuing resume_dir when not NULL), stage by stage (run.c): its failure on

@@ -191,34 +191,34 @@ static int train(const struct tr_recipe *r, const char *resume_dir, const char *
     struct tr_weights w = {0};
     struct tr_loop loop = {0};
     int64_t start = 0;
-    int rc = load_data(r, resume_dir, &data, d);
+    int rc = load_data(r, resume_dir, &data, d);                         /* data */
     tr_loop_init(&loop, r, &data);
     if (!rc)
-        rc = tr_session_plan(&s, r, &data, plan_file, resume_dir, d);
+        rc = tr_session_plan(&s, r, &data, plan_file, resume_dir, d);    /* plan */
     if (!rc)
-        rc = tr_session_build(&s, r, d);
+        rc = tr_session_build(&s, r, d);                                 /* programs, regions */
     if (!rc)
-        rc = tr_weights_init(&s, r, &data, resume_dir, &w, d);
+        rc = tr_weights_init(&s, r, &data, resume_dir, &w, d);           /* first weights */
     if (!rc)
-        rc = tr_run_folder_open(folder, r, resume_dir, d);
+        rc = tr_run_folder_open(folder, r, resume_dir, d);               /* run folder */
     if (!rc)
         rc = begin(folder, &s, &loop, r, &data, resume_dir != NULL, &w, &start, d);
     if (!rc)
         res->run_dir = folder->dir.s;
     if (!rc)
-        rc = tr_loop_run(&loop, &s, folder, r, &data, start, res, d);
+        rc = tr_loop_run(&loop, &s, folder, r, &data, start, res, d);   /* training loop */
     if (!rc && data.test.n)
-        rc = tr_loop_evaluate(&loop, &s, r, &data, &data.test, &res->test, d);
+        rc = tr_loop_evaluate(&loop, &s, r, &data, &data.test, &res->test, d);   /* evaluation */
     if (!rc)
-        rc = tr_loop_checkpoint(&loop, &s, folder, r, res->steps, d);
-    tr_finish_say_done(folder, &data, res, rc, d);
+        rc = tr_loop_checkpoint(&loop, &s, folder, r, res->steps, d);    /* the last checkpoint */
+    tr_finish_say_done(folder, &data, res, rc, d);                       /* finish */
     int measured = tr_finish_measured_plan(folder, &s, r, &data, res->steps, d);
     rc = rc ? rc : measured;
     if (!rc)
-        rc = tr_finish_promote(folder, r, d);
+        rc = tr_finish_promote(folder, r, d);                            /* nightly: the gate */
     if (rc != TR_EINTERRUPTED)
-        tr_finish_retain(folder, r);
-    json_t *leak = tr_loop_end(&loop, folder, res->steps);
+        tr_finish_retain(folder, r);                                     /* and report.keep */
+    json_t *leak = tr_loop_end(&loop, folder, res->steps);               /* report */
     tr_run_folder_end(folder, r->report.dir, &(struct tr_run_end){.err = rc, .exit_status = tr_exit_status(rc),
                                                                   .seconds = tr_now() - started,
                                                                   .steps = res->steps, .leak = leak});
@@ -236,11 +236,7 @@ int tr_cli_train(const struct tr_recipe *r, const struct tr_args *a, const char 
     struct tr_train_result res = {0};
     tr_run_folder_init(&folder, quiet);
     int status = tr_exit_status(train(r, resume_dir, tr_args_value(a, "--plan"), &folder, &res, diag));
-    for (int i = 0; i < diag->n; i++) {
-        char *line = tr_diag_line(diag, i);
-        fprintf(stderr, "trainrun: %s\n", line);
-        free(line);
-    }
+    tr_cli_print_diag(diag);
     const char *dir = res.run_dir ? res.run_dir : "";
     if (status == TR_EXIT_OK && quiet && isnan(res.test.accuracy))
         printf("%s: no test split, run folder %s\n", r->name, dir);
