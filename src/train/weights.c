@@ -95,9 +95,11 @@ int tr_weights_init(struct tr_session *s, const struct tr_recipe *r, const struc
     if (!path)
         return tr_init_random(&t) ? tr_fail(d, TR_EFAIL, "initialising the weights: %s", t.x->error) : 0;
     struct tr_init_info info;
-    char err[1024];
-    if (tr_init_load(&t, path, &info, err, sizeof err))
-        return tr_fail(d, TR_EDATA, "model.init: %s", err);
+    struct tr_diag why = {0};   /* the loader's sentence, said as model.init's */
+    int rc = tr_init_load(&t, path, &info, &why) ? tr_fail(d, TR_EDATA, "model.init: %s", tr_diag_last(&why)) : 0;
+    tr_diag_free(&why);
+    if (rc)
+        return rc;
     size_t n = strlen(w->summary);
     if (n < sizeof w->summary)
         tr_init_summary(&info, path, w->summary + n, sizeof w->summary - n);
