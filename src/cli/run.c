@@ -160,8 +160,9 @@ static int load_data(const struct tr_recipe *r, const char *resume_dir, struct t
 /* The run folder's first files, before the first step: a fresh run keeps its data's files and
  * its plan; a resumed one restores its newest checkpoint into *start. Then the event file, the
  * record and the opening lines. */
-static int begin(struct tr_run_folder *f, struct tr_session *s, struct tr_loop *l, const struct tr_recipe *r,
-                 const struct tr_data *data, bool resumed, struct tr_weights *w, int64_t *start, struct tr_diag *d)
+static int start_run_folder(struct tr_run_folder *f, struct tr_session *s, struct tr_loop *l,
+                            const struct tr_recipe *r, const struct tr_data *data, bool resumed,
+                            struct tr_weights *w, int64_t *start, struct tr_diag *d)
 {
     int rc = resumed ? tr_loop_resume(l, s, f, start, d) : tr_run_folder_keep_data(f, data, d);
     if (!rc && !resumed)
@@ -202,7 +203,7 @@ static int train(const struct tr_recipe *r, const char *resume_dir, const char *
     if (!rc)
         rc = tr_run_folder_open(folder, r, resume_dir, d);               /* run folder */
     if (!rc)
-        rc = begin(folder, &s, &loop, r, &data, resume_dir != NULL, &w, &start, d);
+        rc = start_run_folder(folder, &s, &loop, r, &data, resume_dir != NULL, &w, &start, d);   /* or resume */
     if (!rc)
         res->run_dir = folder->dir.s;
     if (!rc)

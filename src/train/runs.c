@@ -237,7 +237,8 @@ int tr_runs_link_target(const char *dir, const char *link, char *out, size_t siz
 
 int tr_runs_link_set(const char *dir, const char *link, const char *target)
 {
-    char *path = tr_strdup_printf("%s/%s", dir, link), *tmp = tr_strdup_printf("%s/.%s.tmp.%ld", dir, link, (long)getpid());
+    char *path = tr_strdup_printf("%s/%s", dir, link);
+    char *tmp = tr_strdup_printf("%s/.%s.tmp.%ld", dir, link, (long)getpid());
     unlink(tmp);   /* one a crash of a process with our pid left */
     int rc = symlink(target, tmp);
     if (!rc && (rc = rename(tmp, path))) {
