@@ -110,18 +110,21 @@ static int param(const struct model *mo, const char *name)
 
 static void load_ok(struct model *mo, const char *path, struct tr_init_info *info)
 {
-    char err[1024] = "";
-    ck_assert_msg(tr_init_load(&mo->target, path, info, err, sizeof err) == 0, "%s", err);
+    struct tr_diag d = {0};
+    ck_assert_msg(tr_init_load(&mo->target, path, info, &d) == 0, "%s", tr_diag_last(&d));
+    tr_diag_free(&d);
 }
 
 /* Loading fails with TR_EINVAL and a message holding each of the NULL-ended needles. */
 static void load_fails(struct model *mo, const char *path, const char *const *needles)
 {
     struct tr_init_info info;
-    char err[1024] = "";
-    ck_assert_int_eq(tr_init_load(&mo->target, path, &info, err, sizeof err), TR_EINVAL);
+    struct tr_diag d = {0};
+    ck_assert_int_eq(tr_init_load(&mo->target, path, &info, &d), TR_EINVAL);
+    const char *err = tr_diag_last(&d);
     for (int i = 0; needles[i]; i++)
         ck_assert_msg(strstr(err, needles[i]), "'%s' is not in the message: %s", needles[i], err);
+    tr_diag_free(&d);
 }
 
 /* Runs the model on the expected inputs of which ("bert", "gpt2"): positions 0, 1, …. */

@@ -38,13 +38,15 @@ START_TEST(run_names)
     ck_assert(!tr_runs_is_run_name("20261129-195246-"));
     ck_assert(!tr_runs_is_run_name("20261129-195246x"));
     ck_assert(!tr_runs_is_run_name(".deleting-20261129-195246"));
-    char parent[64];
-    tr_runs_parent("runs/mlp/20261129-195246", parent, sizeof parent);
-    ck_assert_str_eq(parent, "runs/mlp");
-    tr_runs_parent("runs/mlp/latest/", parent, sizeof parent);
-    ck_assert_str_eq(parent, "runs/mlp");
-    tr_runs_parent("20261129-195246", parent, sizeof parent);
-    ck_assert_str_eq(parent, ".");
+    struct tr_path parent;
+    struct tr_diag d = {0};
+    tr_runs_parent("runs/mlp/20261129-195246", &parent, &d);
+    ck_assert_str_eq(parent.s, "runs/mlp");
+    tr_runs_parent("runs/mlp/latest/", &parent, &d);
+    ck_assert_str_eq(parent.s, "runs/mlp");
+    tr_runs_parent("20261129-195246", &parent, &d);
+    ck_assert_str_eq(parent.s, ".");
+    tr_diag_free(&d);
 }
 END_TEST
 
@@ -151,12 +153,14 @@ END_TEST
 
 START_TEST(lock_is_exclusive_and_named)
 {
-    char *root = unit_mkdtemp(), dir[4200], err[4600], pid[32];
+    char *root = unit_mkdtemp(), dir[4200], pid[32];
+    struct tr_diag d = {0};
     snprintf(dir, sizeof dir, "%s/runs/mlp", root);
     struct tr_runs_lock first, second;
-    ck_assert_int_eq(tr_runs_lock(dir, &first, err, sizeof err), 0);
+    ck_assert_int_eq(tr_runs_lock(dir, &first, &d), 0);
     /* flock belongs to the open file: a second open, even in this process, is refused */
-    ck_assert_int_eq(tr_runs_lock(dir, &second, err, sizeof err), TR_LOCK_HELD);
+    ck_assert_int_eq(tr_runs_lock(dir, &second, &d), TR_ELOCKED);
+    const char *err = tr_diag_last(&d);
     snprintf(pid, sizeof pid, "pid %ld, started ", (long)getpid());
     ck_assert_msg(strstr(err, pid) != NULL, "the holder is not named: %s", err);
     ck_assert_msg(strstr(err, "/runs/mlp/.lock") != NULL, "the lock file is not named: %s", err);
@@ -165,13 +169,14 @@ START_TEST(lock_is_exclusive_and_named)
     ck_assert(!exists(root, "runs"));
     /* With a run folder in it, the folder and the lock file stay. */
     snprintf(dir, sizeof dir, "%s/runs/mlp", root);
-    ck_assert_int_eq(tr_runs_lock(dir, &first, err, sizeof err), 0);
+    ck_assert_int_eq(tr_runs_lock(dir, &first, &d), 0);
     make_run(dir, "20261129-120000", NULL);
     tr_runs_unlock(&first);
     ck_assert(exists(dir, ".lock") && exists(dir, "20261129-120000"));
-    ck_assert_int_eq(tr_runs_lock(dir, &second, err, sizeof err), 0);   /* free again */
+    ck_assert_int_eq(tr_runs_lock(dir, &second, &d), 0);   /* free again */
     tr_runs_unlock(&second);
     ck_assert(exists(dir, ".lock"));
+    tr_diag_free(&d);
     unit_rmtree(root);
     free(root);
 }

@@ -1,18 +1,15 @@
-/* Argument splitting shared by the subcommands that take a recipe and overrides. */
-#include <math.h>
+/* Argument splitting shared by the subcommands that take a recipe and overrides, and the recipe
+ * they name loaded over the conf files; the run itself is run.c's. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli.h"
-#include "core/error.h"
-#include "cli/exit.h"
-#include "recipe/recipe.h"
-#include "report/notify.h"
-#include "train/runs.h"
-#include "train/trainer.h"
-
 #include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/exit.h"
+#include "core/error.h"
+#include "recipe/recipe.h"
 
 /* The entry of valued that arg names, as "--name" or "--name=value" (*inline_value then points
  * after the '='), or NULL. */
@@ -150,39 +147,11 @@ const char *tr_cli_datasets_dir(void)
     return access("datasets", F_OK) == 0 ? "datasets" : PKGDATADIR "/datasets";
 }
 
-int tr_cli_train(const struct tr_recipe *r, const struct tr_args *a, const char *resume_dir,
-                 struct tr_diag *diag)
+void tr_cli_print_diag(const struct tr_diag *diag)
 {
-    int quiet = tr_args_has(a, "--quiet") || tr_args_has(a, "-q");
-    struct tr_train_options opt = {.datasets_dir = tr_cli_datasets_dir(), .quiet = quiet,
-                                   .resume_dir = resume_dir, .plan_file = tr_args_value(a, "--plan")};
-    struct tr_train_result res;
-    int status = tr_train(r, &opt, &res, diag);
     for (int i = 0; i < diag->n; i++) {
         char *line = tr_diag_line(diag, i);
         fprintf(stderr, "trainrun: %s\n", line);
         free(line);
     }
-    if (status == TR_EXIT_OK && quiet && isnan(res.test_accuracy))
-        printf("%s: no test split, run folder %s\n", r->name, res.run_dir);
-    else if (status == TR_EXIT_OK && quiet)
-        printf("%s: test accuracy %.4f, run folder %s\n", r->name, res.test_accuracy, res.run_dir);
-    fflush(stdout);   /* the result line first, then the webhook's wait */
-    tr_notify_run_end(r, *res.run_dir ? res.run_dir : resume_dir, status);
-    return status;
-}
-
-int tr_cli_lock(const char *dir, struct tr_runs_lock *lock)
-{
-    char err[4600];
-    int rc = tr_runs_lock(dir, lock, err, sizeof err);
-    if (rc == TR_LOCK_HELD) {
-        fprintf(stderr, "trainrun: another run of this recipe is in progress: %s; nothing was run\n", err);
-        return TR_EXIT_LOCKED;
-    }
-    if (rc) {
-        fprintf(stderr, "trainrun: %s\n", err);
-        return TR_EXIT_FAILURE;
-    }
-    return TR_EXIT_OK;
 }

@@ -42,17 +42,20 @@ struct tr_diag;
  * summary to stderr and returns TR_EXIT_USAGE; the diagnostics stay in diag for callers. */
 int tr_cli_load_recipe(const struct tr_args *a, struct tr_recipe *r, struct tr_diag *diag);
 
+/* Each problem of diag on stderr, "trainrun: file:line:col: message" a line. */
+void tr_cli_print_diag(const struct tr_diag *diag);
+
 /* Data set definitions: $TRAINRUN_DATASETS, else ./datasets (a checkout), else the installed ones. */
 const char *tr_cli_datasets_dir(void);
-/* Trains r (continuing resume_dir when not NULL): the trainer's messages on stderr, and with
- * --quiet/-q in a the one result line; then notifies (report.notify). Returns the trainer's
- * exit status. */
+/* The run of r (continuing resume_dir when not NULL), stage by stage (run.c): its failure on
+ * stderr, and with --quiet/-q in a the one result line; then notifies (report.notify). Returns
+ * the exit status of how it ended. */
 int tr_cli_train(const struct tr_recipe *r, const struct tr_args *a, const char *resume_dir,
                  struct tr_diag *diag);
 
 /* One run per recipe at a time: takes the lock of the recipe folder dir (report.dir/NAME) for
- * this process. 0, or TR_EXIT_LOCKED (another process holds it: its pid and start said on
- * stderr) or TR_EXIT_FAILURE. */
+ * this process (run.c). 0, or TR_EXIT_LOCKED (another process holds it: its pid and start said
+ * on stderr) or TR_EXIT_FAILURE. */
 struct tr_runs_lock;
 int tr_cli_lock(const char *dir, struct tr_runs_lock *lock);
 /* Continues the run folder dir with the recipe it recorded (resume.c): the caller holds the lock. */

@@ -82,11 +82,7 @@ int tr_cli_data_unchanged(const struct tr_recipe *r, struct tr_diag *diag)
 {
     struct tr_data data;
     if (tr_data_refresh(r, tr_cli_datasets_dir(), &data, diag)) {
-        for (int i = 0; i < diag->n; i++) {
-            char *line = tr_diag_line(diag, i);
-            fprintf(stderr, "trainrun: %s\n", line);
-            free(line);
-        }
+        tr_cli_print_diag(diag);
         return TR_EXIT_DATA;
     }
     tr_data_print_warnings(&data, stderr);

@@ -98,11 +98,7 @@ int tr_cmd_plan(int argc, char **argv)
     rc = tr_cli_load_recipe(&args, &recipe, &diag);
     if (rc == TR_EXIT_OK) {
         rc = plan_recipe(&recipe, &args, &diag);
-        for (int i = 0; i < diag.n; i++) {
-            char *line = tr_diag_line(&diag, i);
-            fprintf(stderr, "trainrun: %s\n", line);
-            free(line);
-        }
+        tr_cli_print_diag(&diag);
     }
     tr_diag_free(&diag);
     tr_recipe_free(&recipe);

@@ -4,11 +4,13 @@
  * shows two runs side by side, B judged against A with B's report.regression limits. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/error.h"
 #include "cli/exit.h"
 #include "report/compare.h"
 #include "report/index.h"
@@ -44,19 +46,18 @@ static int report_runs(const char *dir)
     int nrecipes;
     char **recipes = tr_subfolders(dir, &nrecipes);
     for (int i = 0; i < nrecipes; i++) {
-        char recipe[4400];
-        snprintf(recipe, sizeof recipe, "%s/%s", dir, recipes[i]);
+        char *recipe = tr_strdup_printf("%s/%s", dir, recipes[i]);
         int nruns;
         char **runs = tr_subfolders(recipe, &nruns);
         for (int k = 0; k < nruns; k++) {
-            char run[8800], metrics[8900], plan[8900];
-            snprintf(run, sizeof run, "%s/%s", recipe, runs[k]);
-            snprintf(metrics, sizeof metrics, "%s/metrics.jsonl", run);
-            snprintf(plan, sizeof plan, "%s/plan.json", run);
+            char *run = tr_strdup_printf("%s/%s", recipe, runs[k]);
+            char *metrics = tr_strdup_printf("%s/metrics.jsonl", run), *plan = tr_strdup_printf("%s/plan.json", run);
             if ((!access(metrics, F_OK) || !access(plan, F_OK)) && tr_run_report_render(run, NULL, err, sizeof err))
                 fprintf(stderr, "trainrun: warning: %s\n", err);
+            free(run), free(metrics), free(plan);
         }
         tr_names_free(runs);
+        free(recipe);
     }
     tr_names_free(recipes);
     if (tr_runs_index_write(dir, err, sizeof err)) {

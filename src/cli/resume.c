@@ -17,15 +17,15 @@ static const char usage[] = "usage: trainrun resume RUN_DIR [--quiet]\n";
 
 int tr_cli_resume_dir(const char *dir, const struct tr_args *a, struct tr_diag *diag)
 {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/recipe.yaml", dir);
-    if (access(path, R_OK)) {
-        fprintf(stderr, "trainrun: %s is not a run folder: it has no readable recipe.yaml\n", dir);
-        return TR_EXIT_USAGE;
-    }
+    char *path = tr_strdup_printf("%s/recipe.yaml", dir);
     struct tr_recipe recipe;
     struct tr_recipe_sources src = {.recipe = path};
     int rc;
+    if (access(path, R_OK)) {
+        fprintf(stderr, "trainrun: %s is not a run folder: it has no readable recipe.yaml\n", dir);
+        free(path);
+        return TR_EXIT_USAGE;
+    }
     if (tr_recipe_load(&recipe, &src, diag)) {
         tr_diag_print(diag, stderr);
         rc = TR_EXIT_USAGE;
@@ -33,33 +33,35 @@ int tr_cli_resume_dir(const char *dir, const struct tr_args *a, struct tr_diag *
         rc = tr_cli_train(&recipe, a, dir, diag);
     }
     tr_recipe_free(&recipe);
+    free(path);
     return rc;
 }
 
 /* RUN_DIR as the run folder itself, so that the run knows its own name (promotion and retention
  * go by names): `runs/mlp/latest` is the folder the link names, `runs/mlp/x/` is `runs/mlp/x`,
  * and `.` is the absolute path of the folder. */
-static void run_folder(const char *given, char *out, size_t size)
+static int run_folder(const char *given, struct tr_path *out, struct tr_diag *d)
 {
     struct stat st;
-    char target[2048], parent[2048];
+    struct tr_path target, parent;
     ssize_t n;
-    snprintf(out, size, "%s", given);
-    for (size_t len = strlen(out); len > 1 && out[len - 1] == '/'; len--)
-        out[len - 1] = '\0';
-    if (lstat(out, &st) == 0 && S_ISLNK(st.st_mode) && (n = readlink(out, target, sizeof target - 1)) > 0) {
-        target[n] = '\0';
-        tr_runs_parent(out, parent, sizeof parent);
-        if (target[0] == '/')
-            snprintf(out, size, "%s", target);
-        else
-            snprintf(out, size, "%s/%s", parent, target);
+    int rc = tr_path_set(out, d, "%s", given);
+    for (size_t len = strlen(out->s); len > 1 && out->s[len - 1] == '/'; len--)
+        out->s[len - 1] = '\0';
+    if (!rc && lstat(out->s, &st) == 0 && S_ISLNK(st.st_mode) &&
+        (n = readlink(out->s, target.s, sizeof target.s - 1)) > 0) {
+        target.s[n] = '\0';
+        rc = tr_runs_parent(out->s, &parent, d);
+        if (!rc)
+            rc = target.s[0] == '/' ? tr_path_set(out, d, "%s", target.s)
+                                    : tr_path_set(out, d, "%s/%s", parent.s, target.s);
     }
-    const char *base = strrchr(out, '/') ? strrchr(out, '/') + 1 : out;
-    char *real = tr_runs_is_run_name(base) ? NULL : realpath(out, NULL);
+    const char *base = strrchr(out->s, '/') ? strrchr(out->s, '/') + 1 : out->s;
+    char *real = rc || tr_runs_is_run_name(base) ? NULL : realpath(out->s, NULL);
     if (real)
-        snprintf(out, size, "%s", real);
+        rc = tr_path_set(out, d, "%s", real);
     free(real);
+    return rc;
 }
 
 int tr_cmd_resume(int argc, char **argv)
@@ -74,20 +76,25 @@ int tr_cmd_resume(int argc, char **argv)
         tr_args_free(&args);
         return TR_EXIT_USAGE;
     }
-    char dir[4200], runs[4200], path[4300];
-    run_folder(args.recipe, dir, sizeof dir);
-    snprintf(path, sizeof path, "%s/recipe.yaml", dir);
-    if (access(path, R_OK)) {   /* before the lock: a wrong folder gets no .lock beside it */
-        fprintf(stderr, "trainrun: %s is not a run folder: it has no readable recipe.yaml\n", args.recipe);
-        tr_args_free(&args);
-        return TR_EXIT_USAGE;
-    }
-    tr_runs_parent(dir, runs, sizeof runs);
-    struct tr_runs_lock lock;
+    struct tr_path dir, runs, path;
     struct tr_diag diag = {0};
-    rc = tr_cli_lock(runs, &lock);
+    rc = run_folder(args.recipe, &dir, &diag);
+    if (!rc)
+        rc = tr_path_set(&path, &diag, "%s/recipe.yaml", dir.s);
+    if (!rc)
+        rc = tr_runs_parent(dir.s, &runs, &diag);
+    if (rc) {
+        fprintf(stderr, "trainrun: %s\n", tr_diag_last(&diag));
+    } else if (access(path.s, R_OK)) {   /* before the lock: a wrong folder gets no .lock beside it */
+        fprintf(stderr, "trainrun: %s is not a run folder: it has no readable recipe.yaml\n", args.recipe);
+        rc = TR_EINVAL;
+    }
+    struct tr_runs_lock lock;
+    rc = tr_exit_status(rc);
+    if (rc == TR_EXIT_OK)
+        rc = tr_cli_lock(runs.s, &lock);
     if (rc == TR_EXIT_OK) {
-        rc = tr_cli_resume_dir(dir, &args, &diag);
+        rc = tr_cli_resume_dir(dir.s, &args, &diag);
         tr_runs_unlock(&lock);
     }
     tr_diag_free(&diag);

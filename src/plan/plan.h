@@ -168,5 +168,11 @@ json_t *tr_plan_timeline_json(const struct tr_built *b, int columns);
 /* The table of candidates and the decision (trainrun plan); explain: the memory timeline of
  * one step of the chosen plan and the largest tensors live at its peak. */
 void tr_plan_print(const struct tr_plan *p, const struct tr_plan_job *job, bool explain, FILE *out);
+/* A run's plan for people: in markdown for TensorBoard's text (the decision, then each region
+ * and what lives outside them; caller frees; remat_nodes: the recompute nodes the training
+ * program got), and in the lines its log opens with (planner, memory, batching with the
+ * activation arena). */
+char *tr_plan_markdown(const struct tr_plan *p, const struct tr_plan_job *job, int remat_nodes);
+void tr_plan_print_run(const struct tr_plan *p, const struct tr_plan_job *job, size_t arena_bytes, FILE *out);
 
 #endif

@@ -1,5 +1,6 @@
 /* The plan for people (plan.h): the candidates in a table, the decision in a sentence, and on
- * request the memory timeline of one step and the largest tensors live at its peak. */
+ * request the memory timeline of one step and the largest tensors live at its peak; for a run,
+ * the plan it trains with, in its log and in TensorBoard's text. */
 #include "plan/plan.h"
 
 #include <stdlib.h>
@@ -245,4 +246,86 @@ void tr_plan_print(const struct tr_plan *p, const struct tr_plan_job *job, bool 
         print_breakdown(&p->cand[p->chosen], out);
     if (explain_it && (p->chosen >= 0 || p->smallest >= 0))
         explain(p, job, out);
+}
+
+/* ---- a run's plan, for its log and TensorBoard -------------------------------------------------- */
+
+/* The checkpointing the plan applies, in words; remat_nodes: the recompute nodes it made. */
+static void remat_sentence(const struct tr_knobs *k, int blocks, int remat_nodes, char *out, size_t size)
+{
+    if (k->remat_mode == TR_REMAT_NONE || k->remat_blocks == 0)
+        snprintf(out, size, "no gradient checkpointing");
+    else if (k->remat_mode == TR_REMAT_SELECTIVE && remat_nodes == 0)
+        snprintf(out, size, "selective recomputation (nothing in this model is cheap to recompute)");
+    else if (k->remat_mode == TR_REMAT_SELECTIVE)
+        snprintf(out, size, "selective recomputation in all %d blocks", blocks);
+    else if (k->remat_blocks == blocks)
+        snprintf(out, size, "full recomputation of all %d blocks", blocks);
+    else if (k->remat_blocks == 1)
+        snprintf(out, size, "full recomputation of block 0 of %d", blocks);
+    else
+        snprintf(out, size, "full recomputation of blocks 0–%d of %d", k->remat_blocks - 1, blocks);
+}
+
+char *tr_plan_markdown(const struct tr_plan *p, const struct tr_plan_job *job, int remat_nodes)
+{
+    const struct tr_candidate *c = &p->cand[p->chosen];
+    const struct tr_knobs *k = &c->k;
+    char *md = NULL, size[32], remat[96];
+    size_t len = 0;
+    FILE *f = open_memstream(&md, &len);
+    if (!f)
+        return NULL;
+    remat_sentence(k, p->blocks, remat_nodes, remat, sizeof remat);
+    fprintf(f, "Plan: %s, %s, ",
+            k->precision == TR_PREC_FP32   ? "fp32"
+            : k->precision == TR_PREC_BF16 ? "bf16 mixed precision"
+                                           : "fp16 mixed precision",
+            remat);
+    if (k->dynamic)
+        fprintf(f, "dynamic batching in %d length buckets up to %lld tokens", k->nbuckets, (long long)job->seq);
+    else
+        fprintf(f, "%lld micro-batch%s of %lld per step", (long long)k->accumulation, k->accumulation > 1 ? "es" : "",
+                (long long)k->micro);
+    fprintf(f, " (batch %lld).\n\nThe planner: %s.\n\n| memory | bytes |\n| --- | ---: |\n",
+            (long long)job->r->train.batch_size, p->reason);
+    for (int r = 0; r < TR_NREGIONS; r++) {
+        tr_format_bytes(c->regions[r], size);
+        fprintf(f, "| region: %s | %s |\n", tr_region_name(r), size);
+    }
+    tr_format_bytes(c->peak, size);
+    fprintf(f, "| **predicted peak of the regions** | **%s** |\n", size);
+    for (int i = 0; i < TR_NOUTSIDE; i++) {
+        tr_format_bytes(c->outside[i], size);
+        fprintf(f, "| outside: %s | %s |\n", tr_outside_words(i), size);
+    }
+    tr_format_bytes(c->footprint, size);
+    fprintf(f, "| **predicted footprint** | **%s** |\n", size);
+    fclose(f);
+    return md;
+}
+
+void tr_plan_print_run(const struct tr_plan *p, const struct tr_plan_job *job, size_t arena_bytes, FILE *out)
+{
+    const struct tr_candidate *c = &p->cand[p->chosen];
+    const struct tr_knobs *k = &c->k;
+    char arena[32], buckets[TR_PLAN_MAX_BUCKETS * 24] = "";
+    tr_format_bytes(arena_bytes, arena);
+    for (int b = 0, at = 0; k->dynamic && b < k->nbuckets && at < (int)sizeof buckets; b++)
+        at += snprintf(buckets + at, sizeof buckets - (size_t)at, "%s%lld×%lld", b ? ", " : "",
+                       (long long)k->buckets[b].rows, (long long)k->buckets[b].len);
+    char peak[32], foot[32], budget[32];
+    tr_format_bytes(c->peak, peak), tr_format_bytes(c->footprint, foot), tr_format_bytes(p->budget, budget);
+    fprintf(out, "planner: %s\n", p->reason);
+    fprintf(out, "memory: regions %s (exact), footprint %s predicted, budget %s\n", peak, foot, budget);
+    const char *es = k->accumulation > 1 ? "es" : "";
+    if (k->dynamic)
+        fprintf(out, "plan: dynamic batching, micro-batches of %s (rows × tokens); activation arena %s\n", buckets,
+                arena);
+    else if (job->data->kind == TR_DATA_FEATURES)
+        fprintf(out, "plan: %lld micro-batch%s of %lld samples a step; activation arena %s\n",
+                (long long)k->accumulation, es, (long long)k->micro, arena);
+    else
+        fprintf(out, "plan: %lld micro-batch%s of %lld × %lld tokens a step; activation arena %s\n",
+                (long long)k->accumulation, es, (long long)k->micro, (long long)job->seq, arena);
 }

@@ -70,20 +70,23 @@ struct load {
     struct tr_safetensors st;
     char *used;                 /* per file tensor: read into the model */
     struct tr_init_info *info;
-    char *err;
-    size_t errsize;
+    struct tr_diag *d;
 };
 
+/* A problem with the file: "PATH: …". */
 __attribute__((format(printf, 2, 3)))
 static int fail(struct load *l, const char *fmt, ...)
 {
-    int n = snprintf(l->err, l->errsize, "%s: ", l->path);
-    if (n >= 0 && (size_t)n < l->errsize) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(l->err + n, l->errsize - (size_t)n, fmt, ap);
-        va_end(ap);
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *what = tr_xmalloc(n > 0 ? (size_t)n + 1 : 1);
+    va_start(ap, fmt);
+    vsnprintf(what, n > 0 ? (size_t)n + 1 : 1, fmt, ap);
+    va_end(ap);
+    tr_fail(l->d, TR_EINVAL, "%s: %s", l->path, what);
+    free(what);
     return TR_EINVAL;
 }
 
@@ -234,8 +237,7 @@ static int dtype_error(struct load *l, const struct tr_st_tensor *t)
 
 static int out_of_memory(struct load *l)
 {
-    snprintf(l->err, l->errsize, "%s: out of memory", l->path);
-    return TR_ENOMEM;
+    return tr_fail(l->d, TR_ENOMEM, "%s: out of memory", l->path);
 }
 
 /* One parameter or state value from the file; *missing when the file has none. */
@@ -333,14 +335,15 @@ static void count_ignored(struct load *l)
         }
 }
 
-int tr_init_load(const struct tr_init_target *t, const char *path, struct tr_init_info *info, char *err,
-                 size_t errsize)
+int tr_init_load(const struct tr_init_target *t, const char *path, struct tr_init_info *info,
+                 struct tr_diag *d)
 {
-    struct load l = {.t = t, .path = path, .info = info, .err = err, .errsize = errsize};
+    struct load l = {.t = t, .path = path, .info = info, .d = d};
     memset(info, 0, sizeof *info);
-    int rc = tr_st_open_with(&l.st, path, TR_ST_ANY_DTYPE, err, errsize);
+    char err[1024];
+    int rc = tr_st_open_with(&l.st, path, TR_ST_ANY_DTYPE, err, sizeof err);
     if (rc)
-        return rc;
+        return tr_fail(d, rc, "%s", err);
     int *missing = malloc((size_t)(t->g->nvalues ? t->g->nvalues : 1) * sizeof *missing), nmissing = 0;
     l.used = calloc((size_t)(l.st.n ? l.st.n : 1), 1);
     if (!missing || !l.used)
@@ -358,7 +361,7 @@ int tr_init_load(const struct tr_init_target *t, const char *path, struct tr_ini
     if (!rc)
         count_ignored(&l);
     if (!rc && tr_exec_push(t->x, TR_PARAM))
-        rc = (snprintf(err, errsize, "%s: %s", path, t->x->error), TR_EINVAL);
+        rc = tr_fail(d, TR_EINVAL, "%s: %s", path, t->x->error);
     free(missing);
     free(l.used);
     tr_st_close(&l.st);

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "backend/exec.h"
+#include "core/error.h"
 
 /* The model being initialised: the parameters and state of g, held where x says. */
 struct tr_init_target {
@@ -52,10 +53,10 @@ int tr_init_random(const struct tr_init_target *t);
  *   prefix: BERT's classifier.*), those are drawn as tr_init_random would;
  * any other missing tensor, a shape that differs (the vocabulary or position table named as
  * such) or a dtype that cannot be converted is an error naming the tensor and the file.
- * Returns 0, or TR_EIO / TR_EINVAL / TR_ENOMEM with a sentence in err; on error the values
+ * Returns 0, or TR_EIO / TR_EINVAL / TR_ENOMEM with the sentence in d; on error the values
  * may be partly written. */
-int tr_init_load(const struct tr_init_target *t, const char *path, struct tr_init_info *info, char *err,
-                 size_t errsize);
+int tr_init_load(const struct tr_init_target *t, const char *path, struct tr_init_info *info,
+                 struct tr_diag *d);
 
 /* One or two lines for people: what was loaded, converted and ignored, and the fresh head. */
 void tr_init_summary(const struct tr_init_info *info, const char *path, char *out, size_t size);

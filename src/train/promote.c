@@ -6,8 +6,10 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "core/error.h"
 #include "report/run_report.h"
 #include "train/runs.h"
 
@@ -15,9 +17,10 @@
  * fresh or when there is none, read again from the folder's files. NULL when unreadable. */
 static json_t *run_summary(const char *run_dir, int fresh)
 {
-    char path[4200], err[4400];
-    snprintf(path, sizeof path, "%s/report.json", run_dir);
+    char err[4400];
+    char *path = tr_strdup_printf("%s/report.json", run_dir);
     json_t *j = fresh ? NULL : json_load_file(path, 0, NULL);
+    free(path);
     if (json_is_object(json_object_get(j, "final")))
         return j;
     json_decref(j);
@@ -99,7 +102,7 @@ static void decide(struct tr_promotion *p)
 }
 
 int tr_promote(const struct tr_recipe *r, const char *dir, const char *run_dir, struct tr_promotion *p,
-               char *err, size_t errsize)
+               struct tr_diag *d)
 {
     memset(p, 0, sizeof *p);
     p->min_delta = r->report.promote.min_delta;
@@ -109,26 +112,23 @@ int tr_promote(const struct tr_recipe *r, const char *dir, const char *run_dir, 
     json_t *mine = run_summary(run_dir, 1);
     if (!mine || choose_metric(r, mine, p)) {
         json_decref(mine);
-        snprintf(err, errsize, "promotion: cannot read the metrics of %s", run_dir);
-        return -1;
+        return tr_fail(d, TR_EIO, "promotion: cannot read the metrics of %s", run_dir);
     }
     p->candidate_value = final_value(mine, p->metric);
     json_decref(mine);
     if (tr_runs_link_target(dir, "promoted", p->promoted_run, sizeof p->promoted_run) == 0 &&
         strcmp(p->promoted_run, p->candidate)) {
-        char path[4400];
-        snprintf(path, sizeof path, "%s/%s", dir, p->promoted_run);
+        char *path = tr_strdup_printf("%s/%s", dir, p->promoted_run);
         json_t *theirs = run_summary(path, 0);
+        free(path);
         p->promoted_value = final_value(theirs, p->metric);
         json_decref(theirs);
     } else if (!strcmp(p->promoted_run, p->candidate)) {   /* resumed after its promotion */
         p->promoted_value = p->candidate_value;
     }
     decide(p);
-    if (p->decision != TR_PROMOTION_REGRESSION && tr_runs_link_set(dir, "promoted", p->candidate)) {
-        snprintf(err, errsize, "promotion: cannot point %s/promoted at %s: %s", dir, p->candidate, strerror(errno));
-        return -1;
-    }
+    if (p->decision != TR_PROMOTION_REGRESSION && tr_runs_link_set(dir, "promoted", p->candidate))
+        return tr_fail(d, TR_EIO, "promotion: cannot point %s/promoted at %s: %s", dir, p->candidate, strerror(errno));
     return 0;
 }
 

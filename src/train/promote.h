@@ -8,6 +8,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "core/error.h"
 #include "recipe/recipe.h"
 
 enum tr_promotion_decision { TR_PROMOTION_FIRST, TR_PROMOTION_PROMOTED, TR_PROMOTION_REGRESSION };
@@ -25,10 +26,10 @@ struct tr_promotion {
 };
 
 /* Decides for the finished run folder run_dir (in the recipe folder dir) and, unless it is a
- * regression, points dir/promoted at it. Returns 0 with *p filled, or −1 with a sentence in
- * err (the link could not be moved). */
+ * regression, points dir/promoted at it. Returns 0 with *p filled (a regression is a decision,
+ * not a failure), or TR_EIO (its metrics unreadable, the link not moved). */
 int tr_promote(const struct tr_recipe *r, const char *dir, const char *run_dir, struct tr_promotion *p,
-               char *err, size_t errsize);
+               struct tr_diag *d);
 
 /* run.json's "promotion": {metric, mode, min_delta, candidate, candidate_value, promoted_run,
  * promoted_value, decision: "first" | "promoted" | "regression"}. */

@@ -16,7 +16,6 @@
 #include <unistd.h>
 
 #include "core/error.h"
-#include "cli/exit.h"
 #include "data/cache.h"
 
 /* ---- the lock -------------------------------------------------------------------------------- */
@@ -30,21 +29,22 @@ static void read_holder(int fd, char *out, size_t size)
     out[strcspn(out, "\n")] = '\0';
 }
 
-/* The highest folder of path that does not exist yet, into out; "" when path exists. */
-static void first_missing(const char *path, char *out, size_t size)
+/* The highest folder of path that does not exist yet, into out; "" when path exists (path
+ * fits in out: the caller's tr_path_set said so). */
+static void first_missing(const char *path, struct tr_path *out)
 {
     struct stat st;
-    out[0] = '\0';
+    out->s[0] = '\0';
     if (stat(path, &st) == 0)
         return;
     size_t n = strlen(path);
     for (size_t i = 1; i <= n; i++)
         if (i == n || path[i] == '/') {
-            snprintf(out, size, "%.*s", (int)i, path);
-            if (stat(out, &st))
+            snprintf(out->s, sizeof out->s, "%.*s", (int)i, path);
+            if (stat(out->s, &st))
                 return;
         }
-    out[0] = '\0';
+    out->s[0] = '\0';
 }
 
 /* Opens and locks path; the lock counts only while path still names the file locked (an
@@ -70,34 +70,28 @@ static int lock_file(const char *path, int *fd_out)
     return -1;
 }
 
-int tr_runs_lock(const char *dir, struct tr_runs_lock *lock, char *err, size_t errsize)
+int tr_runs_lock(const char *dir, struct tr_runs_lock *lock, struct tr_diag *d)
 {
     lock->fd = -1;
-    snprintf(lock->dir, sizeof lock->dir, "%s", dir);
-    first_missing(dir, lock->created, sizeof lock->created);
+    struct tr_path path;
+    int rc = tr_path_set(&lock->dir, d, "%s", dir);
+    if (rc || (rc = tr_path_set(&path, d, "%s/.lock", dir)))
+        return rc;
+    first_missing(dir, &lock->created);
     int e = tr_make_folders(dir);
-    if (e) {
-        snprintf(err, errsize, "cannot create %s: %s", dir, strerror(e));
-        return -1;
-    }
-    char path[4200];
-    snprintf(path, sizeof path, "%s/.lock", dir);
-    int fd, held = lock_file(path, &fd);
-    if (held < 0) {
-        snprintf(err, errsize, "cannot lock %s: %s", path, strerror(errno));
-        return -1;
-    }
+    if (e)
+        return tr_fail(d, TR_EIO, "cannot create %s: %s", dir, strerror(e));
+    int fd, held = lock_file(path.s, &fd);
+    if (held < 0)
+        return tr_fail(d, TR_EIO, "cannot lock %s: %s", path.s, strerror(errno));
     if (held) {
         e = errno;
         char holder[512];
         read_holder(fd, holder, sizeof holder);
         close(fd);
-        if (e != EWOULDBLOCK) {
-            snprintf(err, errsize, "cannot lock %s: %s", path, strerror(e));
-            return -1;
-        }
-        snprintf(err, errsize, "%s holds %s", *holder ? holder : "another process (still starting)", path);
-        return TR_LOCK_HELD;
+        if (e != EWOULDBLOCK)
+            return tr_fail(d, TR_EIO, "cannot lock %s: %s", path.s, strerror(e));
+        return tr_fail(d, TR_ELOCKED, "%s holds %s", *holder ? holder : "another process (still starting)", path.s);
     }
     char line[400], started[32], host[256] = "";
     time_t now = time(NULL);
@@ -106,9 +100,9 @@ int tr_runs_lock(const char *dir, struct tr_runs_lock *lock, char *err, size_t e
     int len = snprintf(line, sizeof line, "pid %ld, started %s on %s\n", (long)getpid(), started,
                        *host ? host : "this host");
     if (ftruncate(fd, 0) || pwrite(fd, line, (size_t)len, 0) != len) {
-        snprintf(err, errsize, "cannot write %s: %s", path, strerror(errno));
+        rc = tr_fail(d, TR_EIO, "cannot write %s: %s", path.s, strerror(errno));
         close(fd);
-        return -1;
+        return rc;
     }
     lock->fd = fd;
     return 0;
@@ -131,13 +125,13 @@ void tr_runs_unlock(struct tr_runs_lock *lock)
 {
     if (lock->fd < 0)
         return;
-    if (*lock->created && !holds_more(lock->dir)) {   /* removed while still held: see lock_file */
-        char path[4200], folder[4096];
-        snprintf(path, sizeof path, "%s/.lock", lock->dir);
+    if (*lock->created.s && !holds_more(lock->dir.s)) {   /* removed while still held: see lock_file */
+        char *path = tr_strdup_printf("%s/.lock", lock->dir.s);
         unlink(path);
-        snprintf(folder, sizeof folder, "%s", lock->dir);
-        while (strlen(folder) >= strlen(lock->created) && rmdir(folder) == 0) {
-            char *slash = strrchr(folder, '/');
+        free(path);
+        struct tr_path folder = lock->dir;
+        while (strlen(folder.s) >= strlen(lock->created.s) && rmdir(folder.s) == 0) {
+            char *slash = strrchr(folder.s, '/');
             if (!slash)
                 break;
             *slash = '\0';
@@ -149,7 +143,7 @@ void tr_runs_unlock(struct tr_runs_lock *lock)
 
 /* ---- run folders and links ----------------------------------------------------------------- */
 
-void tr_runs_parent(const char *run_dir, char *out, size_t size)
+int tr_runs_parent(const char *run_dir, struct tr_path *out, struct tr_diag *d)
 {
     size_t n = strlen(run_dir);
     while (n > 1 && run_dir[n - 1] == '/')
@@ -158,10 +152,7 @@ void tr_runs_parent(const char *run_dir, char *out, size_t size)
         n--;
     while (n > 1 && run_dir[n - 1] == '/')
         n--;
-    if (n == 0)
-        snprintf(out, size, ".");
-    else
-        snprintf(out, size, "%.*s", (int)n, run_dir);
+    return n == 0 ? tr_path_set(out, d, ".") : tr_path_set(out, d, "%.*s", (int)n, run_dir);
 }
 
 int tr_runs_is_run_name(const char *name)
@@ -199,10 +190,13 @@ char **tr_runs_list(const char *dir)
     char **names = tr_xmalloc(cap * sizeof *names);
     struct dirent *de;
     while ((de = readdir(d))) {
-        char path[4400];
+        if (!tr_runs_is_run_name(de->d_name))
+            continue;
+        char *path = tr_strdup_printf("%s/%s", dir, de->d_name);
         struct stat st;
-        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        if (!tr_runs_is_run_name(de->d_name) || lstat(path, &st) || !S_ISDIR(st.st_mode))
+        int folder = lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
+        free(path);
+        if (!folder)
             continue;
         if (n + 2 > cap)
             names = tr_xrealloc(names, (cap *= 2) * sizeof *names);
@@ -223,16 +217,19 @@ void tr_runs_free_list(char **names)
 
 int tr_runs_link_target(const char *dir, const char *link, char *out, size_t size)
 {
-    char path[4200], target[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, link);
-    ssize_t n = readlink(path, target, sizeof target - 1);
+    struct tr_path target;
+    char *path = tr_strdup_printf("%s/%s", dir, link);
+    ssize_t n = readlink(path, target.s, sizeof target.s - 1);
+    free(path);
     if (n <= 0)
         return -1;
-    target[n] = '\0';
-    const char *base = strrchr(target, '/') ? strrchr(target, '/') + 1 : target;
+    target.s[n] = '\0';
+    const char *base = strrchr(target.s, '/') ? strrchr(target.s, '/') + 1 : target.s;
     struct stat st;
-    snprintf(path, sizeof path, "%s/%s", dir, base);
-    if (!*base || stat(path, &st) || !S_ISDIR(st.st_mode))
+    path = tr_strdup_printf("%s/%s", dir, base);
+    int folder = *base && stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+    free(path);
+    if (!folder)
         return -1;
     snprintf(out, size, "%s", base);
     return 0;
@@ -240,35 +237,37 @@ int tr_runs_link_target(const char *dir, const char *link, char *out, size_t siz
 
 int tr_runs_link_set(const char *dir, const char *link, const char *target)
 {
-    char path[4200], tmp[4300];
-    snprintf(path, sizeof path, "%s/%s", dir, link);
-    snprintf(tmp, sizeof tmp, "%s/.%s.tmp.%ld", dir, link, (long)getpid());
+    char *path = tr_strdup_printf("%s/%s", dir, link);
+    char *tmp = tr_strdup_printf("%s/.%s.tmp.%ld", dir, link, (long)getpid());
     unlink(tmp);   /* one a crash of a process with our pid left */
-    if (symlink(target, tmp))
-        return -1;
-    if (rename(tmp, path)) {
+    int rc = symlink(target, tmp);
+    if (!rc && (rc = rename(tmp, path))) {
         int e = errno;
         unlink(tmp);
         errno = e;
-        return -1;
     }
-    return 0;
+    free(path), free(tmp);
+    return rc ? -1 : 0;
 }
+
+/* The exit statuses run.json records (trainrun(1), EXIT STATUS: fixed for good, as cron jobs
+ * branch on them), read back here as the file's values. */
+enum { RECORDED_OK = 0, RECORDED_REGRESSION = 6, RECORDED_INTERRUPTED = 130 };
 
 enum tr_run_state tr_runs_state(const char *run_dir)
 {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/run.json", run_dir);
+    char *path = tr_strdup_printf("%s/run.json", run_dir);
     json_t *record = json_load_file(path, 0, NULL);
+    free(path);
     if (!record)   /* killed before its record was opened: it never got going */
         return TR_RUN_INTERRUPTED;
     json_t *segments = json_object_get(record, "segments");
     json_t *last = json_array_get(segments, json_array_size(segments) - 1);
     json_t *code = json_object_get(last, "exit_code");
     enum tr_run_state state = TR_RUN_FAILED;
-    if (!last || !code || json_is_null(code) || json_integer_value(code) == TR_EXIT_INTERRUPTED)
+    if (!last || !code || json_is_null(code) || json_integer_value(code) == RECORDED_INTERRUPTED)
         state = TR_RUN_INTERRUPTED;
-    else if (json_integer_value(code) == TR_EXIT_OK || json_integer_value(code) == TR_EXIT_REGRESSION)
+    else if (json_integer_value(code) == RECORDED_OK || json_integer_value(code) == RECORDED_REGRESSION)
         state = TR_RUN_FINISHED;
     json_decref(record);
     return state;
@@ -296,9 +295,9 @@ static void finish_deletions(const char *dir)
     while (d && (de = readdir(d))) {
         if (strncmp(de->d_name, ".deleting-", 10))
             continue;
-        char path[4400];
-        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        char *path = tr_strdup_printf("%s/%s", dir, de->d_name);
         remove_tree(path);
+        free(path);
     }
     if (d)
         closedir(d);
@@ -325,10 +324,10 @@ int tr_runs_retain(const char *dir, long long keep, const char *current, char *d
         const char *name = names[i];
         if (!strcmp(name, current) || !strcmp(name, latest) || !strcmp(name, promoted))
             continue;
-        char path[4400], doomed[4400];
-        snprintf(path, sizeof path, "%s/%s", dir, name);
-        snprintf(doomed, sizeof doomed, "%s/.deleting-%s", dir, name);
-        if (rename(path, doomed) || remove_tree(doomed))
+        char *path = tr_strdup_printf("%s/%s", dir, name), *doomed = tr_strdup_printf("%s/.deleting-%s", dir, name);
+        int gone = rename(path, doomed) == 0 && remove_tree(doomed) == 0;
+        free(path), free(doomed);
+        if (!gone)
             continue;
         size_t used = strlen(deleted);
         if (used + strlen(name) + 3 < size)

@@ -7,26 +7,27 @@
 
 #include <stddef.h>
 
+#include "core/error.h"
+
 /* The lock on DIR/.lock, held by an open descriptor: released when the process ends however it
  * ends (flock), so a killed run never leaves a stale lock. */
 struct tr_runs_lock {
     int fd;               /* −1: not held */
-    char dir[4096];       /* the recipe folder */
-    char created[4096];   /* the highest folder the lock had to create; "" when dir existed */
+    struct tr_path dir;       /* the recipe folder */
+    struct tr_path created;   /* the highest folder the lock had to create; "" when dir existed */
 };
 
-enum { TR_LOCK_HELD = 1 };   /* tr_runs_lock's return when another process holds the lock */
-
 /* Takes DIR/.lock (DIR created when missing) without waiting and writes this process's pid,
- * start time and host into it. Returns 0; TR_LOCK_HELD with the holder in err ("pid 123,
- * started 2026-11-29T19:50:00Z on host"); or −1 with a sentence in err. */
-int tr_runs_lock(const char *dir, struct tr_runs_lock *lock, char *err, size_t errsize);
+ * start time and host into it. Returns 0; TR_ELOCKED with the holder as the sentence ("pid
+ * 123, started 2026-11-29T19:50:00Z on host holds DIR/.lock"); or TR_EIO / TR_EINVAL. */
+int tr_runs_lock(const char *dir, struct tr_runs_lock *lock, struct tr_diag *d);
 /* Releases it. A recipe folder that the lock created and that holds nothing else (the run was
  * refused before it made a run folder) is removed again, with the folders made for it. */
 void tr_runs_unlock(struct tr_runs_lock *lock);
 
-/* The recipe folder of a run folder: its parent ("runs/mlp" for "runs/mlp/20261129-194952"). */
-void tr_runs_parent(const char *run_dir, char *out, size_t size);
+/* The recipe folder of a run folder: its parent ("runs/mlp" for "runs/mlp/20261129-194952").
+ * 0, or TR_EINVAL when it does not fit in a path. */
+int tr_runs_parent(const char *run_dir, struct tr_path *out, struct tr_diag *d);
 
 /* A run folder's name: 8 digits, '-', 6 digits, optionally '-N' (two runs in one second). */
 int tr_runs_is_run_name(const char *name);

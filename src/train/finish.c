@@ -1,0 +1,116 @@
+/* The run's end (finish.h): its last line, what the plan met, the promotion gate, retention. */
+#include "train/finish.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+#include "train/promote.h"
+#include "train/runs.h"
+
+void tr_finish_say_done(struct tr_run_folder *f, const struct tr_data *data, struct tr_train_result *res, int rc,
+                        const struct tr_diag *d)
+{
+    if (rc) {
+        tr_run_folder_log_errors(f, d);
+        return;
+    }
+    double wait = 100 * res->data_wait_seconds / (res->seconds > 0 ? res->seconds : 1);
+    if (!data->test.n) {
+        res->test = (struct tr_eval){NAN, NAN, NAN};
+        tr_run_folder_say(f, "done: %lld steps in %.1f s (data wait %.1f%%); no test split\n", (long long)res->steps,
+                          res->seconds, wait);
+        return;
+    }
+    const struct tr_eval *t = &res->test;
+    tr_run_folder_say(f, "done: %lld steps in %.1f s (data wait %.1f%%); test loss %.4f, test accuracy %.4f\n",
+                      (long long)res->steps, res->seconds, wait, t->loss, t->accuracy);
+    tr_run_folder_metric(f, json_pack("{sIsfsfsfsf}", "step", (json_int_t)res->steps, "test/loss", t->loss,
+                                      "test/accuracy", t->accuracy, "test/top5_accuracy", t->top5, "test/perplexity",
+                                      exp(t->loss)), true);
+}
+
+/* The sizes measured and predicted, in words: regions' peak (rp, rq) and footprint (fp, fq). */
+struct sizes {
+    char rp[32], rq[32], fp[32], fq[32];
+};
+
+/* The predictions the measurements missed, as sentences. */
+static json_t *missed(const struct tr_session *s, const struct tr_alloc_stats *st, int64_t foot,
+                      const struct sizes *w)
+{
+    const struct tr_candidate *c = tr_session_chosen(s);
+    json_t *warnings = json_array();
+    char line[300];
+    const char *rp = w->rp, *rq = w->rq, *fp = w->fp, *fq = w->fq;
+    if (fabs((double)st->peak - (double)c->peak) > 0.01 * (double)c->peak) {
+        snprintf(line, sizeof line, "memory: the regions peaked at %s, predicted %s (%+.1f%%)", rp, rq,
+                 100.0 * ((double)st->peak - (double)c->peak) / (double)c->peak);
+        json_array_append_new(warnings, json_string(line));
+    }
+    if (foot > 0 && (uint64_t)foot > c->footprint) {
+        snprintf(line, sizeof line, "memory: the footprint (%s) reached %s, above the predicted %s",
+                 s->dev.kind == TR_DEVICE_CUDA ? "device memory in use" : "peak resident set", fp, fq);
+        json_array_append_new(warnings, json_string(line));
+    }
+    return warnings;
+}
+
+int tr_finish_measured_plan(struct tr_run_folder *f, const struct tr_session *s, const struct tr_recipe *r,
+                            const struct tr_data *data, int64_t step, struct tr_diag *d)
+{
+    struct tr_alloc_stats st;
+    tr_alloc_stats(&s->alloc, &st);
+    if (!f->log || s->plan.chosen < 0 || !st.allocs)
+        return 0;
+    const struct tr_candidate *c = tr_session_chosen(s);
+    json_t *j = tr_run_folder_plan_json(s, r, data), *regions = json_object();
+    int64_t foot = tr_session_footprint(s);
+    for (int i = 0; i < TR_NREGIONS; i++)
+        json_object_set_new(regions, tr_region_name(i), json_integer((json_int_t)st.region[i].peak));
+    json_object_set_new(j, "measured_peak_bytes", json_integer((json_int_t)st.peak));
+    json_object_set_new(j, "measured_regions", regions);
+    json_object_set_new(j, "measured_footprint_bytes", json_integer(foot));
+    struct sizes w;
+    tr_format_bytes(st.peak, w.rp), tr_format_bytes(c->peak, w.rq);
+    tr_format_bytes(foot > 0 ? (uint64_t)foot : 0, w.fp), tr_format_bytes(c->footprint, w.fq);
+    tr_run_folder_say(f, "memory: regions peaked at %s (predicted %s); footprint %s (predicted %s)\n", w.rp, w.rq,
+                      w.fp, w.fq);
+    json_t *warnings = missed(s, &st, foot, &w);
+    tr_run_folder_metric(f, json_pack("{sIsfsf}", "step", (json_int_t)step, "memory/measured_peak", (double)st.peak,
+                                      "memory/measured_footprint", (double)foot), true);
+    return tr_run_folder_write_plan(f, j, warnings, step, d);
+}
+
+int tr_finish_promote(struct tr_run_folder *f, const struct tr_recipe *r, struct tr_diag *d)
+{
+    if (!r->report.promote.metric || !f->record)
+        return 0;
+    struct tr_path dir;
+    struct tr_promotion p;
+    int rc = tr_runs_parent(f->dir.s, &dir, d);
+    if (rc || (rc = tr_promote(r, dir.s, f->dir.s, &p, d)))
+        return rc;
+    tr_run_folder_say(f, "%s\n", p.reason);
+    tr_run_folder_note(f, "promotion", tr_promotion_json(&p));
+    if (p.decision == TR_PROMOTION_REGRESSION)
+        return tr_fail(d, TR_EREGRESSION, "%s", p.reason);
+    return 0;
+}
+
+void tr_finish_retain(struct tr_run_folder *f, const struct tr_recipe *r)
+{
+    struct tr_diag d = {0};
+    struct tr_path dir;
+    if (r->report.keep <= 0 || !f->record || tr_runs_parent(f->dir.s, &dir, &d)) {
+        tr_diag_free(&d);
+        return;
+    }
+    char deleted[2048];
+    int n = tr_runs_retain(dir.s, r->report.keep, strrchr(f->dir.s, '/') + 1, deleted, sizeof deleted);
+    if (n < 0)
+        tr_run_folder_say(f, "warning: report.keep: cannot read %s: %s\n", dir.s, strerror(errno));
+    else if (n > 0)
+        tr_run_folder_say(f, "report.keep %lld: deleted %d old run folder%s: %s\n", (long long)r->report.keep, n,
+                          n == 1 ? "" : "s", deleted);
+}

@@ -1,0 +1,523 @@
+/* The training loop (loop.h): the loader's steps through forward, backward and the update
+ * (fp16's unscaling, clipping, the optimizer), and around each step what the recipe asks — a
+ * metrics line, an evaluation, a checkpoint, early stopping — and a signal's clean stop. */
+#include "train/loop.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "data/loader.h"
+#include "recipe/schema.h"
+#include "train/checkpoint.h"
+#include "train/step.h"
+
+/* Set by SIGINT/SIGTERM, read between steps: the one piece of global state a signal needs. */
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig)
+{
+    stop_signal = sig;
+}
+
+double tr_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+void tr_loop_init(struct tr_loop *l, const struct tr_recipe *r, const struct tr_data *data)
+{
+    int64_t per_epoch = (data->train.n + r->train.batch_size - 1) / r->train.batch_size;
+    *l = (struct tr_loop){.total_steps = r->train.steps ? r->train.steps : r->train.epochs * per_epoch};
+}
+
+/* ---- checkpoints ----------------------------------------------------------------------------- */
+
+int tr_loop_checkpoint(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f, const struct tr_recipe *r,
+                       int64_t step, struct tr_diag *d)
+{
+    double began = tr_now();
+    struct tr_path dir;
+    char err[512], state[256], scaler[128];
+    if (tr_path_set(&dir, d, "%s/checkpoints", f->dir.s))
+        return TR_EINVAL;
+    tr_scaler_format(&s->scaler, scaler, sizeof scaler);
+    snprintf(state, sizeof state, "early_stop best=%.17g best_step=%lld bad=%lld stopped=%d %s", l->early.best,
+             (long long)l->early.best_step, (long long)l->early.bad, l->early.stopped, scaler);
+    if (tr_checkpoint_write(dir.s, &s->train.x, &s->optim, step, r->name, state, err, sizeof err))
+        return tr_fail(d, TR_EFAIL, "checkpoint: %s", err);
+    int rc = tr_run_folder_sync(f, d);
+    l->timer.spent[TR_TIME_CHECKPOINT] += tr_now() - began;
+    return rc;
+}
+
+int tr_loop_resume(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f, int64_t *start,
+                   struct tr_diag *d)
+{
+    struct tr_path dir;
+    char warn[1024], err[512], state[256];
+    if (tr_path_set(&dir, d, "%s/checkpoints", f->dir.s))
+        return TR_EINVAL;
+    if (tr_checkpoint_resume(dir.s, &s->train.x, &s->optim, start, state, sizeof state, warn, sizeof warn,
+                             err, sizeof err))
+        return tr_fail(d, TR_EFAIL, "resume: %s", err);
+    long long best_step, bad;
+    int stopped;
+    if (*start && sscanf(state, "early_stop best=%lf best_step=%lld bad=%lld stopped=%d", &l->early.best,
+                         &best_step, &bad, &stopped) == 4) {
+        l->early.best_step = best_step, l->early.bad = bad, l->early.stopped = stopped;
+        if (stopped)   /* the run had ended early: it is finished where it stopped */
+            l->total_steps = *start;
+    }
+    if (*start && s->scaler.on && tr_scaler_parse(&s->scaler, state))
+        tr_run_folder_say(f, "warning: the checkpoint keeps no fp16 loss scale; starting again from %g\n",
+                          s->scaler.scale);
+    if (*warn)
+        tr_run_folder_say(f, "warning: skipped damaged checkpoints: %s\n", warn);
+    tr_run_folder_say(f, "resuming %s at step %lld of %lld\n", f->dir.s, (long long)*start, (long long)l->total_steps);
+    return 0;
+}
+
+/* ---- one step ------------------------------------------------------------------------------------ */
+
+struct step_outcome {
+    double loss, grad_norm;
+    bool skipped;              /* fp16's gradients overflowed: no update, no norm */
+};
+
+/* fp16: the gradients unscaled and checked in one pass; an overflow skips the step. */
+static int unscale(struct tr_session *s, struct tr_run_folder *f, int64_t t, struct step_outcome *o,
+                   struct tr_diag *d)
+{
+    s->optim.error[0] = '\0';
+    bool finite = tr_grad_unscale(&s->optim, (float)(1 / s->scaler.scale));
+    if (s->optim.error[0])
+        return tr_fail(d, TR_EFAIL, "step %lld: unscaling the gradients: %s", (long long)t, s->optim.error);
+    double scale = s->scaler.scale;
+    switch (tr_scaler_update(&s->scaler, !finite)) {
+    case TR_SCALER_STEP:
+        break;
+    case TR_SCALER_SKIP:
+        tr_run_folder_say(f, "step %lld: fp16 gradients overflowed at loss scale %g; step skipped, scale now %g\n",
+                          (long long)t, scale, s->scaler.scale);
+        o->skipped = true;
+        break;
+    case TR_SCALER_COLLAPSED:
+        return tr_fail(d, TR_EDIVERGED, "step %lld: fp16 gradients overflow even at loss scale %g, "
+                       "below optimize.loss_scale.min %g: the model's values outgrow fp16; use "
+                       "optimize.amp=bf16, lower train.optimizer.lr or set train.grad_clip", (long long)t,
+                       scale, s->scaler.min);
+    }
+    return 0;
+}
+
+/* The update after a step's gradients: fp16's unscaling, clipping, the optimizer. */
+static int update(struct tr_session *s, struct tr_run_folder *f, const struct tr_recipe *r, int64_t t,
+                  int64_t total, struct step_outcome *o, struct tr_diag *d)
+{
+    int rc = s->scaler.on ? unscale(s, f, t, o, d) : 0;
+    if (rc || o->skipped)
+        return rc;
+    /* One pass over the gradients: their norm (clipping them) is NaN or Inf exactly when one of
+     * them is; only then is the culprit looked for. */
+    s->optim.error[0] = '\0';
+    o->grad_norm = tr_grad_clip(&s->optim, r->train.grad_clip);
+    if (s->optim.error[0])   /* the device failed, not the gradients */
+        return tr_fail(d, TR_EFAIL, "step %lld: the gradients' norm: %s", (long long)t, s->optim.error);
+    if (!isfinite(o->grad_norm)) {
+        int bad = tr_grad_first_nonfinite(&s->optim);
+        return tr_fail(d, TR_EDIVERGED, "step %lld: the gradient of %s holds NaN or Inf", (long long)t,
+                       bad >= 0 ? s->train.b.g.values[bad].name : "a parameter");
+    }
+    if (tr_optim_step(&s->optim, tr_schedule_lr(r, t, total)) ||
+        s->train.x.be->synchronize(s->optim.error))   /* the step's faults surface in the step */
+        return tr_fail(d, TR_EFAIL, "step %lld: the optimizer: %s", (long long)t, s->optim.error);
+    return 0;
+}
+
+/* What the steps of one tr_loop_run share. */
+struct loop_run {
+    struct tr_loop *l;
+    struct tr_session *s;
+    struct tr_run_folder *f;
+    const struct tr_recipe *r;
+    const struct tr_data *data;
+    struct tr_train_result *res;
+    struct tr_diag *d;
+    struct tr_loader *loader;
+    int64_t start, log_every;
+    double began, last, waited;
+    struct { int64_t samples, tokens, slots, micro, steps; } since;   /* since the last logged line */
+};
+
+/* One optimizer step: the loader's micro-batches, forward and backward, each loss weighted by
+ * its share of the step's real count of samples or target tokens (step.h) and by fp16's loss
+ * scale, then the update. */
+static int train_step(struct loop_run *c, const struct tr_step *st, const struct tr_step *next, int64_t t,
+                      struct step_outcome *o)
+{
+    struct tr_side *side = &c->s->train;
+    struct tr_step_runner runner = {.x = &side->x, .p = &side->b.p, .m = &side->b.m, .loss_scale = side->loss_scale,
+                                    .lm = side->lm, .features = tr_split_features(&c->data->train),
+                                    .rng = &c->s->rng};
+    if (tr_step_gradients(&runner, st, next, (uint64_t)t, c->s->scaler.scale, &o->loss))
+        return tr_fail(c->d, TR_EFAIL, "step %lld: %s", (long long)t, side->x.error);
+    if (!isfinite(o->loss))
+        return tr_fail(c->d, TR_EDIVERGED, "step %lld: the loss is %s; lower train.optimizer.lr or "
+                       "set train.grad_clip", (long long)t, isnan(o->loss) ? "NaN" : "infinite");
+    double began = tr_now();
+    int rc = update(c->s, c->f, c->r, t, c->l->total_steps, o, c->d);
+    c->l->timer.spent[TR_TIME_OPTIMIZER] += tr_now() - began;
+    return rc;
+}
+
+/* report.histograms_every: each parameter's values and gradient after the step's backward. */
+static int histograms(struct loop_run *c, int64_t t)
+{
+    const struct tr_graph *g = &c->s->train.b.g;
+    float *host = NULL;
+    int rc = 0;
+    for (int v = 0; v < g->nvalues && !rc; v++) {
+        const struct tr_value *val = &g->values[v];
+        if (val->kind != TR_PARAM)
+            continue;
+        int64_t n = tr_dim_eval(tr_shape_numel(&val->shape), 1, 1);
+        char tag[sizeof val->name + 16];
+        host = tr_xrealloc(host, (size_t)(n ? n : 1) * sizeof *host);
+        const int of[2] = {v, val->grad};
+        for (int i = 0; i < 2 && !rc; i++) {
+            if (tr_exec_read(&c->s->train.x, of[i], host, (size_t)n * sizeof *host))
+                rc = tr_fail(c->d, TR_EFAIL, "histograms: %s", c->s->train.x.error);
+            snprintf(tag, sizeof tag, "%s/%s", i ? "grads" : "weights", val->name);
+            if (!rc)
+                tr_events_histogram(&c->f->events, tag, t, host, n);
+        }
+    }
+    free(host);
+    tr_events_tick(&c->f->events);
+    return rc;
+}
+
+/* ---- around each step -------------------------------------------------------------------------- */
+
+/* On a terminal: one line redrawn in place, at most ten times a second — step, a bar, the
+ * loss, throughput and the time left. Cron and pipes get only the periodic lines. */
+static void progress(struct loop_run *c, int64_t t, double loss)
+{
+    double now_s = tr_now();
+    int64_t total = c->l->total_steps;
+    if (!c->f->tty || c->f->quiet || (now_s - c->l->bar_drawn < 0.1 && t < total))
+        return;
+    c->l->bar_drawn = now_s;
+    double done = (double)(t - c->start), rate = done / (now_s - c->began + 1e-9);
+    double left = rate > 0 ? (double)(total - t) / rate : 0;
+    char bar[21];
+    int filled = (int)(20 * t / total);
+    for (int i = 0; i < 20; i++)
+        bar[i] = i < filled ? '#' : '.';
+    bar[20] = '\0';
+    printf("\r\033[Kstep %lld/%lld [%s] loss %.4f  %.0f samples/s  ETA %d:%02d", (long long)t, (long long)total, bar,
+           loss, rate * (double)(c->s->k.micro * c->s->k.accumulation), (int)(left / 60), (int)left % 60);
+    fflush(stdout);
+}
+
+static void set_real(json_t *line, const char *key, double value)
+{
+    json_object_set_new(line, key, json_real(value));
+}
+
+/* The periodic line: the log's words and metrics.jsonl's values (loss, throughput, padding,
+ * memory, the loss scale, and where the time went). */
+static void log_line(struct loop_run *c, int64_t t, const struct step_outcome *o, const int64_t gauge[TR_NGAUGES])
+{
+    int64_t total = c->l->total_steps;
+    double lr = tr_schedule_lr(c->r, t, total), elapsed = tr_now() - c->last;
+    double wait = tr_loader_wait_seconds(c->loader) - c->waited;
+    struct tr_alloc_stats mem;
+    tr_alloc_stats(&c->s->alloc, &mem);
+    tr_run_folder_say(c->f, "step %lld/%lld  loss %.4f  lr %.3g  %.0f samples/s\n", (long long)t, (long long)total,
+                      o->loss, lr, (double)c->since.samples / elapsed);
+    json_t *line = json_pack("{sIsfsf}", "step", (json_int_t)t, "train/loss", o->loss, "train/lr", lr);
+    if (!o->skipped)   /* a skipped step's gradients overflowed: it has no norm */
+        set_real(line, "train/grad_norm", o->grad_norm);
+    set_real(line, "train/samples_per_s", (double)c->since.samples / elapsed);
+    set_real(line, "train/micro_steps", (double)c->since.micro / (double)c->since.steps);
+    if (c->since.tokens) {   /* text: real tokens, and the padding they were batched with */
+        set_real(line, "train/tokens_per_s", (double)c->since.tokens / elapsed);
+        set_real(line, "data/padding_fraction", (double)(c->since.slots - c->since.tokens) / (double)c->since.tokens);
+    }
+    set_real(line, "data/wait_fraction", elapsed > 0 ? wait / elapsed : 0.0);
+    set_real(line, "memory/allocated", (double)mem.current);
+    set_real(line, "memory/heap", (double)gauge[TR_GAUGE_HEAP]);
+    set_real(line, "memory/rss", (double)gauge[TR_GAUGE_RSS]);
+    set_real(line, "memory/peak", (double)tr_session_footprint(c->s));
+    set_real(line, "memory/predicted_peak", (double)tr_session_chosen(c->s)->peak);
+    set_real(line, "memory/predicted_footprint", (double)tr_session_chosen(c->s)->footprint);
+    if (c->s->scaler.on) {
+        set_real(line, "train/loss_scale", c->s->scaler.scale);
+        set_real(line, "train/skipped_steps", (double)c->s->scaler.skipped);
+    }
+    if (t < total) {   /* the last step's time goes out with what follows it */
+        tr_timer_line(&c->l->timer, line, tr_now(), tr_loader_wait_seconds(c->loader));
+        c->l->timer_step = t;
+    }
+    tr_run_folder_metric(c->f, line, true);
+    memset(&c->since, 0, sizeof c->since);
+    c->waited += wait;
+    c->last = tr_now();
+}
+
+/* train.early_stop: after an evaluation, has the metric gone `patience` evaluations without
+ * improving by more than min_delta? */
+static bool should_stop(struct loop_run *c, int64_t t)
+{
+    const struct tr_recipe *r = c->r;
+    struct tr_loop *l = c->l;
+    if (r->train.early_stop.metric == TR_STOP_NONE)
+        return false;
+    int accuracy = r->train.early_stop.metric == TR_STOP_EVAL_ACCURACY;
+    double v = accuracy ? c->res->valid.accuracy : c->res->valid.loss;
+    int maximise = r->train.early_stop.mode == TR_STOP_MAX || (r->train.early_stop.mode == TR_STOP_AUTO && accuracy);
+    double delta = r->train.early_stop.min_delta;
+    if (l->early.best_step == 0 || (maximise ? v > l->early.best + delta : v < l->early.best - delta)) {
+        l->early.best = v, l->early.best_step = t, l->early.bad = 0;
+        return false;
+    }
+    if (++l->early.bad < r->train.early_stop.patience)
+        return false;
+    tr_run_folder_say(c->f, "early stop at step %lld: %s has not improved for %lld evaluations (best %.4f at step "
+                      "%lld)\n", (long long)t, accuracy ? "eval/accuracy" : "eval/loss", (long long)l->early.bad,
+                      l->early.best, (long long)l->early.best_step);
+    l->early.stopped = 1;
+    return true;
+}
+
+/* The validation split's evaluation after step t, logged; *stop when early stopping ends the run. */
+static int validate(struct loop_run *c, int64_t t, bool *stop)
+{
+    struct tr_eval *v = &c->res->valid;
+    int rc = tr_loop_evaluate(c->l, c->s, c->r, c->data, &c->data->valid, v, c->d);
+    if (rc)
+        return rc;
+    tr_run_folder_say(c->f, "step %lld  eval loss %.4f  accuracy %.4f\n", (long long)t, v->loss, v->accuracy);
+    tr_run_folder_metric(c->f, json_pack("{sIsfsfsfsf}", "step", (json_int_t)t, "eval/loss", v->loss, "eval/accuracy",
+                                         v->accuracy, "eval/top5_accuracy", v->top5, "eval/perplexity", exp(v->loss)),
+                         true);
+    *stop = should_stop(c, t);
+    return 0;
+}
+
+/* SIGINT or SIGTERM: the step done is checkpointed, and the run ends to be resumed. */
+static int stop_for_signal(struct loop_run *c, int64_t t)
+{
+    int rc = tr_loop_checkpoint(c->l, c->s, c->f, c->r, t, c->d);
+    if (rc)
+        return rc;
+    tr_run_folder_say(c->f, "stopped by signal %d after step %lld; 'trainrun resume %s' continues\n",
+                      (int)stop_signal, (long long)t, c->f->dir.s);
+    return tr_fail(c->d, TR_EINTERRUPTED, "stopped by signal %d after step %lld (checkpointed)", (int)stop_signal,
+                   (long long)t);
+}
+
+/* ---- the loop -------------------------------------------------------------------------------------- */
+
+static int run_steps(struct loop_run *c)
+{
+    const struct tr_recipe *r = c->r;
+    int64_t total = c->l->total_steps;
+    /* a device copies the next step's first inputs while this step's last micro-batch runs:
+     * the loader holds two steps, and the next is taken before this one trains */
+    bool ahead = c->s->be->copy_ahead != NULL;
+    int rc = 0;
+    struct tr_step st, next;
+    for (int64_t t = c->start + 1; t <= total && !rc; t++) {
+        struct step_outcome o = {.loss = NAN, .grad_norm = NAN};
+        struct tr_alloc_stats held;
+        int64_t gauge[TR_NGAUGES];
+        tr_alloc_stats(&c->s->alloc, &held);
+        tr_leak_sample(&c->l->leak, t, (int64_t)held.current, gauge);
+        if (ahead && t > c->start + 1)
+            st = next;
+        else
+            tr_loader_next(c->loader, &st);
+        bool has_next = ahead && t < total;
+        if (has_next)
+            tr_loader_next(c->loader, &next);
+        rc = train_step(c, &st, has_next ? &next : NULL, t, &o);
+        if (!rc && r->report.histograms_every && t % r->report.histograms_every == 0)
+            rc = histograms(c, t);
+        c->since.samples += st.n, c->since.tokens += st.tokens, c->since.slots += st.slots;
+        c->since.micro += st.nmicro, c->since.steps++;
+        c->res->train_loss = o.loss;
+        if (!rc)
+            progress(c, t, o.loss);
+        if (!rc && (t % c->log_every == 0 || t == total))
+            log_line(c, t, &o, gauge);
+        bool stop = false;
+        if (!rc && ((r->train.eval_every && t % r->train.eval_every == 0) || t == total) && c->data->valid.n)
+            rc = validate(c, t, &stop);
+        c->res->steps = t;
+        if (stop)
+            break;
+        if (!rc && r->train.checkpoint_every && t % r->train.checkpoint_every == 0 && t < total)
+            rc = tr_loop_checkpoint(c->l, c->s, c->f, r, t, c->d);
+        if (!rc && stop_signal && t < total)
+            rc = stop_for_signal(c, t);
+    }
+    return rc;
+}
+
+/* The leak check's warm-up: until the first logged line, evaluation and checkpoint have each
+ * happened once (each allocates what it keeps), and at least TR_LEAK_MIN_WARMUP steps. */
+static int64_t warmup(const struct loop_run *c)
+{
+    const struct tr_recipe *r = c->r;
+    int64_t every[3] = {c->log_every, c->data->valid.n ? r->train.eval_every : 0, r->train.checkpoint_every};
+    int64_t last = c->start + TR_LEAK_MIN_WARMUP;
+    for (int i = 0; i < 3; i++)
+        if (every[i] > 0) {
+            int64_t first = (c->start / every[i] + 1) * every[i];
+            if (first < c->l->total_steps && first > last)
+                last = first;
+        }
+    return last;
+}
+
+static int open_loader(struct loop_run *c)
+{
+    const struct tr_recipe *r = c->r;
+    const struct tr_knobs *k = &c->s->k;
+    struct tr_loader_options o = {.batch = r->train.batch_size, .micro = k->micro,
+                                  .buckets = k->dynamic ? k->buckets : NULL, .nbuckets = k->dynamic ? k->nbuckets : 0,
+                                  .pool = r->optimize.dynamic_batching.pool, .seed = (uint64_t)r->seed,
+                                  .shuffle = r->data.shuffle, .num_workers = (int)r->data.num_workers,
+                                  .prefetch = (int)r->data.prefetch_factor, .memory = c->s->be->host_memory,
+                                  .hold = c->s->be->copy_ahead ? 2 : 1};
+    if (tr_loader_open(&c->loader, &c->data->train, &o, c->d))
+        return TR_EDATA;
+    int64_t per_epoch = tr_loader_steps_per_epoch(c->loader);
+    if (c->start)
+        tr_loader_seek(c->loader, c->start / per_epoch, c->start % per_epoch);
+    return 0;
+}
+
+int tr_loop_run(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f, const struct tr_recipe *r,
+                const struct tr_data *data, int64_t start, struct tr_train_result *res, struct tr_diag *d)
+{
+    struct loop_run c = {.l = l, .s = s, .f = f, .r = r, .data = data, .res = res, .d = d, .start = start};
+    int rc = open_loader(&c);
+    if (rc)
+        return rc;
+    res->steps = start;
+    c.log_every = r->report.log_every ? r->report.log_every : l->total_steps / 20 > 0 ? l->total_steps / 20 : 1;
+    c.began = c.last = tr_now();
+    tr_timer_start(&l->timer, c.began, tr_loader_wait_seconds(c.loader));
+    s->train.x.phase_seconds = l->timer.phase;
+    tr_leak_init(&l->leak, warmup(&c));
+    struct sigaction sa = {.sa_handler = on_signal}, old_int, old_term;
+    sigemptyset(&sa.sa_mask);
+    stop_signal = 0;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    rc = run_steps(&c);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    /* a copy ahead of a step never trained (an early stop) may still read the ring */
+    char error[TR_KERNEL_ERROR_MAX];
+    if (s->be->synchronize(error) && !rc)
+        rc = tr_fail(d, TR_EFAIL, "after step %lld: %s", (long long)res->steps, error);
+    res->data_wait_seconds = tr_loader_wait_seconds(c.loader);
+    l->timer.spent[TR_TIME_DATA] += res->data_wait_seconds - l->timer.wait_seen;
+    l->timer.wait_seen = res->data_wait_seconds;
+    tr_loader_close(c.loader);
+    res->seconds = tr_now() - c.began;
+    return rc;
+}
+
+int tr_loop_evaluate(struct tr_loop *l, struct tr_session *s, const struct tr_recipe *r, const struct tr_data *data,
+                     const struct tr_split *split, struct tr_eval *out, struct tr_diag *d)
+{
+    double began = tr_now();
+    int rc = tr_evaluate(s, data, split, r->train.eval_samples, out, d);
+    l->timer.spent[TR_TIME_EVAL] += tr_now() - began;
+    return rc;
+}
+
+/* ---- the run's first and last lines -------------------------------------------------------------- */
+
+void tr_loop_say_start(const struct tr_loop *l, const struct tr_session *s, struct tr_run_folder *f,
+                       const struct tr_recipe *r, const struct tr_data *data, const char *init_summary)
+{
+    tr_run_folder_say(f, "%s: %s on %s (%lld train, %lld valid, %lld test), %lld steps of %lld, run folder %s\n",
+                      r->name, tr_keys[tr_key_find("model.arch")].names[r->model.arch], data->name,
+                      (long long)data->train.n, (long long)data->valid.n, (long long)data->test.n,
+                      (long long)l->total_steps, (long long)r->train.batch_size, f->dir.s);
+    if (*init_summary)
+        tr_run_folder_say(f, "%s", init_summary);
+    if (data->kind == TR_DATA_TEXT_CLASSES) {   /* what padding costs: how long the texts are */
+        const struct tr_split *t = &data->train;
+        tr_run_folder_say(f, "text: %lld tokens in %lld sequences; lengths p50 %lld, p90 %lld, p99 %lld, longest "
+                          "%lld\n", (long long)t->ntokens, (long long)t->n, (long long)tr_text_percentile(t, 0.5),
+                          (long long)tr_text_percentile(t, 0.9), (long long)tr_text_percentile(t, 0.99),
+                          (long long)tr_text_longest(t));
+    }
+    char *lines = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&lines, &len);
+    if (out) {
+        tr_plan_print_run(&s->plan, &s->job, s->train.b.p.region_bytes[TR_ACT], out);
+        fclose(out);
+        tr_run_folder_say(f, "%s", lines);
+    }
+    free(lines);
+}
+
+/* The leak check's verdict in the log; growth is a warning. */
+static void say_leak(struct tr_run_folder *f, const struct tr_leak *leak, const json_t *verdict_json)
+{
+    const char *verdict = json_string_value(json_object_get(verdict_json, "verdict"));
+    long long from = (long long)json_integer_value(json_object_get(verdict_json, "baseline_step"));
+    long long to = (long long)json_integer_value(json_object_get(verdict_json, "last_step"));
+    if (!strcmp(verdict, "too short")) {
+        tr_run_folder_say(f, "leak check: not done, the run ended during warm-up (step %lld)\n",
+                          (long long)leak->warmup);
+        return;
+    }
+    if (!strcmp(verdict, "constant")) {
+        tr_run_folder_say(f, "leak check: allocated bytes, heap and resident set constant from step %lld to %lld\n",
+                          from, to);
+        return;
+    }
+    for (int i = 0; i < TR_NGAUGES; i++) {
+        json_t *g = json_object_get(verdict_json, tr_gauge_name(i));
+        if (json_is_null(json_object_get(g, "first_grew_step")))
+            continue;
+        char base[32], at[32], last[32];
+        tr_format_bytes((uint64_t)json_integer_value(json_object_get(g, "baseline")), base);
+        tr_format_bytes((uint64_t)json_integer_value(json_object_get(g, "first_grew_value")), at);
+        tr_format_bytes((uint64_t)json_integer_value(json_object_get(g, "last")), last);
+        tr_run_folder_say(f, "warning: leak check: %s grew at step %lld: %s, from %s at step %lld (%s at step %lld)\n",
+                          tr_gauge_name(i), (long long)json_integer_value(json_object_get(g, "first_grew_step")), at,
+                          base, from, last, to);
+    }
+}
+
+json_t *tr_loop_end(struct tr_loop *l, struct tr_run_folder *f, int64_t steps)
+{
+    if (!f->record)
+        return NULL;
+    if (l->timer.since > 0) {   /* the loop ran: the last interval, and what followed it */
+        json_t *line = json_pack("{sI}", "step", (json_int_t)steps);
+        tr_timer_line(&l->timer, line, tr_now(), l->timer.wait_seen);
+        /* TensorBoard keeps one point a step: a run that stopped at a step whose line carried
+         * the time already (early stopping) has the rest in metrics.jsonl only. */
+        tr_run_folder_metric(f, line, steps > l->timer_step);
+    }
+    json_t *leak = tr_leak_json(&l->leak);
+    say_leak(f, &l->leak, leak);
+    return leak;
+}

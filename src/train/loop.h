@@ -1,0 +1,58 @@
+/* The training-loop stage (DESIGN.md §2–§3): steps of forward, backward and the update on the
+ * session, each logged, evaluated, checkpointed and stopped early as the recipe says, into the
+ * run folder. After the run folder opens, before the test evaluation and the run's end. Its
+ * state between steps — early stopping, the timer, the leak check, the progress bar — is
+ * struct tr_loop; SIGINT and SIGTERM end it after the step in progress, checkpointed. */
+#ifndef TR_LOOP_H
+#define TR_LOOP_H
+
+#include "train/evaluate.h"
+#include "train/record.h"
+#include "train/run_folder.h"
+#include "train/session.h"
+
+struct tr_loop {
+    int64_t total_steps;
+    struct { double best; int64_t best_step, bad; int stopped; } early;   /* train.early_stop */
+    double bar_drawn;          /* when the progress bar was last drawn */
+    struct tr_timer timer;     /* where the time went since the last logged line */
+    int64_t timer_step;        /* the last step whose line carried the time */
+    struct tr_leak leak;       /* memory at each step's start, after warm-up */
+};
+
+/* What the run did, for the caller's result line. */
+struct tr_train_result {
+    int64_t steps;
+    double seconds, data_wait_seconds;   /* the loop's */
+    double train_loss;                   /* the last step's */
+    struct tr_eval valid, test;
+    const char *run_dir;                 /* the run folder, once its first files are written */
+};
+
+/* Seconds on the monotonic clock. */
+double tr_now(void);
+
+/* The steps the recipe asks for (train.steps, else train.epochs over the training split). */
+void tr_loop_init(struct tr_loop *l, const struct tr_recipe *r, const struct tr_data *data);
+/* A resumed run: the newest checkpoint that verifies into the session, and the loop where that
+ * step left it; *start gets its step. 0 or TR_EFAIL. */
+int tr_loop_resume(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f, int64_t *start,
+                   struct tr_diag *d);
+/* The run's first lines in the log: what trains on what, how, where. */
+void tr_loop_say_start(const struct tr_loop *l, const struct tr_session *s, struct tr_run_folder *f,
+                       const struct tr_recipe *r, const struct tr_data *data, const char *init_summary);
+/* Steps start+1 … total_steps (fewer when stopped early). 0; TR_EDATA (the loader),
+ * TR_EDIVERGED, TR_EINTERRUPTED (a signal: checkpointed), TR_EFAIL. */
+int tr_loop_run(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f, const struct tr_recipe *r,
+                const struct tr_data *data, int64_t start, struct tr_train_result *res, struct tr_diag *d);
+/* A checkpoint of step, with the loop's state, and the run folder's appended files synced. */
+int tr_loop_checkpoint(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f, const struct tr_recipe *r,
+                       int64_t step, struct tr_diag *d);
+/* The evaluation of a split, its time counted as evaluation's. */
+int tr_loop_evaluate(struct tr_loop *l, struct tr_session *s, const struct tr_recipe *r, const struct tr_data *data,
+                     const struct tr_split *split, struct tr_eval *out, struct tr_diag *d);
+/* After the loop: the time not yet logged, and the leak check's verdict said; returns the
+ * verdict for run.json, or NULL when the run folder has no record. */
+json_t *tr_loop_end(struct tr_loop *l, struct tr_run_folder *f, int64_t steps);
+
+#endif

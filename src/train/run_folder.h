@@ -1,0 +1,86 @@
+/* The run folder (DESIGN.md §6), the one module that writes its files: recipe.yaml, the data's
+ * files (data-sources.json, labels.txt, tokenizer/), plan.json, run.json, log.txt,
+ * metrics.jsonl and the TensorBoard event file. Opened after the weights, before the loop;
+ * closed at the run's end with its record and reports. Files written whole go through the
+ * atomic writer; the appended ones are flushed a line at a time and fsynced at each
+ * checkpoint (tr_run_folder_sync), the one durability policy for them. */
+#ifndef TR_RUN_FOLDER_H
+#define TR_RUN_FOLDER_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "core/error.h"
+#include "data/dataset.h"
+#include "recipe/recipe.h"
+#include "report/events.h"
+#include "train/session.h"
+
+struct tr_run_folder {
+    struct tr_path dir;
+    FILE *log, *metrics;       /* log.txt, metrics.jsonl; NULL until opened */
+    struct tr_events events;   /* report.tensorboard; fd −1 when off */
+    json_t *record;            /* run.json, once begun */
+    bool quiet;                /* lines for people go to log.txt only */
+    bool tty;                  /* stdout is a terminal: a progress bar, redrawn in place */
+};
+
+/* Nothing open yet: what tr_run_folder_end and _close accept before tr_run_folder_open. */
+void tr_run_folder_init(struct tr_run_folder *f, bool quiet);
+/* A fresh run: report.dir/NAME/<UTC stamp>[-N] with checkpoints/, recipe.yaml, a new log.txt and
+ * metrics.jsonl, and NAME/latest pointed at it. With resume_dir: that folder, its log and
+ * metrics appended to. 0 or TR_EIO / TR_EINVAL. */
+int tr_run_folder_open(struct tr_run_folder *f, const struct tr_recipe *r, const char *resume_dir,
+                       struct tr_diag *d);
+/* What `trainrun sample` and later inference need besides the recipe and the weights: the
+ * data's sources (for --if-data-changed), the tokenizer's files in tokenizer/ (vocab.txt,
+ * encoder.json + vocab.bpe, or chars.txt) and the class names, one a line, in labels.txt. */
+int tr_run_folder_keep_data(struct tr_run_folder *f, const struct tr_data *data, struct tr_diag *d);
+
+/* A line for people: on stdout unless quiet, and always in log.txt. */
+void tr_run_folder_say(struct tr_run_folder *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* One line of metrics.jsonl, {"step": n, "tag": value, …} (taken), and with events the same
+ * values as TensorBoard scalars under the same tags. */
+void tr_run_folder_metric(struct tr_run_folder *f, json_t *line, bool events);
+/* The failure's sentences in log.txt, "error: …" each. */
+void tr_run_folder_log_errors(struct tr_run_folder *f, const struct tr_diag *d);
+
+/* plan.json's contents: the plan as `trainrun plan --json` prints it, the training data's shape
+ * and the memory timeline of one step; the caller may add measurements before writing it. */
+json_t *tr_run_folder_plan_json(const struct tr_session *s, const struct tr_recipe *r, const struct tr_data *data);
+/* Writes plan (taken) with its "warnings" (taken: each said and sent to TensorBoard at step). */
+int tr_run_folder_write_plan(struct tr_run_folder *f, json_t *plan, json_t *warnings, int64_t step,
+                             struct tr_diag *d);
+/* report.tensorboard: a new event file. A fresh run (start 0) opens with the recipe, the plan
+ * (plan_markdown), its HParams session and the graph g; a resumed one with SessionLog START at
+ * the first step it logs again, so TensorBoard drops what the interrupted session logged after
+ * its last checkpoint and the curves continue as one. */
+int tr_run_folder_open_events(struct tr_run_folder *f, const struct tr_recipe *r, int64_t start,
+                              const char *plan_markdown, const struct tr_graph *g, int64_t micro,
+                              struct tr_diag *d);
+/* run.json opened: when and where the run (or this part of a resumed one) started, and the warm
+ * start it began from (taken; NULL: none). */
+int tr_run_folder_begin_record(struct tr_run_folder *f, const struct tr_recipe *r, int64_t start, json_t *warm_start,
+                               struct tr_diag *d);
+/* Sets run.json's key to value (taken) at once; a failure is a warning in the log. */
+void tr_run_folder_note(struct tr_run_folder *f, const char *key, json_t *value);
+/* The appended files made durable: log.txt, metrics.jsonl and the event file flushed and fsynced
+ * (at each checkpoint: what it restores is never ahead of what they say). */
+int tr_run_folder_sync(struct tr_run_folder *f, struct tr_diag *d);
+
+/* How the run ended, for its record and reports. */
+struct tr_run_end {
+    int err;                   /* 0 or the failure's enum tr_err */
+    int exit_status;           /* the process's exit status for it (cli/exit.c), as run.json records it */
+    double seconds;            /* the whole run */
+    int64_t steps;
+    json_t *leak;              /* the leak check's verdict (taken), or NULL */
+};
+/* run.json closed, the run's report rendered and the index of all runs in report_dir written
+ * (a failure is a warning: the report is for people), and the TensorBoard session ended
+ * (unless interrupted: the session goes on when resumed) and closed. */
+void tr_run_folder_end(struct tr_run_folder *f, const char *report_dir, const struct tr_run_end *end);
+void tr_run_folder_close(struct tr_run_folder *f);
+
+#endif

@@ -1,0 +1,118 @@
+/* The plan and program-build stages (session.h). The training graph and the evaluation graph are
+ * built by the same model builder, so their parameters (and batch-norm statistics) sit at the
+ * same offsets: both programs run on one set of regions, each as large as the larger plan needs. */
+#include "train/session.h"
+
+#include <string.h>
+#include <unistd.h>
+
+int tr_session_plan(struct tr_session *s, const struct tr_recipe *r, const struct tr_data *data,
+                    const char *plan_file, const char *resume_dir, struct tr_diag *d)
+{
+    char err[1024];
+    struct tr_path own;
+    const char *saved = plan_file;
+    if (!plan_file && resume_dir && tr_path_set(&own, d, "%s/plan.json", resume_dir))
+        return TR_EINVAL;
+    if (!plan_file && resume_dir)
+        saved = own.s;
+    if (tr_plan_device_named(&s->dev, r->device, err, sizeof err) ||
+        !(s->be = tr_backend_for(s->dev.kind, err, sizeof err)))
+        return tr_fail(d, TR_EFAIL, "%s", err);
+    if (tr_plan_job_init(&s->job, r, data, &s->dev, d))
+        return TR_EINVAL;
+    int rc;
+    if (saved && (plan_file || access(saved, F_OK) == 0)) {
+        struct tr_knobs k;
+        if (tr_plan_read_knobs(saved, &k, err, sizeof err))
+            return tr_fail(d, TR_EINVAL, "%s: %s", plan_file ? "--plan" : "resume", err);
+        rc = tr_plan_replay(&s->plan, &s->job, &k, d);
+    } else {
+        rc = tr_plan_search(&s->plan, &s->job, d);
+    }
+    if (rc)
+        return TR_EINVAL;
+    if (s->plan.chosen < 0)
+        return tr_fail(d, TR_ENOFIT, "memory budget: %s", s->plan.reason);
+    s->k = s->plan.cand[s->plan.chosen].k;
+    static const enum tr_dtype precisions[] = {[TR_PREC_FP32] = TR_F32, [TR_PREC_BF16] = TR_BF16,
+                                               [TR_PREC_FP16] = TR_F16};
+    s->amp = precisions[s->k.precision];
+    return 0;
+}
+
+/* The chosen plan's program, training or evaluation, and an executor over its regions. */
+static int build_side(struct tr_session *s, struct tr_side *side, bool training, struct tr_diag *d)
+{
+    char err[300];
+    if (tr_build(&side->b, &s->job, &s->k, training, err, sizeof err))
+        return tr_fail(d, TR_EINVAL, "%s", err);
+    side->lm = s->job.data->kind == TR_DATA_TEXT_LM;
+    side->loss_scale = side->b.loss_scale;
+    side->x = (struct tr_exec){.g = &side->b.g, .schedule = side->b.p.schedule, .n = side->b.p.n,
+                               .plan = &side->b.p.plans[side->b.p.nbuckets - 1], .be = s->be, .rng = &s->rng};
+    return 0;
+}
+
+static size_t larger(size_t a, size_t b)
+{
+    return a > b ? a : b;
+}
+
+static int allocate(struct tr_session *s, const struct tr_recipe *r, struct tr_diag *d)
+{
+    const struct tr_program *train = &s->train.b.p, *eval = &s->eval.b.p;
+    size_t bytes[TR_NKINDS], work = larger(train->workspace_bytes, eval->workspace_bytes);
+    for (int k = 0; k < TR_NKINDS; k++)
+        bytes[k] = larger(train->region_bytes[k], eval->region_bytes[k]);
+    if (train->region_bytes[TR_PARAM] != eval->region_bytes[TR_PARAM])
+        return tr_fail(d, TR_EFAIL, "internal: training and evaluation lay parameters out differently");
+    tr_alloc_init(&s->alloc, s->be->memory);
+    /* the regions may take what the budget leaves once everything outside them is counted */
+    const struct tr_candidate *c = tr_session_chosen(s);
+    tr_alloc_set_limit(&s->alloc, s->plan.budget - (c->footprint - c->peak));
+    if (tr_exec_alloc(&s->train.x, &s->alloc, bytes, work))
+        return tr_fail(d, TR_ENOFIT, "memory budget: %s", s->train.x.error);
+    memcpy(s->eval.x.base, s->train.x.base, sizeof s->eval.x.base);
+    memcpy(s->eval.x.region_bytes, s->train.x.region_bytes, sizeof s->eval.x.region_bytes);
+    s->eval.x.workspace = s->train.x.workspace;
+    size_t state = tr_plan_optimizer_bytes(r, &s->train.b.g);
+    void *p = NULL;
+    if (tr_alloc_region(&s->alloc, TR_REGION_OPTIMIZER, state, &p))
+        return tr_fail(d, TR_ENOFIT, "memory budget: %s", tr_alloc_error(&s->alloc));
+    tr_optim_init(&s->optim, r, &s->train.b.g, s->train.x.plan, s->be, s->train.x.base[TR_PARAM],
+                  s->train.x.base[TR_GRAD], p);
+    return 0;
+}
+
+int tr_session_build(struct tr_session *s, const struct tr_recipe *r, struct tr_diag *d)
+{
+    s->rng = (struct tr_rng_ctx){.seed = (uint64_t)r->seed};
+    tr_scaler_init(&s->scaler, r, s->amp == TR_F16);
+    int rc = build_side(s, &s->train, true, d);
+    if (!rc)
+        rc = build_side(s, &s->eval, false, d);
+    return rc ? rc : allocate(s, r, d);
+}
+
+void tr_session_free(struct tr_session *s)
+{
+    tr_alloc_destroy(&s->alloc);
+    tr_optim_free(&s->optim);
+    for (int i = 0; i < 2; i++) {
+        struct tr_side *side = i ? &s->eval : &s->train;
+        tr_exec_free(&side->x);
+        tr_built_free(&side->b);
+    }
+    tr_plan_free(&s->plan);
+}
+
+int64_t tr_session_footprint(const struct tr_session *s)
+{
+    return s->dev.kind == TR_DEVICE_CUDA ? tr_device_in_use(&s->dev) : tr_process_peak_rss();
+}
+
+const struct tr_candidate *tr_session_chosen(const struct tr_session *s)
+{
+    return &s->plan.cand[s->plan.chosen];
+}

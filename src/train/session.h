@@ -1,0 +1,60 @@
+/* The plan and program-build stages (DESIGN.md §2): the loaded data and the recipe in, the
+ * session out — the device and its kernels, the plan chosen for the budget, the training and
+ * evaluation programs it builds, one set of regions for both and the optimizer's state. After
+ * the data, before the weights and the run folder; the loop and evaluation run on it. */
+#ifndef TR_SESSION_H
+#define TR_SESSION_H
+
+#include <stdint.h>
+
+#include "backend/exec.h"
+#include "core/alloc.h"
+#include "core/rng.h"
+#include "data/dataset.h"
+#include "plan/plan.h"
+#include "recipe/recipe.h"
+#include "train/optim.h"
+#include "train/scaler.h"
+
+struct tr_side {               /* one of the two programs: training or evaluation */
+    struct tr_built b;         /* its graph, model and program (plan/build.c) */
+    struct tr_exec x;
+    int loss_scale;
+    int lm;                    /* a language model: its targets are the next tokens */
+};
+
+struct tr_session {
+    struct tr_device dev;      /* recipe device: this host, calibrated, or a GPU, measured */
+    const struct tr_backend *be;   /* the device's kernels and memory */
+    struct tr_plan_job job;
+    struct tr_plan plan;       /* the planner's choice: plan.cand[plan.chosen] */
+    /* The chosen knobs: one (micro, seq), or with dynamic batching one plan per length bucket —
+     * all in one arena, the largest plan's. */
+    struct tr_knobs k;
+    enum tr_dtype amp;         /* the activations' precision: TR_F32, or TR_BF16 / TR_F16 (optimize.amp) */
+    struct tr_side train, eval;
+    struct tr_allocator alloc;
+    struct tr_optim optim;
+    struct tr_rng_ctx rng;
+    struct tr_scaler scaler;   /* fp16's loss scale */
+};
+
+/* The plan stage: the recipe's device and its backend, then the plan — searched for this host
+ * and the budget, or replayed from plan_file (--plan FILE) or a resumed run's own plan.json
+ * (resume_dir; when it kept one). 0; TR_ENOFIT when nothing fits the budget; TR_EINVAL for a
+ * job or saved plan that cannot be planned; TR_EFAIL for the device. data stays in use by s. */
+int tr_session_plan(struct tr_session *s, const struct tr_recipe *r, const struct tr_data *data,
+                    const char *plan_file, const char *resume_dir, struct tr_diag *d);
+/* The program-build stage: both programs of the chosen plan on one set of regions (each the
+ * larger of the two), plus the optimizer state, all from the allocator under the memory
+ * budget. 0; TR_EINVAL (the model refused), TR_ENOFIT (the budget), TR_EFAIL. */
+int tr_session_build(struct tr_session *s, const struct tr_recipe *r, struct tr_diag *d);
+void tr_session_free(struct tr_session *s);
+
+/* The footprint the budget bounds, as measured: the process's peak resident set on the CPU, the
+ * device memory in use on a GPU (the regions never grow, so after a step it is the peak). */
+int64_t tr_session_footprint(const struct tr_session *s);
+/* The chosen candidate's predictions. */
+const struct tr_candidate *tr_session_chosen(const struct tr_session *s);
+
+#endif
