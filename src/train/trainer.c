@@ -62,7 +62,7 @@ struct run {
     struct tr_allocator alloc;
     struct tr_optim optim;
     struct tr_device dev;      /* recipe device: this host, calibrated, or a GPU, measured */
-    const struct tr_backend *be;   /* the device's kernels and memory */
+    struct tr_backend *be;         /* the device's kernels and memory: the run's instance */
     struct tr_plan_job job;
     struct tr_plan plan;       /* the planner's choice: plan.cand[plan.chosen] */
     struct tr_rng_ctx rng;
@@ -133,6 +133,23 @@ static int fail(struct run *run, int status, const char *fmt, ...)
     return status;
 }
 
+/* fail() with a callee's sentence (in why, freed here) after the trainer's words: "<fmt…>: <why>". */
+static int fail_with(struct run *run, int status, struct tr_diag *why, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int fail_with(struct run *run, int status, struct tr_diag *why, const char *fmt, ...)
+{
+    struct tr_diag words = {0};
+    va_list ap;
+    va_start(ap, fmt);
+    tr_diag_vadd(&words, (struct tr_where){0}, fmt, ap);
+    va_end(ap);
+    fail(run, status, "%s: %s", tr_diag_last(&words), tr_diag_last(why));
+    tr_diag_free(&words);
+    tr_diag_free(why);
+    return status;
+}
+
 /* ---- building ------------------------------------------------------------------------------ */
 
 static const char *arch_name(int arch)
@@ -169,8 +186,9 @@ static int allocate(struct run *run)
     /* the regions may take what the budget leaves once everything outside them is counted */
     const struct tr_candidate *c = &run->plan.cand[run->plan.chosen];
     tr_alloc_set_limit(&run->alloc, run->plan.budget - (c->footprint - c->peak));
-    if (tr_exec_alloc(&run->train.x, &run->alloc, bytes, work))
-        return fail(run, TR_EXIT_NO_FIT, "memory budget: %s", run->train.x.error);
+    struct tr_diag why = {0};
+    if (tr_exec_alloc(&run->train.x, &run->alloc, bytes, work, &why))
+        return fail_with(run, TR_EXIT_NO_FIT, &why, "memory budget");
     memcpy(run->eval.x.base, run->train.x.base, sizeof run->eval.x.base);
     memcpy(run->eval.x.region_bytes, run->train.x.region_bytes, sizeof run->eval.x.region_bytes);
     run->eval.x.workspace = run->train.x.workspace;
@@ -192,9 +210,10 @@ static int make_plan(struct run *run)
         snprintf(saved, sizeof saved, "%s", run->opt->plan_file);
     else if (run->opt->resume_dir)
         snprintf(saved, sizeof saved, "%s/plan.json", run->opt->resume_dir);
-    if (tr_plan_device_named(&run->dev, run->r->device, err, sizeof err) ||
-        !(run->be = tr_backend_for(run->dev.kind, err, sizeof err)))
+    if (tr_plan_device_named(&run->dev, run->r->device, err, sizeof err))
         return fail(run, TR_EXIT_FAILURE, "%s", err);
+    if (tr_backend_open(run->dev.kind, run->dev.index, &run->be, run->diag))
+        return TR_EXIT_FAILURE;
     if (tr_plan_job_init(&run->job, run->r, &run->data, &run->dev, run->diag))
         return TR_EXIT_USAGE;
     int rc;
@@ -296,8 +315,9 @@ static int init_weights(struct run *run)
             return rc;
         path = source;
     }
+    struct tr_diag why = {0};
     if (!path)
-        return tr_init_random(&t) ? fail(run, TR_EXIT_FAILURE, "initialising the weights: %s", t.x->error) : 0;
+        return tr_init_random(&t, &why) ? fail_with(run, TR_EXIT_FAILURE, &why, "initialising the weights") : 0;
     struct tr_init_info info;
     char err[1024];
     if (tr_init_load(&t, path, &info, err, sizeof err))
@@ -386,10 +406,11 @@ static int evaluate_split(struct run *run, const struct tr_split *split, double 
         const struct tr_model *m = &run->eval.b.m;
         float part;
         size_t bytes = m->logits >= 0 ? (size_t)(rows * classes) * sizeof(float) : (size_t)(rows * b.S) * sizeof(int32_t);
-        if (tr_feed(x, m, run->eval.lm, &b, f) || tr_exec_run(x, rows, b.S) ||
-            tr_exec_read(x, m->logits >= 0 ? m->logits : m->rank, scores, bytes) ||
-            tr_exec_read(x, m->loss, &part, sizeof part)) {
-            status = fail(run, TR_EXIT_FAILURE, "evaluation: %s", x->error);
+        struct tr_diag why = {0};
+        if (tr_feed(x, m, run->eval.lm, &b, f, &why) || tr_exec_run(x, rows, b.S, &why) ||
+            tr_exec_read(x, m->logits >= 0 ? m->logits : m->rank, scores, bytes, &why) ||
+            tr_exec_read(x, m->loss, &part, sizeof part, &why)) {
+            status = fail_with(run, TR_EXIT_FAILURE, &why, "evaluation");
             break;
         }
         int64_t n = m->logits >= 0 ? rank_truth(scores, b.y, rows, classes, &correct, &in_top5)
@@ -418,11 +439,10 @@ static int update(struct run *run, int64_t t, double *grad_norm, bool *skipped)
 {
     struct side *s = &run->train;
     if (run->scaler.on) {   /* fp16: unscaled and checked in one pass; an overflow skips the step */
-        run->optim.error[0] = '\0';
-        bool finite = tr_grad_unscale(&run->optim, (float)(1 / run->scaler.scale));
-        if (run->optim.error[0])
-            return fail(run, TR_EXIT_FAILURE, "step %lld: unscaling the gradients: %s", (long long)t,
-                        run->optim.error);
+        struct tr_diag why = {0};
+        bool finite = tr_grad_unscale(&run->optim, (float)(1 / run->scaler.scale), &why);
+        if (why.n)
+            return fail_with(run, TR_EXIT_FAILURE, &why, "step %lld: unscaling the gradients", (long long)t);
         double scale = run->scaler.scale;
         switch (tr_scaler_update(&run->scaler, !finite)) {
         case TR_SCALER_STEP:
@@ -441,18 +461,18 @@ static int update(struct run *run, int64_t t, double *grad_norm, bool *skipped)
     }
     /* One pass over the gradients: their norm (clipping them) is NaN or Inf exactly when one of
      * them is; only then is the culprit looked for. */
-    run->optim.error[0] = '\0';
-    *grad_norm = tr_grad_clip(&run->optim, run->r->train.grad_clip);
-    if (run->optim.error[0])   /* the device failed, not the gradients */
-        return fail(run, TR_EXIT_FAILURE, "step %lld: the gradients' norm: %s", (long long)t, run->optim.error);
+    struct tr_diag why = {0};
+    *grad_norm = tr_grad_clip(&run->optim, run->r->train.grad_clip, &why);
+    if (why.n)   /* the device failed, not the gradients */
+        return fail_with(run, TR_EXIT_FAILURE, &why, "step %lld: the gradients' norm", (long long)t);
     if (!isfinite(*grad_norm)) {
         int bad = tr_grad_first_nonfinite(&run->optim);
         return fail(run, TR_EXIT_DIVERGED, "step %lld: the gradient of %s holds NaN or Inf",
                     (long long)t, bad >= 0 ? s->b.g.values[bad].name : "a parameter");
     }
-    if (tr_optim_step(&run->optim, tr_schedule_lr(run->r, t, run->total_steps)) ||
-        run->train.x.be->synchronize(run->optim.error))   /* the step's faults surface in the step */
-        return fail(run, TR_EXIT_FAILURE, "step %lld: the optimizer: %s", (long long)t, run->optim.error);
+    if (tr_optim_step(&run->optim, tr_schedule_lr(run->r, t, run->total_steps), &why) ||
+        tr_backend_synchronize(run->train.x.be, &why))   /* the step's faults surface in the step */
+        return fail_with(run, TR_EXIT_FAILURE, &why, "step %lld: the optimizer", (long long)t);
     return 0;
 }
 
@@ -465,8 +485,9 @@ static int train_step(struct run *run, const struct tr_step *st, const struct tr
     struct side *s = &run->train;
     struct tr_step_runner runner = {.x = &s->x, .p = &s->b.p, .m = &s->b.m, .loss_scale = s->loss_scale, .lm = s->lm,
                                     .features = tr_split_features(&run->data.train), .rng = &run->rng};
-    if (tr_step_gradients(&runner, st, next, (uint64_t)t, run->scaler.scale, loss))
-        return fail(run, TR_EXIT_FAILURE, "step %lld: %s", (long long)t, s->x.error);
+    struct tr_diag why = {0};
+    if (tr_step_gradients(&runner, st, next, (uint64_t)t, run->scaler.scale, loss, &why))
+        return fail_with(run, TR_EXIT_FAILURE, &why, "step %lld", (long long)t);
     if (!isfinite(*loss))
         return fail(run, TR_EXIT_DIVERGED, "step %lld: the loss is %s; lower train.optimizer.lr or "
                     "set train.grad_clip", (long long)t, isnan(*loss) ? "NaN" : "infinite");
@@ -798,8 +819,9 @@ static int histograms(struct run *run, int64_t t)
         host = tr_xrealloc(host, (size_t)(n ? n : 1) * sizeof *host);
         const int of[2] = {v, val->grad};
         for (int i = 0; i < 2 && !status; i++) {
-            if (tr_exec_read(&run->train.x, of[i], host, (size_t)n * sizeof *host))
-                status = fail(run, TR_EXIT_FAILURE, "histograms: %s", run->train.x.error);
+            struct tr_diag why = {0};
+            if (tr_exec_read(&run->train.x, of[i], host, (size_t)n * sizeof *host, &why))
+                status = fail_with(run, TR_EXIT_FAILURE, &why, "histograms");
             snprintf(tag, sizeof tag, "%s/%s", i ? "grads" : "weights", val->name);
             if (!status)
                 tr_events_histogram(&run->events, tag, t, host, n);
@@ -1029,7 +1051,7 @@ static int loop(struct run *run, int64_t start, struct tr_train_result *res)
     struct tr_loader *loader;
     /* a device copies the next step's first inputs while this step's last micro-batch runs:
      * the loader holds two steps, and the next is taken before this one trains */
-    bool ahead = run->be->copy_ahead != NULL;
+    bool ahead = tr_backend_copies_ahead(run->be);
     struct tr_loader_options o = {.batch = r->train.batch_size, .micro = run->micro,
                                   .buckets = run->dynamic ? run->buckets : NULL,
                                   .nbuckets = run->dynamic ? run->nbuckets : 0,
@@ -1141,9 +1163,10 @@ static int loop(struct run *run, int64_t start, struct tr_train_result *res)
         }
     }
     /* a copy ahead of a step never trained (an early stop) may still read the ring */
-    char error[TR_KERNEL_ERROR_MAX];
-    if (run->be->synchronize(error) && !status)
-        status = fail(run, TR_EXIT_FAILURE, "after step %lld: %s", (long long)res->steps, error);
+    struct tr_diag why = {0};
+    if (tr_backend_synchronize(run->be, &why) && !status)
+        status = fail_with(run, TR_EXIT_FAILURE, &why, "after step %lld", (long long)res->steps);
+    tr_diag_free(&why);
     res->data_wait_seconds = tr_loader_wait_seconds(loader);
     run->timer.spent[TR_TIME_DATA] += res->data_wait_seconds - run->timer.wait_seen;
     run->timer.wait_seen = res->data_wait_seconds;
@@ -1164,6 +1187,8 @@ static void release(struct run *run)
         tr_built_free(&s->b);
     }
     tr_plan_free(&run->plan);
+    tr_backend_close(run->be);   /* after the regions it made */
+    run->be = NULL;
     tr_data_free(&run->data);
     if (run->log)
         fclose(run->log);
