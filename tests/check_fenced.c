@@ -86,27 +86,6 @@ START_TEST(copies_ahead_land_at_the_join)
 }
 END_TEST
 
-/* One MATMUL through the fenced table: the kernel reads and writes fenced memory. */
-START_TEST(kernels_run_inside)
-{
-    struct tr_backend *be = fenced();
-    struct tr_diag error = {0};
-    float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {1, 0, 0, 1, 1, 1}, y[4];
-    float *da = region(be, 6), *db = region(be, 6), *dy = region(be, 4);
-    tr_backend_copy(be, da, a, sizeof a, TR_COPY_TO_DEVICE, &error), tr_backend_copy(be, db, b, sizeof b, TR_COPY_TO_DEVICE, &error);
-    struct tr_node n = {.op = TR_OP_MATMUL, .nin = 2, .nout = 1};
-    struct tr_kernel_args k = {.node = &n, .nin = 2, .nout = 1, .diag = &error};
-    k.in[0] = (struct tr_tensor){.dtype = TR_F32, .rank = 2, .dim = {2, 3}, .data = da};
-    k.in[1] = (struct tr_tensor){.dtype = TR_F32, .rank = 2, .dim = {3, 2}, .data = db};
-    k.out[0] = (struct tr_tensor){.dtype = TR_F32, .rank = 2, .dim = {2, 2}, .data = dy};
-    ck_assert_msg(tr_backend_run(be, &k) == 0, "%s", tr_diag_last(&error));
-    tr_backend_copy(be, y, dy, sizeof y, TR_COPY_TO_HOST, &error);
-    float want[4] = {1 + 3, 2 + 3, 4 + 6, 5 + 6};
-    ck_assert_mem_eq(y, want, sizeof want);
-    be->memory->free(da, be->memory->ctx), be->memory->free(db, be->memory->ctx), be->memory->free(dy, be->memory->ctx);
-    tr_backend_close(be);
-}
-
 /* One MATMUL y = a·b on instance be, in its own regions: y's bits, to the host. */
 static void matmul_on(const struct tr_backend *be, const float *a, const float *b, float *y)
 {
@@ -123,6 +102,18 @@ static void matmul_on(const struct tr_backend *be, const float *a, const float *
     ck_assert_int_eq(tr_backend_copy(be, y, dy, 4 * sizeof *y, TR_COPY_TO_HOST, &error), 0);
     be->memory->free(da, be->memory->ctx), be->memory->free(db, be->memory->ctx), be->memory->free(dy, be->memory->ctx);
 }
+
+/* One MATMUL through the fenced table: the kernel reads and writes fenced memory. */
+START_TEST(kernels_run_inside)
+{
+    struct tr_backend *be = fenced();
+    float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {1, 0, 0, 1, 1, 1}, y[4];
+    matmul_on(be, a, b, y);
+    float want[4] = {1 + 3, 2 + 3, 4 + 6, 5 + 6};
+    ck_assert_mem_eq(y, want, sizeof want);
+    tr_backend_close(be);
+}
+END_TEST
 
 /* One process holds two fenced instances and the CPU at once (a device each): each runs a
  * kernel in its own regions with the same bits; one's copies ahead wait for its own join, not
