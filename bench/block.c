@@ -58,7 +58,7 @@ static int block(int64_t D, int64_t H, int64_t Fd, int64_t B, int64_t S, int ite
     }
     struct tr_program p;
     struct tr_bucket bucket = {B, S};
-    tr_program_plan(&p, &g, &bucket, 1, &g.loss, 1, tr_backend_cpu());
+    tr_program_plan(&p, &g, &bucket, 1, &g.loss, 1, tr_cpu_ops.workspace_bytes);
     struct tr_exec ex = {.g = &g, .schedule = p.schedule, .n = p.n, .plan = &p.plans[0], .be = tr_backend_cpu()};
     for (int k = 0; k < TR_NKINDS; k++)
         ex.base[k] = aligned_alloc(64, (p.region_bytes[k] + 127) / 64 * 64);
@@ -72,10 +72,11 @@ static int block(int64_t D, int64_t H, int64_t Fd, int64_t B, int64_t S, int ite
     double *t = calloc((size_t)iters, sizeof *t), op_seconds[TR_NOPS] = {0};
     if (getenv("TR_PROFILE"))
         ex.op_seconds = op_seconds;
+    struct tr_diag why = {0};
     for (int i = -1; i < iters; i++) {   /* one warm-up run */
         double t0 = now_ms();
-        if (tr_exec_run(&ex, B, S)) {
-            fprintf(stderr, "block: %s\n", ex.error);
+        if (tr_exec_run(&ex, B, S, &why)) {
+            fprintf(stderr, "block: %s\n", tr_diag_last(&why));
             return 1;
         }
         if (i >= 0)
@@ -108,7 +109,7 @@ static int gemm16(int64_t M, int64_t K, int64_t N, int iters)
         if (ti == 0)
             fill(a.data, (size_t)(M * K), &seed), fill(b.data, (size_t)(K * N), &seed);
         args[ti] = (struct tr_kernel_args){.node = &node, .in = {a, b}, .out = {y}, .nin = 2, .nout = 1};
-        args[ti].workspace_bytes = tr_backend_cpu()->workspace_bytes(&node, args[ti].in, args[ti].out);
+        args[ti].workspace_bytes = tr_cpu_ops.workspace_bytes(&node, args[ti].in, args[ti].out);
         args[ti].workspace = malloc(args[ti].workspace_bytes + 64);
         t[ti] = calloc((size_t)iters, sizeof(double));
     }
@@ -188,7 +189,7 @@ static struct tr_kernel_args ops16_args(const struct op16 *o, struct tr_node *no
         a.in[i] = t[o->in[i]];
     for (int i = 0; i < o->nout; i++)
         a.out[i] = t[o->out[i]];
-    a.workspace_bytes = tr_backend_cpu()->workspace_bytes(node, a.in, a.out);
+    a.workspace_bytes = tr_cpu_ops.workspace_bytes(node, a.in, a.out);
     a.workspace = aligned_alloc(64, (a.workspace_bytes + 127) / 64 * 64);
     return a;
 }

@@ -54,7 +54,7 @@ static int build(struct tr_graph *g, struct tr_model *m, struct tr_program *p, s
     tr_remat(g, modes, LAYERS);
     if (g->error || *scale < 0)
         return fprintf(stderr, "remat: %s\n", g->message), 1;
-    if (tr_program_plan(p, g, &(struct tr_bucket){B, S}, 1, &m->loss, 1, tr_backend_cpu()))
+    if (tr_program_plan(p, g, &(struct tr_bucket){B, S}, 1, &m->loss, 1, tr_cpu_ops.workspace_bytes))
         return fprintf(stderr, "remat: planning failed\n"), 1;
     return 0;
 }
@@ -140,10 +140,11 @@ static int timed(const char *mode, int64_t B, int64_t S, int iters)
     fill_values(&g, &ex, &m, B, S);
     *(float *)tr_exec_data(&ex, scale) = 1;
     double *t = calloc((size_t)iters, sizeof *t);
+    struct tr_diag why = {0};
     for (int i = -1; i < iters; i++) {   /* one warm-up run: the arena's pages touched once */
         double t0 = now_ms();
-        if (tr_exec_run(&ex, B, S))
-            return fprintf(stderr, "remat: %s\n", ex.error), 1;
+        if (tr_exec_run(&ex, B, S, &why))
+            return fprintf(stderr, "remat: %s\n", tr_diag_last(&why)), 1;
         if (i >= 0)
             t[i] = now_ms() - t0;
     }

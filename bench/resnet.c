@@ -84,7 +84,7 @@ static int resnet(int64_t B, int iters)
     }
     struct tr_program p;
     struct tr_bucket bucket = {B, 1};
-    if (tr_program_plan(&p, &g, &bucket, 1, &m.loss, 1, tr_backend_cpu())) {
+    if (tr_program_plan(&p, &g, &bucket, 1, &m.loss, 1, tr_cpu_ops.workspace_bytes)) {
         fprintf(stderr, "resnet: planning failed\n");
         return 1;
     }
@@ -97,10 +97,11 @@ static int resnet(int64_t B, int iters)
     double *t = calloc((size_t)iters, sizeof *t), op_seconds[TR_NOPS] = {0};
     if (getenv("TR_PROFILE"))
         ex.op_seconds = op_seconds;
+    struct tr_diag why = {0};
     for (int i = -1; i < iters; i++) {   /* one warm-up run */
         double t0 = now_ms();
-        if (tr_exec_run(&ex, B, 1)) {
-            fprintf(stderr, "resnet: %s\n", ex.error);
+        if (tr_exec_run(&ex, B, 1, &why)) {
+            fprintf(stderr, "resnet: %s\n", tr_diag_last(&why));
             return 1;
         }
         if (i >= 0)

@@ -77,7 +77,7 @@ static int bench(const char *arch, int64_t B, int64_t S, int iters, enum tr_dtyp
         return fprintf(stderr, "transformer: %s\n", g.message), 1;
     struct tr_program p;
     struct tr_bucket bucket = {B, S};
-    if (tr_program_plan(&p, &g, &bucket, 1, &m.loss, 1, tr_backend_cpu()))
+    if (tr_program_plan(&p, &g, &bucket, 1, &m.loss, 1, tr_cpu_ops.workspace_bytes))
         return fprintf(stderr, "transformer: planning failed\n"), 1;
     struct tr_rng_ctx rng = {.seed = 1, .step = 1};
     struct tr_exec ex = {.g = &g, .schedule = p.schedule, .n = p.n, .plan = &p.plans[0], .be = tr_backend_cpu(),
@@ -94,10 +94,11 @@ static int bench(const char *arch, int64_t B, int64_t S, int iters, enum tr_dtyp
     double *t = calloc((size_t)iters, sizeof *t), op_seconds[TR_NOPS] = {0};
     if (getenv("TR_PROFILE"))
         ex.op_seconds = op_seconds;
+    struct tr_diag why = {0};
     for (int i = -1; i < iters; i++) {   /* one warm-up run */
         double t0 = now_ms();
-        if (tr_exec_run(&ex, B, S))
-            return fprintf(stderr, "transformer: %s\n", ex.error), 1;
+        if (tr_exec_run(&ex, B, S, &why))
+            return fprintf(stderr, "transformer: %s\n", tr_diag_last(&why)), 1;
         if (i >= 0)
             t[i] = now_ms() - t0;
     }

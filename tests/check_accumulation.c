@@ -55,14 +55,15 @@ static void setup(struct harness *h, enum tr_arch arch)
     int scale = tr_autodiff(&h->g);
     ck_assert_msg(scale >= 0, "%s", h->g.message);
     int keep[2] = {h->m.loss, h->m.logits >= 0 ? h->m.logits : h->m.rank};
-    ck_assert_int_eq(tr_program_plan(&h->p, &h->g, buckets, 4, keep, 2, tr_backend_cpu()), 0);
+    ck_assert_int_eq(tr_program_plan(&h->p, &h->g, buckets, 4, keep, 2, tr_cpu_ops.workspace_bytes), 0);
     h->rng = (struct tr_rng_ctx){.seed = 42};
     h->x = (struct tr_exec){.g = &h->g, .schedule = h->p.schedule, .n = h->p.n, .plan = &h->p.plans[0],
                             .be = tr_backend_cpu(), .rng = &h->rng, .debug = true};
     for (int k = 0; k < TR_NKINDS; k++)
         h->x.base[k] = calloc(h->p.region_bytes[k] + 64, 1);
     h->x.workspace = calloc(h->p.workspace_bytes + 64, 1);
-    tr_init_random(&(struct tr_init_target){.g = &h->g, .x = &h->x, .seed = 7, .vocab = V, .max_len = MAXLEN});
+    tr_init_random(&(struct tr_init_target){.g = &h->g, .x = &h->x, .seed = 7, .vocab = V, .max_len = MAXLEN},
+                   &(struct tr_diag){0});
     h->runner = (struct tr_step_runner){.x = &h->x, .p = &h->p, .m = &h->m, .loss_scale = scale, .lm = h->lm,
                                         .rng = &h->rng};
     uint32_t state = 12345;
@@ -129,7 +130,8 @@ static float *gradients(struct harness *h, const int64_t *order, const int64_t *
     }
     ck_assert_int_eq(at, N);
     struct tr_step st = {.n = N, .nmicro = nmicro, .micro = micro};
-    ck_assert_msg(tr_step_gradients(&h->runner, &st, NULL, 3, 1.0, loss) == 0, "%s", h->x.error);
+    struct tr_diag why = {0};
+    ck_assert_msg(tr_step_gradients(&h->runner, &st, NULL, 3, 1.0, loss, &why) == 0, "%s", tr_diag_last(&why));
     for (int i = 0; i < nmicro; i++)
         free_batch(&micro[i]);
     float *g = malloc(h->p.region_bytes[TR_GRAD]);

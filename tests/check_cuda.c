@@ -36,17 +36,28 @@
 
 /* ---- the table: runs everywhere, no device touched ------------------------------------------ */
 
+/* The CUDA instance the tests share: opened once (the tests run in one process on a GPU), which
+ * touches no device. */
+static const struct tr_backend *cuda(void)
+{
+    static struct tr_backend *be;
+    struct tr_diag why = {0};
+    if (!be)
+        ck_assert_msg(tr_backend_open_ops(&tr_cuda_ops, 0, &be, &why) == 0, "%s", tr_diag_last(&why));
+    return be;
+}
+
 START_TEST(table_names_its_ops)
 {
-    const struct tr_backend *be = tr_backend_cuda(), *cpu = tr_backend_cpu();
+    const struct tr_backend_ops *be = cuda()->ops, *cpu = tr_backend_cpu()->ops;
     ck_assert_str_eq(be->name, "cuda");
     ck_assert_ptr_nonnull(be->workspace_bytes);
-    ck_assert_ptr_eq(tr_backend_cuda(), be);
+    ck_assert_ptr_eq(cuda()->ops, &tr_cuda_ops);
     for (int op = 0; op < TR_NOPS; op++)   /* every op the CPU runs, the GPU runs */
         ck_assert_msg((be->kernels[op] != NULL) == (cpu->kernels[op] != NULL), "%s: kernel %s",
                       tr_op_name((enum tr_op)op), be->kernels[op] ? "present, not on the CPU" : "missing");
     ck_assert(!be->host_visible);
-    ck_assert(be->memory && be->host_memory && be->copy && be->fill && be->synchronize);
+    ck_assert(cuda()->memory && cuda()->host_memory && be->copy && be->fill && be->synchronize);
     ck_assert(be->copy_ahead && be->join);
     ck_assert(be->optim_step && be->grad_sumsq && be->grad_scale);
 }
@@ -56,12 +67,17 @@ END_TEST
  * op and the backend, before anything reaches a device. */
 START_TEST(missing_op_says_so)
 {
-    struct tr_backend partial = *tr_backend_cuda();
-    partial.kernels[TR_OP_CONV2D] = NULL;
+    struct tr_backend_ops ops = tr_cuda_ops;
+    tr_kernel_fn kernels[TR_NOPS];
+    memcpy(kernels, ops.kernels, sizeof kernels);
+    kernels[TR_OP_CONV2D] = NULL;
+    ops.kernels = kernels;
+    struct tr_backend partial = *cuda();
+    partial.ops = &ops;
     struct tr_node n = {.op = TR_OP_CONV2D, .nin = 2, .nout = 1};
-    char error[TR_KERNEL_ERROR_MAX] = "";
-    struct tr_kernel_args a = {.node = &n, .nin = 2, .nout = 1, .error = error};
-    ck_assert_int_eq(tr_backend_run(&partial, &a), TR_EINVAL);
+    char error[GC_ERROR_MAX] = "";
+    struct tr_kernel_args a = {.node = &n, .nin = 2, .nout = 1};
+    ck_assert_int_eq(gc_kernel(&partial, &a, error), TR_EINVAL);
     ck_assert_str_eq(error, "op conv2d has no CUDA kernel yet");
 }
 END_TEST
@@ -71,9 +87,9 @@ START_TEST(f64_refused)
 {
     struct tr_node n = {.op = TR_OP_ADD, .nin = 2, .nout = 1};
     struct tr_tensor t = {.dtype = TR_F64, .rank = 1, .dim = {4}, .data = NULL};
-    char error[TR_KERNEL_ERROR_MAX] = "";
-    struct tr_kernel_args a = {.node = &n, .in = {t, t}, .out = {t}, .nin = 2, .nout = 1, .error = error};
-    ck_assert_int_eq(tr_backend_run(tr_backend_cuda(), &a), TR_EINVAL);
+    char error[GC_ERROR_MAX] = "";
+    struct tr_kernel_args a = {.node = &n, .in = {t, t}, .out = {t}, .nin = 2, .nout = 1};
+    ck_assert_int_eq(gc_kernel(cuda(), &a, error), TR_EINVAL);
     ck_assert_msg(strstr(error, "add: f64 tensors have no CUDA kernels") == error, "%s", error);
 }
 END_TEST
@@ -82,7 +98,7 @@ END_TEST
  * 16-bit tensors when the operand types differ; the sort keys of the embedding gradient. */
 START_TEST(workspace_sizes)
 {
-    const struct tr_backend *be = tr_backend_cuda();
+    const struct tr_backend_ops *be = cuda()->ops;
     struct tr_node mm = {.op = TR_OP_MATMUL, .nin = 2, .nout = 1};
     struct tr_tensor a = {.dtype = TR_BF16, .rank = 2, .dim = {7, 13}}, b = {.dtype = TR_BF16, .rank = 2, .dim = {13, 9}},
                      y = {.dtype = TR_BF16, .rank = 2, .dim = {7, 9}};
@@ -132,7 +148,7 @@ END_TEST
  * the operands' type when 16-bit, f32 copies when the types mix; pairs grouped under 64 MiB. */
 START_TEST(attention_workspace_in_groups)
 {
-    const struct tr_backend *be = tr_backend_cuda();
+    const struct tr_backend_ops *be = cuda()->ops;
     size_t lt = (size_t)32 << 20, mib = (size_t)1 << 20;
     struct tr_node fwd = {.op = TR_OP_ATTENTION, .nin = 3, .nout = 2};
     struct tr_node bwd = {.op = TR_OP_ATTENTION_BWD, .nin = 6, .nout = 3};
@@ -169,7 +185,7 @@ END_TEST
  * x and y run as they are in f16, through f32 in bf16). No device is touched. */
 START_TEST(workspace_sizes_cudnn)
 {
-    const struct tr_backend *be = tr_backend_cuda();
+    const struct tr_backend_ops *be = cuda()->ops;
     size_t mib = (size_t)1 << 20;
     struct tr_node conv = {.op = TR_OP_CONV2D, .attrs.conv = {1, 1}, .nin = 2, .nout = 1};
     struct tr_tensor x = {.dtype = TR_F32, .rank = 4, .dim = {2, 3, 9, 11}}, w = {.dtype = TR_F32, .rank = 4, .dim = {5, 3, 3, 3}},
@@ -290,13 +306,13 @@ static struct tr_tensor clone(const struct tr_tensor *t)
 /* Runs a node on the CPU in the workspace it asks for; fails the test on an error. */
 static void cpu_run(const struct tr_node *node, struct tr_tensor *in, struct tr_tensor *out, const struct tr_rng_ctx *rng)
 {
-    char error[TR_KERNEL_ERROR_MAX] = "";
-    struct tr_kernel_args a = {.node = node, .nin = node->nin, .nout = node->nout, .rng = rng, .error = error};
+    char error[GC_ERROR_MAX] = "";
+    struct tr_kernel_args a = {.node = node, .nin = node->nin, .nout = node->nout, .rng = rng};
     memcpy(a.in, in, (size_t)node->nin * sizeof *in);
     memcpy(a.out, out, (size_t)node->nout * sizeof *out);
-    a.workspace_bytes = tr_backend_cpu()->workspace_bytes(node, a.in, a.out);
+    a.workspace_bytes = tr_cpu_ops.workspace_bytes(node, a.in, a.out);
     a.workspace = a.workspace_bytes ? malloc(a.workspace_bytes) : NULL;
-    int rc = tr_backend_run(tr_backend_cpu(), &a);
+    int rc = gc_kernel(tr_backend_cpu(), &a, error);
     free(a.workspace);
     ck_assert_msg(rc == 0, "cpu %s: %s", tr_op_name(node->op), error);
 }
@@ -777,18 +793,18 @@ static void *device_copy(const struct tr_tensor *t)
 static int gpu_run_inout(const struct tr_node *node, const struct tr_tensor *in, const struct tr_tensor *out,
                          struct tr_tensor *got, struct tr_tensor *got_in, const struct tr_rng_ctx *host_rng, char *error)
 {
-    struct tr_kernel_args a = {.node = node, .nin = node->nin, .nout = node->nout, .error = error};
+    struct tr_kernel_args a = {.node = node, .nin = node->nin, .nout = node->nout};
     for (int i = 0; i < node->nin; i++)
         a.in[i] = in[i], a.in[i].data = device_copy(&in[i]);
     for (int i = 0; i < node->nout; i++)
         a.out[i] = out[i], a.out[i].data = device_copy(&out[i]);
-    a.workspace_bytes = tr_backend_cuda()->workspace_bytes(node, a.in, a.out);
+    a.workspace_bytes = tr_cuda_ops.workspace_bytes(node, a.in, a.out);
     if (a.workspace_bytes)
         ck_assert_int_eq(cudaMalloc(&a.workspace, a.workspace_bytes), cudaSuccess);
     a.rng = host_rng;   /* the sample ids are host memory (cuda.h): dropout copies them over */
-    int rc = tr_backend_run(tr_backend_cuda(), &a);
-    char sync_error[TR_KERNEL_ERROR_MAX] = "";
-    ck_assert_msg(tr_cuda_synchronize(sync_error, sizeof sync_error) == 0, "%s", sync_error);
+    int rc = gc_kernel(cuda(), &a, error);
+    struct tr_diag sync = {0};
+    ck_assert_msg(tr_backend_synchronize(cuda(), &sync) == 0, "%s", tr_diag_last(&sync));
     for (int i = 0; i < node->nout; i++) {
         ck_assert_int_eq(cudaMemcpy(got[i].data, a.out[i].data, tr_tensor_bytes(&got[i]), cudaMemcpyDeviceToHost),
                          cudaSuccess);
@@ -894,7 +910,7 @@ static void check_case(const struct op_case *c, enum tr_dtype half, int acc)
             got_in[i] = clone(&s.in[i]);
     }
     cpu_run(&node, cpu_in, want, &rng);
-    char error[TR_KERNEL_ERROR_MAX] = "";
+    char error[GC_ERROR_MAX] = "";
     int rc = gpu_run_inout(&node, s.in, start, got, got_in, &rng, error);
     ck_assert_msg(rc == 0, "%s %s: %s", c->name, variant, error);
     enum compare how = c->compare;
@@ -930,11 +946,11 @@ END_TEST
 static void expect_refusals(enum tr_op op, int nin, struct tr_tensor *in, int nout, struct tr_tensor *out)
 {
     struct tr_node node = {.op = op, .attrs.cross_entropy = {-100, 0}, .nin = nin, .nout = nout};
-    char cpu_error[TR_KERNEL_ERROR_MAX] = "", gpu_error[TR_KERNEL_ERROR_MAX] = "";
-    struct tr_kernel_args a = {.node = &node, .nin = nin, .nout = nout, .error = cpu_error};
+    char cpu_error[GC_ERROR_MAX] = "", gpu_error[GC_ERROR_MAX] = "";
+    struct tr_kernel_args a = {.node = &node, .nin = nin, .nout = nout};
     memcpy(a.in, in, (size_t)nin * sizeof *in);
     memcpy(a.out, out, (size_t)nout * sizeof *out);
-    ck_assert_int_eq(tr_backend_run(tr_backend_cpu(), &a), TR_EINVAL);
+    ck_assert_int_eq(gc_kernel(tr_backend_cpu(), &a, cpu_error), TR_EINVAL);
     struct tr_tensor got[TR_MAX_OUT];
     for (int i = 0; i < nout; i++)
         got[i] = clone(&out[i]);
@@ -986,9 +1002,9 @@ START_TEST(bad_argmax_refused)
                      dx = gc_make(TR_F32, 1, 1, 4, 4);
     int32_t values[4] = {0, -2, 16, -1};   /* −2 and 16 are bad; −1 is a window of padding alone */
     memcpy(argmax.data, values, sizeof values);
-    char cpu_error[TR_KERNEL_ERROR_MAX] = "", gpu_error[TR_KERNEL_ERROR_MAX] = "";
-    struct tr_kernel_args a = {.node = &node, .in = {dy, argmax}, .out = {dx}, .nin = 2, .nout = 1, .error = cpu_error};
-    ck_assert_int_eq(tr_backend_run(tr_backend_cpu(), &a), TR_EINVAL);
+    char cpu_error[GC_ERROR_MAX] = "", gpu_error[GC_ERROR_MAX] = "";
+    struct tr_kernel_args a = {.node = &node, .in = {dy, argmax}, .out = {dx}, .nin = 2, .nout = 1};
+    ck_assert_int_eq(gc_kernel(tr_backend_cpu(), &a, cpu_error), TR_EINVAL);
     ck_assert_str_eq(cpu_error, "maxpool_bwd: 2 argmax indices fall outside the 4×4 plane");
     struct tr_tensor got = clone(&dx);
     ck_assert_int_eq(gpu_run(&node, (struct tr_tensor[]){dy, argmax}, &dx, &got, NULL, gpu_error), TR_EINVAL);
@@ -1003,9 +1019,9 @@ START_TEST(short_workspace_refused)
     struct tr_node n = {.op = TR_OP_MATMUL, .nin = 2, .nout = 1};
     struct tr_tensor a = {.dtype = TR_F32, .rank = 2, .dim = {4, 3}}, b = {.dtype = TR_F32, .rank = 2, .dim = {3, 5}},
                      y = {.dtype = TR_F32, .rank = 2, .dim = {4, 5}};
-    char error[TR_KERNEL_ERROR_MAX] = "";
-    struct tr_kernel_args k = {.node = &n, .in = {a, b}, .out = {y}, .nin = 2, .nout = 1, .error = error};
-    ck_assert_int_eq(tr_backend_run(tr_backend_cuda(), &k), TR_EINVAL);
+    char error[GC_ERROR_MAX] = "";
+    struct tr_kernel_args k = {.node = &n, .in = {a, b}, .out = {y}, .nin = 2, .nout = 1};
+    ck_assert_int_eq(gc_kernel(cuda(), &k, error), TR_EINVAL);
     ck_assert_str_eq(error, "matmul: needs 33554432 bytes of workspace, has 0");
 }
 END_TEST
@@ -1025,8 +1041,8 @@ static void *device_region(const struct tr_backend *be, size_t bytes)
  * bytes) and join orders what follows after it. The loader's memory is page-locked. */
 START_TEST(memory_entries)
 {
-    const struct tr_backend *be = tr_backend_cuda();
-    char error[TR_KERNEL_ERROR_MAX] = "";
+    const struct tr_backend *be = cuda();
+    struct tr_diag error = {0};
     enum { N = 1 << 20 };
     float *host = be->host_memory->alloc(N * sizeof *host, be->host_memory->ctx), *out = malloc(N * sizeof *out);
     ck_assert_ptr_nonnull(host);
@@ -1034,29 +1050,29 @@ START_TEST(memory_entries)
     ck_assert_int_eq(cudaPointerGetAttributes(&attr, host), cudaSuccess);
     ck_assert_int_eq(attr.type, cudaMemoryTypeHost);
     float *stage = device_region(be, N * sizeof *stage), *target = device_region(be, N * sizeof *target);
-    ck_assert_int_eq(be->copy(out, target, N * sizeof *out, TR_COPY_TO_HOST, error), 0);
+    ck_assert_int_eq(tr_backend_copy(be, out, target, N * sizeof *out, TR_COPY_TO_HOST, &error), 0);
     for (int i = 0; i < N; i++)
         ck_assert_msg(out[i] == 0, "element %d of a new region is %g", i, out[i]);
     for (int i = 0; i < N; i++)
         host[i] = (float)i;
-    ck_assert_int_eq(be->fill(stage, 0xff, N * sizeof *stage, error), 0);
-    ck_assert_msg(be->copy_ahead(stage, host, N * sizeof *host, error) == 0, "%s", error);
-    ck_assert_msg(be->join(error) == 0, "%s", error);
-    ck_assert_int_eq(be->copy(target, stage, N * sizeof *target, TR_COPY_ON_DEVICE, error), 0);
-    ck_assert_int_eq(be->synchronize(error), 0);
+    ck_assert_int_eq(tr_backend_fill(be, stage, 0xff, N * sizeof *stage, &error), 0);
+    ck_assert_msg(tr_backend_copy_ahead(be, stage, host, N * sizeof *host, &error) == 0, "%s", tr_diag_last(&error));
+    ck_assert_msg(tr_backend_join(be, &error) == 0, "%s", tr_diag_last(&error));
+    ck_assert_int_eq(tr_backend_copy(be, target, stage, N * sizeof *target, TR_COPY_ON_DEVICE, &error), 0);
+    ck_assert_int_eq(tr_backend_synchronize(be, &error), 0);
     for (int i = 0; i < N; i++)   /* the next batch ahead, while the commit above is done */
         host[i] = (float)-i;
-    ck_assert_int_eq(be->copy_ahead(stage, host, N * sizeof *host, error), 0);
-    ck_assert_int_eq(be->copy(out, target, N * sizeof *out, TR_COPY_TO_HOST, error), 0);
+    ck_assert_int_eq(tr_backend_copy_ahead(be, stage, host, N * sizeof *host, &error), 0);
+    ck_assert_int_eq(tr_backend_copy(be, out, target, N * sizeof *out, TR_COPY_TO_HOST, &error), 0);
     for (int i = 0; i < N; i++)
         ck_assert_msg(out[i] == (float)i, "committed element %d is %g", i, out[i]);
-    ck_assert_int_eq(be->join(error), 0);
-    ck_assert_int_eq(be->copy(target, stage, N * sizeof *target, TR_COPY_ON_DEVICE, error), 0);
-    ck_assert_int_eq(be->fill(target, 0, 16 * sizeof *target, error), 0);
-    ck_assert_int_eq(be->copy(out, target, N * sizeof *out, TR_COPY_TO_HOST, error), 0);
+    ck_assert_int_eq(tr_backend_join(be, &error), 0);
+    ck_assert_int_eq(tr_backend_copy(be, target, stage, N * sizeof *target, TR_COPY_ON_DEVICE, &error), 0);
+    ck_assert_int_eq(tr_backend_fill(be, target, 0, 16 * sizeof *target, &error), 0);
+    ck_assert_int_eq(tr_backend_copy(be, out, target, N * sizeof *out, TR_COPY_TO_HOST, &error), 0);
     for (int i = 0; i < N; i++)
         ck_assert_msg(out[i] == (i < 16 ? 0.0f : (float)-i), "element %d is %g", i, out[i]);
-    ck_assert_int_eq(be->synchronize(error), 0);
+    ck_assert_int_eq(tr_backend_synchronize(be, &error), 0);
     be->memory->free(stage, be->memory->ctx), be->memory->free(target, be->memory->ctx);
     be->host_memory->free(host, be->host_memory->ctx);
     free(out);
@@ -1072,32 +1088,32 @@ END_TEST
 static void optimize(const struct tr_backend *be, int kind, float *params_out, double *sumsq, bool *finite)
 {
     enum { A = 37, B = 5, C = 3 * 4096 + 11, N = A + B + C };
-    char error[TR_KERNEL_ERROR_MAX] = "";
+    struct tr_diag error = {0};
     float *params = device_region(be, N * 4), *grads = device_region(be, N * 4), *state = device_region(be, 2 * N * 4);
     float *host = malloc(N * sizeof *host);
     for (int i = 0; i < N; i++)
         host[i] = (float)(i % 7) / 3 - 1;
-    be->copy(params, host, N * 4, TR_COPY_TO_DEVICE, error);
+    tr_backend_copy(be, params, host, N * 4, TR_COPY_TO_DEVICE, &error);
     struct tr_param_span spans[3] = {{0, 0, 0, A, 1}, {A * 4, A * 4, A, B, 0}, {(A + B) * 4, (A + B) * 4, A + B, C, 1}};
     struct tr_optim_args a = {.params = (char *)params, .grads = (char *)grads, .state = state, .total = N,
                               .spans = spans, .nspans = 3, .kind = kind, .lr = 1e-2, .weight_decay = 0.1,
                               .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .momentum = 0.9, .nesterov = 1,
-                              .error = error};
+                              .diag = &error};
     for (int t = 1; t <= 3; t++) {
         for (int i = 0; i < N; i++)
             host[i] = (float)((i * t) % 11) / 5 - 1;
-        be->copy(grads, host, N * 4, TR_COPY_TO_DEVICE, error);
-        ck_assert_msg(be->grad_scale(&a, 0.5f, finite) == 0, "%s", error);
+        tr_backend_copy(be, grads, host, N * 4, TR_COPY_TO_DEVICE, &error);
+        ck_assert_msg(tr_backend_grad_scale(be, &a, 0.5f, finite) == 0, "%s", tr_diag_last(&error));
         ck_assert(*finite);
         a.step = t;
-        ck_assert_msg(be->optim_step(&a) == 0, "%s", error);
+        ck_assert_msg(tr_backend_optim_step(be, &a) == 0, "%s", tr_diag_last(&error));
     }
-    ck_assert_msg(be->grad_sumsq(&a, sumsq) == 0, "%s", error);
+    ck_assert_msg(tr_backend_grad_sumsq(be, &a, sumsq) == 0, "%s", tr_diag_last(&error));
     float inf = 1.0f / 0.0f;
-    be->copy(grads + A + 2, &inf, sizeof inf, TR_COPY_TO_DEVICE, error);
-    ck_assert_msg(be->grad_scale(&a, 0.5f, finite) == 0, "%s", error);
-    be->copy(params_out, params, N * 4, TR_COPY_TO_HOST, error);
-    ck_assert_int_eq(be->synchronize(error), 0);
+    tr_backend_copy(be, grads + A + 2, &inf, sizeof inf, TR_COPY_TO_DEVICE, &error);
+    ck_assert_msg(tr_backend_grad_scale(be, &a, 0.5f, finite) == 0, "%s", tr_diag_last(&error));
+    tr_backend_copy(be, params_out, params, N * 4, TR_COPY_TO_HOST, &error);
+    ck_assert_int_eq(tr_backend_synchronize(be, &error), 0);
     be->memory->free(params, be->memory->ctx), be->memory->free(grads, be->memory->ctx);
     be->memory->free(state, be->memory->ctx);
     free(host);
@@ -1111,7 +1127,7 @@ START_TEST(optimizer_as_the_cpu)
         double s_cpu, s_gpu;
         bool f_cpu, f_gpu;
         optimize(tr_backend_cpu(), kind, cpu, &s_cpu, &f_cpu);
-        optimize(tr_backend_cuda(), kind, gpu, &s_gpu, &f_gpu);
+        optimize(cuda(), kind, gpu, &s_gpu, &f_gpu);
         for (int i = 0; i < N; i++)
             ck_assert_msg(fabsf(gpu[i] - cpu[i]) <= 4 * 0x1p-24f * (fabsf(cpu[i]) + 0.1f),   /* 0.1: the updates' size */
                           "%s: parameter element %d: %.9g on the GPU, %.9g on the CPU",
@@ -1155,7 +1171,7 @@ START_TEST(repeatable)
             c->prepare(&s);
         struct tr_node node = {.op = c->op, .attrs = c->at, .nin = c->nin, .nout = c->nout};
         struct tr_tensor first[TR_MAX_OUT], second[TR_MAX_OUT];
-        char error[TR_KERNEL_ERROR_MAX] = "";
+        char error[GC_ERROR_MAX] = "";
         for (int i = 0; i < c->nout; i++)
             first[i] = clone(&s.out[i]), second[i] = clone(&s.out[i]);
         ck_assert_msg(gpu_run(&node, s.in, s.out, first, NULL, error) == 0, "%s", error);

@@ -114,7 +114,7 @@ static double run_case(struct fx *c)
     int keep[5] = {g->loss};
     memcpy(keep + 1, c->outs, (size_t)c->nout * sizeof(int));
     struct tr_bucket bucket = {c->B, c->S};
-    ck_assert_int_eq(tr_program_plan(&p, g, &bucket, 1, keep, 1 + c->nout, tr_backend_cpu()), 0);
+    ck_assert_int_eq(tr_program_plan(&p, g, &bucket, 1, keep, 1 + c->nout, tr_cpu_ops.workspace_bytes), 0);
     struct tr_exec x = {.g = g, .schedule = p.schedule, .n = p.n, .plan = &p.plans[0],
                         .be = tr_backend_cpu(), .debug = true};
     for (int k = 0; k < TR_NKINDS; k++)
@@ -128,7 +128,8 @@ static double run_case(struct fx *c)
         memcpy(tr_exec_data(&x, w[k]), ref(c, name)->data, ref(c, name)->bytes);
     }
     *(float *)tr_exec_data(&x, scale) = 1;
-    ck_assert_msg(tr_exec_run(&x, c->B, c->S) == 0, "%s: %s", c->name, x.error);
+    struct tr_diag why = {0};
+    ck_assert_msg(tr_exec_run(&x, c->B, c->S, &why) == 0, "%s: %s", c->name, tr_diag_last(&why));
     double worst = 0;
     for (int k = 0; k < c->nout; k++) {
         char name[16];

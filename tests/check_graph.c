@@ -74,7 +74,7 @@ START_TEST(gradients_accumulate)
     size_t n = h.plan.region_bytes[TR_GRAD];
     double *once = malloc(n);
     memcpy(once, h.x.base[TR_GRAD], n);
-    ck_assert_int_eq(tr_exec_run(&h.x, 2, 1), 0);   /* again, without zeroing */
+    ck_assert_int_eq(tr_exec_run(&h.x, 2, 1, &(struct tr_diag){0}), 0);   /* again, without zeroing */
     double *twice = (double *)h.x.base[TR_GRAD];
     for (size_t i = 0; i < n / sizeof(double); i++)
         ck_assert_double_eq_tol(twice[i], 2 * once[i], 1e-12);
@@ -185,7 +185,7 @@ START_TEST(memplan_bert_base)
     for (int i = 0; i < g.nnodes; i++)
         schedule[i] = i;
     struct tr_memplan p;
-    tr_memplan_build(&p, &g, schedule, g.nnodes, 8, 512, &g.loss, 1, tr_backend_cpu());
+    tr_memplan_build(&p, &g, schedule, g.nnodes, 8, 512, &g.loss, 1, tr_cpu_ops.workspace_bytes);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
     double gib = 1073741824.0;
@@ -208,7 +208,8 @@ START_TEST(memplan_bert_base)
     struct tr_allocator alloc;
     struct tr_exec ex = {.g = &g, .plan = &p};
     tr_alloc_init(&alloc, NULL);
-    ck_assert_msg(tr_exec_alloc(&ex, &alloc, p.region_bytes, p.workspace_bytes) == 0, "%s", ex.error);
+    struct tr_diag why = {0};
+    ck_assert_msg(tr_exec_alloc(&ex, &alloc, p.region_bytes, p.workspace_bytes, &why) == 0, "%s", tr_diag_last(&why));
     struct tr_alloc_stats st;
     tr_alloc_stats(&alloc, &st);
     ck_assert_uint_eq(st.region[TR_REGION_ARENA].peak, p.region_bytes[TR_ACT]);
@@ -242,7 +243,7 @@ START_TEST(buckets_share_one_arena)
     }
     ck_assert_int_ge(tr_autodiff(&g), 0);
     struct tr_program prog;
-    ck_assert_int_eq(tr_program_plan(&prog, &g, buckets, 3, &g.loss, 1, tr_backend_cpu()), 0);
+    ck_assert_int_eq(tr_program_plan(&prog, &g, buckets, 3, &g.loss, 1, tr_cpu_ops.workspace_bytes), 0);
     size_t biggest = 0;
     for (int b = 0; b < 3; b++)
         if (prog.plans[b].region_bytes[TR_ACT] > biggest)
@@ -268,7 +269,7 @@ START_TEST(buckets_share_one_arena)
             if (g.values[v].kind == TR_PARAM || g.values[v].kind == TR_INPUT)
                 memcpy(tr_exec_data(&x, v), harness_f64(h, v), h->plan.bytes[v]);
         memset(base[TR_GRAD], 0, prog.region_bytes[TR_GRAD]);
-        ck_assert_int_eq(tr_exec_run(&x, buckets[b].B, buckets[b].S), 0);
+        ck_assert_int_eq(tr_exec_run(&x, buckets[b].B, buckets[b].S, &(struct tr_diag){0}), 0);
         ck_assert_double_eq(*(double *)tr_exec_data(&x, g.loss), expected);
         tr_exec_free(&x);
         harness_free(h);
@@ -327,7 +328,7 @@ static size_t blocks_arena(enum tr_dtype low, bool copies, struct tr_graph *g)
     for (int i = 0; i < g->nnodes; i++)
         schedule[i] = i;
     struct tr_memplan p;
-    tr_memplan_build(&p, g, schedule, g->nnodes, 8, 128, &g->loss, 1, tr_backend_cpu());
+    tr_memplan_build(&p, g, schedule, g->nnodes, 8, 128, &g->loss, 1, tr_cpu_ops.workspace_bytes);
     size_t arena = p.region_bytes[TR_ACT];
     tr_memplan_free(&p);
     free(schedule);

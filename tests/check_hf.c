@@ -69,7 +69,7 @@ static void model_open(struct model *mo, enum tr_arch arch, int64_t B, int64_t S
     tr_model_logits(&mo->g, &mo->m);   /* gpt's, otherwise fused with the loss */
     ck_assert_msg(!mo->g.error, "%s", mo->g.message);
     struct tr_bucket bucket = {B, S};
-    ck_assert_int_eq(tr_program_plan(&mo->p, &mo->g, &bucket, 1, &mo->m.logits, 1, tr_backend_cpu()), 0);
+    ck_assert_int_eq(tr_program_plan(&mo->p, &mo->g, &bucket, 1, &mo->m.logits, 1, tr_cpu_ops.workspace_bytes), 0);
     mo->rng = (struct tr_rng_ctx){.seed = 1};
     mo->x = (struct tr_exec){.g = &mo->g, .schedule = mo->p.schedule, .n = mo->p.n, .plan = &mo->p.plans[0],
                              .be = tr_backend_cpu(), .rng = &mo->rng, .debug = true};
@@ -142,7 +142,8 @@ static void forward(struct model *mo, const char *which)
     int32_t *pos = tr_exec_data(&mo->x, mo->m.positions);
     for (int64_t i = 0; i < mo->B * mo->S; i++)
         pos[i] = (int32_t)(i % mo->S);
-    ck_assert_msg(tr_exec_run(&mo->x, mo->B, mo->S) == 0, "%s", mo->x.error);
+    struct tr_diag why = {0};
+    ck_assert_msg(tr_exec_run(&mo->x, mo->B, mo->S, &why) == 0, "%s", tr_diag_last(&why));
 }
 
 /* ‖got − want‖ / ‖want‖ over the rows (of width n) whose mask is 1; all rows when mask is NULL. */
@@ -441,7 +442,7 @@ START_TEST(bert_base_model_gets_a_fresh_head)
     struct model mo, drawn;
     model_open(&mo, TR_ARCH_BERT, 3, 10);
     model_open(&drawn, TR_ARCH_BERT, 3, 10);
-    tr_init_random(&drawn.target);
+    tr_init_random(&drawn.target, &(struct tr_diag){0});
     struct file f;
     file_open(&f, "bert/model.safetensors");
     file_drop(&f, "classifier.");

@@ -256,11 +256,10 @@ START_TEST(matmul_16bit)
             ((uint16_t *)b.data)[i] = to16((float)gc_uniform(&seed, -2, 2)), rb[i] = from16(((uint16_t *)b.data)[i]);
         struct tr_node mm = {.op = TR_OP_MATMUL, .nin = 2, .nout = 1, .attrs.matmul = {0, 1}};
         struct tr_kernel_args args = {.node = &mm, .in = {a, b}, .out = {y}, .nin = 2, .nout = 1};
-        char error[TR_KERNEL_ERROR_MAX];
-        args.error = error;
-        ck_assert_int_eq(tr_backend_run(tr_backend_cpu(), &args), TR_EINVAL);   /* no workspace */
+        char error[GC_ERROR_MAX];
+        ck_assert_int_eq(gc_kernel(tr_backend_cpu(), &args, error), TR_EINVAL);   /* no workspace */
         ck_assert_str_eq(error, "matmul: needs 3712 bytes of workspace for its 16-bit tensors, has 0");
-        size_t need = tr_backend_cpu()->workspace_bytes(&mm, args.in, args.out);
+        size_t need = tr_cpu_ops.workspace_bytes(&mm, args.in, args.out);
         args.workspace = malloc(need), args.workspace_bytes = need;
         gc_run(&args);
         double worst = 0;

@@ -117,25 +117,25 @@ static struct tr_node node_of(const struct op_case *c, int acc)
 /* Runs the node in a workspace of exactly `bytes` (none when 0); the kernel's return code. */
 static int run_with(const struct tr_node *node, struct set *s, size_t bytes, char *error)
 {
-    struct tr_kernel_args a = {.node = node, .nin = node->nin, .nout = node->nout, .error = error};
+    struct tr_kernel_args a = {.node = node, .nin = node->nin, .nout = node->nout};
     memcpy(a.in, s->in, sizeof a.in);
     memcpy(a.out, s->out, sizeof a.out);
     a.workspace = bytes ? malloc(bytes) : NULL;
     a.workspace_bytes = bytes;
-    int rc = tr_backend_run(tr_backend_cpu(), &a);
+    int rc = gc_kernel(tr_backend_cpu(), &a, error);
     free(a.workspace);
     return rc;
 }
 
 static size_t workspace_of(const struct tr_node *node, const struct set *s)
 {
-    return tr_backend_cpu()->workspace_bytes(node, s->in, s->out);
+    return tr_cpu_ops.workspace_bytes(node, s->in, s->out);
 }
 
 /* Runs the node in exactly the workspace it asks for; fails the test on an error. */
 static void run(const struct op_case *c, const struct tr_node *node, struct set *s)
 {
-    char error[TR_KERNEL_ERROR_MAX] = "";
+    char error[GC_ERROR_MAX] = "";
     int rc = run_with(node, s, workspace_of(node, s), error);
     ck_assert_msg(rc == 0, "%s: %s", c->name, error);
 }
@@ -257,7 +257,7 @@ static void run_op(enum tr_op op, union tr_attrs at, int nin, const struct tr_te
     struct set s = {0};
     memcpy(s.in, in, (size_t)nin * sizeof *in);
     memcpy(s.out, out, (size_t)nout * sizeof *out);
-    char error[TR_KERNEL_ERROR_MAX] = "";
+    char error[GC_ERROR_MAX] = "";
     ck_assert_msg(run_with(&node, &s, workspace_of(&node, &s), error) == 0, "%s: %s", tr_op_name(op), error);
 }
 
@@ -466,7 +466,7 @@ START_TEST(f64_never_mixes)
                      x16 = gc_make(TR_F16, 3, 4), bias64 = gc_make(TR_F64, 4), y16 = gc_make(TR_F16, 3, 4);
     struct tr_node mm = {.op = TR_OP_MATMUL, .nin = 2, .nout = 1};
     struct set s = {.in = {a64, b16}, .out = {y64}};
-    char error[TR_KERNEL_ERROR_MAX] = "";
+    char error[GC_ERROR_MAX] = "";
     size_t need = workspace_of(&mm, &s);
     ck_assert_int_eq(run_with(&mm, &s, need, error), TR_EINVAL);
     ck_assert_str_eq(error, "matmul: f64 and bf16 tensors cannot be mixed (16-bit data computes in f32)");
@@ -499,7 +499,7 @@ START_TEST(workspace_too_small)
         struct tr_node node = node_of(c, 0);
         size_t need = workspace_of(&node, &mixed), copies = copies_bytes(&mixed, c, TR_F16);
         size_t out_bytes = tr_tensor_bytes(&mixed.out[0]);
-        char *before = malloc(out_bytes), error[TR_KERNEL_ERROR_MAX] = "", expect[TR_KERNEL_ERROR_MAX];
+        char *before = malloc(out_bytes), error[GC_ERROR_MAX] = "", expect[GC_ERROR_MAX];
         memcpy(before, mixed.out[0].data, out_bytes);
         ck_assert_int_eq(run_with(&node, &mixed, copies - 1, error), TR_EINVAL);
         snprintf(expect, sizeof expect, "%s: needs %zu bytes of workspace for its 16-bit tensors, has %zu",

@@ -573,12 +573,11 @@ START_TEST(attention_too_long)
 {
     struct attn_case c;
     attn_setup(&c, TR_F32, 0, 0, 1, 1, 4097, 1, 52);
-    char error[TR_KERNEL_ERROR_MAX] = "";
-    c.fa.error = c.ba.error = error;
-    ck_assert_int_eq(tr_backend_run(tr_backend_cpu(), &c.fa), TR_EINVAL);
+    char error[GC_ERROR_MAX] = "";
+    ck_assert_int_eq(gc_kernel(tr_backend_cpu(), &c.fa, error), TR_EINVAL);
     ck_assert_msg(strstr(error, "attention: sequence length 4097") != NULL, "got: %s", error);
     error[0] = 0;
-    ck_assert_int_eq(tr_backend_run(tr_backend_cpu(), &c.ba), TR_EINVAL);
+    ck_assert_int_eq(gc_kernel(tr_backend_cpu(), &c.ba, error), TR_EINVAL);
     ck_assert_msg(strstr(error, "attention_bwd: sequence length 4097") != NULL, "got: %s", error);
     attn_free(&c);
 }

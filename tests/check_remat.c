@@ -114,7 +114,7 @@ static struct outcome step(enum tr_arch arch, enum tr_dtype amp, const uint8_t *
         ck_assert_msg(tr_remat(&g, mode, nmode) == 0, "%s", g.message);
     struct tr_program p;
     int keep[2] = {m.loss, m.logits >= 0 ? m.logits : m.rank};
-    ck_assert_int_eq(tr_program_plan(&p, &g, &(struct tr_bucket){B, S}, 1, keep, 2, tr_backend_cpu()), 0);
+    ck_assert_int_eq(tr_program_plan(&p, &g, &(struct tr_bucket){B, S}, 1, keep, 2, tr_cpu_ops.workspace_bytes), 0);
     struct tr_rng_ctx rng = {.seed = 7, .step = 3};
     struct tr_exec x = {.g = &g, .schedule = p.schedule, .n = p.n, .plan = &p.plans[0],
                         .be = tr_backend_cpu(), .rng = &rng, .debug = true};
@@ -131,7 +131,8 @@ static struct outcome step(enum tr_arch arch, enum tr_dtype amp, const uint8_t *
     }
     feed(&x, &g, &m, &seed);
     *(float *)tr_exec_data(&x, scale) = 1;
-    ck_assert_msg(tr_exec_run(&x, B, S) == 0, "%s", x.error);
+    struct tr_diag why = {0};
+    ck_assert_msg(tr_exec_run(&x, B, S, &why) == 0, "%s", tr_diag_last(&why));
 
     struct outcome o = {.arena = p.region_bytes[TR_ACT], .loss = *(float *)tr_exec_data(&x, m.loss)};
     for (int pass = 0; pass < 2; pass++) {   /* sizes, then bytes */

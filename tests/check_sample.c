@@ -54,7 +54,7 @@ static void graph_logits(const struct tr_recipe *r, float *out)
     struct tr_program p;
     int keep[2] = {m.loss, m.logits};
     struct tr_bucket bucket = {B, S};
-    ck_assert_int_eq(tr_program_plan(&p, &g, &bucket, 1, keep, 2, tr_backend_cpu()), 0);
+    ck_assert_int_eq(tr_program_plan(&p, &g, &bucket, 1, keep, 2, tr_cpu_ops.workspace_bytes), 0);
     struct tr_rng_ctx rng = {.seed = 1, .step = 1};
     struct tr_exec x = {.g = &g, .schedule = p.schedule, .n = p.n, .plan = &p.plans[0],
                         .be = tr_backend_cpu(), .rng = &rng, .debug = true};
@@ -73,7 +73,8 @@ static void graph_logits(const struct tr_recipe *r, float *out)
            fixture("gpt.input.positions")->bytes);
     memcpy(tr_exec_data(&x, m.mask), fixture("gpt.input.mask")->data, fixture("gpt.input.mask")->bytes);
     memcpy(tr_exec_data(&x, m.y), fixture("gpt.input.y")->data, fixture("gpt.input.y")->bytes);
-    ck_assert_msg(tr_exec_run(&x, B, S) == 0, "%s", x.error);
+    struct tr_diag why = {0};
+    ck_assert_msg(tr_exec_run(&x, B, S, &why) == 0, "%s", tr_diag_last(&why));
     memcpy(out, tr_exec_data(&x, m.logits), sizeof(float) * B * S * V);
     for (int k = 0; k < TR_NKINDS; k++)
         free(x.base[k]);

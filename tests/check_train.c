@@ -83,7 +83,7 @@ START_TEST(adamw_matches_definition)
                 v[i] = b2 * v[i] + (1 - b2) * g * g;
                 p[i] -= lr * (m[i] / (1 - pow(b1, t))) / (sqrt(v[i] / (1 - pow(b2, t))) + eps);
             }
-            tr_optim_step(&opt, lr);
+            tr_optim_step(&opt, lr, &(struct tr_diag){0});
             for (int i = 0; i < 5; i++)
                 ck_assert_msg(fabs(P(&o)[i] - p[i]) <= 1e-6 * (1 + fabs(p[i])), "step %d elem %d: %.9g vs %.9g",
                               t, i, P(&o)[i], p[i]);
@@ -115,7 +115,7 @@ START_TEST(sgd_matches_definition)
                 d = nesterov ? d + mu * buf[i] : buf[i];
                 p[i] -= lr * d;
             }
-            tr_optim_step(&opt, lr);
+            tr_optim_step(&opt, lr, &(struct tr_diag){0});
             for (int i = 0; i < 4; i++)
                 ck_assert_msg(fabs(P(&o)[i] - p[i]) <= 1e-6 * (1 + fabs(p[i])), "nesterov %d step %d elem %d",
                               nesterov, t, i);
@@ -159,15 +159,15 @@ START_TEST(clipping_and_nonfinite)
     struct tr_optim opt;
     tr_optim_init(&opt, &r, &o.g, &o.plan, tr_backend_cpu(), o.params, o.grads, o.state);
     G(&o)[0] = 3, G(&o)[1] = 4;
-    ck_assert_double_eq_tol(tr_grad_clip(&opt, 10), 5, 1e-12);   /* under the bound: untouched */
+    ck_assert_double_eq_tol(tr_grad_clip(&opt, 10, &(struct tr_diag){0}), 5, 1e-12);   /* under the bound: untouched */
     ck_assert_float_eq(G(&o)[0], 3);
-    ck_assert_double_eq_tol(tr_grad_clip(&opt, 1), 5, 1e-12);
+    ck_assert_double_eq_tol(tr_grad_clip(&opt, 1, &(struct tr_diag){0}), 5, 1e-12);
     ck_assert_double_eq_tol(G(&o)[0], 0.6, 1e-6);
     ck_assert_double_eq_tol(G(&o)[1], 0.8, 1e-6);
     ck_assert_int_eq(tr_grad_first_nonfinite(&opt), -1);
     G(&o)[1] = NAN;
     ck_assert_int_eq(tr_grad_first_nonfinite(&opt), o.w);
-    ck_assert(isnan(tr_grad_clip(&opt, 1)));
+    ck_assert(isnan(tr_grad_clip(&opt, 1, &(struct tr_diag){0})));
     ck_assert(isnan(G(&o)[1]));   /* a NaN norm scales nothing: the caller stops the run */
     tr_optim_free(&opt);
     tr_recipe_free(&r);
@@ -184,12 +184,12 @@ START_TEST(unscale_checks_overflow)
     struct tr_optim opt;
     tr_optim_init(&opt, &r, &o.g, &o.plan, tr_backend_cpu(), o.params, o.grads, o.state);
     G(&o)[0] = 1024, G(&o)[1] = -512, G(&o)[2] = 2;
-    ck_assert(tr_grad_unscale(&opt, 1.0f / 1024));
+    ck_assert(tr_grad_unscale(&opt, 1.0f / 1024, &(struct tr_diag){0}));
     ck_assert(G(&o)[0] == 1 && G(&o)[1] == -0.5f && G(&o)[2] == 1.0f / 512);
     G(&o)[2] = INFINITY;
-    ck_assert(!tr_grad_unscale(&opt, 0.5f));
+    ck_assert(!tr_grad_unscale(&opt, 0.5f, &(struct tr_diag){0}));
     G(&o)[2] = NAN;
-    ck_assert(!tr_grad_unscale(&opt, 0.5f));
+    ck_assert(!tr_grad_unscale(&opt, 0.5f, &(struct tr_diag){0}));
     tr_optim_free(&opt);
     tr_recipe_free(&r);
     one_param_free(&o);

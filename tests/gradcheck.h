@@ -12,6 +12,7 @@
 
 #include <check.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,14 +67,31 @@ static inline void gc_free(struct tr_tensor *t)
     t->data = NULL;
 }
 
+/* The longest sentence the tests keep of a kernel's failure. */
+#define GC_ERROR_MAX 256
+
+/* Runs a node on be, the kernel's sentence when it fails copied into error (GC_ERROR_MAX bytes;
+ * NULL: dropped), so that a test compares it as a string. */
+static inline int gc_kernel(const struct tr_backend *be, struct tr_kernel_args *a, char *error)
+{
+    struct tr_diag why = {0};
+    a->diag = &why;
+    int rc = tr_backend_run(be, a);
+    if (error)
+        snprintf(error, GC_ERROR_MAX, "%s", tr_diag_last(&why));
+    tr_diag_free(&why);
+    a->diag = NULL;
+    return rc;
+}
+
 /* Runs a node on bound tensors; fails the test with the kernel's sentence on error. */
 static inline void gc_run(struct tr_kernel_args *a)
 {
-    char error[TR_KERNEL_ERROR_MAX] = "";
-    a->error = error;
+    struct tr_diag why = {0};
+    a->diag = &why;
     int rc = tr_backend_run(tr_backend_cpu(), a);
-    ck_assert_msg(rc == 0, "%s failed: %s", tr_op_name(a->node->op), error);
-    a->error = NULL;
+    ck_assert_msg(rc == 0, "%s failed: %s", tr_op_name(a->node->op), tr_diag_last(&why));
+    a->diag = NULL;
 }
 
 /* L = Σ_k Σ w_k ⊙ out_k over the outputs that have a weight tensor (f64). */
@@ -138,12 +156,13 @@ static inline void expect_error(enum tr_op op, union tr_attrs at, int nin, const
                          struct tr_tensor out, const char *sentence)
 {
     struct tr_node node = {.op = op, .attrs = at};
-    char error[TR_KERNEL_ERROR_MAX] = "";
-    struct tr_kernel_args a = {.node = &node, .nin = nin, .nout = 1, .out = {out}, .error = error};
+    struct tr_diag why = {0};
+    struct tr_kernel_args a = {.node = &node, .nin = nin, .nout = 1, .out = {out}, .diag = &why};
     for (int i = 0; i < nin; i++)
         a.in[i] = in[i];
     ck_assert_int_eq(tr_backend_run(tr_backend_cpu(), &a), TR_EINVAL);
-    ck_assert_str_eq(error, sentence);
+    ck_assert_str_eq(tr_diag_last(&why), sentence);
+    tr_diag_free(&why);
 }
 
 /* Running a node a second time with accumulate set doubles its (f64) output. */

@@ -30,12 +30,13 @@ static inline void harness_plan(struct harness *h, int64_t B, int64_t S, bool de
     h->schedule = malloc((size_t)h->n * sizeof(int));
     for (int i = 0; i < h->n; i++)
         h->schedule[i] = i;
-    tr_memplan_build(&h->plan, &h->g, h->schedule, h->n, B, S, &h->g.loss, 1, tr_backend_cpu());
+    tr_memplan_build(&h->plan, &h->g, h->schedule, h->n, B, S, &h->g.loss, 1, tr_cpu_ops.workspace_bytes);
     h->x = (struct tr_exec){.g = &h->g, .schedule = h->schedule, .n = h->n, .plan = &h->plan,
                             .be = tr_backend_cpu(), .rng = &h->rng, .debug = debug};
     tr_alloc_init(&h->alloc, NULL);
-    ck_assert_msg(tr_exec_alloc(&h->x, &h->alloc, h->plan.region_bytes, h->plan.workspace_bytes) == 0,
-                  "%s", h->x.error);
+    struct tr_diag why = {0};
+    ck_assert_msg(tr_exec_alloc(&h->x, &h->alloc, h->plan.region_bytes, h->plan.workspace_bytes, &why) == 0,
+                  "%s", tr_diag_last(&why));
     h->rng = (struct tr_rng_ctx){.seed = 1234, .step = 1};
 }
 
@@ -69,8 +70,9 @@ static inline double harness_run(struct harness *h, int64_t B, int64_t S)
     if (h->plan.region_bytes[TR_GRAD])
         memset(h->x.base[TR_GRAD], 0, h->plan.region_bytes[TR_GRAD]);
     *harness_f64(h, h->loss_scale) = 1;
-    int rc = tr_exec_run(&h->x, B, S);
-    ck_assert_msg(rc == 0, "exec: %s", h->x.error);
+    struct tr_diag why = {0};
+    int rc = tr_exec_run(&h->x, B, S, &why);
+    ck_assert_msg(rc == 0, "exec: %s", tr_diag_last(&why));
     return *harness_f64(h, h->g.loss);
 }
 

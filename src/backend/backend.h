@@ -1,7 +1,14 @@
 /* The backend interface (DESIGN.md §3): a kernel per op plus the few memory operations the
  * executor needs. The CPU backend (src/backend/cpu) is the reference; the CUDA backend
  * implements the same table. Kernels never allocate: scratch comes from the workspace the
- * memory plan sized (tr_backend.workspace_bytes).
+ * memory plan sized (tr_backend_ops.workspace_bytes).
+ *
+ * A backend is an instance (struct tr_backend), one per device, opened with tr_backend_open and
+ * closed with tr_backend_close: every entry takes it first (kernels find it in args->be), and
+ * whatever the backend keeps — CUDA's streams, events, library handles and algorithm caches, the
+ * fenced CPU's registry of mappings — lives in its state, never in a global, so one process can
+ * hold one instance per device. Failures are a code and a sentence in a struct tr_diag
+ * (core/error.h); nothing is allocated unless something fails.
  *
  * Conventions every kernel follows — the graph builders and autodiff rely on them:
  *  - tensors are contiguous, row-major; a kernel reads in[], writes out[];
@@ -23,7 +30,7 @@
  *    which move 16-bit elements as they are when their float tensors share one dtype, and
  *    CAST, which converts any dtype to any other (src/backend/cpu/widen.c keeps this table);
  *  - a bad input that only shows at run time (an id out of range) returns TR_EINVAL with a
- *    sentence in args->error; nothing else fails.
+ *    sentence in args->diag; nothing else fails (a device's own failure: TR_EFAIL).
  *
  * Inputs (in) and outputs (out) per op, as graph.h names them:
  *   MATMUL          in a, b                 out y     a [P.., M, K] (trans_a: [P.., K, M]),
@@ -93,7 +100,13 @@
 #define TR_BACKEND_H
 
 #include "core/alloc.h"
+#include "core/error.h"
 #include "graph/graph.h"
+
+/* The kinds of device a run trains on (the plan's device, plan/device.h, says which). */
+enum tr_device_kind { TR_DEVICE_CPU, TR_DEVICE_CUDA };
+
+struct tr_backend;
 
 /* What dropout's counter-based generator needs to know about the micro-batch being run. */
 struct tr_rng_ctx {
@@ -103,6 +116,7 @@ struct tr_rng_ctx {
 };
 
 struct tr_kernel_args {
+    const struct tr_backend *be;  /* the instance running the node (set by tr_backend_run) */
     const struct tr_node *node;
     struct tr_tensor in[TR_MAX_IN];
     struct tr_tensor out[TR_MAX_OUT];
@@ -110,14 +124,12 @@ struct tr_kernel_args {
     void *workspace;
     size_t workspace_bytes;
     const struct tr_rng_ctx *rng;
-    char *error;                 /* a buffer of TR_KERNEL_ERROR_MAX bytes for a failure's sentence */
+    struct tr_diag *diag;        /* a failure's sentence */
 };
-
-#define TR_KERNEL_ERROR_MAX 256
 
 typedef int (*tr_kernel_fn)(const struct tr_kernel_args *args);
 
-/* The directions of tr_backend.copy: host memory is the process's, device memory the regions'. */
+/* The directions of a copy (tr_backend_copy): host memory is the process's, device memory the regions'. */
 enum tr_copy { TR_COPY_TO_DEVICE, TR_COPY_TO_HOST, TR_COPY_ON_DEVICE };
 
 /* One parameter as the optimizer sees it: its bytes in the parameters and gradients regions,
@@ -143,48 +155,118 @@ struct tr_optim_args {
     double lr, weight_decay, beta1, beta2, eps, momentum;
     int nesterov;
     int64_t step;            /* 1 at the first update */
-    char *error;             /* TR_KERNEL_ERROR_MAX bytes for a failure's sentence */
+    struct tr_diag *diag;    /* a failure's sentence */
 };
 
-struct tr_backend {
+/* What a kind of backend is and does: one const table per kind (CPU, fenced CPU, CUDA). The
+ * entries after workspace_bytes take the instance first. */
+struct tr_backend_ops {
     const char *name;
-    tr_kernel_fn kernels[TR_NOPS];
+    const tr_kernel_fn *kernels;   /* TR_NOPS of them, by op; NULL where the kind has none yet */
+    /* How the kind runs a kernel of its table (the CPU: 16-bit tensors through f32 copies; the
+     * fenced CPU: that, with its regions opened); NULL: the kernel is called as it is. */
+    int (*run)(tr_kernel_fn kernel, const struct tr_kernel_args *a);
     /* Scratch one node needs, from its bound shapes (im2col buffers, the f32 copies of 16-bit
-     * tensors); 0 for most. in and out hold node->nin and node->nout tensors. */
+     * tensors); 0 for most. in and out hold node->nin and node->nout tensors. A function of the
+     * kind and the shapes alone: the planner sizes workspaces before any device is opened, and
+     * for devices this machine does not have. */
     size_t (*workspace_bytes)(const struct tr_node *node, const struct tr_tensor *in,
                               const struct tr_tensor *out);
-
-    /* Memory. The regions come from `memory`; the host buffers the loader fills from
-     * `host_memory` (CUDA: page-locked, so copies to the device run at full speed and
-     * asynchronously). host_visible: the host may read and write the regions directly (the
-     * CPU); otherwise every access goes through copy and fill. */
-    const struct tr_memory_ops *memory, *host_memory;
+    /* host_visible: the host may read and write the regions directly (the CPU); otherwise every
+     * access goes through copy and fill. */
     bool host_visible;
+
+    /* Makes be's state and memory (be->ops and be->device are set); touches no device (a CUDA
+     * context starts at the first entry that needs one). 0 or TR_E… with a sentence. close
+     * releases what open and the entries made. */
+    int (*open)(struct tr_backend *be, struct tr_diag *d);
+    void (*close)(struct tr_backend *be);
+
     /* Copies bytes, ordered after every kernel queued before it; a copy to the host has
-     * arrived when it returns, a copy to the device has read its source. 0 or TR_EINVAL with
-     * a sentence in error (TR_KERNEL_ERROR_MAX bytes). */
-    int (*copy)(void *dst, const void *src, size_t bytes, enum tr_copy direction, char *error);
+     * arrived when it returns, a copy to the device has read its source. 0 or a code with a
+     * sentence in d. */
+    int (*copy)(const struct tr_backend *be, void *dst, const void *src, size_t bytes, enum tr_copy direction,
+                struct tr_diag *d);
     /* Sets bytes of device memory to byte, ordered as copy. */
-    int (*fill)(void *dst, int byte, size_t bytes, char *error);
+    int (*fill)(const struct tr_backend *be, void *dst, int byte, size_t bytes, struct tr_diag *d);
     /* Waits for everything queued, copies ahead too; an asynchronous fault surfaces here. */
-    int (*synchronize)(char *error);
+    int (*synchronize)(const struct tr_backend *be, struct tr_diag *d);
     /* Copies ahead: the next micro-batch's inputs travel while this one computes (NULL where
      * the host sees the regions: nothing to overlap). copy_ahead queues a copy to the device
      * on a second queue; it starts once everything queued before it is done and runs beside
      * whatever is queued after. Its source must stay as it is until join has been called and
      * a later synchronize or copy to the host has returned. join: whatever is queued after it
-     * waits for every copy ahead queued before it. 0 or TR_EINVAL with a sentence in error. */
-    int (*copy_ahead)(void *dst, const void *src, size_t bytes, char *error);
-    int (*join)(char *error);
+     * waits for every copy ahead queued before it. */
+    int (*copy_ahead)(const struct tr_backend *be, void *dst, const void *src, size_t bytes, struct tr_diag *d);
+    int (*join)(const struct tr_backend *be, struct tr_diag *d);
 
     /* The optimizer's passes over all gradients: the update; the sum of squares (each
      * parameter's in order, then the parameters in order, in double: the same bits on any
      * thread count); multiplying every gradient by factor and saying whether all of them are
-     * finite afterwards (the fp16 unscale and overflow check fused; clipping). */
-    int (*optim_step)(const struct tr_optim_args *a);
-    int (*grad_sumsq)(const struct tr_optim_args *a, double *sumsq);
-    int (*grad_scale)(const struct tr_optim_args *a, float factor, bool *finite);
+     * finite afterwards (the fp16 unscale and overflow check fused; clipping). A failure's
+     * sentence goes to a->diag. */
+    int (*optim_step)(const struct tr_backend *be, const struct tr_optim_args *a);
+    int (*grad_sumsq)(const struct tr_backend *be, const struct tr_optim_args *a, double *sumsq);
+    int (*grad_scale)(const struct tr_backend *be, const struct tr_optim_args *a, float factor, bool *finite);
 };
+
+/* One backend on one device. The handle does not change once open (entries take it const);
+ * what changes as it runs (streams, caches, copies held back) is in *state. One host thread
+ * drives an instance at a time. */
+struct tr_backend {
+    const struct tr_backend_ops *ops;
+    int device;                  /* the device's number among its kind's (cuda:N); 0 on the CPU */
+    /* Memory. The regions come from `memory`; the host buffers the loader fills from
+     * `host_memory` (CUDA: page-locked, so copies to the device run at full speed and
+     * asynchronously). */
+    const struct tr_memory_ops *memory, *host_memory;
+    void *state;                 /* the kind's own (open makes it, close frees it) */
+};
+
+/* The entries, called on an instance: tr_backend_copy(be, dst, src, bytes, direction, d). */
+static inline int tr_backend_copy(const struct tr_backend *be, void *dst, const void *src, size_t bytes,
+                                  enum tr_copy direction, struct tr_diag *d)
+{
+    return be->ops->copy(be, dst, src, bytes, direction, d);
+}
+
+static inline int tr_backend_fill(const struct tr_backend *be, void *dst, int byte, size_t bytes, struct tr_diag *d)
+{
+    return be->ops->fill(be, dst, byte, bytes, d);
+}
+
+static inline int tr_backend_synchronize(const struct tr_backend *be, struct tr_diag *d)
+{
+    return be->ops->synchronize(be, d);
+}
+
+/* Whether the backend copies ahead (copy_ahead and join exist): where it does not, inputs are
+ * written in place. */
+static inline bool tr_backend_copies_ahead(const struct tr_backend *be) { return be->ops->copy_ahead != NULL; }
+
+static inline int tr_backend_copy_ahead(const struct tr_backend *be, void *dst, const void *src, size_t bytes,
+                                        struct tr_diag *d)
+{
+    return be->ops->copy_ahead(be, dst, src, bytes, d);
+}
+
+static inline int tr_backend_join(const struct tr_backend *be, struct tr_diag *d) { return be->ops->join(be, d); }
+
+static inline int tr_backend_optim_step(const struct tr_backend *be, const struct tr_optim_args *a)
+{
+    return be->ops->optim_step(be, a);
+}
+
+static inline int tr_backend_grad_sumsq(const struct tr_backend *be, const struct tr_optim_args *a, double *sumsq)
+{
+    return be->ops->grad_sumsq(be, a, sumsq);
+}
+
+static inline int tr_backend_grad_scale(const struct tr_backend *be, const struct tr_optim_args *a, float factor,
+                                        bool *finite)
+{
+    return be->ops->grad_scale(be, a, factor, finite);
+}
 
 /* BATCHNORM's x seen as [N, C, S]: S = H·W, or 1 for x [N, C] (both backends' layout). */
 struct tr_bn_geom {
@@ -199,22 +281,34 @@ static inline struct tr_bn_geom tr_bn_geom_of(const struct tr_tensor *x)
     return g;
 }
 
-/* The CPU backend: OpenBLAS for GEMMs, OpenMP for the rest. */
-const struct tr_backend *tr_backend_cpu(void);
+/* The CPU backend's table: OpenBLAS for GEMMs, OpenMP for the rest. */
+extern const struct tr_backend_ops tr_cpu_ops;
 /* The CPU backend as a device the host cannot see: the regions are mapped inaccessible except
  * while a kernel, a copy or a fill runs, so any direct host access to them is a crash. The
  * tests run whole trainings on it to prove the trainer reaches tensors only through copy and
  * fill, as the CUDA backend needs. Its copies ahead are held back until join (or
  * synchronize), as a device's may land late: an input committed before its join, or a source
- * let go too early, gives other bytes. Not thread-safe; slow (two mprotect calls a region a
- * kernel). */
-const struct tr_backend *tr_backend_cpu_fenced(void);
-/* The backend a device kind (plan/device.h) trains on: "cpu", "cpu-fenced" or "cuda", the
- * environment's TRAINRUN_BACKEND overriding it (the tests' hook); NULL with a sentence in
- * error when that backend is not built or not known. */
-const struct tr_backend *tr_backend_for(int device_kind, char *error, size_t size);
+ * let go too early, gives other bytes. Each instance fences its own regions; slow (two
+ * mprotect calls a region a kernel). */
+extern const struct tr_backend_ops tr_cpu_fenced_ops;
+/* The CPU backend has no state: this one instance serves every caller that wants the CPU
+ * (tests, tools); tr_backend_open gives an instance of its own, as for every kind. */
+const struct tr_backend *tr_backend_cpu(void);
 
-/* Runs one node's kernel on bound tensors (the executor's and the tests' single entry point). */
+/* The kind of backend a device kind (enum tr_device_kind) trains on: "cpu", "cpu-fenced" or
+ * "cuda", the environment's TRAINRUN_BACKEND overriding it (the tests' hook); NULL with a
+ * sentence in d when that backend is not built or not known. */
+const struct tr_backend_ops *tr_backend_ops_for(int device_kind, struct tr_diag *d);
+/* An instance of that backend on device number `device` (cuda:N; 0 on the CPU) into *out:
+ * 0, or a code with a sentence in d (*out NULL). Touches no device yet. */
+int tr_backend_open(int device_kind, int device, struct tr_backend **out, struct tr_diag *d);
+/* An instance of the kind ops is (tests: a particular kind whatever the environment says). */
+int tr_backend_open_ops(const struct tr_backend_ops *ops, int device, struct tr_backend **out, struct tr_diag *d);
+/* Releases the instance and everything it made; NULL is ignored. */
+void tr_backend_close(struct tr_backend *be);
+
+/* Runs one node's kernel on bound tensors (the executor's and the tests' single entry point):
+ * sets args->be; 0, or a code with the sentence in args->diag. */
 int tr_backend_run(const struct tr_backend *be, struct tr_kernel_args *args);
 
 #endif

@@ -24,66 +24,67 @@ void *tr_exec_data(const struct tr_exec *x, int v)
     return x->base[tr_region_kind(x->g->values[root].kind)] + x->plan->offset[root];
 }
 
-static int copy_failed(const struct tr_exec *x, int v, const char *what, const char *error)
+/* A copy's failure (its sentence in inner), passed on in d under the value it concerned. */
+static int copy_failed(const struct tr_exec *x, int v, const char *what, int rc, struct tr_diag *inner,
+                       struct tr_diag *d)
 {
-    snprintf(((struct tr_exec *)x)->error, sizeof x->error, "%s value %d (%.80s): %.150s", what, v, x->g->values[v].name,
-             error);
-    return TR_EINVAL;
+    rc = tr_fail(d, rc, "%s value %d (%s): %s", what, v, x->g->values[v].name, tr_diag_last(inner));
+    tr_diag_free(inner);
+    return rc;
 }
 
-int tr_exec_read(const struct tr_exec *x, int v, void *host, size_t bytes)
+int tr_exec_read(const struct tr_exec *x, int v, void *host, size_t bytes, struct tr_diag *d)
 {
-    char error[TR_KERNEL_ERROR_MAX];
-    if (x->be->copy(host, tr_exec_data(x, v), bytes, TR_COPY_TO_HOST, error))
-        return copy_failed(x, v, "reading", error);
-    return 0;
+    struct tr_diag why = {0};
+    int rc = tr_backend_copy(x->be, host, tr_exec_data(x, v), bytes, TR_COPY_TO_HOST, &why);
+    return rc ? copy_failed(x, v, "reading", rc, &why, d) : 0;
 }
 
-int tr_exec_write(struct tr_exec *x, int v, const void *host, size_t bytes)
+int tr_exec_write(struct tr_exec *x, int v, const void *host, size_t bytes, struct tr_diag *d)
 {
-    char error[TR_KERNEL_ERROR_MAX];
-    if (x->be->copy(tr_exec_data(x, v), host, bytes, TR_COPY_TO_DEVICE, error))
-        return copy_failed(x, v, "writing", error);
-    return 0;
+    struct tr_diag why = {0};
+    int rc = tr_backend_copy(x->be, tr_exec_data(x, v), host, bytes, TR_COPY_TO_DEVICE, &why);
+    return rc ? copy_failed(x, v, "writing", rc, &why, d) : 0;
 }
 
-int tr_exec_fill(struct tr_exec *x, int v, int byte, size_t bytes)
+int tr_exec_fill(struct tr_exec *x, int v, int byte, size_t bytes, struct tr_diag *d)
 {
-    char error[TR_KERNEL_ERROR_MAX];
-    if (x->be->fill(tr_exec_data(x, v), byte, bytes, error))
-        return copy_failed(x, v, "filling", error);
-    return 0;
+    struct tr_diag why = {0};
+    int rc = tr_backend_fill(x->be, tr_exec_data(x, v), byte, bytes, &why);
+    return rc ? copy_failed(x, v, "filling", rc, &why, d) : 0;
 }
 
-int tr_exec_stage(struct tr_exec *x, const struct tr_memplan *plan, int v, const void *host, size_t bytes)
+int tr_exec_stage(struct tr_exec *x, const struct tr_memplan *plan, int v, const void *host, size_t bytes,
+                  struct tr_diag *d)
 {
     int root = tr_storage_of(x->g, v);
-    if (x->g->values[root].kind != TR_INPUT || plan->offset[root] < 0 || x->nstaged == TR_EXEC_MAX_STAGED) {
-        snprintf(x->error, sizeof x->error, "staging value %d (%.80s): not an input, or %d staged already", v,
-                 x->g->values[v].name, x->nstaged);
-        return TR_EINVAL;
-    }
+    if (x->g->values[root].kind != TR_INPUT || plan->offset[root] < 0 || x->nstaged == TR_EXEC_MAX_STAGED)
+        return tr_fail(d, TR_EINVAL, "staging value %d (%s): not an input, or %d staged already", v,
+                       x->g->values[v].name, x->nstaged);
     struct tr_staged *s = &x->staged[x->nstaged++];
     *s = (struct tr_staged){v, plan->offset[root], host, bytes};
-    char error[TR_KERNEL_ERROR_MAX];
-    if (x->stage && x->be->copy_ahead(x->stage + s->offset, host, bytes, error))
-        return copy_failed(x, v, "copying ahead", error);
-    return 0;
+    struct tr_diag why = {0};
+    int rc = x->stage ? tr_backend_copy_ahead(x->be, x->stage + s->offset, host, bytes, &why) : 0;
+    return rc ? copy_failed(x, v, "copying ahead", rc, &why, d) : 0;
 }
 
-int tr_exec_commit(struct tr_exec *x)
+int tr_exec_commit(struct tr_exec *x, struct tr_diag *d)
 {
-    char error[TR_KERNEL_ERROR_MAX];
-    int n = x->nstaged;
+    struct tr_diag why = {0};
+    int n = x->nstaged, rc;
     x->nstaged = 0;
-    if (x->stage && n && x->be->join(error))
-        return snprintf(x->error, sizeof x->error, "waiting for the inputs copied ahead: %.200s", error), TR_EINVAL;
+    if (x->stage && n && (rc = tr_backend_join(x->be, &why))) {
+        rc = tr_fail(d, rc, "waiting for the inputs copied ahead: %s", tr_diag_last(&why));
+        tr_diag_free(&why);
+        return rc;
+    }
     for (int i = 0; i < n; i++) {
         const struct tr_staged *s = &x->staged[i];
         char *to = x->base[TR_INPUT] + s->offset;
-        if (x->stage ? x->be->copy(to, x->stage + s->offset, s->bytes, TR_COPY_ON_DEVICE, error)
-                     : x->be->copy(to, s->host, s->bytes, TR_COPY_TO_DEVICE, error))
-            return copy_failed(x, s->v, "committing", error);
+        rc = x->stage ? tr_backend_copy(x->be, to, x->stage + s->offset, s->bytes, TR_COPY_ON_DEVICE, &why)
+                      : tr_backend_copy(x->be, to, s->host, s->bytes, TR_COPY_TO_DEVICE, &why);
+        if (rc)
+            return copy_failed(x, s->v, "committing", rc, &why, d);
     }
     return 0;
 }
@@ -96,7 +97,7 @@ static size_t region_size(const struct tr_exec *x, enum tr_value_kind kind)
 static char *mirror_of(struct tr_exec *x, enum tr_value_kind kind)
 {
     if (!x->mirror[kind])
-        x->mirror[kind] = x->be->host_visible ? x->base[kind] : tr_xcalloc(region_size(x, kind) + 1, 1);
+        x->mirror[kind] = x->be->ops->host_visible ? x->base[kind] : tr_xcalloc(region_size(x, kind) + 1, 1);
     return x->mirror[kind];
 }
 
@@ -108,33 +109,47 @@ void *tr_exec_host(struct tr_exec *x, int v)
     return mirror_of(x, tr_region_kind(x->g->values[root].kind)) + x->plan->offset[root];
 }
 
-static int mirror_copy(struct tr_exec *x, enum tr_value_kind kind, enum tr_copy direction)
+static int mirror_copy(struct tr_exec *x, enum tr_value_kind kind, enum tr_copy direction, struct tr_diag *d)
 {
-    char *m = mirror_of(x, kind), error[TR_KERNEL_ERROR_MAX];
+    char *m = mirror_of(x, kind);
     if (m == x->base[kind])
         return 0;
     size_t bytes = region_size(x, kind);
-    if (x->be->copy(direction == TR_COPY_TO_HOST ? m : x->base[kind], direction == TR_COPY_TO_HOST ? x->base[kind] : m,
-                    bytes, direction, error)) {
-        snprintf(x->error, sizeof x->error, "copying the %zu-byte region %s the device: %s", bytes,
-                 direction == TR_COPY_TO_HOST ? "from" : "to", error);
-        return TR_EINVAL;
+    struct tr_diag why = {0};
+    int rc = tr_backend_copy(x->be, direction == TR_COPY_TO_HOST ? m : x->base[kind],
+                             direction == TR_COPY_TO_HOST ? x->base[kind] : m, bytes, direction, &why);
+    if (rc) {
+        rc = tr_fail(d, rc, "copying the %zu-byte region %s the device: %s", bytes,
+                     direction == TR_COPY_TO_HOST ? "from" : "to", tr_diag_last(&why));
+        tr_diag_free(&why);
     }
-    return 0;
+    return rc;
 }
 
-int tr_exec_pull(struct tr_exec *x, enum tr_value_kind kind) { return mirror_copy(x, kind, TR_COPY_TO_HOST); }
-int tr_exec_push(struct tr_exec *x, enum tr_value_kind kind) { return mirror_copy(x, kind, TR_COPY_TO_DEVICE); }
-
-static int fail(struct tr_exec *x, const struct tr_node *n, int step, const char *what)
+int tr_exec_pull(struct tr_exec *x, enum tr_value_kind kind, struct tr_diag *d)
 {
-    snprintf(x->error, sizeof x->error, "step %d (%s): %s", step, tr_op_name(n->op), what);
-    return TR_EINVAL;
+    return mirror_copy(x, kind, TR_COPY_TO_HOST, d);
+}
+
+int tr_exec_push(struct tr_exec *x, enum tr_value_kind kind, struct tr_diag *d)
+{
+    return mirror_copy(x, kind, TR_COPY_TO_DEVICE, d);
+}
+
+/* A node's failure (its sentence in inner, NULL: what), passed on in d under its step and op. */
+static int fail(const struct tr_node *n, int step, int rc, struct tr_diag *inner, const char *what,
+                struct tr_diag *d)
+{
+    rc = tr_fail(d, rc ? rc : TR_EINVAL, "step %d (%s): %s", step, tr_op_name(n->op),
+                 inner ? tr_diag_last(inner) : what);
+    if (inner)
+        tr_diag_free(inner);
+    return rc;
 }
 
 /* Debug: fill a dead value's slot with NaN bytes (0xff…), so a kernel that reads it yields
  * NaN, which the tests see in the loss. */
-static int poison(struct tr_exec *x, int step)
+static int poison(struct tr_exec *x, int step, struct tr_diag *d)
 {
     const struct tr_memplan *p = x->plan;
     for (int v = 0; v < x->g->nvalues; v++) {
@@ -146,9 +161,10 @@ static int poison(struct tr_exec *x, int step)
         for (int i = 0; i < node->nout; i++)
             handed_on |= tr_storage_of(x->g, node->out[i]) != v && p->offset[tr_storage_of(x->g, node->out[i])] == p->offset[v];
         if (!handed_on) {
-            char error[TR_KERNEL_ERROR_MAX];
-            if (x->be->fill(x->base[TR_ACT] + p->offset[v], 0xff, p->bytes[v], error))
-                return fail(x, node, step, error);
+            struct tr_diag why = {0};
+            int rc = tr_backend_fill(x->be, x->base[TR_ACT] + p->offset[v], 0xff, p->bytes[v], &why);
+            if (rc)
+                return fail(node, step, rc, &why, NULL, d);
             memset(x->shadow + p->offset[v], 0xff, p->bytes[v]);
         }
     }
@@ -156,24 +172,25 @@ static int poison(struct tr_exec *x, int step)
 }
 
 /* Debug: the arena as it is now, on the host: the region itself, or a copy of a device's. */
-static const char *arena_now(struct tr_exec *x, char *error)
+static const char *arena_now(struct tr_exec *x, struct tr_diag *d)
 {
-    if (x->be->host_visible)
+    if (x->be->ops->host_visible)
         return x->base[TR_ACT];
     if (!x->seen)
         x->seen = tr_xmalloc(x->shadow_bytes);
-    return x->be->copy(x->seen, x->base[TR_ACT], x->plan->region_bytes[TR_ACT], TR_COPY_TO_HOST, error) ? NULL
-                                                                                                      : x->seen;
+    return tr_backend_copy(x->be, x->seen, x->base[TR_ACT], x->plan->region_bytes[TR_ACT], TR_COPY_TO_HOST, d)
+               ? NULL
+               : x->seen;
 }
 
 /* Debug: everything the node did not own must be as it was. */
-static int police(struct tr_exec *x, const struct tr_node *node, int step)
+static int police(struct tr_exec *x, const struct tr_node *node, int step, struct tr_diag *d)
 {
     const struct tr_memplan *p = x->plan;
-    char error[TR_KERNEL_ERROR_MAX];
-    const char *arena = arena_now(x, error);
+    struct tr_diag why = {0};
+    const char *arena = arena_now(x, &why);
     if (!arena)
-        return fail(x, node, step, error);
+        return fail(node, step, why.code, &why, NULL, d);
     for (int i = 0; i < node->nout; i++) {
         int v = tr_storage_of(x->g, node->out[i]);
         if (x->g->values[v].kind == TR_ACT && p->offset[v] >= 0)
@@ -192,7 +209,7 @@ static int police(struct tr_exec *x, const struct tr_node *node, int step)
             at >= (size_t)p->offset[v] && at < (size_t)p->offset[v] + p->bytes[v])
             snprintf(what, sizeof what, "wrote into value %d (live %d..%d), not its output", v,
                      p->first[v], p->last[v]);
-    return fail(x, node, step, what);
+    return fail(node, step, TR_EINVAL, NULL, what, d);
 }
 
 /* Whether the node at step is its phase's last before another phase (or the schedule's end). */
@@ -207,14 +224,12 @@ static bool phase_ends(const struct tr_exec *x, int step)
     return true;
 }
 
-int tr_exec_run(struct tr_exec *x, int64_t B, int64_t S)
+int tr_exec_run(struct tr_exec *x, int64_t B, int64_t S, struct tr_diag *d)
 {
-    if (B > x->plan->B || S > x->plan->S) {
-        snprintf(x->error, sizeof x->error, "sizes B=%lld S=%lld exceed the plan's (%lld, %lld)",
-                 (long long)B, (long long)S, (long long)x->plan->B, (long long)x->plan->S);
-        return TR_EINVAL;
-    }
-    char kernel_error[TR_KERNEL_ERROR_MAX];
+    if (B > x->plan->B || S > x->plan->S)
+        return tr_fail(d, TR_EINVAL, "sizes B=%lld S=%lld exceed the plan's (%lld, %lld)", (long long)B,
+                       (long long)S, (long long)x->plan->B, (long long)x->plan->S);
+    struct tr_diag why = {0};   /* a kernel's sentence, passed on under its step: nothing allocated unless one fails */
     if (x->debug) {   /* each run may bind another plan (length buckets): its arena, synced */
         if (x->shadow_bytes < x->plan->region_bytes[TR_ACT] + 1) {
             free(x->shadow), free(x->seen);
@@ -222,9 +237,12 @@ int tr_exec_run(struct tr_exec *x, int64_t B, int64_t S)
             x->shadow_bytes = x->plan->region_bytes[TR_ACT] + 1;
             x->shadow = tr_xmalloc(x->shadow_bytes);
         }
-        const char *arena = arena_now(x, kernel_error);
-        if (!arena)
-            return snprintf(x->error, sizeof x->error, "debug: %s", kernel_error), TR_EINVAL;
+        const char *arena = arena_now(x, &why);
+        if (!arena) {
+            int rc = tr_fail(d, why.code, "debug: %s", tr_diag_last(&why));
+            tr_diag_free(&why);
+            return rc;
+        }
         memcpy(x->shadow, arena, x->plan->region_bytes[TR_ACT]);
     }
     double phase_start = seconds();
@@ -234,22 +252,23 @@ int tr_exec_run(struct tr_exec *x, int64_t B, int64_t S)
             struct tr_kernel_args a = {.node = node, .nin = node->nin, .nout = node->nout,
                                        .workspace = x->workspace,
                                        .workspace_bytes = x->plan->workspace_bytes,
-                                       .rng = x->rng, .error = kernel_error};
+                                       .rng = x->rng, .diag = &why};
             tr_bind_shapes(x->g, node, B, S, a.in, a.out);
             for (int i = 0; i < node->nin; i++)
                 a.in[i].data = tr_exec_data(x, node->in[i]);
             for (int i = 0; i < node->nout; i++)
                 a.out[i].data = tr_exec_data(x, node->out[i]);
-            kernel_error[0] = '\0';
             double start = x->op_seconds || x->phase_seconds ? seconds() : 0;
-            if (tr_backend_run(x->be, &a))
-                return fail(x, node, step, kernel_error);
+            int rc = tr_backend_run(x->be, &a);
+            if (rc)
+                return fail(node, step, rc, &why, NULL, d);
             /* a device's kernels return before they finish: timing each op waits for each; a
              * phase's time waits only where the phase changes (the device stays busy) */
-            if (!x->be->host_visible && (x->op_seconds || (x->phase_seconds && phase_ends(x, step))) &&
-                x->be->synchronize(kernel_error))
-                return fail(x, node, step, kernel_error);
-            if (!x->be->host_visible && !x->op_seconds && x->phase_seconds) {
+            bool device = !x->be->ops->host_visible;
+            if (device && (x->op_seconds || (x->phase_seconds && phase_ends(x, step))) &&
+                (rc = tr_backend_synchronize(x->be, &why)))
+                return fail(node, step, rc, &why, NULL, d);
+            if (device && !x->op_seconds && x->phase_seconds) {
                 if (phase_ends(x, step)) {
                     double t = seconds();
                     x->phase_seconds[node->phase] += t - phase_start;
@@ -263,20 +282,21 @@ int tr_exec_run(struct tr_exec *x, int64_t B, int64_t S)
                     x->phase_seconds[node->phase] += took;
             }
         }
-        if (x->debug && (police(x, node, step) || poison(x, step)))
-            return TR_EINVAL;
+        int rc;
+        if (x->debug && ((rc = police(x, node, step, d)) || (rc = poison(x, step, d))))
+            return rc;
     }
     return 0;
 }
 
-size_t tr_exec_inputs_bytes(const struct tr_backend *be, size_t inputs)
+size_t tr_exec_inputs_bytes(const struct tr_backend_ops *ops, size_t inputs)
 {
     size_t half = (inputs + TR_EXEC_STAGE_ALIGN - 1) / TR_EXEC_STAGE_ALIGN * TR_EXEC_STAGE_ALIGN;
-    return be && be->copy_ahead && inputs ? 2 * half : inputs;
+    return ops && ops->copy_ahead && inputs ? 2 * half : inputs;
 }
 
 int tr_exec_alloc(struct tr_exec *x, struct tr_allocator *a, const size_t *region_bytes,
-                  size_t workspace_bytes)
+                  size_t workspace_bytes, struct tr_diag *d)
 {
     static const struct { enum tr_value_kind kind; enum tr_region region; } map[] = {
         {TR_PARAM, TR_REGION_PARAMS}, {TR_GRAD, TR_REGION_GRADS}, {TR_INPUT, TR_REGION_DATA},
@@ -285,16 +305,16 @@ int tr_exec_alloc(struct tr_exec *x, struct tr_allocator *a, const size_t *regio
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
         void *p = NULL;
         size_t bytes = region_bytes[map[i].kind];
-        size_t held = map[i].kind == TR_INPUT ? tr_exec_inputs_bytes(x->be, bytes) : bytes;
+        size_t held = map[i].kind == TR_INPUT ? tr_exec_inputs_bytes(x->be ? x->be->ops : NULL, bytes) : bytes;
         if (tr_alloc_region(a, map[i].region, held, &p))
-            return snprintf(x->error, sizeof x->error, "%s", tr_alloc_error(a)), TR_ENOMEM;
+            return tr_fail(d, TR_ENOMEM, "%s", tr_alloc_error(a));
         x->base[map[i].kind] = p;
         x->region_bytes[map[i].kind] = bytes;
         if (held != bytes)
             x->stage = (char *)p + held / 2;
     }
     if (tr_alloc_region(a, TR_REGION_WORKSPACE, workspace_bytes, &x->workspace))
-        return snprintf(x->error, sizeof x->error, "%s", tr_alloc_error(a)), TR_ENOMEM;
+        return tr_fail(d, TR_ENOMEM, "%s", tr_alloc_error(a));
     return 0;
 }
 

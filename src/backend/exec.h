@@ -38,42 +38,46 @@ struct tr_exec {
         size_t bytes;
     } staged[TR_EXEC_MAX_STAGED];
     int nstaged;
-    char error[TR_KERNEL_ERROR_MAX + 64];
 };
 
-/* Runs the whole schedule at (B, S), each at most the plan's. 0, or TR_EINVAL with x->error. */
-int tr_exec_run(struct tr_exec *x, int64_t B, int64_t S);
+/* Every call that can fail returns 0, or a code with its sentence added to d (core/error.h);
+ * nothing is allocated unless it fails. */
+
+/* Runs the whole schedule at (B, S), each at most the plan's. */
+int tr_exec_run(struct tr_exec *x, int64_t B, int64_t S, struct tr_diag *d);
 /* Where a value's data is (valid for persistent values always, for activations while live). */
 void *tr_exec_data(const struct tr_exec *x, int v);
 /* Copies between the host and a value's data, whatever memory the backend's is (backend.h:
- * host_visible): bytes from its start. 0, or TR_EINVAL with x->error. */
-int tr_exec_read(const struct tr_exec *x, int v, void *host, size_t bytes);
-int tr_exec_write(struct tr_exec *x, int v, const void *host, size_t bytes);
-int tr_exec_fill(struct tr_exec *x, int v, int byte, size_t bytes);
+ * host_visible): bytes from its start. */
+int tr_exec_read(const struct tr_exec *x, int v, void *host, size_t bytes, struct tr_diag *d);
+int tr_exec_write(struct tr_exec *x, int v, const void *host, size_t bytes, struct tr_diag *d);
+int tr_exec_fill(struct tr_exec *x, int v, int byte, size_t bytes, struct tr_diag *d);
 /* Inputs staged ahead, so that the next micro-batch's travel while this one runs (backend.h:
  * copy_ahead). tr_exec_stage takes input v's bytes for the plan its batch will run under; on a
  * device they leave at once, into the staging half of the inputs region, and the host memory
  * must stay as it is until that batch has run; where the host sees the regions nothing moves
  * yet, and host must stay until the commit. tr_exec_commit puts every staged input in place,
- * ordered before whatever is queued after it. 0, or TR_EINVAL with x->error. */
-int tr_exec_stage(struct tr_exec *x, const struct tr_memplan *plan, int v, const void *host, size_t bytes);
-int tr_exec_commit(struct tr_exec *x);
+ * ordered before whatever is queued after it. */
+int tr_exec_stage(struct tr_exec *x, const struct tr_memplan *plan, int v, const void *host, size_t bytes,
+                  struct tr_diag *d);
+int tr_exec_commit(struct tr_exec *x, struct tr_diag *d);
 /* The host's view of the persistent region of a kind (TR_PARAM: parameters and state), for
  * initialisation and checkpoints: the region itself where the host sees it, else a host copy
  * (x->plan's region size) that tr_exec_pull fills from the region and tr_exec_push copies
  * back. tr_exec_host is v's address in that view. */
 void *tr_exec_host(struct tr_exec *x, int v);
-int tr_exec_pull(struct tr_exec *x, enum tr_value_kind kind);
-int tr_exec_push(struct tr_exec *x, enum tr_value_kind kind);
+int tr_exec_pull(struct tr_exec *x, enum tr_value_kind kind, struct tr_diag *d);
+int tr_exec_push(struct tr_exec *x, enum tr_value_kind kind, struct tr_diag *d);
 /* Takes the regions (sizes by value kind, as a plan or program gives them) and the workspace
- * from the allocator, which enforces its byte limit; TR_ENOMEM with x->error when refused. On
- * a backend that copies ahead, the inputs region is twice its size: the second half stages. */
+ * from the allocator, which enforces its byte limit; TR_ENOMEM when refused. On a backend that
+ * copies ahead, the inputs region is twice its size: the second half stages. */
 int tr_exec_alloc(struct tr_exec *x, struct tr_allocator *a, const size_t *region_bytes,
-                  size_t workspace_bytes);
-/* The bytes the inputs region takes for plans needing `inputs`: twice them, each half on a
- * TR_EXEC_STAGE_ALIGN boundary, where the backend copies ahead; as they are elsewhere. */
+                  size_t workspace_bytes, struct tr_diag *d);
+/* The bytes the inputs region takes for plans needing `inputs` on a backend of kind ops (NULL:
+ * none): twice them, each half on a TR_EXEC_STAGE_ALIGN boundary, where it copies ahead; as
+ * they are elsewhere. */
 #define TR_EXEC_STAGE_ALIGN 256
-size_t tr_exec_inputs_bytes(const struct tr_backend *be, size_t inputs);
+size_t tr_exec_inputs_bytes(const struct tr_backend_ops *ops, size_t inputs);
 void tr_exec_free(struct tr_exec *x);
 
 #endif

@@ -1,41 +1,47 @@
-/* Which backend a run trains on (backend.h, tr_backend_for): the device's kind decides, unless
- * TRAINRUN_BACKEND names one (the tests run the CPU fenced, as a device the host cannot see). */
+/* Which backend a run trains on (backend.h): the device's kind decides, unless TRAINRUN_BACKEND
+ * names one (the tests run the CPU fenced, as a device the host cannot see); tr_backend_open
+ * makes an instance of that kind (instance.c). */
 #include "backend/backend.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
-#include "plan/device.h"
 #ifdef HAVE_CUDA
 #include "backend/cuda/cuda.h"
 #endif
 
-static const struct tr_backend *cuda_backend(char *error, size_t size)
+static const struct tr_backend_ops *cuda_ops(struct tr_diag *d)
 {
 #ifdef HAVE_CUDA
-    (void)error, (void)size;
-    return tr_backend_cuda();
+    (void)d;
+    return &tr_cuda_ops;
 #else
-    snprintf(error, size, "this trainrun was built without CUDA (configure found no CUDA toolkit); "
-             "rebuild where nvcc, cuBLASLt and cuDNN are installed, or train on device: cpu");
+    tr_fail(d, TR_EINVAL, "this trainrun was built without CUDA (configure found no CUDA toolkit); "
+            "rebuild where nvcc, cuBLASLt and cuDNN are installed, or train on device: cpu");
     return NULL;
 #endif
 }
 
-const struct tr_backend *tr_backend_for(int device_kind, char *error, size_t size)
+const struct tr_backend_ops *tr_backend_ops_for(int device_kind, struct tr_diag *d)
 {
     const char *named = getenv("TRAINRUN_BACKEND");
     if (named && *named) {
         if (!strcmp(named, "cpu"))
-            return tr_backend_cpu();
+            return &tr_cpu_ops;
         if (!strcmp(named, "cpu-fenced"))
-            return tr_backend_cpu_fenced();
+            return &tr_cpu_fenced_ops;
         if (!strcmp(named, "cuda"))
-            return cuda_backend(error, size);
-        snprintf(error, size, "TRAINRUN_BACKEND: expected cpu, cpu-fenced or cuda, got '%s'", named);
+            return cuda_ops(d);
+        tr_fail(d, TR_EINVAL, "TRAINRUN_BACKEND: expected cpu, cpu-fenced or cuda, got '%s'", named);
         return NULL;
     }
-    return device_kind == TR_DEVICE_CUDA ? cuda_backend(error, size) : tr_backend_cpu();
+    return device_kind == TR_DEVICE_CUDA ? cuda_ops(d) : &tr_cpu_ops;
+}
+
+int tr_backend_open(int device_kind, int device, struct tr_backend **out, struct tr_diag *d)
+{
+    const struct tr_backend_ops *ops = tr_backend_ops_for(device_kind, d);
+    *out = NULL;
+    return ops ? tr_backend_open_ops(ops, device, out, d) : TR_EINVAL;
 }

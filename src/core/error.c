@@ -154,6 +154,18 @@ int tr_fail(struct tr_diag *d, int code, const char *fmt, ...)
     return code;
 }
 
+int tr_fail_because(struct tr_diag *d, int code, struct tr_diag *why, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *words = vprintf_alloc(fmt, ap);
+    va_end(ap);
+    tr_fail(d, code, "%s: %s", words, tr_diag_last(why));
+    free(words);
+    tr_diag_free(why);
+    return code;
+}
+
 const char *tr_diag_last(const struct tr_diag *d)
 {
     return d->n ? d->items[d->n - 1].message : "";

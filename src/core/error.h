@@ -56,6 +56,11 @@ int tr_fail(struct tr_diag *d, int code, const char *fmt, ...) __attribute__((fo
 int tr_fail_at(struct tr_diag *d, int code, struct tr_where where, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 int tr_vfail(struct tr_diag *d, int code, struct tr_where where, const char *fmt, va_list ap);
+/* A callee's failure told in the caller's words: adds "<fmt…>: <why's last sentence>" to d,
+ * frees why and returns code. `if (tr_exec_run(x, B, S, &why)) return tr_fail_because(d,
+ * TR_EFAIL, &why, "step %lld", t);` */
+int tr_fail_because(struct tr_diag *d, int code, struct tr_diag *why, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* The last sentence added ("" when none): for a caller that wraps it in its own context. */
 const char *tr_diag_last(const struct tr_diag *d);
 /* The sentence of a code alone ("invalid input", …), for a failure that has no sentence. */

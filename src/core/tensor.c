@@ -166,12 +166,10 @@ __attribute__((target("f16c,avx"))) static void narrow_f16c(const float *in, uin
         out[i] = tr_f32_to_f16(in[i]);
 }
 
+/* A property of the machine, read from the CPU model libgcc fills at start-up: a load, no state. */
 static int has_f16c(void)
 {
-    static int known = -1;   /* a property of the machine: the same answer every time */
-    if (known < 0)
-        known = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
-    return known;
+    return __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
 }
 
 void tr_f16_widen(const uint16_t *in, float *out, int64_t n)

@@ -5,11 +5,12 @@
 #ifndef TR_BPE_H
 #define TR_BPE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "core/error.h"
-#include "data/tokenizer.h"
+#include "data/ids.h"
 
 struct tr_bpe;
 

@@ -31,21 +31,6 @@ struct tr_tokenizer {
     } impl;
 };
 
-void tr_ids_push(struct tr_ids *ids, int32_t id)
-{
-    if (ids->n == ids->cap) {
-        ids->cap = ids->cap ? 2 * ids->cap : 256;
-        ids->v = tr_xrealloc(ids->v, ids->cap * sizeof *ids->v);
-    }
-    ids->v[ids->n++] = id;
-}
-
-void tr_ids_free(struct tr_ids *ids)
-{
-    free(ids->v);
-    *ids = (struct tr_ids){0};
-}
-
 /* ---- UTF-8 ---------------------------------------------------------------------------------- */
 
 /* The bytes of the invalid sequence at s that one U+FFFD replaces: its lead byte and the

@@ -22,14 +22,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
-
-struct tr_ids {
-    int32_t *v;
-    size_t n, cap;
-};
-
-void tr_ids_push(struct tr_ids *ids, int32_t id);
-void tr_ids_free(struct tr_ids *ids);
+#include "data/ids.h"
 
 struct tr_tokenizer;
 

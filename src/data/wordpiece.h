@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "data/tokenizer.h"
+#include "data/ids.h"
 
 /* The offset of the first byte of text that does not begin a valid UTF-8 sequence (overlong
  * forms, surrogates and code points past U+10FFFF do not), or len when all of it is UTF-8. */

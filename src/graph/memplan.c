@@ -219,7 +219,7 @@ static void place_persistent(struct tr_memplan *p, const struct tr_graph *g)
 }
 
 int tr_memplan_build(struct tr_memplan *p, const struct tr_graph *g, const int *schedule, int n,
-                     int64_t B, int64_t S, const int *keep, int nkeep, const struct tr_backend *be)
+                     int64_t B, int64_t S, const int *keep, int nkeep, tr_workspace_fn workspace)
 {
     memset(p, 0, sizeof *p);
     p->B = B, p->S = S;
@@ -241,11 +241,11 @@ int tr_memplan_build(struct tr_memplan *p, const struct tr_graph *g, const int *
     for (int v = 0; v < g->nvalues; v++)   /* views live where their storage does */
         if (g->values[v].view_of >= 0)
             p->offset[v] = p->offset[g->values[v].view_of];
-    for (int step = 0; be && be->workspace_bytes && step < n; step++) {
+    for (int step = 0; workspace && step < n; step++) {
         const struct tr_node *node = &g->nodes[schedule[step]];
         struct tr_tensor in[TR_MAX_IN], out[TR_MAX_OUT];
         tr_bind_shapes(g, node, B, S, in, out);
-        size_t w = be->workspace_bytes(node, in, out);
+        size_t w = workspace(node, in, out);
         if (w > p->workspace_bytes)
             p->workspace_bytes = align_up(w);
     }

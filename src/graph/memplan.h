@@ -6,7 +6,7 @@
 #ifndef TR_MEMPLAN_H
 #define TR_MEMPLAN_H
 
-#include "backend/backend.h"
+#include "graph/graph.h"
 
 #define TR_NKINDS 5   /* enum tr_value_kind: params, grads, state, inputs, arena */
 
@@ -22,10 +22,15 @@ struct tr_memplan {
     size_t workspace_bytes;     /* the largest scratch one node needs */
 };
 
+/* The scratch one node needs from its bound shapes: a backend's (backend.h, the ops'
+ * workspace_bytes), which the graph does not know. */
+typedef size_t (*tr_workspace_fn)(const struct tr_node *node, const struct tr_tensor *in,
+                                  const struct tr_tensor *out);
+
 /* Plans schedule[0..n-1] of g at (B, S). keep lists values that must outlive the schedule
- * (the loss, logits read by evaluation). be sizes the workspace (NULL: none). */
+ * (the loss, logits read by evaluation). workspace sizes the workspace (NULL: none). */
 int tr_memplan_build(struct tr_memplan *p, const struct tr_graph *g, const int *schedule, int n,
-                     int64_t B, int64_t S, const int *keep, int nkeep, const struct tr_backend *be);
+                     int64_t B, int64_t S, const int *keep, int nkeep, tr_workspace_fn workspace);
 void tr_memplan_free(struct tr_memplan *p);
 
 /* The region a kind of value lives in: state (batch-norm statistics) sits with the parameters,

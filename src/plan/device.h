@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum tr_device_kind { TR_DEVICE_CPU, TR_DEVICE_CUDA };
+#include "backend/backend.h"   /* enum tr_device_kind: the backend a device trains on */
 
 /* Rates by the precision GEMMs read: [0] fp32 (TF32 where the profile says the engine uses
  * it), [1] bf16, [2] fp16 — index by enum tr_plan_precision. */
@@ -19,6 +19,7 @@ struct tr_device {
     char name[64];            /* "cpu" (this host), "rtx3090", … */
     char description[160];    /* "NVIDIA GeForce RTX 3090 (24 GiB, Ampere)", "this host: 2 threads, …" */
     int kind;                 /* enum tr_device_kind */
+    int index;                /* its number among its kind's (cuda:N): the backend instance's device */
     uint64_t memory;          /* bytes the device holds: CPU, the RAM (or the cgroup's limit) */
     bool supports[TR_NPRECISIONS];   /* the precision can be used at all (fp32 always) */
     double gemm_flops[TR_NPRECISIONS];   /* dense GEMM rate, FLOP/s, sustained */

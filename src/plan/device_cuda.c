@@ -83,6 +83,7 @@ int tr_device_cuda(struct tr_device *d, int index, const char *profiles, char *e
         d->bandwidth = 1e12, d->node_seconds = 5e-6;
     }
     d->kind = TR_DEVICE_CUDA;
+    d->index = index;
     snprintf(d->name, sizeof d->name, "cuda:%d", index);
     snprintf(d->description, sizeof d->description, "%.90s (%.1f GiB, compute capability %d.%d, %d SMs)", s.name,
              (double)s.total / (1u << 30), s.major, s.minor, s.multiprocessors);

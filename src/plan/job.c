@@ -38,10 +38,18 @@ int tr_plan_device_named(struct tr_device *d, const char *device, char *err, siz
     return tr_device_cuda(d, index, profiles_path(), err, errsize);
 }
 
-const struct tr_backend *tr_plan_backend(const struct tr_device *dev)
+const struct tr_backend_ops *tr_plan_backend(const struct tr_device *dev)
 {
-    char ignored[256];
-    return tr_backend_for(dev->kind, ignored, sizeof ignored);
+    struct tr_diag ignored = {0};
+    const struct tr_backend_ops *ops = tr_backend_ops_for(dev->kind, &ignored);
+    tr_diag_free(&ignored);
+    return ops;
+}
+
+tr_workspace_fn tr_plan_workspace(const struct tr_device *dev)
+{
+    const struct tr_backend_ops *ops = tr_plan_backend(dev);
+    return ops ? ops->workspace_bytes : NULL;
 }
 
 /* The kind of data (enum tr_data_kind) a model reads. */

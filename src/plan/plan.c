@@ -134,8 +134,7 @@ static void plan_one(struct tr_memplan *mp, const struct tr_built *b, const int 
                      const struct tr_device *dev)
 {
     int keep[2] = {b->m.loss, b->m.logits >= 0 ? b->m.logits : b->m.rank};
-    tr_memplan_build(mp, &b->g, schedule, b->g.nnodes, B, S, keep, 2,
-                     tr_plan_backend(dev));
+    tr_memplan_build(mp, &b->g, schedule, b->g.nnodes, B, S, keep, 2, tr_plan_workspace(dev));
 }
 
 static void take_max(size_t *regions, const struct tr_memplan *mp)

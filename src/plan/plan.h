@@ -112,9 +112,11 @@ int tr_plan_device(struct tr_device *d, const char *profile, bool recalibrate, c
  * cuda:N (that GPU, measured: tr_device_cuda), auto (the first GPU when one is seen, else
  * this host). 0 or TR_E… with err. */
 int tr_plan_device_named(struct tr_device *d, const char *device, char *err, size_t errsize);
-/* The backend that sizes a device's kernels' workspaces (its kind's), or NULL when this build
- * has none for it (planning a GPU profile without CUDA: no workspace counted). */
-const struct tr_backend *tr_plan_backend(const struct tr_device *dev);
+/* The kind of backend that sizes a device's kernels' workspaces (its kind's), or NULL when this
+ * build has none for it (planning a GPU profile without CUDA: no workspace counted). */
+const struct tr_backend_ops *tr_plan_backend(const struct tr_device *dev);
+/* Its workspace_bytes, NULL without one. */
+tr_workspace_fn tr_plan_workspace(const struct tr_device *dev);
 /* The job of r on data and dev: refuses (TR_EINVAL, diag) a model that cannot read the data;
  * the longest sequence of any split; the budget, capped at the device's memory; the
  * process's peak resident set so far as the footprint's base (CPU). */

@@ -156,7 +156,7 @@ static void set_default(struct loader *ld, int key, enum tr_origin_kind kind)
     yaml_node_t *root = yaml_document_get_root_node(&doc);
     struct tr_value v;
     yaml_node_t *bad;
-    static yaml_node_t empty_null = {.type = YAML_SCALAR_NODE,
+    yaml_node_t empty_null = {.type = YAML_SCALAR_NODE,
         .data.scalar = {.value = (yaml_char_t *)"", .style = YAML_PLAIN_SCALAR_STYLE}};
     char *msg = tr_value_convert(&tr_keys[key], &doc, root ? root : &empty_null, &v, &bad);
     if (msg)

@@ -724,3 +724,14 @@ int tr_run_report_write(const struct tr_run_report *rep, char *err, size_t errsi
     json_decref(comparison);
     return rc ? -1 : 0;
 }
+
+/* Here, above both halves (run_report.c reads, this file writes), so neither calls the other. */
+int tr_run_report_render(const char *dir, const struct tr_run_outcome *outcome, char *err, size_t errsize)
+{
+    struct tr_run_report rep;
+    int rc = tr_run_report_load(dir, outcome, &rep, err, errsize);
+    if (!rc)
+        rc = tr_run_report_write(&rep, err, errsize);
+    tr_run_report_free(&rep);
+    return rc;
+}

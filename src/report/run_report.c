@@ -534,13 +534,3 @@ void tr_run_report_free(struct tr_run_report *rep)
     json_decref(rep->warnings);
     *rep = (struct tr_run_report){0};
 }
-
-int tr_run_report_render(const char *dir, const struct tr_run_outcome *outcome, char *err, size_t errsize)
-{
-    struct tr_run_report rep;
-    int rc = tr_run_report_load(dir, outcome, &rep, err, errsize);
-    if (!rc)
-        rc = tr_run_report_write(&rep, err, errsize);
-    tr_run_report_free(&rep);
-    return rc;
-}

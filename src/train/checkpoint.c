@@ -88,10 +88,12 @@ static void checksum(const struct tr_st_tensor *t, int n, const void *const *dat
 int tr_checkpoint_write(const char *dir, struct tr_exec *x, struct tr_optim *o, int64_t step,
                         const char *recipe_name, const char *trainer_state, char *err, size_t errsize)
 {
-    if (tr_exec_pull(x, TR_PARAM))
-        return snprintf(err, errsize, "%s", x->error), TR_EINVAL;
-    if (tr_optim_pull(o))
-        return snprintf(err, errsize, "%s", o->error), TR_EINVAL;
+    struct tr_diag why = {0};
+    if (tr_exec_pull(x, TR_PARAM, &why) || tr_optim_pull(o, &why)) {
+        snprintf(err, errsize, "%s", tr_diag_last(&why));
+        tr_diag_free(&why);
+        return TR_EINVAL;
+    }
     struct entries e;
     list_entries(&e, x, o);
     char hex[65], steps[32], ostep[32], path[4200];
@@ -145,10 +147,10 @@ static int read_checkpoint(const char *path, struct tr_exec *x, struct tr_optim 
     if (!rc && load) {
         for (int i = 0; i < e.n; i++)
             memcpy((void *)e.t[i].data, data[i], e.t[i].bytes);
-        if (tr_exec_push(x, TR_PARAM))
-            rc = (snprintf(err, errsize, "%s: %s", path, x->error), TR_EINVAL);
-        else if (tr_optim_push(o))
-            rc = (snprintf(err, errsize, "%s: %s", path, o->error), TR_EINVAL);
+        struct tr_diag why = {0};
+        if (tr_exec_push(x, TR_PARAM, &why) || tr_optim_push(o, &why))
+            rc = (snprintf(err, errsize, "%s: %s", path, tr_diag_last(&why)), TR_EINVAL);
+        tr_diag_free(&why);
         o->step = strtoll(ostep, NULL, 10);
         *step = strtoll(steps, NULL, 10);
         const char *trainer = tr_st_metadata(&st, "trainrun.trainer_state");

@@ -105,10 +105,11 @@ int tr_evaluate(struct tr_session *s, const struct tr_data *data, const struct t
         s->rng.sample_ids = e.ids;
         float part;
         size_t bytes = m->logits >= 0 ? (size_t)(rows * classes) * sizeof(float) : (size_t)(rows * b.S) * sizeof(int32_t);
-        if (tr_feed(x, m, s->eval.lm, &b, f) || tr_exec_run(x, rows, b.S) ||
-            tr_exec_read(x, m->logits >= 0 ? m->logits : m->rank, e.scores, bytes) ||
-            tr_exec_read(x, m->loss, &part, sizeof part)) {
-            rc = tr_fail(d, TR_EFAIL, "evaluation: %s", x->error);
+        struct tr_diag why = {0};
+        if (tr_feed(x, m, s->eval.lm, &b, f, &why) || tr_exec_run(x, rows, b.S, &why) ||
+            tr_exec_read(x, m->logits >= 0 ? m->logits : m->rank, e.scores, bytes, &why) ||
+            tr_exec_read(x, m->loss, &part, sizeof part, &why)) {
+            rc = tr_fail_because(d, TR_EFAIL, &why, "evaluation");
             break;
         }
         int64_t n = m->logits >= 0 ? tr_rank_truth(e.scores, b.y, rows, classes, &correct, &in_top5)

@@ -54,12 +54,12 @@ static void init_value(const struct tr_init_target *t, int v, float *data)
     }
 }
 
-int tr_init_random(const struct tr_init_target *t)
+int tr_init_random(const struct tr_init_target *t, struct tr_diag *d)
 {
     for (int v = 0; v < t->g->nvalues; v++)
         if (is_weight(&t->g->values[v]))
             init_value(t, v, tr_exec_host(t->x, v));
-    return tr_exec_push(t->x, TR_PARAM);
+    return tr_exec_push(t->x, TR_PARAM, d);
 }
 
 /* ---- read ------------------------------------------------------------------------------------- */
@@ -360,8 +360,10 @@ int tr_init_load(const struct tr_init_target *t, const char *path, struct tr_ini
         rc = check_tied(&l);
     if (!rc)
         count_ignored(&l);
-    if (!rc && tr_exec_push(t->x, TR_PARAM))
-        rc = tr_fail(d, TR_EINVAL, "%s: %s", path, t->x->error);
+    struct tr_diag why = {0};
+    if (!rc && tr_exec_push(t->x, TR_PARAM, &why))
+        rc = tr_fail(d, TR_EINVAL, "%s: %s", path, tr_diag_last(&why));
+    tr_diag_free(&why);
     free(missing);
     free(l.used);
     tr_st_close(&l.st);

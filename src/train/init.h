@@ -36,9 +36,9 @@ struct tr_init_info {
 
 /* Draws every parameter and state value as its builder asked (zero, one, uniform, normal):
  * element i of value v from the counter-based generator keyed by (seed, v, i), the same
- * weights whatever the thread count. 0, or TR_EINVAL with t->x->error when copying them to
+ * weights whatever the thread count. 0, or a code with the sentence in d when copying them to
  * the device failed. */
-int tr_init_random(const struct tr_init_target *t);
+int tr_init_random(const struct tr_init_target *t, struct tr_diag *d);
 
 /* Reads the file at path into every parameter and state value, by name:
  * - a name is found as it is, else without the base model's prefix (the first component all

@@ -93,10 +93,10 @@ struct step_outcome {
 static int unscale(struct tr_session *s, struct tr_run_folder *f, int64_t t, struct step_outcome *o,
                    struct tr_diag *d)
 {
-    s->optim.error[0] = '\0';
-    bool finite = tr_grad_unscale(&s->optim, (float)(1 / s->scaler.scale));
-    if (s->optim.error[0])
-        return tr_fail(d, TR_EFAIL, "step %lld: unscaling the gradients: %s", (long long)t, s->optim.error);
+    struct tr_diag why = {0};
+    bool finite = tr_grad_unscale(&s->optim, (float)(1 / s->scaler.scale), &why);
+    if (why.n)
+        return tr_fail_because(d, TR_EFAIL, &why, "step %lld: unscaling the gradients", (long long)t);
     double scale = s->scaler.scale;
     switch (tr_scaler_update(&s->scaler, !finite)) {
     case TR_SCALER_STEP:
@@ -124,18 +124,18 @@ static int update(struct tr_session *s, struct tr_run_folder *f, const struct tr
         return rc;
     /* One pass over the gradients: their norm (clipping them) is NaN or Inf exactly when one of
      * them is; only then is the culprit looked for. */
-    s->optim.error[0] = '\0';
-    o->grad_norm = tr_grad_clip(&s->optim, r->train.grad_clip);
-    if (s->optim.error[0])   /* the device failed, not the gradients */
-        return tr_fail(d, TR_EFAIL, "step %lld: the gradients' norm: %s", (long long)t, s->optim.error);
+    struct tr_diag why = {0};
+    o->grad_norm = tr_grad_clip(&s->optim, r->train.grad_clip, &why);
+    if (why.n)   /* the device failed, not the gradients */
+        return tr_fail_because(d, TR_EFAIL, &why, "step %lld: the gradients' norm", (long long)t);
     if (!isfinite(o->grad_norm)) {
         int bad = tr_grad_first_nonfinite(&s->optim);
         return tr_fail(d, TR_EDIVERGED, "step %lld: the gradient of %s holds NaN or Inf", (long long)t,
                        bad >= 0 ? s->train.b.g.values[bad].name : "a parameter");
     }
-    if (tr_optim_step(&s->optim, tr_schedule_lr(r, t, total)) ||
-        s->train.x.be->synchronize(s->optim.error))   /* the step's faults surface in the step */
-        return tr_fail(d, TR_EFAIL, "step %lld: the optimizer: %s", (long long)t, s->optim.error);
+    if (tr_optim_step(&s->optim, tr_schedule_lr(r, t, total), &why) ||
+        tr_backend_synchronize(s->train.x.be, &why))   /* the step's faults surface in the step */
+        return tr_fail_because(d, TR_EFAIL, &why, "step %lld: the optimizer", (long long)t);
     return 0;
 }
 
@@ -164,8 +164,9 @@ static int train_step(struct loop_run *c, const struct tr_step *st, const struct
     struct tr_step_runner runner = {.x = &side->x, .p = &side->b.p, .m = &side->b.m, .loss_scale = side->loss_scale,
                                     .lm = side->lm, .features = tr_split_features(&c->data->train),
                                     .rng = &c->s->rng};
-    if (tr_step_gradients(&runner, st, next, (uint64_t)t, c->s->scaler.scale, &o->loss))
-        return tr_fail(c->d, TR_EFAIL, "step %lld: %s", (long long)t, side->x.error);
+    struct tr_diag why = {0};
+    if (tr_step_gradients(&runner, st, next, (uint64_t)t, c->s->scaler.scale, &o->loss, &why))
+        return tr_fail_because(c->d, TR_EFAIL, &why, "step %lld", (long long)t);
     if (!isfinite(o->loss))
         return tr_fail(c->d, TR_EDIVERGED, "step %lld: the loss is %s; lower train.optimizer.lr or "
                        "set train.grad_clip", (long long)t, isnan(o->loss) ? "NaN" : "infinite");
@@ -190,8 +191,9 @@ static int histograms(struct loop_run *c, int64_t t)
         host = tr_xrealloc(host, (size_t)(n ? n : 1) * sizeof *host);
         const int of[2] = {v, val->grad};
         for (int i = 0; i < 2 && !rc; i++) {
-            if (tr_exec_read(&c->s->train.x, of[i], host, (size_t)n * sizeof *host))
-                rc = tr_fail(c->d, TR_EFAIL, "histograms: %s", c->s->train.x.error);
+            struct tr_diag why = {0};
+            if (tr_exec_read(&c->s->train.x, of[i], host, (size_t)n * sizeof *host, &why))
+                rc = tr_fail_because(c->d, TR_EFAIL, &why, "histograms");
             snprintf(tag, sizeof tag, "%s/%s", i ? "grads" : "weights", val->name);
             if (!rc)
                 tr_events_histogram(&c->f->events, tag, t, host, n);
@@ -331,7 +333,7 @@ static int run_steps(struct loop_run *c)
     int64_t total = c->l->total_steps;
     /* a device copies the next step's first inputs while this step's last micro-batch runs:
      * the loader holds two steps, and the next is taken before this one trains */
-    bool ahead = c->s->be->copy_ahead != NULL;
+    bool ahead = tr_backend_copies_ahead(c->s->be);
     int rc = 0;
     struct tr_step st, next;
     for (int64_t t = c->start + 1; t <= total && !rc; t++) {
@@ -396,7 +398,7 @@ static int open_loader(struct loop_run *c)
                                   .pool = r->optimize.dynamic_batching.pool, .seed = (uint64_t)r->seed,
                                   .shuffle = r->data.shuffle, .num_workers = (int)r->data.num_workers,
                                   .prefetch = (int)r->data.prefetch_factor, .memory = c->s->be->host_memory,
-                                  .hold = c->s->be->copy_ahead ? 2 : 1};
+                                  .hold = tr_backend_copies_ahead(c->s->be) ? 2 : 1};
     if (tr_loader_open(&c->loader, &c->data->train, &o, c->d))
         return TR_EDATA;
     int64_t per_epoch = tr_loader_steps_per_epoch(c->loader);
@@ -427,9 +429,10 @@ int tr_loop_run(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     /* a copy ahead of a step never trained (an early stop) may still read the ring */
-    char error[TR_KERNEL_ERROR_MAX];
-    if (s->be->synchronize(error) && !rc)
-        rc = tr_fail(d, TR_EFAIL, "after step %lld: %s", (long long)res->steps, error);
+    struct tr_diag why = {0};
+    if (tr_backend_synchronize(s->be, &why) && !rc)
+        rc = tr_fail_because(d, TR_EFAIL, &why, "after step %lld", (long long)res->steps);
+    tr_diag_free(&why);
     res->data_wait_seconds = tr_loader_wait_seconds(c.loader);
     l->timer.spent[TR_TIME_DATA] += res->data_wait_seconds - l->timer.wait_seen;
     l->timer.wait_seen = res->data_wait_seconds;

@@ -49,38 +49,38 @@ void tr_optim_free(struct tr_optim *o)
 float *tr_optim_host_state(struct tr_optim *o)
 {
     if (!o->host_state)
-        o->host_state = o->be->host_visible ? o->state : tr_xcalloc(o->state_bytes / sizeof(float) + 1, sizeof(float));
+        o->host_state = o->be->ops->host_visible ? o->state : tr_xcalloc(o->state_bytes / sizeof(float) + 1, sizeof(float));
     return o->host_state;
 }
 
-static int state_copy(struct tr_optim *o, enum tr_copy direction)
+static int state_copy(struct tr_optim *o, enum tr_copy direction, struct tr_diag *d)
 {
     float *host = tr_optim_host_state(o);
     if (host == o->state || !o->state_bytes)
         return 0;
-    return o->be->copy(direction == TR_COPY_TO_HOST ? host : o->state, direction == TR_COPY_TO_HOST ? o->state : host,
-                       o->state_bytes, direction, o->error);
+    return tr_backend_copy(o->be, direction == TR_COPY_TO_HOST ? host : o->state,
+                           direction == TR_COPY_TO_HOST ? o->state : host, o->state_bytes, direction, d);
 }
 
-int tr_optim_pull(struct tr_optim *o) { return state_copy(o, TR_COPY_TO_HOST); }
-int tr_optim_push(struct tr_optim *o) { return state_copy(o, TR_COPY_TO_DEVICE); }
+int tr_optim_pull(struct tr_optim *o, struct tr_diag *d) { return state_copy(o, TR_COPY_TO_HOST, d); }
+int tr_optim_push(struct tr_optim *o, struct tr_diag *d) { return state_copy(o, TR_COPY_TO_DEVICE, d); }
 
 /* The backend's view of the optimizer, for one pass. */
-static struct tr_optim_args args_of(struct tr_optim *o, double lr)
+static struct tr_optim_args args_of(struct tr_optim *o, double lr, struct tr_diag *d)
 {
     return (struct tr_optim_args){.params = o->params, .grads = o->grads,
                                   .state = o->state_bytes ? o->state : NULL, .total = o->total,
                                   .spans = o->spans, .nspans = o->nspans, .kind = o->kind, .lr = lr,
                                   .weight_decay = o->weight_decay, .beta1 = o->beta1, .beta2 = o->beta2,
                                   .eps = o->eps, .momentum = o->momentum, .nesterov = o->nesterov,
-                                  .step = o->step, .error = o->error};
+                                  .step = o->step, .diag = d};
 }
 
-int tr_optim_step(struct tr_optim *o, double lr)
+int tr_optim_step(struct tr_optim *o, double lr, struct tr_diag *d)
 {
     o->step++;
-    struct tr_optim_args a = args_of(o, lr);
-    return o->be->optim_step(&a);
+    struct tr_optim_args a = args_of(o, lr, d);
+    return tr_backend_optim_step(o->be, &a);
 }
 
 double tr_schedule_lr(const struct tr_recipe *r, int64_t t, int64_t total)
@@ -98,25 +98,25 @@ double tr_schedule_lr(const struct tr_recipe *r, int64_t t, int64_t total)
     }
 }
 
-double tr_grad_clip(struct tr_optim *o, double clip)
+double tr_grad_clip(struct tr_optim *o, double clip, struct tr_diag *d)
 {
-    struct tr_optim_args a = args_of(o, 0);
+    struct tr_optim_args a = args_of(o, 0, d);
     double sum = 0;
-    if (o->be->grad_sumsq(&a, &sum))
+    if (tr_backend_grad_sumsq(o->be, &a, &sum))
         return NAN;
     double norm = sqrt(sum);
     bool finite;
     if (clip > 0 && norm > clip && isfinite(norm) &&   /* PyTorch's clip_grad_norm_ */
-        o->be->grad_scale(&a, (float)(clip / (norm + 1e-6)), &finite))
+        tr_backend_grad_scale(o->be, &a, (float)(clip / (norm + 1e-6)), &finite))
         return NAN;
     return norm;
 }
 
-bool tr_grad_unscale(struct tr_optim *o, float inv)
+bool tr_grad_unscale(struct tr_optim *o, float inv, struct tr_diag *d)
 {
-    struct tr_optim_args a = args_of(o, 0);
+    struct tr_optim_args a = args_of(o, 0, d);
     bool finite = false;
-    return !o->be->grad_scale(&a, inv, &finite) && finite;
+    return !tr_backend_grad_scale(o->be, &a, inv, &finite) && finite;
 }
 
 int tr_grad_first_nonfinite(const struct tr_optim *o)
@@ -127,9 +127,11 @@ int tr_grad_first_nonfinite(const struct tr_optim *o)
         if (o->g->values[v].kind != TR_PARAM)
             continue;
         const struct tr_param_span *s = &o->spans[i++];
-        char error[TR_KERNEL_ERROR_MAX];
+        struct tr_diag ignored = {0};   /* a device that cannot copy: no culprit named */
         g = tr_xrealloc(g, (size_t)(s->numel ? s->numel : 1) * sizeof *g);
-        if (o->be->copy(g, o->grads + s->grad, (size_t)s->numel * sizeof *g, TR_COPY_TO_HOST, error))
+        int rc = tr_backend_copy(o->be, g, o->grads + s->grad, (size_t)s->numel * sizeof *g, TR_COPY_TO_HOST, &ignored);
+        tr_diag_free(&ignored);
+        if (rc)
             break;
         for (int64_t k = 0; k < s->numel && found < 0; k++)
             if (!isfinite(g[k]))

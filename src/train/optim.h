@@ -23,7 +23,6 @@ struct tr_optim {
     double weight_decay, beta1, beta2, eps, momentum;
     int nesterov;
     int64_t step;              /* optimizer steps taken */
-    char error[TR_KERNEL_ERROR_MAX];   /* a backend's failure, when a pass returns TR_EINVAL */
 };
 
 /* The optimizer over g's parameters and gradients (at plan's offsets), its state in `state`
@@ -33,27 +32,27 @@ void tr_optim_init(struct tr_optim *o, const struct tr_recipe *r, const struct t
                    float *state);
 void tr_optim_free(struct tr_optim *o);
 /* The host's view of the state, for checkpoints: the state itself on a host-visible backend,
- * else a host copy that pull fills from the device and push copies back (0, or TR_EINVAL with
- * o->error). */
+ * else a host copy that pull fills from the device and push copies back (0, or a code with the
+ * backend's sentence in d). */
 float *tr_optim_host_state(struct tr_optim *o);
-int tr_optim_pull(struct tr_optim *o);
-int tr_optim_push(struct tr_optim *o);
-/* One update with learning rate lr from the accumulated gradients: 0, or TR_EINVAL with
- * o->error (a device fault). */
-int tr_optim_step(struct tr_optim *o, double lr);
+int tr_optim_pull(struct tr_optim *o, struct tr_diag *d);
+int tr_optim_push(struct tr_optim *o, struct tr_diag *d);
+/* One update with learning rate lr from the accumulated gradients: 0, or a code with the
+ * sentence in d (a device fault). */
+int tr_optim_step(struct tr_optim *o, double lr, struct tr_diag *d);
 
 /* The learning rate at optimizer step t (1-based) of total: linear warm-up, then constant,
  * linear decay to 0 or cosine to 0. */
 double tr_schedule_lr(const struct tr_recipe *r, int64_t t, int64_t total);
 
 /* The global L2 norm of all gradients; with clip > 0 and a larger norm, scales them to clip.
- * Returns the norm before clipping (NaN or Inf if any gradient is); NaN with o->error set when
- * the backend failed. */
-double tr_grad_clip(struct tr_optim *o, double clip);
+ * Returns the norm before clipping (NaN or Inf if any gradient is); NaN with a sentence added to
+ * d when the backend failed. */
+double tr_grad_clip(struct tr_optim *o, double clip, struct tr_diag *d);
 /* Multiplies every gradient by inv (the fp16 loss scale's inverse) and says whether all of
- * them are finite: the unscaling and the overflow check in one pass (false with o->error set
- * when the backend failed). */
-bool tr_grad_unscale(struct tr_optim *o, float inv);
+ * them are finite: the unscaling and the overflow check in one pass (false with a sentence
+ * added to d when the backend failed). */
+bool tr_grad_unscale(struct tr_optim *o, float inv, struct tr_diag *d);
 /* The first parameter whose gradient holds NaN or Inf, or -1 (copies each gradient to the
  * host in turn: for the failure's message, not for every step). */
 int tr_grad_first_nonfinite(const struct tr_optim *o);

@@ -16,9 +16,10 @@ int tr_session_plan(struct tr_session *s, const struct tr_recipe *r, const struc
         return TR_EINVAL;
     if (!plan_file && resume_dir)
         saved = own.s;
-    if (tr_plan_device_named(&s->dev, r->device, err, sizeof err) ||
-        !(s->be = tr_backend_for(s->dev.kind, err, sizeof err)))
+    if (tr_plan_device_named(&s->dev, r->device, err, sizeof err))
         return tr_fail(d, TR_EFAIL, "%s", err);
+    if (tr_backend_open(s->dev.kind, s->dev.index, &s->be, d))
+        return TR_EFAIL;
     if (tr_plan_job_init(&s->job, r, data, &s->dev, d))
         return TR_EINVAL;
     int rc;
@@ -71,8 +72,9 @@ static int allocate(struct tr_session *s, const struct tr_recipe *r, struct tr_d
     /* the regions may take what the budget leaves once everything outside them is counted */
     const struct tr_candidate *c = tr_session_chosen(s);
     tr_alloc_set_limit(&s->alloc, s->plan.budget - (c->footprint - c->peak));
-    if (tr_exec_alloc(&s->train.x, &s->alloc, bytes, work))
-        return tr_fail(d, TR_ENOFIT, "memory budget: %s", s->train.x.error);
+    struct tr_diag why = {0};
+    if (tr_exec_alloc(&s->train.x, &s->alloc, bytes, work, &why))
+        return tr_fail_because(d, TR_ENOFIT, &why, "memory budget");
     memcpy(s->eval.x.base, s->train.x.base, sizeof s->eval.x.base);
     memcpy(s->eval.x.region_bytes, s->train.x.region_bytes, sizeof s->eval.x.region_bytes);
     s->eval.x.workspace = s->train.x.workspace;
@@ -105,6 +107,8 @@ void tr_session_free(struct tr_session *s)
         tr_built_free(&side->b);
     }
     tr_plan_free(&s->plan);
+    tr_backend_close(s->be);   /* after the regions it made */
+    s->be = NULL;
 }
 
 int64_t tr_session_footprint(const struct tr_session *s)

@@ -25,7 +25,7 @@ struct tr_side {               /* one of the two programs: training or evaluatio
 
 struct tr_session {
     struct tr_device dev;      /* recipe device: this host, calibrated, or a GPU, measured */
-    const struct tr_backend *be;   /* the device's kernels and memory */
+    struct tr_backend *be;         /* the device's kernels and memory: the run's instance */
     struct tr_plan_job job;
     struct tr_plan plan;       /* the planner's choice: plan.cand[plan.chosen] */
     /* The chosen knobs: one (micro, seq), or with dynamic batching one plan per length bucket —

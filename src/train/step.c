@@ -29,7 +29,7 @@ static int loaded_inputs(const struct tr_model *m, int lm, const struct tr_batch
 }
 
 /* The inputs made here, not by the loader: positions 0, 1, … and segment 0 (text). */
-static int made_inputs(struct tr_exec *x, const struct tr_model *m, const struct tr_batch *b)
+static int made_inputs(struct tr_exec *x, const struct tr_model *m, const struct tr_batch *b, struct tr_diag *d)
 {
     if (m->x >= 0)
         return 0;
@@ -38,34 +38,35 @@ static int made_inputs(struct tr_exec *x, const struct tr_model *m, const struct
     for (int64_t i = 0; i < n * S; i++)
         pos[i] = (int32_t)(i % S);
     size_t cells = (size_t)(n * S);
-    return tr_exec_write(x, m->positions, pos, cells * sizeof(int32_t)) ||
-           (m->segments >= 0 && tr_exec_fill(x, m->segments, 0, cells * sizeof(int32_t)));
+    int rc = tr_exec_write(x, m->positions, pos, cells * sizeof(int32_t), d);
+    return rc ? rc : m->segments >= 0 ? tr_exec_fill(x, m->segments, 0, cells * sizeof(int32_t), d) : 0;
 }
 
-int tr_feed(struct tr_exec *x, const struct tr_model *m, int lm, const struct tr_batch *b, int64_t features)
+int tr_feed(struct tr_exec *x, const struct tr_model *m, int lm, const struct tr_batch *b, int64_t features,
+            struct tr_diag *d)
 {
     struct loaded in[3];
-    int count = loaded_inputs(m, lm, b, features, in);
+    int count = loaded_inputs(m, lm, b, features, in), rc;
     for (int i = 0; i < count; i++)
-        if (tr_exec_write(x, in[i].v, in[i].host, in[i].bytes))
-            return TR_EINVAL;
-    return made_inputs(x, m, b) ? TR_EINVAL : 0;
+        if ((rc = tr_exec_write(x, in[i].v, in[i].host, in[i].bytes, d)))
+            return rc;
+    return made_inputs(x, m, b, d);
 }
 
 /* Stages what the loader made of micro-batch b for the plan it will run under (exec.h), so that
  * on a device it travels while the micro-batch before it runs. No plan holds it: nothing is
  * staged, and the micro-batch says so when its turn comes. */
-static int stage(const struct tr_step_runner *r, const struct tr_batch *b)
+static int stage(const struct tr_step_runner *r, const struct tr_batch *b, struct tr_diag *d)
 {
     const struct tr_memplan *plan = tr_program_plan_for(r->p, b->n, b->S);
     if (!plan)
         return 0;
     struct loaded in[3];
     int count = loaded_inputs(r->m, r->lm, b, r->features, in);
-    for (int i = 0; i < count; i++)
-        if (tr_exec_stage(r->x, plan, in[i].v, in[i].host, in[i].bytes))
-            return TR_EINVAL;
-    return 0;
+    int rc = 0;
+    for (int i = 0; i < count && !rc; i++)
+        rc = tr_exec_stage(r->x, plan, in[i].v, in[i].host, in[i].bytes, d);
+    return rc;
 }
 
 int64_t tr_batch_targets(const struct tr_batch *b, int lm)
@@ -96,15 +97,19 @@ static int runnable(const struct tr_step *st, int i, int lm)
 }
 
 int tr_step_gradients(const struct tr_step_runner *r, const struct tr_step *st, const struct tr_step *next,
-                      uint64_t step, double scale, double *loss)
+                      uint64_t step, double scale, double *loss, struct tr_diag *d)
 {
     struct tr_exec *x = r->x;
     int64_t total = 0;   /* counted again below: a pass over ids, nothing beside the forward */
     for (int i = 0; i < st->nmicro; i++)
         total += tr_batch_targets(&st->micro[i], r->lm);
-    char error[TR_KERNEL_ERROR_MAX];
-    if (x->be->fill(x->base[TR_GRAD], 0, r->p->region_bytes[TR_GRAD], error))
-        return snprintf(x->error, sizeof x->error, "zeroing the gradients: %s", error), TR_EINVAL;
+    struct tr_diag why = {0};
+    int rc = tr_backend_fill(x->be, x->base[TR_GRAD], 0, r->p->region_bytes[TR_GRAD], &why);
+    if (rc) {
+        rc = tr_fail(d, rc, "zeroing the gradients: %s", tr_diag_last(&why));
+        tr_diag_free(&why);
+        return rc;
+    }
     *loss = 0;
     r->rng->step = step;
     for (int i = runnable(st, 0, r->lm), after; i < st->nmicro; i = after) {
@@ -112,31 +117,31 @@ int tr_step_gradients(const struct tr_step_runner *r, const struct tr_step *st, 
         const struct tr_batch *b = &st->micro[i];
         int64_t count = tr_batch_targets(b, r->lm);
         /* this micro-batch's inputs were staged while the one before ran, unless it is the first */
-        if (!x->nstaged && stage(r, b))
-            return TR_EINVAL;
+        if (!x->nstaged && (rc = stage(r, b, d)))
+            return rc;
         x->plan = tr_program_plan_for(r->p, b->n, b->S);
-        if (!x->plan) {
-            snprintf(x->error, sizeof x->error, "no plan holds a micro-batch of %lld × %lld", (long long)b->n,
-                     (long long)b->S);
-            return TR_EINVAL;
-        }
+        if (!x->plan)
+            return tr_fail(d, TR_EINVAL, "no plan holds a micro-batch of %lld × %lld", (long long)b->n,
+                           (long long)b->S);
         r->rng->sample_ids = b->ids;
         double share = (double)count / (double)total;
         float scaled = (float)(share * scale), part;
-        int rc = tr_exec_commit(x) || made_inputs(x, r->m, b) ? TR_EINVAL : 0;
+        rc = tr_exec_commit(x, d);
         if (!rc)
-            rc = tr_exec_write(x, r->loss_scale, &scaled, sizeof scaled);
+            rc = made_inputs(x, r->m, b, d);
+        if (!rc)
+            rc = tr_exec_write(x, r->loss_scale, &scaled, sizeof scaled, d);
         if (!rc) {   /* the next micro-batch's inputs travel while this one runs */
             int first = 0;
             if (after < st->nmicro)
-                rc = stage(r, &st->micro[after]);
+                rc = stage(r, &st->micro[after], d);
             else if (next && (first = runnable(next, 0, r->lm)) < next->nmicro)
-                rc = stage(r, &next->micro[first]);
+                rc = stage(r, &next->micro[first], d);
         }
         if (!rc)
-            rc = tr_exec_run(x, b->n, b->S);
+            rc = tr_exec_run(x, b->n, b->S, d);
         if (!rc)
-            rc = tr_exec_read(x, r->m->loss, &part, sizeof part);
+            rc = tr_exec_read(x, r->m->loss, &part, sizeof part, d);
         if (rc)
             return rc;
         *loss += share * part;

@@ -25,8 +25,9 @@ struct tr_step_runner {
 
 /* A micro-batch into x's inputs (at x's plan): features and labels, or for text the token
  * ids, their positions (0, 1, …), segment 0, the padding mask and the labels or next-token
- * targets. 0, or TR_EINVAL with x->error (a device's copy failed). */
-int tr_feed(struct tr_exec *x, const struct tr_model *m, int lm, const struct tr_batch *b, int64_t features);
+ * targets. 0, or a code with the sentence in d (a device's copy failed). */
+int tr_feed(struct tr_exec *x, const struct tr_model *m, int lm, const struct tr_batch *b, int64_t features,
+            struct tr_diag *d);
 /* The targets the micro-batch's mean loss runs over: its labels, or for a language model its
  * target tokens, those ≠ −100 (ignored) either way. */
 int64_t tr_batch_targets(const struct tr_batch *b, int lm);
@@ -35,9 +36,9 @@ int64_t tr_batch_targets(const struct tr_batch *b, int lm);
  * without targets are skipped). *loss gets the step's mean loss, Σ (targets_i / Σ) · loss_i.
  * Each micro-batch's inputs are staged (exec.h) while the one before it runs; next, when not
  * NULL, is the step that follows, whose first micro-batch is staged while this one's last runs
- * (its arrays must stay valid until it has run: loader.h's hold 2). Returns 0, or TR_EINVAL
- * with r->x->error. */
+ * (its arrays must stay valid until it has run: loader.h's hold 2). Returns 0, or a code with
+ * the sentence in d. */
 int tr_step_gradients(const struct tr_step_runner *r, const struct tr_step *st, const struct tr_step *next,
-                      uint64_t step, double scale, double *loss);
+                      uint64_t step, double scale, double *loss, struct tr_diag *d);
 
 #endif

@@ -92,10 +92,10 @@ int tr_weights_init(struct tr_session *s, const struct tr_recipe *r, const struc
             return rc;
         path = source.s;
     }
+    struct tr_diag why = {0};   /* the initialiser's or the loader's sentence, in our words */
     if (!path)
-        return tr_init_random(&t) ? tr_fail(d, TR_EFAIL, "initialising the weights: %s", t.x->error) : 0;
+        return tr_init_random(&t, &why) ? tr_fail_because(d, TR_EFAIL, &why, "initialising the weights") : 0;
     struct tr_init_info info;
-    struct tr_diag why = {0};   /* the loader's sentence, said as model.init's */
     int rc = tr_init_load(&t, path, &info, &why) ? tr_fail(d, TR_EDATA, "model.init: %s", tr_diag_last(&why)) : 0;
     tr_diag_free(&why);
     if (rc)

@@ -11,7 +11,7 @@
 #include "backend/backend.h"
 #include "core/error.h"
 
-/* Every kernel of the CPU table, named tr_cpu_<op>. */
+/* Every kernel of the CPU table (cpu.c), named tr_cpu_<op>. */
 #define TR_CPU_KERNELS(X) \
     X(matmul) X(bias_add) X(add) X(mul) X(scale) X(relu) X(gelu) X(tanh) X(softmax) \
     X(log_softmax) X(cross_entropy) X(linear_cross_entropy) X(layernorm) X(embedding) X(dropout) X(attention) \
@@ -25,6 +25,12 @@
 #define TR_CPU_DECLARE(name) int tr_cpu_##name(const struct tr_kernel_args *a);
 TR_CPU_KERNELS(TR_CPU_DECLARE)
 #undef TR_CPU_DECLARE
+
+/* The table of those kernels by op (cpu.c): the CPU's and the fenced CPU's. */
+extern const tr_kernel_fn tr_cpu_kernels[TR_NOPS];
+/* The CPU's workspace_bytes entry (cpu.c): the kernels' scratch plus the f32 copies of 16-bit
+ * tensors. */
+size_t tr_cpu_workspace_bytes(const struct tr_node *node, const struct tr_tensor *in, const struct tr_tensor *out);
 
 /* Workspace of the kernels that need scratch (conv2d's im2col, the fused classifier's logits). */
 typedef size_t (*tr_cpu_workspace_fn)(const struct tr_node *node, const struct tr_tensor *in,
@@ -59,15 +65,17 @@ void tr_cpu_gemm_f64(int ta, int tb, int64_t P, int64_t M, int64_t N, int64_t K,
 void tr_cpu_blas_pick_core(char **argv);
 const char *tr_cpu_blas_core(void);
 
-/* Fills a->error and returns TR_EINVAL. */
-/* The memory and optimizer entries of the table (device.c). */
-int tr_cpu_copy(void *dst, const void *src, size_t bytes, enum tr_copy direction, char *error);
-int tr_cpu_fill(void *dst, int byte, size_t bytes, char *error);
-int tr_cpu_synchronize(char *error);
-int tr_cpu_optim_step(const struct tr_optim_args *a);
-int tr_cpu_grad_sumsq(const struct tr_optim_args *a, double *sumsq);
-int tr_cpu_grad_scale(const struct tr_optim_args *a, float factor, bool *finite);
+/* The memory and optimizer entries of the table (device.c); the instance is not used (the CPU
+ * keeps no state), so the fenced backend calls them with its own. */
+int tr_cpu_copy(const struct tr_backend *be, void *dst, const void *src, size_t bytes, enum tr_copy direction,
+                struct tr_diag *d);
+int tr_cpu_fill(const struct tr_backend *be, void *dst, int byte, size_t bytes, struct tr_diag *d);
+int tr_cpu_synchronize(const struct tr_backend *be, struct tr_diag *d);
+int tr_cpu_optim_step(const struct tr_backend *be, const struct tr_optim_args *a);
+int tr_cpu_grad_sumsq(const struct tr_backend *be, const struct tr_optim_args *a, double *sumsq);
+int tr_cpu_grad_scale(const struct tr_backend *be, const struct tr_optim_args *a, float factor, bool *finite);
 
+/* Adds the sentence to a->diag (when there is one) and returns TR_EINVAL (fail.c). */
 int tr_cpu_fail(const struct tr_kernel_args *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Rows and the last dim of a tensor seen as a matrix [rows, cols]. */

@@ -8,25 +8,26 @@
 
 #include "recipe/recipe.h"
 
-int tr_cpu_copy(void *dst, const void *src, size_t bytes, enum tr_copy direction, char *error)
+int tr_cpu_copy(const struct tr_backend *be, void *dst, const void *src, size_t bytes, enum tr_copy direction,
+                struct tr_diag *d)
 {
-    (void)direction, (void)error;
+    (void)be, (void)direction, (void)d;
     if (bytes)
         memmove(dst, src, bytes);
     return 0;
 }
 
-int tr_cpu_fill(void *dst, int byte, size_t bytes, char *error)
+int tr_cpu_fill(const struct tr_backend *be, void *dst, int byte, size_t bytes, struct tr_diag *d)
 {
-    (void)error;
+    (void)be, (void)d;
     if (bytes)
         memset(dst, byte, bytes);
     return 0;
 }
 
-int tr_cpu_synchronize(char *error)
+int tr_cpu_synchronize(const struct tr_backend *be, struct tr_diag *d)
 {
-    (void)error;
+    (void)be, (void)d;
     return 0;
 }
 
@@ -78,15 +79,17 @@ static void sgd(const struct tr_optim_args *a, const struct tr_param_span *sp)
     }
 }
 
-int tr_cpu_optim_step(const struct tr_optim_args *a)
+int tr_cpu_optim_step(const struct tr_backend *be, const struct tr_optim_args *a)
 {
+    (void)be;
     for (int i = 0; i < a->nspans; i++)
         (a->kind == TR_OPT_ADAMW ? adamw : sgd)(a, &a->spans[i]);
     return 0;
 }
 
-int tr_cpu_grad_sumsq(const struct tr_optim_args *a, double *sumsq)
+int tr_cpu_grad_sumsq(const struct tr_backend *be, const struct tr_optim_args *a, double *sumsq)
 {
+    (void)be;
     double sum = 0;
     for (int k = 0; k < a->nspans; k++) {
         const float *g = grad_of(a, &a->spans[k]);
@@ -99,8 +102,9 @@ int tr_cpu_grad_sumsq(const struct tr_optim_args *a, double *sumsq)
     return 0;
 }
 
-int tr_cpu_grad_scale(const struct tr_optim_args *a, float factor, bool *finite)
+int tr_cpu_grad_scale(const struct tr_backend *be, const struct tr_optim_args *a, float factor, bool *finite)
 {
+    (void)be;
     bool all = true;
     for (int k = 0; k < a->nspans; k++) {
         float *g = grad_of(a, &a->spans[k]), bad = 0;

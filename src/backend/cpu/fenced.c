@@ -1,22 +1,37 @@
-/* The CPU backend behind a fence (backend.h, tr_backend_cpu_fenced): the regions are mapped
- * with no access, opened only while a kernel, a copy, a fill or an optimizer pass runs. A host
- * access that bypasses the backend — what would read garbage or crash on a GPU — is a SIGSEGV
- * here, on a machine without one. The registry of mappings is process-wide: the backend is a
- * test instrument for one trainer at a time. */
+/* The CPU backend behind a fence (backend.h, tr_cpu_fenced_ops): the regions are mapped with no
+ * access, opened only while a kernel, a copy, a fill or an optimizer pass runs. A host access
+ * that bypasses the backend — what would read garbage or crash on a GPU — is a SIGSEGV here, on
+ * a machine without one. Each instance keeps its own registry of mappings and its own copies
+ * held back, so two instances in one process fence their regions apart. */
 #include "backend/cpu/cpu.h"
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #define MAX_FENCED 16
+/* Copies ahead wait here until join: a GPU's second queue gives no promise before it. */
+#define MAX_AHEAD 64
 
-static struct {
-    void *p;
-    size_t bytes;   /* the mapping's, whole pages */
-} fenced[MAX_FENCED];
+/* An instance's state. */
+struct fence {
+    struct {
+        void *p;
+        size_t bytes;   /* the mapping's, whole pages */
+    } mapped[MAX_FENCED];
+    struct {
+        void *dst;
+        const void *src;
+        size_t bytes;
+    } ahead[MAX_AHEAD];
+    int nahead;
+    struct tr_memory_ops memory;   /* the regions: alloc and free with this fence as ctx */
+};
+
+static struct fence *fence_of(const struct tr_backend *be) { return be->state; }
 
 static size_t page_round(size_t bytes)
 {
@@ -24,22 +39,22 @@ static size_t page_round(size_t bytes)
     return (bytes + page - 1) / page * page;
 }
 
-static void set_access(int prot)
+static void set_access(struct fence *f, int prot)
 {
     for (int i = 0; i < MAX_FENCED; i++)
-        if (fenced[i].p)
-            mprotect(fenced[i].p, fenced[i].bytes, prot);
+        if (f->mapped[i].p)
+            mprotect(f->mapped[i].p, f->mapped[i].bytes, prot);
 }
 
-static void open_fence(void) { set_access(PROT_READ | PROT_WRITE); }
-static void close_fence(void) { set_access(PROT_NONE); }
+static void open_fence(const struct tr_backend *be) { set_access(fence_of(be), PROT_READ | PROT_WRITE); }
+static void close_fence(const struct tr_backend *be) { set_access(fence_of(be), PROT_NONE); }
 
 /* Whole pages, zeroed by the kernel, page-aligned (beyond TR_ALLOC_ALIGN), closed at once. */
 static void *fenced_alloc(size_t bytes, void *ctx)
 {
-    (void)ctx;
+    struct fence *f = ctx;
     int slot = 0;
-    while (slot < MAX_FENCED && fenced[slot].p)
+    while (slot < MAX_FENCED && f->mapped[slot].p)
         slot++;
     if (slot == MAX_FENCED)
         return NULL;
@@ -47,121 +62,126 @@ static void *fenced_alloc(size_t bytes, void *ctx)
     void *p = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return NULL;
-    fenced[slot].p = p, fenced[slot].bytes = size;
+    f->mapped[slot].p = p, f->mapped[slot].bytes = size;
     return p;
 }
 
 static void fenced_free(void *p, void *ctx)
 {
-    (void)ctx;
+    struct fence *f = ctx;
     for (int i = 0; i < MAX_FENCED; i++)
-        if (fenced[i].p == p) {
-            munmap(p, fenced[i].bytes);
-            fenced[i].p = NULL;
+        if (f->mapped[i].p == p) {
+            munmap(p, f->mapped[i].bytes);
+            f->mapped[i].p = NULL;
         }
 }
 
-static const struct tr_memory_ops fenced_memory = {fenced_alloc, fenced_free, NULL, "cpu-fenced"};
-
-static int fenced_kernel(const struct tr_kernel_args *a)
+static int fenced_open(struct tr_backend *be, struct tr_diag *d)
 {
-    struct tr_kernel_args args = *a;
-    open_fence();
-    int rc = tr_backend_run(tr_backend_cpu(), &args);
-    close_fence();
-    return rc;
-}
-
-static int fenced_copy(void *dst, const void *src, size_t bytes, enum tr_copy direction, char *error)
-{
-    open_fence();
-    int rc = tr_cpu_copy(dst, src, bytes, direction, error);
-    close_fence();
-    return rc;
-}
-
-/* Copies ahead wait here until join: a GPU's second queue gives no promise before it. */
-#define MAX_AHEAD 64
-
-static struct {
-    void *dst;
-    const void *src;
-    size_t bytes;
-} ahead[MAX_AHEAD];
-static int nahead;
-
-static int fenced_copy_ahead(void *dst, const void *src, size_t bytes, char *error)
-{
-    if (nahead == MAX_AHEAD) {
-        snprintf(error, TR_KERNEL_ERROR_MAX, "more than %d copies ahead without a join", MAX_AHEAD);
-        return TR_EINVAL;
-    }
-    ahead[nahead].dst = dst, ahead[nahead].src = src, ahead[nahead].bytes = bytes;
-    nahead++;
+    (void)d;
+    struct fence *f = tr_xcalloc(1, sizeof *f);
+    f->memory = (struct tr_memory_ops){fenced_alloc, fenced_free, f, "cpu-fenced"};
+    be->state = f;
+    be->memory = &f->memory;
+    be->host_memory = &tr_cpu_memory;
     return 0;
 }
 
-static int fenced_join(char *error)
+/* The regions are the allocator's to free; what is still mapped goes with the instance. */
+static void fenced_close(struct tr_backend *be)
 {
+    struct fence *f = fence_of(be);
+    for (int i = 0; i < MAX_FENCED; i++)
+        if (f->mapped[i].p)
+            munmap(f->mapped[i].p, f->mapped[i].bytes);
+    free(f);
+    be->state = NULL;
+}
+
+static int fenced_run(tr_kernel_fn kernel, const struct tr_kernel_args *a)
+{
+    open_fence(a->be);
+    int rc = tr_cpu_run_widened(kernel, a);
+    close_fence(a->be);
+    return rc;
+}
+
+static int fenced_copy(const struct tr_backend *be, void *dst, const void *src, size_t bytes,
+                       enum tr_copy direction, struct tr_diag *d)
+{
+    open_fence(be);
+    int rc = tr_cpu_copy(be, dst, src, bytes, direction, d);
+    close_fence(be);
+    return rc;
+}
+
+static int fenced_copy_ahead(const struct tr_backend *be, void *dst, const void *src, size_t bytes,
+                             struct tr_diag *d)
+{
+    struct fence *f = fence_of(be);
+    if (f->nahead == MAX_AHEAD)
+        return tr_fail(d, TR_EINVAL, "more than %d copies ahead without a join", MAX_AHEAD);
+    f->ahead[f->nahead].dst = dst, f->ahead[f->nahead].src = src, f->ahead[f->nahead].bytes = bytes;
+    f->nahead++;
+    return 0;
+}
+
+static int fenced_join(const struct tr_backend *be, struct tr_diag *d)
+{
+    struct fence *f = fence_of(be);
     int rc = 0;
-    for (int i = 0; i < nahead && !rc; i++)
-        rc = fenced_copy(ahead[i].dst, ahead[i].src, ahead[i].bytes, TR_COPY_TO_DEVICE, error);
-    nahead = 0;
+    for (int i = 0; i < f->nahead && !rc; i++)
+        rc = fenced_copy(be, f->ahead[i].dst, f->ahead[i].src, f->ahead[i].bytes, TR_COPY_TO_DEVICE, d);
+    f->nahead = 0;
     return rc;
 }
 
-static int fenced_fill(void *dst, int byte, size_t bytes, char *error)
+static int fenced_fill(const struct tr_backend *be, void *dst, int byte, size_t bytes, struct tr_diag *d)
 {
-    open_fence();
-    int rc = tr_cpu_fill(dst, byte, bytes, error);
-    close_fence();
+    open_fence(be);
+    int rc = tr_cpu_fill(be, dst, byte, bytes, d);
+    close_fence(be);
     return rc;
 }
 
-static int fenced_optim_step(const struct tr_optim_args *a)
+static int fenced_optim_step(const struct tr_backend *be, const struct tr_optim_args *a)
 {
-    open_fence();
-    int rc = tr_cpu_optim_step(a);
-    close_fence();
+    open_fence(be);
+    int rc = tr_cpu_optim_step(be, a);
+    close_fence(be);
     return rc;
 }
 
-static int fenced_grad_sumsq(const struct tr_optim_args *a, double *sumsq)
+static int fenced_grad_sumsq(const struct tr_backend *be, const struct tr_optim_args *a, double *sumsq)
 {
-    open_fence();
-    int rc = tr_cpu_grad_sumsq(a, sumsq);
-    close_fence();
+    open_fence(be);
+    int rc = tr_cpu_grad_sumsq(be, a, sumsq);
+    close_fence(be);
     return rc;
 }
 
-static int fenced_grad_scale(const struct tr_optim_args *a, float factor, bool *finite)
+static int fenced_grad_scale(const struct tr_backend *be, const struct tr_optim_args *a, float factor, bool *finite)
 {
-    open_fence();
-    int rc = tr_cpu_grad_scale(a, factor, finite);
-    close_fence();
+    open_fence(be);
+    int rc = tr_cpu_grad_scale(be, a, factor, finite);
+    close_fence(be);
     return rc;
 }
 
-static struct tr_backend fenced_backend;
-
-const struct tr_backend *tr_backend_cpu_fenced(void)
-{
-    if (fenced_backend.name)
-        return &fenced_backend;
-    const struct tr_backend *cpu = tr_backend_cpu();
-    fenced_backend = *cpu;
-    fenced_backend.name = "cpu-fenced";
-    for (int op = 0; op < TR_NOPS; op++)
-        fenced_backend.kernels[op] = cpu->kernels[op] ? fenced_kernel : NULL;
-    fenced_backend.memory = &fenced_memory;
-    fenced_backend.host_visible = false;
-    fenced_backend.copy = fenced_copy;
-    fenced_backend.fill = fenced_fill;
-    fenced_backend.synchronize = fenced_join;   /* the kernels ran already: only copies ahead wait */
-    fenced_backend.copy_ahead = fenced_copy_ahead;
-    fenced_backend.join = fenced_join;
-    fenced_backend.optim_step = fenced_optim_step;
-    fenced_backend.grad_sumsq = fenced_grad_sumsq;
-    fenced_backend.grad_scale = fenced_grad_scale;
-    return &fenced_backend;
-}
+const struct tr_backend_ops tr_cpu_fenced_ops = {
+    .name = "cpu-fenced",
+    .kernels = tr_cpu_kernels,
+    .run = fenced_run,
+    .workspace_bytes = tr_cpu_workspace_bytes,
+    .host_visible = false,
+    .open = fenced_open,
+    .close = fenced_close,
+    .copy = fenced_copy,
+    .fill = fenced_fill,
+    .synchronize = fenced_join,   /* the kernels ran already: only copies ahead wait */
+    .copy_ahead = fenced_copy_ahead,
+    .join = fenced_join,
+    .optim_step = fenced_optim_step,
+    .grad_sumsq = fenced_grad_sumsq,
+    .grad_scale = fenced_grad_scale,
+};

@@ -8,20 +8,22 @@
  *  - every tensor's .data and the workspace are device pointers; args->rng and its sample_ids
  *    (int64, one per row of dim 0, when not NULL) are host memory: DROPOUT copies the ids to
  *    the context's buffer when they changed since its last call;
- *  - kernels are queued on the backend's one stream (created with the context, on the first
- *    kernel run) and return before they finish; tr_cuda_synchronize waits for them and says
- *    what failed. The stream is a blocking one, so a cudaMemcpy on the default stream waits
+ *  - each instance (tr_backend_open) has its own context on its own device: a stream, a copy
+ *    stream, cuBLASLt's and cuDNN's handles and cuDNN's algorithm choices, created by the
+ *    first entry that needs them, on the thread that drives the instance (its device made
+ *    current there); kernels are queued on the instance's stream and return before they
+ *    finish; synchronize waits for them and says what failed. The stream is a blocking one, so a cudaMemcpy on the default stream waits
  *    for the kernels queued before it (what the tests rely on). Ops that check their input on
  *    the host (EMBEDDING, EMBEDDING_BWD, CROSS_ENTROPY(_BWD) and LINEAR_CROSS_ENTROPY(_BWD):
  *    ids and targets in range) wait for the stream themselves;
- *  - one host thread drives the backend at a time (the executor): the context's check words
+ *  - one host thread drives an instance at a time (the executor): the context's check words
  *    are shared;
  *  - results do not depend on scheduling: no atomics in float sums, reductions in fixed trees
  *    and fixed chunks. f32 GEMMs (MATMUL, attention's, LINEAR_CROSS_ENTROPY's) and f32
  *    convolutions use TF32 tensor cores (10-bit mantissa products, f32 accumulation: about 1e-3
  *    relative, PyTorch's allow_tf32 default for convolutions); cuBLASLt's and cuDNN's algorithm
  *    choices (cuDNN's: deterministic ones only) may differ between GPUs and library versions;
- *  - creating the table touches no device: tr_backend_cuda() is safe where no GPU is seen. */
+ *  - the table and opening an instance touch no device: both are safe where no GPU is seen. */
 #ifndef TR_CUDA_H
 #define TR_CUDA_H
 
@@ -29,13 +31,10 @@
 extern "C" {
 #endif
 
-struct tr_backend;
+struct tr_backend_ops;
 
-const struct tr_backend *tr_backend_cuda(void);
-
-/* Waits for every queued kernel; 0, or TR_EINVAL with a sentence in error (size bytes) naming
- * what failed (an asynchronous fault surfaces here, not in the kernel call that caused it). */
-int tr_cuda_synchronize(char *error, unsigned long size);
+/* The CUDA backend's table (backend.h); tr_backend_open makes its instances. */
+extern const struct tr_backend_ops tr_cuda_ops;
 
 #ifdef __cplusplus
 }

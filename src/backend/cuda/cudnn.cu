@@ -8,6 +8,7 @@
 #include <cudnn.h>
 #include <limits.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- the handle and cuDNN's sentences ---------------------------------------------------------- */
@@ -30,9 +31,11 @@ static int dnn_status(const struct tr_kernel_args *a, cudnnStatus_t s, const cha
             return dnn_rc_;                              \
     } while (0)
 
-/* The context's cuDNN handle, made on first use (cudnnCreate loads cuDNN's sub-libraries and
- * takes a while: a run without convolutions never pays it). One host thread drives the backend
- * (cuda.h), so no lock; a failure is tried again by the next call. */
+static struct cuda_conv_cache *new_conv_cache(void);
+
+/* The context's cuDNN handle, and its table of algorithm choices, made on first use (cudnnCreate
+ * loads cuDNN's sub-libraries and takes a while: a run without convolutions never pays it). One
+ * host thread drives an instance (cuda.h), so no lock; a failure is tried again by the next call. */
 static cudnnHandle_t dnn_handle(const struct tr_kernel_args *a, struct cuda_context *ctx)
 {
     if (ctx->dnn)
@@ -44,6 +47,7 @@ static cudnnHandle_t dnn_handle(const struct tr_kernel_args *a, struct cuda_cont
         cudnnDestroy(h);
         return NULL;
     }
+    ctx->convs = new_conv_cache();
     return ctx->dnn = h;
 }
 
@@ -260,11 +264,11 @@ static bool uses_atomics(enum tr_op op, int algo)
     return false;
 }
 
-/* cuDNN's choice for one convolution, kept: its heuristics and the workspace query of each
- * candidate cost tens of microseconds a call, now paid once a shape. The key is everything
- * the choice reads: the direction, the type cuDNN computes in, the shapes, stride and padding,
- * and the workspace left. One host thread drives the backend (cuda.h): no lock. A full table
- * chooses again at each call of a shape it does not hold. */
+/* cuDNN's choice for one convolution, kept in the instance's context: its heuristics and the
+ * workspace query of each candidate cost tens of microseconds a call, now paid once a shape.
+ * The key is everything the choice reads: the direction, the type cuDNN computes in, the
+ * shapes, stride and padding, and the workspace left. One host thread drives an instance
+ * (cuda.h): no lock. A full table chooses again at each call of a shape it does not hold. */
 struct conv_key {
     int op, dtype, stride, pad;
     int64_t x[4], w[4], y[4];
@@ -279,8 +283,29 @@ struct conv_choice {
 };
 
 enum { CONV_CHOICES = 512 };
-static struct conv_choice choices[CONV_CHOICES];
-static int nchoices;
+struct cuda_conv_cache {
+    struct conv_choice choices[CONV_CHOICES];
+    int n;
+};
+
+static struct cuda_conv_cache *new_conv_cache(void)
+{
+    return (struct cuda_conv_cache *)tr_xcalloc(1, sizeof(struct cuda_conv_cache));
+}
+
+void cuda_dnn_release(struct cuda_context *ctx)
+{
+    if (ctx->dnn)
+        cudnnDestroy(ctx->dnn);
+    free(ctx->convs);
+    ctx->dnn = NULL, ctx->convs = NULL;
+}
+
+/* The choices of the instance running the kernel (made with its cuDNN handle, before any call). */
+static struct cuda_conv_cache *conv_cache_of(const struct tr_kernel_args *a)
+{
+    return cuda_state_of(a->be)->ctx.convs;
+}
 
 static struct conv_key conv_key_of(const struct tr_kernel_args *a, const struct conv_roles *r, enum tr_dtype t,
                                    size_t room)
@@ -294,18 +319,19 @@ static struct conv_key conv_key_of(const struct tr_kernel_args *a, const struct 
     return k;
 }
 
-static const struct conv_choice *recalled(const struct conv_key *k)
+static const struct conv_choice *recalled(const struct cuda_conv_cache *c, const struct conv_key *k)
 {
-    for (int i = 0; i < nchoices; i++)
-        if (!memcmp(&choices[i].key, k, sizeof *k))
-            return &choices[i];
+    for (int i = 0; i < c->n; i++)
+        if (!memcmp(&c->choices[i].key, k, sizeof *k))
+            return &c->choices[i];
     return NULL;
 }
 
-static void remember(const struct conv_key *k, int algo, cudnnMathType_t math, size_t bytes)
+static void remember(struct cuda_conv_cache *c, const struct conv_key *k, int algo, cudnnMathType_t math,
+                     size_t bytes)
 {
-    if (nchoices < CONV_CHOICES)
-        choices[nchoices++] = {*k, algo, math, bytes};
+    if (c->n < CONV_CHOICES)
+        c->choices[c->n++] = {*k, algo, math, bytes};
 }
 
 /* The choice kept for key k, else the first of the ranked algorithms that is deterministic
@@ -317,7 +343,8 @@ template <class Perf, int Count, class Rank, class Size>
 static int choose_algo(const struct tr_kernel_args *a, const struct conv_key *k, cudnnConvolutionDescriptor_t conv,
                        Rank rank, const char *rank_call, Size size, Perf *chosen, size_t *bytes)
 {
-    const struct conv_choice *c = recalled(k);
+    struct cuda_conv_cache *cache = conv_cache_of(a);
+    const struct conv_choice *c = recalled(cache, k);
     if (c) {
         DNN(cudnnSetConvolutionMathType(conv, c->math));
         chosen->algo = (decltype(chosen->algo))c->algo, chosen->mathType = c->math, *bytes = c->bytes;
@@ -342,7 +369,7 @@ static int choose_algo(const struct tr_kernel_args *a, const struct conv_key *k,
             continue;
         if (need <= room) {
             *chosen = p, *bytes = need;
-            remember(k, (int)p.algo, p.mathType, need);
+            remember(cache, k, (int)p.algo, p.mathType, need);
             return 0;
         }
         smallest = need < smallest ? need : smallest;

@@ -14,12 +14,13 @@ extern "C" {
 
 /* ---- memory ----------------------------------------------------------------------------------- */
 
-/* Zeroed, as tr_memory_ops promises; cudaMalloc aligns to 256 bytes at least. */
+/* Zeroed, as tr_memory_ops promises; cudaMalloc aligns to 256 bytes at least. On the
+ * instance's device (ctx: its state). */
 static void *device_alloc(size_t bytes, void *ctx)
 {
-    (void)ctx;
+    const struct cuda_state *s = (const struct cuda_state *)ctx;
     void *p = NULL;
-    if (cudaMalloc(&p, bytes) != cudaSuccess || cudaMemset(p, 0, bytes) != cudaSuccess) {
+    if (cudaSetDevice(s->device) != cudaSuccess || cudaMalloc(&p, bytes) != cudaSuccess || cudaMemset(p, 0, bytes) != cudaSuccess) {
         cudaGetLastError();
         if (p)
             cudaFree(p);
@@ -53,78 +54,74 @@ static void pinned_free(void *p, void *ctx)
     cudaFreeHost(p);
 }
 
-static const struct tr_memory_ops device_memory = {device_alloc, device_free, NULL, "cuda"};
-static const struct tr_memory_ops pinned_memory = {pinned_alloc, pinned_free, NULL, "cuda-pinned"};
-
-const struct tr_memory_ops *cuda_device_memory(void) { return &device_memory; }
-const struct tr_memory_ops *cuda_pinned_memory(void) { return &pinned_memory; }
+void cuda_memory_init(struct cuda_state *s)
+{
+    s->device_memory = {device_alloc, device_free, s, "cuda"};
+    s->pinned_memory = {pinned_alloc, pinned_free, s, "cuda-pinned"};
+}
 
 /* ---- copies --------------------------------------------------------------------------------- */
 
-static int said(char *error, cudaError_t e, const char *call)
+static int said(struct tr_diag *d, cudaError_t e, const char *call)
 {
     if (e == cudaSuccess)
         return 0;
-    snprintf(error, TR_KERNEL_ERROR_MAX, "%s failed: %s (%s)", call, cudaGetErrorString(e), cudaGetErrorName(e));
+    int rc = tr_fail(d, TR_EFAIL, "%s failed: %s (%s)", call, cudaGetErrorString(e), cudaGetErrorName(e));
     cudaGetLastError();
-    return TR_EINVAL;
+    return rc;
 }
 
-int cuda_copy(void *dst, const void *src, size_t bytes, enum tr_copy direction, char *error)
+int cuda_copy(const struct tr_backend *be, void *dst, const void *src, size_t bytes, enum tr_copy direction,
+              struct tr_diag *d)
 {
-    struct cuda_context *ctx = cuda_context_for(error);
+    struct cuda_context *ctx = cuda_context_for(be, d);
     if (!ctx)
-        return TR_EINVAL;
+        return TR_EFAIL;
     if (!bytes)
         return 0;
     static const cudaMemcpyKind kinds[] = {cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice};
     /* From pageable memory the call returns once the source is staged; from page-locked memory
      * at once, the DMA reading it later: the loader's slot is not reused before the step's end,
      * which waits for the stream. To the host: waited for, the bytes are there on return. */
-    if (said(error, cudaMemcpyAsync(dst, src, bytes, kinds[direction], ctx->stream), "cudaMemcpyAsync"))
-        return TR_EINVAL;
-    return direction == TR_COPY_TO_HOST ? said(error, cudaStreamSynchronize(ctx->stream), "a kernel before a copy") : 0;
+    if (said(d, cudaMemcpyAsync(dst, src, bytes, kinds[direction], ctx->stream), "cudaMemcpyAsync"))
+        return TR_EFAIL;
+    return direction == TR_COPY_TO_HOST ? said(d, cudaStreamSynchronize(ctx->stream), "a kernel before a copy") : 0;
 }
 
 /* The next micro-batch's inputs, from the loader's page-locked ring into the staging half of
  * the inputs region, on the second stream: after what the kernels' stream holds now (the
  * commit that last read the staging), beside what it will hold next (this micro-batch). */
-int cuda_copy_ahead(void *dst, const void *src, size_t bytes, char *error)
+int cuda_copy_ahead(const struct tr_backend *be, void *dst, const void *src, size_t bytes, struct tr_diag *d)
 {
-    struct cuda_context *ctx = cuda_context_for(error);
+    struct cuda_context *ctx = cuda_context_for(be, d);
     if (!ctx)
-        return TR_EINVAL;
+        return TR_EFAIL;
     if (!bytes)
         return 0;
-    return said(error, cudaEventRecord(ctx->queued, ctx->stream), "cudaEventRecord on the stream") ||
-                   said(error, cudaStreamWaitEvent(ctx->ahead, ctx->queued, 0), "cudaStreamWaitEvent of the copies ahead") ||
-                   said(error, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx->ahead),
+    return said(d, cudaEventRecord(ctx->queued, ctx->stream), "cudaEventRecord on the stream") ||
+                   said(d, cudaStreamWaitEvent(ctx->ahead, ctx->queued, 0), "cudaStreamWaitEvent of the copies ahead") ||
+                   said(d, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx->ahead),
                         "cudaMemcpyAsync ahead") ||
-                   said(error, cudaEventRecord(ctx->arrived, ctx->ahead), "cudaEventRecord on the copy stream")
-               ? TR_EINVAL
+                   said(d, cudaEventRecord(ctx->arrived, ctx->ahead), "cudaEventRecord on the copy stream")
+               ? TR_EFAIL
                : 0;
 }
 
 /* The copy stream runs in order: its last copy's end is every copy's. */
-int cuda_join(char *error)
+int cuda_join(const struct tr_backend *be, struct tr_diag *d)
 {
-    struct cuda_context *ctx = cuda_context_for(error);
+    struct cuda_context *ctx = cuda_context_for(be, d);
     if (!ctx)
-        return TR_EINVAL;
-    return said(error, cudaStreamWaitEvent(ctx->stream, ctx->arrived, 0), "cudaStreamWaitEvent of the kernels");
+        return TR_EFAIL;
+    return said(d, cudaStreamWaitEvent(ctx->stream, ctx->arrived, 0), "cudaStreamWaitEvent of the kernels");
 }
 
-int cuda_fill(void *dst, int byte, size_t bytes, char *error)
+int cuda_fill(const struct tr_backend *be, void *dst, int byte, size_t bytes, struct tr_diag *d)
 {
-    struct cuda_context *ctx = cuda_context_for(error);
+    struct cuda_context *ctx = cuda_context_for(be, d);
     if (!ctx)
-        return TR_EINVAL;
-    return bytes ? said(error, cudaMemsetAsync(dst, byte, bytes, ctx->stream), "cudaMemsetAsync") : 0;
-}
-
-int cuda_synchronize(char *error)
-{
-    return tr_cuda_synchronize(error, TR_KERNEL_ERROR_MAX);
+        return TR_EFAIL;
+    return bytes ? said(d, cudaMemsetAsync(dst, byte, bytes, ctx->stream), "cudaMemsetAsync") : 0;
 }
 
 /* Dropout's sample ids arrive in host memory (the loader's); a copy on the stream, made only
@@ -280,16 +277,15 @@ __global__ void scale_kernel(struct optim_hyper h, float factor, unsigned *bad)
 
 /* The spans with their chunk numbers, into the context's table on the device; the launch's
  * constants from the step's hyperparameters. */
-static int prepare(const struct tr_optim_args *a, struct cuda_context **ctxp, struct optim_hyper *h)
+static int prepare(const struct tr_backend *be, const struct tr_optim_args *a, struct cuda_context **ctxp,
+                   struct optim_hyper *h)
 {
-    struct cuda_context *ctx = cuda_context_for(a->error);
+    struct cuda_context *ctx = cuda_context_for(be, a->diag);
     if (!ctx)
-        return TR_EINVAL;
-    if (a->nspans > CUDA_MAX_SPANS) {
-        snprintf(a->error, TR_KERNEL_ERROR_MAX, "the optimizer: %d parameters, more than the %d the CUDA context "
-                 "holds", a->nspans, CUDA_MAX_SPANS);
-        return TR_EINVAL;
-    }
+        return TR_EFAIL;
+    if (a->nspans > CUDA_MAX_SPANS)
+        return tr_fail(a->diag, TR_EINVAL, "the optimizer: %d parameters, more than the %d the CUDA context holds",
+                       a->nspans, CUDA_MAX_SPANS);
     struct span *host = (struct span *)ctx->spans_host;
     int64_t chunks = 0;
     for (int i = 0; i < a->nspans; i++) {
@@ -298,9 +294,9 @@ static int prepare(const struct tr_optim_args *a, struct cuda_context **ctxp, st
         chunks += (s->numel + CUDA_OPTIM_CHUNK - 1) / CUDA_OPTIM_CHUNK;
     }
     /* from the context's own host copy: the DMA may read it after this returns */
-    if (said(a->error, cudaMemcpyAsync(ctx->spans, host, (size_t)a->nspans * sizeof *host, cudaMemcpyHostToDevice,
-                                       ctx->stream), "cudaMemcpyAsync of the optimizer's table"))
-        return TR_EINVAL;
+    if (said(a->diag, cudaMemcpyAsync(ctx->spans, host, (size_t)a->nspans * sizeof *host, cudaMemcpyHostToDevice,
+                                      ctx->stream), "cudaMemcpyAsync of the optimizer's table"))
+        return TR_EFAIL;
     double c1 = 1 - pow(a->beta1, (double)a->step), c2 = 1 - pow(a->beta2, (double)a->step);
     *h = (struct optim_hyper){a->params, a->grads, a->state, a->state ? a->state + a->total : NULL,
                               (const struct span *)ctx->spans, a->nspans, chunks,
@@ -319,55 +315,58 @@ static unsigned grid_of(int64_t chunks)
     return (unsigned)(chunks < 1 ? 1 : chunks < CUDA_OPTIM_BLOCKS ? chunks : CUDA_OPTIM_BLOCKS);
 }
 
-int cuda_optim_step(const struct tr_optim_args *a)
+int cuda_optim_step(const struct tr_backend *be, const struct tr_optim_args *a)
 {
     struct cuda_context *ctx;
     struct optim_hyper h;
-    if (prepare(a, &ctx, &h))
-        return TR_EINVAL;
+    int rc = prepare(be, a, &ctx, &h);
+    if (rc)
+        return rc;
     if (!h.chunks)
         return 0;
     optim_kernel<<<grid_of(h.chunks), CUDA_OPTIM_THREADS, 0, ctx->stream>>>(h);
-    return said(a->error, cudaGetLastError(), "the optimizer's kernel");
+    return said(a->diag, cudaGetLastError(), "the optimizer's kernel");
 }
 
-int cuda_grad_sumsq(const struct tr_optim_args *a, double *sumsq)
+int cuda_grad_sumsq(const struct tr_backend *be, const struct tr_optim_args *a, double *sumsq)
 {
     struct cuda_context *ctx;
     struct optim_hyper h;
     *sumsq = 0;
-    if (prepare(a, &ctx, &h))
-        return TR_EINVAL;
+    int rc = prepare(be, a, &ctx, &h);
+    if (rc)
+        return rc;
     if (!h.chunks)
         return 0;
     unsigned grid = grid_of(h.chunks);
     sumsq_kernel<<<grid, CUDA_OPTIM_THREADS, 0, ctx->stream>>>(h, ctx->partial);
     sum_partials_kernel<<<1, 32, 0, ctx->stream>>>(ctx->partial, (int)grid, ctx->partial + CUDA_OPTIM_BLOCKS);
-    if (said(a->error, cudaGetLastError(), "the gradients' sum of squares") ||
-        said(a->error, cudaMemcpyAsync(sumsq, ctx->partial + CUDA_OPTIM_BLOCKS, sizeof *sumsq, cudaMemcpyDeviceToHost,
-                                       ctx->stream), "cudaMemcpyAsync of the sum of squares"))
-        return TR_EINVAL;
-    return said(a->error, cudaStreamSynchronize(ctx->stream), "the gradients' sum of squares");
+    if (said(a->diag, cudaGetLastError(), "the gradients' sum of squares") ||
+        said(a->diag, cudaMemcpyAsync(sumsq, ctx->partial + CUDA_OPTIM_BLOCKS, sizeof *sumsq, cudaMemcpyDeviceToHost,
+                                      ctx->stream), "cudaMemcpyAsync of the sum of squares"))
+        return TR_EFAIL;
+    return said(a->diag, cudaStreamSynchronize(ctx->stream), "the gradients' sum of squares");
 }
 
-int cuda_grad_scale(const struct tr_optim_args *a, float factor, bool *finite)
+int cuda_grad_scale(const struct tr_backend *be, const struct tr_optim_args *a, float factor, bool *finite)
 {
     struct cuda_context *ctx;
     struct optim_hyper h;
     *finite = false;
-    if (prepare(a, &ctx, &h))
-        return TR_EINVAL;
+    int rc = prepare(be, a, &ctx, &h);
+    if (rc)
+        return rc;
     unsigned bad = 0;
     if (h.chunks) {
         unsigned *word = (unsigned *)(ctx->partial + CUDA_OPTIM_BLOCKS + 1);
-        if (said(a->error, cudaMemsetAsync(word, 0, sizeof *word, ctx->stream), "cudaMemsetAsync"))
-            return TR_EINVAL;
+        if (said(a->diag, cudaMemsetAsync(word, 0, sizeof *word, ctx->stream), "cudaMemsetAsync"))
+            return TR_EFAIL;
         scale_kernel<<<grid_of(h.chunks), CUDA_OPTIM_THREADS, 0, ctx->stream>>>(h, factor, word);
-        if (said(a->error, cudaGetLastError(), "the gradients' scaling") ||
-            said(a->error, cudaMemcpyAsync(&bad, word, sizeof bad, cudaMemcpyDeviceToHost, ctx->stream),
+        if (said(a->diag, cudaGetLastError(), "the gradients' scaling") ||
+            said(a->diag, cudaMemcpyAsync(&bad, word, sizeof bad, cudaMemcpyDeviceToHost, ctx->stream),
                  "cudaMemcpyAsync of the overflow flag") ||
-            said(a->error, cudaStreamSynchronize(ctx->stream), "the gradients' scaling"))
-            return TR_EINVAL;
+            said(a->diag, cudaStreamSynchronize(ctx->stream), "the gradients' scaling"))
+            return TR_EFAIL;
     }
     *finite = bad == 0;
     return 0;

@@ -1,6 +1,6 @@
-/* What the CUDA backend's files (the .cu files of src/backend/cuda) share, C++ only: the per-process
- * context (one stream, one cuBLASLt handle, a cuDNN handle, a few device words for input checks), the
- * sentences every failure becomes, element loads and stores of f32/bf16/f16 with f32
+/* What the CUDA backend's files (the .cu files of src/backend/cuda) share, C++ only: an instance's
+ * context (one stream, one cuBLASLt handle, a cuDNN handle and its algorithm choices, a few device
+ * words for input checks), the sentences every failure becomes, element loads and stores of f32/bf16/f16 with f32
  * arithmetic, block reductions, and each file's kernels as backend.cu's table names them. */
 #ifndef TR_CUDA_INTERNAL_H
 #define TR_CUDA_INTERNAL_H
@@ -16,8 +16,10 @@ extern "C" {
 #include "core/error.h"
 }
 
-/* The one context of the process, made on first use (cuda_context): kernels run on its stream
- * in order, so the executor needs no synchronisation between nodes. */
+struct cuda_conv_cache;   /* cudnn.cu's kept algorithm choices */
+
+/* An instance's context, made on first use (cuda_context) on the instance's device: kernels run
+ * on its stream in order, so the executor needs no synchronisation between nodes. */
 struct cuda_context {
     cudaStream_t stream;
     cudaStream_t ahead;          /* copies ahead (device.cu): the next inputs, beside the kernels */
@@ -29,7 +31,29 @@ struct cuda_context {
     void *spans, *spans_host;    /* the optimizer's table of parameters (device.cu), both sides */
     double *partial;             /* the optimizer's per-block sums, its total, its overflow word */
     struct cudnnContext *dnn;    /* cudnnHandle_t, on the stream; made by cudnn.cu's first call */
+    struct cuda_conv_cache *convs;   /* the convolutions' algorithm choices (cudnn.cu), made with dnn */
 };
+
+/* An instance's state (backend.h: tr_backend.state): its context, started by the first entry
+ * that needs it on the thread that drives the instance, its device made current there; a
+ * failure is kept and repeated to every later call, so the first sentence is the one seen. */
+struct cuda_state {
+    struct cuda_context ctx;
+    int device;
+    int started;                 /* 0: not yet; 1: the context is up; -1: it cannot start (why) */
+    char *why;
+    struct tr_memory_ops device_memory, pinned_memory;   /* ctx: this state */
+};
+
+/* An instance's state (context.cu), and the release of what its context made (the cuDNN handle
+ * apart: cuda_dnn_release). */
+struct cuda_state *cuda_state_of(const struct tr_backend *be);
+void cuda_context_release(struct cuda_state *s);
+/* The state's memory (device.cu): regions from cudaMalloc on its device, page-locked host
+ * buffers for the loader. */
+void cuda_memory_init(struct cuda_state *s);
+/* Releases the cuDNN handle and the algorithm choices (cudnn.cu). */
+void cuda_dnn_release(struct cuda_context *ctx);
 
 /* The context's fixed buffers (allocated with it: a few MiB, part of the measured context). */
 #define CUDA_MAX_SAMPLE_ROWS 65536   /* rows of dropout's sample ids in one micro-batch */
@@ -40,38 +64,36 @@ struct cuda_context {
 #define CUDA_SPAN_BYTES 64           /* device.cu's struct span, at most */
 
 /* The memory and optimizer entries of the table (device.cu). */
-const struct tr_memory_ops *cuda_device_memory(void);
-const struct tr_memory_ops *cuda_pinned_memory(void);
-int cuda_copy(void *dst, const void *src, size_t bytes, enum tr_copy direction, char *error);
-int cuda_fill(void *dst, int byte, size_t bytes, char *error);
-int cuda_synchronize(char *error);
-int cuda_copy_ahead(void *dst, const void *src, size_t bytes, char *error);
-int cuda_join(char *error);
-int cuda_optim_step(const struct tr_optim_args *a);
-int cuda_grad_sumsq(const struct tr_optim_args *a, double *sumsq);
-int cuda_grad_scale(const struct tr_optim_args *a, float factor, bool *finite);
+int cuda_copy(const struct tr_backend *be, void *dst, const void *src, size_t bytes, enum tr_copy direction,
+              struct tr_diag *d);
+int cuda_fill(const struct tr_backend *be, void *dst, int byte, size_t bytes, struct tr_diag *d);
+int cuda_synchronize(const struct tr_backend *be, struct tr_diag *d);
+int cuda_copy_ahead(const struct tr_backend *be, void *dst, const void *src, size_t bytes, struct tr_diag *d);
+int cuda_join(const struct tr_backend *be, struct tr_diag *d);
+int cuda_optim_step(const struct tr_backend *be, const struct tr_optim_args *a);
+int cuda_grad_sumsq(const struct tr_backend *be, const struct tr_optim_args *a, double *sumsq);
+int cuda_grad_scale(const struct tr_backend *be, const struct tr_optim_args *a, float factor, bool *finite);
 /* Dropout's sample ids (host memory) on the device, copied when they changed; NULL for none,
- * or with a sentence in a->error. */
+ * or with a sentence in a->diag. */
 const int64_t *cuda_sample_ids(const struct tr_kernel_args *a, struct cuda_context *ctx, const int64_t *ids,
                                int64_t rows);
 
-/* The context, creating it on the first call; NULL with a sentence in a->error when the device
- * cannot be used (no GPU, no driver, out of memory). */
+/* The kernel's instance's context (a->be), creating it on the first call; NULL with a sentence
+ * in a->diag when the device cannot be used (no GPU, no driver, out of memory). */
 struct cuda_context *cuda_context(const struct tr_kernel_args *a);
-/* The same for the entries without kernel args (copies, the optimizer): the sentence into error
- * (TR_KERNEL_ERROR_MAX bytes). */
-struct cuda_context *cuda_context_for(char *error);
+/* The same for the entries without kernel args (copies, the optimizer): the sentence in d. */
+struct cuda_context *cuda_context_for(const struct tr_backend *be, struct tr_diag *d);
 
-/* Fills a->error (the op's name first) and returns TR_EINVAL. */
+/* Adds the sentence to a->diag (the op's name first) and returns TR_EINVAL. */
 int cuda_fail(const struct tr_kernel_args *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* 0 when e is cudaSuccess; else the sentence "<op>: <call> failed: <CUDA's words>". */
+/* 0 when e is cudaSuccess; else the sentence "<op>: <call> failed: <CUDA's words>" (TR_EFAIL). */
 int cuda_status(const struct tr_kernel_args *a, cudaError_t e, const char *call);
 /* After kernel launches: a launch error (bad configuration, no kernel image for this GPU). */
 int cuda_launched(const struct tr_kernel_args *a, const char *kernel);
 
 /* Every kernel's start: its float types are ones the kernels load and store (f32, bf16, f16;
  * f64, the CPU's gradient-check type, has no CUDA kernels — refused before any device is
- * touched), then the context. NULL with the sentence in a->error. */
+ * touched), then the context. NULL with the sentence in a->diag. */
 struct cuda_context *cuda_begin(const struct tr_kernel_args *a);
 
 /* Checks ids (i32, n of them) against [0, limit) on the device, skipping `ignore` when

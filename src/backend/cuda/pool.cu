@@ -40,7 +40,7 @@ __device__ __forceinline__ void windows_of(const struct pool_geom &g, int64_t i,
 }
 
 /* The host side's start, the same for the four windowed ops: the context, the geometry of the
- * pooled x and y, and its check. NULL (the sentence in args->error) to stop. */
+ * pooled x and y, and its check. NULL (the sentence in args->diag) to stop. */
 static struct cuda_context *pool_begin(const struct tr_kernel_args *a, const struct tr_tensor *x,
                                        const struct tr_tensor *y, struct pool_geom *g)
 {

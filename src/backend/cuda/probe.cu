@@ -4,6 +4,10 @@
 
 #include "backend/cuda/cuda.h"
 
+extern "C" {
+#include "backend/backend.h"
+}
+
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -63,13 +67,20 @@ extern "C" int tr_cuda_start(int index, struct tr_cuda_start *s, char *err, unsi
         snprintf(err, errsize, "device: cuda:%d: cannot start a context: %s", index, cudaGetErrorString(e));
         return -1;
     }
-    char why[256];
-    if (tr_cuda_synchronize(why, sizeof why)) {   /* makes the backend's context: stream, cuBLASLt */
-        snprintf(err, errsize, "device: cuda:%d: %s", index, why);
+    /* a backend instance's context (stream, cuBLASLt, its buffers) held while the memory is
+     * read, so that what it takes is measured: the trainer's own instance makes the same */
+    struct tr_backend *be = NULL;
+    struct tr_diag why = {};
+    if (tr_backend_open_ops(&tr_cuda_ops, index, &be, &why) || tr_backend_synchronize(be, &why)) {
+        snprintf(err, errsize, "device: cuda:%d: %s", index, tr_diag_last(&why));
+        tr_backend_close(be);
+        tr_diag_free(&why);
         return -1;
     }
     size_t free_bytes = 0, total = 0;
-    if ((e = cudaMemGetInfo(&free_bytes, &total)) != cudaSuccess) {
+    e = cudaMemGetInfo(&free_bytes, &total);
+    tr_backend_close(be);
+    if (e != cudaSuccess) {
         snprintf(err, errsize, "device: cuda:%d: cudaMemGetInfo failed: %s", index, cudaGetErrorString(e));
         return -1;
     }
