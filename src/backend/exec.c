@@ -5,16 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/error.h"
-
-static double seconds(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
+#include "graph/ops.h"
 
 void *tr_exec_data(const struct tr_exec *x, int v)
 {
@@ -195,13 +188,12 @@ static int police(struct tr_exec *x, const struct tr_node *node, int step)
     return fail(x, node, step, what);
 }
 
-/* Whether the node at step is its phase's last before another phase (or the schedule's end). */
-static bool phase_ends(const struct tr_exec *x, int step)
+bool tr_exec_phase_ends(const struct tr_exec *x, int step)
 {
     enum tr_phase phase = x->g->nodes[x->schedule[step]].phase;
     for (int next = step + 1; next < x->n; next++) {
         const struct tr_node *n = &x->g->nodes[x->schedule[next]];
-        if (n->op != TR_OP_RESHAPE)
+        if (!tr_op_is_view(n->op))
             return n->phase != phase;
     }
     return true;
@@ -227,10 +219,10 @@ int tr_exec_run(struct tr_exec *x, int64_t B, int64_t S)
             return snprintf(x->error, sizeof x->error, "debug: %s", kernel_error), TR_EINVAL;
         memcpy(x->shadow, arena, x->plan->region_bytes[TR_ACT]);
     }
-    double phase_start = seconds();
+    const struct tr_exec_hook *hook = x->hook.before || x->hook.after ? &x->hook : NULL;
     for (int step = 0; step < x->n; step++) {
         const struct tr_node *node = &x->g->nodes[x->schedule[step]];
-        if (node->op != TR_OP_RESHAPE) {   /* a view: nothing to run */
+        if (!tr_op_is_view(node->op)) {   /* a view: nothing to run */
             struct tr_kernel_args a = {.node = node, .nin = node->nin, .nout = node->nout,
                                        .workspace = x->workspace,
                                        .workspace_bytes = x->plan->workspace_bytes,
@@ -241,27 +233,12 @@ int tr_exec_run(struct tr_exec *x, int64_t B, int64_t S)
             for (int i = 0; i < node->nout; i++)
                 a.out[i].data = tr_exec_data(x, node->out[i]);
             kernel_error[0] = '\0';
-            double start = x->op_seconds || x->phase_seconds ? seconds() : 0;
+            if (hook && hook->before && hook->before(hook->ctx, x, step, node, kernel_error))
+                return fail(x, node, step, kernel_error);
             if (tr_backend_run(x->be, &a))
                 return fail(x, node, step, kernel_error);
-            /* a device's kernels return before they finish: timing each op waits for each; a
-             * phase's time waits only where the phase changes (the device stays busy) */
-            if (!x->be->host_visible && (x->op_seconds || (x->phase_seconds && phase_ends(x, step))) &&
-                x->be->synchronize(kernel_error))
+            if (hook && hook->after && hook->after(hook->ctx, x, step, node, kernel_error))
                 return fail(x, node, step, kernel_error);
-            if (!x->be->host_visible && !x->op_seconds && x->phase_seconds) {
-                if (phase_ends(x, step)) {
-                    double t = seconds();
-                    x->phase_seconds[node->phase] += t - phase_start;
-                    phase_start = t;
-                }
-            } else if (x->op_seconds || x->phase_seconds) {
-                double took = seconds() - start;
-                if (x->op_seconds)
-                    x->op_seconds[node->op] += took;
-                if (x->phase_seconds)
-                    x->phase_seconds[node->phase] += took;
-            }
         }
         if (x->debug && (police(x, node, step) || poison(x, step)))
             return TR_EINVAL;

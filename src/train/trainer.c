@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "backend/exec.h"
+#include "backend/profile.h"
 #include "cli/exit.h"
 #include "core/rng.h"
 #include "data/dataset.h"
@@ -87,6 +88,8 @@ struct run {
      * `of`, which made `nodes` recompute nodes */
     struct { int mode, blocks, of, nodes; } remat;
     struct tr_timer timer;     /* where the time went since the last logged line */
+    struct tr_exec_profile profile;   /* the training executor's hook: timer.phase, and with
+                                       * TR_PROFILE set the per-op table printed at the end */
     int64_t timer_step;        /* the last step whose line carried the time */
     struct tr_leak leak;       /* memory at each step's start, after warm-up */
     json_t *record;            /* run.json */
@@ -1048,7 +1051,8 @@ static int loop(struct run *run, int64_t start, struct tr_train_result *res)
     double began = now(), last = began, waited = 0;
     struct { int64_t samples, tokens, slots, micro, steps; } since = {0};   /* the last logged line */
     tr_timer_start(&run->timer, began, tr_loader_wait_seconds(loader));
-    run->train.x.phase_seconds = run->timer.phase;
+    run->profile = (struct tr_exec_profile){.per_op = getenv("TR_PROFILE") != NULL, .phase_seconds = run->timer.phase};
+    run->train.x.hook = tr_exec_profiler(&run->profile);
     tr_leak_init(&run->leak, warmup(run, start, log_every));
     int status = 0;
     struct tr_step next;
@@ -1149,6 +1153,8 @@ static int loop(struct run *run, int64_t start, struct tr_train_result *res)
     run->timer.wait_seen = res->data_wait_seconds;
     tr_loader_close(loader);
     res->seconds = now() - began;
+    if (run->profile.per_op)
+        tr_exec_profile_print(stderr, &run->profile, res->steps - start, "step");
     return status;
 }
 
