@@ -70,7 +70,9 @@ struct tr_op_info {
     enum tr_op_runs_on runs_on;
 };
 
-extern const struct tr_op_info tr_ops[TR_NOPS];
+/* TR_NOPS rows; declared without a size so that ops.c's definition takes the length of its
+ * initializer, which its static assertion then checks. */
+extern const struct tr_op_info tr_ops[];
 
 /* The cost rule of ops whose cost is all in their bytes. */
 double tr_cost_none(const struct tr_node *n, const struct tr_tensor *in, const struct tr_tensor *out);
