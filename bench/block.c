@@ -11,6 +11,7 @@
 
 #include "backend/cpu/cpu.h"
 #include "backend/exec.h"
+#include "backend/profile.h"
 #include "graph/program.h"
 #include "../tests/models.h"
 
@@ -69,9 +70,10 @@ static int block(int64_t D, int64_t H, int64_t Fd, int64_t B, int64_t S, int ite
             fill(tr_exec_data(&ex, v), p.plans[0].bytes[v] / sizeof(float), &seed);
     memset(tr_exec_data(&ex, mask), 1, p.plans[0].bytes[mask]);
     *(float *)tr_exec_data(&ex, scale) = 1;
-    double *t = calloc((size_t)iters, sizeof *t), op_seconds[TR_NOPS] = {0};
-    if (getenv("TR_PROFILE"))
-        ex.op_seconds = op_seconds;
+    double *t = calloc((size_t)iters, sizeof *t);
+    struct tr_exec_profile profile = {.per_op = getenv("TR_PROFILE") != NULL};
+    if (profile.per_op)
+        ex.hook = tr_exec_profiler(&profile);
     struct tr_diag why = {0};
     for (int i = -1; i < iters; i++) {   /* one warm-up run */
         double t0 = now_ms();
@@ -82,9 +84,7 @@ static int block(int64_t D, int64_t H, int64_t Fd, int64_t B, int64_t S, int ite
         if (i >= 0)
             t[i] = now_ms() - t0;
     }
-    for (int op = 0; op < TR_NOPS; op++)
-        if (op_seconds[op] > 0)
-            fprintf(stderr, "  %-20s %8.2f ms per run\n", tr_op_name((enum tr_op)op), op_seconds[op] * 1e3 / (iters + 1));
+    tr_exec_profile_print(stderr, &profile, iters + 1, "run");
     printf("trainrun block D=%lld H=%lld F=%lld B=%lld S=%lld ms=%.2f arena_mib=%.1f\n", (long long)D,
            (long long)H, (long long)Fd, (long long)B, (long long)S, median(t, iters),
            (double)p.region_bytes[TR_ACT] / 1048576.0);

@@ -10,6 +10,7 @@
 
 #include "backend/cpu/cpu.h"
 #include "backend/exec.h"
+#include "backend/profile.h"
 #include "graph/program.h"
 #include "models/models.h"
 
@@ -94,9 +95,10 @@ static int resnet(int64_t B, int iters)
     ex.workspace = aligned_alloc(64, (p.workspace_bytes + 127) / 64 * 64);
     fill_values(&g, &ex, &m);
     *(float *)tr_exec_data(&ex, scale) = 1;
-    double *t = calloc((size_t)iters, sizeof *t), op_seconds[TR_NOPS] = {0};
-    if (getenv("TR_PROFILE"))
-        ex.op_seconds = op_seconds;
+    double *t = calloc((size_t)iters, sizeof *t);
+    struct tr_exec_profile profile = {.per_op = getenv("TR_PROFILE") != NULL};
+    if (profile.per_op)
+        ex.hook = tr_exec_profiler(&profile);
     struct tr_diag why = {0};
     for (int i = -1; i < iters; i++) {   /* one warm-up run */
         double t0 = now_ms();
@@ -107,13 +109,7 @@ static int resnet(int64_t B, int iters)
         if (i >= 0)
             t[i] = now_ms() - t0;
     }
-    double total = 0;
-    for (int op = 0; op < TR_NOPS; op++)
-        total += op_seconds[op];
-    for (int op = 0; op < TR_NOPS; op++)
-        if (op_seconds[op] > 0)
-            fprintf(stderr, "  %-20s %8.2f ms per run %5.1f%%\n", tr_op_name((enum tr_op)op),
-                    op_seconds[op] * 1e3 / (iters + 1), 100 * op_seconds[op] / total);
+    tr_exec_profile_print(stderr, &profile, iters + 1, "run");
     printf("trainrun resnet B=%lld ms=%.2f loss=%.4f workspace_kib=%.0f arena_mib=%.1f\n", (long long)B,
            median(t, iters), *(float *)tr_exec_data(&ex, m.loss), (double)p.workspace_bytes / 1024.0,
            (double)p.region_bytes[TR_ACT] / 1048576.0);

@@ -11,6 +11,7 @@
 
 #include "backend/cpu/cpu.h"
 #include "backend/exec.h"
+#include "backend/profile.h"
 #include "core/alloc.h"
 #include "graph/program.h"
 #include "models/models.h"
@@ -91,9 +92,10 @@ static int bench(const char *arch, int64_t B, int64_t S, int iters, enum tr_dtyp
     ex.workspace = aligned_alloc(64, (p.workspace_bytes + 127) / 64 * 64);
     fill_values(&g, &ex, &m, B, S, vocab, classes);
     *(float *)tr_exec_data(&ex, scale) = 1;
-    double *t = calloc((size_t)iters, sizeof *t), op_seconds[TR_NOPS] = {0};
-    if (getenv("TR_PROFILE"))
-        ex.op_seconds = op_seconds;
+    double *t = calloc((size_t)iters, sizeof *t);
+    struct tr_exec_profile profile = {.per_op = getenv("TR_PROFILE") != NULL};
+    if (profile.per_op)
+        ex.hook = tr_exec_profiler(&profile);
     struct tr_diag why = {0};
     for (int i = -1; i < iters; i++) {   /* one warm-up run */
         double t0 = now_ms();
@@ -102,13 +104,7 @@ static int bench(const char *arch, int64_t B, int64_t S, int iters, enum tr_dtyp
         if (i >= 0)
             t[i] = now_ms() - t0;
     }
-    double total = 0;
-    for (int op = 0; op < TR_NOPS; op++)
-        total += op_seconds[op];
-    for (int op = 0; op < TR_NOPS; op++)
-        if (op_seconds[op] > 0)
-            fprintf(stderr, "  %-20s %8.2f ms per run %5.1f%%\n", tr_op_name((enum tr_op)op),
-                    op_seconds[op] * 1e3 / (iters + 1), 100 * op_seconds[op] / total);
+    tr_exec_profile_print(stderr, &profile, iters + 1, "run");
     qsort(t, (size_t)iters, sizeof *t, cmp_double);
     printf("trainrun %s %s B=%lld S=%lld ms=%.2f loss=%.4f peak_rss_mib=%.1f arena_mib=%.1f\n", arch,
            amp == TR_F32 ? "fp32" : tr_dtype_name(amp), (long long)B, (long long)S, t[iters / 2], *(float *)tr_exec_data(&ex, m.loss),

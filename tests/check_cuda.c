@@ -32,6 +32,7 @@
 
 #include "backend/cuda/cuda.h"
 #include "backend/cuda/probe.h"
+#include "graph/ops.h"
 #include "recipe/recipe.h"
 
 /* ---- the table: runs everywhere, no device touched ------------------------------------------ */
@@ -53,9 +54,12 @@ START_TEST(table_names_its_ops)
     ck_assert_str_eq(be->name, "cuda");
     ck_assert_ptr_nonnull(be->workspace_bytes);
     ck_assert_ptr_eq(cuda()->ops, &tr_cuda_ops);
-    for (int op = 0; op < TR_NOPS; op++)   /* every op the CPU runs, the GPU runs */
+    for (int op = 0; op < TR_NOPS; op++) {   /* every op the CPU runs, the GPU runs */
         ck_assert_msg((be->kernels[op] != NULL) == (cpu->kernels[op] != NULL), "%s: kernel %s",
                       tr_op_name((enum tr_op)op), be->kernels[op] ? "present, not on the CPU" : "missing");
+        ck_assert_msg((be->kernels[op] != NULL) == (tr_ops[op].runs_on == TR_OP_RUNS_ON_DEVICE),
+                      "%s: a CUDA kernel exactly when the op table says a device runs it", tr_ops[op].name);
+    }
     ck_assert(!be->host_visible);
     ck_assert(cuda()->memory && cuda()->host_memory && be->copy && be->fill && be->synchronize);
     ck_assert(be->copy_ahead && be->join);
@@ -261,6 +265,7 @@ static enum tr_dtype storage(enum kind k, enum tr_dtype half)
     case H: return half;
     case O: return half == TR_BF16 ? TR_F16 : half == TR_F16 ? TR_BF16 : TR_F32;
     case U: return TR_U8;
+    case I:
     default: return TR_I32;
     }
 }

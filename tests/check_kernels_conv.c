@@ -596,11 +596,24 @@ static int case_tensors(enum tr_op op, uint64_t *s, struct tr_tensor *t, int *no
         t[0] = x, t[1] = gc_make(TR_F64, 2, 3);
         *nout = 1;
         return 1;
-    default:   /* GLOBAL_AVGPOOL_BWD */
-        t[0] = gc_random(s, -1, 1, 2, 3), t[1] = x;
-        *nout = 1;
-        return 1;
+    case TR_OP_GLOBAL_AVGPOOL_BWD:
+    /* not among case_ops: never asked for */
+    case TR_OP_MATMUL: case TR_OP_BIAS_ADD: case TR_OP_ADD: case TR_OP_MUL: case TR_OP_SCALE:
+    case TR_OP_RELU: case TR_OP_GELU: case TR_OP_TANH: case TR_OP_SOFTMAX: case TR_OP_LOG_SOFTMAX:
+    case TR_OP_CROSS_ENTROPY: case TR_OP_LINEAR_CROSS_ENTROPY: case TR_OP_LAYERNORM:
+    case TR_OP_EMBEDDING: case TR_OP_DROPOUT: case TR_OP_ATTENTION: case TR_OP_RESHAPE:
+    case TR_OP_PERMUTE: case TR_OP_SLICE: case TR_OP_CONCAT: case TR_OP_GATHER:
+    case TR_OP_MASKED_FILL: case TR_OP_CAST: case TR_OP_SUM: case TR_OP_MEAN: case TR_OP_ARGMAX:
+    case TR_OP_BIAS_GRAD: case TR_OP_RELU_BWD: case TR_OP_GELU_BWD: case TR_OP_TANH_BWD:
+    case TR_OP_SOFTMAX_BWD: case TR_OP_LOG_SOFTMAX_BWD: case TR_OP_CROSS_ENTROPY_BWD:
+    case TR_OP_LINEAR_CROSS_ENTROPY_BWD: case TR_OP_LAYERNORM_BWD: case TR_OP_EMBEDDING_BWD:
+    case TR_OP_ATTENTION_BWD: case TR_OP_SLICE_BWD:
+    case TR_OP_GATHER_BWD: case TR_OP_SUM_BWD: case TR_OP_ACCUMULATE: case TR_NOPS:
+        break;
     }
+    t[0] = gc_random(s, -1, 1, 2, 3), t[1] = x;
+    *nout = 1;
+    return 1;
 }
 
 static void case_make(struct op_case *c, enum tr_op op, uint64_t seed)

@@ -358,6 +358,7 @@ static double decode(const struct tr_tensor *t, int64_t i)
     case TR_F16: return tr_f16_to_f32(U16(*t)[i]);
     case TR_I32: return I32(*t)[i];
     case TR_U8: return U8(*t)[i];
+    case TR_F64: case TR_NDTYPES:
     default: return F64(*t)[i];
     }
 }

@@ -5,16 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/error.h"
-
-static double seconds(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
+#include "graph/ops.h"
 
 void *tr_exec_data(const struct tr_exec *x, int v)
 {
@@ -212,13 +205,12 @@ static int police(struct tr_exec *x, const struct tr_node *node, int step, struc
     return fail(node, step, TR_EINVAL, NULL, what, d);
 }
 
-/* Whether the node at step is its phase's last before another phase (or the schedule's end). */
-static bool phase_ends(const struct tr_exec *x, int step)
+bool tr_exec_phase_ends(const struct tr_exec *x, int step)
 {
     enum tr_phase phase = x->g->nodes[x->schedule[step]].phase;
     for (int next = step + 1; next < x->n; next++) {
         const struct tr_node *n = &x->g->nodes[x->schedule[next]];
-        if (n->op != TR_OP_RESHAPE)
+        if (!tr_op_is_view(n->op))
             return n->phase != phase;
     }
     return true;
@@ -245,10 +237,10 @@ int tr_exec_run(struct tr_exec *x, int64_t B, int64_t S, struct tr_diag *d)
         }
         memcpy(x->shadow, arena, x->plan->region_bytes[TR_ACT]);
     }
-    double phase_start = seconds();
+    const struct tr_exec_hook *hook = x->hook.before || x->hook.after ? &x->hook : NULL;
     for (int step = 0; step < x->n; step++) {
         const struct tr_node *node = &x->g->nodes[x->schedule[step]];
-        if (node->op != TR_OP_RESHAPE) {   /* a view: nothing to run */
+        if (!tr_op_is_view(node->op)) {   /* a view: nothing to run */
             struct tr_kernel_args a = {.node = node, .nin = node->nin, .nout = node->nout,
                                        .workspace = x->workspace,
                                        .workspace_bytes = x->plan->workspace_bytes,
@@ -258,29 +250,13 @@ int tr_exec_run(struct tr_exec *x, int64_t B, int64_t S, struct tr_diag *d)
                 a.in[i].data = tr_exec_data(x, node->in[i]);
             for (int i = 0; i < node->nout; i++)
                 a.out[i].data = tr_exec_data(x, node->out[i]);
-            double start = x->op_seconds || x->phase_seconds ? seconds() : 0;
-            int rc = tr_backend_run(x->be, &a);
-            if (rc)
+            int rc;
+            if (hook && hook->before && (rc = hook->before(hook->ctx, x, step, node, &why)))
                 return fail(node, step, rc, &why, NULL, d);
-            /* a device's kernels return before they finish: timing each op waits for each; a
-             * phase's time waits only where the phase changes (the device stays busy) */
-            bool device = !x->be->ops->host_visible;
-            if (device && (x->op_seconds || (x->phase_seconds && phase_ends(x, step))) &&
-                (rc = tr_backend_synchronize(x->be, &why)))
+            if ((rc = tr_backend_run(x->be, &a)))
                 return fail(node, step, rc, &why, NULL, d);
-            if (device && !x->op_seconds && x->phase_seconds) {
-                if (phase_ends(x, step)) {
-                    double t = seconds();
-                    x->phase_seconds[node->phase] += t - phase_start;
-                    phase_start = t;
-                }
-            } else if (x->op_seconds || x->phase_seconds) {
-                double took = seconds() - start;
-                if (x->op_seconds)
-                    x->op_seconds[node->op] += took;
-                if (x->phase_seconds)
-                    x->phase_seconds[node->phase] += took;
-            }
+            if (hook && hook->after && (rc = hook->after(hook->ctx, x, step, node, &why)))
+                return fail(node, step, rc, &why, NULL, d);
         }
         int rc;
         if (x->debug && ((rc = police(x, node, step, d)) || (rc = poison(x, step, d))))

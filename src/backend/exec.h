@@ -11,6 +11,19 @@
 
 #define TR_EXEC_MAX_STAGED 8
 
+struct tr_exec;
+
+/* What the executor calls before and after each node it runs (not views: they run nothing),
+ * with the node's place in the schedule: the profiler (profile.h), and later traces and
+ * gradient buckets that start communicating as the backward produces them. A hook that
+ * returns non-zero stops the run, its code returned and its sentence in d. All NULL:
+ * no hook, and the executor pays one test per node for it. */
+struct tr_exec_hook {
+    int (*before)(void *ctx, const struct tr_exec *x, int step, const struct tr_node *node, struct tr_diag *d);
+    int (*after)(void *ctx, const struct tr_exec *x, int step, const struct tr_node *node, struct tr_diag *d);
+    void *ctx;
+};
+
 struct tr_exec {
     const struct tr_graph *g;
     const int *schedule;
@@ -22,9 +35,7 @@ struct tr_exec {
     void *workspace;
     const struct tr_rng_ctx *rng;
     bool debug;
-    double *op_seconds;         /* optional, TR_NOPS entries: time spent per op is added here */
-    double *phase_seconds;      /* optional, 4 entries by enum tr_phase: time spent per phase
-                                 * (forward, backward, recompute, optimizer) is added here */
+    struct tr_exec_hook hook;   /* called around every node that runs; none by default */
     char *shadow;               /* debug: the arena as it should be */
     size_t shadow_bytes;
     char *seen;                 /* debug on a device: the arena as copied back after a node */
@@ -45,6 +56,8 @@ struct tr_exec {
 
 /* Runs the whole schedule at (B, S), each at most the plan's. */
 int tr_exec_run(struct tr_exec *x, int64_t B, int64_t S, struct tr_diag *d);
+/* Whether the node at step is its phase's last before another phase (or the schedule's end). */
+bool tr_exec_phase_ends(const struct tr_exec *x, int step);
 /* Where a value's data is (valid for persistent values always, for activations while live). */
 void *tr_exec_data(const struct tr_exec *x, int v);
 /* Copies between the host and a value's data, whatever memory the backend's is (backend.h:

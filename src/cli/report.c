@@ -118,6 +118,7 @@ static int report_folder(const char *dir)
         fprintf(stderr, "trainrun: %s holds the runs of one recipe: give one of its run folders, or the "
                 "folder above it (report.dir) for the runs index\n", dir);
         return TR_EXIT_USAGE;
+    case TR_FOLDER_OTHER:
     default:
         fprintf(stderr, "trainrun: %s is not a run folder (it has neither metrics.jsonl nor plan.json) nor a "
                 "folder of runs (report.dir, with NAME/STAMP run folders below it)\n", dir);

@@ -347,7 +347,7 @@ enum outcome {
 
 static bool transient_curl(CURLcode c)
 {
-    switch (c) {
+    switch ((int)c) {   /* CURLcode: curl adds codes, which are not transient */
     case CURLE_COULDNT_RESOLVE_HOST: case CURLE_COULDNT_RESOLVE_PROXY: case CURLE_COULDNT_CONNECT:
     case CURLE_OPERATION_TIMEDOUT: case CURLE_PARTIAL_FILE: case CURLE_GOT_NOTHING: case CURLE_SEND_ERROR:
     case CURLE_RECV_ERROR: case CURLE_SSL_CONNECT_ERROR: case CURLE_HTTP2: case CURLE_HTTP2_STREAM:

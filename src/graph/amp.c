@@ -1,13 +1,13 @@
-/* The amp pass (DESIGN.md §3): mixed precision by one per-op policy table. It runs on the
+/* The amp pass (DESIGN.md §3): mixed precision by the op table's per-op policy. It runs on the
  * forward graph, before autodiff, and rewrites it in place: activations become 16-bit (bf16 or
- * f16) where the table says so, and a CAST node is put before each op that computes in 16 bits
+ * f16) where the op table says so, and a CAST node is put before each op that computes in 16 bits
  * for every f32 operand it reads (a parameter's cast is its 16-bit working copy, made once per
  * micro-batch from the f32 master weights the optimizer updates, when working_copies: what
  * 16-bit GEMM hardware needs; the CPU kernels compute in f32 and read the master weights as
  * they are, so there a copy would only cost memory and time). Autodiff then gives every
  * 16-bit value a 16-bit gradient and every parameter its f32 one, through the casts' backward.
  *
- * The table: GEMMs, convolutions and attention compute in 16 bits (their kernels accumulate in
+ * The table (ops.c, .amp): GEMMs, convolutions and attention compute in 16 bits (their kernels accumulate in
  * f32); softmax, the losses and the reductions compute and answer in f32; everything else keeps
  * the precision of what it reads, so the activations saved for the backward are 16-bit.
  * Statistics (layer and batch norm's, attention's lse) stay f32, as do embedding tables, norm
@@ -18,37 +18,12 @@
 
 #include "core/error.h"
 #include "graph/graph.h"
+#include "graph/ops.h"
 
-enum precision {
-    FOLLOW,   /* out[0] in the precision of its float inputs: 16-bit when one of them is */
-    LOW,      /* float inputs cast to 16 bits, out[0] 16-bit */
-    WIDE,     /* out[0] f32; 16-bit inputs are read as they are */
-    START,    /* out[0] 16-bit, f32 inputs read as they are: an embedding lookup */
-    KEEP,     /* as built: a CAST's output is what it was asked for */
-};
-
-static enum precision policy(enum tr_op op)
+/* Whether out[0] follows its inputs' precision (TR_AMP_FOLLOW: the first; _ALL: every one). */
+static bool follows(enum tr_amp_policy p)
 {
-    switch (op) {
-    case TR_OP_MATMUL:
-    case TR_OP_CONV2D:
-    case TR_OP_ATTENTION:
-        return LOW;
-    case TR_OP_EMBEDDING:
-        return START;
-    case TR_OP_SOFTMAX:
-    case TR_OP_LOG_SOFTMAX:
-    case TR_OP_CROSS_ENTROPY:
-    case TR_OP_LINEAR_CROSS_ENTROPY:
-    case TR_OP_SUM:
-    case TR_OP_MEAN:
-        return WIDE;
-    case TR_OP_CAST:
-    case TR_OP_ARGMAX:
-        return KEEP;
-    default:
-        return FOLLOW;
-    }
+    return p == TR_AMP_FOLLOW || p == TR_AMP_FOLLOW_ALL;
 }
 
 /* The inputs whose precision out[0] follows: x alone for ops whose other inputs are weights,
@@ -56,7 +31,7 @@ static enum precision policy(enum tr_op op)
  * MUL and CONCAT. */
 static int followed_inputs(const struct tr_node *n)
 {
-    return n->op == TR_OP_ADD || n->op == TR_OP_MUL || n->op == TR_OP_CONCAT ? n->nin : 1;
+    return tr_ops[n->op].amp == TR_AMP_FOLLOW_ALL ? n->nin : 1;
 }
 
 /* Values that must stay f32 (the caller's, and back through FOLLOW producers to the op that
@@ -67,7 +42,7 @@ static void mark_f32(const struct tr_graph *g, const int *keep, int nkeep, bool 
         for (int v = keep[i]; v >= 0 && !f32[v];) {
             f32[v] = true;
             int p = g->values[v].producer;
-            if (p < 0 || policy(g->nodes[p].op) != FOLLOW || g->nodes[p].out[0] != v)
+            if (p < 0 || !follows(tr_ops[g->nodes[p].op].amp) || g->nodes[p].out[0] != v)
                 break;
             v = g->nodes[p].in[0];
         }
@@ -92,9 +67,9 @@ int tr_amp(struct tr_graph *g, enum tr_dtype low, const int *keep_f32, int nkeep
     int saved_block = g->block;
     for (int i = 0; i < nold; i++) {
         struct tr_node n = old[i];
-        enum precision p = policy(n.op);
+        enum tr_amp_policy p = tr_ops[n.op].amp;
         int y = n.out[0];
-        if (p == LOW)
+        if (p == TR_AMP_LOW)
             for (int j = 0; j < n.nin; j++) {
                 int v = n.in[j];
                 if (v < 0 || g->values[v].dtype != TR_F32 ||
@@ -107,10 +82,10 @@ int tr_amp(struct tr_graph *g, enum tr_dtype low, const int *keep_f32, int nkeep
                 }
                 n.in[j] = cast[v];
             }
-        bool narrow = p == LOW || p == START;
-        for (int j = 0; p == FOLLOW && j < followed_inputs(&n); j++)
+        bool narrow = p == TR_AMP_LOW || p == TR_AMP_START;
+        for (int j = 0; follows(p) && j < followed_inputs(&n); j++)
             narrow |= n.in[j] >= 0 && tr_dtype_is_16bit(g->values[n.in[j]].dtype);
-        if (p != KEEP && (g->values[y].dtype == TR_F32 || tr_dtype_is_16bit(g->values[y].dtype)))
+        if (p != TR_AMP_KEEP && (g->values[y].dtype == TR_F32 || tr_dtype_is_16bit(g->values[y].dtype)))
             g->values[y].dtype = narrow && !f32[y] ? low : TR_F32;
         g->block = n.block;
         int k = tr_node_add(g, n.op, n.in, n.nin, n.out, n.nout, &n.attrs);

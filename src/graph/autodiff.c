@@ -11,27 +11,28 @@
 #include <string.h>
 
 #include "graph/graph.h"
+#include "graph/ops.h"
 #include "core/error.h"
 
-struct autodiff {
+struct tr_autodiff {
     struct tr_graph *g;
     int *grad;          /* per value: the value holding its gradient, or -1 */
     bool *needs;        /* per value: depends on a parameter through differentiable ops */
     bool *shared;       /* per value: already handed out as another value's gradient */
 };
 
-static struct tr_shape shape_of(const struct autodiff *ad, int v)
+static struct tr_shape shape_of(const struct tr_autodiff *ad, int v)
 {
     return ad->g->values[v].shape;
 }
 
-static int new_act(struct autodiff *ad, int like)
+static int new_act(struct tr_autodiff *ad, int like)
 {
     struct tr_shape s = shape_of(ad, like);
     return tr_value_add(ad->g, TR_ACT, ad->g->values[like].dtype, &s, NULL);
 }
 
-static int backward_node(struct autodiff *ad, enum tr_op op, const int *in, int nin, const int *out,
+static int backward_node(struct tr_autodiff *ad, enum tr_op op, const int *in, int nin, const int *out,
                          int nout, const union tr_attrs *attrs, bool accumulate)
 {
     int n = tr_node_add(ad->g, op, in, nin, out, nout, attrs);
@@ -41,7 +42,7 @@ static int backward_node(struct autodiff *ad, enum tr_op op, const int *in, int 
 }
 
 /* Where the next gradient contribution for v goes: *acc says whether it must be added. */
-static int destination(struct autodiff *ad, int v, bool *acc)
+static int destination(struct tr_autodiff *ad, int v, bool *acc)
 {
     struct tr_value *val = &ad->g->values[v];
     if (val->kind == TR_PARAM) {
@@ -60,7 +61,7 @@ static int destination(struct autodiff *ad, int v, bool *acc)
  * (−1: an output nobody needs, written to scratch). A single output is written straight into
  * its destination, adding when it must; with several outputs, those that must be added go
  * through a fresh value and an ACCUMULATE each, since a kernel's accumulate flag is all or none. */
-static void emit(struct autodiff *ad, enum tr_op op, const int *in, int nin, const int *for_values,
+static void emit(struct tr_autodiff *ad, enum tr_op op, const int *in, int nin, const int *for_values,
                  int nout, const union tr_attrs *attrs)
 {
     int out[TR_MAX_OUT], pending[TR_MAX_OUT], dest[TR_MAX_OUT];
@@ -88,7 +89,7 @@ static void emit(struct autodiff *ad, enum tr_op op, const int *in, int nin, con
 }
 
 /* The gradient gy passes unchanged to x (add, bias_add, reshape's storage). */
-static void pass_through(struct autodiff *ad, int x, int gy)
+static void pass_through(struct tr_autodiff *ad, int x, int gy)
 {
     if (!ad->needs[x])
         return;
@@ -110,7 +111,7 @@ static void pass_through(struct autodiff *ad, int x, int gy)
 
 /* A view of v with another shape (reshape's backward, batch flattening): no copy, the view
  * shares v's storage and so its "shared" mark. */
-static int view(struct autodiff *ad, int v, struct tr_shape s)
+static int view(struct tr_autodiff *ad, int v, struct tr_shape s)
 {
     int w = tr_value_add(ad->g, TR_ACT, ad->g->values[v].dtype, &s, NULL);
     backward_node(ad, TR_OP_RESHAPE, &v, 1, &w, 1, NULL, false);
@@ -128,7 +129,9 @@ static struct tr_shape as_matrix(struct tr_shape s)
     return tr_shape_make(2, (struct tr_dim[]){rows, cols});
 }
 
-static void matmul_rule(struct autodiff *ad, const struct tr_node *n, int gy)
+/* ---- the gradient rules the op table points to (ops.c), by op --------------------------- */
+
+void tr_grad_matmul(struct tr_autodiff *ad, const struct tr_node *n, int gy)
 {
     int a = n->in[0], b = n->in[1], ta = n->attrs.matmul.trans_a, tb = n->attrs.matmul.trans_b;
     bool b_shared = shape_of(ad, b).rank == 2 && shape_of(ad, a).rank > 2;
@@ -148,23 +151,68 @@ static void matmul_rule(struct autodiff *ad, const struct tr_node *n, int gy)
     }
 }
 
-static void concat_rule(struct autodiff *ad, const struct tr_node *n, int gy)
+void tr_grad_bias_add(struct tr_autodiff *ad, const struct tr_node *n, int gy)
 {
-    int axis = n->attrs.axis.axis;
-    int64_t start = 0;
-    for (int i = 0; i < n->nin; i++) {
-        int x = n->in[i];
-        union tr_attrs at = {.slice = {axis, start}};
-        if (ad->needs[x])
-            emit(ad, TR_OP_SLICE, &gy, 1, &x, 1, &at);
-        start += shape_of(ad, x).dim[axis].k;
-    }
+    if (ad->needs[n->in[1]])
+        emit(ad, TR_OP_BIAS_GRAD, &gy, 1, &n->in[1], 1, NULL);
+    pass_through(ad, n->in[0], gy);
+}
+
+void tr_grad_add(struct tr_autodiff *ad, const struct tr_node *n, int gy)
+{
+    pass_through(ad, n->in[0], gy);
+    pass_through(ad, n->in[1], gy);
+}
+
+void tr_grad_mul(struct tr_autodiff *ad, const struct tr_node *n, int gy)
+{
+    const int *in = n->in;
+    if (ad->needs[in[0]])
+        emit(ad, TR_OP_MUL, (int[]){gy, in[1]}, 2, &in[0], 1, NULL);
+    if (ad->needs[in[1]])
+        emit(ad, TR_OP_MUL, (int[]){gy, in[0]}, 2, &in[1], 1, NULL);
+}
+
+/* Linear in x with the same attributes (scale, dropout's mask): the op itself on gy. */
+void tr_grad_same_op(struct tr_autodiff *ad, const struct tr_node *n, int gy)
+{
+    emit(ad, n->op, &gy, 1, &n->in[0], 1, &n->attrs);
+}
+
+void tr_grad_relu(struct tr_autodiff *ad, const struct tr_node *n, int gy)
+{
+    emit(ad, TR_OP_RELU_BWD, (int[]){gy, n->out[0]}, 2, &n->in[0], 1, NULL);
+}
+
+void tr_grad_tanh(struct tr_autodiff *ad, const struct tr_node *n, int gy)
+{
+    emit(ad, TR_OP_TANH_BWD, (int[]){gy, n->out[0]}, 2, &n->in[0], 1, NULL);
+}
+
+void tr_grad_gelu(struct tr_autodiff *ad, const struct tr_node *n, int gy)
+{
+    emit(ad, TR_OP_GELU_BWD, (int[]){gy, n->in[0]}, 2, &n->in[0], 1, &n->attrs);
+}
+
+void tr_grad_softmax(struct tr_autodiff *ad, const struct tr_node *n, int gy)
+{
+    emit(ad, TR_OP_SOFTMAX_BWD, (int[]){gy, n->out[0]}, 2, &n->in[0], 1, NULL);
+}
+
+void tr_grad_log_softmax(struct tr_autodiff *ad, const struct tr_node *n, int gy)
+{
+    emit(ad, TR_OP_LOG_SOFTMAX_BWD, (int[]){gy, n->out[0]}, 2, &n->in[0], 1, NULL);
+}
+
+void tr_grad_cross_entropy(struct tr_autodiff *ad, const struct tr_node *n, int gy)
+{
+    emit(ad, TR_OP_CROSS_ENTROPY_BWD, (int[]){gy, n->in[0], n->in[1]}, 3, &n->in[0], 1, &n->attrs);
 }
 
 /* The classifier's weight is a parameter: its gradient is added straight into the parameter's
  * (attrs add_dw) rather than through a [classes, D] temporary and an ACCUMULATE, which for
  * GPT-2's vocabulary would be the arena's largest value. */
-static void lce_rule(struct autodiff *ad, const struct tr_node *n, int gy)
+void tr_grad_linear_cross_entropy(struct tr_autodiff *ad, const struct tr_node *n, int gy)
 {
     int in[5] = {gy, n->in[0], n->in[1], n->in[2], n->out[1]}, x = n->in[0], w = n->in[1];
     union tr_attrs at = n->attrs;
@@ -178,93 +226,115 @@ static void lce_rule(struct autodiff *ad, const struct tr_node *n, int gy)
     backward_node(ad, TR_OP_LINEAR_CROSS_ENTROPY_BWD, in, 5, (int[]){dx, ad->g->values[w].grad}, 2, &at, false);
 }
 
-/* Appends the backward of forward node n, whose first output's gradient is gy. */
-static void rule(struct autodiff *ad, const struct tr_node *n, int gy)
+void tr_grad_layernorm(struct tr_autodiff *ad, const struct tr_node *n, int gy)
 {
-    const int *in = n->in, y = n->out[0];
+    emit(ad, TR_OP_LAYERNORM_BWD, (int[]){gy, n->in[0], n->in[1], n->out[1]}, 4, n->in, 3, &n->attrs);
+}
+
+void tr_grad_embedding(struct tr_autodiff *ad, const struct tr_node *n, int gy)
+{
+    emit(ad, TR_OP_EMBEDDING_BWD, (int[]){gy, n->in[1]}, 2, &n->in[0], 1, NULL);
+}
+
+void tr_grad_attention(struct tr_autodiff *ad, const struct tr_node *n, int gy)
+{
+    const int *in = n->in;
+    int bin[7] = {gy, in[0], in[1], in[2], n->out[0], n->out[1], n->nin > 3 ? in[3] : -1};
+    emit(ad, TR_OP_ATTENTION_BWD, bin, n->nin > 3 ? 7 : 6, in, 3, &n->attrs);
+}
+
+void tr_grad_conv2d(struct tr_autodiff *ad, const struct tr_node *n, int gy)
+{
+    const int *in = n->in;
+    if (ad->needs[in[0]])
+        emit(ad, TR_OP_CONV2D_BWD_DATA, (int[]){gy, in[1]}, 2, &in[0], 1, &n->attrs);
+    if (ad->needs[in[1]])
+        emit(ad, TR_OP_CONV2D_BWD_FILTER, (int[]){gy, in[0]}, 2, &in[1], 1, &n->attrs);
+}
+
+void tr_grad_batchnorm(struct tr_autodiff *ad, const struct tr_node *n, int gy)
+{
+    emit(ad, TR_OP_BATCHNORM_BWD, (int[]){gy, n->in[0], n->in[1], n->out[1]}, 4, n->in, 3, &n->attrs);
+}
+
+void tr_grad_maxpool(struct tr_autodiff *ad, const struct tr_node *n, int gy)
+{
+    emit(ad, TR_OP_MAXPOOL_BWD, (int[]){gy, n->out[1]}, 2, &n->in[0], 1, &n->attrs);
+}
+
+void tr_grad_avgpool(struct tr_autodiff *ad, const struct tr_node *n, int gy)
+{
+    emit(ad, TR_OP_AVGPOOL_BWD, &gy, 1, &n->in[0], 1, &n->attrs);
+}
+
+void tr_grad_global_avgpool(struct tr_autodiff *ad, const struct tr_node *n, int gy)
+{
+    emit(ad, TR_OP_GLOBAL_AVGPOOL_BWD, &gy, 1, &n->in[0], 1, NULL);
+}
+
+void tr_grad_reshape(struct tr_autodiff *ad, const struct tr_node *n, int gy)
+{
+    pass_through(ad, n->in[0], view(ad, gy, shape_of(ad, n->in[0])));
+}
+
+void tr_grad_permute(struct tr_autodiff *ad, const struct tr_node *n, int gy)
+{
+    union tr_attrs inv = {0};
+    for (int i = 0; i < shape_of(ad, n->out[0]).rank; i++)
+        inv.permute.perm[n->attrs.permute.perm[i]] = i;
+    emit(ad, TR_OP_PERMUTE, &gy, 1, &n->in[0], 1, &inv);
+}
+
+void tr_grad_slice(struct tr_autodiff *ad, const struct tr_node *n, int gy)
+{
+    emit(ad, TR_OP_SLICE_BWD, &gy, 1, &n->in[0], 1, &n->attrs);
+}
+
+void tr_grad_concat(struct tr_autodiff *ad, const struct tr_node *n, int gy)
+{
+    int axis = n->attrs.axis.axis;
+    int64_t start = 0;
+    for (int i = 0; i < n->nin; i++) {
+        int x = n->in[i];
+        union tr_attrs at = {.slice = {axis, start}};
+        if (ad->needs[x])
+            emit(ad, TR_OP_SLICE, &gy, 1, &x, 1, &at);
+        start += shape_of(ad, x).dim[axis].k;
+    }
+}
+
+void tr_grad_gather(struct tr_autodiff *ad, const struct tr_node *n, int gy)
+{
+    emit(ad, TR_OP_GATHER_BWD, (int[]){gy, n->in[1]}, 2, &n->in[0], 1, &n->attrs);
+}
+
+void tr_grad_masked_fill(struct tr_autodiff *ad, const struct tr_node *n, int gy)
+{
     union tr_attrs at = n->attrs;
-    switch (n->op) {
-    case TR_OP_MATMUL:        matmul_rule(ad, n, gy); break;
-    case TR_OP_BIAS_ADD:
-        if (ad->needs[in[1]])
-            emit(ad, TR_OP_BIAS_GRAD, &gy, 1, &in[1], 1, NULL);
-        pass_through(ad, in[0], gy);
-        break;
-    case TR_OP_ADD:
-        pass_through(ad, in[0], gy);
-        pass_through(ad, in[1], gy);
-        break;
-    case TR_OP_MUL:
-        if (ad->needs[in[0]])
-            emit(ad, TR_OP_MUL, (int[]){gy, in[1]}, 2, &in[0], 1, NULL);
-        if (ad->needs[in[1]])
-            emit(ad, TR_OP_MUL, (int[]){gy, in[0]}, 2, &in[1], 1, NULL);
-        break;
-    case TR_OP_SCALE:
-    case TR_OP_DROPOUT:       emit(ad, n->op, &gy, 1, &in[0], 1, &at); break;
-    case TR_OP_RELU:          emit(ad, TR_OP_RELU_BWD, (int[]){gy, y}, 2, &in[0], 1, NULL); break;
-    case TR_OP_TANH:          emit(ad, TR_OP_TANH_BWD, (int[]){gy, y}, 2, &in[0], 1, NULL); break;
-    case TR_OP_GELU:          emit(ad, TR_OP_GELU_BWD, (int[]){gy, in[0]}, 2, &in[0], 1, &at); break;
-    case TR_OP_SOFTMAX:       emit(ad, TR_OP_SOFTMAX_BWD, (int[]){gy, y}, 2, &in[0], 1, NULL); break;
-    case TR_OP_LOG_SOFTMAX:   emit(ad, TR_OP_LOG_SOFTMAX_BWD, (int[]){gy, y}, 2, &in[0], 1, NULL); break;
-    case TR_OP_CROSS_ENTROPY:
-        emit(ad, TR_OP_CROSS_ENTROPY_BWD, (int[]){gy, in[0], in[1]}, 3, &in[0], 1, &at);
-        break;
-    case TR_OP_LINEAR_CROSS_ENTROPY:  lce_rule(ad, n, gy); break;
-    case TR_OP_LAYERNORM:
-        emit(ad, TR_OP_LAYERNORM_BWD, (int[]){gy, in[0], in[1], n->out[1]}, 4, in, 3, &at);
-        break;
-    case TR_OP_EMBEDDING:     emit(ad, TR_OP_EMBEDDING_BWD, (int[]){gy, in[1]}, 2, &in[0], 1, NULL); break;
-    case TR_OP_ATTENTION: {
-        int bin[7] = {gy, in[0], in[1], in[2], y, n->out[1], n->nin > 3 ? in[3] : -1};
-        emit(ad, TR_OP_ATTENTION_BWD, bin, n->nin > 3 ? 7 : 6, in, 3, &at);
-        break;
-    }
-    case TR_OP_CONV2D:
-        if (ad->needs[in[0]])
-            emit(ad, TR_OP_CONV2D_BWD_DATA, (int[]){gy, in[1]}, 2, &in[0], 1, &at);
-        if (ad->needs[in[1]])
-            emit(ad, TR_OP_CONV2D_BWD_FILTER, (int[]){gy, in[0]}, 2, &in[1], 1, &at);
-        break;
-    case TR_OP_BATCHNORM:
-        emit(ad, TR_OP_BATCHNORM_BWD, (int[]){gy, in[0], in[1], n->out[1]}, 4, in, 3, &at);
-        break;
-    case TR_OP_MAXPOOL:       emit(ad, TR_OP_MAXPOOL_BWD, (int[]){gy, n->out[1]}, 2, &in[0], 1, &at); break;
-    case TR_OP_AVGPOOL:       emit(ad, TR_OP_AVGPOOL_BWD, &gy, 1, &in[0], 1, &at); break;
-    case TR_OP_GLOBAL_AVGPOOL: emit(ad, TR_OP_GLOBAL_AVGPOOL_BWD, &gy, 1, &in[0], 1, NULL); break;
-    case TR_OP_RESHAPE:       pass_through(ad, in[0], view(ad, gy, shape_of(ad, in[0]))); break;
-    case TR_OP_PERMUTE: {
-        union tr_attrs inv = {0};
-        for (int i = 0; i < shape_of(ad, y).rank; i++)
-            inv.permute.perm[at.permute.perm[i]] = i;
-        emit(ad, TR_OP_PERMUTE, &gy, 1, &in[0], 1, &inv);
-        break;
-    }
-    case TR_OP_SLICE:         emit(ad, TR_OP_SLICE_BWD, &gy, 1, &in[0], 1, &at); break;
-    case TR_OP_CONCAT:        concat_rule(ad, n, gy); break;
-    case TR_OP_GATHER:        emit(ad, TR_OP_GATHER_BWD, (int[]){gy, in[1]}, 2, &in[0], 1, &at); break;
-    case TR_OP_MASKED_FILL:
-        at.fill.value = 0;
-        emit(ad, TR_OP_MASKED_FILL, (int[]){gy, in[1]}, 2, &in[0], 1, &at);
-        break;
-    case TR_OP_CAST:          emit(ad, TR_OP_CAST, &gy, 1, &in[0], 1, NULL); break;
-    case TR_OP_SUM:
-    case TR_OP_MEAN:
-        at.axis.mean = n->op == TR_OP_MEAN;
-        emit(ad, TR_OP_SUM_BWD, &gy, 1, &in[0], 1, &at);
-        break;
-    default:
-        break;   /* argmax, and backward ops: no gradient */
-    }
+    at.fill.value = 0;
+    emit(ad, TR_OP_MASKED_FILL, (int[]){gy, n->in[1]}, 2, &n->in[0], 1, &at);
+}
+
+void tr_grad_cast(struct tr_autodiff *ad, const struct tr_node *n, int gy)
+{
+    emit(ad, TR_OP_CAST, &gy, 1, &n->in[0], 1, NULL);
+}
+
+/* SUM and MEAN: dy broadcast back over the reduced axis, ÷ its size for the mean. */
+void tr_grad_sum(struct tr_autodiff *ad, const struct tr_node *n, int gy)
+{
+    union tr_attrs at = n->attrs;
+    at.axis.mean = n->op == TR_OP_MEAN;
+    emit(ad, TR_OP_SUM_BWD, &gy, 1, &n->in[0], 1, &at);
 }
 
 static bool differentiable(enum tr_op op)
 {
-    return op != TR_OP_ARGMAX && op < TR_OP_BIAS_GRAD;
+    return tr_ops[op].grad != NULL;
 }
 
 /* needs[v]: v is a parameter, or a float output of a differentiable op reading one. */
-static void mark_needs(struct autodiff *ad, int nforward)
+static void mark_needs(struct tr_autodiff *ad, int nforward)
 {
     struct tr_graph *g = ad->g;
     for (int v = 0; v < g->nvalues; v++)
@@ -302,7 +372,7 @@ int tr_autodiff(struct tr_graph *g)
     /* Passes append values: size the side tables for the most a backward can add (≤ 8 per
      * forward output and node, generously). */
     int cap = g->nvalues + 16 * (nforward + 1);
-    struct autodiff ad = {g, tr_xmalloc((size_t)cap * sizeof(int)), tr_xcalloc((size_t)cap, 1),
+    struct tr_autodiff ad = {g, tr_xmalloc((size_t)cap * sizeof(int)), tr_xcalloc((size_t)cap, 1),
                           tr_xcalloc((size_t)cap, 1)};
     for (int v = 0; v < cap; v++)
         ad.grad[v] = -1;
@@ -315,7 +385,7 @@ int tr_autodiff(struct tr_graph *g)
         if (gy < 0 || !differentiable(n.op))
             continue;
         g->block = n.block;   /* backward nodes belong to their forward's block (remat's unit) */
-        rule(&ad, &n, gy);
+        tr_ops[n.op].grad(&ad, &n, gy);
         if (g->nvalues + 16 > cap) {
             snprintf(g->message, sizeof g->message, "autodiff: internal: side tables too small");
             g->error = TR_EINVAL;

@@ -9,21 +9,11 @@
 #include <string.h>
 
 #include "core/error.h"
-
-static const char *const op_names[TR_NOPS] = {
-    "matmul", "bias_add", "add", "mul", "scale", "relu", "gelu", "tanh", "softmax", "log_softmax",
-    "cross_entropy", "linear_cross_entropy", "layernorm", "embedding", "dropout", "attention", "conv2d", "batchnorm",
-    "maxpool", "avgpool", "global_avgpool", "reshape", "permute", "slice", "concat", "gather",
-    "masked_fill", "cast", "sum", "mean", "argmax", "bias_grad", "relu_bwd", "gelu_bwd",
-    "tanh_bwd", "softmax_bwd", "log_softmax_bwd", "cross_entropy_bwd", "linear_cross_entropy_bwd", "layernorm_bwd",
-    "embedding_bwd", "attention_bwd", "conv2d_bwd_data", "conv2d_bwd_filter", "batchnorm_bwd",
-    "maxpool_bwd", "avgpool_bwd", "global_avgpool_bwd", "slice_bwd", "gather_bwd", "sum_bwd",
-    "accumulate",
-};
+#include "graph/ops.h"
 
 const char *tr_op_name(enum tr_op op)
 {
-    return op < TR_NOPS && op_names[op] ? op_names[op] : "?";
+    return op < TR_NOPS && tr_ops[op].name ? tr_ops[op].name : "?";
 }
 
 void tr_graph_init(struct tr_graph *g)
@@ -83,6 +73,9 @@ int tr_value_add(struct tr_graph *g, enum tr_value_kind kind, enum tr_dtype t, c
 int tr_node_add(struct tr_graph *g, enum tr_op op, const int *in, int nin, const int *out, int nout,
                 const union tr_attrs *attrs)
 {
+    const struct tr_op_info *info = &tr_ops[op];
+    if (nin < info->nin_min || nin > info->nin_max || nout != info->nout)
+        fail(g, "internal: %s with %d inputs and %d outputs, not as ops.c says", info->name, nin, nout);
     if (g->nnodes == g->cap_nodes) {
         g->cap_nodes = g->cap_nodes ? 2 * g->cap_nodes : 64;
         g->nodes = tr_xrealloc(g->nodes, (size_t)g->cap_nodes * sizeof *g->nodes);

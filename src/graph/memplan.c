@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "graph/ops.h"
 
 #define ALIGN 64
 
@@ -26,20 +27,6 @@ void tr_bind_shapes(const struct tr_graph *g, const struct tr_node *n, int64_t B
             for (int d = 0; d < v->shape.rank; d++)
                 t[i].dim[d] = tr_dim_eval(v->shape.dim[d], B, S);
         }
-    }
-}
-
-/* Ops whose output element i depends only on input element i: the output may take the slot
- * of an input that dies at this node. The CPU kernels of these ops are written to allow it. */
-static bool elementwise(enum tr_op op)
-{
-    switch (op) {
-    case TR_OP_ADD: case TR_OP_MUL: case TR_OP_SCALE: case TR_OP_RELU: case TR_OP_TANH:
-    case TR_OP_GELU: case TR_OP_DROPOUT: case TR_OP_BIAS_ADD: case TR_OP_MASKED_FILL:
-    case TR_OP_RELU_BWD: case TR_OP_TANH_BWD: case TR_OP_GELU_BWD:
-        return true;
-    default:
-        return false;
     }
 }
 
@@ -138,12 +125,13 @@ static void liveness(struct tr_memplan *p, const struct tr_graph *g, const int *
     }
 }
 
-/* The input of an elementwise node whose slot its output can take: same size, a plain
- * activation (not a view, not shared by a view) that is last used right here. */
+/* The input of an in-place node (ops.c: elementwise, its kernels written to allow it) whose
+ * slot its output can take: same size, a plain activation (not a view, not shared by a view)
+ * that is last used right here. */
 static int in_place_donor(const struct tr_memplan *p, const struct tr_graph *g,
                           const struct tr_node *node, int step, const bool *has_views)
 {
-    if (!elementwise(node->op) || node->accumulate || node->nout != 1)
+    if (!tr_ops[node->op].in_place || node->accumulate || node->nout != 1)
         return -1;
     int out = node->out[0];
     if (g->values[out].view_of >= 0 || has_views[out])

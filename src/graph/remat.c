@@ -12,7 +12,8 @@
  *
  * Two grains per block:
  *  - full: every forward node the backward needs, transitively, GEMMs and attention included;
- *  - selective: only cheap ops (elementwise, normalisation, softmax, layout) whose inputs are
+ *  - selective: only cheap ops (ops.c's TR_REMAT_CHEAP: elementwise, normalisation, softmax, layout;
+ *    no GEMM, convolution or attention, nothing that moves state like batch norm) whose inputs are
  *    kept anyway (read by the block's backward, or parameters and data): the GELU output from
  *    its input, a layer norm's output and statistics from its input, attention's merged output
  *    from the per-head one. Attention here is fused (TR_OP_ATTENTION keeps only out and the
@@ -29,6 +30,7 @@
 
 #include "core/error.h"
 #include "graph/graph.h"
+#include "graph/ops.h"
 
 struct remat {
     struct tr_graph *g;
@@ -52,21 +54,6 @@ struct remat {
 static int storage(const struct tr_graph *g, int v)
 {
     return g->values[v].view_of >= 0 ? g->values[v].view_of : v;
-}
-
-/* Ops cheap enough to run twice whatever their size: no GEMM, no convolution, no attention, and
- * nothing that moves state (batch norm). */
-static bool cheap(enum tr_op op)
-{
-    switch (op) {
-    case TR_OP_BIAS_ADD: case TR_OP_ADD: case TR_OP_MUL: case TR_OP_SCALE: case TR_OP_RELU:
-    case TR_OP_GELU: case TR_OP_TANH: case TR_OP_SOFTMAX: case TR_OP_LOG_SOFTMAX: case TR_OP_DROPOUT:
-    case TR_OP_LAYERNORM: case TR_OP_RESHAPE: case TR_OP_PERMUTE: case TR_OP_SLICE: case TR_OP_CONCAT:
-    case TR_OP_MASKED_FILL: case TR_OP_CAST:
-        return true;
-    default:
-        return false;
-    }
 }
 
 static bool checkpointed(const struct remat *rm, int block)
@@ -142,7 +129,7 @@ static void choose(struct remat *rm, int b)
         const struct tr_node *n = &rm->old[i];
         if (n->phase != TR_FORWARD || n->block != b)
             continue;
-        bool ok = full || cheap(n->op);
+        bool ok = full || tr_ops[n->op].remat == TR_REMAT_CHEAP;
         for (int j = 0; ok && !full && j < n->nin; j++)
             ok = available(rm, b, n->in[j]);
         rm->recomputable[i] = ok;

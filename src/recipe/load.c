@@ -499,6 +499,7 @@ static int layer_rank(enum tr_origin_kind k)
     case TR_ORIGIN_USER_CONF:   return 2;
     case TR_ORIGIN_RECIPE:      return 3;
     case TR_ORIGIN_OVERRIDE:    return 4;
+    case TR_ORIGIN_DEFAULT: case TR_ORIGIN_RESET: case TR_ORIGIN_DERIVED:
     default:                    return 0;
     }
 }

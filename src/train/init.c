@@ -224,6 +224,7 @@ static int to_f32(const struct tr_st_tensor *t, float *out, int64_t n)
             out[i] = (float)d;
         }
         return 0;
+    case TR_I32: case TR_U8: case TR_NDTYPES:
     default:
         return -1;
     }

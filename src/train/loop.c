@@ -418,7 +418,8 @@ int tr_loop_run(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f
     c.log_every = r->report.log_every ? r->report.log_every : l->total_steps / 20 > 0 ? l->total_steps / 20 : 1;
     c.began = c.last = tr_now();
     tr_timer_start(&l->timer, c.began, tr_loader_wait_seconds(c.loader));
-    s->train.x.phase_seconds = l->timer.phase;
+    l->profile = (struct tr_exec_profile){.per_op = getenv("TR_PROFILE") != NULL, .phase_seconds = l->timer.phase};
+    s->train.x.hook = tr_exec_profiler(&l->profile);
     tr_leak_init(&l->leak, warmup(&c));
     struct sigaction sa = {.sa_handler = on_signal}, old_int, old_term;
     sigemptyset(&sa.sa_mask);
@@ -438,6 +439,8 @@ int tr_loop_run(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f
     l->timer.wait_seen = res->data_wait_seconds;
     tr_loader_close(c.loader);
     res->seconds = tr_now() - c.began;
+    if (l->profile.per_op)
+        tr_exec_profile_print(stderr, &l->profile, res->steps - start, "step");
     return rc;
 }
 

@@ -6,6 +6,7 @@
 #ifndef TR_LOOP_H
 #define TR_LOOP_H
 
+#include "backend/profile.h"
 #include "train/evaluate.h"
 #include "train/record.h"
 #include "train/run_folder.h"
@@ -16,6 +17,8 @@ struct tr_loop {
     struct { double best; int64_t best_step, bad; int stopped; } early;   /* train.early_stop */
     double bar_drawn;          /* when the progress bar was last drawn */
     struct tr_timer timer;     /* where the time went since the last logged line */
+    struct tr_exec_profile profile;   /* the training executor's hook: timer.phase, and with
+                                       * TR_PROFILE set the per-op table printed at the end */
     int64_t timer_step;        /* the last step whose line carried the time */
     struct tr_leak leak;       /* memory at each step's start, after warm-up */
 };

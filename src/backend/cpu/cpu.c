@@ -4,21 +4,20 @@
  * that open none (tr_backend_cpu). */
 #include "backend/cpu/cpu.h"
 
-/* The scratch a kernel itself needs, for the dtypes it is given. */
+/* The kernels that need scratch of their own, for the dtypes they are given (NULL: none). */
+static const tr_cpu_workspace_fn kernel_workspace_of[TR_NOPS] = {
+    [TR_OP_CONV2D] = tr_cpu_conv2d_workspace,
+    [TR_OP_CONV2D_BWD_DATA] = tr_cpu_conv2d_workspace,
+    [TR_OP_CONV2D_BWD_FILTER] = tr_cpu_conv2d_workspace,
+    [TR_OP_LINEAR_CROSS_ENTROPY] = tr_cpu_linear_cross_entropy_workspace,
+    [TR_OP_LINEAR_CROSS_ENTROPY_BWD] = tr_cpu_linear_cross_entropy_workspace,
+};
+
 static size_t kernel_workspace(const struct tr_node *node, const struct tr_tensor *in,
                                const struct tr_tensor *out)
 {
-    switch (node->op) {
-    case TR_OP_CONV2D:
-    case TR_OP_CONV2D_BWD_DATA:
-    case TR_OP_CONV2D_BWD_FILTER:
-        return tr_cpu_conv2d_workspace(node, in, out);
-    case TR_OP_LINEAR_CROSS_ENTROPY:
-    case TR_OP_LINEAR_CROSS_ENTROPY_BWD:
-        return tr_cpu_linear_cross_entropy_workspace(node, in, out);
-    default:
-        return 0;
-    }
+    tr_cpu_workspace_fn fn = kernel_workspace_of[node->op];
+    return fn ? fn(node, in, out) : 0;
 }
 
 size_t tr_cpu_workspace_bytes(const struct tr_node *node, const struct tr_tensor *in, const struct tr_tensor *out)

@@ -1,7 +1,7 @@
 /* Shared by the CPU backend's kernel files: each file writes its kernels once over a type
- * `real` and includes that body twice (f32 and f64, see template.h); a dispatcher per op
- * picks by the first input's dtype. 16-bit tensors reach the f32 kernels as f32 copies
- * (widen.c). Threads: OpenMP over independent outputs only. */
+ * `real` and includes that body twice (f32 and f64, see template.h); the kernel tr_cpu_<op>,
+ * defined under that name in its file, picks one by the first input's dtype. 16-bit tensors
+ * reach the f32 kernels as f32 copies (widen.c). Threads: OpenMP over independent outputs only. */
 #ifndef TR_CPU_H
 #define TR_CPU_H
 
@@ -12,19 +12,57 @@
 #include "core/error.h"
 
 /* Every kernel of the CPU table (cpu.c), named tr_cpu_<op>. */
-#define TR_CPU_KERNELS(X) \
-    X(matmul) X(bias_add) X(add) X(mul) X(scale) X(relu) X(gelu) X(tanh) X(softmax) \
-    X(log_softmax) X(cross_entropy) X(linear_cross_entropy) X(layernorm) X(embedding) X(dropout) X(attention) \
-    X(conv2d) X(batchnorm) X(maxpool) X(avgpool) X(global_avgpool) X(permute) X(slice) \
-    X(concat) X(gather) X(masked_fill) X(cast) X(sum) X(mean) X(argmax) X(bias_grad) \
-    X(relu_bwd) X(gelu_bwd) X(tanh_bwd) X(softmax_bwd) X(log_softmax_bwd) \
-    X(cross_entropy_bwd) X(linear_cross_entropy_bwd) X(layernorm_bwd) X(embedding_bwd) X(attention_bwd) \
-    X(conv2d_bwd_data) X(conv2d_bwd_filter) X(batchnorm_bwd) X(maxpool_bwd) X(avgpool_bwd) \
-    X(global_avgpool_bwd) X(slice_bwd) X(gather_bwd) X(sum_bwd) X(accumulate)
-
-#define TR_CPU_DECLARE(name) int tr_cpu_##name(const struct tr_kernel_args *a);
-TR_CPU_KERNELS(TR_CPU_DECLARE)
-#undef TR_CPU_DECLARE
+int tr_cpu_matmul(const struct tr_kernel_args *a);
+int tr_cpu_bias_add(const struct tr_kernel_args *a);
+int tr_cpu_add(const struct tr_kernel_args *a);
+int tr_cpu_mul(const struct tr_kernel_args *a);
+int tr_cpu_scale(const struct tr_kernel_args *a);
+int tr_cpu_relu(const struct tr_kernel_args *a);
+int tr_cpu_gelu(const struct tr_kernel_args *a);
+int tr_cpu_tanh(const struct tr_kernel_args *a);
+int tr_cpu_softmax(const struct tr_kernel_args *a);
+int tr_cpu_log_softmax(const struct tr_kernel_args *a);
+int tr_cpu_cross_entropy(const struct tr_kernel_args *a);
+int tr_cpu_linear_cross_entropy(const struct tr_kernel_args *a);
+int tr_cpu_layernorm(const struct tr_kernel_args *a);
+int tr_cpu_embedding(const struct tr_kernel_args *a);
+int tr_cpu_dropout(const struct tr_kernel_args *a);
+int tr_cpu_attention(const struct tr_kernel_args *a);
+int tr_cpu_conv2d(const struct tr_kernel_args *a);
+int tr_cpu_batchnorm(const struct tr_kernel_args *a);
+int tr_cpu_maxpool(const struct tr_kernel_args *a);
+int tr_cpu_avgpool(const struct tr_kernel_args *a);
+int tr_cpu_global_avgpool(const struct tr_kernel_args *a);
+int tr_cpu_permute(const struct tr_kernel_args *a);
+int tr_cpu_slice(const struct tr_kernel_args *a);
+int tr_cpu_concat(const struct tr_kernel_args *a);
+int tr_cpu_gather(const struct tr_kernel_args *a);
+int tr_cpu_masked_fill(const struct tr_kernel_args *a);
+int tr_cpu_cast(const struct tr_kernel_args *a);
+int tr_cpu_sum(const struct tr_kernel_args *a);
+int tr_cpu_mean(const struct tr_kernel_args *a);
+int tr_cpu_argmax(const struct tr_kernel_args *a);
+int tr_cpu_bias_grad(const struct tr_kernel_args *a);
+int tr_cpu_relu_bwd(const struct tr_kernel_args *a);
+int tr_cpu_gelu_bwd(const struct tr_kernel_args *a);
+int tr_cpu_tanh_bwd(const struct tr_kernel_args *a);
+int tr_cpu_softmax_bwd(const struct tr_kernel_args *a);
+int tr_cpu_log_softmax_bwd(const struct tr_kernel_args *a);
+int tr_cpu_cross_entropy_bwd(const struct tr_kernel_args *a);
+int tr_cpu_linear_cross_entropy_bwd(const struct tr_kernel_args *a);
+int tr_cpu_layernorm_bwd(const struct tr_kernel_args *a);
+int tr_cpu_embedding_bwd(const struct tr_kernel_args *a);
+int tr_cpu_attention_bwd(const struct tr_kernel_args *a);
+int tr_cpu_conv2d_bwd_data(const struct tr_kernel_args *a);
+int tr_cpu_conv2d_bwd_filter(const struct tr_kernel_args *a);
+int tr_cpu_batchnorm_bwd(const struct tr_kernel_args *a);
+int tr_cpu_maxpool_bwd(const struct tr_kernel_args *a);
+int tr_cpu_avgpool_bwd(const struct tr_kernel_args *a);
+int tr_cpu_global_avgpool_bwd(const struct tr_kernel_args *a);
+int tr_cpu_slice_bwd(const struct tr_kernel_args *a);
+int tr_cpu_gather_bwd(const struct tr_kernel_args *a);
+int tr_cpu_sum_bwd(const struct tr_kernel_args *a);
+int tr_cpu_accumulate(const struct tr_kernel_args *a);
 
 /* The table of those kernels by op (cpu.c): the CPU's and the fenced CPU's. */
 extern const tr_kernel_fn tr_cpu_kernels[TR_NOPS];
@@ -82,17 +120,18 @@ int tr_cpu_fail(const struct tr_kernel_args *a, const char *fmt, ...) __attribut
 static inline int64_t tr_cpu_cols(const struct tr_tensor *t) { return t->rank ? t->dim[t->rank - 1] : 1; }
 static inline int64_t tr_cpu_rows(const struct tr_tensor *t) { return tr_tensor_numel(t) / (t->rank ? t->dim[t->rank - 1] : 1); }
 
-/* A dispatcher: tr_cpu_<name> runs <name>_f32 or <name>_f64 by the first input's dtype. */
-#define TR_CPU_DISPATCH(name)                                                         \
-    int tr_cpu_##name(const struct tr_kernel_args *a)                                 \
-    {                                                                                 \
-        switch (a->in[0].dtype) {                                                     \
-        case TR_F32: return name##_f32(a);                                            \
-        case TR_F64: return name##_f64(a);                                            \
-        default:                                                                      \
-            return tr_cpu_fail(a, #name ": %s tensors are not supported on the CPU",  \
-                               tr_dtype_name(a->in[0].dtype));                        \
-        }                                                                             \
+/* A kernel's f32 or f64 body (written once in its .inc) by the first input's dtype: each
+ * tr_cpu_<op> is `return tr_cpu_by_dtype(a, "<op>", <op>_f32, <op>_f64);`, inlined. */
+static inline int tr_cpu_by_dtype(const struct tr_kernel_args *a, const char *name, tr_kernel_fn f32,
+                                  tr_kernel_fn f64)
+{
+    switch (a->in[0].dtype) {
+    case TR_F32: return f32(a);
+    case TR_F64: return f64(a);
+    case TR_BF16: case TR_F16: case TR_I32: case TR_U8: case TR_NDTYPES:
+        break;
     }
+    return tr_cpu_fail(a, "%s: %s tensors are not supported on the CPU", name, tr_dtype_name(a->in[0].dtype));
+}
 
 #endif

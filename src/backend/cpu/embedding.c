@@ -35,7 +35,22 @@ static int check_ids(const struct tr_kernel_args *a, const int32_t *ids, int64_t
 #define gather_bwd_f32 embedding_bwd_f32
 #define gather_bwd_f64 embedding_bwd_f64
 
-TR_CPU_DISPATCH(embedding)
-TR_CPU_DISPATCH(embedding_bwd)
-TR_CPU_DISPATCH(gather)
-TR_CPU_DISPATCH(gather_bwd)
+int tr_cpu_embedding(const struct tr_kernel_args *a)
+{
+    return tr_cpu_by_dtype(a, "embedding", embedding_f32, embedding_f64);
+}
+
+int tr_cpu_embedding_bwd(const struct tr_kernel_args *a)
+{
+    return tr_cpu_by_dtype(a, "embedding_bwd", embedding_bwd_f32, embedding_bwd_f64);
+}
+
+int tr_cpu_gather(const struct tr_kernel_args *a)
+{
+    return tr_cpu_by_dtype(a, "gather", gather_f32, gather_f64);
+}
+
+int tr_cpu_gather_bwd(const struct tr_kernel_args *a)
+{
+    return tr_cpu_by_dtype(a, "gather_bwd", gather_bwd_f32, gather_bwd_f64);
+}

@@ -23,4 +23,7 @@
 #define TR_KERNEL_BODY "backend/cpu/matmul.inc"
 #include "backend/cpu/instantiate.h"
 
-TR_CPU_DISPATCH(matmul)
+int tr_cpu_matmul(const struct tr_kernel_args *a)
+{
+    return tr_cpu_by_dtype(a, "matmul", matmul_f32, matmul_f64);
+}

@@ -31,9 +31,32 @@ static void pool_span(const struct pool_geom *g, int64_t o, int64_t size, int64_
 #define TR_KERNEL_BODY "backend/cpu/pool.inc"
 #include "backend/cpu/instantiate.h"
 
-TR_CPU_DISPATCH(maxpool)
-TR_CPU_DISPATCH(maxpool_bwd)
-TR_CPU_DISPATCH(avgpool)
-TR_CPU_DISPATCH(avgpool_bwd)
-TR_CPU_DISPATCH(global_avgpool)
-TR_CPU_DISPATCH(global_avgpool_bwd)
+int tr_cpu_maxpool(const struct tr_kernel_args *a)
+{
+    return tr_cpu_by_dtype(a, "maxpool", maxpool_f32, maxpool_f64);
+}
+
+int tr_cpu_maxpool_bwd(const struct tr_kernel_args *a)
+{
+    return tr_cpu_by_dtype(a, "maxpool_bwd", maxpool_bwd_f32, maxpool_bwd_f64);
+}
+
+int tr_cpu_avgpool(const struct tr_kernel_args *a)
+{
+    return tr_cpu_by_dtype(a, "avgpool", avgpool_f32, avgpool_f64);
+}
+
+int tr_cpu_avgpool_bwd(const struct tr_kernel_args *a)
+{
+    return tr_cpu_by_dtype(a, "avgpool_bwd", avgpool_bwd_f32, avgpool_bwd_f64);
+}
+
+int tr_cpu_global_avgpool(const struct tr_kernel_args *a)
+{
+    return tr_cpu_by_dtype(a, "global_avgpool", global_avgpool_f32, global_avgpool_f64);
+}
+
+int tr_cpu_global_avgpool_bwd(const struct tr_kernel_args *a)
+{
+    return tr_cpu_by_dtype(a, "global_avgpool_bwd", global_avgpool_bwd_f32, global_avgpool_bwd_f64);
+}

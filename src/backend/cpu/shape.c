@@ -18,6 +18,7 @@ static double load_elem(const void *p, int64_t i, enum tr_dtype t)
     case TR_I32: return ((const int32_t *)p)[i];
     case TR_U8: return ((const uint8_t *)p)[i];
     case TR_F64: return ((const double *)p)[i];
+    case TR_NDTYPES:
     default: return 0;
     }
 }
@@ -44,6 +45,7 @@ static void store_elem(void *p, int64_t i, enum tr_dtype t, double v)
     case TR_I32: ((int32_t *)p)[i] = (int32_t)to_integer(v, INT32_MIN, INT32_MAX); break;
     case TR_U8: ((uint8_t *)p)[i] = (uint8_t)to_integer(v, 0, UINT8_MAX); break;
     case TR_F64: ((double *)p)[i] = v; break;
+    case TR_NDTYPES:
     default: break;
     }
 }

@@ -61,12 +61,35 @@ size_t tr_cpu_linear_cross_entropy_workspace(const struct tr_node *node, const s
 #define TR_KERNEL_BODY "backend/cpu/softmax.inc"
 #include "backend/cpu/instantiate.h"
 
-TR_CPU_DISPATCH(softmax)
-TR_CPU_DISPATCH(log_softmax)
-TR_CPU_DISPATCH(softmax_bwd)
-TR_CPU_DISPATCH(log_softmax_bwd)
-TR_CPU_DISPATCH(cross_entropy)
-TR_CPU_DISPATCH(linear_cross_entropy)
+int tr_cpu_softmax(const struct tr_kernel_args *a)
+{
+    return tr_cpu_by_dtype(a, "softmax", softmax_f32, softmax_f64);
+}
+
+int tr_cpu_log_softmax(const struct tr_kernel_args *a)
+{
+    return tr_cpu_by_dtype(a, "log_softmax", log_softmax_f32, log_softmax_f64);
+}
+
+int tr_cpu_softmax_bwd(const struct tr_kernel_args *a)
+{
+    return tr_cpu_by_dtype(a, "softmax_bwd", softmax_bwd_f32, softmax_bwd_f64);
+}
+
+int tr_cpu_log_softmax_bwd(const struct tr_kernel_args *a)
+{
+    return tr_cpu_by_dtype(a, "log_softmax_bwd", log_softmax_bwd_f32, log_softmax_bwd_f64);
+}
+
+int tr_cpu_cross_entropy(const struct tr_kernel_args *a)
+{
+    return tr_cpu_by_dtype(a, "cross_entropy", cross_entropy_f32, cross_entropy_f64);
+}
+
+int tr_cpu_linear_cross_entropy(const struct tr_kernel_args *a)
+{
+    return tr_cpu_by_dtype(a, "linear_cross_entropy", linear_cross_entropy_f32, linear_cross_entropy_f64);
+}
 
 /* Picks by the logits (in[1]), not by dloss (in[0]): the loss is f32 even for 16-bit logits,
  * so in[0] would hand bf16 logits to the f32 kernel. */
@@ -75,6 +98,7 @@ int tr_cpu_cross_entropy_bwd(const struct tr_kernel_args *a)
     switch (a->in[1].dtype) {
     case TR_F32: return cross_entropy_bwd_f32(a);
     case TR_F64: return cross_entropy_bwd_f64(a);
+    case TR_BF16: case TR_F16: case TR_I32: case TR_U8: case TR_NDTYPES:
     default:
         return tr_cpu_fail(a, "cross_entropy_bwd: %s logits are not supported on the CPU",
                            tr_dtype_name(a->in[1].dtype));
@@ -87,6 +111,7 @@ int tr_cpu_linear_cross_entropy_bwd(const struct tr_kernel_args *a)
     switch (a->in[1].dtype) {
     case TR_F32: return linear_cross_entropy_bwd_f32(a);
     case TR_F64: return linear_cross_entropy_bwd_f64(a);
+    case TR_BF16: case TR_F16: case TR_I32: case TR_U8: case TR_NDTYPES:
     default:
         return tr_cpu_fail(a, "linear_cross_entropy_bwd: %s inputs are not supported on the CPU",
                            tr_dtype_name(a->in[1].dtype));

@@ -73,20 +73,19 @@ static void narrow_tensor(const float *src, const struct tr_tensor *t)
  * bytes moved) — as long as their float tensors share one dtype; CAST converts between any
  * two itself. Every other op, and a shape op mixing float dtypes, computes on f32 copies —
  * GATHER too: it shares EMBEDDING's typed body (embedding.inc). */
+enum on_16bit { WIDENED, AS_STORED, AS_STORED_IF_ONE_DTYPE };   /* WIDENED (0): every op not named */
+static const enum on_16bit on_16bit[TR_NOPS] = {
+    [TR_OP_CAST] = AS_STORED,
+    [TR_OP_PERMUTE] = AS_STORED_IF_ONE_DTYPE,
+    [TR_OP_SLICE] = AS_STORED_IF_ONE_DTYPE,
+    [TR_OP_SLICE_BWD] = AS_STORED_IF_ONE_DTYPE,
+    [TR_OP_CONCAT] = AS_STORED_IF_ONE_DTYPE,
+    [TR_OP_MASKED_FILL] = AS_STORED_IF_ONE_DTYPE,
+};
+
 static bool runs_on_16bit(enum tr_op op, bool one_float_dtype)
 {
-    switch (op) {
-    case TR_OP_CAST:
-        return true;
-    case TR_OP_PERMUTE:
-    case TR_OP_SLICE:
-    case TR_OP_SLICE_BWD:
-    case TR_OP_CONCAT:
-    case TR_OP_MASKED_FILL:
-        return one_float_dtype;
-    default:
-        return false;
-    }
+    return on_16bit[op] == AS_STORED || (on_16bit[op] == AS_STORED_IF_ONE_DTYPE && one_float_dtype);
 }
 
 /* Whether the node's kernel must see f32 copies of its 16-bit tensors. */

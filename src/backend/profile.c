@@ -1,0 +1,74 @@
+/* The profiler hook (profile.h): wall time around each node the executor runs. */
+#include "backend/profile.h"
+
+#include <time.h>
+
+#include "core/error.h"
+
+static double seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* A device's kernels return before they finish: per-op times wait for every node, phase
+ * times only where the phase changes (the device stays busy in between). */
+static bool waits_per_node(const struct tr_exec_profile *p, const struct tr_exec *x)
+{
+    return x->be->ops->host_visible || p->per_op;
+}
+
+static int profile_before(void *ctx, const struct tr_exec *x, int step, const struct tr_node *node, struct tr_diag *d)
+{
+    struct tr_exec_profile *p = ctx;
+    double now = seconds();
+    p->node_started = now;
+    if (!p->in_phase) {
+        p->phase_started = now;
+        p->in_phase = true;
+    }
+    return 0;
+}
+
+static int profile_after(void *ctx, const struct tr_exec *x, int step, const struct tr_node *node, struct tr_diag *d)
+{
+    struct tr_exec_profile *p = ctx;
+    bool phase_ends = tr_exec_phase_ends(x, step);
+    if (!waits_per_node(p, x)) {
+        if (!p->phase_seconds || !phase_ends)
+            return 0;
+        int rc = tr_backend_synchronize(x->be, d);
+        if (rc)
+            return rc;
+        p->phase_seconds[node->phase] += seconds() - p->phase_started;
+        p->in_phase = false;
+        return 0;
+    }
+    int rc = x->be->ops->host_visible ? 0 : tr_backend_synchronize(x->be, d);
+    if (rc)
+        return rc;
+    double took = seconds() - p->node_started;
+    if (p->per_op)
+        p->op_seconds[node->op] += took;
+    if (p->phase_seconds)
+        p->phase_seconds[node->phase] += took;
+    p->in_phase = !phase_ends;
+    return 0;
+}
+
+struct tr_exec_hook tr_exec_profiler(struct tr_exec_profile *p)
+{
+    return (struct tr_exec_hook){.before = profile_before, .after = profile_after, .ctx = p};
+}
+
+void tr_exec_profile_print(FILE *f, const struct tr_exec_profile *p, int64_t runs, const char *per)
+{
+    double total = 0;
+    for (int op = 0; op < TR_NOPS; op++)
+        total += p->op_seconds[op];
+    for (int op = 0; op < TR_NOPS; op++)
+        if (p->op_seconds[op] > 0)
+            fprintf(f, "  %-20s %8.2f ms per %s %5.1f%%\n", tr_op_name((enum tr_op)op),
+                    p->op_seconds[op] * 1e3 / (double)(runs > 0 ? runs : 1), per, 100 * p->op_seconds[op] / total);
+}
