@@ -32,6 +32,7 @@
 
 #include "backend/cuda/cuda.h"
 #include "backend/cuda/probe.h"
+#include "recipe/optimizers.h"
 #include "recipe/recipe.h"
 
 /* ---- the table: runs everywhere, no device touched ------------------------------------------ */
@@ -1079,7 +1080,8 @@ static void optimize(const struct tr_backend *be, int kind, float *params_out, d
         host[i] = (float)(i % 7) / 3 - 1;
     be->copy(params, host, N * 4, TR_COPY_TO_DEVICE, error);
     struct tr_param_span spans[3] = {{0, 0, 0, A, 1}, {A * 4, A * 4, A, B, 0}, {(A + B) * 4, (A + B) * 4, A + B, C, 1}};
-    struct tr_optim_args a = {.params = (char *)params, .grads = (char *)grads, .state = state, .total = N,
+    struct tr_optim_args a = {.params = (char *)params, .grads = (char *)grads, .state = state,
+                              .nstate = tr_optimizers[kind].nstate, .total = N,
                               .spans = spans, .nspans = 3, .kind = kind, .lr = 1e-2, .weight_decay = 0.1,
                               .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .momentum = 0.9, .nesterov = 1,
                               .error = error};

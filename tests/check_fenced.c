@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "recipe/optimizers.h"
 #include "recipe/recipe.h"
 
 static float *region(const struct tr_backend *be, size_t n)
@@ -106,7 +107,8 @@ static void optimize(const struct tr_backend *be, int kind, float *params_out, d
         host[i] = (float)(i % 7) / 3 - 1;
     be->copy(params, host, sizeof host, TR_COPY_TO_DEVICE, error);
     struct tr_param_span spans[2] = {{0, 0, 0, 37, 1}, {37 * 4, 37 * 4, 37, 5, 0}};
-    struct tr_optim_args a = {.params = (char *)params, .grads = (char *)grads, .state = state, .total = N,
+    struct tr_optim_args a = {.params = (char *)params, .grads = (char *)grads, .state = state,
+                              .nstate = tr_optimizers[kind].nstate, .total = N,
                               .spans = spans, .nspans = 2, .kind = kind, .lr = 1e-2, .weight_decay = 0.1,
                               .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .momentum = 0.9, .nesterov = 1,
                               .error = error};

@@ -11,24 +11,25 @@
 
 #include "core/safetensors.h"
 #include "data/sha256.h"
+#include "recipe/optimizers.h"
 
 /* The tensors of a checkpoint, in a fixed order: parameters and state as the graph lists them,
- * then the optimizer's buffers ("optimizer.m.<name>", "optimizer.v.<name>" for AdamW,
- * "optimizer.momentum.<name>" for SGD). */
+ * then each parameter's optimizer state, "optimizer.<state>.<name>" for each state tensor the
+ * optimizer's descriptor keeps (recipe/optimizers.h: AdamW's m and v, SGD's momentum). */
 struct entries {
     struct tr_st_tensor *t;
     char **names;
     int n;
 };
 
-static void add(struct entries *e, const char *name, const struct tr_value *val, void *data)
+static void add(struct entries *e, const char *name, const struct tr_value *val, enum tr_dtype dtype, void *data)
 {
     struct tr_st_tensor *t = &e->t[e->n];
     e->names[e->n] = tr_strdup(name);
-    *t = (struct tr_st_tensor){.name = e->names[e->n], .dtype = TR_F32, .rank = val->shape.rank, .data = data};
+    *t = (struct tr_st_tensor){.name = e->names[e->n], .dtype = dtype, .rank = val->shape.rank, .data = data};
     for (int d = 0; d < val->shape.rank; d++)
         t->shape[d] = val->shape.dim[d].k;
-    t->bytes = (size_t)tr_dim_eval(tr_shape_numel(&val->shape), 1, 1) * sizeof(float);
+    t->bytes = (size_t)tr_dim_eval(tr_shape_numel(&val->shape), 1, 1) * tr_dtype_size(dtype);
     e->n++;
 }
 
@@ -37,28 +38,21 @@ static void list_entries(struct entries *e, struct tr_exec *x, struct tr_optim *
 {
     float *state = tr_optim_host_state(o);
     const struct tr_graph *g = x->g;
-    e->t = tr_xcalloc((size_t)g->nvalues * 3 + 1, sizeof *e->t);
-    e->names = tr_xcalloc((size_t)g->nvalues * 3 + 1, sizeof *e->names);
+    const struct tr_optimizer_desc *desc = &tr_optimizers[o->kind];
+    e->t = tr_xcalloc((size_t)g->nvalues * (1 + TR_OPT_MAX_STATES) + 1, sizeof *e->t);
+    e->names = tr_xcalloc((size_t)g->nvalues * (1 + TR_OPT_MAX_STATES) + 1, sizeof *e->names);
     e->n = 0;
-    int64_t total = 0, offset = 0;
-    for (int v = 0; v < g->nvalues; v++) {
+    int64_t offset = 0;
+    for (int v = 0; v < g->nvalues; v++)
         if (g->values[v].kind == TR_PARAM || g->values[v].kind == TR_STATE)
-            add(e, g->values[v].name, &g->values[v], tr_exec_host(x, v));
-        if (g->values[v].kind == TR_PARAM)
-            total += tr_dim_eval(tr_shape_numel(&g->values[v].shape), 1, 1);
-    }
-    for (int v = 0; v < g->nvalues && o->state_bytes; v++) {
+            add(e, g->values[v].name, &g->values[v], TR_F32, tr_exec_host(x, v));
+    for (int v = 0; v < g->nvalues; v++) {
         if (g->values[v].kind != TR_PARAM)
             continue;
-        char name[128];
-        if (o->kind == TR_OPT_ADAMW) {
-            snprintf(name, sizeof name, "optimizer.m.%s", g->values[v].name);
-            add(e, name, &g->values[v], state + offset);
-            snprintf(name, sizeof name, "optimizer.v.%s", g->values[v].name);
-            add(e, name, &g->values[v], state + total + offset);
-        } else {
-            snprintf(name, sizeof name, "optimizer.momentum.%s", g->values[v].name);
-            add(e, name, &g->values[v], state + offset);
+        for (int k = 0; k < o->nstate; k++) {
+            char *name = tr_strdup_printf("optimizer.%s.%s", desc->state[k].name, g->values[v].name);
+            add(e, name, &g->values[v], desc->state[k].dtype, state + k * o->total + offset);
+            free(name);
         }
         offset += tr_dim_eval(tr_shape_numel(&g->values[v].shape), 1, 1);
     }
