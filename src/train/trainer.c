@@ -274,8 +274,12 @@ static int warm_start_source(struct run *run, char *path, size_t size, char *sai
         return fail(run, TR_EXIT_DATA, "model.init.from_run: %s/%s does not point to a run folder: this recipe "
                     "has no %s run yet; train it once without model.init.from_run", dir, link, link);
     snprintf(checkpoints, sizeof checkpoints, "%s/%s/checkpoints", dir, target);
-    if (tr_checkpoint_newest(checkpoints, path, size, warn, sizeof warn, err, sizeof err))
+    struct tr_diag d = {0};
+    if (tr_checkpoint_newest(checkpoints, path, size, warn, sizeof warn, &d)) {
+        snprintf(err, sizeof err, "%s", tr_diag_last(&d));
+        tr_diag_free(&d);
         return fail(run, TR_EXIT_DATA, "model.init.from_run: the %s run %s: %s", link, target, err);
+    }
     snprintf(said, saidsize, "model.init: warm start from the %s run %s%s%.500s\n", link, target,
              *warn ? "; passed over damaged checkpoints: " : "", *warn ? warn : "");
     run->warm_start = json_pack("{ss ss ss}", "from_run", link, "run", target, "checkpoint", path);
@@ -819,8 +823,12 @@ static int checkpoint(struct run *run, int64_t step)
     tr_scaler_format(&run->scaler, scaler, sizeof scaler);
     snprintf(state, sizeof state, "early_stop best=%.17g best_step=%lld bad=%lld stopped=%d %s", run->early.best,
              (long long)run->early.best_step, (long long)run->early.bad, run->early.stopped, scaler);
-    if (tr_checkpoint_write(dir, &run->train.x, &run->optim, step, run->r->name, state, err, sizeof err))
+    struct tr_diag d = {0};
+    if (tr_checkpoint_write(dir, &run->train.x, &run->optim, step, run->r->name, state, &d)) {
+        snprintf(err, sizeof err, "%s", tr_diag_last(&d));
+        tr_diag_free(&d);
         return fail(run, TR_EXIT_FAILURE, "checkpoint: %s", err);
+    }
     tr_events_flush(&run->events, 1);   /* what TensorBoard shows is never behind a checkpoint */
     run->timer.spent[TR_TIME_CHECKPOINT] += now() - began;
     return 0;
@@ -831,9 +839,12 @@ static int resume(struct run *run, int64_t *start)
 {
     char dir[4200], warn[1024], err[512], state[256];
     snprintf(dir, sizeof dir, "%s/checkpoints", run->dir);
-    if (tr_checkpoint_resume(dir, &run->train.x, &run->optim, start, state, sizeof state, warn, sizeof warn,
-                             err, sizeof err))
+    struct tr_diag d = {0};
+    if (tr_checkpoint_resume(dir, &run->train.x, &run->optim, start, state, sizeof state, warn, sizeof warn, &d)) {
+        snprintf(err, sizeof err, "%s", tr_diag_last(&d));
+        tr_diag_free(&d);
         return fail(run, TR_EXIT_FAILURE, "resume: %s", err);
+    }
     long long best_step, bad;
     int stopped;
     if (*start && sscanf(state, "early_stop best=%lf best_step=%lld bad=%lld stopped=%d", &run->early.best,
