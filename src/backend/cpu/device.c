@@ -85,10 +85,29 @@ static void sgd(const struct tr_optim_args *a, const struct tr_param_span *sp)
     }
 }
 
+/* Lion (Chen et al. 2023, "Symbolic Discovery of Optimization Algorithms"; lion-pytorch):
+ *   p ← p·(1 − lr·wd);  c = β1·m + (1 − β1)·g;  p ← p − lr·sign(c);  m ← β2·m + (1 − β2)·g
+ * with sign(0) = 0 and sign(NaN) = NaN, as torch.sign. */
+static void lion(const struct tr_optim_args *a, const struct tr_param_span *sp)
+{
+    float *p = param_of(a, sp), *g = grad_of(a, sp), *m = state_of(a, 0, sp);
+    float decay = (float)(1 - a->lr * (sp->decay ? a->weight_decay : 0)), b1 = (float)a->beta1, b2 = (float)a->beta2;
+    float rate = (float)a->lr;
+    int64_t n = sp->numel;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        float c = b1 * m[i] + (1 - b1) * g[i];
+        p[i] *= decay;
+        p[i] -= rate * (c > 0 ? 1.0f : c < 0 ? -1.0f : c);
+        m[i] = b2 * m[i] + (1 - b2) * g[i];
+    }
+}
+
 /* Each optimizer's update, by enum tr_optimizer. */
 static void (*const update_of[])(const struct tr_optim_args *a, const struct tr_param_span *sp) = {
     [TR_OPT_ADAMW] = adamw,
     [TR_OPT_SGD] = sgd,
+    [TR_OPT_LION] = lion,
 };
 _Static_assert(sizeof update_of / sizeof update_of[0] == TR_OPT_COUNT, "an optimizer without a CPU update");
 

@@ -222,6 +222,19 @@ __device__ void sgd_update(const struct optim_hyper &h, const struct span &s, fl
     p[i] -= h.lr * d;
 }
 
+/* Lion (Chen et al. 2023): p ← p·(1 − lr·wd); c = β1·m + (1 − β1)·g; p ← p − lr·sign(c);
+ *       m ← β2·m + (1 − β2)·g, with sign(0) = 0 and sign(NaN) = NaN as torch.sign */
+__device__ void lion_update(const struct optim_hyper &h, const struct span &s, float *p, int64_t i, float gi,
+                            float wd, float decay)
+{
+    (void)wd;
+    float *m = h.state[0] + s.state;
+    float c = h.b1 * m[i] + (1 - h.b1) * gi;
+    float pi = p[i] * decay;
+    p[i] = pi - h.lr * (c > 0 ? 1.0f : c < 0 ? -1.0f : c);
+    m[i] = h.b2 * m[i] + (1 - h.b2) * gi;
+}
+
 /* An optimizer kind's update over every parameter, a chunk per block at a time. */
 template <void (*update)(const struct optim_hyper &, const struct span &, float *, int64_t, float, float, float)>
 __global__ void optim_kernel(struct optim_hyper h)
@@ -347,6 +360,7 @@ int cuda_optim_step(const struct tr_optim_args *a)
     switch ((enum tr_optimizer)a->kind) {   /* each kind's update; no default: -Wswitch-enum names a new one */
     case TR_OPT_ADAMW: optim_kernel<adamw_update><<<grid, CUDA_OPTIM_THREADS, 0, ctx->stream>>>(h); break;
     case TR_OPT_SGD:   optim_kernel<sgd_update><<<grid, CUDA_OPTIM_THREADS, 0, ctx->stream>>>(h); break;
+    case TR_OPT_LION:  optim_kernel<lion_update><<<grid, CUDA_OPTIM_THREADS, 0, ctx->stream>>>(h); break;
     }
     return said(a->error, cudaGetLastError(), "the optimizer's kernel");
 }
