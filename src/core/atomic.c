@@ -9,6 +9,7 @@
 int tr_atomic_open(struct tr_atomic *a, const char *path, struct tr_diag *d)
 {
     a->f = NULL;
+    a->error = ENAMETOOLONG;
     int rc = tr_path_set(&a->path, d, "%s", path);
     if (!rc)
         rc = tr_path_set(&a->tmp, d, "%s.tmp.%ld", path, (long)getpid());
@@ -17,15 +18,18 @@ int tr_atomic_open(struct tr_atomic *a, const char *path, struct tr_diag *d)
     int fd = open(a->tmp.s, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0 && errno == EEXIST && unlink(a->tmp.s) == 0)
         fd = open(a->tmp.s, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0)
-        return tr_fail(d, TR_EIO, "%s: cannot create %s: %s", path, a->tmp.s, strerror(errno));
+    if (fd < 0) {
+        a->error = errno;
+        return tr_fail(d, TR_EIO, "%s: cannot create %s: %s", path, a->tmp.s, strerror(a->error));
+    }
     a->f = fdopen(fd, "wb");
     if (!a->f) {
-        int e = errno;
+        a->error = errno;
         close(fd);
         unlink(a->tmp.s);
-        return tr_fail(d, TR_EIO, "%s: cannot write %s: %s", path, a->tmp.s, strerror(e));
+        return tr_fail(d, TR_EIO, "%s: cannot write %s: %s", path, a->tmp.s, strerror(a->error));
     }
+    a->error = 0;
     return 0;
 }
 
@@ -43,10 +47,13 @@ int tr_atomic_commit(struct tr_atomic *a, struct tr_diag *d)
         step = "rename", tail = " over it", failed = 1, e = errno;
     if (failed) {
         unlink(a->tmp.s);
+        a->error = e ? e : EIO;
         return tr_fail(d, TR_EIO, "%s: cannot %s %s%s: %s; left unchanged", a->path.s, step, a->tmp.s,
-                       tail, strerror(e ? e : EIO));
+                       tail, strerror(a->error));
     }
-    return tr_sync_folder_of(a->path.s, d);
+    int rc = tr_sync_folder_of(a->path.s, d);
+    a->error = rc ? errno : 0;
+    return rc;
 }
 
 void tr_atomic_abort(struct tr_atomic *a)
@@ -92,8 +99,10 @@ int tr_sync_folder_of(const char *path, struct tr_diag *d)
         int e = errno;
         if (fd >= 0)
             close(fd);
-        return tr_fail(d, TR_EIO, "%s: written, but syncing its folder failed (%s): the new file may "
-                       "not survive a power cut", path, strerror(e));
+        tr_fail(d, TR_EIO, "%s: written, but syncing its folder failed (%s): the new file may "
+                "not survive a power cut", path, strerror(e));
+        errno = e;   /* for tr_atomic_commit's a->error */
+        return TR_EIO;
     }
     close(fd);
     return 0;

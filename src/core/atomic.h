@@ -15,6 +15,8 @@
 struct tr_atomic {
     FILE *f;                 /* write the contents here, then tr_atomic_commit */
     struct tr_path path, tmp;
+    int error;               /* after a failure, the errno behind it: for a caller that words its
+                              * own warning (the token cache's) */
 };
 
 /* Opens the temporary beside path (O_EXCL: never through a link or into someone's open file;
