@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@ int tr_atomic_open(struct tr_atomic *a, const char *path, struct tr_diag *d)
 {
     a->f = NULL;
     a->error = ENAMETOOLONG;
+    a->path.s[0] = a->tmp.s[0] = '\0';
     int rc = tr_path_set(&a->path, d, "%s", path);
     if (!rc)
         rc = tr_path_set(&a->tmp, d, "%s.tmp.%ld", path, (long)getpid());
@@ -65,18 +67,40 @@ void tr_atomic_abort(struct tr_atomic *a)
     unlink(a->tmp.s);
 }
 
+/* A write into a.f failed with errno e: the temporary removed, the path left as it was. */
+static int give_up(struct tr_atomic *a, int e, struct tr_diag *d)
+{
+    tr_atomic_abort(a);
+    tr_fail(d, TR_EIO, "%s: cannot write %s: %s; left unchanged", a->path.s, a->tmp.s, strerror(e));
+    errno = e;
+    return TR_EIO;
+}
+
 int tr_atomic_write(const char *path, const void *data, size_t bytes, struct tr_diag *d)
 {
     struct tr_atomic a;
     int rc = tr_atomic_open(&a, path, d);
     if (rc)
-        return rc;
-    if (bytes && fwrite(data, 1, bytes, a.f) != bytes) {
-        int e = errno;
-        tr_atomic_abort(&a);
-        return tr_fail(d, TR_EIO, "%s: cannot write %s: %s; left unchanged", path, a.tmp.s, strerror(e));
-    }
-    return tr_atomic_commit(&a, d);
+        return errno = a.error, rc;
+    if (bytes && fwrite(data, 1, bytes, a.f) != bytes)
+        return give_up(&a, errno, d);
+    rc = tr_atomic_commit(&a, d);
+    errno = a.error;
+    return rc;
+}
+
+int tr_atomic_write_json(const char *path, const struct json_t *j, size_t flags, struct tr_diag *d)
+{
+    struct tr_atomic a;
+    int rc = tr_atomic_open(&a, path, d);
+    if (rc)
+        return errno = a.error, rc;
+    errno = 0;
+    if (json_dumpf(j, a.f, flags))
+        return give_up(&a, errno ? errno : EIO, d);
+    rc = tr_atomic_commit(&a, d);
+    errno = a.error;
+    return rc;
 }
 
 int tr_file_sync(FILE *f, const char *path, struct tr_diag *d)
