@@ -43,6 +43,14 @@ static int entries(const char *dir)
     return n;
 }
 
+/* The end of a failure's test: the old contents (or folder) still there, nothing beside it. */
+static void expect_untouched_alone(const char *dir, char *path, struct tr_diag *d)
+{
+    ck_assert_int_eq(entries(dir), 1);
+    tr_diag_free(d);
+    free(path);
+}
+
 START_TEST(writes_and_replaces)
 {
     char *dir = unit_mkdtemp(), *path = tr_strdup_printf("%s/file.json", dir);
@@ -101,10 +109,9 @@ START_TEST(failed_write_leaves_no_temporary)
     fwrite(big, 1, sizeof big, a.f);
     ck_assert_int_eq(tr_atomic_commit(&a, &d), TR_EIO);
     expect_contents(path, "old");
-    ck_assert_int_eq(entries(dir), 1);
-    tr_diag_free(&d);
+    expect_untouched_alone(dir, path, &d);
     unit_rmtree(dir);
-    free(path), free(dir);
+    free(dir);
 }
 END_TEST
 
@@ -119,10 +126,9 @@ START_TEST(failed_rename_leaves_no_temporary)
     ck_assert_msg(strstr(tr_diag_last(&d), "cannot rename"), "%s", tr_diag_last(&d));
     struct stat st;
     ck_assert(stat(path, &st) == 0 && S_ISDIR(st.st_mode));
-    ck_assert_int_eq(entries(dir), 1);
-    tr_diag_free(&d);
+    expect_untouched_alone(dir, path, &d);
     unit_rmtree(dir);
-    free(path), free(dir);
+    free(dir);
 }
 END_TEST
 
