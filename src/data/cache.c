@@ -306,8 +306,8 @@ static uint32_t crc_of(const struct tr_shard *s, const struct layout *l)
     return (uint32_t)crc;
 }
 
-/* The shard's bytes into fd (made durable by the commit): 0 or the errno. The gaps before aligned arrays are holes,
- * which read as zeros. */
+/* The shard's bytes into fd (the commit makes them durable): 0 or the errno. The gaps before
+ * aligned arrays are holes, which read as zeros. */
 static int write_shard(int fd, const unsigned char key[32], const struct tr_shard *s)
 {
     struct layout l = layout_of(s->kind, s->n, s->ntokens);

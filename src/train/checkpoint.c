@@ -128,7 +128,8 @@ static int verify(const struct tr_safetensors *st, const struct tr_checkpoint_la
     for (int i = 0; i < e.n && !rc; i++) {
         const struct tr_st_tensor *t = tr_st_find(st, e.t[i].name);
         if (!t || t->dtype != e.t[i].dtype || t->bytes != e.t[i].bytes)
-            rc = (snprintf(why, whysize, "%s is missing or has another shape than the recipe's model", e.t[i].name), -1);
+            rc = (snprintf(why, whysize, "%s is missing or has another shape than the recipe's model",
+                           e.t[i].name), -1);
         else
             data[i] = t->data;
     }
