@@ -33,6 +33,7 @@
 #include "backend/cuda/cuda.h"
 #include "backend/cuda/probe.h"
 #include "graph/ops.h"
+#include "recipe/optimizers.h"
 #include "recipe/recipe.h"
 
 /* ---- the table: runs everywhere, no device touched ------------------------------------------ */
@@ -1100,7 +1101,8 @@ static void optimize(const struct tr_backend *be, int kind, float *params_out, d
         host[i] = (float)(i % 7) / 3 - 1;
     tr_backend_copy(be, params, host, N * 4, TR_COPY_TO_DEVICE, &error);
     struct tr_param_span spans[3] = {{0, 0, 0, A, 1}, {A * 4, A * 4, A, B, 0}, {(A + B) * 4, (A + B) * 4, A + B, C, 1}};
-    struct tr_optim_args a = {.params = (char *)params, .grads = (char *)grads, .state = state, .total = N,
+    struct tr_optim_args a = {.params = (char *)params, .grads = (char *)grads, .state = state,
+                              .nstate = tr_optimizers[kind].nstate, .total = N,
                               .spans = spans, .nspans = 3, .kind = kind, .lr = 1e-2, .weight_decay = 0.1,
                               .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .momentum = 0.9, .nesterov = 1,
                               .diag = &error};
@@ -1128,7 +1130,7 @@ START_TEST(optimizer_as_the_cpu)
 {
     enum { N = 37 + 5 + 3 * 4096 + 11 };
     static float cpu[N], gpu[N];
-    for (int kind = TR_OPT_ADAMW; kind <= TR_OPT_SGD; kind++) {
+    for (int kind = 0; kind < TR_OPT_COUNT; kind++) {
         double s_cpu, s_gpu;
         bool f_cpu, f_gpu;
         optimize(tr_backend_cpu(), kind, cpu, &s_cpu, &f_cpu);
@@ -1136,7 +1138,7 @@ START_TEST(optimizer_as_the_cpu)
         for (int i = 0; i < N; i++)
             ck_assert_msg(fabsf(gpu[i] - cpu[i]) <= 4 * 0x1p-24f * (fabsf(cpu[i]) + 0.1f),   /* 0.1: the updates' size */
                           "%s: parameter element %d: %.9g on the GPU, %.9g on the CPU",
-                          kind == TR_OPT_ADAMW ? "adamw" : "sgd", i, gpu[i], cpu[i]);
+                          tr_optimizer_names[kind], i, gpu[i], cpu[i]);
         ck_assert_msg(fabs(s_gpu - s_cpu) <= 1e-12 * s_cpu, "sum of squares %.17g, CPU %.17g", s_gpu, s_cpu);
         ck_assert(!f_cpu && !f_gpu);   /* the Inf was seen */
     }

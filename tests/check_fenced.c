@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "recipe/optimizers.h"
 #include "recipe/recipe.h"
 
 /* A fenced instance of its own; tr_backend_close releases it. */
@@ -177,7 +178,8 @@ static void optimize(const struct tr_backend *be, int kind, float *params_out, d
         host[i] = (float)(i % 7) / 3 - 1;
     tr_backend_copy(be, params, host, sizeof host, TR_COPY_TO_DEVICE, &error);
     struct tr_param_span spans[2] = {{0, 0, 0, 37, 1}, {37 * 4, 37 * 4, 37, 5, 0}};
-    struct tr_optim_args a = {.params = (char *)params, .grads = (char *)grads, .state = state, .total = N,
+    struct tr_optim_args a = {.params = (char *)params, .grads = (char *)grads, .state = state,
+                              .nstate = tr_optimizers[kind].nstate, .total = N,
                               .spans = spans, .nspans = 2, .kind = kind, .lr = 1e-2, .weight_decay = 0.1,
                               .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .momentum = 0.9, .nesterov = 1,
                               .diag = &error};
@@ -201,7 +203,7 @@ static void optimize(const struct tr_backend *be, int kind, float *params_out, d
 
 START_TEST(optimizer_as_the_cpu)
 {
-    for (int kind = TR_OPT_ADAMW; kind <= TR_OPT_SGD; kind++) {
+    for (int kind = 0; kind < TR_OPT_COUNT; kind++) {
         float plain[42], on_fence[42];
         double s_plain, s_fenced;
         bool f_plain, f_fenced;

@@ -121,6 +121,33 @@ static void expect_regions_of_program(struct fixture *f, const struct tr_candida
     tr_built_free(&eval);
 }
 
+/* The optimizer region holds the state tensors the optimizer's descriptor keeps, each as large
+ * as the parameters: AdamW two (m, v), Lion one (m), SGD one with momentum and none without. */
+START_TEST(optimizer_region_per_optimizer)
+{
+    static const struct { const char *settings; int states; } cases[] = {
+        {"{name: adamw}", 2}, {"{name: lion, betas: [0.9, 0.99]}", 1}, {"{name: sgd, momentum: 0.9}", 1},
+        {"{name: sgd, momentum: 0}", 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *yaml = tr_strdup_printf("model: {arch: mlp, layers: 2, hidden: 64}\ndata: {dataset: features}\n"
+                                      "train: {batch_size: 64, steps: 10, optimizer: %s}\n", cases[i].settings);
+        struct fixture f;
+        start(&f, yaml, false);
+        struct tr_plan p;
+        ck_assert_int_ge(search(&f, &p, (uint64_t)8 << 30), 0);
+        struct tr_built train;
+        char err[300];
+        ck_assert_int_eq(tr_build(&train, &f.job, &p.cand[p.chosen].k, true, err, sizeof err), 0);
+        ck_assert_uint_eq(p.cand[p.chosen].regions[TR_REGION_OPTIMIZER],
+                          (uint64_t)cases[i].states * tr_plan_param_bytes(&train.g));
+        tr_built_free(&train);
+        tr_plan_free(&p);
+        finish(&f);
+        free(yaml);
+    }
+}
+END_TEST
+
 START_TEST(every_candidate_is_its_program)
 {
     struct fixture f;
@@ -356,6 +383,7 @@ int main(void)
     TCase *tc = tcase_create("plan");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, every_candidate_is_its_program);
+    tcase_add_test(tc, optimizer_region_per_optimizer);
     tcase_add_test(tc, largest_micro_batch_that_fits);
     tcase_add_test(tc, nothing_fits_names_the_minimum);
     tcase_add_test(tc, pinned_knobs_are_obeyed);

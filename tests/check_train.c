@@ -1,5 +1,6 @@
-/* The trainer's arithmetic: AdamW and SGD against their definitions computed here in double,
- * the learning-rate schedule, gradient clipping, and the non-finite gradient check. */
+/* The trainer's arithmetic: AdamW and SGD against their definitions computed here in double, Lion
+ * against steps worked by hand, the learning-rate schedule, gradient clipping, and the
+ * non-finite gradient check. */
 #include "runner.h"
 
 #include <check.h>
@@ -127,6 +128,47 @@ START_TEST(sgd_matches_definition)
 }
 END_TEST
 
+/* Three Lion steps against values worked by hand from its definition (Chen et al. 2023):
+ *   p ← p·(1 − lr·wd);  c = β1·m + (1 − β1)·g;  p ← p − lr·sign(c);  m ← β2·m + (1 − β2)·g
+ * with lr 0.1, wd 0.5 (so the decay factor is 0.95), β = (0.9, 0.99), sign(0) = 0; the middle
+ * element's gradient is 0 throughout, so only the decay moves it. */
+START_TEST(lion_matches_hand_computed_steps)
+{
+    struct one_param o;
+    one_param(&o, 3, 0);
+    struct tr_recipe r = recipe_with(TR_OPT_LION, 0.5, 0);
+    r.train.optimizer.betas.v[0] = 0.9, r.train.optimizer.betas.v[1] = 0.99;
+    struct tr_optim opt;
+    tr_optim_init(&opt, &r, &o.g, &o.plan, tr_backend_cpu(), o.params, o.grads, o.state);
+    ck_assert_uint_eq(opt.state_bytes, 1 * 3 * sizeof(float));   /* one state tensor: m */
+    static const float start[3] = {1.0f, -0.5f, 0.25f};
+    static const float grads[3][3] = {{0.5f, 0, -2}, {-0.01f, 0, 1}, {-0.1f, 0, 0}};
+    /* step 1: c = 0.1·g = (0.05, 0, −0.2), sign (1, 0, −1); m = 0.01·g = (0.005, 0, −0.02)
+     * step 2: c = (0.0045 − 0.001, 0, −0.018 + 0.1) = (0.0035, 0, 0.082), sign (1, 0, 1);
+     *         m = (0.00495 − 0.0001, 0, −0.0198 + 0.01) = (0.00485, 0, −0.0098)
+     * step 3: c = (0.004365 − 0.01, 0, −0.00882) = (−0.005635, 0, −0.00882), sign (−1, 0, −1);
+     *         m = (0.0048015 − 0.001, 0, −0.009702) = (0.0038015, 0, −0.009702) */
+    static const double params[3][3] = {{0.95 - 0.1, -0.475, 0.2375 + 0.1},
+                                        {0.85 * 0.95 - 0.1, -0.45125, 0.3375 * 0.95 - 0.1},
+                                        {0.7075 * 0.95 + 0.1, -0.4286875, 0.220625 * 0.95 + 0.1}};
+    static const double moments[3][3] = {{0.005, 0, -0.02}, {0.00485, 0, -0.0098}, {0.0038015, 0, -0.009702}};
+    memcpy(P(&o), start, sizeof start);
+    for (int t = 0; t < 3; t++) {
+        memcpy(G(&o), grads[t], sizeof grads[t]);
+        ck_assert_int_eq(tr_optim_step(&opt, 0.1), 0);
+        for (int i = 0; i < 3; i++) {
+            ck_assert_msg(fabs(P(&o)[i] - params[t][i]) <= 1e-6, "step %d elem %d: p %.9g, by hand %.9g", t + 1, i,
+                          P(&o)[i], params[t][i]);
+            ck_assert_msg(fabs(o.state[i] - moments[t][i]) <= 1e-7, "step %d elem %d: m %.9g, by hand %.9g", t + 1, i,
+                          o.state[i], moments[t][i]);
+        }
+    }
+    tr_optim_free(&opt);
+    tr_recipe_free(&r);
+    one_param_free(&o);
+}
+END_TEST
+
 START_TEST(schedules)
 {
     struct tr_recipe r;
@@ -245,6 +287,7 @@ int main(void)
     TCase *tc = tcase_create("optimizer");
     tcase_add_test(tc, adamw_matches_definition);
     tcase_add_test(tc, sgd_matches_definition);
+    tcase_add_test(tc, lion_matches_hand_computed_steps);
     tcase_add_test(tc, schedules);
     tcase_add_test(tc, clipping_and_nonfinite);
     tcase_add_test(tc, unscale_checks_overflow);

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Crash and resume, as cron meets it: a run killed with SIGKILL at 5 random moments and resumed
 # each time ends with the same weights and optimizer state, bit for bit, as a run never
-# interrupted; SIGTERM checkpoints and exits 130; a damaged newest checkpoint is passed over.
+# interrupted; SIGTERM checkpoints and exits 130; a damaged newest checkpoint is passed over;
+# Lion's state round-trips as AdamW's does.
 . "$srcdir/tests/lib.sh"
 recipe="$srcdir/recipes/mlp.yaml"
 set -- train.checkpoint_every=20 data.num_workers=1 --quiet
@@ -75,6 +76,20 @@ expect_in "$out" "skipped damaged checkpoints" "the damaged file is reported"
 expect_in "$out" "resuming $dir at step 560" "the previous checkpoint is used"
 checks=$((checks + 1))
 cmp -s "$reference" "$dir/checkpoints/step-600.safetensors" || fail "resuming from step 560 changed the result"
+
+# Lion's one state tensor (m) round-trips too: resumed from step 560, the final checkpoint is the
+# uninterrupted run's, byte for byte.
+lion="train.optimizer.name=lion train.optimizer.lr=1.0e-4 train.optimizer.betas=[0.9,0.99]"
+# shellcheck disable=SC2086
+"$TRAINRUN" "$recipe" report.dir="$scratch/l" $lion "$@" >/dev/null || fail "the uninterrupted Lion run"
+dir=$(ls -d "$scratch"/l/mlp/2*)
+cp "$dir/checkpoints/step-600.safetensors" "$scratch/lion-600"
+rm "$dir"/checkpoints/step-600.safetensors "$dir"/checkpoints/step-580.safetensors
+run "$TRAINRUN" resume "$dir"
+expect_rc 0 "resume of a Lion run"
+expect_in "$out" "resuming $dir at step 560" "Lion's checkpoint verifies"
+checks=$((checks + 1))
+cmp -s "$scratch/lion-600" "$dir/checkpoints/step-600.safetensors" || fail "resuming a Lion run changed the result"
 
 run "$TRAINRUN" resume "$scratch/nowhere"
 expect_rc 2 "resume of a folder that is not a run"

@@ -136,22 +136,24 @@ enum tr_copy { TR_COPY_TO_DEVICE, TR_COPY_TO_HOST, TR_COPY_ON_DEVICE };
  * its first state element, its size, and whether weight decay applies. */
 struct tr_param_span {
     int64_t param, grad;   /* byte offsets into the regions */
-    int64_t state;         /* element offset of its first state word (AdamW's m, SGD's momentum) */
+    int64_t state;         /* element offset of its words in each state tensor */
     int64_t numel;
     int decay;
 };
 
-/* The optimizer step over every parameter at once (a multi-tensor update): AdamW (decoupled
- * weight decay) or SGD with momentum/Nesterov, as PyTorch defines them (src/train/optim.h).
- * params, grads and state are device memory; spans is host memory, in graph order. */
+/* The optimizer step over every parameter at once (a multi-tensor update): the optimizer kind's
+ * update, its formula written above each backend's kernel (recipe/optimizers.h lists the kinds
+ * and their state). params, grads and state are device memory; spans is host memory, in graph
+ * order. */
 struct tr_optim_args {
     char *params, *grads;
-    float *state;            /* AdamW: m for every parameter, then v (state + total); SGD: the
-                              * momentum buffer, NULL without momentum */
+    float *state;            /* state k of nstate for every parameter at state + k·total (AdamW:
+                              * m then v; SGD: momentum); NULL when nstate is 0 */
+    int nstate;
     int64_t total;           /* the parameters' elements together */
     const struct tr_param_span *spans;
     int nspans;
-    int kind;                /* enum tr_optimizer */
+    int kind;                /* enum tr_optimizer: which update */
     double lr, weight_decay, beta1, beta2, eps, momentum;
     int nesterov;
     int64_t step;            /* 1 at the first update */

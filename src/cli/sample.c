@@ -3,9 +3,7 @@
  * its tokenizer, the weights of its newest checkpoint that verifies; then the prompt and its
  * continuation on stdout, token by token, from the key/value-cached decoder and the sampler of
  * models/gpt_decode.h. Reads the run folder and writes nothing there. */
-#include <dirent.h>
 #include <errno.h>
-#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,12 +12,11 @@
 
 #include "cli/cli.h"
 #include "cli/exit.h"
-#include "core/safetensors.h"
 #include "data/dataset.h"
-#include "data/sha256.h"
 #include "data/tokenizer.h"
 #include "models/gpt_decode.h"
 #include "models/models.h"
+#include "recipe/optimizers.h"
 #include "recipe/recipe.h"
 #include "recipe/schema.h"
 #include "train/checkpoint.h"
@@ -146,121 +143,28 @@ static int open_tokenizer(const char *run_dir, const struct tr_recipe *r, struct
 
 /* ---- the newest checkpoint that verifies --------------------------------------------------- */
 
-/* Hashes one tensor of a checkpoint into s as train/checkpoint.c does (its name with the NUL,
- * then its bytes); 0, or −1 with why when it is missing or not bytes long. */
-static int hash_tensor(struct tr_sha256 *s, const struct tr_safetensors *st, const char *name, size_t bytes,
-                       char *why, size_t whysize)
+/* Opens in c the newest run_dir/checkpoints/step-N.safetensors that verifies for g and the
+ * recipe's optimizer (train/checkpoint.h's reader); the ones passed over are named on stderr. */
+static int open_checkpoint(const char *run_dir, const struct tr_recipe *r, const struct tr_graph *g,
+                           struct tr_checkpoint *c)
 {
-    const struct tr_st_tensor *t = tr_st_find(st, name);
-    if (!t || t->dtype != TR_F32 || t->bytes != bytes) {
-        snprintf(why, whysize, "%s is missing or has another shape than the recipe's model", name);
-        return -1;
-    }
-    tr_sha256_update(s, name, strlen(name) + 1);
-    tr_sha256_update(s, t->data, t->bytes);
-    return 0;
-}
-
-/* The optimizer buffers st holds, as name prefixes: AdamW's m and v, SGD's momentum (none
- * without momentum), known by those of g's first parameter. Returns how many. */
-static int optimizer_prefixes(const struct tr_graph *g, const struct tr_safetensors *st, const char *prefix[2])
-{
-    static const char *const adamw[2] = {"optimizer.m.", "optimizer.v."}, *const sgd = "optimizer.momentum.";
-    for (int v = 0; v < g->nvalues; v++)
-        if (g->values[v].kind == TR_PARAM) {
-            char name[160];
-            snprintf(name, sizeof name, "%s%s", adamw[0], g->values[v].name);
-            if (tr_st_find(st, name))
-                return prefix[0] = adamw[0], prefix[1] = adamw[1], 2;
-            snprintf(name, sizeof name, "%s%s", sgd, g->values[v].name);
-            return tr_st_find(st, name) ? (prefix[0] = sgd, 1) : 0;
-        }
-    return 0;
-}
-
-static size_t value_bytes(const struct tr_value *val)
-{
-    return (size_t)tr_dim_eval(tr_shape_numel(&val->shape), 1, 1) * sizeof(float);
-}
-
-/* Whether st is a checkpoint of g that verifies: the SHA-256 that train/checkpoint.c recorded,
- * over the tensors in the order it wrote them (g's parameters and state, then each parameter's
- * optimizer buffers). */
-static int verify(const struct tr_graph *g, const struct tr_safetensors *st, char *why, size_t whysize)
-{
-    const char *version = tr_st_metadata(st, "trainrun.format_version"), *want = tr_st_metadata(st, "trainrun.sha256");
-    if (!version || strcmp(version, TR_CHECKPOINT_VERSION) || !want) {
-        snprintf(why, whysize, "not a trainrun checkpoint of format %s", TR_CHECKPOINT_VERSION);
-        return -1;
-    }
-    const char *prefix[2];
-    int nprefixes = optimizer_prefixes(g, st, prefix);
-    struct tr_sha256 s;
-    tr_sha256_init(&s);
-    for (int v = 0; v < g->nvalues; v++) {
-        const struct tr_value *val = &g->values[v];
-        if ((val->kind == TR_PARAM || val->kind == TR_STATE) &&
-            hash_tensor(&s, st, val->name, value_bytes(val), why, whysize))
-            return -1;
-    }
-    for (int v = 0; v < g->nvalues; v++)
-        for (int p = 0; p < nprefixes && g->values[v].kind == TR_PARAM; p++) {
-            char name[160];
-            snprintf(name, sizeof name, "%s%s", prefix[p], g->values[v].name);
-            if (hash_tensor(&s, st, name, value_bytes(&g->values[v]), why, whysize))
-                return -1;
-        }
-    unsigned char digest[32];
-    char hex[65];
-    tr_sha256_final(&s, digest);
-    tr_sha256_hex(digest, hex);
-    if (strcmp(hex, want)) {
-        snprintf(why, whysize, "the checksum does not match: the file is damaged");
-        return -1;
-    }
-    return 0;
-}
-
-static int by_step_descending(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x < y) - (x > y);
-}
-
-/* Opens in st the newest run_dir/checkpoints/step-N.safetensors that verifies for g; the ones
- * passed over are named on stderr. */
-static int open_checkpoint(const char *run_dir, const struct tr_graph *g, struct tr_safetensors *st)
-{
-    char dir[4200];
-    snprintf(dir, sizeof dir, "%s/checkpoints", run_dir);
-    int64_t steps[4096];
-    int n = 0;
-    DIR *d = opendir(dir);
-    for (struct dirent *de; d && (de = readdir(d)) && n < 4096;) {
-        int64_t step;
-        char tail[32];
-        if (sscanf(de->d_name, "step-%" SCNd64 ".%31s", &step, tail) == 2 && !strcmp(tail, "safetensors"))
-            steps[n++] = step;
-    }
-    if (d)
-        closedir(d);
-    qsort(steps, (size_t)n, sizeof *steps, by_step_descending);
-    for (int i = 0; i < n; i++) {
-        char path[4300], why[512];
-        snprintf(path, sizeof path, "%s/step-%" PRId64 ".safetensors", dir, steps[i]);
-        if (tr_st_open(st, path, why, sizeof why) == 0 && verify(g, st, why, sizeof why) == 0)
-            return 0;
-        tr_st_close(st);
-        fprintf(stderr, "trainrun: warning: skipped a damaged checkpoint: %s: %s\n", path, why);
-    }
-    fprintf(stderr, "trainrun: %s holds no checkpoint that verifies%s\n", dir,
-            n ? "" : " (the run stopped before it wrote one)");
-    return TR_EXIT_USAGE;
+    char *dir = tr_strdup_printf("%s/checkpoints", run_dir);
+    struct tr_checkpoint_layout l = {.g = g, .optimizer = r->train.optimizer.name, .nstate = tr_optimizer_nstate(r)};
+    struct tr_diag skipped = {0}, d = {0};
+    int unread = tr_checkpoint_open_newest(dir, &l, c, &skipped, &d);   /* unread: as good as empty */
+    for (int i = 0; i < skipped.n; i++)
+        fprintf(stderr, "trainrun: warning: skipped a damaged checkpoint: %s\n", skipped.items[i].message);
+    if (!c->found)
+        fprintf(stderr, "trainrun: %s holds no checkpoint that verifies%s\n", dir,
+                !unread && c->files ? "" : " (the run stopped before it wrote one)");
+    tr_diag_free(&skipped), tr_diag_free(&d);
+    free(dir);
+    return c->found ? 0 : TR_EXIT_USAGE;
 }
 
 /* The weights: the run's model graph built as the trainer built it (for the order of its
  * checkpoint's tensors), the newest checkpoint checked against it, and the decoder on top. */
-static int load_model(const char *run_dir, const struct tr_recipe *r, int64_t vocab, struct tr_safetensors *st,
+static int load_model(const char *run_dir, const struct tr_recipe *r, int64_t vocab, struct tr_checkpoint *c,
                       struct tr_gpt_decoder *dec)
 {
     struct tr_graph g;
@@ -271,15 +175,15 @@ static int load_model(const char *run_dir, const struct tr_recipe *r, int64_t vo
     if (g.error)
         fprintf(stderr, "trainrun: %s: model: %s\n", run_dir, g.message);
     else
-        rc = open_checkpoint(run_dir, &g, st);
+        rc = open_checkpoint(run_dir, r, &g, c);
     tr_graph_free(&g);
     if (rc)
         return rc;
     char err[512];
-    rc = tr_gpt_decoder_init(dec, r, st, "", err, sizeof err);
+    rc = tr_gpt_decoder_init(dec, r, &c->st, "", err, sizeof err);
     if (rc) {
         fprintf(stderr, "trainrun: %s: %s\n", run_dir, err);
-        tr_st_close(st);
+        tr_checkpoint_close(c);
         return rc == TR_ENOMEM ? TR_EXIT_FAILURE : TR_EXIT_USAGE;
     }
     return 0;
@@ -444,14 +348,14 @@ int tr_cmd_sample(int argc, char **argv)
     }
     struct tr_recipe recipe;
     struct tr_tokenizer *tok = NULL;
-    struct tr_safetensors st = {0};
+    struct tr_checkpoint checkpoint = {0};
     struct tr_gpt_decoder dec;
     rc = load_run(args.recipe, &recipe);
     if (!rc && !(rc = open_tokenizer(args.recipe, &recipe, &tok)) &&
-        !(rc = load_model(args.recipe, &recipe, tr_tokenizer_vocab_size(tok), &st, &dec))) {
+        !(rc = load_model(args.recipe, &recipe, tr_tokenizer_vocab_size(tok), &checkpoint, &dec))) {
         rc = generate(&dec, tok, &opt);
         tr_gpt_decoder_free(&dec);
-        tr_st_close(&st);
+        tr_checkpoint_close(&checkpoint);
     }
     tr_tokenizer_free(tok);
     tr_recipe_free(&recipe);

@@ -3,12 +3,15 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <string.h>
 #include <unistd.h>
 
 int tr_atomic_open(struct tr_atomic *a, const char *path, struct tr_diag *d)
 {
     a->f = NULL;
+    a->error = ENAMETOOLONG;
+    a->path.s[0] = a->tmp.s[0] = '\0';
     int rc = tr_path_set(&a->path, d, "%s", path);
     if (!rc)
         rc = tr_path_set(&a->tmp, d, "%s.tmp.%ld", path, (long)getpid());
@@ -17,15 +20,18 @@ int tr_atomic_open(struct tr_atomic *a, const char *path, struct tr_diag *d)
     int fd = open(a->tmp.s, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0 && errno == EEXIST && unlink(a->tmp.s) == 0)
         fd = open(a->tmp.s, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0)
-        return tr_fail(d, TR_EIO, "%s: cannot create %s: %s", path, a->tmp.s, strerror(errno));
+    if (fd < 0) {
+        a->error = errno;
+        return tr_fail(d, TR_EIO, "%s: cannot create %s: %s", path, a->tmp.s, strerror(a->error));
+    }
     a->f = fdopen(fd, "wb");
     if (!a->f) {
-        int e = errno;
+        a->error = errno;
         close(fd);
         unlink(a->tmp.s);
-        return tr_fail(d, TR_EIO, "%s: cannot write %s: %s", path, a->tmp.s, strerror(e));
+        return tr_fail(d, TR_EIO, "%s: cannot write %s: %s", path, a->tmp.s, strerror(a->error));
     }
+    a->error = 0;
     return 0;
 }
 
@@ -43,10 +49,13 @@ int tr_atomic_commit(struct tr_atomic *a, struct tr_diag *d)
         step = "rename", tail = " over it", failed = 1, e = errno;
     if (failed) {
         unlink(a->tmp.s);
+        a->error = e ? e : EIO;
         return tr_fail(d, TR_EIO, "%s: cannot %s %s%s: %s; left unchanged", a->path.s, step, a->tmp.s,
-                       tail, strerror(e ? e : EIO));
+                       tail, strerror(a->error));
     }
-    return tr_sync_folder_of(a->path.s, d);
+    int rc = tr_sync_folder_of(a->path.s, d);
+    a->error = rc ? errno : 0;
+    return rc;
 }
 
 void tr_atomic_abort(struct tr_atomic *a)
@@ -58,18 +67,40 @@ void tr_atomic_abort(struct tr_atomic *a)
     unlink(a->tmp.s);
 }
 
+/* A write into a.f failed with errno e: the temporary removed, the path left as it was. */
+static int give_up(struct tr_atomic *a, int e, struct tr_diag *d)
+{
+    tr_atomic_abort(a);
+    tr_fail(d, TR_EIO, "%s: cannot write %s: %s; left unchanged", a->path.s, a->tmp.s, strerror(e));
+    errno = e;
+    return TR_EIO;
+}
+
 int tr_atomic_write(const char *path, const void *data, size_t bytes, struct tr_diag *d)
 {
     struct tr_atomic a;
     int rc = tr_atomic_open(&a, path, d);
     if (rc)
-        return rc;
-    if (bytes && fwrite(data, 1, bytes, a.f) != bytes) {
-        int e = errno;
-        tr_atomic_abort(&a);
-        return tr_fail(d, TR_EIO, "%s: cannot write %s: %s; left unchanged", path, a.tmp.s, strerror(e));
-    }
-    return tr_atomic_commit(&a, d);
+        return errno = a.error, rc;
+    if (bytes && fwrite(data, 1, bytes, a.f) != bytes)
+        return give_up(&a, errno, d);
+    rc = tr_atomic_commit(&a, d);
+    errno = a.error;
+    return rc;
+}
+
+int tr_atomic_write_json(const char *path, const struct json_t *j, size_t flags, struct tr_diag *d)
+{
+    struct tr_atomic a;
+    int rc = tr_atomic_open(&a, path, d);
+    if (rc)
+        return errno = a.error, rc;
+    errno = 0;
+    if (json_dumpf(j, a.f, flags))
+        return give_up(&a, errno ? errno : EIO, d);
+    rc = tr_atomic_commit(&a, d);
+    errno = a.error;
+    return rc;
 }
 
 int tr_file_sync(FILE *f, const char *path, struct tr_diag *d)
@@ -92,8 +123,10 @@ int tr_sync_folder_of(const char *path, struct tr_diag *d)
         int e = errno;
         if (fd >= 0)
             close(fd);
-        return tr_fail(d, TR_EIO, "%s: written, but syncing its folder failed (%s): the new file may "
-                       "not survive a power cut", path, strerror(e));
+        tr_fail(d, TR_EIO, "%s: written, but syncing its folder failed (%s): the new file may "
+                "not survive a power cut", path, strerror(e));
+        errno = e;   /* for tr_atomic_commit's a->error */
+        return TR_EIO;
     }
     close(fd);
     return 0;

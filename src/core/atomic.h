@@ -15,6 +15,8 @@
 struct tr_atomic {
     FILE *f;                 /* write the contents here, then tr_atomic_commit */
     struct tr_path path, tmp;
+    int error;               /* after a failure, the errno behind it: for a caller that words its
+                              * own warning (the token cache's) */
 };
 
 /* Opens the temporary beside path (O_EXCL: never through a link or into someone's open file;
@@ -27,6 +29,10 @@ int tr_atomic_commit(struct tr_atomic *a, struct tr_diag *d);
 void tr_atomic_abort(struct tr_atomic *a);
 /* The whole file from one buffer. */
 int tr_atomic_write(const char *path, const void *data, size_t bytes, struct tr_diag *d);
+/* The whole file as jansson writes j with flags (json_dumpf). Both leave errno at the failure's
+ * cause, for a caller that words its own sentence. */
+struct json_t;
+int tr_atomic_write_json(const char *path, const struct json_t *j, size_t flags, struct tr_diag *d);
 
 /* Flushes an appended file and fsyncs it (what a checkpoint does for each such file). */
 int tr_file_sync(FILE *f, const char *path, struct tr_diag *d);

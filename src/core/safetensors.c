@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/atomic.h"
 #include "core/error.h"
 
 static const char *const dtype_names[TR_NDTYPES] = {"F32", "BF16", "F16", "I32", "U8", "F64"};
@@ -640,64 +641,22 @@ static int write_contents(FILE *f, const char *header, const struct tr_st_tensor
     return fflush(f);
 }
 
-/* fsync of the folder holding path, so that the rename itself survives a power cut. */
-static int sync_directory(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
-    if (!dir)
-        return -1;
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    free(dir);
-    if (fd < 0)
-        return -1;
-    int rc = fsync(fd);
-    int e = errno;
-    close(fd);
-    errno = e;
-    return rc;
-}
-
+/* Through the one atomic writer (core/atomic.h): temporary, fsync, rename, fsync the folder. */
 static int write_atomically(const char *path, const char *header,
                             const struct tr_st_tensor *const *order, int n, char *err,
                             size_t errsize)
 {
-    char tmp[4096];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp)
-        return fail(err, errsize, TR_EIO, path, "path too long");
-    /* O_EXCL: never write through a link or into a file someone else has open. One left by
-     * a crash of an earlier process with our pid (a container's pid 1, every run) is ours
-     * to replace: no live process can have this pid but us. */
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0 && errno == EEXIST && unlink(tmp) == 0)
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0)
-        return fail(err, errsize, TR_EIO, path, "cannot create %s: %s", tmp, strerror(errno));
-    FILE *f = fdopen(fd, "wb");
-    if (!f) {
-        int e = errno;
-        close(fd);
-        unlink(tmp);
-        return fail(err, errsize, TR_EIO, path, "cannot write %s: %s", tmp, strerror(e));
+    struct tr_diag d = {0};
+    struct tr_atomic a;
+    int rc = tr_atomic_open(&a, path, &d);
+    if (!rc) {
+        (void)write_contents(a.f, header, order, n);   /* a failure stays in the stream: commit says it */
+        rc = tr_atomic_commit(&a, &d);
     }
-    const char *step = "write", *tail = "";
-    int failed = write_contents(f, header, order, n);
-    if (!failed && fsync(fileno(f)) < 0)
-        step = "sync", failed = -1;
-    int e = errno;
-    if (fclose(f) != 0 && !failed)   /* nothing left to flush, but it may report a late error */
-        failed = -1, e = errno;
-    if (!failed && rename(tmp, path) < 0)
-        step = "rename", tail = " over it", failed = -1, e = errno;
-    if (failed) {
-        unlink(tmp);
-        return fail(err, errsize, TR_EIO, path, "cannot %s %s%s: %s; left unchanged", step, tmp,
-                    tail, strerror(e));
-    }
-    if (sync_directory(path) < 0)
-        return fail(err, errsize, TR_EIO, path, "written, but syncing its directory failed (%s): "
-                    "the new file may not survive a power cut", strerror(errno));
-    return 0;
+    if (rc)
+        snprintf(err, errsize, "%s", tr_diag_last(&d));
+    tr_diag_free(&d);
+    return rc;
 }
 
 int tr_st_write(const char *path, const struct tr_st_tensor *tensors, int n,

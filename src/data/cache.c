@@ -18,6 +18,7 @@
 #include <zlib.h>
 
 #include "config.h"
+#include "core/atomic.h"
 
 #define SHARD_MAGIC "trshard\n"
 #define BYTE_ORDER_MARK 0x01020304u       /* reads otherwise on a machine of the other order */
@@ -305,8 +306,8 @@ static uint32_t crc_of(const struct tr_shard *s, const struct layout *l)
     return (uint32_t)crc;
 }
 
-/* The shard's bytes into fd, on disk: 0 or the errno. The gaps before aligned arrays are holes,
- * which read as zeros. */
+/* The shard's bytes into fd (the commit makes them durable): 0 or the errno. The gaps before
+ * aligned arrays are holes, which read as zeros. */
 static int write_shard(int fd, const unsigned char key[32], const struct tr_shard *s)
 {
     struct layout l = layout_of(s->kind, s->n, s->ntokens);
@@ -323,36 +324,34 @@ static int write_shard(int fd, const unsigned char key[32], const struct tr_shar
         err = write_at(fd, s->labels, (uint64_t)s->n * sizeof(int32_t), l.labels);
     if (!err && ftruncate(fd, (off_t)l.end) != 0)   /* a hole at the end would not be counted */
         err = errno;
-    if (!err && fsync(fd) != 0)
-        err = errno;
     return err;
 }
 
 void tr_shard_write(const char *path, const unsigned char key[32], const struct tr_shard *s,
                     struct tr_diag *warnings)
 {
-    /* The process's own temporary name (as checkpoints'): two runs never share one, and one
-     * left by a crashed run is overwritten when its pid comes round again. */
-    char *dir = tr_strdup(path), *tmp = tr_strdup_printf("%s.tmp.%ld", path, (long)getpid());
+    /* Through the one atomic writer (core/atomic.h), whose temporary is the process's own, as
+     * checkpoints': two runs never share one, and one left by a crashed run is replaced when its
+     * pid comes round again. The shard's arrays go to its descriptor (pwrite, with holes). */
+    char *dir = tr_strdup(path);
     char *slash = strrchr(dir, '/');
     if (slash)
         *slash = '\0';
     const char *failed = dir;
-    int err = slash ? tr_make_folders(dir) : 0, fd = -1;
+    int err = slash ? tr_make_folders(dir) : 0;
     if (!err) {
+        struct tr_atomic a;
+        struct tr_diag said = {0};   /* the warning below words it, from the errno */
         failed = path;
-        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-        err = fd < 0 ? errno : write_shard(fd, key, s);
+        if (tr_atomic_open(&a, path, &said))
+            err = a.error;
+        else if ((err = write_shard(fileno(a.f), key, s)))
+            tr_atomic_abort(&a);
+        else if (tr_atomic_commit(&a, &said))
+            err = a.error;
+        tr_diag_free(&said);
     }
-    if (fd >= 0 && close(fd) != 0 && !err)
-        err = errno;
-    if (!err && rename(tmp, path) != 0)
-        err = errno;
-    if (err) {
-        if (fd >= 0)
-            unlink(tmp);
+    if (err)
         cannot_write(warnings, failed, err);
-    }
-    free(tmp);
     free(dir);
 }

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "core/atomic.h"
 #include "data/cache.h"
 #include "data/definition.h"
 #include "data/files.h"
@@ -111,14 +112,18 @@ int tr_fetch_meta_write(const char *path, const struct tr_fetch_meta *m)
         return EINVAL;
     json_object_set_new(j, "etag", m->etag ? json_string(m->etag) : json_null());
     json_object_set_new(j, "last_modified", m->last_modified ? json_string(m->last_modified) : json_null());
-    char *tmp = tr_strdup_printf("%s.tmp", path);
+    struct tr_atomic a;   /* the one atomic writer (core/atomic.h); its sentence is the caller's to word */
+    struct tr_diag said = {0};
+    int err = 0;
     errno = 0;
-    int err = json_dump_file(j, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER) ? (errno ? errno : EIO) : 0;
-    if (!err && rename(tmp, path))
-        err = errno;
-    if (err)
-        unlink(tmp);
-    free(tmp);
+    if (tr_atomic_open(&a, path, &said))
+        err = a.error;
+    else if (json_dumpf(j, a.f, JSON_INDENT(2) | JSON_PRESERVE_ORDER)) {
+        err = errno ? errno : EIO;
+        tr_atomic_abort(&a);
+    } else if (tr_atomic_commit(&a, &said))
+        err = a.error;
+    tr_diag_free(&said);
     json_decref(j);
     return err;
 }
@@ -556,6 +561,10 @@ static int install(const char *url, const struct paths *p, const char *sha256, c
         err = errno;
     if (!err && rename(tmp_meta, p->meta))
         err = errno;
+    struct tr_diag unsynced = {0};   /* the renames, durable: the folder's fsync (core/atomic.h) */
+    if (!err && tr_sync_folder_of(p->file, &unsynced))
+        err = errno;
+    tr_diag_free(&unsynced);
     free(tmp_meta);
     if (err) {
         tr_diag_add(diag, (struct tr_where){.file = p->file}, "cannot write the download cache: %s", strerror(err));

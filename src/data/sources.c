@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/atomic.h"
 #include "data/fetch.h"
 #include "data/files.h"
 
@@ -144,18 +145,17 @@ json_t *tr_data_sources_json(const struct tr_data *d)
 
 int tr_data_sources_write(const struct tr_data *d, const char *dir, struct tr_diag *diag)
 {
-    char *path = tr_strdup_printf("%s/data-sources.json", dir), *tmp = tr_strdup_printf("%s/.data-sources.json.tmp", dir);
+    char *path = tr_strdup_printf("%s/data-sources.json", dir);
     json_t *doc = tr_data_sources_json(d);
-    errno = 0;
+    struct tr_diag said = {0};   /* worded below, from errno */
     int rc = 0;
-    if (json_dump_file(doc, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER) || rename(tmp, path)) {
+    if (tr_atomic_write_json(path, doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER, &said)) {
         tr_diag_add(diag, (struct tr_where){.file = path}, "cannot write: %s", strerror(errno ? errno : EIO));
-        unlink(tmp);
         rc = TR_EIO;
     }
+    tr_diag_free(&said);
     json_decref(doc);
     free(path);
-    free(tmp);
     return rc;
 }
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "recipe/optimizers.h"
 
 /* The remat pass for the knobs: mode in the first remat_blocks blocks, the rest kept. The
  * first k, not the last: their saved activations wait longest for their backward, and by the
@@ -77,8 +78,9 @@ size_t tr_plan_param_bytes(const struct tr_graph *g)
 
 size_t tr_plan_optimizer_bytes(const struct tr_recipe *r, const struct tr_graph *g)
 {
-    size_t params = tr_plan_param_bytes(g);
-    if (r->train.optimizer.name == TR_OPT_ADAMW)
-        return 2 * params;
-    return r->train.optimizer.momentum > 0 ? params : 0;
+    size_t elements = tr_plan_param_bytes(g) / sizeof(float), bytes = 0;
+    const struct tr_optimizer_desc *o = &tr_optimizers[r->train.optimizer.name];
+    for (int k = 0; k < tr_optimizer_nstate(r); k++)
+        bytes += elements * tr_dtype_size(o->state[k].dtype);
+    return bytes;
 }

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "core/alloc.h"
+#include "core/atomic.h"
 #include "core/error.h"
 #include "data/cache.h"
 
@@ -332,12 +333,10 @@ int tr_device_host(struct tr_device *d, const char *exe, const char *cache_dir, 
         return TR_EIO;
     }
     if (*path && tr_make_folders(cache_dir) == 0) {   /* a cache that cannot be written: measured again next time */
-        char tmp[4200];
-        snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
-        if (json_dump_file(j, tmp, JSON_INDENT(2)) == 0 && rename(tmp, path) == 0)
+        struct tr_diag unsaved = {0};   /* not said: measured again next time */
+        if (tr_atomic_write_json(path, j, JSON_INDENT(2), &unsaved) == 0)
             snprintf(d->path, sizeof d->path, "%s", path);
-        else
-            unlink(tmp);
+        tr_diag_free(&unsaved);
     }
     json_decref(j);
     return 0;

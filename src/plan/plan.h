@@ -143,7 +143,8 @@ void tr_built_free(struct tr_built *b);
 
 /* The f32 master parameters of g, in bytes. */
 size_t tr_plan_param_bytes(const struct tr_graph *g);
-/* The optimizer's state for the parameters of g: AdamW two moments, SGD with momentum one. */
+/* The optimizer's state for the parameters of g: each state tensor its descriptor keeps for
+ * the recipe (recipe/optimizers.h), one per parameter. */
 size_t tr_plan_optimizer_bytes(const struct tr_recipe *r, const struct tr_graph *g);
 
 /* The predicted time of one pass of g at (B, S) on dev (cost.c), and the FLOPs and bytes

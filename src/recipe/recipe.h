@@ -27,7 +27,8 @@ enum tr_from_run   { TR_FROM_RUN_NONE, TR_FROM_RUN_PROMOTED, TR_FROM_RUN_LATEST 
 enum tr_format     { TR_FMT_AUTO, TR_FMT_CSV, TR_FMT_TSV, TR_FMT_JSONL, TR_FMT_TEXT, TR_FMT_IDX, TR_FMT_BIN };
 enum tr_tokenizer_kind { TR_TOK_NONE, TR_TOK_BYTES, TR_TOK_CHARS, TR_TOK_WORDPIECE, TR_TOK_GPT2_BPE };
 enum tr_tristate   { TR_AUTO, TR_OFF, TR_ON };
-enum tr_optimizer  { TR_OPT_ADAMW, TR_OPT_SGD };
+enum tr_optimizer  { TR_OPT_ADAMW, TR_OPT_SGD, TR_OPT_LION };
+enum { TR_OPT_COUNT = TR_OPT_LION + 1 };          /* their descriptors: recipe/optimizers.h */
 enum tr_schedule   { TR_SCHED_CONSTANT, TR_SCHED_LINEAR, TR_SCHED_COSINE };
 enum tr_amp        { TR_AMP_AUTO, TR_AMP_OFF, TR_AMP_BF16, TR_AMP_FP16 };
 enum tr_ckpt       { TR_CKPT_AUTO, TR_CKPT_OFF, TR_CKPT_SELECTIVE, TR_CKPT_FULL };

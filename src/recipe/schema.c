@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "recipe/optimizers.h"
 #include "recipe/recipe.h"
 #include "recipe/units.h"
 
@@ -19,7 +20,6 @@ static const char *const from_run_names[] = {"none", "promoted", "latest", NULL}
 static const char *const format_names[] = {"auto", "csv", "tsv", "jsonl", "text", "idx", "bin", NULL};
 static const char *const tokenizer_names[] = {"none", "bytes", "chars", "wordpiece", "gpt2-bpe", NULL};
 static const char *const tristate_names[] = {"auto", "off", "on", NULL};
-static const char *const optimizer_names[] = {"adamw", "sgd", NULL};
 static const char *const schedule_names[] = {"constant", "linear", "cosine", NULL};
 static const char *const amp_names[] = {"auto", "off", "bf16", "fp16", NULL};
 static const char *const ckpt_names[] = {"auto", "off", "selective", "full", NULL};
@@ -101,7 +101,7 @@ const struct tr_key tr_keys[] = {
     {"train.steps", TR_T_INT, OFF(train.steps), "null", 1, BIG, NULL, TR_NULLABLE, 0, 0,
      "optimizer steps to train for (null: train by epochs)"},
     {"train.optimizer.name", TR_T_ENUM, OFF(train.optimizer.name), "adamw", 0, 0,
-     optimizer_names, TR_SHORTHAND, 0, 0, "the optimizer"},
+     tr_optimizer_names, TR_SHORTHAND, 0, 0, "the optimizer"},
     {"train.optimizer.lr", TR_T_FLOAT, OFF(train.optimizer.lr), "5.0e-5", 0, 10, NULL,
      TR_MIN_OPEN, 0, 0, "peak learning rate"},
     {"train.optimizer.weight_decay", TR_T_FLOAT, OFF(train.optimizer.weight_decay), "0.01", 0,

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/alloc.h"
+#include "core/atomic.h"
 #include "report/svg.h"
 
 /* A rounding's worth of slack, so a change of exactly the limit (0.98 after 1.00, at 2 %) is
@@ -564,29 +565,33 @@ static int comparison_rows(const json_t *cmp, struct row rows[5])
     return n;
 }
 
-FILE *tr_report_file_open(const char *dir, const char *name, char tmp[4300], char *err, size_t errsize)
+FILE *tr_report_file_open(struct tr_atomic *a, const char *dir, const char *name, char *err, size_t errsize)
 {
-    snprintf(tmp, 4300, "%s/.%s.tmp", dir, name);
-    FILE *out = fopen(tmp, "w");
-    if (!out)
-        snprintf(err, errsize, "cannot write %s: %s", tmp, strerror(errno));
+    struct tr_diag said = {0};   /* worded below, as before the atomic writer */
+    char *path = tr_strdup_printf("%s/%s", dir, name);
+    int rc = tr_atomic_open(a, path, &said);
+    if (rc)
+        snprintf(err, errsize, "cannot write %s: %s", *a->tmp.s ? a->tmp.s : path, strerror(a->error));
+    tr_diag_free(&said);
+    free(path);
     errno = 0;
-    return out;
+    return rc ? NULL : a->f;
 }
 
-int tr_report_file_commit(FILE *out, const char *tmp, const char *dir, const char *name, int filled, char *err,
-                          size_t errsize)
+int tr_report_file_commit(struct tr_atomic *a, int filled, char *err, size_t errsize)
 {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    int rc = filled | ferror(out);
-    rc |= fclose(out);
-    if (rc || rename(tmp, path)) {
-        snprintf(err, errsize, "cannot write %s: %s", path, errno ? strerror(errno) : "write error");
-        unlink(tmp);
-        return -1;
+    struct tr_diag said = {0};
+    int e = errno;
+    if (filled) {
+        tr_atomic_abort(a);
+    } else if (tr_atomic_commit(a, &said)) {
+        e = a->error;
+        filled = -1;
     }
-    return 0;
+    if (filled)
+        snprintf(err, errsize, "cannot write %s: %s", a->path.s, e ? strerror(e) : "write error");
+    tr_diag_free(&said);
+    return filled ? -1 : 0;
 }
 
 void tr_md_cell(FILE *out, const char *text)

@@ -70,13 +70,13 @@ void tr_plan_words(const json_t *plan, char *out, size_t outsize);
  * either is unknown. */
 void tr_format_change(double before, double after, char out[160]);
 
-/* A report file written whole or not at all: tr_report_file_open opens dir/.name.tmp (tmp
- * receives its path); tr_report_file_commit closes it and renames it to dir/name when filling
- * it went well (filled == 0 and no write error), else removes it. Each returns NULL / −1 with a
- * sentence in err. */
-FILE *tr_report_file_open(const char *dir, const char *name, char tmp[4300], char *err, size_t errsize);
-int tr_report_file_commit(FILE *out, const char *tmp, const char *dir, const char *name, int filled, char *err,
-                          size_t errsize);
+/* A report file written whole or not at all, through the one atomic writer (core/atomic.h):
+ * tr_report_file_open opens the temporary beside dir/name into a; tr_report_file_commit
+ * renames it over dir/name, durably, when filling it went well (filled == 0 and no write
+ * error), else removes it. Each returns NULL / −1 with a sentence in err. */
+struct tr_atomic;
+FILE *tr_report_file_open(struct tr_atomic *a, const char *dir, const char *name, char *err, size_t errsize);
+int tr_report_file_commit(struct tr_atomic *a, int filled, char *err, size_t errsize);
 
 /* Writes "| text " as a Markdown table cell: a '|' would end it and a newline the row. */
 void tr_md_cell(FILE *out, const char *text);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/alloc.h"
+#include "core/atomic.h"
 #include "report/compare.h"
 #include "report/svg.h"
 
@@ -537,9 +538,9 @@ static int write_html(FILE *out, const struct runs_index *ix)
 static int write_atomic(const struct runs_index *ix, const char *name, int (*fill)(FILE *, const struct runs_index *),
                         char *err, size_t errsize)
 {
-    char tmp[4300];
-    FILE *out = tr_report_file_open(ix->dir, name, tmp, err, errsize);
-    return out ? tr_report_file_commit(out, tmp, ix->dir, name, fill(out, ix), err, errsize) : -1;
+    struct tr_atomic a;
+    FILE *out = tr_report_file_open(&a, ix->dir, name, err, errsize);
+    return out ? tr_report_file_commit(&a, fill(out, ix), err, errsize) : -1;
 }
 
 int tr_runs_index_write(const char *runs_dir, char *err, size_t errsize)

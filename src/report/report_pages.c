@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/alloc.h"
+#include "core/atomic.h"
 #include "report/compare.h"
 #include "report/svg.h"
 
@@ -707,9 +708,9 @@ static int write_json_file(FILE *out, const struct pages *pg)
 static int write_atomic(const char *dir, const char *name, int (*fill)(FILE *, const struct pages *),
                         const struct pages *pg, char *err, size_t errsize)
 {
-    char tmp[4300];
-    FILE *out = tr_report_file_open(dir, name, tmp, err, errsize);
-    return out ? tr_report_file_commit(out, tmp, dir, name, fill(out, pg), err, errsize) : -1;
+    struct tr_atomic a;
+    FILE *out = tr_report_file_open(&a, dir, name, err, errsize);
+    return out ? tr_report_file_commit(&a, fill(out, pg), err, errsize) : -1;
 }
 
 int tr_run_report_write(const struct tr_run_report *rep, char *err, size_t errsize)

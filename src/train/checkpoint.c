@@ -11,57 +11,59 @@
 
 #include "core/safetensors.h"
 #include "data/sha256.h"
+#include "recipe/optimizers.h"
 
 /* The tensors of a checkpoint, in a fixed order: parameters and state as the graph lists them,
- * then the optimizer's buffers ("optimizer.m.<name>", "optimizer.v.<name>" for AdamW,
- * "optimizer.momentum.<name>" for SGD). */
+ * then each parameter's optimizer state, "optimizer.<state>.<name>" for each state tensor the
+ * optimizer's descriptor keeps (recipe/optimizers.h: AdamW's m and v, SGD's momentum). */
 struct entries {
     struct tr_st_tensor *t;
     char **names;
     int n;
 };
 
-static void add(struct entries *e, const char *name, const struct tr_value *val, void *data)
+static void add(struct entries *e, const char *name, const struct tr_value *val, enum tr_dtype dtype, void *data)
 {
     struct tr_st_tensor *t = &e->t[e->n];
     e->names[e->n] = tr_strdup(name);
-    *t = (struct tr_st_tensor){.name = e->names[e->n], .dtype = TR_F32, .rank = val->shape.rank, .data = data};
+    *t = (struct tr_st_tensor){.name = e->names[e->n], .dtype = dtype, .rank = val->shape.rank, .data = data};
     for (int d = 0; d < val->shape.rank; d++)
         t->shape[d] = val->shape.dim[d].k;
-    t->bytes = (size_t)tr_dim_eval(tr_shape_numel(&val->shape), 1, 1) * sizeof(float);
+    t->bytes = (size_t)tr_dim_eval(tr_shape_numel(&val->shape), 1, 1) * tr_dtype_size(dtype);
     e->n++;
 }
 
-/* The entries' data are the host's views (tr_exec_host, tr_optim_host_state). */
-static void list_entries(struct entries *e, struct tr_exec *x, struct tr_optim *o)
+/* The tensors l names; their data the host's views of x and state (tr_exec_host,
+ * tr_optim_host_state) when given, else NULL (a reader that only verifies). */
+static void list_entries(struct entries *e, const struct tr_checkpoint_layout *l, struct tr_exec *x, float *state)
 {
-    float *state = tr_optim_host_state(o);
-    const struct tr_graph *g = x->g;
-    e->t = tr_xcalloc((size_t)g->nvalues * 3 + 1, sizeof *e->t);
-    e->names = tr_xcalloc((size_t)g->nvalues * 3 + 1, sizeof *e->names);
+    const struct tr_graph *g = l->g;
+    const struct tr_optimizer_desc *desc = &tr_optimizers[l->optimizer];
+    e->t = tr_xcalloc((size_t)g->nvalues * (1 + TR_OPT_MAX_STATES) + 1, sizeof *e->t);
+    e->names = tr_xcalloc((size_t)g->nvalues * (1 + TR_OPT_MAX_STATES) + 1, sizeof *e->names);
     e->n = 0;
     int64_t total = 0, offset = 0;
     for (int v = 0; v < g->nvalues; v++) {
         if (g->values[v].kind == TR_PARAM || g->values[v].kind == TR_STATE)
-            add(e, g->values[v].name, &g->values[v], tr_exec_host(x, v));
+            add(e, g->values[v].name, &g->values[v], TR_F32, x ? tr_exec_host(x, v) : NULL);
         if (g->values[v].kind == TR_PARAM)
             total += tr_dim_eval(tr_shape_numel(&g->values[v].shape), 1, 1);
     }
-    for (int v = 0; v < g->nvalues && o->state_bytes; v++) {
+    for (int v = 0; v < g->nvalues; v++) {
         if (g->values[v].kind != TR_PARAM)
             continue;
-        char name[128];
-        if (o->kind == TR_OPT_ADAMW) {
-            snprintf(name, sizeof name, "optimizer.m.%s", g->values[v].name);
-            add(e, name, &g->values[v], state + offset);
-            snprintf(name, sizeof name, "optimizer.v.%s", g->values[v].name);
-            add(e, name, &g->values[v], state + total + offset);
-        } else {
-            snprintf(name, sizeof name, "optimizer.momentum.%s", g->values[v].name);
-            add(e, name, &g->values[v], state + offset);
+        for (int k = 0; k < l->nstate; k++) {
+            char *name = tr_strdup_printf("optimizer.%s.%s", desc->state[k].name, g->values[v].name);
+            add(e, name, &g->values[v], desc->state[k].dtype, state ? state + k * total + offset : NULL);
+            free(name);
         }
         offset += tr_dim_eval(tr_shape_numel(&g->values[v].shape), 1, 1);
     }
+}
+
+static struct tr_checkpoint_layout layout_of(struct tr_exec *x, struct tr_optim *o)
+{
+    return (struct tr_checkpoint_layout){.g = x->g, .optimizer = o->kind, .nstate = o->nstate};
 }
 
 static void free_entries(struct entries *e)
@@ -86,80 +88,71 @@ static void checksum(const struct tr_st_tensor *t, int n, const void *const *dat
 }
 
 int tr_checkpoint_write(const char *dir, struct tr_exec *x, struct tr_optim *o, int64_t step,
-                        const char *recipe_name, const char *trainer_state, char *err, size_t errsize)
+                        const char *recipe_name, const char *trainer_state, struct tr_diag *d)
 {
     struct tr_diag why = {0};
     if (tr_exec_pull(x, TR_PARAM, &why) || tr_optim_pull(o, &why)) {
-        snprintf(err, errsize, "%s", tr_diag_last(&why));
+        int rc = tr_fail(d, TR_EINVAL, "%s", tr_diag_last(&why));
         tr_diag_free(&why);
-        return TR_EINVAL;
+        return rc;
     }
+    struct tr_path path;
+    int rc = tr_path_set(&path, d, "%s/step-%" PRId64 ".safetensors", dir, step);
+    if (rc)
+        return rc;
     struct entries e;
-    list_entries(&e, x, o);
-    char hex[65], steps[32], ostep[32], path[4200];
+    struct tr_checkpoint_layout l = layout_of(x, o);
+    list_entries(&e, &l, x, tr_optim_host_state(o));
+    char hex[65], steps[32], ostep[32], err[512];
     checksum(e.t, e.n, NULL, hex);
     snprintf(steps, sizeof steps, "%" PRId64, step);
     snprintf(ostep, sizeof ostep, "%" PRId64, o->step);
-    snprintf(path, sizeof path, "%s/step-%" PRId64 ".safetensors", dir, step);
     const char *meta[] = {"format", "pt", "trainrun.format_version", TR_CHECKPOINT_VERSION,
                           "trainrun.step", steps, "trainrun.optimizer_step", ostep,
                           "trainrun.recipe", recipe_name, "trainrun.sha256", hex,
                           "trainrun.trainer_state", trainer_state ? trainer_state : "", NULL};
-    int rc = tr_st_write(path, e.t, e.n, meta, err, errsize);
+    rc = tr_st_write(path.s, e.t, e.n, meta, err, sizeof err);
+    free_entries(&e);
+    return rc ? tr_fail(d, rc, "%s", err) : 0;
+}
+
+/* Whether the open st is a checkpoint of l: the format, each tensor there with its size, and
+ * the checksum over them in l's order. 0, or −1 with why. */
+static int verify(const struct tr_safetensors *st, const struct tr_checkpoint_layout *l, char *why, size_t whysize)
+{
+    const char *version = tr_st_metadata(st, "trainrun.format_version");
+    if (!version || strcmp(version, TR_CHECKPOINT_VERSION))
+        return snprintf(why, whysize, "not a trainrun checkpoint of format %s", TR_CHECKPOINT_VERSION), -1;
+    struct entries e;
+    list_entries(&e, l, NULL, NULL);
+    const void **data = tr_xcalloc((size_t)e.n + 1, sizeof *data);
+    int rc = 0;
+    for (int i = 0; i < e.n && !rc; i++) {
+        const struct tr_st_tensor *t = tr_st_find(st, e.t[i].name);
+        if (!t || t->dtype != e.t[i].dtype || t->bytes != e.t[i].bytes)
+            rc = (snprintf(why, whysize, "%s is missing or has another shape than the recipe's model",
+                           e.t[i].name), -1);
+        else
+            data[i] = t->data;
+    }
+    char hex[65];
+    const char *want = tr_st_metadata(st, "trainrun.sha256");
+    if (!rc)
+        checksum(e.t, e.n, data, hex);
+    if (!rc && (!want || strcmp(want, hex) || !tr_st_metadata(st, "trainrun.step") ||
+                !tr_st_metadata(st, "trainrun.optimizer_step")))
+        rc = (snprintf(why, whysize, "the checksum does not match: the file is damaged"), -1);
+    free(data);
     free_entries(&e);
     return rc;
 }
 
-/* Verifies the file at path against what this run expects and, when load, copies it in. */
-static int read_checkpoint(const char *path, struct tr_exec *x, struct tr_optim *o, int load, int64_t *step,
-                           char *state, size_t statesize, char *err, size_t errsize)
+/* A warm start's check, for a checkpoint of another run: it opened, and trainrun wrote it. */
+static int ours(const struct tr_safetensors *st, char *why, size_t whysize)
 {
-    struct tr_safetensors st;
-    if (tr_st_open(&st, path, err, errsize))
-        return TR_EINVAL;
-    struct entries e;
-    list_entries(&e, x, o);
-    const void **data = tr_xcalloc((size_t)e.n + 1, sizeof *data);
-    int rc = 0;
-    const char *version = tr_st_metadata(&st, "trainrun.format_version");
-    if (!version || strcmp(version, TR_CHECKPOINT_VERSION)) {
-        snprintf(err, errsize, "%s: not a trainrun checkpoint of format %s", path, TR_CHECKPOINT_VERSION);
-        rc = TR_EINVAL;
-    }
-    for (int i = 0; i < e.n && !rc; i++) {
-        const struct tr_st_tensor *t = tr_st_find(&st, e.t[i].name);
-        if (!t || t->dtype != TR_F32 || t->bytes != e.t[i].bytes) {
-            snprintf(err, errsize, "%s: %s is missing or has another shape", path, e.t[i].name);
-            rc = TR_EINVAL;
-        }
-        data[i] = t ? t->data : NULL;
-    }
-    char hex[65];
-    const char *want = tr_st_metadata(&st, "trainrun.sha256"), *steps = tr_st_metadata(&st, "trainrun.step");
-    const char *ostep = tr_st_metadata(&st, "trainrun.optimizer_step");
-    if (!rc) {
-        checksum(e.t, e.n, data, hex);
-        if (!want || strcmp(want, hex) || !steps || !ostep) {
-            snprintf(err, errsize, "%s: the checksum does not match: the file is damaged", path);
-            rc = TR_EINVAL;
-        }
-    }
-    if (!rc && load) {
-        for (int i = 0; i < e.n; i++)
-            memcpy((void *)e.t[i].data, data[i], e.t[i].bytes);
-        struct tr_diag why = {0};
-        if (tr_exec_push(x, TR_PARAM, &why) || tr_optim_push(o, &why))
-            rc = (snprintf(err, errsize, "%s: %s", path, tr_diag_last(&why)), TR_EINVAL);
-        tr_diag_free(&why);
-        o->step = strtoll(ostep, NULL, 10);
-        *step = strtoll(steps, NULL, 10);
-        const char *trainer = tr_st_metadata(&st, "trainrun.trainer_state");
-        snprintf(state, statesize, "%s", trainer ? trainer : "");
-    }
-    free(data);
-    free_entries(&e);
-    tr_st_close(&st);
-    return rc;
+    if (tr_st_metadata(st, "trainrun.sha256"))
+        return 0;
+    return snprintf(why, whysize, "not a trainrun checkpoint"), -1;
 }
 
 static int by_step_descending(const void *a, const void *b)
@@ -177,69 +170,128 @@ static int list_steps(const char *dir, int64_t *steps, int max, int tidy)
         return -1;
     int n = 0;
     struct dirent *de;
+    struct tr_diag unreachable = {0};   /* a name too long to join to dir cannot be ours */
     while ((de = readdir(d)) && n < max) {
         int64_t s;
         char tail[32];
+        struct tr_path path;
         if (sscanf(de->d_name, "step-%" SCNd64 ".%31s", &s, tail) == 2 && !strcmp(tail, "safetensors"))
             steps[n++] = s;
-        else if (tidy && strstr(de->d_name, ".tmp.")) {
-            char path[4200];
-            snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-            unlink(path);
-        }
+        else if (tidy && strstr(de->d_name, ".tmp.") && !tr_path_set(&path, &unreachable, "%s/%s", dir, de->d_name))
+            unlink(path.s);
     }
     closedir(d);
+    tr_diag_free(&unreachable);
     qsort(steps, (size_t)n, sizeof *steps, by_step_descending);
     return n;
 }
 
-int tr_checkpoint_resume(const char *dir, struct tr_exec *x, struct tr_optim *o, int64_t *step,
-                         char *state, size_t statesize, char *warn, size_t warnsize, char *err,
-                         size_t errsize)
+/* The reader, tidying dir first when asked (resume, the one reader that also writes there). */
+static int open_newest(const char *dir, const struct tr_checkpoint_layout *l, int tidy, struct tr_checkpoint *c,
+                       struct tr_diag *skipped, struct tr_diag *d)
 {
     int64_t steps[4096];
-    int n = list_steps(dir, steps, 4096, 1);
-    if (n < 0) {
-        snprintf(err, errsize, "cannot read %s: %s", dir, strerror(errno));
-        return TR_EIO;
-    }
-    *step = 0;
-    if (statesize)
-        state[0] = '\0';
-    if (warn && warnsize)
-        warn[0] = '\0';
-    for (int i = 0; i < n; i++) {
-        char path[4200], why[512];
-        snprintf(path, sizeof path, "%s/step-%" PRId64 ".safetensors", dir, steps[i]);
-        if (read_checkpoint(path, x, o, 0, step, state, statesize, why, sizeof why) == 0)
-            return read_checkpoint(path, x, o, 1, step, state, statesize, err, errsize);
-        if (warn && strlen(warn) + strlen(why) + 3 < warnsize)
-            snprintf(warn + strlen(warn), warnsize - strlen(warn), "%s%s", *warn ? "; " : "", why);
+    *c = (struct tr_checkpoint){0};
+    int n = list_steps(dir, steps, 4096, tidy);
+    if (n < 0)
+        return tr_fail(d, TR_EIO, "cannot read %s: %s", dir, strerror(errno));
+    c->files = n;
+    for (int i = 0; i < n && !c->found; i++) {
+        char why[512];
+        if (tr_path_set(&c->path, skipped, "%s/step-%" PRId64 ".safetensors", dir, steps[i]))
+            continue;
+        if (tr_st_open(&c->st, c->path.s, why, sizeof why)) {
+            tr_diag_add(skipped, (struct tr_where){0}, "%s", why);   /* it names the file */
+            continue;
+        }
+        if ((l ? verify(&c->st, l, why, sizeof why) : ours(&c->st, why, sizeof why)) == 0) {
+            c->found = true;
+            break;
+        }
+        tr_st_close(&c->st);
+        tr_diag_add(skipped, (struct tr_where){0}, "%s: %s", c->path.s, why);
     }
     return 0;
 }
 
-int tr_checkpoint_newest(const char *dir, char *path, size_t pathsize, char *warn, size_t warnsize, char *err,
-                         size_t errsize)
+int tr_checkpoint_open_newest(const char *dir, const struct tr_checkpoint_layout *l, struct tr_checkpoint *c,
+                              struct tr_diag *skipped, struct tr_diag *d)
 {
-    int64_t steps[4096];
-    int n = list_steps(dir, steps, 4096, 0);
-    if (warn && warnsize)
-        warn[0] = '\0';
-    for (int i = 0; i < n; i++) {
-        char why[512];
-        struct tr_safetensors st;
-        snprintf(path, pathsize, "%s/step-%" PRId64 ".safetensors", dir, steps[i]);
-        if (tr_st_open(&st, path, why, sizeof why) == 0) {
-            int ours = tr_st_metadata(&st, "trainrun.sha256") != NULL;
-            tr_st_close(&st);
-            if (ours)
-                return 0;
-            snprintf(why, sizeof why, "%s: not a trainrun checkpoint", path);
-        }
-        if (warn && strlen(warn) + strlen(why) + 3 < warnsize)
+    return open_newest(dir, l, 0, c, skipped, d);
+}
+
+void tr_checkpoint_close(struct tr_checkpoint *c)
+{
+    if (c->found)
+        tr_st_close(&c->st);
+    c->found = false;
+}
+
+/* The files passed over, "; "-joined into warn as far as they fit whole. */
+static void join_skipped(const struct tr_diag *skipped, char *warn, size_t warnsize)
+{
+    if (!warn || !warnsize)
+        return;
+    warn[0] = '\0';
+    for (int i = 0; i < skipped->n; i++) {
+        const char *why = skipped->items[i].message;
+        if (strlen(warn) + strlen(why) + 3 < warnsize)
             snprintf(warn + strlen(warn), warnsize - strlen(warn), "%s%s", *warn ? "; " : "", why);
     }
-    snprintf(err, errsize, "%s holds no checkpoint%s", dir, n > 0 ? " that opens" : "");
-    return -1;
+}
+
+/* The verified file's tensors into the host's views, pushed to the device, with its step,
+ * the optimizer's step and the trainer's state. */
+static int load(struct tr_checkpoint *c, struct tr_exec *x, struct tr_optim *o, int64_t *step, char *state,
+                size_t statesize, struct tr_diag *d)
+{
+    struct entries e;
+    struct tr_checkpoint_layout l = layout_of(x, o);
+    list_entries(&e, &l, x, tr_optim_host_state(o));
+    for (int i = 0; i < e.n; i++)
+        memcpy((void *)e.t[i].data, tr_st_find(&c->st, e.t[i].name)->data, e.t[i].bytes);
+    free_entries(&e);
+    int rc = 0;
+    struct tr_diag why = {0};
+    if (tr_exec_push(x, TR_PARAM, &why) || tr_optim_push(o, &why))
+        rc = tr_fail(d, TR_EINVAL, "%s: %s", c->path.s, tr_diag_last(&why));
+    tr_diag_free(&why);
+    o->step = strtoll(tr_st_metadata(&c->st, "trainrun.optimizer_step"), NULL, 10);
+    *step = strtoll(tr_st_metadata(&c->st, "trainrun.step"), NULL, 10);
+    const char *trainer = tr_st_metadata(&c->st, "trainrun.trainer_state");
+    snprintf(state, statesize, "%s", trainer ? trainer : "");
+    return rc;
+}
+
+int tr_checkpoint_resume(const char *dir, struct tr_exec *x, struct tr_optim *o, int64_t *step,
+                         char *state, size_t statesize, char *warn, size_t warnsize, struct tr_diag *d)
+{
+    *step = 0;
+    if (statesize)
+        state[0] = '\0';
+    struct tr_checkpoint c;
+    struct tr_diag skipped = {0};
+    struct tr_checkpoint_layout l = layout_of(x, o);
+    int rc = open_newest(dir, &l, 1, &c, &skipped, d);
+    join_skipped(&skipped, warn, warnsize);
+    tr_diag_free(&skipped);
+    if (!rc && c.found)
+        rc = load(&c, x, o, step, state, statesize, d);
+    tr_checkpoint_close(&c);
+    return rc;
+}
+
+int tr_checkpoint_newest(const char *dir, char *path, size_t pathsize, char *warn, size_t warnsize,
+                         struct tr_diag *d)
+{
+    struct tr_checkpoint c;
+    struct tr_diag skipped = {0}, unread = {0};
+    open_newest(dir, NULL, 0, &c, &skipped, &unread);   /* a folder that cannot be read holds none */
+    join_skipped(&skipped, warn, warnsize);
+    tr_diag_free(&skipped), tr_diag_free(&unread);
+    int found = c.found;
+    if (found)
+        snprintf(path, pathsize, "%s", c.path.s);
+    tr_checkpoint_close(&c);
+    return found ? 0 : tr_fail(d, TR_EDATA, "%s holds no checkpoint%s", dir, c.files > 0 ? " that opens" : "");
 }

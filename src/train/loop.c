@@ -42,14 +42,15 @@ int tr_loop_checkpoint(struct tr_loop *l, struct tr_session *s, struct tr_run_fo
 {
     double began = tr_now();
     struct tr_path dir;
-    char err[512], state[256], scaler[128];
+    char state[256], scaler[128];
     if (tr_path_set(&dir, d, "%s/checkpoints", f->dir.s))
         return TR_EINVAL;
     tr_scaler_format(&s->scaler, scaler, sizeof scaler);
     snprintf(state, sizeof state, "early_stop best=%.17g best_step=%lld bad=%lld stopped=%d %s", l->early.best,
              (long long)l->early.best_step, (long long)l->early.bad, l->early.stopped, scaler);
-    if (tr_checkpoint_write(dir.s, &s->train.x, &s->optim, step, r->name, state, err, sizeof err))
-        return tr_fail(d, TR_EFAIL, "checkpoint: %s", err);
+    struct tr_diag why = {0};
+    if (tr_checkpoint_write(dir.s, &s->train.x, &s->optim, step, r->name, state, &why))
+        return tr_fail_because(d, TR_EFAIL, &why, "checkpoint");
     int rc = tr_run_folder_sync(f, d);
     l->timer.spent[TR_TIME_CHECKPOINT] += tr_now() - began;
     return rc;
@@ -59,12 +60,12 @@ int tr_loop_resume(struct tr_loop *l, struct tr_session *s, struct tr_run_folder
                    struct tr_diag *d)
 {
     struct tr_path dir;
-    char warn[1024], err[512], state[256];
+    char warn[1024], state[256];
     if (tr_path_set(&dir, d, "%s/checkpoints", f->dir.s))
         return TR_EINVAL;
-    if (tr_checkpoint_resume(dir.s, &s->train.x, &s->optim, start, state, sizeof state, warn, sizeof warn,
-                             err, sizeof err))
-        return tr_fail(d, TR_EFAIL, "resume: %s", err);
+    struct tr_diag why = {0};
+    if (tr_checkpoint_resume(dir.s, &s->train.x, &s->optim, start, state, sizeof state, warn, sizeof warn, &why))
+        return tr_fail_because(d, TR_EFAIL, &why, "resume");
     long long best_step, bad;
     int stopped;
     if (*start && sscanf(state, "early_stop best=%lf best_step=%lld bad=%lld stopped=%d", &l->early.best,

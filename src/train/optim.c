@@ -1,4 +1,4 @@
-/* AdamW, SGD, the schedule and gradient clipping (optim.h). */
+/* The optimizer step, the schedule and gradient clipping (optim.h). */
 #include "train/optim.h"
 
 #include "plan/plan.h"
@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "recipe/optimizers.h"
 
 static int64_t numel(const struct tr_graph *g, int v)
 {
@@ -24,6 +25,7 @@ void tr_optim_init(struct tr_optim *o, const struct tr_recipe *r, const struct t
                            .beta1 = r->train.optimizer.betas.v[0], .beta2 = r->train.optimizer.betas.v[1],
                            .eps = r->train.optimizer.eps, .momentum = r->train.optimizer.momentum,
                            .nesterov = r->train.optimizer.nesterov};
+    o->nstate = tr_optimizer_nstate(r);
     o->state_bytes = tr_plan_optimizer_bytes(r, g);
     for (int v = 0; v < g->nvalues; v++)
         o->nspans += g->values[v].kind == TR_PARAM;
@@ -69,7 +71,8 @@ int tr_optim_push(struct tr_optim *o, struct tr_diag *d) { return state_copy(o, 
 static struct tr_optim_args args_of(struct tr_optim *o, double lr, struct tr_diag *d)
 {
     return (struct tr_optim_args){.params = o->params, .grads = o->grads,
-                                  .state = o->state_bytes ? o->state : NULL, .total = o->total,
+                                  .state = o->nstate ? o->state : NULL,
+                                  .nstate = o->nstate, .total = o->total,
                                   .spans = o->spans, .nspans = o->nspans, .kind = o->kind, .lr = lr,
                                   .weight_decay = o->weight_decay, .beta1 = o->beta1, .beta2 = o->beta2,
                                   .eps = o->eps, .momentum = o->momentum, .nesterov = o->nesterov,

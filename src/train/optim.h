@@ -1,7 +1,7 @@
 /* The optimizer step and the learning-rate schedule (DESIGN.md §2, trainer). Parameters,
  * gradients and optimizer state are flat f32 regions; the step walks every parameter value of
- * the graph: AdamW (decoupled weight decay) or SGD with momentum/Nesterov, as PyTorch defines
- * them, so loss trajectories can be compared step by step. */
+ * the graph with the recipe's optimizer (recipe/optimizers.h: AdamW, SGD with momentum or
+ * Nesterov, as PyTorch defines them, so loss trajectories can be compared step by step). */
 #ifndef TR_OPTIM_H
 #define TR_OPTIM_H
 
@@ -13,7 +13,8 @@ struct tr_optim {
     const struct tr_memplan *plan;
     const struct tr_backend *be;   /* whose memory the regions are, and who runs the passes */
     char *params, *grads;      /* the regions */
-    float *state;              /* AdamW: m then v per parameter; SGD: the momentum buffer */
+    float *state;              /* the descriptor's nstate tensors, one after the other */
+    int nstate;                /* of them kept (SGD without momentum: 0) */
     size_t state_bytes;
     float *host_state;         /* the host's view of state (tr_optim_host_state) */
     struct tr_param_span *spans;   /* every parameter, in graph order (host memory) */

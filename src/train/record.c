@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/alloc.h"
+#include "core/atomic.h"
 #include "graph/graph.h"
 
 const char *tr_time_key(int i)
@@ -130,15 +131,14 @@ static void utc_now(char out[32])
 
 static int write_record(json_t *record, const char *dir, char *err, size_t errsize)
 {
-    char path[4200], tmp[4300];
+    char path[4200];
     snprintf(path, sizeof path, "%s/run.json", dir);
-    snprintf(tmp, sizeof tmp, "%s/.run.json.tmp", dir);
-    if (json_dump_file(record, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER) || rename(tmp, path)) {
+    struct tr_diag said = {0};   /* worded below, from errno */
+    int rc = tr_atomic_write_json(path, record, JSON_INDENT(2) | JSON_PRESERVE_ORDER, &said);
+    if (rc)
         snprintf(err, errsize, "cannot write %s: %s", path, strerror(errno));
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
+    tr_diag_free(&said);
+    return rc ? -1 : 0;
 }
 
 int tr_run_record_begin(json_t **record, const char *dir, json_t *environment, int64_t from_step, char *err,

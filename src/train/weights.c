@@ -56,7 +56,7 @@ static int warm_start_source(const struct tr_recipe *r, const char *resume_dir, 
         return 0;
     }
     struct tr_path dir, checkpoints;
-    char target[256], warn[1024], err[4800];
+    char target[256], warn[1024];
     int rc = resume_dir ? tr_runs_parent(resume_dir, &dir, d) : tr_path_set(&dir, d, "%s/%s", r->report.dir, r->name);
     if (!rc && resume_dir && r->model.init.from_run == TR_FROM_RUN_LATEST)
         rc = previous_run(resume_dir, target, sizeof target, d);   /* killed before run.json said */
@@ -69,8 +69,9 @@ static int warm_start_source(const struct tr_recipe *r, const char *resume_dir, 
                        "has no %s run yet; train it once without model.init.from_run", dir.s, link, link);
     if (tr_path_set(&checkpoints, d, "%s/%s/checkpoints", dir.s, target))
         return TR_EINVAL;
-    if (tr_checkpoint_newest(checkpoints.s, path->s, sizeof path->s, warn, sizeof warn, err, sizeof err))
-        return tr_fail(d, TR_EDATA, "model.init.from_run: the %s run %s: %s", link, target, err);
+    struct tr_diag why = {0};
+    if (tr_checkpoint_newest(checkpoints.s, path->s, sizeof path->s, warn, sizeof warn, &why))
+        return tr_fail_because(d, TR_EDATA, &why, "model.init.from_run: the %s run %s", link, target);
     snprintf(w->summary, sizeof w->summary, "model.init: warm start from the %s run %s%s%.500s\n", link, target,
              *warn ? "; passed over damaged checkpoints: " : "", *warn ? warn : "");
     w->warm_start = json_pack("{ss ss ss}", "from_run", link, "run", target, "checkpoint", path->s);

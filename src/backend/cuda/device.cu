@@ -1,7 +1,8 @@
 /* The CUDA backend's memory and optimizer entries (backend.h): regions from cudaMalloc, the
  * loader's buffers page-locked (cudaHostAlloc), copies and fills queued on the backend's stream,
- * and the optimizer's passes over every parameter in one launch each (multi-tensor): AdamW or
- * SGD, the sum of squares for clipping, and the fp16 unscale fused with the overflow check. */
+ * and the optimizer's passes over every parameter in one launch each (multi-tensor): each
+ * optimizer kind's update (recipe/optimizers.h lists them), the sum of squares for clipping,
+ * and the fp16 unscale fused with the overflow check. */
 #include "backend/cuda/internal.h"
 
 #include <math.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 
 extern "C" {
+#include "recipe/optimizers.h"
 #include "recipe/recipe.h"
 }
 
@@ -159,11 +161,11 @@ struct span {
 
 struct optim_hyper {
     char *params, *grads;
-    float *m, *v;                  /* AdamW's moments, or SGD's momentum in m (NULL: none) */
+    float *state[TR_OPT_MAX_STATES];   /* state k of every parameter (NULL: not kept) */
     const struct span *spans;
     int nspans;
     int64_t chunks;
-    int adamw, nesterov, first;
+    int nesterov, first;
     float lr, weight_decay, b1, b2, eps, momentum, step_size, root_c2;
     float decay;                   /* AdamW: 1 − lr·wd, rounded from double as the CPU's */
 };
@@ -190,7 +192,48 @@ __device__ void chunk_range(const struct span *s, int64_t c, int64_t *begin, int
 }
 
 /* AdamW: p ← p·(1 − lr·wd); m ← β1·m + (1 − β1)·g; v ← β2·v + (1 − β2)·g²;
- *        p ← p − (lr/(1 − β1ᵗ))·m / (√v/√(1 − β2ᵗ) + ε).  SGD: d = g + wd·p; b ← μ·b + d; p ← p − lr·d′ */
+ *        p ← p − (lr/(1 − β1ᵗ))·m / (√v/√(1 − β2ᵗ) + ε) */
+__device__ void adamw_update(const struct optim_hyper &h, const struct span &s, float *p, int64_t i, float gi,
+                             float wd, float decay)
+{
+    (void)wd;
+    float *m = h.state[0] + s.state, *v = h.state[1] + s.state;
+    float pi = p[i] * decay;
+    float mi = h.b1 * m[i] + (1 - h.b1) * gi, vi = h.b2 * v[i] + (1 - h.b2) * gi * gi;
+    m[i] = mi, v[i] = vi;
+    p[i] = pi - h.step_size * mi / (sqrtf(vi) / h.root_c2 + h.eps);
+}
+
+/* SGD: d = g + wd·p; b ← μ·b + d (b = d at the first step); d′ = nesterov ? d + μ·b : b;
+ *      p ← p − lr·d′ */
+__device__ void sgd_update(const struct optim_hyper &h, const struct span &s, float *p, int64_t i, float gi,
+                           float wd, float decay)
+{
+    (void)decay;
+    float d = gi + wd * p[i];
+    if (h.state[0]) {
+        float *b = h.state[0] + s.state;
+        b[i] = h.first ? d : h.momentum * b[i] + d;
+        d = h.nesterov ? d + h.momentum * b[i] : b[i];
+    }
+    p[i] -= h.lr * d;
+}
+
+/* Lion (Chen et al. 2023): p ← p·(1 − lr·wd); c = β1·m + (1 − β1)·g; p ← p − lr·sign(c);
+ *       m ← β2·m + (1 − β2)·g, with sign(0) = 0 and sign(NaN) = NaN as torch.sign */
+__device__ void lion_update(const struct optim_hyper &h, const struct span &s, float *p, int64_t i, float gi,
+                            float wd, float decay)
+{
+    (void)wd;
+    float *m = h.state[0] + s.state;
+    float c = h.b1 * m[i] + (1 - h.b1) * gi;
+    float pi = p[i] * decay;
+    p[i] = pi - h.lr * (c > 0 ? 1.0f : c < 0 ? -1.0f : c);
+    m[i] = h.b2 * m[i] + (1 - h.b2) * gi;
+}
+
+/* An optimizer kind's update over every parameter, a chunk per block at a time. */
+template <void (*update)(const struct optim_hyper &, const struct span &, float *, int64_t, float, float, float)>
 __global__ void optim_kernel(struct optim_hyper h)
 {
     for (int64_t c = blockIdx.x; c < h.chunks; c += gridDim.x) {
@@ -199,24 +242,8 @@ __global__ void optim_kernel(struct optim_hyper h)
         chunk_range(&s, c, &begin, &end);
         float *p = (float *)(h.params + s.param), *g = (float *)(h.grads + s.grad);
         float wd = s.decay ? h.weight_decay : 0, decay = s.decay ? h.decay : 1;
-        for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
-            float gi = g[i];
-            if (h.adamw) {
-                float *m = h.m + s.state, *v = h.v + s.state;
-                float pi = p[i] * decay;
-                float mi = h.b1 * m[i] + (1 - h.b1) * gi, vi = h.b2 * v[i] + (1 - h.b2) * gi * gi;
-                m[i] = mi, v[i] = vi;
-                p[i] = pi - h.step_size * mi / (sqrtf(vi) / h.root_c2 + h.eps);
-            } else {
-                float d = gi + wd * p[i];
-                if (h.m) {
-                    float *b = h.m + s.state;
-                    b[i] = h.first ? d : h.momentum * b[i] + d;
-                    d = h.nesterov ? d + h.momentum * b[i] : b[i];
-                }
-                p[i] -= h.lr * d;
-            }
-        }
+        for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
+            update(h, s, p, i, g[i], wd, decay);
     }
 }
 
@@ -298,14 +325,16 @@ static int prepare(const struct tr_backend *be, const struct tr_optim_args *a, s
                                       ctx->stream), "cudaMemcpyAsync of the optimizer's table"))
         return TR_EFAIL;
     double c1 = 1 - pow(a->beta1, (double)a->step), c2 = 1 - pow(a->beta2, (double)a->step);
-    *h = (struct optim_hyper){a->params, a->grads, a->state, a->state ? a->state + a->total : NULL,
-                              (const struct span *)ctx->spans, a->nspans, chunks,
-                              a->kind == TR_OPT_ADAMW, a->nesterov, a->step == 1,
-                              (float)a->lr, (float)a->weight_decay, (float)a->beta1, (float)a->beta2, (float)a->eps,
-                              (float)a->momentum, (float)(a->lr / c1), (float)sqrt(c2),
-                              (float)(1 - a->lr * a->weight_decay)};
-    if (a->kind != TR_OPT_ADAMW)
-        h->v = NULL;
+    *h = (struct optim_hyper){};
+    h->params = a->params, h->grads = a->grads;
+    for (int k = 0; k < a->nstate && k < TR_OPT_MAX_STATES; k++)
+        h->state[k] = a->state + k * a->total;
+    h->spans = (const struct span *)ctx->spans, h->nspans = a->nspans, h->chunks = chunks;
+    h->nesterov = a->nesterov, h->first = a->step == 1;
+    h->lr = (float)a->lr, h->weight_decay = (float)a->weight_decay, h->b1 = (float)a->beta1, h->b2 = (float)a->beta2;
+    h->eps = (float)a->eps, h->momentum = (float)a->momentum;
+    h->step_size = (float)(a->lr / c1), h->root_c2 = (float)sqrt(c2);
+    h->decay = (float)(1 - a->lr * a->weight_decay);
     *ctxp = ctx;
     return 0;
 }
@@ -324,7 +353,12 @@ int cuda_optim_step(const struct tr_backend *be, const struct tr_optim_args *a)
         return rc;
     if (!h.chunks)
         return 0;
-    optim_kernel<<<grid_of(h.chunks), CUDA_OPTIM_THREADS, 0, ctx->stream>>>(h);
+    unsigned grid = grid_of(h.chunks);
+    switch ((enum tr_optimizer)a->kind) {   /* each kind's update; no default: -Wswitch-enum names a new one */
+    case TR_OPT_ADAMW: optim_kernel<adamw_update><<<grid, CUDA_OPTIM_THREADS, 0, ctx->stream>>>(h); break;
+    case TR_OPT_SGD:   optim_kernel<sgd_update><<<grid, CUDA_OPTIM_THREADS, 0, ctx->stream>>>(h); break;
+    case TR_OPT_LION:  optim_kernel<lion_update><<<grid, CUDA_OPTIM_THREADS, 0, ctx->stream>>>(h); break;
+    }
     return said(a->diag, cudaGetLastError(), "the optimizer's kernel");
 }
 
