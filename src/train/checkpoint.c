@@ -103,7 +103,11 @@ int tr_checkpoint_write(const char *dir, struct tr_exec *x, struct tr_optim *o, 
                           "trainrun.step", steps, "trainrun.optimizer_step", ostep,
                           "trainrun.recipe", recipe_name, "trainrun.sha256", hex,
                           "trainrun.trainer_state", trainer_state ? trainer_state : "", NULL};
-    int rc = tr_st_write(path, e.t, e.n, meta, err, errsize);
+    struct tr_diag d = {0};
+    int rc = tr_st_write(path, e.t, e.n, meta, &d);
+    if (rc)
+        snprintf(err, errsize, "%s", tr_diag_last(&d));
+    tr_diag_free(&d);
     free_entries(&e);
     return rc;
 }
@@ -113,7 +117,12 @@ static int read_checkpoint(const char *path, struct tr_exec *x, struct tr_optim 
                            char *state, size_t statesize, char *err, size_t errsize)
 {
     struct tr_safetensors st;
-    if (tr_st_open(&st, path, err, errsize))
+    struct tr_diag d = {0};
+    int opened = tr_st_open(&st, path, &d);
+    if (opened)
+        snprintf(err, errsize, "%s", tr_diag_last(&d));
+    tr_diag_free(&d);
+    if (opened)
         return TR_EINVAL;
     struct entries e;
     list_entries(&e, x, o);
@@ -227,8 +236,12 @@ int tr_checkpoint_newest(const char *dir, char *path, size_t pathsize, char *war
     for (int i = 0; i < n; i++) {
         char why[512];
         struct tr_safetensors st;
+        struct tr_diag d = {0};
         snprintf(path, pathsize, "%s/step-%" PRId64 ".safetensors", dir, steps[i]);
-        if (tr_st_open(&st, path, why, sizeof why) == 0) {
+        int opened = tr_st_open(&st, path, &d);
+        snprintf(why, sizeof why, "%s", tr_diag_last(&d));
+        tr_diag_free(&d);
+        if (opened == 0) {
             int ours = tr_st_metadata(&st, "trainrun.sha256") != NULL;
             tr_st_close(&st);
             if (ours)

@@ -338,7 +338,11 @@ int tr_init_load(const struct tr_init_target *t, const char *path, struct tr_ini
 {
     struct load l = {.t = t, .path = path, .info = info, .err = err, .errsize = errsize};
     memset(info, 0, sizeof *info);
-    int rc = tr_st_open_with(&l.st, path, TR_ST_ANY_DTYPE, err, errsize);
+    struct tr_diag d = {0};
+    int rc = tr_st_open_with(&l.st, path, TR_ST_ANY_DTYPE, &d);
+    if (rc)
+        snprintf(err, errsize, "%s", tr_diag_last(&d));
+    tr_diag_free(&d);
     if (rc)
         return rc;
     int *missing = malloc((size_t)(t->g->nvalues ? t->g->nvalues : 1) * sizeof *missing), nmissing = 0;
