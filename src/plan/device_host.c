@@ -196,14 +196,13 @@ static double measure_special(void)
     return best / n;
 }
 
-int tr_device_measure(struct tr_device *d, char *err, size_t errsize)
+int tr_device_measure(struct tr_device *d, struct tr_diag *diag)
 {
     memset(d, 0, sizeof *d);
     host_identity(d);
     int64_t before = tr_process_rss();
     if (before < 0) {
-        snprintf(err, errsize, "cannot read this process's resident set (/proc/self/status)");
-        return TR_EIO;
+        return tr_fail(diag, TR_EIO, "cannot read this process's resident set (/proc/self/status)");
     }
     /* the sustained rate from a large GEMM; a small one's excess time is the fixed cost */
     double flops = 2.0 * 1024 * 1024 * 1024 / time_gemm(1024, 1024, 1024);
@@ -261,11 +260,11 @@ static int from_json(json_t *j, struct tr_device *d)
 }
 
 /* Runs `exe calibrate --json` and reads what it prints. */
-static json_t *calibrate_child(const char *exe, char *err, size_t errsize)
+static json_t *calibrate_child(const char *exe, struct tr_diag *diag)
 {
     int fds[2];
     if (pipe(fds)) {
-        snprintf(err, errsize, "calibration: pipe: %s", strerror(errno));
+        tr_fail(diag, TR_EIO, "calibration: pipe: %s", strerror(errno));
         return NULL;
     }
     fflush(NULL);
@@ -279,7 +278,7 @@ static json_t *calibrate_child(const char *exe, char *err, size_t errsize)
     close(fds[1]);
     if (pid < 0) {
         close(fds[0]);
-        snprintf(err, errsize, "calibration: fork: %s", strerror(errno));
+        tr_fail(diag, TR_EIO, "calibration: fork: %s", strerror(errno));
         return NULL;
     }
     FILE *in = fdopen(fds[0], "r");
@@ -291,51 +290,51 @@ static json_t *calibrate_child(const char *exe, char *err, size_t errsize)
     waitpid(pid, &status, 0);
     if (!j || !WIFEXITED(status) || WEXITSTATUS(status)) {
         json_decref(j);
-        snprintf(err, errsize, "calibration: %s calibrate failed (status %d)", exe, status);
+        tr_fail(diag, TR_EIO, "calibration: %s calibrate failed (status %d)", exe, status);
         return NULL;
     }
     return j;
 }
 
-static void cache_file(const char *cache_dir, const struct tr_device *d, char *out, size_t size)
+static int cache_file(const char *cache_dir, const struct tr_device *d, struct tr_path *out, struct tr_diag *diag)
 {
     char host[128] = "localhost";
     gethostname(host, sizeof host - 1);
     for (char *c = host; *c; c++)
         if (*c == '/')
             *c = '_';
-    snprintf(out, size, "%s/%s-%dt.json", cache_dir, host, d->threads);
+    return tr_path_set(out, diag, "%s/%s-%dt.json", cache_dir, host, d->threads);
 }
 
-int tr_device_host(struct tr_device *d, const char *exe, const char *cache_dir, bool force, char *err,
-                   size_t errsize)
+int tr_device_host(struct tr_device *d, const char *exe, const char *cache_dir, bool force,
+                   struct tr_diag *diag)
 {
     memset(d, 0, sizeof *d);
     host_identity(d);
-    char path[4096] = "";
-    if (cache_dir)
-        cache_file(cache_dir, d, path, sizeof path);
+    struct tr_path cache = {""};
+    if (cache_dir && cache_file(cache_dir, d, &cache, diag))
+        return TR_EINVAL;
+    const char *path = cache.s;
     json_error_t je;
     json_t *j = !force && *path ? json_load_file(path, 0, &je) : NULL;
     if (j && from_json(j, d) == 0) {
         json_decref(j);
-        snprintf(d->path, sizeof d->path, "%s", path);
+        d->path = cache;
         return 0;
     }
     json_decref(j);
-    if (!(j = calibrate_child(exe, err, errsize)))
+    if (!(j = calibrate_child(exe, diag)))
         return TR_EIO;
     if (from_json(j, d)) {
         json_decref(j);
-        snprintf(err, errsize, "calibration: %s calibrate printed something else than this host's calibration",
-                 exe);
-        return TR_EIO;
+        return tr_fail(diag, TR_EIO, "calibration: %s calibrate printed something else than this host's "
+                       "calibration", exe);
     }
     if (*path && tr_make_folders(cache_dir) == 0) {   /* a cache that cannot be written: measured again next time */
         char tmp[4200];
         snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
         if (json_dump_file(j, tmp, JSON_INDENT(2)) == 0 && rename(tmp, path) == 0)
-            snprintf(d->path, sizeof d->path, "%s", path);
+            d->path = cache;
         else
             unlink(tmp);
     }

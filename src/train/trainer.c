@@ -192,15 +192,21 @@ static int make_plan(struct run *run)
         snprintf(saved, sizeof saved, "%s", run->opt->plan_file);
     else if (run->opt->resume_dir)
         snprintf(saved, sizeof saved, "%s/plan.json", run->opt->resume_dir);
-    if (tr_plan_device_named(&run->dev, run->r->device, err, sizeof err) ||
-        !(run->be = tr_backend_for(run->dev.kind, err, sizeof err)))
+    struct tr_diag why = {0};
+    int no_device = tr_plan_device_named(&run->dev, run->r->device, &why);
+    snprintf(err, sizeof err, "%s", tr_diag_last(&why));
+    tr_diag_free(&why);
+    if (no_device || !(run->be = tr_backend_for(run->dev.kind, err, sizeof err)))
         return fail(run, TR_EXIT_FAILURE, "%s", err);
     if (tr_plan_job_init(&run->job, run->r, &run->data, &run->dev, run->diag))
         return TR_EXIT_USAGE;
     int rc;
     if (*saved && (run->opt->plan_file || access(saved, F_OK) == 0)) {
         struct tr_knobs k;
-        if (tr_plan_read_knobs(saved, &k, err, sizeof err))
+        int unread = tr_plan_read_knobs(saved, &k, &why);
+        snprintf(err, sizeof err, "%s", tr_diag_last(&why));
+        tr_diag_free(&why);
+        if (unread)
             return fail(run, TR_EXIT_USAGE, "%s: %s", run->opt->plan_file ? "--plan" : "resume", err);
         rc = tr_plan_replay(&run->plan, &run->job, &k, run->diag);
     } else {
