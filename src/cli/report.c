@@ -21,17 +21,18 @@ static const char usage[] =
 
 static int report_run(const char *dir)
 {
-    char err[4400];
+    struct tr_diag err = {0};
     struct tr_run_report rep;
-    int rc = tr_run_report_load(dir, NULL, &rep, err, sizeof err);
+    int rc = tr_run_report_load(dir, NULL, &rep, &err);
     if (rc) {
-        fprintf(stderr, "trainrun: %s\n", err);
+        fprintf(stderr, "trainrun: %s\n", tr_diag_last(&err));
         rc = TR_EXIT_USAGE;
-    } else if (tr_run_report_write(&rep, err, sizeof err)) {
-        fprintf(stderr, "trainrun: %s\n", err);
+    } else if (tr_run_report_write(&rep, &err)) {
+        fprintf(stderr, "trainrun: %s\n", tr_diag_last(&err));
         rc = TR_EXIT_FAILURE;
     } else
         printf("%s/report.md\n%s/report.html\n%s/report.json\n", rep.dir, rep.dir, rep.dir);
+    tr_diag_free(&err);
     tr_run_report_free(&rep);
     return rc;
 }
@@ -40,7 +41,7 @@ static int report_run(const char *dir)
  * that fails is a warning, and the index lists it as its report.json stands. */
 static int report_runs(const char *dir)
 {
-    char err[4400];
+    struct tr_diag err = {0};
     int nrecipes;
     char **recipes = tr_subfolders(dir, &nrecipes);
     for (int i = 0; i < nrecipes; i++) {
@@ -53,16 +54,18 @@ static int report_runs(const char *dir)
             snprintf(run, sizeof run, "%s/%s", recipe, runs[k]);
             snprintf(metrics, sizeof metrics, "%s/metrics.jsonl", run);
             snprintf(plan, sizeof plan, "%s/plan.json", run);
-            if ((!access(metrics, F_OK) || !access(plan, F_OK)) && tr_run_report_render(run, NULL, err, sizeof err))
-                fprintf(stderr, "trainrun: warning: %s\n", err);
+            if ((!access(metrics, F_OK) || !access(plan, F_OK)) && tr_run_report_render(run, NULL, &err))
+                fprintf(stderr, "trainrun: warning: %s\n", tr_diag_last(&err));
         }
         tr_names_free(runs);
     }
     tr_names_free(recipes);
-    if (tr_runs_index_write(dir, err, sizeof err)) {
-        fprintf(stderr, "trainrun: %s\n", err);
+    int rc = tr_runs_index_write(dir, &err);
+    if (rc)
+        fprintf(stderr, "trainrun: %s\n", tr_diag_last(&err));
+    tr_diag_free(&err);
+    if (rc)
         return TR_EXIT_FAILURE;
-    }
     printf("%s/index.md\n%s/index.html\n", dir, dir);
     return TR_EXIT_OK;
 }

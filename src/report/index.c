@@ -203,15 +203,13 @@ static const struct recipe_entry **by_urgency_order(const struct runs_index *ix)
 }
 
 /* Every recipe folder: one that holds at least one run folder. */
-static int index_load(struct runs_index *ix, const char *dir, char *err, size_t errsize)
+static int index_load(struct runs_index *ix, const char *dir, struct tr_diag *d)
 {
     *ix = (struct runs_index){.dir = dir};
     int n;
     char **names = tr_subfolders(dir, &n);
-    if (!names) {
-        snprintf(err, errsize, "cannot read %s: %s", dir, strerror(errno));
-        return -1;
-    }
+    if (!names)
+        return tr_fail(d, TR_EIO, "cannot read %s: %s", dir, strerror(errno));
     ix->recipes = calloc((size_t)(n ? n : 1), sizeof *ix->recipes);
     int rc = ix->recipes ? 0 : -1;
     for (int i = 0; !rc && i < n; i++) {
@@ -227,8 +225,8 @@ static int index_load(struct runs_index *ix, const char *dir, char *err, size_t 
     if (!rc && !(ix->by_urgency = by_urgency_order(ix)))
         rc = -1;
     if (rc)
-        snprintf(err, errsize, "cannot read the run folders under %s: %s", dir, strerror(errno ? errno : ENOMEM));
-    return rc;
+        return tr_fail(d, TR_EIO, "cannot read the run folders under %s: %s", dir, strerror(errno ? errno : ENOMEM));
+    return 0;
 }
 
 /* ---- one run's cells ----------------------------------------------------------------------- */
@@ -535,21 +533,22 @@ static int write_html(FILE *out, const struct runs_index *ix)
 /* ---- files --------------------------------------------------------------------------------- */
 
 static int write_atomic(const struct runs_index *ix, const char *name, int (*fill)(FILE *, const struct runs_index *),
-                        char *err, size_t errsize)
+                        struct tr_diag *d)
 {
-    char tmp[4300];
-    FILE *out = tr_report_file_open(ix->dir, name, tmp, err, errsize);
-    return out ? tr_report_file_commit(out, tmp, ix->dir, name, fill(out, ix), err, errsize) : -1;
+    char tmp[4300], err[4400];
+    FILE *out = tr_report_file_open(ix->dir, name, tmp, err, sizeof err);
+    int rc = out ? tr_report_file_commit(out, tmp, ix->dir, name, fill(out, ix), err, sizeof err) : -1;
+    return rc ? tr_fail(d, TR_EIO, "%s", err) : 0;
 }
 
-int tr_runs_index_write(const char *runs_dir, char *err, size_t errsize)
+int tr_runs_index_write(const char *runs_dir, struct tr_diag *d)
 {
     struct runs_index ix;
-    int rc = index_load(&ix, runs_dir, err, errsize);
+    int rc = index_load(&ix, runs_dir, d);
     if (!rc)
-        rc = write_atomic(&ix, "index.md", write_md, err, errsize);
+        rc = write_atomic(&ix, "index.md", write_md, d);
     if (!rc)
-        rc = write_atomic(&ix, "index.html", write_html, err, errsize);
+        rc = write_atomic(&ix, "index.html", write_html, d);
     index_free(&ix);
     return rc;
 }

@@ -705,22 +705,25 @@ static int write_json_file(FILE *out, const struct pages *pg)
 }
 
 static int write_atomic(const char *dir, const char *name, int (*fill)(FILE *, const struct pages *),
-                        const struct pages *pg, char *err, size_t errsize)
+                        const struct pages *pg, struct tr_diag *d)
 {
-    char tmp[4300];
-    FILE *out = tr_report_file_open(dir, name, tmp, err, errsize);
-    return out ? tr_report_file_commit(out, tmp, dir, name, fill(out, pg), err, errsize) : -1;
+    char tmp[4300], err[4400];
+    FILE *out = tr_report_file_open(dir, name, tmp, err, sizeof err);
+    int rc = out ? tr_report_file_commit(out, tmp, dir, name, fill(out, pg), err, sizeof err) : -1;
+    return rc ? tr_fail(d, TR_EIO, "%s", err) : 0;
 }
 
-int tr_run_report_write(const struct tr_run_report *rep, char *err, size_t errsize)
+int tr_run_report_write(const struct tr_run_report *rep, struct tr_diag *d)
 {
     json_t *comparison = compare_with_previous(rep);
     struct pages pg;
     pages_build(&pg, rep, comparison);
-    int rc = write_atomic(rep->dir, "report.json", write_json_file, &pg, err, errsize) ||
-             write_atomic(rep->dir, "report.md", write_md, &pg, err, errsize) ||
-             write_atomic(rep->dir, "report.html", write_html, &pg, err, errsize);
+    int rc = write_atomic(rep->dir, "report.json", write_json_file, &pg, d);
+    if (!rc)
+        rc = write_atomic(rep->dir, "report.md", write_md, &pg, d);
+    if (!rc)
+        rc = write_atomic(rep->dir, "report.html", write_html, &pg, d);
     pages_free(&pg);
     json_decref(comparison);
-    return rc ? -1 : 0;
+    return rc;
 }

@@ -463,7 +463,7 @@ static void leak_row(struct tr_run_report *rep)
 }
 
 int tr_run_report_load(const char *dir, const struct tr_run_outcome *outcome, struct tr_run_report *rep,
-                       char *err, size_t errsize)
+                       struct tr_diag *d)
 {
     *rep = (struct tr_run_report){.exit_code = -1, .seconds = NAN, .warnings = json_array()};
     snprintf(rep->dir, sizeof rep->dir, "%s", dir);
@@ -473,22 +473,19 @@ int tr_run_report_load(const char *dir, const struct tr_run_outcome *outcome, st
     snprintf(path, sizeof path, "%s/plan.json", dir);
     int has_plan = !access(path, F_OK);
     if (!metrics && !has_plan) {
-        snprintf(err, errsize, "%s is not a run folder: it has neither metrics.jsonl nor plan.json", dir);
-        return -1;
+        return tr_fail(d, TR_EINVAL, "%s is not a run folder: it has neither metrics.jsonl nor plan.json", dir);
     }
     json_error_t jerr;
     if (has_plan && !(rep->plan = json_load_file(path, 0, &jerr))) {
-        snprintf(err, errsize, "%s:%d: %s", path, jerr.line, jerr.text);
         if (metrics)
             fclose(metrics);
-        return -1;
+        return tr_fail(d, TR_EINVAL, "%s:%d: %s", path, jerr.line, jerr.text);
     }
     int finished = 0, rc = metrics ? read_metrics(rep, metrics, &finished) : 0;
     if (metrics)
         fclose(metrics);
     if (rc) {
-        snprintf(err, errsize, "reading %s/metrics.jsonl: out of memory", dir);
-        return -1;
+        return tr_fail(d, TR_ENOMEM, "reading %s/metrics.jsonl: out of memory", dir);
     }
     snprintf(path, sizeof path, "%s/run.json", dir);
     rep->record = json_load_file(path, 0, NULL);   /* runs older than it have none */
@@ -535,12 +532,12 @@ void tr_run_report_free(struct tr_run_report *rep)
     *rep = (struct tr_run_report){0};
 }
 
-int tr_run_report_render(const char *dir, const struct tr_run_outcome *outcome, char *err, size_t errsize)
+int tr_run_report_render(const char *dir, const struct tr_run_outcome *outcome, struct tr_diag *d)
 {
     struct tr_run_report rep;
-    int rc = tr_run_report_load(dir, outcome, &rep, err, errsize);
+    int rc = tr_run_report_load(dir, outcome, &rep, d);
     if (!rc)
-        rc = tr_run_report_write(&rep, err, errsize);
+        rc = tr_run_report_write(&rep, d);
     tr_run_report_free(&rep);
     return rc;
 }

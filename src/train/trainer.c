@@ -778,8 +778,12 @@ static int open_events(struct run *run, int64_t start)
 {
     if (!run->r->report.tensorboard)
         return 0;
+    struct tr_diag why = {0};
+    int unopened = tr_events_open(&run->events, run->dir, start + 1, run->r->report.flush_every, &why);
     char err[600];
-    if (tr_events_open(&run->events, run->dir, start + 1, run->r->report.flush_every, err, sizeof err))
+    snprintf(err, sizeof err, "%s", tr_diag_last(&why));
+    tr_diag_free(&why);
+    if (unopened)
         return fail(run, TR_EXIT_FAILURE, "tensorboard: %s", err);
     if (start == 0) {
         char *plan = plan_markdown(run);
@@ -957,12 +961,14 @@ static void end_record(struct run *run, int status, double seconds, int64_t step
             say(run, "warning: %s\n", err);
     }
     struct tr_run_outcome outcome = {.exit_code = status, .seconds = seconds};
-    if (tr_run_report_render(run->dir, &outcome, err, sizeof err))
-        say(run, "warning: report: %s\n", err);
+    struct tr_diag why = {0};
+    if (tr_run_report_render(run->dir, &outcome, &why))
+        say(run, "warning: report: %s\n", tr_diag_last(&why));
     char runs[4200];
     snprintf(runs, sizeof runs, "%s", run->r->report.dir);
-    if (tr_runs_index_write(runs, err, sizeof err))
-        say(run, "warning: runs index: %s\n", err);
+    if (tr_runs_index_write(runs, &why))
+        say(run, "warning: runs index: %s\n", tr_diag_last(&why));
+    tr_diag_free(&why);
 }
 
 /* ---- the whole run ----------------------------------------------------------------------------- */
