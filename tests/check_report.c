@@ -159,6 +159,29 @@ START_TEST(open_failure)
 }
 END_TEST
 
+/* A folder named by a path past PATH_MAX (here a real one, spelt with 2100 "./") is refused
+ * with a sentence; no file is made at the path cut short. */
+START_TEST(path_too_long_refused)
+{
+    char dir[] = "/tmp/trainrun-events.XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    size_t len = strlen(dir);
+    char *far = malloc(len + 2 * 2100 + 1);
+    memcpy(far, dir, len);
+    for (int i = 0; i < 2100; i++)
+        memcpy(far + len + 2 * i, "/.", 2);
+    far[len + 2 * 2100] = '\0';
+    struct tr_events ev = {0};
+    struct tr_diag err = {0};
+    ck_assert_int_eq(tr_events_open(&ev, far, 1, 5, &err), TR_EINVAL);
+    ck_assert_msg(strstr(tr_diag_last(&err), "path too long ("), "%s", tr_diag_last(&err));
+    ck_assert_int_eq(tr_events_close(&ev), 0);
+    ck_assert_int_eq(rmdir(dir), 0);   /* empty: nothing was written */
+    tr_diag_free(&err);
+    free(far);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("report");
@@ -168,6 +191,7 @@ int main(void)
     tcase_add_test(tc, varints);
     tcase_add_test(tc, records_byte_for_byte);
     tcase_add_test(tc, open_failure);
+    tcase_add_test(tc, path_too_long_refused);
     suite_add_tcase(s, tc);
     return unit_run(s);
 }
