@@ -31,7 +31,7 @@ static int report_run(const char *dir)
         fprintf(stderr, "trainrun: %s\n", tr_diag_last(&err));
         rc = TR_EXIT_FAILURE;
     } else
-        printf("%s/report.md\n%s/report.html\n%s/report.json\n", rep.dir, rep.dir, rep.dir);
+        printf("%s/report.md\n%s/report.html\n%s/report.json\n", rep.dir.s, rep.dir.s, rep.dir.s);
     tr_diag_free(&err);
     tr_run_report_free(&rep);
     return rc;

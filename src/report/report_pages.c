@@ -672,14 +672,14 @@ static int write_html(FILE *out, const struct pages *pg)
  * this run recorded; NULL when there is no previous run with a report. */
 static json_t *compare_with_previous(const struct tr_run_report *rep)
 {
-    char previous_dir[4200];
-    if (!tr_report_find_previous(rep->dir, previous_dir, sizeof previous_dir))
+    struct tr_path previous_dir;
+    if (!tr_report_find_previous(rep->dir.s, &previous_dir))
         return NULL;
-    json_t *previous = tr_report_json_load(previous_dir);
+    json_t *previous = tr_report_json_load(previous_dir.s);
     if (!previous)
         return NULL;
     struct tr_regression_limits lim;
-    tr_regression_limits_read(rep->dir, &lim);
+    tr_regression_limits_read(rep->dir.s, &lim);
     json_t *current = tr_run_report_json(rep), *cmp = tr_report_compare(previous, current, &lim);
     json_decref(previous);
     json_decref(current);
@@ -718,11 +718,11 @@ int tr_run_report_write(const struct tr_run_report *rep, struct tr_diag *d)
     json_t *comparison = compare_with_previous(rep);
     struct pages pg;
     pages_build(&pg, rep, comparison);
-    int rc = write_atomic(rep->dir, "report.json", write_json_file, &pg, d);
+    int rc = write_atomic(rep->dir.s, "report.json", write_json_file, &pg, d);
     if (!rc)
-        rc = write_atomic(rep->dir, "report.md", write_md, &pg, d);
+        rc = write_atomic(rep->dir.s, "report.md", write_md, &pg, d);
     if (!rc)
-        rc = write_atomic(rep->dir, "report.html", write_html, &pg, d);
+        rc = write_atomic(rep->dir.s, "report.html", write_html, &pg, d);
     pages_free(&pg);
     json_decref(comparison);
     return rc;

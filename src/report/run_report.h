@@ -34,7 +34,7 @@ enum { TR_REPORT_TIMES = 9 };   /* wall, then data … checkpointing, then other
 extern const char *const tr_report_time_names[TR_REPORT_TIMES];
 
 struct tr_run_report {
-    char dir[4096];
+    struct tr_path dir;
     char run[256];               /* the folder's own name: its start, 20261129-183205 */
     char started[32];            /* run.json's start, ISO 8601 UTC; "" when not known */
     char name[128], arch[64], dataset[128], amp[16], checkpointing[16];   /* recipe.yaml's */
