@@ -62,20 +62,22 @@ static uint64_t read_number(const char *path)
 static uint64_t cgroup_limit(void)
 {
     FILE *f = fopen("/proc/self/cgroup", "r");
-    char line[1024], path[1200];
+    char line[1024];
+    struct tr_path path;
     uint64_t limit = 0;
     while (f && fgets(line, sizeof line, f)) {
         line[strcspn(line, "\n")] = '\0';
         char *rel = strrchr(line, ':');
         if (!rel)
             continue;
+        int named = 0;
         if (!strncmp(line, "0::", 3))
-            snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.max", rel + 1);
+            named = !tr_path_set(&path, NULL, "/sys/fs/cgroup%s/memory.max", rel + 1);
         else if (strstr(line, ":memory:"))
-            snprintf(path, sizeof path, "/sys/fs/cgroup/memory%s/memory.limit_in_bytes", rel + 1);
-        else
+            named = !tr_path_set(&path, NULL, "/sys/fs/cgroup/memory%s/memory.limit_in_bytes", rel + 1);
+        if (!named)
             continue;
-        uint64_t v = read_number(path);   /* "max" reads as 0 */
+        uint64_t v = read_number(path.s);   /* "max" reads as 0 */
         if (v && v < ((uint64_t)1 << 60) && (!limit || v < limit))
             limit = v;
     }
