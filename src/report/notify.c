@@ -80,15 +80,16 @@ static json_t *report_value(json_t *report, const char *key, json_type type, jso
 
 json_t *tr_notify_body(const struct tr_recipe *r, const char *run_dir, int exit_code)
 {
-    char path[PATH_MAX + 32], dir[PATH_MAX], host[256] = "";
+    struct tr_path path;
+    char host[256] = "", *real = NULL;
     json_t *report = NULL;
     bool has_dir = run_dir && *run_dir;
     if (has_dir) {
-        snprintf(path, sizeof path, "%s/report.json", run_dir);
-        report = json_load_file(path, 0, NULL);
-        if (!realpath(run_dir, dir))
-            snprintf(dir, sizeof dir, "%s", run_dir);
+        if (tr_path_set(&path, NULL, "%s/report.json", run_dir) == 0)
+            report = json_load_file(path.s, 0, NULL);
+        real = realpath(run_dir, NULL);
     }
+    const char *dir = real ? real : run_dir;
     /* The run: the real folder's name, not that of the link it was reached by (runs/NAME/latest,
      * which `trainrun resume` is often given and report.json's "run" then names). */
     const char *name = report_string(report, "name"), *run = NULL;
@@ -115,10 +116,10 @@ json_t *tr_notify_body(const struct tr_recipe *r, const char *run_dir, int exit_
     json_object_set_new(body, "key_metric", report_value(report, "key_metric", JSON_OBJECT, json_null()));
     json_object_set_new(body, "warnings", report_value(report, "warnings", JSON_ARRAY, json_array()));
     json_object_set_new(body, "host", string_or_null(*host ? host : NULL));
-    if (has_dir)
-        snprintf(path, sizeof path, "%s/report.html", dir);
-    json_object_set_new(body, "report", string_or_null(has_dir && access(path, F_OK) == 0 ? path : NULL));
+    bool has_report = has_dir && tr_path_set(&path, NULL, "%s/report.html", dir) == 0 && access(path.s, F_OK) == 0;
+    json_object_set_new(body, "report", string_or_null(has_report ? path.s : NULL));
     json_decref(report);
+    free(real);
     return body;
 }
 
