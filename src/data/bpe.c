@@ -233,11 +233,11 @@ static int read_tokens(struct tr_bpe *b, const char *path, json_t *root, struct 
         json_int_t id = json_is_integer(value) ? json_integer_value(value) : -1;
         if (id < 0 || (size_t)id >= n)
             return tr_fail_file(diag, TR_EDATA, path, 0, 0,
-                              "the id of '%s' must be a whole number from 0 to %zu (the file has %zu "
-                              "tokens)", key, n - 1, n);
+                                "the id of '%s' must be a whole number from 0 to %zu (the file has %zu "
+                                "tokens)", key, n - 1, n);
         if (b->key_at[id] != SIZE_MAX)
             return tr_fail_file(diag, TR_EDATA, path, 0, 0, "'%s' and '%s' have the same id, %lld",
-                              b->keys + b->key_at[id], key, (long long)id);
+                                b->keys + b->key_at[id], key, (long long)id);
         size_t len = strlen(key) + 1;
         while (cap - used < len)
             b->keys = tr_xrealloc(b->keys, cap *= 2);
@@ -262,7 +262,7 @@ static int load_encoder(struct tr_bpe *b, const char *path, struct tr_diag *diag
     free(text);
     if (!root)
         return tr_fail_file(diag, TR_EDATA, path, jerr.line > 0 ? jerr.line : 0, jerr.column > 0 ? jerr.column : 0,
-                          "is not valid JSON: %s", jerr.text);
+                            "is not valid JSON: %s", jerr.text);
     rc = json_is_object(root) ? read_tokens(b, path, root, diag)
                               : tr_fail_file(diag, TR_EDATA, path, 0, 0, "is not a JSON object of tokens and ids");
     json_decref(root);
@@ -348,22 +348,22 @@ static int add_merge(struct tr_bpe *b, const struct merges_file *f, char *line, 
     size_t left_n = space ? (size_t)(space - line) : 0, right_n = space ? n - left_n - 1 : 0;
     if (!left_n || !right_n || memchr(space + 1, ' ', right_n))
         return tr_fail_file(f->diag, TR_EDATA, f->path, f->line, 1,
-                          "expected two tokens separated by a space, not '%.*s'", (int)n, line);
+                            "expected two tokens separated by a space, not '%.*s'", (int)n, line);
     int32_t left = find_token(b, line, left_n), right = find_token(b, space + 1, right_n);
     if (left == NO_TOKEN || right == NO_TOKEN)
         return tr_fail_file(f->diag, TR_EDATA, f->path, f->line, 1, "'%.*s' is not a token of %s",
-                          (int)(left == NO_TOKEN ? left_n : right_n), left == NO_TOKEN ? line : space + 1,
-                          f->encoder);
+                            (int)(left == NO_TOKEN ? left_n : right_n), left == NO_TOKEN ? line : space + 1,
+                            f->encoder);
     memmove(space, space + 1, right_n);
     int32_t merged = find_token(b, line, n - 1);
     if (merged == NO_TOKEN)
         return tr_fail_file(f->diag, TR_EDATA, f->path, f->line, 1,
-                          "'%.*s' and '%.*s' make '%.*s', which is not a token of %s", (int)left_n, line,
-                          (int)right_n, line + left_n, (int)(n - 1), line, f->encoder);
+                            "'%.*s' and '%.*s' make '%.*s', which is not a token of %s", (int)left_n, line,
+                            (int)right_n, line + left_n, (int)(n - 1), line, f->encoder);
     struct pair_rank *slot = pair_slot(b, pair_of(left, right));
     if (slot->pair != NO_PAIR)
         return tr_fail_file(f->diag, TR_EDATA, f->path, f->line, 1, "the merge of '%.*s' and '%.*s' is listed twice",
-                          (int)left_n, line, (int)right_n, line + left_n);
+                            (int)left_n, line, (int)right_n, line + left_n);
     *slot = (struct pair_rank){.pair = pair_of(left, right), .rank = rank, .merged = merged};
     return 0;
 }

@@ -61,7 +61,7 @@ static int read_all(gzFile gz, const char *path, unsigned char **buf, size_t *le
                 free(b);
                 if (cap >= MAX_DATA_BYTES)
                     return tr_fail_file(diag, TR_EINVAL, path, 0, 0, "larger than %zu GiB decompressed; not read",
-                                      MAX_DATA_BYTES >> 30);
+                                        MAX_DATA_BYTES >> 30);
                 return out_of_memory(diag, path, cap * 2);
             }
             b = bigger, cap *= 2;
@@ -118,7 +118,7 @@ static int read_checked(const struct tr_data_file *f, const char *package, unsig
         rc = tr_fail_file(diag, TR_EINVAL, f->path, 0, 0, "corrupt or truncated gzip data (zlib error %d)", closed);
     if (!rc && f->sha256[0] && strcmp(hex, f->sha256))
         rc = tr_fail_file(diag, TR_EINVAL, f->path, 0, 0, "sha256 mismatch: expected %s (%s), got %s", f->sha256,
-                        f->pinned_by ? f->pinned_by : "pinned", hex);
+                          f->pinned_by ? f->pinned_by : "pinned", hex);
     if (!rc && sha256)
         memcpy(sha256, hex, sizeof hex);
     if (rc && buf) {
@@ -305,7 +305,7 @@ static int read_sklearn_header(const char *path, const struct line *l, struct cs
     parse_number(s, e, &n1);
     if (count_fields(l) < 3 || !is_whole(n0, 0) || !is_whole(n1, 1))
         return tr_fail_file(diag, TR_EINVAL, path, l->number, 1,
-                          "expected scikit-learn's header line n_samples,n_features,class names…");
+                            "expected scikit-learn's header line n_samples,n_features,class names…");
     lay->promised = (int64_t)n0;
     lay->ncols = (int)n1 + 1;
     lay->class_names = header_words(l, 2);
@@ -368,7 +368,7 @@ static int read_layout(const char *path, struct cursor *c, const struct tr_csv_o
         lay->ncols = count_fields(data);
     if (lay->ncols < 2)
         return tr_fail_file(diag, TR_EINVAL, path, data->number, 1,
-                          "a row needs at least one feature and a label; this one has 1 column");
+                            "a row needs at least one feature and a label; this one has 1 column");
     return resolve_label(path, o, lay, diag);
 }
 
@@ -381,7 +381,7 @@ static int class_bound(const char *path, const struct tr_csv_options *o, const s
         named++;
     if (o->nclasses && named && named != o->nclasses)
         return tr_fail_file(diag, TR_EINVAL, path, 1, 1, "the header names %d classes; the definition says %d", named,
-                          o->nclasses);
+                            o->nclasses);
     *bound = o->nclasses ? o->nclasses : named;
     return 0;
 }
@@ -398,23 +398,24 @@ static int parse_row(const char *path, const struct line *l, const struct csv_la
             return tr_fail_file(diag, TR_EINVAL, path, l->number, col, "empty field; expected a number");
         if (got == NUM_BAD)
             return tr_fail_file(diag, TR_EINVAL, path, l->number, col, "'%.*s' is not a number%s", (int)(e - s), s,
-                              first_line_data && l->number == 1
-                                  ? " (if this line names the columns, set header: names)" : "");
+                                first_line_data && l->number == 1
+                                    ? " (if this line names the columns, set header: names)" : "");
         if (got == NUM_RANGE)
             return tr_fail_file(diag, TR_EINVAL, path, l->number, col, "'%.*s' is out of range for a float",
-                              (int)(e - s), s);
+                                (int)(e - s), s);
         if (i != lay->label_col) {
             *x++ = (float)v;
             continue;
         }
         if (v != floor(v))
             return tr_fail_file(diag, TR_EINVAL, path, l->number, col, "label %.*s is not a whole number",
-                              (int)(e - s), s);
+                                (int)(e - s), s);
         if (v < 0 || (bound && v >= bound) || v > INT32_MAX - 1)
-            return bound ? tr_fail_file(diag, TR_EINVAL, path, l->number, col, "label %.*s is out of range: %d classes (0 to %d)",
-                                      (int)(e - s), s, bound, bound - 1)
+            return bound ? tr_fail_file(diag, TR_EINVAL, path, l->number, col,
+                                        "label %.*s is out of range: %d classes (0 to %d)", (int)(e - s), s, bound,
+                                        bound - 1)
                          : tr_fail_file(diag, TR_EINVAL, path, l->number, col, "label %.*s is out of range: labels "
-                                      "are class numbers from 0", (int)(e - s), s);
+                                        "are class numbers from 0", (int)(e - s), s);
         *y = (int32_t)v;
     }
     return 0;
@@ -462,7 +463,7 @@ static int parse_rows(const char *path, struct cursor *c, const struct line *fir
     }
     if (lay->promised >= 0 && lay->promised != t->n)
         return tr_fail_file(diag, TR_EINVAL, path, 1, 1, "the header says %lld samples; the file holds %lld",
-                          (long long)lay->promised, (long long)t->n);
+                            (long long)lay->promised, (long long)t->n);
     t->nclasses = bound ? bound : max + 1;
     return 0;
 }
@@ -512,10 +513,10 @@ static int idx_header(const char *path, const unsigned char *b, size_t len, uint
     size_t header = 4 + 4 * (size_t)ndims;
     if (len >= 4 && be32(b) != magic)
         return tr_fail_file(diag, TR_EINVAL, path, 0, 0, "not an IDX %s file: magic number 0x%08x, expected 0x%08x",
-                          ndims == 3 ? "image" : "label", be32(b), magic);
+                            ndims == 3 ? "image" : "label", be32(b), magic);
     if (len < header)
         return tr_fail_file(diag, TR_EINVAL, path, 0, 0, "truncated: %zu bytes, shorter than its IDX header (%zu)",
-                          len, header);
+                            len, header);
     unsigned __int128 bytes = 1;
     for (int i = 0; i < ndims; i++) {
         dims[i] = be32(b + 4 + 4 * i);
@@ -527,11 +528,11 @@ static int idx_header(const char *path, const unsigned char *b, size_t len, uint
         return tr_fail_file(diag, TR_EINVAL, path, 0, 0, "its samples hold no data (a dimension is 0)");
     if (bytes > len - header)
         return tr_fail_file(diag, TR_EINVAL, path, 0, 0, "truncated: the header promises %llu bytes of data, the file "
-                          "holds %zu", (unsigned long long)(bytes > UINT64_MAX ? UINT64_MAX : bytes),
-                          len - header);
+                            "holds %zu", (unsigned long long)(bytes > UINT64_MAX ? UINT64_MAX : bytes),
+                            len - header);
     if (bytes < len - header)
         return tr_fail_file(diag, TR_EINVAL, path, 0, 0, "%zu bytes follow the data that the header describes",
-                          len - header - (size_t)bytes);
+                            len - header - (size_t)bytes);
     return 0;
 }
 
@@ -546,13 +547,13 @@ int tr_idx_parse(const char *images_path, const unsigned char *images, size_t im
         return TR_EINVAL;
     if (ldims[0] != idims[0])
         return tr_fail_file(diag, TR_EINVAL, labels_path, 0, 0, "holds %lld labels, but %s holds %lld images",
-                          (long long)ldims[0], images_path, (long long)idims[0]);
+                            (long long)ldims[0], images_path, (long long)idims[0]);
     int bound = nclasses ? nclasses : 256, max = 0;
     const unsigned char *lab = labels + 8;
     for (int64_t i = 0; i < ldims[0]; i++) {
         if (lab[i] >= bound)
             return tr_fail_file(diag, TR_EINVAL, labels_path, 0, 0, "sample %lld has label %d; the data set has %d "
-                              "classes (0 to %d)", (long long)i, lab[i], bound, bound - 1);
+                                "classes (0 to %d)", (long long)i, lab[i], bound, bound - 1);
         if (lab[i] > max)
             max = lab[i];
     }
@@ -625,7 +626,7 @@ int tr_utf8_check(const char *path, const char *text, size_t len, int first_line
         utf8proc_ssize_t n = utf8proc_iterate(s + i, (utf8proc_ssize_t)(len - i), &code);
         if (n < 0)
             return tr_fail_file(diag, TR_EINVAL, path, line, (int)(i - line_start) + 1,
-                              "invalid UTF-8 (byte 0x%02x); text data must be UTF-8", s[i]);
+                                "invalid UTF-8 (byte 0x%02x); text data must be UTF-8", s[i]);
         i += (size_t)n;
     }
     return 0;
@@ -648,8 +649,8 @@ static int class_of(const char *path, int line, int col, const char *s, size_t n
             v = strspn(buf, "0123456789") == n ? strtol(buf, NULL, 10) : -1;
         }
         if (v < 0 || v >= o->nclasses)
-            return tr_fail_file(diag, TR_EINVAL, path, line, col, "label '%.*s' is not a class number from 0 to %d (the "
-                              "definition names no class_names)", shown, s, o->nclasses - 1);
+            return tr_fail_file(diag, TR_EINVAL, path, line, col, "label '%.*s' is not a class number from 0 to %d "
+                                "(the definition names no class_names)", shown, s, o->nclasses - 1);
         *out = (int32_t)v;
         return 0;
     }
@@ -667,8 +668,8 @@ static int class_of(const char *path, int line, int col, const char *s, size_t n
             best = o->class_names[c], best_d = d;
     }
     free(label);
-    return tr_fail_file(diag, TR_EINVAL, path, line, col, "label '%.*s' is not one of the %d class_names%s%s%s", shown, s,
-                      o->nclasses, best ? "; did you mean '" : "", best ? best : "", best ? "'?" : "");
+    return tr_fail_file(diag, TR_EINVAL, path, line, col, "label '%.*s' is not one of the %d class_names%s%s%s",
+                        shown, s, o->nclasses, best ? "; did you mean '" : "", best ? best : "", best ? "'?" : "");
 }
 
 struct tsv_layout {
@@ -738,7 +739,7 @@ static int tsv_sample(const char *path, const struct line *l, const struct tsv_l
     int found = tsv_fields(l, lay->col, s, n);
     if (found != lay->ncols)
         return tr_fail_file(diag, TR_EINVAL, path, l->number, 1, "expected %d fields (a TAB between fields), found %d",
-                          lay->ncols, found);
+                            lay->ncols, found);
     struct tr_text_sample sample = {.text = s[0], .len = n[0], .line = l->number, .col = (int)(s[0] - l->s) + 1};
     int rc = class_of(path, l->number, (int)(s[1] - l->s) + 1, s[1], n[1], o, &sample.label, diag);
     return rc ? rc : take(ctx, &sample, diag);
@@ -751,8 +752,8 @@ static int jsonl_label(const char *path, const struct line *l, const json_t *lab
         return class_of(path, l->number, 1, json_string_value(label), json_string_length(label), o, out, diag);
     json_int_t v = json_is_integer(label) ? json_integer_value(label) : -1;
     if (!json_is_integer(label) || v < 0 || v >= o->nclasses)
-        return tr_fail_file(diag, TR_EINVAL, path, l->number, 1, "field '%s' is neither a class name nor a class number "
-                          "from 0 to %d", o->label, o->nclasses - 1);
+        return tr_fail_file(diag, TR_EINVAL, path, l->number, 1, "field '%s' is neither a class name nor a class "
+                            "number from 0 to %d", o->label, o->nclasses - 1);
     *out = (int32_t)v;
     return 0;
 }
@@ -763,7 +764,8 @@ static int jsonl_sample(const char *path, const struct line *l, const struct tr_
     json_error_t err;
     json_t *obj = json_loadb(l->s, l->len, JSON_REJECT_DUPLICATES, &err);
     if (!obj)
-        return tr_fail_file(diag, TR_EINVAL, path, l->number, err.column > 0 ? err.column : 1, "invalid JSON: %s", err.text);
+        return tr_fail_file(diag, TR_EINVAL, path, l->number, err.column > 0 ? err.column : 1, "invalid JSON: %s",
+                            err.text);
     json_t *text = json_object_get(obj, o->text), *label = json_object_get(obj, o->label);
     struct tr_text_sample sample = {.line = l->number, .col = 1};
     int rc;

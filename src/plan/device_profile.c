@@ -43,8 +43,8 @@ static int load_document(const char *path, yaml_document_t *doc, struct tr_diag 
     int rc = 0;
     if (!ok)
         rc = tr_fail(diag, parser.error == YAML_READER_ERROR ? TR_EIO : TR_EINVAL,
-                  "%s:%zu:%zu: %s", path, parser.problem_mark.line + 1,
-                  parser.problem_mark.column + 1, parser.problem ? parser.problem : "invalid YAML");
+                     "%s:%zu:%zu: %s", path, parser.problem_mark.line + 1,
+                     parser.problem_mark.column + 1, parser.problem ? parser.problem : "invalid YAML");
     yaml_parser_delete(&parser);
     fclose(f);
     if (rc)
@@ -52,7 +52,7 @@ static int load_document(const char *path, yaml_document_t *doc, struct tr_diag 
     yaml_node_t *root = yaml_document_get_root_node(doc);
     if (!root || root->type != YAML_MAPPING_NODE) {
         rc = tr_fail(diag, TR_EINVAL, "%s:%zu: device profiles must be a mapping of names to "
-                  "profiles", path, root ? root->start_mark.line + 1 : 1);
+                     "profiles", path, root ? root->start_mark.line + 1 : 1);
         yaml_document_delete(doc);
     }
     return rc;
@@ -111,7 +111,7 @@ static int key_error(const struct profile_reader *rd, const yaml_node_t *at, con
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
     return tr_fail(rd->diag, TR_EINVAL, "%s:%zu: device profile '%s': key '%s' %s",
-                rd->path, at->start_mark.line + 1, rd->name, key, why);
+                   rd->path, at->start_mark.line + 1, rd->name, key, why);
 }
 
 /* The scalar text of key (dotted "gemm_tflops.bf16" for one level down), or NULL with the sentence in rd->diag. */
@@ -290,7 +290,7 @@ static int read_profile(const struct profile_reader *rd, struct tr_device *d)
 {
     if (rd->profile->type != YAML_MAPPING_NODE)
         return tr_fail(rd->diag, TR_EINVAL, "%s:%zu: device profile '%s' must be a "
-                    "mapping of keys", rd->path, rd->profile->start_mark.line + 1, rd->name);
+                       "mapping of keys", rd->path, rd->profile->start_mark.line + 1, rd->name);
     int rc = read_kind(rd, &d->kind);
     if (!rc)
         rc = read_string(rd, "description", d->description, sizeof d->description);
@@ -310,7 +310,7 @@ static int unknown_profile(yaml_document_t *doc, const char *path, const char *n
     char names[1024];
     list_names(doc, names, sizeof names);
     return tr_fail(diag, TR_EINVAL, "no device profile '%s' in %s; there are: %s", name, path,
-                names);
+                   names);
 }
 
 int tr_device_profile(const char *path, const char *name, struct tr_device *d, struct tr_diag *diag)

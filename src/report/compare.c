@@ -485,8 +485,8 @@ int tr_report_find_previous(const char *run_dir, struct tr_path *out)
     char **names = tr_subfolders(parent.s, &count);
     for (int i = count - 1; i >= 0 && !found; i--) {
         struct tr_path path;
-        if (strverscmp(names[i], base.s) < 0 && tr_path_set(&path, NULL, "%s/%s/report.json", parent.s, names[i]) == 0 &&
-            !access(path.s, R_OK))
+        if (strverscmp(names[i], base.s) < 0 &&
+            tr_path_set(&path, NULL, "%s/%s/report.json", parent.s, names[i]) == 0 && !access(path.s, R_OK))
             found = tr_path_set(out, NULL, "%s/%s", parent.s, names[i]) == 0;
     }
     tr_names_free(names);

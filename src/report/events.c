@@ -220,7 +220,8 @@ int tr_events_flush(struct tr_events *ev, int sync)
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0) {
-            snprintf(ev->error, sizeof ev->error, "writing %s: %s", ev->path.s, w < 0 ? strerror(errno) : "no progress");
+            snprintf(ev->error, sizeof ev->error, "writing %s: %s", ev->path.s,
+                     w < 0 ? strerror(errno) : "no progress");
             close(ev->fd);
             ev->fd = -1;
             tr_pb_free(&ev->pending);

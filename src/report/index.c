@@ -215,7 +215,8 @@ static int index_load(struct runs_index *ix, const char *dir, struct tr_diag *d)
     int rc = ix->recipes ? 0 : -1;
     for (int i = 0; !rc && i < n; i++) {
         struct tr_path path;
-        if (tr_path_set(&path, NULL, "%s/%s", dir, names[i]) || !holds_run(path.s))   /* not a recipe's: nothing to list */
+        /* not a recipe's folder (or past PATH_MAX): nothing to list */
+        if (tr_path_set(&path, NULL, "%s/%s", dir, names[i]) || !holds_run(path.s))
             continue;
         struct recipe_entry *r = &ix->recipes[ix->n++];
         rc = (r->name = strdup(names[i])) ? load_recipe(dir, r) : -1;

@@ -262,11 +262,11 @@ static int add_headers(struct post *post, const struct tr_strs *names, struct tr
         const char *line = getenv(names->v[i]);
         if (!line || !*line) {
             return tr_fail(d, TR_EINVAL, "report.notify.headers_from_env: $%s is not set; nothing was sent to %s",
-                     names->v[i], post->where);
+                           names->v[i], post->where);
         }
         if (!is_header_line(line)) {   /* the value may be a token: never shown */
             return tr_fail(d, TR_EINVAL, "report.notify.headers_from_env: $%s does not hold a header line "
-                     "'Name: value' (its value is not shown); nothing was sent to %s", names->v[i], post->where);
+                           "'Name: value' (its value is not shown); nothing was sent to %s", names->v[i], post->where);
         }
         secret_add(&post->secrets, line);
         const char *value = strchr(line, ':') + 1;
