@@ -122,8 +122,8 @@ int tr_plan_job_init(struct tr_plan_job *job, const struct tr_recipe *r, const s
                      const struct tr_device *dev, struct tr_diag *diag);
 
 /* Searches every candidate the recipe's knobs allow; fills p (free with tr_plan_free). 0 when
- * one fits (p->chosen), no plan fitting (TR_ENOFIT for the caller) is p->chosen < 0 with a 0 return; a
- * negative TR_E… when the job cannot be planned at all (diag says why). */
+ * one fits (p->chosen); none fitting (TR_ENOFIT for the caller) is p->chosen < 0 with a 0
+ * return; a negative TR_E… when the job cannot be planned at all (diag says why). */
 int tr_plan_search(struct tr_plan *p, const struct tr_plan_job *job, struct tr_diag *diag);
 /* The one candidate k (read from a saved plan), evaluated again for this job: p->chosen is 0
  * when it fits, −1 with the reason when it no longer does. */
