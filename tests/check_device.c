@@ -21,11 +21,12 @@ static struct tr_device load_shipped(const char *name)
 {
     char *path = shipped_path();
     struct tr_device d;
-    char err[1024] = "";
-    int rc = tr_device_profile(path, name, &d, err, sizeof err);
-    ck_assert_msg(rc == 0, "%s: rc %d: %s", name, rc, err);
-    ck_assert_str_eq(d.path, path);
+    struct tr_diag err = {0};
+    int rc = tr_device_profile(path, name, &d, &err);
+    ck_assert_msg(rc == 0, "%s: rc %d: %s", name, rc, tr_diag_last(&err));
+    ck_assert_str_eq(d.path.s, path);
     free(path);
+    tr_diag_free(&err);
     return d;
 }
 
@@ -99,29 +100,31 @@ START_TEST(unknown_name_lists_names)
 {
     char *path = shipped_path();
     struct tr_device d = {.memory = 7};
-    char err[1024] = "";
-    ck_assert_int_eq(tr_device_profile(path, "v100", &d, err, sizeof err), TR_EINVAL);
+    struct tr_diag err = {0};
+    ck_assert_int_eq(tr_device_profile(path, "v100", &d, &err), TR_EINVAL);
     char *want = tr_strdup_printf("no device profile 'v100' in %s; there are: a100-40gb, a100-80gb, "
                                   "h100-80gb, h200, rtx3090, rtx4090, t4, l4, cpu", path);
-    ck_assert_str_eq(err, want);
+    ck_assert_str_eq(tr_diag_last(&err), want);
     ck_assert_uint_eq(d.memory, 7);   /* untouched on error */
     free(want);
     free(path);
+    tr_diag_free(&err);
 }
 END_TEST
 
 START_TEST(missing_file_is_eio)
 {
-    char err[512] = "";
+    struct tr_diag err = {0};
     struct tr_device d;
-    ck_assert_int_eq(tr_device_profile("/nonexistent/devices.yaml", "t4", &d, err, sizeof err), TR_EIO);
-    ck_assert_str_eq(err, "cannot read /nonexistent/devices.yaml: No such file or directory");
+    ck_assert_int_eq(tr_device_profile("/nonexistent/devices.yaml", "t4", &d, &err), TR_EIO);
+    ck_assert_str_eq(tr_diag_last(&err), "cannot read /nonexistent/devices.yaml: No such file or directory");
     char names[64];
     ck_assert_int_eq(tr_device_profile_names("/nonexistent/devices.yaml", names, sizeof names), TR_EIO);
     ck_assert_str_eq(names, "");
     /* A folder opens, but is no file (libyaml would say only "input error"). */
-    ck_assert_int_eq(tr_device_profile("/", "t4", &d, err, sizeof err), TR_EIO);
-    ck_assert_str_eq(err, "cannot read /: not a regular file");
+    ck_assert_int_eq(tr_device_profile("/", "t4", &d, &err), TR_EIO);
+    ck_assert_str_eq(tr_diag_last(&err), "cannot read /: not a regular file");
+    tr_diag_free(&err);
 }
 END_TEST
 
@@ -206,8 +209,8 @@ START_TEST(good_profile_loads)
     char *text = broken_text(&none);
     char *path = unit_write_in(dir, "devices.yaml", text);
     struct tr_device d;
-    char err[1024] = "";
-    ck_assert_msg(tr_device_profile(path, "gpu", &d, err, sizeof err) == 0, "%s", err);
+    struct tr_diag err = {0};
+    ck_assert_msg(tr_device_profile(path, "gpu", &d, &err) == 0, "%s", tr_diag_last(&err));
     ck_assert_uint_eq(d.memory, (uint64_t)8 << 30);
     ck_assert_double_eq_tol(d.gemm_flops[1], 100e12, 1);
     ck_assert_str_eq(d.source, "made up for a test");
@@ -215,6 +218,7 @@ START_TEST(good_profile_loads)
     free(path);
     unit_rmtree(dir);
     free(dir);
+    tr_diag_free(&err);
 }
 END_TEST
 
@@ -225,27 +229,29 @@ START_TEST(broken_profile_named)
     char *text = broken_text(c);
     char *path = unit_write_in(dir, "devices.yaml", text);
     struct tr_device d;
-    char err[1024] = "";
-    int rc = tr_device_profile(path, c->name, &d, err, sizeof err);
-    ck_assert_msg(rc == TR_EINVAL, "case %d: rc %d: %s\n%s", _i, rc, err, text);
-    ck_assert_msg(strncmp(err, path, strlen(path)) == 0 && strstr(err, c->want),
-                  "case %d: got '%s', want '%s' after the path", _i, err, c->want);
+    struct tr_diag err = {0};
+    int rc = tr_device_profile(path, c->name, &d, &err);
+    ck_assert_msg(rc == TR_EINVAL, "case %d: rc %d: %s\n%s", _i, rc, tr_diag_last(&err), text);
+    ck_assert_msg(strncmp(tr_diag_last(&err), path, strlen(path)) == 0 && strstr(tr_diag_last(&err), c->want),
+                  "case %d: got '%s', want '%s' after the path", _i, tr_diag_last(&err), c->want);
     free(text);
     free(path);
     unit_rmtree(dir);
     free(dir);
+    tr_diag_free(&err);
 }
 END_TEST
 
-/* A small error buffer is cut, never overrun; a zero-size one is not written. */
+/* The sentence is whole (no buffer to cut it); with no diag the code alone comes back. */
 START_TEST(small_error_buffer)
 {
     char *path = shipped_path();
     struct tr_device d;
-    char err[8];
-    ck_assert_int_eq(tr_device_profile(path, "v100", &d, err, sizeof err), TR_EINVAL);
-    ck_assert_str_eq(err, "no devi");
-    ck_assert_int_eq(tr_device_profile(path, "v100", &d, err, 0), TR_EINVAL);
+    struct tr_diag err = {0};
+    ck_assert_int_eq(tr_device_profile(path, "v100", &d, &err), TR_EINVAL);
+    ck_assert_int_eq(strncmp(tr_diag_last(&err), "no devi", 7), 0);
+    ck_assert_int_eq(tr_device_profile(path, "v100", &d, NULL), TR_EINVAL);
+    tr_diag_free(&err);
     free(path);
 }
 END_TEST

@@ -317,12 +317,14 @@ END_TEST
 static void open_fixture(struct tr_safetensors *st, const char *file)
 {
     const char *srcdir = getenv("srcdir");
-    char path[4096], err[512];
+    char path[4096];
+    struct tr_diag err = {0};
     snprintf(path, sizeof path, "%s/tests/fixtures/%s", srcdir ? srcdir : ".", file);
-    if (tr_st_open(st, path, err, sizeof err)) {
-        fprintf(stderr, "%s\n", err);
+    if (tr_st_open(st, path, &err)) {
+        fprintf(stderr, "%s\n", tr_diag_last(&err));
         exit(EXIT_FAILURE);
     }
+    tr_diag_free(&err);
 }
 
 int main(void)

@@ -194,8 +194,9 @@ struct file {
 
 static void file_open(struct file *f, const char *which)
 {
-    char *path = fixture(which), err[512];
-    ck_assert_msg(tr_st_open(&f->st, path, err, sizeof err) == 0, "%s", err);
+    char *path = fixture(which);
+    struct tr_diag err = {0};
+    ck_assert_msg(tr_st_open(&f->st, path, &err) == 0, "%s", tr_diag_last(&err));
     free(path);
     f->dir = unit_mkdtemp();
     f->n = 0;
@@ -701,9 +702,10 @@ int main(void)
     srcdir = getenv("srcdir");
     if (!srcdir)
         srcdir = ".";
-    char *path = fixture("expected.safetensors"), err[512];
-    if (tr_st_open(&expected, path, err, sizeof err)) {
-        fprintf(stderr, "%s\n", err);
+    char *path = fixture("expected.safetensors");
+    struct tr_diag err = {0};
+    if (tr_st_open(&expected, path, &err)) {
+        fprintf(stderr, "%s\n", tr_diag_last(&err));
         return EXIT_FAILURE;
     }
     free(path);

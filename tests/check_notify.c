@@ -255,8 +255,8 @@ START_TEST(regression_delivered_with_header_from_env)
     struct tr_recipe r;
     load(&r, notify);   /* on: [failure, regression], the default */
     struct tr_notify_result res;
-    char err[1024] = "";
-    ck_assert_msg(tr_notify(&r, dir, TR_EXIT_REGRESSION, &res, err, sizeof err) == 0, "%s", err);
+    struct tr_diag err = {0};
+    ck_assert_msg(tr_notify(&r, dir, TR_EXIT_REGRESSION, &res, &err) == 0, "%s", tr_diag_last(&err));
     hook_stop(&h);
     ck_assert(res.delivered);
     ck_assert_int_eq(res.attempts, 1);
@@ -273,6 +273,7 @@ START_TEST(regression_delivered_with_header_from_env)
     free(notify);
     unit_rmtree(dir);
     free(dir);
+    tr_diag_free(&err);
 }
 END_TEST
 
@@ -284,8 +285,8 @@ START_TEST(server_error_tried_again)
     struct tr_recipe r;
     load(&r, notify);
     struct tr_notify_result res;
-    char err[1024] = "";
-    ck_assert_msg(tr_notify(&r, NULL, TR_EXIT_DIVERGED, &res, err, sizeof err) == 0, "%s", err);
+    struct tr_diag err = {0};
+    ck_assert_msg(tr_notify(&r, NULL, TR_EXIT_DIVERGED, &res, &err) == 0, "%s", tr_diag_last(&err));
     hook_stop(&h);
     ck_assert(res.delivered);
     ck_assert_int_eq(res.attempts, 3);
@@ -293,6 +294,7 @@ START_TEST(server_error_tried_again)
     ck_assert_msg(res.seconds >= 1.4, "0.5 s, then 1 s between attempts; took %.2f s", res.seconds);
     tr_recipe_free(&r);
     free(notify);
+    tr_diag_free(&err);
 }
 END_TEST
 
@@ -305,13 +307,14 @@ START_TEST(client_error_not_tried_again)
     struct tr_recipe r;
     load(&r, notify);
     struct tr_notify_result res;
-    char err[1024] = "";
-    ck_assert_int_lt(tr_notify(&r, NULL, TR_EXIT_FAILURE, &res, err, sizeof err), 0);
+    struct tr_diag err = {0};
+    ck_assert_int_lt(tr_notify(&r, NULL, TR_EXIT_FAILURE, &res, &err), 0);
     hook_stop(&h);
     ck_assert_int_eq(res.attempts, 1);
-    ck_assert_msg(strstr(err, "the server answered HTTP 404 (1 attempt"), "%s", err);
+    ck_assert_msg(strstr(tr_diag_last(&err), "the server answered HTTP 404 (1 attempt"), "%s", tr_diag_last(&err));
     tr_recipe_free(&r);
     free(notify);
+    tr_diag_free(&err);
 }
 END_TEST
 
@@ -320,17 +323,18 @@ START_TEST(outcome_not_listed_sends_nothing)
     struct tr_recipe r;
     load(&r, "{url: 'http://127.0.0.1:1/'}");   /* on: [failure, regression] */
     struct tr_notify_result res;
-    char err[256] = "";
-    ck_assert_int_eq(tr_notify(&r, NULL, TR_EXIT_OK, &res, err, sizeof err), 0);
+    struct tr_diag err = {0};
+    ck_assert_int_eq(tr_notify(&r, NULL, TR_EXIT_OK, &res, &err), 0);
     ck_assert(!res.delivered);
     ck_assert_int_eq(res.attempts, 0);
-    ck_assert_int_eq(tr_notify(&r, NULL, TR_EXIT_LOCKED, &res, err, sizeof err), 0);
+    ck_assert_int_eq(tr_notify(&r, NULL, TR_EXIT_LOCKED, &res, &err), 0);
     ck_assert_int_eq(res.attempts, 0);
     tr_recipe_free(&r);
     load(&r, "null");   /* off */
-    ck_assert_int_eq(tr_notify(&r, NULL, TR_EXIT_FAILURE, &res, err, sizeof err), 0);
+    ck_assert_int_eq(tr_notify(&r, NULL, TR_EXIT_FAILURE, &res, &err), 0);
     ck_assert_int_eq(res.attempts, 0);
     tr_recipe_free(&r);
+    tr_diag_free(&err);
 }
 END_TEST
 
@@ -342,10 +346,10 @@ START_TEST(bad_header_variables)
     load(&r, "{url: 'http://127.0.0.1:1/', on: [failure], headers_from_env: [CHECK_NOTIFY_UNSET]}");
     unsetenv("CHECK_NOTIFY_UNSET");
     struct tr_notify_result res;
-    char err[1024] = "";
-    ck_assert_int_lt(tr_notify(&r, NULL, TR_EXIT_FAILURE, &res, err, sizeof err), 0);
+    struct tr_diag err = {0};
+    ck_assert_int_lt(tr_notify(&r, NULL, TR_EXIT_FAILURE, &res, &err), 0);
     ck_assert_int_eq(res.attempts, 0);
-    ck_assert_str_eq(err, "report.notify.headers_from_env: $CHECK_NOTIFY_UNSET is not set; nothing was sent "
+    ck_assert_str_eq(tr_diag_last(&err), "report.notify.headers_from_env: $CHECK_NOTIFY_UNSET is not set; nothing was sent "
                           "to http://127.0.0.1:1");
     tr_recipe_free(&r);
     static const char *const bad[] = {"Bearer tok-4711", "Authorization: tok-4711\r\nX-Evil: 1",
@@ -353,13 +357,14 @@ START_TEST(bad_header_variables)
     load(&r, "{url: 'http://127.0.0.1:1/', on: [failure], headers_from_env: [CHECK_NOTIFY_BAD]}");
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         setenv("CHECK_NOTIFY_BAD", bad[i], 1);
-        ck_assert_int_lt(tr_notify(&r, NULL, TR_EXIT_FAILURE, &res, err, sizeof err), 0);
+        ck_assert_int_lt(tr_notify(&r, NULL, TR_EXIT_FAILURE, &res, &err), 0);
         ck_assert_int_eq(res.attempts, 0);
-        ck_assert_msg(strstr(err, "$CHECK_NOTIFY_BAD does not hold a header line 'Name: value'"), "%s", err);
-        ck_assert_msg(!strstr(err, "tok-4711"), "the value shown: %s", err);
+        ck_assert_msg(strstr(tr_diag_last(&err), "$CHECK_NOTIFY_BAD does not hold a header line 'Name: value'"), "%s", tr_diag_last(&err));
+        ck_assert_msg(!strstr(tr_diag_last(&err), "tok-4711"), "the value shown: %s", tr_diag_last(&err));
     }
     unsetenv("CHECK_NOTIFY_BAD");
     tr_recipe_free(&r);
+    tr_diag_free(&err);
 }
 END_TEST
 
@@ -374,21 +379,22 @@ START_TEST(refused_given_up_without_secrets)
     struct tr_recipe r;
     load(&r, notify);
     struct tr_notify_result res;
-    char err[1024] = "";
+    struct tr_diag err = {0};
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    ck_assert_int_lt(tr_notify(&r, NULL, TR_EXIT_FAILURE, &res, err, sizeof err), 0);
+    ck_assert_int_lt(tr_notify(&r, NULL, TR_EXIT_FAILURE, &res, &err), 0);
     double took = seconds_since(&t0);
     ck_assert_int_eq(res.attempts, 3);
     ck_assert_msg(took >= 1.4 && took < 5, "took %.2f s", took);
-    ck_assert_msg(strstr(err, "could not notify http://<redacted>@127.0.0.1:") && strstr(err, "/…?<redacted> of the failure: "),
-                  "%s", err);
+    ck_assert_msg(strstr(tr_diag_last(&err), "could not notify http://<redacted>@127.0.0.1:") && strstr(tr_diag_last(&err), "/…?<redacted> of the failure: "),
+                  "%s", tr_diag_last(&err));
     static const char *const secrets[] = {"SECRET", "tok-4711", "pw-4711", "abc4711", "bob"};
     for (size_t i = 0; i < sizeof secrets / sizeof secrets[0]; i++)
-        ck_assert_msg(!strstr(err, secrets[i]), "'%s' shown: %s", secrets[i], err);
+        ck_assert_msg(!strstr(tr_diag_last(&err), secrets[i]), "'%s' shown: %s", secrets[i], tr_diag_last(&err));
     unsetenv("CHECK_NOTIFY_AUTH");
     tr_recipe_free(&r);
     free(notify);
+    tr_diag_free(&err);
 }
 END_TEST
 
@@ -405,16 +411,17 @@ START_TEST(hanging_webhook_bounded_by_timeout)
     struct tr_recipe r;
     load(&r, notify);
     struct tr_notify_result res;
-    char err[1024] = "";
+    struct tr_diag err = {0};
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    ck_assert_int_lt(tr_notify(&r, NULL, TR_EXIT_FAILURE, &res, err, sizeof err), 0);
+    ck_assert_int_lt(tr_notify(&r, NULL, TR_EXIT_FAILURE, &res, &err), 0);
     double took = seconds_since(&t0);
     ck_assert_msg(took >= 0.9 && took < 1.5, "took %.2f s for a 1 s timeout", took);
-    ck_assert_msg(strstr(err, "Timeout was reached"), "%s", err);
+    ck_assert_msg(strstr(tr_diag_last(&err), "Timeout was reached"), "%s", tr_diag_last(&err));
     close(fd);
     tr_recipe_free(&r);
     free(notify);
+    tr_diag_free(&err);
 }
 END_TEST
 

@@ -49,7 +49,7 @@ START_TEST(every_device_op_has_a_cpu_kernel)
     const struct tr_backend *cpu = tr_backend_cpu();
     for (int op = 0; op < TR_NOPS; op++) {
         bool device = tr_ops[op].runs_on == TR_OP_RUNS_ON_DEVICE;
-        ck_assert_msg(device == (cpu->kernels[op] != NULL), "%s: CPU kernel %s", tr_ops[op].name,
+        ck_assert_msg(device == (cpu->ops->kernels[op] != NULL), "%s: CPU kernel %s", tr_ops[op].name,
                       device ? "missing" : "present for an op no device runs");
     }
 }

@@ -289,8 +289,8 @@ START_TEST(replay_and_one_byte_below)
     close(fd);
     free(json);
     struct tr_knobs k;
-    char err[300];
-    ck_assert_msg(tr_plan_read_knobs(path, &k, err, sizeof err) == 0, "%s", err);
+    struct tr_diag err = {0};
+    ck_assert_msg(tr_plan_read_knobs(path, &k, &err) == 0, "%s", tr_diag_last(&err));
     ck_assert_mem_eq(&k, &p.cand[p.chosen].k, sizeof k);
     uint64_t footprint = p.cand[p.chosen].footprint;
     f.job.budget = footprint;
@@ -306,9 +306,10 @@ START_TEST(replay_and_one_byte_below)
     FILE *bad = fopen(path, "w");
     fputs("{\"precision\": \"fp8\"}", bad);
     fclose(bad);
-    ck_assert_int_eq(tr_plan_read_knobs(path, &k, err, sizeof err), TR_EINVAL);
+    ck_assert_int_eq(tr_plan_read_knobs(path, &k, &err), TR_EINVAL);
     unlink(path);
-    ck_assert_int_eq(tr_plan_read_knobs(path, &k, err, sizeof err), TR_EIO);
+    ck_assert_int_eq(tr_plan_read_knobs(path, &k, &err), TR_EIO);
+    tr_diag_free(&err);
     tr_plan_free(&p), tr_plan_free(&again), tr_plan_free(&below);
     finish(&f);
 }

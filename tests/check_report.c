@@ -92,11 +92,12 @@ static size_t bytes_of(const char *dump, uint8_t *out)
  * session end's own time is 1700003600). */
 START_TEST(records_byte_for_byte)
 {
-    char dir[] = "/tmp/trainrun-events.XXXXXX", err[600];
+    char dir[] = "/tmp/trainrun-events.XXXXXX";
+    struct tr_diag err = {0};
     ck_assert_ptr_nonnull(mkdtemp(dir));
     struct tr_events ev = {.fixed_time = 1700000000.0};
-    ck_assert_int_eq(tr_events_open(&ev, dir, 1000, 60, err, sizeof err), 0);
-    ck_assert_ptr_nonnull(strstr(ev.path, "/events.out.tfevents."));
+    ck_assert_int_eq(tr_events_open(&ev, dir, 1000, 60, &err), 0);
+    ck_assert_ptr_nonnull(strstr(ev.path.s, "/events.out.tfevents."));
     tr_events_scalar(&ev, "loss", 1, 0.5);
     tr_events_text(&ev, "notes", 1, "hello *world*");
     struct tr_hparam hp[] = {{.name = "lr", .kind = TR_HP_NUMBER, .number = 0.001},
@@ -133,15 +134,16 @@ START_TEST(records_byte_for_byte)
     n += framed.len;
     tr_pb_free(&framed);
 
-    FILE *f = fopen(ev.path, "rb");
+    FILE *f = fopen(ev.path.s, "rb");
     ck_assert_ptr_nonnull(f);
     size_t have = fread(got, 1, sizeof got, f);
     fclose(f);
     ck_assert_uint_eq(have, n);
     for (size_t i = 0; i < n; i++)
         ck_assert_msg(got[i] == want[i], "byte %zu: %02x, expected %02x", i, got[i], want[i]);
-    unlink(ev.path);
+    unlink(ev.path.s);
     rmdir(dir);
+    tr_diag_free(&err);
 }
 END_TEST
 
@@ -149,10 +151,34 @@ END_TEST
 START_TEST(open_failure)
 {
     struct tr_events ev = {0};
-    char err[600] = "";
-    ck_assert_int_eq(tr_events_open(&ev, "/nonexistent/folder", 1, 5, err, sizeof err), -1);
-    ck_assert_ptr_nonnull(strstr(err, "cannot create /nonexistent/folder/events.out.tfevents."));
+    struct tr_diag err = {0};
+    ck_assert_int_eq(tr_events_open(&ev, "/nonexistent/folder", 1, 5, &err), TR_EIO);
+    ck_assert_ptr_nonnull(strstr(tr_diag_last(&err), "cannot create /nonexistent/folder/events.out.tfevents."));
     ck_assert_int_eq(tr_events_close(&ev), 0);
+    tr_diag_free(&err);
+}
+END_TEST
+
+/* A folder named by a path past PATH_MAX (here a real one, spelt with 2100 "./") is refused
+ * with a sentence; no file is made at the path cut short. */
+START_TEST(path_too_long_refused)
+{
+    char dir[] = "/tmp/trainrun-events.XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    size_t len = strlen(dir);
+    char *far = malloc(len + 2 * 2100 + 1);
+    memcpy(far, dir, len);
+    for (int i = 0; i < 2100; i++)
+        memcpy(far + len + 2 * i, "/.", 2);
+    far[len + 2 * 2100] = '\0';
+    struct tr_events ev = {0};
+    struct tr_diag err = {0};
+    ck_assert_int_eq(tr_events_open(&ev, far, 1, 5, &err), TR_EINVAL);
+    ck_assert_msg(strstr(tr_diag_last(&err), "path too long ("), "%s", tr_diag_last(&err));
+    ck_assert_int_eq(tr_events_close(&ev), 0);
+    ck_assert_int_eq(rmdir(dir), 0);   /* empty: nothing was written */
+    tr_diag_free(&err);
+    free(far);
 }
 END_TEST
 
@@ -165,6 +191,7 @@ int main(void)
     tcase_add_test(tc, varints);
     tcase_add_test(tc, records_byte_for_byte);
     tcase_add_test(tc, open_failure);
+    tcase_add_test(tc, path_too_long_refused);
     suite_add_tcase(s, tc);
     return unit_run(s);
 }

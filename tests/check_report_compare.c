@@ -307,9 +307,11 @@ static void remove_tree(const char *root)
 
 static void expect_previous(const char *root, const char *run, const char *want)
 {
-    char dir[512], out[1024];
+    char dir[512];
+    struct tr_path found_dir;
     snprintf(dir, sizeof dir, "%s/%s", root, run);
-    int found = tr_report_find_previous(dir, out, sizeof out);
+    int found = tr_report_find_previous(dir, &found_dir);
+    const char *out = found_dir.s;
     if (!want) {
         ck_assert_msg(!found, "%s: found %s", run, out);
         return;
@@ -347,8 +349,8 @@ START_TEST(find_previous_sibling)
     /* The latest link's previous run is the one before the run it points at. */
     expect_previous(root, "r/latest", "r/20261102-100000-10");
     expect_previous(root, "r/20261104-100000/", "r/20261102-100000-10");
-    char out[64];
-    ck_assert_int_eq(tr_report_find_previous("/nonexistent/x/y", out, sizeof out), 0);
+    struct tr_path out;
+    ck_assert_int_eq(tr_report_find_previous("/nonexistent/x/y", &out), 0);
     remove_tree(root);
 }
 END_TEST

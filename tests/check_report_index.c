@@ -98,9 +98,10 @@ END_TEST
 
 START_TEST(index_rows_and_trend)
 {
-    char root[64], err[512];
+    char root[64];
+    struct tr_diag err = {0};
     make_runs(root);
-    ck_assert_int_eq(tr_runs_index_write(root, err, sizeof err), 0);
+    ck_assert_int_eq(tr_runs_index_write(root, &err), 0);
     char *md = slurp(root, "index.md"), *html = slurp(root, "index.html");
     ck_assert_ptr_nonnull(strstr(md, "2 recipes, 4 runs. The newest run of 2 recipes did not finish or regressed.\n"));
     ck_assert_ptr_null(strstr(md, "empty"));
@@ -127,7 +128,7 @@ START_TEST(index_rows_and_trend)
     ck_assert_ptr_nonnull(strstr(html, "<td class=\"failed\">failed</td>"));
     ck_assert_ptr_null(strstr(html, "<script"));
     /* Written again: the same bytes, no temporary file left. */
-    ck_assert_int_eq(tr_runs_index_write(root, err, sizeof err), 0);
+    ck_assert_int_eq(tr_runs_index_write(root, &err), 0);
     char *md2 = slurp(root, "index.md"), *html2 = slurp(root, "index.html");
     ck_assert_str_eq(md, md2);
     ck_assert_str_eq(html, html2);
@@ -136,21 +137,23 @@ START_TEST(index_rows_and_trend)
     ck_assert_int_ne(access(tmp, F_OK), 0);
     free(md), free(html), free(md2), free(html2);
     remove_tree(root);
+    tr_diag_free(&err);
 }
 END_TEST
 
 START_TEST(unreadable_or_empty)
 {
-    char err[512];
-    ck_assert_int_eq(tr_runs_index_write("/nonexistent/runs", err, sizeof err), -1);
-    ck_assert_ptr_nonnull(strstr(err, "cannot read /nonexistent/runs"));
+    struct tr_diag err = {0};
+    ck_assert_int_eq(tr_runs_index_write("/nonexistent/runs", &err), TR_EIO);
+    ck_assert_ptr_nonnull(strstr(tr_diag_last(&err), "cannot read /nonexistent/runs"));
     char root[] = "/tmp/check_report_index.XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(root));
-    ck_assert_int_eq(tr_runs_index_write(root, err, sizeof err), 0);
+    ck_assert_int_eq(tr_runs_index_write(root, &err), 0);
     char *md = slurp(root, "index.md");
     ck_assert_ptr_nonnull(strstr(md, "0 recipes, 0 runs. No runs yet."));
     free(md);
     remove_tree(root);
+    tr_diag_free(&err);
 }
 END_TEST
 

@@ -76,8 +76,9 @@ static void remove_run(const char *dir)
 
 static void render(const char *dir, const struct tr_run_outcome *outcome)
 {
-    char err[4400] = "";
-    ck_assert_msg(tr_run_report_render(dir, outcome, err, sizeof err) == 0, "%s", err);
+    struct tr_diag err = {0};
+    ck_assert_msg(tr_run_report_render(dir, outcome, &err) == 0, "%s", tr_diag_last(&err));
+    tr_diag_free(&err);
 }
 
 static json_t *report_json(const char *dir)
@@ -387,10 +388,11 @@ END_TEST
 
 START_TEST(not_a_run_folder)
 {
-    char dir[64] = "/tmp/check_report_run.XXXXXX", err[4400] = "";
+    char dir[64] = "/tmp/check_report_run.XXXXXX";
+    struct tr_diag err = {0};
     ck_assert_ptr_nonnull(mkdtemp(dir));
-    ck_assert_int_eq(tr_run_report_render(dir, NULL, err, sizeof err), -1);
-    ck_assert_ptr_nonnull(strstr(err, "is not a run folder"));
+    ck_assert_int_eq(tr_run_report_render(dir, NULL, &err), -1);
+    ck_assert_ptr_nonnull(strstr(tr_diag_last(&err), "is not a run folder"));
     ck_assert_int_eq(rmdir(dir), 0);
     /* plan.json alone (a run that failed before its first step) is a run. */
     make_run(dir, 1);
@@ -399,6 +401,7 @@ START_TEST(not_a_run_folder)
     ck_assert_str_eq(json_string_value(json_object_get(j, "status")), "failed");
     json_decref(j);
     remove_run(dir);
+    tr_diag_free(&err);
 }
 END_TEST
 

@@ -41,14 +41,15 @@ static uint8_t *build(const char *header, size_t data_len, size_t *len)
 static void expect_buffer_error(const void *buf, size_t len, int code, const char *message)
 {
     struct tr_safetensors st;
-    char err[512] = "";
-    int rc = tr_st_parse(&st, buf, len, FILE_NAME, err, sizeof err);
-    ck_assert_msg(rc == code, "rc %d, expected %d; message: %s", rc, code, err);
-    ck_assert_str_eq(err, message);
+    struct tr_diag err = {0};
+    int rc = tr_st_parse(&st, buf, len, FILE_NAME, &err);
+    ck_assert_msg(rc == code, "rc %d, expected %d; message: %s", rc, code, tr_diag_last(&err));
+    ck_assert_str_eq(tr_diag_last(&err), message);
     ck_assert_ptr_null(st.tensors);
     ck_assert_ptr_null(st.header);
     ck_assert_int_eq(st.n, 0);
     tr_st_close(&st);   /* harmless on a failed parse */
+    tr_diag_free(&err);
 }
 
 static void expect_error(const char *header, size_t data_len, const char *message)
@@ -144,12 +145,12 @@ START_TEST(round_trip_every_dtype_and_rank)
         fill(data[i], t[i].bytes, (unsigned)i);
         t[i].data = data[i];
     }
-    char err[512] = "";
-    ck_assert_msg(tr_st_write(path, t, n, NULL, err, sizeof err) == 0, "%s", err);
+    struct tr_diag err = {0};
+    ck_assert_msg(tr_st_write(path, t, n, NULL, &err) == 0, "%s", tr_diag_last(&err));
     expect_listing(dir, "model.safetensors\n");   /* no temporary file left */
 
     struct tr_safetensors st;
-    ck_assert_msg(tr_st_open(&st, path, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(tr_st_open(&st, path, &err) == 0, "%s", tr_diag_last(&err));
     ck_assert_int_eq(st.n, n);
     ck_assert_int_eq(st.n_metadata, 0);
     ck_assert_ptr_null(st.metadata[0]);
@@ -181,6 +182,7 @@ START_TEST(round_trip_every_dtype_and_rank)
     for (int i = 0; i < n; i++)
         free(data[i]);
     remove_scratch(dir, path);
+    tr_diag_free(&err);
 }
 END_TEST
 
@@ -202,10 +204,10 @@ START_TEST(round_trip_values)
         {.name = "i", .dtype = TR_I32, .rank = 1, .shape = {3}, .data = ints, .bytes = 12},
         {.name = "d", .dtype = TR_F64, .rank = 0, .data = &d, .bytes = 8},
     };
-    char err[512] = "";
-    ck_assert_msg(tr_st_write(path, t, 5, NULL, err, sizeof err) == 0, "%s", err);
+    struct tr_diag err = {0};
+    ck_assert_msg(tr_st_write(path, t, 5, NULL, &err) == 0, "%s", tr_diag_last(&err));
     struct tr_safetensors st;
-    ck_assert_msg(tr_st_open(&st, path, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(tr_st_open(&st, path, &err) == 0, "%s", tr_diag_last(&err));
     const float *gf = tr_st_find(&st, "f")->data;
     const uint16_t *gbf = tr_st_find(&st, "bf")->data, *gh = tr_st_find(&st, "h")->data;
     for (int i = 0; i < 4; i++) {
@@ -220,6 +222,7 @@ START_TEST(round_trip_values)
     ck_assert(*(const double *)tr_st_find(&st, "d")->data == d);
     tr_st_close(&st);
     remove_scratch(dir, path);
+    tr_diag_free(&err);
 }
 END_TEST
 
@@ -233,10 +236,10 @@ START_TEST(metadata_round_trip)
     const char *const kv[] = {"format", "pt", "step", "1200",
                               "note", "quotes \" and \\ and\nnewline", "empty", "",
                               "unicode", "caf\xc3\xa9 \xe2\x80\x94 \xf0\x9f\x99\x82", NULL};
-    char err[512] = "";
-    ck_assert_msg(tr_st_write(path, &t, 1, kv, err, sizeof err) == 0, "%s", err);
+    struct tr_diag err = {0};
+    ck_assert_msg(tr_st_write(path, &t, 1, kv, &err) == 0, "%s", tr_diag_last(&err));
     struct tr_safetensors st;
-    ck_assert_msg(tr_st_open(&st, path, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(tr_st_open(&st, path, &err) == 0, "%s", tr_diag_last(&err));
     ck_assert_int_eq(st.n_metadata, 5);
     for (int i = 0; i < 10; i++)   /* in the order written */
         ck_assert_str_eq(st.metadata[i], kv[i]);
@@ -248,13 +251,14 @@ START_TEST(metadata_round_trip)
     tr_st_close(&st);
 
     /* metadata alone, no tensors: an empty data buffer */
-    ck_assert_msg(tr_st_write(path, NULL, 0, kv, err, sizeof err) == 0, "%s", err);
-    ck_assert_msg(tr_st_open(&st, path, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(tr_st_write(path, NULL, 0, kv, &err) == 0, "%s", tr_diag_last(&err));
+    ck_assert_msg(tr_st_open(&st, path, &err) == 0, "%s", tr_diag_last(&err));
     ck_assert_int_eq(st.n, 0);
     ck_assert_ptr_null(tr_st_find(&st, "x"));
     ck_assert_str_eq(tr_st_metadata(&st, "format"), "pt");
     tr_st_close(&st);
     remove_scratch(dir, path);
+    tr_diag_free(&err);
 }
 END_TEST
 
@@ -275,9 +279,9 @@ START_TEST(writer_layout)
         {.name = "a2", .dtype = TR_F64, .rank = 1, .shape = {1}, .data = doubles + 1, .bytes = 8},
     };
     struct tr_st_tensor reversed[] = {t[3], t[2], t[1], t[0]};
-    char err[512] = "";
-    ck_assert_msg(tr_st_write(a, t, 4, NULL, err, sizeof err) == 0, "%s", err);
-    ck_assert_msg(tr_st_write(b, reversed, 4, NULL, err, sizeof err) == 0, "%s", err);
+    struct tr_diag err = {0};
+    ck_assert_msg(tr_st_write(a, t, 4, NULL, &err) == 0, "%s", tr_diag_last(&err));
+    ck_assert_msg(tr_st_write(b, reversed, 4, NULL, &err) == 0, "%s", tr_diag_last(&err));
     size_t len_a, len_b;
     char *text_a = slurp(a, &len_a), *text_b = slurp(b, &len_b);
     ck_assert_uint_eq(len_a, len_b);
@@ -294,6 +298,7 @@ START_TEST(writer_layout)
         ck_assert_int_eq(text_a[8 + i], ' ');
     free(text_a), free(text_b), free(b);
     remove_scratch(dir, a);
+    tr_diag_free(&err);
 }
 END_TEST
 
@@ -313,8 +318,8 @@ START_TEST(hand_built_file)
     memcpy(data, (uint8_t[]){9, 8, 7, 6}, 4);
     memcpy(data + 4, (uint8_t[]){0x00, 0x00, 0xc0, 0x3f, 0x00, 0x00, 0x00, 0xc0}, 8); /* 1.5, -2 */
     struct tr_safetensors st;
-    char err[512] = "";
-    ck_assert_msg(tr_st_parse(&st, buf, len, FILE_NAME, err, sizeof err) == 0, "%s", err);
+    struct tr_diag err = {0};
+    ck_assert_msg(tr_st_parse(&st, buf, len, FILE_NAME, &err) == 0, "%s", tr_diag_last(&err));
     ck_assert_int_eq(st.n, 2);
     ck_assert_str_eq(st.tensors[0].name, "ids");      /* file order */
     ck_assert_str_eq(st.tensors[1].name, "weight");
@@ -337,24 +342,25 @@ START_TEST(hand_built_file)
     /* the same without padding: legal, the data then starts unaligned */
     free(buf);
     buf = build("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, &len);
-    ck_assert_msg(tr_st_parse(&st, buf, len, NULL, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(tr_st_parse(&st, buf, len, NULL, &err) == 0, "%s", tr_diag_last(&err));
     ck_assert_int_eq(st.n, 1);
     tr_st_close(&st);
     /* "__metadata__": null is no metadata, as the reference reader takes it */
     free(buf);
     buf = build("{\"__metadata__\":null}", 0, &len);
-    ck_assert_msg(tr_st_parse(&st, buf, len, NULL, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(tr_st_parse(&st, buf, len, NULL, &err) == 0, "%s", tr_diag_last(&err));
     ck_assert_int_eq(st.n_metadata, 0);
     ck_assert_ptr_null(st.metadata[0]);
     tr_st_close(&st);
     /* an empty file: {} and no data */
     free(buf);
     buf = build("{}", 0, &len);
-    ck_assert_msg(tr_st_parse(&st, buf, len, NULL, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(tr_st_parse(&st, buf, len, NULL, &err) == 0, "%s", tr_diag_last(&err));
     ck_assert_int_eq(st.n, 0);
     ck_assert_int_eq(st.n_metadata, 0);
     tr_st_close(&st);
     free(buf);
+    tr_diag_free(&err);
 }
 END_TEST
 
@@ -389,9 +395,9 @@ START_TEST(python_reference_file)
     memcpy(buf + 8, python_header, n);
     memcpy(buf + 8 + n, python_data, sizeof python_data);
     struct tr_safetensors st;
-    char err[512] = "";
-    int rc = tr_st_parse(&st, buf, len, "python.safetensors", err, sizeof err);
-    ck_assert_msg(rc == 0, "%s", err);
+    struct tr_diag err = {0};
+    int rc = tr_st_parse(&st, buf, len, "python.safetensors", &err);
+    ck_assert_msg(rc == 0, "%s", tr_diag_last(&err));
     ck_assert_int_eq(st.n, 8);
     ck_assert_int_eq(st.n_metadata, 2);
     ck_assert_str_eq(tr_st_metadata(&st, "producer"), "safetensors 0.8.0");
@@ -427,6 +433,7 @@ START_TEST(python_reference_file)
     ck_assert_int_eq(((const uint8_t *)tr_st_find(&st, "mask")->data)[3], 255);
     tr_st_close(&st);
     free(buf);
+    tr_diag_free(&err);
 }
 END_TEST
 
@@ -438,7 +445,7 @@ END_TEST
 START_TEST(hostile_lengths)
 {
     struct tr_safetensors st;   /* no buffer for the message: still refused */
-    ck_assert_int_eq(tr_st_parse(&st, "", 0, FILE_NAME, NULL, 0), TR_EINVAL);
+    ck_assert_int_eq(tr_st_parse(&st, "", 0, FILE_NAME, NULL), TR_EINVAL);
     expect_buffer_error("", 0, TR_EINVAL,
                         FILE_NAME ": file is 0 bytes, too short for the 8-byte header length");
     expect_buffer_error("\x02\0\0\0\0", 5, TR_EINVAL,
@@ -590,9 +597,9 @@ START_TEST(other_dtypes_listed_on_request)
                          T("mask", "\"dtype\":\"BOOL\",\"shape\":[2],\"data_offsets\":[20,22]") ","
                          T("w", "\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[16,20]") "}", 22, &len);
     struct tr_safetensors st;
-    char err[512] = "";
-    ck_assert_int_eq(tr_st_parse(&st, buf, len, FILE_NAME, err, sizeof err), TR_EINVAL);
-    ck_assert_msg(tr_st_parse_with(&st, buf, len, FILE_NAME, TR_ST_ANY_DTYPE, err, sizeof err) == 0, "%s", err);
+    struct tr_diag err = {0};
+    ck_assert_int_eq(tr_st_parse(&st, buf, len, FILE_NAME, &err), TR_EINVAL);
+    ck_assert_msg(tr_st_parse_with(&st, buf, len, FILE_NAME, TR_ST_ANY_DTYPE, &err) == 0, "%s", tr_diag_last(&err));
     const struct tr_st_tensor *ids = tr_st_find(&st, "ids"), *mask = tr_st_find(&st, "mask"),
                               *w = tr_st_find(&st, "w");
     ck_assert(ids && mask && w);
@@ -612,10 +619,11 @@ START_TEST(other_dtypes_listed_on_request)
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         buf = build(bad[i].header, bad[i].len, &len);
-        ck_assert_int_eq(tr_st_parse_with(&st, buf, len, FILE_NAME, TR_ST_ANY_DTYPE, err, sizeof err), TR_EINVAL);
-        ck_assert_str_eq(err, bad[i].message);
+        ck_assert_int_eq(tr_st_parse_with(&st, buf, len, FILE_NAME, TR_ST_ANY_DTYPE, &err), TR_EINVAL);
+        ck_assert_str_eq(tr_diag_last(&err), bad[i].message);
         free(buf);
     }
+    tr_diag_free(&err);
 }
 END_TEST
 
@@ -674,11 +682,12 @@ START_TEST(hostile_tiling)
                          T("f", "\"dtype\":\"F32\",\"shape\":[0, 3],\"data_offsets\":[0,0]") "}",
                          4, &len);
     struct tr_safetensors st;
-    char err[512] = "";
-    ck_assert_msg(tr_st_parse(&st, buf, len, FILE_NAME, err, sizeof err) == 0, "%s", err);
+    struct tr_diag err = {0};
+    ck_assert_msg(tr_st_parse(&st, buf, len, FILE_NAME, &err) == 0, "%s", tr_diag_last(&err));
     ck_assert_int_eq(st.n, 3);
     tr_st_close(&st);
     free(buf);
+    tr_diag_free(&err);
 }
 END_TEST
 
@@ -710,10 +719,11 @@ START_TEST(hostile_metadata_and_names)
     size_t len;
     uint8_t *buf = build("{" T("a", F32_4 ",\"extra\":[1]") "}", 4, &len);
     struct tr_safetensors st;
-    char err[512] = "";
-    ck_assert_msg(tr_st_parse(&st, buf, len, FILE_NAME, err, sizeof err) == 0, "%s", err);
+    struct tr_diag err = {0};
+    ck_assert_msg(tr_st_parse(&st, buf, len, FILE_NAME, &err) == 0, "%s", tr_diag_last(&err));
     tr_st_close(&st);
     free(buf);
+    tr_diag_free(&err);
 }
 END_TEST
 
@@ -726,24 +736,25 @@ START_TEST(hostile_truncations)
     size_t len;
     uint8_t *full = build(header, 8, &len);
     struct tr_safetensors st;
-    char err[512];
+    struct tr_diag err = {0};
     for (size_t cut = 0; cut < len; cut++) {
         uint8_t *prefix = tr_xmalloc(cut ? cut : 1);   /* exactly cut bytes: ASan sees overreads */
         memcpy(prefix, full, cut);
-        ck_assert_msg(tr_st_parse(&st, prefix, cut, FILE_NAME, err, sizeof err) == TR_EINVAL,
+        ck_assert_msg(tr_st_parse(&st, prefix, cut, FILE_NAME, &err) == TR_EINVAL,
                       "a %zu-byte prefix parsed", cut);
-        ck_assert(strncmp(err, FILE_NAME ": ", strlen(FILE_NAME) + 2) == 0);
+        ck_assert(strncmp(tr_diag_last(&err), FILE_NAME ": ", strlen(FILE_NAME) + 2) == 0);
         free(prefix);
     }
     for (int i = 0; i < 8; i++)
         for (int bit = 0; bit < 8; bit++) {
             full[i] ^= (uint8_t)(1u << bit);
-            ck_assert_int_eq(tr_st_parse(&st, full, len, FILE_NAME, err, sizeof err), TR_EINVAL);
+            ck_assert_int_eq(tr_st_parse(&st, full, len, FILE_NAME, &err), TR_EINVAL);
             full[i] ^= (uint8_t)(1u << bit);
         }
-    ck_assert_int_eq(tr_st_parse(&st, full, len, FILE_NAME, err, sizeof err), 0);
+    ck_assert_int_eq(tr_st_parse(&st, full, len, FILE_NAME, &err), 0);
     tr_st_close(&st);
     free(full);
+    tr_diag_free(&err);
 }
 END_TEST
 
@@ -751,38 +762,40 @@ END_TEST
 START_TEST(open_errors)
 {
     char *dir = unit_mkdtemp();
-    char *path = tr_strdup_printf("%s/w.safetensors", dir), want[1024], err[512] = "";
+    char *path = tr_strdup_printf("%s/w.safetensors", dir), want[1024];
+    struct tr_diag err = {0};
     struct tr_safetensors st;
-    ck_assert_int_eq(tr_st_open(&st, path, err, sizeof err), TR_EIO);
+    ck_assert_int_eq(tr_st_open(&st, path, &err), TR_EIO);
     snprintf(want, sizeof want, "%s: cannot open: No such file or directory", path);
-    ck_assert_str_eq(err, want);
-    ck_assert_int_eq(tr_st_open(&st, dir, err, sizeof err), TR_EINVAL);
+    ck_assert_str_eq(tr_diag_last(&err), want);
+    ck_assert_int_eq(tr_st_open(&st, dir, &err), TR_EINVAL);
     snprintf(want, sizeof want, "%s: not a regular file", dir);
-    ck_assert_str_eq(err, want);
+    ck_assert_str_eq(tr_diag_last(&err), want);
     unit_write(path, "");
-    ck_assert_int_eq(tr_st_open(&st, path, err, sizeof err), TR_EINVAL);
+    ck_assert_int_eq(tr_st_open(&st, path, &err), TR_EINVAL);
     snprintf(want, sizeof want, "%s: file is 0 bytes, too short for the 8-byte header length",
              path);
-    ck_assert_str_eq(err, want);
+    ck_assert_str_eq(tr_diag_last(&err), want);
 
     float x[4] = {1, 2, 3, 4};
     struct tr_st_tensor t = {.name = "x", .dtype = TR_F32, .rank = 1, .shape = {4}, .data = x,
                              .bytes = 16};
-    ck_assert_msg(tr_st_write(path, &t, 1, NULL, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(tr_st_write(path, &t, 1, NULL, &err) == 0, "%s", tr_diag_last(&err));
     struct stat sb;
     ck_assert_int_eq(stat(path, &sb), 0);
     ck_assert_int_eq(truncate(path, sb.st_size - 1), 0);   /* a copy cut short */
-    ck_assert_int_eq(tr_st_open(&st, path, err, sizeof err), TR_EINVAL);
+    ck_assert_int_eq(tr_st_open(&st, path, &err), TR_EINVAL);
     snprintf(want, sizeof want, "%s: tensor 'x': data_offsets [0, 16] run past the end of the "
              "15-byte data buffer; the file may be truncated", path);
-    ck_assert_str_eq(err, want);
+    ck_assert_str_eq(tr_diag_last(&err), want);
     ck_assert_ptr_null(st.mapping);
     ck_assert_int_eq(truncate(path, 20), 0);   /* cut inside the header */
-    ck_assert_int_eq(tr_st_open(&st, path, err, sizeof err), TR_EINVAL);
+    ck_assert_int_eq(tr_st_open(&st, path, &err), TR_EINVAL);
     snprintf(want, sizeof want, "%s: header length %lld is more than the 12 bytes that follow it; "
              "the file is truncated or not safetensors", path, (long long)sb.st_size - 8 - 16);
-    ck_assert_str_eq(err, want);
+    ck_assert_str_eq(tr_diag_last(&err), want);
     remove_scratch(dir, path);
+    tr_diag_free(&err);
 }
 END_TEST
 
@@ -791,7 +804,8 @@ END_TEST
 START_TEST(writer_rejects_bad_input)
 {
     char *dir = unit_mkdtemp();
-    char *path = tr_strdup_printf("%s/x.safetensors", dir), want[1024], err[512] = "";
+    char *path = tr_strdup_printf("%s/x.safetensors", dir), want[1024];
+    struct tr_diag err = {0};
     float x[4] = {0};
     struct tr_st_tensor ok = {.name = "x", .dtype = TR_F32, .rank = 1, .shape = {4}, .data = x,
                               .bytes = 16};
@@ -824,13 +838,14 @@ START_TEST(writer_rejects_bad_input)
         {{ok}, 1, (const char *const[]){"k", "\xc3", NULL}, "metadata 'k' is not valid UTF-8"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        ck_assert_int_eq(tr_st_write(path, cases[i].t, cases[i].n, cases[i].kv, err, sizeof err),
+        ck_assert_int_eq(tr_st_write(path, cases[i].t, cases[i].n, cases[i].kv, &err),
                          TR_EINVAL);
         snprintf(want, sizeof want, "%s: %s", path, cases[i].message);
-        ck_assert_str_eq(err, want);
+        ck_assert_str_eq(tr_diag_last(&err), want);
         expect_listing(dir, "");   /* nothing created */
     }
     remove_scratch(dir, path);
+    tr_diag_free(&err);
 }
 END_TEST
 
@@ -838,18 +853,20 @@ END_TEST
 START_TEST(writer_refuses_oversized_header)
 {
     char *dir = unit_mkdtemp();
-    char *path = tr_strdup_printf("%s/x.safetensors", dir), want[1024], err[512] = "";
+    char *path = tr_strdup_printf("%s/x.safetensors", dir), want[1024];
+    struct tr_diag err = {0};
     char *value = tr_xmalloc(TR_ST_MAX_HEADER + 1);
     memset(value, 'a', TR_ST_MAX_HEADER);
     value[TR_ST_MAX_HEADER] = '\0';
     const char *const kv[] = {"k", value, NULL};
-    ck_assert_int_eq(tr_st_write(path, NULL, 0, kv, err, sizeof err), TR_EINVAL);
+    ck_assert_int_eq(tr_st_write(path, NULL, 0, kv, &err), TR_EINVAL);
     snprintf(want, sizeof want, "%s: the header would be 100000025 bytes, more than the "
              "100000000-byte limit", path);
-    ck_assert_str_eq(err, want);
+    ck_assert_str_eq(tr_diag_last(&err), want);
     expect_listing(dir, "");
     free(value);
     remove_scratch(dir, path);
+    tr_diag_free(&err);
 }
 END_TEST
 
@@ -858,20 +875,22 @@ END_TEST
 START_TEST(stale_temporary_is_replaced)
 {
     char *dir = unit_mkdtemp();
-    char *path = tr_strdup_printf("%s/x.safetensors", dir), err[512] = "";
+    char *path = tr_strdup_printf("%s/x.safetensors", dir);
+    struct tr_diag err = {0};
     char *stale = tr_strdup_printf("%s.tmp.%ld", path, (long)getpid());
     unit_write(stale, "half a checkpoint");
     uint8_t b = 1;
     struct tr_st_tensor t = {.name = "b", .dtype = TR_U8, .rank = 1, .shape = {1}, .data = &b,
                              .bytes = 1};
-    ck_assert_msg(tr_st_write(path, &t, 1, NULL, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(tr_st_write(path, &t, 1, NULL, &err) == 0, "%s", tr_diag_last(&err));
     expect_listing(dir, "x.safetensors\n");
     struct tr_safetensors st;
-    ck_assert_msg(tr_st_open(&st, path, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(tr_st_open(&st, path, &err) == 0, "%s", tr_diag_last(&err));
     ck_assert_int_eq(st.n, 1);
     tr_st_close(&st);
     free(stale);
     remove_scratch(dir, path);
+    tr_diag_free(&err);
 }
 END_TEST
 
@@ -879,16 +898,18 @@ END_TEST
 START_TEST(write_to_missing_directory)
 {
     char *dir = unit_mkdtemp();
-    char *path = tr_strdup_printf("%s/nowhere/x.safetensors", dir), want[1024], err[512] = "";
+    char *path = tr_strdup_printf("%s/nowhere/x.safetensors", dir), want[1024];
+    struct tr_diag err = {0};
     uint8_t b = 1;
     struct tr_st_tensor t = {.name = "b", .dtype = TR_U8, .rank = 1, .shape = {1}, .data = &b,
                              .bytes = 1};
-    ck_assert_int_eq(tr_st_write(path, &t, 1, NULL, err, sizeof err), TR_EIO);
+    ck_assert_int_eq(tr_st_write(path, &t, 1, NULL, &err), TR_EIO);
     snprintf(want, sizeof want, "%s: cannot create %s.tmp.%ld: No such file or directory", path,
              path, (long)getpid());
-    ck_assert_str_eq(err, want);
+    ck_assert_str_eq(tr_diag_last(&err), want);
     expect_listing(dir, "");
     remove_scratch(dir, path);
+    tr_diag_free(&err);
 }
 END_TEST
 
@@ -898,12 +919,13 @@ START_TEST(write_to_read_only_directory)
 {
     char *dir = unit_mkdtemp();
     char *ro = tr_strdup_printf("%s/ro", dir);
-    char *path = tr_strdup_printf("%s/x.safetensors", ro), want[1024], err[512] = "";
+    char *path = tr_strdup_printf("%s/x.safetensors", ro), want[1024];
+    struct tr_diag err = {0};
     ck_assert_int_eq(mkdir(ro, 0755), 0);
     uint8_t b = 1;
     struct tr_st_tensor t = {.name = "b", .dtype = TR_U8, .rank = 1, .shape = {1}, .data = &b,
                              .bytes = 1};
-    ck_assert_msg(tr_st_write(path, &t, 1, NULL, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(tr_st_write(path, &t, 1, NULL, &err) == 0, "%s", tr_diag_last(&err));
     size_t old_len;
     char *old = slurp(path, &old_len);
     ck_assert_int_eq(chmod(ro, 0555), 0);
@@ -914,13 +936,13 @@ START_TEST(write_to_read_only_directory)
         ck_assert_int_eq(seteuid(nobody ? nobody->pw_uid : 65534), 0);
     }
     b = 2;
-    int rc = tr_st_write(path, &t, 1, NULL, err, sizeof err);
+    int rc = tr_st_write(path, &t, 1, NULL, &err);
     if (uid == 0)
         ck_assert_int_eq(seteuid(0), 0);
     ck_assert_int_eq(rc, TR_EIO);
     snprintf(want, sizeof want, "%s: cannot create %s.tmp.%ld: Permission denied", path, path,
              (long)getpid());
-    ck_assert_str_eq(err, want);
+    ck_assert_str_eq(tr_diag_last(&err), want);
     expect_listing(ro, "x.safetensors\n");
     size_t len;
     char *now = slurp(path, &len);
@@ -928,6 +950,7 @@ START_TEST(write_to_read_only_directory)
     chmod(ro, 0755);
     free(old), free(now), free(ro);
     remove_scratch(dir, path);
+    tr_diag_free(&err);
 }
 END_TEST
 
@@ -936,11 +959,12 @@ END_TEST
 START_TEST(failed_write_keeps_existing_file)
 {
     char *dir = unit_mkdtemp();
-    char *path = tr_strdup_printf("%s/ckpt.safetensors", dir), want[1024], err[512] = "";
+    char *path = tr_strdup_printf("%s/ckpt.safetensors", dir), want[1024];
+    struct tr_diag err = {0};
     float small[2] = {1, 2};
     struct tr_st_tensor t = {.name = "w", .dtype = TR_F32, .rank = 1, .shape = {2}, .data = small,
                              .bytes = 8};
-    ck_assert_msg(tr_st_write(path, &t, 1, NULL, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(tr_st_write(path, &t, 1, NULL, &err) == 0, "%s", tr_diag_last(&err));
     size_t old_len;
     char *old = slurp(path, &old_len);
 
@@ -953,19 +977,20 @@ START_TEST(failed_write_keeps_existing_file)
     small_files.rlim_max = saved.rlim_max;
     void (*saved_handler)(int) = signal(SIGXFSZ, SIG_IGN);   /* EFBIG, not death by SIGXFSZ */
     ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &small_files), 0);
-    int rc = tr_st_write(path, &t2, 1, NULL, err, sizeof err);
+    int rc = tr_st_write(path, &t2, 1, NULL, &err);
     setrlimit(RLIMIT_FSIZE, &saved);
     signal(SIGXFSZ, saved_handler);
     ck_assert_int_eq(rc, TR_EIO);
     snprintf(want, sizeof want, "%s: cannot write %s.tmp.%ld: File too large; left unchanged",
              path, path, (long)getpid());
-    ck_assert_str_eq(err, want);
+    ck_assert_str_eq(tr_diag_last(&err), want);
     expect_listing(dir, "ckpt.safetensors\n");
     size_t len;
     char *now = slurp(path, &len);
     ck_assert(len == old_len && memcmp(now, old, len) == 0);
     free(old), free(now), free(big);
     remove_scratch(dir, path);
+    tr_diag_free(&err);
 }
 END_TEST
 
@@ -973,19 +998,21 @@ END_TEST
 START_TEST(failed_rename_leaves_no_temporary)
 {
     char *dir = unit_mkdtemp();
-    char *path = tr_strdup_printf("%s/taken", dir), want[1024], err[512] = "";
+    char *path = tr_strdup_printf("%s/taken", dir), want[1024];
+    struct tr_diag err = {0};
     ck_assert_int_eq(mkdir(path, 0755), 0);
     free(unit_write_in(path, "keep", "x"));
     uint8_t b = 1;
     struct tr_st_tensor t = {.name = "b", .dtype = TR_U8, .rank = 1, .shape = {1}, .data = &b,
                              .bytes = 1};
-    ck_assert_int_eq(tr_st_write(path, &t, 1, NULL, err, sizeof err), TR_EIO);
+    ck_assert_int_eq(tr_st_write(path, &t, 1, NULL, &err), TR_EIO);
     snprintf(want, sizeof want, "%s: cannot rename %s.tmp.%ld over it: Is a directory; left "
              "unchanged", path, path, (long)getpid());
-    ck_assert_str_eq(err, want);
+    ck_assert_str_eq(tr_diag_last(&err), want);
     expect_listing(dir, "taken\n");
     expect_listing(path, "keep\n");
     remove_scratch(dir, path);
+    tr_diag_free(&err);
 }
 END_TEST
 
@@ -993,21 +1020,23 @@ END_TEST
 START_TEST(replace_under_open_reader)
 {
     char *dir = unit_mkdtemp();
-    char *path = tr_strdup_printf("%s/r.safetensors", dir), err[512] = "";
+    char *path = tr_strdup_printf("%s/r.safetensors", dir);
+    struct tr_diag err = {0};
     int32_t v = 1;
     struct tr_st_tensor t = {.name = "v", .dtype = TR_I32, .rank = 0, .data = &v, .bytes = 4};
-    ck_assert_msg(tr_st_write(path, &t, 1, NULL, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(tr_st_write(path, &t, 1, NULL, &err) == 0, "%s", tr_diag_last(&err));
     struct tr_safetensors old, now;
-    ck_assert_msg(tr_st_open(&old, path, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(tr_st_open(&old, path, &err) == 0, "%s", tr_diag_last(&err));
     v = 2;
-    ck_assert_msg(tr_st_write(path, &t, 1, NULL, err, sizeof err) == 0, "%s", err);
-    ck_assert_msg(tr_st_open(&now, path, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(tr_st_write(path, &t, 1, NULL, &err) == 0, "%s", tr_diag_last(&err));
+    ck_assert_msg(tr_st_open(&now, path, &err) == 0, "%s", tr_diag_last(&err));
     ck_assert_int_eq(*(const int32_t *)tr_st_find(&old, "v")->data, 1);
     ck_assert_int_eq(*(const int32_t *)tr_st_find(&now, "v")->data, 2);
     tr_st_close(&old);
     tr_st_close(&now);
     expect_listing(dir, "r.safetensors\n");
     remove_scratch(dir, path);
+    tr_diag_free(&err);
 }
 END_TEST
 

@@ -91,20 +91,22 @@ static const int32_t *ids_of(int b)
 
 static void decoder(struct tr_gpt_decoder *d, const struct tr_recipe *r)
 {
-    char err[256];
-    ck_assert_msg(tr_gpt_decoder_init(d, r, &fx, "gpt.param.", err, sizeof err) == 0, "%s", err);
+    struct tr_diag err = {0};
+    ck_assert_msg(tr_gpt_decoder_init(d, r, &fx, "gpt.param.", &err) == 0, "%s", tr_diag_last(&err));
     ck_assert_int_eq(d->vocab, V);
+    tr_diag_free(&err);
 }
 
 /* Feeds ids[from, to) of sequence b in one batch; the logits must be the graph's at to − 1. */
 static double feed_and_compare(struct tr_gpt_decoder *d, const float *want, int b, int from, int to)
 {
-    char err[256];
-    ck_assert_msg(tr_gpt_decoder_feed(d, ids_of(b) + from, to - from, err, sizeof err) == 0, "%s", err);
+    struct tr_diag err = {0};
+    ck_assert_msg(tr_gpt_decoder_feed(d, ids_of(b) + from, to - from, &err) == 0, "%s", tr_diag_last(&err));
     ck_assert_int_eq(d->t, to);
     double e = unit_normwise(d->logits, want + ((int64_t)b * S + to - 1) * V, V);
     ck_assert_msg(e <= TOLERANCE, "sequence %d, position %d (fed %d..%d): logits differ by %.3g normwise", b,
                   to - 1, from, to - 1, e);
+    tr_diag_free(&err);
     return e;
 }
 
@@ -157,15 +159,16 @@ START_TEST(decoder_matches_pytorch)
     struct tr_gpt_decoder d;
     decoder(&d, &r);
     const float *torch = fixture("gpt.logits")->data;
-    char err[256];
+    struct tr_diag err = {0};
     for (int b = 0; b < B; b++) {
         tr_gpt_decoder_reset(&d);
-        ck_assert_int_eq(tr_gpt_decoder_feed(&d, ids_of(b), S, err, sizeof err), 0);
+        ck_assert_int_eq(tr_gpt_decoder_feed(&d, ids_of(b), S, &err), 0);
         double e = unit_normwise(d.logits, torch + ((int64_t)b * S + S - 1) * V, V);
         ck_assert_msg(e <= 1e-4, "sequence %d: %.3g normwise from PyTorch", b, e);
     }
     tr_gpt_decoder_free(&d);
     tr_recipe_free(&r);
+    tr_diag_free(&err);
 }
 END_TEST
 
@@ -175,31 +178,32 @@ START_TEST(decoder_refuses_what_does_not_fit)
     tiny_gpt(&r, TR_ACT_AUTO);
     struct tr_gpt_decoder d;
     decoder(&d, &r);
-    char err[256];
+    struct tr_diag err = {0};
     int32_t ids[17] = {0};
-    ck_assert_int_eq(tr_gpt_decoder_feed(&d, ids, 17, err, sizeof err), TR_EINVAL);
-    ck_assert_msg(strstr(err, "context of 16"), "%s", err);
-    ck_assert_int_eq(tr_gpt_decoder_feed(&d, ids, 16, err, sizeof err), 0);
-    ck_assert_int_eq(tr_gpt_decoder_feed(&d, ids, 1, err, sizeof err), TR_EINVAL);   /* the window is full */
+    ck_assert_int_eq(tr_gpt_decoder_feed(&d, ids, 17, &err), TR_EINVAL);
+    ck_assert_msg(strstr(tr_diag_last(&err), "context of 16"), "%s", tr_diag_last(&err));
+    ck_assert_int_eq(tr_gpt_decoder_feed(&d, ids, 16, &err), 0);
+    ck_assert_int_eq(tr_gpt_decoder_feed(&d, ids, 1, &err), TR_EINVAL);   /* the window is full */
     tr_gpt_decoder_reset(&d);
     ids[3] = V;
-    ck_assert_int_eq(tr_gpt_decoder_feed(&d, ids, 4, err, sizeof err), TR_EINVAL);
-    ck_assert_msg(strstr(err, "token id 50"), "%s", err);
+    ck_assert_int_eq(tr_gpt_decoder_feed(&d, ids, 4, &err), TR_EINVAL);
+    ck_assert_msg(strstr(tr_diag_last(&err), "token id 50"), "%s", tr_diag_last(&err));
     ids[3] = -1;
-    ck_assert_int_eq(tr_gpt_decoder_feed(&d, ids, 4, err, sizeof err), TR_EINVAL);
+    ck_assert_int_eq(tr_gpt_decoder_feed(&d, ids, 4, &err), TR_EINVAL);
     tr_gpt_decoder_free(&d);
 
     r.model.hidden = 32;   /* another shape than the weights: named, nothing kept */
-    ck_assert_int_eq(tr_gpt_decoder_init(&d, &r, &fx, "gpt.param.", err, sizeof err), TR_EINVAL);
-    ck_assert_msg(strstr(err, "gpt.param.transformer.wte.weight is F32 [50, 16]; the recipe's model needs F32 "
-                          "[50, 32]"), "%s", err);
+    ck_assert_int_eq(tr_gpt_decoder_init(&d, &r, &fx, "gpt.param.", &err), TR_EINVAL);
+    ck_assert_msg(strstr(tr_diag_last(&err), "gpt.param.transformer.wte.weight is F32 [50, 16]; the recipe's model needs F32 "
+                          "[50, 32]"), "%s", tr_diag_last(&err));
     r.model.hidden = 16, r.model.layers = 3;
-    ck_assert_int_eq(tr_gpt_decoder_init(&d, &r, &fx, "gpt.param.", err, sizeof err), TR_EINVAL);
-    ck_assert_msg(strstr(err, "gpt.param.transformer.h.2.ln_1.weight is missing"), "%s", err);
+    ck_assert_int_eq(tr_gpt_decoder_init(&d, &r, &fx, "gpt.param.", &err), TR_EINVAL);
+    ck_assert_msg(strstr(tr_diag_last(&err), "gpt.param.transformer.h.2.ln_1.weight is missing"), "%s", tr_diag_last(&err));
     r.model.layers = 2;
-    ck_assert_int_eq(tr_gpt_decoder_init(&d, &r, &fx, "", err, sizeof err), TR_EINVAL);
-    ck_assert_msg(strstr(err, "transformer.wte.weight is missing"), "%s", err);
+    ck_assert_int_eq(tr_gpt_decoder_init(&d, &r, &fx, "", &err), TR_EINVAL);
+    ck_assert_msg(strstr(tr_diag_last(&err), "transformer.wte.weight is missing"), "%s", tr_diag_last(&err));
     tr_recipe_free(&r);
+    tr_diag_free(&err);
 }
 END_TEST
 
@@ -208,7 +212,8 @@ END_TEST
 START_TEST(unaligned_weights_are_copied)
 {
     const char *srcdir = getenv("srcdir");
-    char path[4096], err[256];
+    char path[4096];
+    struct tr_diag err = {0};
     snprintf(path, sizeof path, "%s/tests/fixtures/transformers.safetensors", srcdir ? srcdir : ".");
     FILE *f = fopen(path, "rb");
     ck_assert_ptr_nonnull(f);
@@ -217,21 +222,22 @@ START_TEST(unaligned_weights_are_copied)
     fclose(f);
     ck_assert(len > 0 && len < (1 << 20) - 1);
     struct tr_safetensors odd;
-    ck_assert_msg(tr_st_parse(&odd, buf + 1, len, "odd", err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(tr_st_parse(&odd, buf + 1, len, "odd", &err) == 0, "%s", tr_diag_last(&err));
     struct tr_recipe r;
     tiny_gpt(&r, TR_ACT_AUTO);
     struct tr_gpt_decoder aligned, copied;
     decoder(&aligned, &r);
-    ck_assert_msg(tr_gpt_decoder_init(&copied, &r, &odd, "gpt.param.", err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(tr_gpt_decoder_init(&copied, &r, &odd, "gpt.param.", &err) == 0, "%s", tr_diag_last(&err));
     ck_assert_int_gt(copied.ncopies, 0);
-    ck_assert_int_eq(tr_gpt_decoder_feed(&aligned, ids_of(0), S, err, sizeof err), 0);
-    ck_assert_int_eq(tr_gpt_decoder_feed(&copied, ids_of(0), S, err, sizeof err), 0);
+    ck_assert_int_eq(tr_gpt_decoder_feed(&aligned, ids_of(0), S, &err), 0);
+    ck_assert_int_eq(tr_gpt_decoder_feed(&copied, ids_of(0), S, &err), 0);
     ck_assert_mem_eq(aligned.logits, copied.logits, sizeof(float) * V);
     tr_gpt_decoder_free(&aligned);
     tr_gpt_decoder_free(&copied);
     tr_st_close(&odd);
     tr_recipe_free(&r);
     free(buf);
+    tr_diag_free(&err);
 }
 END_TEST
 
@@ -245,11 +251,11 @@ START_TEST(greedy_is_argmax)
     struct tr_sampler greedy, top1;
     tr_sampler_init(&greedy, V, 0, 40, 7);
     tr_sampler_init(&top1, V, 1.0, 1, 7);   /* top-1 at any temperature is greedy too */
-    char err[256];
+    struct tr_diag err = {0};
     for (int b = 0; b < B; b++) {
         tr_gpt_decoder_reset(&d);
         for (int t = 0; t < S; t++) {
-            ck_assert_int_eq(tr_gpt_decoder_feed(&d, ids_of(b) + t, 1, err, sizeof err), 0);
+            ck_assert_int_eq(tr_gpt_decoder_feed(&d, ids_of(b) + t, 1, &err), 0);
             int best = 0;
             for (int i = 1; i < V; i++)
                 best = d.logits[i] > d.logits[best] ? i : best;
@@ -265,6 +271,7 @@ START_TEST(greedy_is_argmax)
     tr_sampler_free(&top1);
     tr_gpt_decoder_free(&d);
     tr_recipe_free(&r);
+    tr_diag_free(&err);
 }
 END_TEST
 
@@ -351,10 +358,11 @@ END_TEST
 int main(void)
 {
     const char *srcdir = getenv("srcdir");
-    char path[4096], err[512];
+    char path[4096];
+    struct tr_diag err = {0};
     snprintf(path, sizeof path, "%s/tests/fixtures/transformers.safetensors", srcdir ? srcdir : ".");
-    if (tr_st_open(&fx, path, err, sizeof err)) {
-        fprintf(stderr, "%s\n", err);
+    if (tr_st_open(&fx, path, &err)) {
+        fprintf(stderr, "%s\n", tr_diag_last(&err));
         return EXIT_FAILURE;
     }
     Suite *s = suite_create("sample");
@@ -372,5 +380,6 @@ int main(void)
     suite_add_tcase(s, sampler);
     int rc = unit_run(s);
     tr_st_close(&fx);
+    tr_diag_free(&err);
     return rc;
 }

@@ -67,7 +67,7 @@ static void expect_open_error(int kind, const char *vocab, const char *want)
     struct tr_diag diag = {0};
     int rc = tr_tokenizer_open(&t, kind, vocab, NULL, true, &diag);
     char *text = unit_diag_text(&diag);
-    ck_assert_msg(rc == TR_EXIT_DATA, "opened, expected: %s", want);
+    ck_assert_msg(tr_exit_status(rc) == TR_EXIT_DATA, "opened, expected: %s", want);
     ck_assert_ptr_null(t);
     ck_assert_str_eq(text, want);
     free(text);
@@ -90,8 +90,8 @@ static char *ids_text(const int32_t *v, size_t n)
 static char *tokens_of(const struct tr_tokenizer *t, const char *text)
 {
     struct tr_ids ids = {0};
-    char err[200] = "";
-    ck_assert_msg(tr_tokenize(t, text, strlen(text), &ids, err, sizeof err) == 0, "%s", err);
+    struct tr_diag err = {0};
+    ck_assert_msg(tr_tokenize(t, text, strlen(text), &ids, &err) == 0, "%s", tr_diag_last(&err));
     char *s = ids_text(ids.v, ids.n);
     tr_ids_free(&ids);
     return s;
@@ -142,9 +142,9 @@ START_TEST(wordpiece_matches_huggingface)
         ck_assert_msg(want_end != NULL, "wordpiece.ids has fewer lines than corpus.txt");
         *want_end = '\0';
         struct tr_ids ids = {0};
-        char err[200] = "";
-        ck_assert_msg(tr_tokenize(t, line, (size_t)(end - line), &ids, err, sizeof err) == 0,
-                      "line %d: %s", lines + 1, err);
+        struct tr_diag err = {0};
+        ck_assert_msg(tr_tokenize(t, line, (size_t)(end - line), &ids, &err) == 0,
+                      "line %d: %s", lines + 1, tr_diag_last(&err));
         char *got = ids_text(ids.v, ids.n);
         if (!strcmp(got, want_line))
             matched++;
@@ -177,13 +177,13 @@ START_TEST(wordpiece_whole_corpus_and_speed)
     char *want = read_source("tests/fixtures/tokenizer/wordpiece.ids", &want_len);
     char *joined = joined_lines(want);
     struct tr_ids ids = {0};
-    char err[200] = "";
+    struct tr_diag err = {0};
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int runs = 0;
     do {
         ids.n = 0;
-        ck_assert_int_eq(tr_tokenize(t, corpus, corpus_len, &ids, err, sizeof err), 0);
+        ck_assert_int_eq(tr_tokenize(t, corpus, corpus_len, &ids, &err), 0);
         runs++;
         clock_gettime(CLOCK_MONOTONIC, &t1);
     } while (runs < 20 && (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec) < 0.5);
@@ -241,8 +241,8 @@ START_TEST(wordpiece_detokenize)
     const char *text = "The unaffable tokenization, isn't it? Yes!";
     expect_tokens(t, text, "1996 14477 20961 3468 19204 3989 1010 3475 1005 1056 2009 1029 2748 999");
     struct tr_ids ids = {0};
-    char err[200];
-    ck_assert_int_eq(tr_tokenize(t, text, strlen(text), &ids, err, sizeof err), 0);
+    struct tr_diag err = {0};
+    ck_assert_int_eq(tr_tokenize(t, text, strlen(text), &ids, &err), 0);
     expect_detokenized(t, ids.v, ids.n, "the unaffable tokenization, isn ' t it? yes!");
     const int32_t special[] = {101, 7592, -1, 102, 30522, 0};
     expect_detokenized(t, special, 6, "[CLS] hello [SEP] [PAD]");
@@ -282,15 +282,16 @@ START_TEST(gpt2_bpe_dispatch)
     *end = *want_end = '\0';
     expect_tokens(t, corpus, want);
     struct tr_ids ids = {0};
-    char err[200];
-    ck_assert_int_eq(tr_tokenize(t, corpus, strlen(corpus), &ids, err, sizeof err), 0);
+    struct tr_diag err = {0};
+    ck_assert_int_eq(tr_tokenize(t, corpus, strlen(corpus), &ids, &err), 0);
     expect_detokenized(t, ids.v, ids.n, corpus);
-    ck_assert_int_eq(tr_tokenize(t, "a\xff", 2, &ids, err, sizeof err), -1);
-    ck_assert_str_eq(err, "text is not UTF-8 at byte 1 (0xff)");
+    ck_assert_int_eq(tr_tokenize(t, "a\xff", 2, &ids, &err), -1);
+    ck_assert_str_eq(tr_diag_last(&err), "text is not UTF-8 at byte 1 (0xff)");
     ck_assert_int_eq(tr_tokenizer_vocab_size(t), 50257);
     ck_assert_int_eq(tr_tokenizer_special(t, "<|endoftext|>"), 50256);
     ck_assert_int_eq(tr_tokenizer_special(t, "[CLS]"), -1);
     tr_ids_free(&ids);
+    tr_diag_free(&err);
     free(corpus);
     free(want);
     free(encoder);
@@ -306,8 +307,8 @@ START_TEST(bytes_round_trip)
     struct tr_tokenizer *t = open_ok(TR_TOK_BYTES, NULL, NULL);
     const char *text = "h\xc3\xa9llo, w\xc3\xb6rld \xf0\x9f\xa4\x96\n\t\x01";
     struct tr_ids ids = {0};
-    char err[200];
-    ck_assert_int_eq(tr_tokenize(t, text, strlen(text), &ids, err, sizeof err), 0);
+    struct tr_diag err = {0};
+    ck_assert_int_eq(tr_tokenize(t, text, strlen(text), &ids, &err), 0);
     ck_assert_uint_eq(ids.n, strlen(text));
     for (size_t i = 0; i < ids.n; i++)
         ck_assert_int_eq(ids.v[i], (unsigned char)text[i]);
@@ -413,12 +414,13 @@ START_TEST(text_not_utf8)
     for (size_t k = 0; k < 3; k++)
         for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
             struct tr_ids ids = {0};
-            char err[200] = "";
-            int rc = tr_tokenize(kinds[k], cases[i].text, strlen(cases[i].text), &ids, err, sizeof err);
+            struct tr_diag err = {0};
+            int rc = tr_tokenize(kinds[k], cases[i].text, strlen(cases[i].text), &ids, &err);
             ck_assert_int_eq(rc, -1);
-            ck_assert_str_eq(err, cases[i].want);
+            ck_assert_str_eq(tr_diag_last(&err), cases[i].want);
             ck_assert_uint_eq(ids.n, 0);
             tr_ids_free(&ids);
+            tr_diag_free(&err);
         }
     for (size_t k = 0; k < 3; k++)
         tr_tokenizer_free(kinds[k]);

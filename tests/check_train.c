@@ -155,7 +155,7 @@ START_TEST(lion_matches_hand_computed_steps)
     memcpy(P(&o), start, sizeof start);
     for (int t = 0; t < 3; t++) {
         memcpy(G(&o), grads[t], sizeof grads[t]);
-        ck_assert_int_eq(tr_optim_step(&opt, 0.1), 0);
+        ck_assert_int_eq(tr_optim_step(&opt, 0.1, &(struct tr_diag){0}), 0);
         for (int i = 0; i < 3; i++) {
             ck_assert_msg(fabs(P(&o)[i] - params[t][i]) <= 1e-6, "step %d elem %d: p %.9g, by hand %.9g", t + 1, i,
                           P(&o)[i], params[t][i]);

@@ -167,10 +167,11 @@ END_TEST
 int main(void)
 {
     const char *srcdir = getenv("srcdir");
-    char path[4096], err[512];
+    char path[4096];
+    struct tr_diag err = {0};
     snprintf(path, sizeof path, "%s/tests/fixtures/transformers.safetensors", srcdir ? srcdir : ".");
-    if (tr_st_open(&fx, path, err, sizeof err)) {
-        fprintf(stderr, "%s\n", err);
+    if (tr_st_open(&fx, path, &err)) {
+        fprintf(stderr, "%s\n", tr_diag_last(&err));
         return EXIT_FAILURE;
     }
     Suite *s = suite_create("transformers");
@@ -182,5 +183,6 @@ int main(void)
     suite_add_tcase(s, tc);
     int rc = unit_run(s);
     tr_st_close(&fx);
+    tr_diag_free(&err);
     return rc;
 }

@@ -32,13 +32,14 @@ int tr_cmd_calibrate(int argc, char **argv)
     }
     int rc;
     struct tr_device d;
-    char err[1024];
+    struct tr_diag err = {0};
     if (measure_here)   /* the measurement itself, in this fresh process */
-        rc = tr_device_measure(&d, err, sizeof err);
+        rc = tr_device_measure(&d, &err);
     else
-        rc = tr_plan_device(&d, NULL, force, err, sizeof err);
+        rc = tr_plan_device(&d, NULL, force, &err);
     if (rc) {
-        fprintf(stderr, "trainrun: %s\n", err);
+        fprintf(stderr, "trainrun: %s\n", tr_diag_last(&err));
+        tr_diag_free(&err);
         return TR_EXIT_FAILURE;
     }
     if (as_json) {
@@ -51,8 +52,8 @@ int tr_cmd_calibrate(int argc, char **argv)
         printf("%s\n  sgemm %.1f GFLOP/s + %.1f µs a call, bandwidth %.1f GB/s, a small kernel %.1f µs, "
                "an erf %.2f ns, threads take %s\n  %s\n", d.description, d.gemm_flops[0] * 1e-9, d.gemm_seconds * 1e6,
                d.bandwidth * 1e-9, d.node_seconds * 1e6, d.special_seconds * 1e9, size, d.source);
-        if (*d.path)
-            printf("  cached in %s\n", d.path);
+        if (*d.path.s)
+            printf("  cached in %s\n", d.path.s);
     }
     return TR_EXIT_OK;
 }

@@ -23,17 +23,18 @@ static const char usage[] =
 
 static int report_run(const char *dir)
 {
-    char err[4400];
+    struct tr_diag err = {0};
     struct tr_run_report rep;
-    int rc = tr_run_report_load(dir, NULL, &rep, err, sizeof err);
+    int rc = tr_run_report_load(dir, NULL, &rep, &err);
     if (rc) {
-        fprintf(stderr, "trainrun: %s\n", err);
+        fprintf(stderr, "trainrun: %s\n", tr_diag_last(&err));
         rc = TR_EXIT_USAGE;
-    } else if (tr_run_report_write(&rep, err, sizeof err)) {
-        fprintf(stderr, "trainrun: %s\n", err);
+    } else if (tr_run_report_write(&rep, &err)) {
+        fprintf(stderr, "trainrun: %s\n", tr_diag_last(&err));
         rc = TR_EXIT_FAILURE;
     } else
-        printf("%s/report.md\n%s/report.html\n%s/report.json\n", rep.dir, rep.dir, rep.dir);
+        printf("%s/report.md\n%s/report.html\n%s/report.json\n", rep.dir.s, rep.dir.s, rep.dir.s);
+    tr_diag_free(&err);
     tr_run_report_free(&rep);
     return rc;
 }
@@ -42,7 +43,7 @@ static int report_run(const char *dir)
  * that fails is a warning, and the index lists it as its report.json stands. */
 static int report_runs(const char *dir)
 {
-    char err[4400];
+    struct tr_diag err = {0};
     int nrecipes;
     char **recipes = tr_subfolders(dir, &nrecipes);
     for (int i = 0; i < nrecipes; i++) {
@@ -52,18 +53,20 @@ static int report_runs(const char *dir)
         for (int k = 0; k < nruns; k++) {
             char *run = tr_strdup_printf("%s/%s", recipe, runs[k]);
             char *metrics = tr_strdup_printf("%s/metrics.jsonl", run), *plan = tr_strdup_printf("%s/plan.json", run);
-            if ((!access(metrics, F_OK) || !access(plan, F_OK)) && tr_run_report_render(run, NULL, err, sizeof err))
-                fprintf(stderr, "trainrun: warning: %s\n", err);
+            if ((!access(metrics, F_OK) || !access(plan, F_OK)) && tr_run_report_render(run, NULL, &err))
+                fprintf(stderr, "trainrun: warning: %s\n", tr_diag_last(&err));
             free(run), free(metrics), free(plan);
         }
         tr_names_free(runs);
         free(recipe);
     }
     tr_names_free(recipes);
-    if (tr_runs_index_write(dir, err, sizeof err)) {
-        fprintf(stderr, "trainrun: %s\n", err);
+    int rc = tr_runs_index_write(dir, &err);
+    if (rc)
+        fprintf(stderr, "trainrun: %s\n", tr_diag_last(&err));
+    tr_diag_free(&err);
+    if (rc)
         return TR_EXIT_FAILURE;
-    }
     printf("%s/index.md\n%s/index.html\n", dir, dir);
     return TR_EXIT_OK;
 }

@@ -138,7 +138,7 @@ static int open_tokenizer(const char *run_dir, const struct tr_recipe *r, struct
     tr_diag_free(&diag);
     free(vocab);
     free(merges);
-    return rc;
+    return tr_exit_status(rc);
 }
 
 /* ---- the newest checkpoint that verifies --------------------------------------------------- */
@@ -179,10 +179,11 @@ static int load_model(const char *run_dir, const struct tr_recipe *r, int64_t vo
     tr_graph_free(&g);
     if (rc)
         return rc;
-    char err[512];
-    rc = tr_gpt_decoder_init(dec, r, &c->st, "", err, sizeof err);
+    struct tr_diag err = {0};
+    rc = tr_gpt_decoder_init(dec, r, &c->st, "", &err);
     if (rc) {
-        fprintf(stderr, "trainrun: %s: %s\n", run_dir, err);
+        fprintf(stderr, "trainrun: %s: %s\n", run_dir, tr_diag_last(&err));
+        tr_diag_free(&err);
         tr_checkpoint_close(c);
         return rc == TR_ENOMEM ? TR_EXIT_FAILURE : TR_EXIT_USAGE;
     }
@@ -229,11 +230,12 @@ static void print_token(struct printer *p, int32_t id)
 /* Feeds the context: the last max_len ids at most (the model saw no longer windows). */
 static int feed_context(struct tr_gpt_decoder *dec, const struct tr_ids *ids)
 {
-    char err[256];
+    struct tr_diag err = {0};
     size_t n = ids->n < (size_t)dec->max_len ? ids->n : (size_t)dec->max_len;
     tr_gpt_decoder_reset(dec);
-    if (tr_gpt_decoder_feed(dec, ids->v + ids->n - n, (int64_t)n, err, sizeof err)) {
-        fprintf(stderr, "trainrun: %s\n", err);
+    if (tr_gpt_decoder_feed(dec, ids->v + ids->n - n, (int64_t)n, &err)) {
+        fprintf(stderr, "trainrun: %s\n", tr_diag_last(&err));
+        tr_diag_free(&err);
         return TR_EXIT_FAILURE;
     }
     return 0;
@@ -244,9 +246,10 @@ static int feed_context(struct tr_gpt_decoder *dec, const struct tr_ids *ids)
 static int start(const struct tr_tokenizer *tok, const char *prompt, int32_t end_of_text, struct tr_ids *ids,
                  struct printer *p)
 {
-    char err[256];
-    if (tr_tokenize(tok, prompt, strlen(prompt), ids, err, sizeof err)) {
-        fprintf(stderr, "trainrun: --prompt: %s\n", err);
+    struct tr_diag d = {0};
+    if (tr_tokenize(tok, prompt, strlen(prompt), ids, &d)) {
+        fprintf(stderr, "trainrun: --prompt: %s\n", tr_diag_last(&d));
+        tr_diag_free(&d);
         return TR_EXIT_USAGE;
     }
     for (size_t i = 0; i < ids->n; i++)
@@ -279,7 +282,7 @@ static int generate(struct tr_gpt_decoder *dec, const struct tr_tokenizer *tok, 
     tr_sampler_init(&sampler, dec->vocab, o->temperature, o->top_k, o->seed);
     rc = feed_context(dec, &ids);
     for (int64_t i = 0; i < o->tokens && !rc; i++) {
-        char err[256];
+        struct tr_diag err = {0};
         int32_t next = tr_sampler_next(&sampler, dec->logits);
         if (next == end_of_text)
             break;
@@ -289,8 +292,9 @@ static int generate(struct tr_gpt_decoder *dec, const struct tr_tokenizer *tok, 
             break;
         if (dec->t == dec->max_len)   /* the window is full: slide it, recomputing the cache */
             rc = feed_context(dec, &ids);
-        else if (tr_gpt_decoder_feed(dec, &next, 1, err, sizeof err))
-            rc = (fprintf(stderr, "trainrun: %s\n", err), TR_EXIT_FAILURE);
+        else if (tr_gpt_decoder_feed(dec, &next, 1, &err))
+            rc = (fprintf(stderr, "trainrun: %s\n", tr_diag_last(&err)), TR_EXIT_FAILURE);
+        tr_diag_free(&err);
     }
     print_new(&p, 1);
     putchar('\n');

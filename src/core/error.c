@@ -61,6 +61,11 @@ static char *vprintf_alloc(const char *fmt, va_list ap)
     return s;
 }
 
+char *tr_vstrdup_printf(const char *fmt, va_list ap)
+{
+    return vprintf_alloc(fmt, ap);
+}
+
 char *tr_strdup_printf(const char *fmt, ...)
 {
     va_list ap;
@@ -130,6 +135,8 @@ void tr_diag_free(struct tr_diag *d)
 
 int tr_vfail(struct tr_diag *d, int code, struct tr_where where, const char *fmt, va_list ap)
 {
+    if (!d)
+        return code;
     tr_diag_vadd(d, where, fmt, ap);
     if (!d->code)
         d->code = code;
@@ -141,6 +148,15 @@ int tr_fail_at(struct tr_diag *d, int code, struct tr_where where, const char *f
     va_list ap;
     va_start(ap, fmt);
     tr_vfail(d, code, where, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+int tr_fail_file(struct tr_diag *d, int code, const char *path, int line, int col, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    tr_vfail(d, code, (struct tr_where){.file = path, .line = line, .col = col}, fmt, ap);
     va_end(ap);
     return code;
 }

@@ -51,7 +51,8 @@ void tr_diag_add(struct tr_diag *d, struct tr_where where, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void tr_diag_vadd(struct tr_diag *d, struct tr_where where, const char *fmt, va_list ap);
 /* Adds the sentence, records code as d->code if none was, and returns code: the one-line
- * failure, `return tr_fail(d, TR_EIO, "%s: %s", path, strerror(errno));`. */
+ * failure, `return tr_fail(d, TR_EIO, "%s: %s", path, strerror(errno));`. d NULL: the code
+ * alone, for a caller that wants no sentence. */
 int tr_fail(struct tr_diag *d, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int tr_fail_at(struct tr_diag *d, int code, struct tr_where where, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -61,6 +62,10 @@ int tr_vfail(struct tr_diag *d, int code, struct tr_where where, const char *fmt
  * TR_EFAIL, &why, "step %lld", t);` */
 int tr_fail_because(struct tr_diag *d, int code, struct tr_diag *why, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* tr_fail_at for a place in a file, path[:line:col] (line 0: the file as a whole): the data
+ * readers' one-line failure. */
+int tr_fail_file(struct tr_diag *d, int code, const char *path, int line, int col, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
 /* The last sentence added ("" when none): for a caller that wraps it in its own context. */
 const char *tr_diag_last(const struct tr_diag *d);
 /* The sentence of a code alone ("invalid input", …), for a failure that has no sentence. */
@@ -74,6 +79,7 @@ void tr_diag_free(struct tr_diag *d);
 /* printf into a new string; aborts the process on out of memory (the only sane reaction
  * at start-up, where all of this runs). */
 char *tr_strdup_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+char *tr_vstrdup_printf(const char *fmt, va_list ap);
 char *tr_strdup(const char *s);
 
 /* A file's path, no longer than the kernel takes (PATH_MAX). tr_path_set formats it and

@@ -37,19 +37,18 @@ const char *tr_st_dtype_name(enum tr_dtype t)
     return t < TR_NDTYPES ? dtype_names[t] : "?";
 }
 
-/* "name: " then the sentence, into err. Returns code, so that callers can `return fail(…)`. */
-__attribute__((format(printf, 5, 6)))
-static int fail(char *err, size_t errsize, int code, const char *file, const char *fmt, ...)
+/* "name: " then the sentence, added to d. Returns code, so that callers can `return fail(…)`. */
+__attribute__((format(printf, 4, 5)))
+static int fail(struct tr_diag *d, int code, const char *file, const char *fmt, ...)
 {
-    if (!err || !errsize)
+    if (!d)
         return code;
-    int n = snprintf(err, errsize, "%s: ", file);
-    if (n >= 0 && (size_t)n < errsize) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err + n, errsize - (size_t)n, fmt, ap);
-        va_end(ap);
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    char *sentence = tr_vstrdup_printf(fmt, ap);
+    va_end(ap);
+    tr_fail(d, code, "%s: %s", file, sentence);
+    free(sentence);
     return code;
 }
 
@@ -107,8 +106,7 @@ static int64_t shape_bytes(const int64_t *shape, int rank, size_t elem)
 
 struct parse_ctx {
     const char *file;
-    char *err;
-    size_t errsize;
+    struct tr_diag *d;
     size_t data_len;   /* the byte buffer after the header */
     unsigned flags;    /* TR_ST_ANY_DTYPE */
 };
@@ -144,7 +142,7 @@ static int tensor_fail(const struct parse_ctx *c, const char *name, const char *
     va_start(ap, fmt);
     vsnprintf(sentence, sizeof sentence, fmt, ap);
     va_end(ap);
-    return fail(c->err, c->errsize, TR_EINVAL, c->file, "tensor '%s': %s",
+    return fail(c->d, TR_EINVAL, c->file, "tensor '%s': %s",
                 quote(name, q, sizeof q), sentence);
 }
 
@@ -250,16 +248,16 @@ static int parse_metadata(const struct parse_ctx *c, json_t *meta, struct tr_saf
     if (json_is_null(meta))   /* as the reference reader: null is no metadata */
         return 0;
     if (!json_is_object(meta))
-        return fail(c->err, c->errsize, TR_EINVAL, c->file, "__metadata__ is not an object");
+        return fail(c->d, TR_EINVAL, c->file, "__metadata__ is not an object");
     size_t n = json_object_size(meta);
     st->metadata = calloc(2 * n + 1, sizeof *st->metadata);
     if (!st->metadata)
-        return fail(c->err, c->errsize, TR_ENOMEM, c->file, "out of memory");
+        return fail(c->d, TR_ENOMEM, c->file, "out of memory");
     const char *key;
     json_t *value;
     json_object_foreach(meta, key, value) {
         if (!json_is_string(value))
-            return fail(c->err, c->errsize, TR_EINVAL, c->file,
+            return fail(c->d, TR_EINVAL, c->file,
                         "__metadata__ value of '%s' is not a string", quote(key, q, sizeof q));
         st->metadata[2 * st->n_metadata] = key;
         st->metadata[2 * st->n_metadata + 1] = json_string_value(value);
@@ -288,11 +286,11 @@ static int check_tiling(const struct parse_ctx *c, struct span *spans, int n)
     uint64_t covered = 0;
     for (int i = 0; i < n; i++) {
         if (spans[i].begin > covered)
-            return fail(c->err, c->errsize, TR_EINVAL, c->file, "no tensor covers bytes "
+            return fail(c->d, TR_EINVAL, c->file, "no tensor covers bytes "
                         "%llu..%llu of the data buffer (the format allows no holes)",
                         (unsigned long long)covered, (unsigned long long)spans[i].begin);
         if (spans[i].begin < covered)
-            return fail(c->err, c->errsize, TR_EINVAL, c->file, "tensors '%s' (bytes %llu..%llu) "
+            return fail(c->d, TR_EINVAL, c->file, "tensors '%s' (bytes %llu..%llu) "
                         "and '%s' (bytes %llu..%llu) overlap",
                         quote(spans[i - 1].name, q1, sizeof q1),
                         (unsigned long long)spans[i - 1].begin,
@@ -302,7 +300,7 @@ static int check_tiling(const struct parse_ctx *c, struct span *spans, int n)
         covered = spans[i].end;
     }
     if (covered < c->data_len)
-        return fail(c->err, c->errsize, TR_EINVAL, c->file, "no tensor covers bytes %llu..%zu "
+        return fail(c->d, TR_EINVAL, c->file, "no tensor covers bytes %llu..%zu "
                     "of the data buffer (the format allows no holes)",
                     (unsigned long long)covered, c->data_len);
     return 0;
@@ -319,31 +317,31 @@ static int load_header(const struct parse_ctx *c, const uint8_t *p, size_t len, 
                        uint64_t *header_len)
 {
     if (len < 8)
-        return fail(c->err, c->errsize, TR_EINVAL, c->file, "file is %zu bytes, too short for "
+        return fail(c->d, TR_EINVAL, c->file, "file is %zu bytes, too short for "
                     "the 8-byte header length", len);
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--)
         n = n << 8 | p[i];
     if (n > len - 8)
-        return fail(c->err, c->errsize, TR_EINVAL, c->file, "header length %llu is more than "
+        return fail(c->d, TR_EINVAL, c->file, "header length %llu is more than "
                     "the %zu bytes that follow it; the file is truncated or not safetensors",
                     (unsigned long long)n, len - 8);
     if (n > TR_ST_MAX_HEADER)
-        return fail(c->err, c->errsize, TR_EINVAL, c->file, "header length %llu is more than "
+        return fail(c->d, TR_EINVAL, c->file, "header length %llu is more than "
                     "the %u-byte limit", (unsigned long long)n, TR_ST_MAX_HEADER);
     if (n == 0 || p[8] != '{')
-        return fail(c->err, c->errsize, TR_EINVAL, c->file,
+        return fail(c->d, TR_EINVAL, c->file,
                     "header is not a JSON object (it does not start with '{')");
     json_error_t error;
     *root = json_loadb((const char *)p + 8, (size_t)n, JSON_REJECT_DUPLICATES, &error);
     if (!*root) {
         char q[sizeof error.text + 64];
         quote(error.text, q, sizeof q);   /* jansson quotes the bytes near the error: escape them */
-        return fail(c->err, c->errsize, TR_EINVAL, c->file,
+        return fail(c->d, TR_EINVAL, c->file,
                     "header is not valid JSON: %s (byte %d of the header)", q, error.position);
     }
     if (!json_is_object(*root))   /* unreachable after the '{' check; kept for safety */
-        return fail(c->err, c->errsize, TR_EINVAL, c->file, "header is not a JSON object");
+        return fail(c->d, TR_EINVAL, c->file, "header is not a JSON object");
     *header_len = n;
     return 0;
 }
@@ -376,7 +374,7 @@ static int arrange(const struct parse_ctx *c, struct tr_safetensors *st, const s
     st->by_name = malloc((size_t)(st->n ? st->n : 1) * sizeof *st->by_name);
     if (!ordered || !st->by_name) {
         free(ordered);
-        return fail(c->err, c->errsize, TR_ENOMEM, c->file, "out of memory");
+        return fail(c->d, TR_ENOMEM, c->file, "out of memory");
     }
     for (int i = 0; i < st->n; i++) {
         ordered[i] = st->tensors[spans[i].index];
@@ -391,16 +389,16 @@ static int arrange(const struct parse_ctx *c, struct tr_safetensors *st, const s
 }
 
 int tr_st_parse(struct tr_safetensors *st, const void *buf, size_t len, const char *name,
-                char *err, size_t errsize)
+                struct tr_diag *d)
 {
-    return tr_st_parse_with(st, buf, len, name, 0, err, errsize);
+    return tr_st_parse_with(st, buf, len, name, 0, d);
 }
 
 int tr_st_parse_with(struct tr_safetensors *st, const void *buf, size_t len, const char *name,
-                     unsigned flags, char *err, size_t errsize)
+                     unsigned flags, struct tr_diag *d)
 {
     memset(st, 0, sizeof *st);
-    struct parse_ctx c = {.file = name ? name : "<buffer>", .err = err, .errsize = errsize, .flags = flags};
+    struct parse_ctx c = {.file = name ? name : "<buffer>", .d = d, .flags = flags};
     const uint8_t *p = buf;
     uint64_t header_len = 0;
     int rc = load_header(&c, p, len, &st->header, &header_len);
@@ -411,7 +409,7 @@ int tr_st_parse_with(struct tr_safetensors *st, const void *buf, size_t len, con
         st->tensors = calloc(entries ? entries : 1, sizeof *st->tensors);
         spans = calloc(entries ? entries : 1, sizeof *spans);
         if (!st->tensors || !spans)
-            rc = fail(err, errsize, TR_ENOMEM, c.file, "out of memory");
+            rc = fail(d, TR_ENOMEM, c.file, "out of memory");
     }
     if (!rc)
         rc = parse_entries(&c, st, spans);
@@ -426,35 +424,35 @@ int tr_st_parse_with(struct tr_safetensors *st, const void *buf, size_t len, con
     }
     if (!st->metadata && !(st->metadata = calloc(1, sizeof *st->metadata))) {
         tr_st_close(st);
-        return fail(err, errsize, TR_ENOMEM, c.file, "out of memory");
+        return fail(d, TR_ENOMEM, c.file, "out of memory");
     }
     return 0;
 }
 
-int tr_st_open(struct tr_safetensors *st, const char *path, char *err, size_t errsize)
+int tr_st_open(struct tr_safetensors *st, const char *path, struct tr_diag *d)
 {
-    return tr_st_open_with(st, path, 0, err, errsize);
+    return tr_st_open_with(st, path, 0, d);
 }
 
-int tr_st_open_with(struct tr_safetensors *st, const char *path, unsigned flags, char *err, size_t errsize)
+int tr_st_open_with(struct tr_safetensors *st, const char *path, unsigned flags, struct tr_diag *d)
 {
     memset(st, 0, sizeof *st);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return fail(err, errsize, TR_EIO, path, "cannot open: %s", strerror(errno));
+        return fail(d, TR_EIO, path, "cannot open: %s", strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) < 0) {
         int e = errno;
         close(fd);
-        return fail(err, errsize, TR_EIO, path, "cannot stat: %s", strerror(e));
+        return fail(d, TR_EIO, path, "cannot stat: %s", strerror(e));
     }
     if (!S_ISREG(sb.st_mode)) {
         close(fd);
-        return fail(err, errsize, TR_EINVAL, path, "not a regular file");
+        return fail(d, TR_EINVAL, path, "not a regular file");
     }
     if ((uint64_t)sb.st_size > SIZE_MAX) {
         close(fd);
-        return fail(err, errsize, TR_EINVAL, path, "too large to map");
+        return fail(d, TR_EINVAL, path, "too large to map");
     }
     size_t size = (size_t)sb.st_size;
     void *map = NULL;
@@ -463,11 +461,11 @@ int tr_st_open_with(struct tr_safetensors *st, const char *path, unsigned flags,
         if (map == MAP_FAILED) {
             int e = errno;
             close(fd);
-            return fail(err, errsize, TR_EIO, path, "cannot map: %s", strerror(e));
+            return fail(d, TR_EIO, path, "cannot map: %s", strerror(e));
         }
     }
     close(fd);
-    int rc = tr_st_parse_with(st, map ? map : "", size, path, flags, err, errsize);
+    int rc = tr_st_parse_with(st, map ? map : "", size, path, flags, d);
     if (rc) {
         if (map)
             munmap(map, size);
@@ -524,31 +522,31 @@ static int tensor_by_layout(const void *a, const void *b)
     return strcmp((*x)->name, (*y)->name);
 }
 
-static int check_tensor(const char *path, const struct tr_st_tensor *t, char *err, size_t errsize)
+static int check_tensor(const char *path, const struct tr_st_tensor *t, struct tr_diag *d)
 {
     char q[QUOTED_MAX], shape[160];
     if (!t->name)
-        return fail(err, errsize, TR_EINVAL, path, "a tensor has no name");
+        return fail(d, TR_EINVAL, path, "a tensor has no name");
     if (!strcmp(t->name, "__metadata__"))
-        return fail(err, errsize, TR_EINVAL, path, "a tensor may not be called __metadata__");
+        return fail(d, TR_EINVAL, path, "a tensor may not be called __metadata__");
     if ((unsigned)t->dtype >= TR_NDTYPES)
-        return fail(err, errsize, TR_EINVAL, path, "tensor '%s': invalid dtype %d",
+        return fail(d, TR_EINVAL, path, "tensor '%s': invalid dtype %d",
                     quote(t->name, q, sizeof q), (int)t->dtype);
     if (t->rank < 0 || t->rank > TR_MAX_RANK)
-        return fail(err, errsize, TR_EINVAL, path, "tensor '%s': rank %d is not 0 to %d",
+        return fail(d, TR_EINVAL, path, "tensor '%s': rank %d is not 0 to %d",
                     quote(t->name, q, sizeof q), t->rank, TR_MAX_RANK);
     format_shape(t->shape, t->rank, shape, sizeof shape);
     for (int i = 0; i < t->rank; i++)
         if (t->shape[i] < 0)
-            return fail(err, errsize, TR_EINVAL, path, "tensor '%s': shape %s has a negative "
+            return fail(d, TR_EINVAL, path, "tensor '%s': shape %s has a negative "
                         "dimension", quote(t->name, q, sizeof q), shape);
     int64_t need = shape_bytes(t->shape, t->rank, tr_dtype_size(t->dtype));
     if (need < 0 || (uint64_t)need != t->bytes)
-        return fail(err, errsize, TR_EINVAL, path, "tensor '%s': bytes is %zu, but shape %s of "
+        return fail(d, TR_EINVAL, path, "tensor '%s': bytes is %zu, but shape %s of "
                     "%s needs %lld", quote(t->name, q, sizeof q), t->bytes, shape,
                     dtype_names[t->dtype], (long long)need);
     if (t->bytes && !t->data)
-        return fail(err, errsize, TR_EINVAL, path, "tensor '%s': data is NULL",
+        return fail(d, TR_EINVAL, path, "tensor '%s': data is NULL",
                     quote(t->name, q, sizeof q));
     return 0;
 }
@@ -561,22 +559,21 @@ static json_t *json_int_array(const int64_t *v, int n)
     return a;
 }
 
-static int add_metadata(const char *path, json_t *root, const char *const *kv, char *err,
-                        size_t errsize)
+static int add_metadata(const char *path, json_t *root, const char *const *kv, struct tr_diag *d)
 {
     char q[QUOTED_MAX];
     json_t *meta = json_object();
     json_object_set_new(root, "__metadata__", meta);
     for (int i = 0; kv[i]; i += 2) {
         if (!kv[i + 1])
-            return fail(err, errsize, TR_EINVAL, path, "metadata key '%s' has no value",
+            return fail(d, TR_EINVAL, path, "metadata key '%s' has no value",
                         quote(kv[i], q, sizeof q));
         if (json_object_get(meta, kv[i]))
-            return fail(err, errsize, TR_EINVAL, path, "metadata key '%s' is given twice",
+            return fail(d, TR_EINVAL, path, "metadata key '%s' is given twice",
                         quote(kv[i], q, sizeof q));
         json_t *value = json_string(kv[i + 1]);
         if (!value || json_object_set_new(meta, kv[i], value))
-            return fail(err, errsize, TR_EINVAL, path, "metadata '%s' is not valid UTF-8",
+            return fail(d, TR_EINVAL, path, "metadata '%s' is not valid UTF-8",
                         quote(kv[i], q, sizeof q));
     }
     return 0;
@@ -584,40 +581,40 @@ static int add_metadata(const char *path, json_t *root, const char *const *kv, c
 
 /* The header's JSON, tensors in the order given (already laid out). */
 static int build_header(const char *path, const struct tr_st_tensor *const *order, int n,
-                        const char *const *metadata_kv, char **text, char *err, size_t errsize)
+                        const char *const *metadata_kv, char **text, struct tr_diag *d)
 {
     char q[QUOTED_MAX];
     json_t *root = json_object();
-    int rc = metadata_kv ? add_metadata(path, root, metadata_kv, err, errsize) : 0;
+    int rc = metadata_kv ? add_metadata(path, root, metadata_kv, d) : 0;
     int64_t offset = 0;
     for (int i = 0; i < n && !rc; i++) {
         const struct tr_st_tensor *t = order[i];
         if (json_object_get(root, t->name)) {
-            rc = fail(err, errsize, TR_EINVAL, path, "tensor '%s' is given twice",
+            rc = fail(d, TR_EINVAL, path, "tensor '%s' is given twice",
                       quote(t->name, q, sizeof q));
             break;
         }
         int64_t end;
         if (__builtin_add_overflow(offset, (int64_t)t->bytes, &end)) {
-            rc = fail(err, errsize, TR_EINVAL, path, "the tensors total more than 2^63 bytes");
+            rc = fail(d, TR_EINVAL, path, "the tensors total more than 2^63 bytes");
             break;
         }
         json_t *entry = json_pack("{s:s, s:o, s:[I, I]}", "dtype", dtype_names[t->dtype],
                                   "shape", json_int_array(t->shape, t->rank), "data_offsets",
                                   (json_int_t)offset, (json_int_t)end);
         if (!entry)
-            rc = fail(err, errsize, TR_ENOMEM, path, "out of memory");
+            rc = fail(d, TR_ENOMEM, path, "out of memory");
         else if (json_object_set_new(root, t->name, entry))
-            rc = fail(err, errsize, TR_EINVAL, path, "tensor name '%s' is not valid UTF-8",
+            rc = fail(d, TR_EINVAL, path, "tensor name '%s' is not valid UTF-8",
                       quote(t->name, q, sizeof q));
         offset = end;
     }
     if (!rc && !(*text = json_dumps(root, JSON_COMPACT)))
-        rc = fail(err, errsize, TR_ENOMEM, path, "out of memory");
+        rc = fail(d, TR_ENOMEM, path, "out of memory");
     json_decref(root);
     /* padded to a multiple of 8, and the limit is one: a reader refuses exactly these */
     if (!rc && strlen(*text) > TR_ST_MAX_HEADER)
-        rc = fail(err, errsize, TR_EINVAL, path, "the header would be %zu bytes, more than the "
+        rc = fail(d, TR_EINVAL, path, "the header would be %zu bytes, more than the "
                   "%u-byte limit", strlen(*text), TR_ST_MAX_HEADER);
     return rc;
 }
@@ -643,42 +640,37 @@ static int write_contents(FILE *f, const char *header, const struct tr_st_tensor
 
 /* Through the one atomic writer (core/atomic.h): temporary, fsync, rename, fsync the folder. */
 static int write_atomically(const char *path, const char *header,
-                            const struct tr_st_tensor *const *order, int n, char *err,
-                            size_t errsize)
+                            const struct tr_st_tensor *const *order, int n, struct tr_diag *d)
 {
-    struct tr_diag d = {0};
     struct tr_atomic a;
-    int rc = tr_atomic_open(&a, path, &d);
+    int rc = tr_atomic_open(&a, path, d);
     if (!rc) {
         (void)write_contents(a.f, header, order, n);   /* a failure stays in the stream: commit says it */
-        rc = tr_atomic_commit(&a, &d);
+        rc = tr_atomic_commit(&a, d);
     }
-    if (rc)
-        snprintf(err, errsize, "%s", tr_diag_last(&d));
-    tr_diag_free(&d);
     return rc;
 }
 
 int tr_st_write(const char *path, const struct tr_st_tensor *tensors, int n,
-                const char *const *metadata_kv, char *err, size_t errsize)
+                const char *const *metadata_kv, struct tr_diag *d)
 {
     if (n < 0 || (n > 0 && !tensors))
-        return fail(err, errsize, TR_EINVAL, path, "invalid tensor list");
+        return fail(d, TR_EINVAL, path, "invalid tensor list");
     for (int i = 0; i < n; i++) {
-        int rc = check_tensor(path, &tensors[i], err, errsize);
+        int rc = check_tensor(path, &tensors[i], d);
         if (rc)
             return rc;
     }
     const struct tr_st_tensor **order = malloc((size_t)(n ? n : 1) * sizeof *order);
     if (!order)
-        return fail(err, errsize, TR_ENOMEM, path, "out of memory");
+        return fail(d, TR_ENOMEM, path, "out of memory");
     for (int i = 0; i < n; i++)
         order[i] = &tensors[i];
     qsort(order, (size_t)n, sizeof *order, tensor_by_layout);
     char *header = NULL;
-    int rc = build_header(path, order, n, metadata_kv, &header, err, errsize);
+    int rc = build_header(path, order, n, metadata_kv, &header, d);
     if (!rc)
-        rc = write_atomically(path, header, order, n, err, errsize);
+        rc = write_atomically(path, header, order, n, d);
     free(header);
     free(order);
     return rc;

@@ -56,18 +56,18 @@ struct tr_safetensors {
  * gigabytes and the tensors are used in place, so reading would double the memory and the
  * time. The price is SIGBUS if another process truncates the file while it is open; our
  * writer never does (it renames a new file over the old, and a mapping keeps the old one).
- * Returns 0, or TR_EIO / TR_EINVAL / TR_ENOMEM with a sentence in err naming the file.
+ * Returns 0, or TR_EIO / TR_EINVAL / TR_ENOMEM with a sentence in d naming the file.
  * On failure *st is left empty; tr_st_close on it is harmless. */
-int tr_st_open(struct tr_safetensors *st, const char *path, char *err, size_t errsize);
+int tr_st_open(struct tr_safetensors *st, const char *path, struct tr_diag *d);
 
 /* Parses a whole file held in buf[0..len); name is what messages call it (NULL: "<buffer>").
  * The tensors' data point into buf, which must outlive st. Same returns as tr_st_open. */
 int tr_st_parse(struct tr_safetensors *st, const void *buf, size_t len, const char *name,
-                char *err, size_t errsize);
+                struct tr_diag *d);
 /* The same two with flags (TR_ST_ANY_DTYPE, or 0). */
-int tr_st_open_with(struct tr_safetensors *st, const char *path, unsigned flags, char *err, size_t errsize);
+int tr_st_open_with(struct tr_safetensors *st, const char *path, unsigned flags, struct tr_diag *d);
 int tr_st_parse_with(struct tr_safetensors *st, const void *buf, size_t len, const char *name,
-                     unsigned flags, char *err, size_t errsize);
+                     unsigned flags, struct tr_diag *d);
 
 /* The tensor called name, or NULL. O(log n). */
 const struct tr_st_tensor *tr_st_find(const struct tr_safetensors *st, const char *name);
@@ -82,7 +82,7 @@ void tr_st_close(struct tr_safetensors *st);
  * path, then the directory is fsynced (a temporary left by a crashed run with the same pid
  * is replaced). On failure the temporary file is removed and a file already at path is
  * left as it was (except when only the final directory fsync fails: the new file is then
- * in place, but may not survive a power cut; err says so).
+ * in place, but may not survive a power cut; d says so).
  * Tensors are laid out by element size, largest first, then by name: with the header padded
  * so the data starts at a multiple of 8 bytes, every tensor is then aligned to its element
  * size without holes (the format forbids them), and the same tensors give the same bytes
@@ -90,7 +90,7 @@ void tr_st_close(struct tr_safetensors *st);
  * "__metadata__"; a header over TR_ST_MAX_HEADER, which readers refuse, is not written.
  * Returns 0, TR_EINVAL (bad input: nothing is created), TR_EIO or TR_ENOMEM. */
 int tr_st_write(const char *path, const struct tr_st_tensor *tensors, int n,
-                const char *const *metadata_kv, char *err, size_t errsize);
+                const char *const *metadata_kv, struct tr_diag *d);
 
 /* "F32", "BF16", …: the format's name for a dtype. */
 const char *tr_st_dtype_name(enum tr_dtype t);

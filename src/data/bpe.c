@@ -10,7 +10,6 @@
 #include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +17,6 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
-#include "cli/exit.h"
 
 /* GPT-2's pattern (encoder.py) with \s spelled \p{White_Space}: tokenizers runs it in
  * Oniguruma, whose \s is Unicode's White_Space, while PCRE2's \s also takes U+180E (Mongolian
@@ -74,19 +72,6 @@ struct tr_bpe {
     pcre2_code *pattern;
     struct piece_cache *cache;   /* written by const encoders, under its locks */
 };
-
-static int data_error(struct tr_diag *diag, const char *path, int line, int col, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-
-/* Adds the message at path[:line:col] and returns TR_EXIT_DATA, so callers can `return` it. */
-static int data_error(struct tr_diag *diag, const char *path, int line, int col, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    tr_diag_vadd(diag, (struct tr_where){.file = path, .line = line, .col = col}, fmt, ap);
-    va_end(ap);
-    return TR_EXIT_DATA;
-}
 
 /* FNV-1a, 64 bits: short keys, no adversary to fear. */
 static uint64_t hash_bytes(const char *p, size_t n)
@@ -174,13 +159,13 @@ static void utf8_of_byte_character(uint32_t cp, char out[3])
 
 /* ---- reading the files ------------------------------------------------------------------------ */
 
-/* The whole of path, NUL-ended, in *text (caller frees); 0, or TR_EXIT_DATA when it cannot be
+/* The whole of path, NUL-ended, in *text (caller frees); 0, or TR_EDATA when it cannot be
  * read or is empty. */
 static int read_whole(const char *path, char **text, size_t *len, struct tr_diag *diag)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
-        return data_error(diag, path, 0, 0, "cannot read: %s", strerror(errno));
+        return tr_fail_file(diag, TR_EDATA, path, 0, 0, "cannot read: %s", strerror(errno));
     size_t cap = 1 << 16, n = 0, got;
     char *buf = tr_xmalloc(cap);
     do {
@@ -193,8 +178,8 @@ static int read_whole(const char *path, char **text, size_t *len, struct tr_diag
     fclose(f);
     if (err || !n) {
         free(buf);
-        return err ? data_error(diag, path, 0, 0, "cannot read: %s", strerror(err))
-                   : data_error(diag, path, 0, 0, "is empty");
+        return err ? tr_fail_file(diag, TR_EDATA, path, 0, 0, "cannot read: %s", strerror(err))
+                   : tr_fail_file(diag, TR_EDATA, path, 0, 0, "is empty");
     }
     buf[n] = 0;
     *text = buf, *len = n;
@@ -233,9 +218,9 @@ static int read_tokens(struct tr_bpe *b, const char *path, json_t *root, struct 
 {
     size_t n = json_object_size(root);
     if (!n)
-        return data_error(diag, path, 0, 0, "has no tokens");
+        return tr_fail_file(diag, TR_EDATA, path, 0, 0, "has no tokens");
     if (n > INT32_MAX)   /* ids are int32_t */
-        return data_error(diag, path, 0, 0, "has %zu tokens; ids stop at %d", n, INT32_MAX);
+        return tr_fail_file(diag, TR_EDATA, path, 0, 0, "has %zu tokens; ids stop at %d", n, INT32_MAX);
     b->n = (int32_t)n;
     b->key_at = tr_xmalloc(n * sizeof *b->key_at);
     for (size_t id = 0; id < n; id++)
@@ -247,12 +232,12 @@ static int read_tokens(struct tr_bpe *b, const char *path, json_t *root, struct 
     json_object_foreach(root, key, value) {
         json_int_t id = json_is_integer(value) ? json_integer_value(value) : -1;
         if (id < 0 || (size_t)id >= n)
-            return data_error(diag, path, 0, 0,
-                              "the id of '%s' must be a whole number from 0 to %zu (the file has %zu "
-                              "tokens)", key, n - 1, n);
+            return tr_fail_file(diag, TR_EDATA, path, 0, 0,
+                                "the id of '%s' must be a whole number from 0 to %zu (the file has %zu "
+                                "tokens)", key, n - 1, n);
         if (b->key_at[id] != SIZE_MAX)
-            return data_error(diag, path, 0, 0, "'%s' and '%s' have the same id, %lld",
-                              b->keys + b->key_at[id], key, (long long)id);
+            return tr_fail_file(diag, TR_EDATA, path, 0, 0, "'%s' and '%s' have the same id, %lld",
+                                b->keys + b->key_at[id], key, (long long)id);
         size_t len = strlen(key) + 1;
         while (cap - used < len)
             b->keys = tr_xrealloc(b->keys, cap *= 2);
@@ -276,10 +261,10 @@ static int load_encoder(struct tr_bpe *b, const char *path, struct tr_diag *diag
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
     free(text);
     if (!root)
-        return data_error(diag, path, jerr.line > 0 ? jerr.line : 0, jerr.column > 0 ? jerr.column : 0,
-                          "is not valid JSON: %s", jerr.text);
+        return tr_fail_file(diag, TR_EDATA, path, jerr.line > 0 ? jerr.line : 0, jerr.column > 0 ? jerr.column : 0,
+                            "is not valid JSON: %s", jerr.text);
     rc = json_is_object(root) ? read_tokens(b, path, root, diag)
-                              : data_error(diag, path, 0, 0, "is not a JSON object of tokens and ids");
+                              : tr_fail_file(diag, TR_EDATA, path, 0, 0, "is not a JSON object of tokens and ids");
     json_decref(root);
     return rc;
 }
@@ -318,7 +303,7 @@ static int map_bytes(struct tr_bpe *b, const char *path, struct tr_diag *diag)
         utf8_of_byte_character(cp[byte], utf8);
         b->byte_id[byte] = find_token(b, utf8, strlen(utf8));
         if (b->byte_id[byte] == NO_TOKEN)
-            return data_error(diag, path, 0, 0, "has no token '%s' for the byte 0x%02X", utf8, byte);
+            return tr_fail_file(diag, TR_EDATA, path, 0, 0, "has no token '%s' for the byte 0x%02X", utf8, byte);
     }
     b->bytes_at = tr_xmalloc(((size_t)b->n + 1) * sizeof *b->bytes_at);
     b->bytes = tr_xmalloc(b->keys_size);   /* a token's bytes are never more than its text */
@@ -354,7 +339,7 @@ struct merges_file {
     struct tr_diag *diag;
 };
 
-/* Adds the merge of the line's n bytes (no newline) at rank; 0, or TR_EXIT_DATA. Split on ' '
+/* Adds the merge of the line's n bytes (no newline) at rank; 0, or TR_EDATA. Split on ' '
  * into exactly two parts, as tokenizers splits. The joined token is the line less its space,
  * made in place: the text is ours. */
 static int add_merge(struct tr_bpe *b, const struct merges_file *f, char *line, size_t n, int32_t rank)
@@ -362,23 +347,23 @@ static int add_merge(struct tr_bpe *b, const struct merges_file *f, char *line, 
     char *space = memchr(line, ' ', n);
     size_t left_n = space ? (size_t)(space - line) : 0, right_n = space ? n - left_n - 1 : 0;
     if (!left_n || !right_n || memchr(space + 1, ' ', right_n))
-        return data_error(f->diag, f->path, f->line, 1,
-                          "expected two tokens separated by a space, not '%.*s'", (int)n, line);
+        return tr_fail_file(f->diag, TR_EDATA, f->path, f->line, 1,
+                            "expected two tokens separated by a space, not '%.*s'", (int)n, line);
     int32_t left = find_token(b, line, left_n), right = find_token(b, space + 1, right_n);
     if (left == NO_TOKEN || right == NO_TOKEN)
-        return data_error(f->diag, f->path, f->line, 1, "'%.*s' is not a token of %s",
-                          (int)(left == NO_TOKEN ? left_n : right_n), left == NO_TOKEN ? line : space + 1,
-                          f->encoder);
+        return tr_fail_file(f->diag, TR_EDATA, f->path, f->line, 1, "'%.*s' is not a token of %s",
+                            (int)(left == NO_TOKEN ? left_n : right_n), left == NO_TOKEN ? line : space + 1,
+                            f->encoder);
     memmove(space, space + 1, right_n);
     int32_t merged = find_token(b, line, n - 1);
     if (merged == NO_TOKEN)
-        return data_error(f->diag, f->path, f->line, 1,
-                          "'%.*s' and '%.*s' make '%.*s', which is not a token of %s", (int)left_n, line,
-                          (int)right_n, line + left_n, (int)(n - 1), line, f->encoder);
+        return tr_fail_file(f->diag, TR_EDATA, f->path, f->line, 1,
+                            "'%.*s' and '%.*s' make '%.*s', which is not a token of %s", (int)left_n, line,
+                            (int)right_n, line + left_n, (int)(n - 1), line, f->encoder);
     struct pair_rank *slot = pair_slot(b, pair_of(left, right));
     if (slot->pair != NO_PAIR)
-        return data_error(f->diag, f->path, f->line, 1, "the merge of '%.*s' and '%.*s' is listed twice",
-                          (int)left_n, line, (int)right_n, line + left_n);
+        return tr_fail_file(f->diag, TR_EDATA, f->path, f->line, 1, "the merge of '%.*s' and '%.*s' is listed twice",
+                            (int)left_n, line, (int)right_n, line + left_n);
     *slot = (struct pair_rank){.pair = pair_of(left, right), .rank = rank, .merged = merged};
     return 0;
 }
@@ -430,7 +415,7 @@ static int compile_pattern(struct tr_bpe *b, struct tr_diag *diag)
         tr_diag_add(diag, (struct tr_where){0},
                     "PCRE2 cannot compile GPT-2's pattern (%s); trainrun needs PCRE2 10.40 or later",
                     (const char *)message);
-        return TR_EXIT_FAILURE;
+        return TR_EFAIL;
     }
     /* JIT matches several times faster where PCRE2 has it; the interpreter serves where not. */
     pcre2_jit_compile(b->pattern, PCRE2_JIT_COMPLETE);
@@ -604,18 +589,16 @@ static void encode_piece(const struct tr_bpe *b, struct merger *m, const char *p
 }
 
 int tr_bpe_encode(const struct tr_bpe *b, const char *text, size_t len, struct tr_ids *ids,
-                  char *err, size_t errlen)
+                  struct tr_diag *d)
 {
     size_t bad = utf8_invalid_at((const unsigned char *)text, len);
     if (bad < len) {
         /* the sentence tr_tokenize gives for every kind */
-        snprintf(err, errlen, "text is not UTF-8 at byte %zu (0x%02x)", bad, (unsigned char)text[bad]);
-        return -1;
+        return tr_fail(d, TR_EINVAL, "text is not UTF-8 at byte %zu (0x%02x)", bad, (unsigned char)text[bad]);
     }
     pcre2_match_data *match = pcre2_match_data_create_from_pattern(b->pattern, NULL);
     if (!match) {
-        snprintf(err, errlen, "out of memory encoding %zu bytes", len);
-        return -1;
+        return tr_fail(d, TR_ENOMEM, "out of memory encoding %zu bytes", len);
     }
     struct merger m = {0};
     int rc = 0;
@@ -626,8 +609,7 @@ int tr_bpe_encode(const struct tr_bpe *b, const char *text, size_t len, struct t
         if (found < 0) {
             PCRE2_UCHAR message[256];
             pcre2_get_error_message(found, message, sizeof message);
-            snprintf(err, errlen, "GPT-2's pattern failed at byte offset %zu: %s", at, (const char *)message);
-            rc = -1;
+            rc = tr_fail(d, TR_EFAIL, "GPT-2's pattern failed at byte offset %zu: %s", at, (const char *)message);
             break;
         }
         const PCRE2_SIZE *span = pcre2_get_ovector_pointer(match);

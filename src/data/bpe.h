@@ -18,16 +18,16 @@ struct tr_bpe;
  * byte characters. merges: vocab.bpe, one "left right" pair a line by rank, a first line
  * "#version: …" skipped; both parts and their join must be tokens. A missing, empty or unreadable
  * file, malformed JSON, a repeated id and a bad merge line are errors naming the file (and line),
- * added to diag; returns 0 or TR_EXIT_DATA. */
+ * added to diag; returns 0 or TR_EDATA. */
 int tr_bpe_open(struct tr_bpe **out, const char *encoder_json, const char *merges,
                 struct tr_diag *diag);
 void tr_bpe_free(struct tr_bpe *b);
 
 /* Appends the ids of len bytes of text to ids; no special tokens. Safe to call from several
- * threads at once. Text that is not UTF-8 is an error: returns -1, adding no ids, with
- * tr_tokenize's sentence in err (the byte offset of the first bad sequence); 0 otherwise. */
+ * threads at once. Text that is not UTF-8 is an error: returns TR_EINVAL, adding no ids, with
+ * tr_tokenize's sentence in d (the byte offset of the first bad sequence); 0 otherwise. */
 int tr_bpe_encode(const struct tr_bpe *b, const char *text, size_t len, struct tr_ids *ids,
-                  char *err, size_t errlen);
+                  struct tr_diag *d);
 
 /* The bytes of ids joined, as UTF-8: each bad sequence (a token cut inside a character) becomes
  * U+FFFD, and ids outside the vocabulary are skipped, as `tokenizers` decodes. Caller frees. */

@@ -507,9 +507,10 @@ static int take_sample(void *ctx, const struct tr_text_sample *s, struct tr_diag
     size_t start = r->ids.n;
     if (r->cls >= 0)
         tr_ids_push(&r->ids, r->cls);
-    char err[256];
-    if (tr_tokenize(r->tok, s->text, s->len, &r->ids, err, sizeof err)) {
-        tr_diag_add(diag, (struct tr_where){.file = r->path, .line = s->line, .col = s->col}, "%s", err);
+    struct tr_diag why = {0};
+    if (tr_tokenize(r->tok, s->text, s->len, &r->ids, &why)) {
+        tr_fail_file(diag, TR_EINVAL, r->path, s->line, s->col, "%s", tr_diag_last(&why));
+        tr_diag_free(&why);
         return TR_EINVAL;
     }
     if (r->sep >= 0)
@@ -569,16 +570,15 @@ static int tokenise_stream(const struct tr_data_source *src, const struct file_b
         const char *text;
         size_t len;
         int first_line;
-        char err[256];
+        struct tr_diag why = {0};
         rc = text_of(&src->files[i], &fb[i], &text, &len, &first_line, diag);
         if (!rc && i && end_of_text >= 0)
             tr_ids_push(&ids, end_of_text);
-        if (!rc && (tr_tokenize(tl->tok, text, len, &ids, err, sizeof err) ||
+        if (!rc && (tr_tokenize(tl->tok, text, len, &ids, &why) ||
                     (end_of_text < 0 && len && text[len - 1] != '\n' &&
-                     tr_tokenize(tl->tok, "\n", 1, &ids, err, sizeof err)))) {
-            tr_diag_add(diag, (struct tr_where){.file = src->files[i].path}, "%s", err);
-            rc = TR_EINVAL;
-        }
+                     tr_tokenize(tl->tok, "\n", 1, &ids, &why))))
+            rc = tr_fail_file(diag, TR_EINVAL, src->files[i].path, 0, 0, "%s", tr_diag_last(&why));
+        tr_diag_free(&why);
     }
     *t = (struct tr_table){.tokens = ids.v, .ntokens = (int64_t)ids.n};
     return rc;

@@ -94,7 +94,7 @@ struct tr_data {
  * when data.valid / data.test name no file) with split seed 0, and is not normalised.
  * Returns 0, or TR_EINVAL (bad definition or content), TR_EIO (a file cannot be read) or
  * TR_ENOMEM, with the reasons in diag; then *out is zeroed (tr_data_free is harmless). Every
- * failure is a data error: the caller exits with TR_EXIT_DATA. */
+ * failure is a data error: the caller reports it as TR_EDATA (exit status 4). */
 int tr_data_load(const struct tr_recipe *r, const char *datasets_dir, struct tr_data *out,
                  struct tr_diag *diag);
 /* The same from a definition file (dataset.yaml, or any name); relative sources are found

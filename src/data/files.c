@@ -22,19 +22,6 @@
 #define MAX_DATA_BYTES ((size_t)1 << 34)   /* 16 GiB decompressed: past that, a bomb or a mistake */
 #define READ_CHUNK (1u << 24)
 
-static int data_error(struct tr_diag *diag, const char *path, int line, int col, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-
-/* Adds the message at path[:line:col] and returns TR_EINVAL, so callers can `return` it. */
-static int data_error(struct tr_diag *diag, const char *path, int line, int col, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    tr_diag_vadd(diag, (struct tr_where){.file = path, .line = line, .col = col}, fmt, ap);
-    va_end(ap);
-    return TR_EINVAL;
-}
-
 static int out_of_memory(struct tr_diag *diag, const char *path, size_t bytes)
 {
     tr_diag_add(diag, (struct tr_where){.file = path}, "out of memory reading the data (%zu bytes)", bytes);
@@ -73,8 +60,8 @@ static int read_all(gzFile gz, const char *path, unsigned char **buf, size_t *le
             if (!bigger) {
                 free(b);
                 if (cap >= MAX_DATA_BYTES)
-                    return data_error(diag, path, 0, 0, "larger than %zu GiB decompressed; not read",
-                                      MAX_DATA_BYTES >> 30);
+                    return tr_fail_file(diag, TR_EINVAL, path, 0, 0, "larger than %zu GiB decompressed; not read",
+                                        MAX_DATA_BYTES >> 30);
                 return out_of_memory(diag, path, cap * 2);
             }
             b = bigger, cap *= 2;
@@ -99,7 +86,7 @@ static int read_all(gzFile gz, const char *path, unsigned char **buf, size_t *le
         size_t skip = strlen(path);   /* zlib says "path: problem" */
         if (!strncmp(msg, path, skip) && !strncmp(msg + skip, ": ", 2))
             msg += skip + 2;
-        int rc = data_error(diag, path, 0, 0, "corrupt or truncated gzip data: %s", msg);
+        int rc = tr_fail_file(diag, TR_EINVAL, path, 0, 0, "corrupt or truncated gzip data: %s", msg);
         free(b);
         return rc;
     }
@@ -128,10 +115,10 @@ static int read_checked(const struct tr_data_file *f, const char *package, unsig
     int rc = read_all(gz, f->path, buf, len, hex, diag);
     int closed = gzclose_r(gz);
     if (!rc && closed != Z_OK)
-        rc = data_error(diag, f->path, 0, 0, "corrupt or truncated gzip data (zlib error %d)", closed);
+        rc = tr_fail_file(diag, TR_EINVAL, f->path, 0, 0, "corrupt or truncated gzip data (zlib error %d)", closed);
     if (!rc && f->sha256[0] && strcmp(hex, f->sha256))
-        rc = data_error(diag, f->path, 0, 0, "sha256 mismatch: expected %s (%s), got %s", f->sha256,
-                        f->pinned_by ? f->pinned_by : "pinned", hex);
+        rc = tr_fail_file(diag, TR_EINVAL, f->path, 0, 0, "sha256 mismatch: expected %s (%s), got %s", f->sha256,
+                          f->pinned_by ? f->pinned_by : "pinned", hex);
     if (!rc && sha256)
         memcpy(sha256, hex, sizeof hex);
     if (rc && buf) {
@@ -317,8 +304,8 @@ static int read_sklearn_header(const char *path, const struct line *l, struct cs
     field_at(l, &cur, &s, &e);
     parse_number(s, e, &n1);
     if (count_fields(l) < 3 || !is_whole(n0, 0) || !is_whole(n1, 1))
-        return data_error(diag, path, l->number, 1,
-                          "expected scikit-learn's header line n_samples,n_features,class names…");
+        return tr_fail_file(diag, TR_EINVAL, path, l->number, 1,
+                            "expected scikit-learn's header line n_samples,n_features,class names…");
     lay->promised = (int64_t)n0;
     lay->ncols = (int)n1 + 1;
     lay->class_names = header_words(l, 2);
@@ -362,7 +349,7 @@ static int read_layout(const char *path, struct cursor *c, const struct tr_csv_o
 {
     struct line first;
     if (!next_line(c, &first))
-        return data_error(diag, path, 0, 0, "the file is empty");
+        return tr_fail_file(diag, TR_EINVAL, path, 0, 0, "the file is empty");
     lay->header = o->header == TR_HEADER_AUTO ? detect_header(&first, *c) : o->header;
     lay->promised = -1;
     int rc = 0;
@@ -376,12 +363,12 @@ static int read_layout(const char *path, struct cursor *c, const struct tr_csv_o
         return rc;
     *have_data = lay->header == TR_HEADER_NONE ? (*data = first, true) : next_line(c, data);
     if (!*have_data)
-        return data_error(diag, path, 0, 0, "the file holds no samples");
+        return tr_fail_file(diag, TR_EINVAL, path, 0, 0, "the file holds no samples");
     if (!lay->ncols)
         lay->ncols = count_fields(data);
     if (lay->ncols < 2)
-        return data_error(diag, path, data->number, 1,
-                          "a row needs at least one feature and a label; this one has 1 column");
+        return tr_fail_file(diag, TR_EINVAL, path, data->number, 1,
+                            "a row needs at least one feature and a label; this one has 1 column");
     return resolve_label(path, o, lay, diag);
 }
 
@@ -393,8 +380,8 @@ static int class_bound(const char *path, const struct tr_csv_options *o, const s
     while (lay->class_names && lay->class_names[named])
         named++;
     if (o->nclasses && named && named != o->nclasses)
-        return data_error(diag, path, 1, 1, "the header names %d classes; the definition says %d", named,
-                          o->nclasses);
+        return tr_fail_file(diag, TR_EINVAL, path, 1, 1, "the header names %d classes; the definition says %d", named,
+                            o->nclasses);
     *bound = o->nclasses ? o->nclasses : named;
     return 0;
 }
@@ -408,26 +395,27 @@ static int parse_row(const char *path, const struct line *l, const struct csv_la
         double v = 0;
         int got = parse_number(s, e, &v);
         if (got == NUM_EMPTY)
-            return data_error(diag, path, l->number, col, "empty field; expected a number");
+            return tr_fail_file(diag, TR_EINVAL, path, l->number, col, "empty field; expected a number");
         if (got == NUM_BAD)
-            return data_error(diag, path, l->number, col, "'%.*s' is not a number%s", (int)(e - s), s,
-                              first_line_data && l->number == 1
-                                  ? " (if this line names the columns, set header: names)" : "");
+            return tr_fail_file(diag, TR_EINVAL, path, l->number, col, "'%.*s' is not a number%s", (int)(e - s), s,
+                                first_line_data && l->number == 1
+                                    ? " (if this line names the columns, set header: names)" : "");
         if (got == NUM_RANGE)
-            return data_error(diag, path, l->number, col, "'%.*s' is out of range for a float",
-                              (int)(e - s), s);
+            return tr_fail_file(diag, TR_EINVAL, path, l->number, col, "'%.*s' is out of range for a float",
+                                (int)(e - s), s);
         if (i != lay->label_col) {
             *x++ = (float)v;
             continue;
         }
         if (v != floor(v))
-            return data_error(diag, path, l->number, col, "label %.*s is not a whole number",
-                              (int)(e - s), s);
+            return tr_fail_file(diag, TR_EINVAL, path, l->number, col, "label %.*s is not a whole number",
+                                (int)(e - s), s);
         if (v < 0 || (bound && v >= bound) || v > INT32_MAX - 1)
-            return bound ? data_error(diag, path, l->number, col, "label %.*s is out of range: %d classes (0 to %d)",
-                                      (int)(e - s), s, bound, bound - 1)
-                         : data_error(diag, path, l->number, col, "label %.*s is out of range: labels "
-                                      "are class numbers from 0", (int)(e - s), s);
+            return bound ? tr_fail_file(diag, TR_EINVAL, path, l->number, col,
+                                        "label %.*s is out of range: %d classes (0 to %d)", (int)(e - s), s, bound,
+                                        bound - 1)
+                         : tr_fail_file(diag, TR_EINVAL, path, l->number, col, "label %.*s is out of range: labels "
+                                        "are class numbers from 0", (int)(e - s), s);
         *y = (int32_t)v;
     }
     return 0;
@@ -443,7 +431,7 @@ static int count_rows(const char *path, struct cursor c, const struct line *firs
     do {
         int found = count_fields(&l);
         if (found != ncols)
-            return data_error(diag, path, l.number, 1, "expected %d columns, found %d", ncols, found);
+            return tr_fail_file(diag, TR_EINVAL, path, l.number, 1, "expected %d columns, found %d", ncols, found);
         ++*n;
     } while (next_line(&c, &l));
     return 0;
@@ -474,8 +462,8 @@ static int parse_rows(const char *path, struct cursor *c, const struct line *fir
             max = t->y[r];
     }
     if (lay->promised >= 0 && lay->promised != t->n)
-        return data_error(diag, path, 1, 1, "the header says %lld samples; the file holds %lld",
-                          (long long)lay->promised, (long long)t->n);
+        return tr_fail_file(diag, TR_EINVAL, path, 1, 1, "the header says %lld samples; the file holds %lld",
+                            (long long)lay->promised, (long long)t->n);
     t->nclasses = bound ? bound : max + 1;
     return 0;
 }
@@ -524,27 +512,27 @@ static int idx_header(const char *path, const unsigned char *b, size_t len, uint
     int ndims = (int)(magic & 0xff);
     size_t header = 4 + 4 * (size_t)ndims;
     if (len >= 4 && be32(b) != magic)
-        return data_error(diag, path, 0, 0, "not an IDX %s file: magic number 0x%08x, expected 0x%08x",
-                          ndims == 3 ? "image" : "label", be32(b), magic);
+        return tr_fail_file(diag, TR_EINVAL, path, 0, 0, "not an IDX %s file: magic number 0x%08x, expected 0x%08x",
+                            ndims == 3 ? "image" : "label", be32(b), magic);
     if (len < header)
-        return data_error(diag, path, 0, 0, "truncated: %zu bytes, shorter than its IDX header (%zu)",
-                          len, header);
+        return tr_fail_file(diag, TR_EINVAL, path, 0, 0, "truncated: %zu bytes, shorter than its IDX header (%zu)",
+                            len, header);
     unsigned __int128 bytes = 1;
     for (int i = 0; i < ndims; i++) {
         dims[i] = be32(b + 4 + 4 * i);
         bytes *= (uint64_t)dims[i];
     }
     if (dims[0] == 0)
-        return data_error(diag, path, 0, 0, "the file holds no samples");
+        return tr_fail_file(diag, TR_EINVAL, path, 0, 0, "the file holds no samples");
     if (bytes == 0)
-        return data_error(diag, path, 0, 0, "its samples hold no data (a dimension is 0)");
+        return tr_fail_file(diag, TR_EINVAL, path, 0, 0, "its samples hold no data (a dimension is 0)");
     if (bytes > len - header)
-        return data_error(diag, path, 0, 0, "truncated: the header promises %llu bytes of data, the file "
-                          "holds %zu", (unsigned long long)(bytes > UINT64_MAX ? UINT64_MAX : bytes),
-                          len - header);
+        return tr_fail_file(diag, TR_EINVAL, path, 0, 0, "truncated: the header promises %llu bytes of data, the file "
+                            "holds %zu", (unsigned long long)(bytes > UINT64_MAX ? UINT64_MAX : bytes),
+                            len - header);
     if (bytes < len - header)
-        return data_error(diag, path, 0, 0, "%zu bytes follow the data that the header describes",
-                          len - header - (size_t)bytes);
+        return tr_fail_file(diag, TR_EINVAL, path, 0, 0, "%zu bytes follow the data that the header describes",
+                            len - header - (size_t)bytes);
     return 0;
 }
 
@@ -558,14 +546,14 @@ int tr_idx_parse(const char *images_path, const unsigned char *images, size_t im
         idx_header(labels_path, labels, labels_len, IDX_LABELS, ldims, diag))
         return TR_EINVAL;
     if (ldims[0] != idims[0])
-        return data_error(diag, labels_path, 0, 0, "holds %lld labels, but %s holds %lld images",
-                          (long long)ldims[0], images_path, (long long)idims[0]);
+        return tr_fail_file(diag, TR_EINVAL, labels_path, 0, 0, "holds %lld labels, but %s holds %lld images",
+                            (long long)ldims[0], images_path, (long long)idims[0]);
     int bound = nclasses ? nclasses : 256, max = 0;
     const unsigned char *lab = labels + 8;
     for (int64_t i = 0; i < ldims[0]; i++) {
         if (lab[i] >= bound)
-            return data_error(diag, labels_path, 0, 0, "sample %lld has label %d; the data set has %d "
-                              "classes (0 to %d)", (long long)i, lab[i], bound, bound - 1);
+            return tr_fail_file(diag, TR_EINVAL, labels_path, 0, 0, "sample %lld has label %d; the data set has %d "
+                                "classes (0 to %d)", (long long)i, lab[i], bound, bound - 1);
         if (lab[i] > max)
             max = lab[i];
     }
@@ -637,8 +625,8 @@ int tr_utf8_check(const char *path, const char *text, size_t len, int first_line
         utf8proc_int32_t code;
         utf8proc_ssize_t n = utf8proc_iterate(s + i, (utf8proc_ssize_t)(len - i), &code);
         if (n < 0)
-            return data_error(diag, path, line, (int)(i - line_start) + 1,
-                              "invalid UTF-8 (byte 0x%02x); text data must be UTF-8", s[i]);
+            return tr_fail_file(diag, TR_EINVAL, path, line, (int)(i - line_start) + 1,
+                                "invalid UTF-8 (byte 0x%02x); text data must be UTF-8", s[i]);
         i += (size_t)n;
     }
     return 0;
@@ -661,8 +649,8 @@ static int class_of(const char *path, int line, int col, const char *s, size_t n
             v = strspn(buf, "0123456789") == n ? strtol(buf, NULL, 10) : -1;
         }
         if (v < 0 || v >= o->nclasses)
-            return data_error(diag, path, line, col, "label '%.*s' is not a class number from 0 to %d (the "
-                              "definition names no class_names)", shown, s, o->nclasses - 1);
+            return tr_fail_file(diag, TR_EINVAL, path, line, col, "label '%.*s' is not a class number from 0 to %d "
+                                "(the definition names no class_names)", shown, s, o->nclasses - 1);
         *out = (int32_t)v;
         return 0;
     }
@@ -680,8 +668,8 @@ static int class_of(const char *path, int line, int col, const char *s, size_t n
             best = o->class_names[c], best_d = d;
     }
     free(label);
-    return data_error(diag, path, line, col, "label '%.*s' is not one of the %d class_names%s%s%s", shown, s,
-                      o->nclasses, best ? "; did you mean '" : "", best ? best : "", best ? "'?" : "");
+    return tr_fail_file(diag, TR_EINVAL, path, line, col, "label '%.*s' is not one of the %d class_names%s%s%s",
+                        shown, s, o->nclasses, best ? "; did you mean '" : "", best ? best : "", best ? "'?" : "");
 }
 
 struct tsv_layout {
@@ -711,7 +699,7 @@ static int tsv_header(const char *path, struct cursor *c, const struct tr_text_o
 {
     struct line header;
     if (!next_line(c, &header))
-        return data_error(diag, path, 0, 0, "the file is empty");
+        return tr_fail_file(diag, TR_EINVAL, path, 0, 0, "the file is empty");
     const char *names[2] = {o->text, o->label};
     const struct tr_where at[2] = {o->text_at, o->label_at};
     lay->col[0] = lay->col[1] = -1;
@@ -750,8 +738,8 @@ static int tsv_sample(const char *path, const struct line *l, const struct tsv_l
     size_t n[2] = {0, 0};
     int found = tsv_fields(l, lay->col, s, n);
     if (found != lay->ncols)
-        return data_error(diag, path, l->number, 1, "expected %d fields (a TAB between fields), found %d",
-                          lay->ncols, found);
+        return tr_fail_file(diag, TR_EINVAL, path, l->number, 1, "expected %d fields (a TAB between fields), found %d",
+                            lay->ncols, found);
     struct tr_text_sample sample = {.text = s[0], .len = n[0], .line = l->number, .col = (int)(s[0] - l->s) + 1};
     int rc = class_of(path, l->number, (int)(s[1] - l->s) + 1, s[1], n[1], o, &sample.label, diag);
     return rc ? rc : take(ctx, &sample, diag);
@@ -764,8 +752,8 @@ static int jsonl_label(const char *path, const struct line *l, const json_t *lab
         return class_of(path, l->number, 1, json_string_value(label), json_string_length(label), o, out, diag);
     json_int_t v = json_is_integer(label) ? json_integer_value(label) : -1;
     if (!json_is_integer(label) || v < 0 || v >= o->nclasses)
-        return data_error(diag, path, l->number, 1, "field '%s' is neither a class name nor a class number "
-                          "from 0 to %d", o->label, o->nclasses - 1);
+        return tr_fail_file(diag, TR_EINVAL, path, l->number, 1, "field '%s' is neither a class name nor a class "
+                            "number from 0 to %d", o->label, o->nclasses - 1);
     *out = (int32_t)v;
     return 0;
 }
@@ -776,16 +764,17 @@ static int jsonl_sample(const char *path, const struct line *l, const struct tr_
     json_error_t err;
     json_t *obj = json_loadb(l->s, l->len, JSON_REJECT_DUPLICATES, &err);
     if (!obj)
-        return data_error(diag, path, l->number, err.column > 0 ? err.column : 1, "invalid JSON: %s", err.text);
+        return tr_fail_file(diag, TR_EINVAL, path, l->number, err.column > 0 ? err.column : 1, "invalid JSON: %s",
+                            err.text);
     json_t *text = json_object_get(obj, o->text), *label = json_object_get(obj, o->label);
     struct tr_text_sample sample = {.line = l->number, .col = 1};
     int rc;
     if (!json_is_object(obj))
-        rc = data_error(diag, path, l->number, 1, "expected a JSON object, one a line");
+        rc = tr_fail_file(diag, TR_EINVAL, path, l->number, 1, "expected a JSON object, one a line");
     else if (!text || !label)
-        rc = data_error(diag, path, l->number, 1, "no field '%s'", text ? o->label : o->text);
+        rc = tr_fail_file(diag, TR_EINVAL, path, l->number, 1, "no field '%s'", text ? o->label : o->text);
     else if (!json_is_string(text))
-        rc = data_error(diag, path, l->number, 1, "field '%s' is not a string", o->text);
+        rc = tr_fail_file(diag, TR_EINVAL, path, l->number, 1, "field '%s' is not a string", o->text);
     else
         rc = jsonl_label(path, l, label, o, &sample.label, diag);
     if (!rc) {
@@ -815,7 +804,7 @@ int tr_text_parse(const char *path, const char *text, size_t len, const struct t
         if (rc)
             return rc;
     }
-    return n ? 0 : data_error(diag, path, 0, 0, "the file holds no samples");
+    return n ? 0 : tr_fail_file(diag, TR_EINVAL, path, 0, 0, "the file holds no samples");
 }
 
 void tr_table_free(struct tr_table *t)

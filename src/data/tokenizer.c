@@ -7,7 +7,6 @@
 #include <string.h>
 #include <utf8proc.h>
 
-#include "cli/exit.h"
 #include "data/bpe.h"
 #include "data/wordpiece.h"
 #include "recipe/recipe.h"
@@ -162,7 +161,7 @@ static int chars_open(struct chars **out, const char *path, struct tr_diag *diag
 {
     struct tr_vocab_file f;
     if (tr_vocab_file_read(&f, path, diag))
-        return TR_EXIT_DATA;
+        return TR_EDATA;
     struct chars *c = tr_xcalloc(1, sizeof *c);
     c->n = f.n;
     c->of_id = tr_xmalloc((size_t)f.n * sizeof *c->of_id);
@@ -171,7 +170,7 @@ static int chars_open(struct chars **out, const char *path, struct tr_diag *diag
     tr_vocab_file_free(&f);
     if (problems) {
         chars_free(c);
-        return TR_EXIT_DATA;
+        return TR_EDATA;
     }
     *out = c;
     return 0;
@@ -224,22 +223,22 @@ static int open_kind(struct tr_tokenizer *t, const char *vocab, const char *merg
         return 0;
     case TR_TOK_CHARS:
         if (!given(vocab, "chars", "a list of characters, one a line", diag))
-            return TR_EXIT_DATA;
+            return TR_EDATA;
         return chars_open(&t->impl.chars, vocab, diag);
     case TR_TOK_WORDPIECE:
         if (!given(vocab, "wordpiece", "a vocabulary (BERT's vocab.txt)", diag))
-            return TR_EXIT_DATA;
+            return TR_EDATA;
         return tr_wordpiece_open(&t->impl.wordpiece, vocab, lowercase, diag);
     case TR_TOK_GPT2_BPE:
         if (!given(vocab, "gpt2-bpe", "a vocabulary (GPT-2's encoder.json)", diag) ||
             !given(merges, "gpt2-bpe", "merges (GPT-2's vocab.bpe)", diag))
-            return TR_EXIT_DATA;
-        return tr_bpe_open(&t->impl.bpe, vocab, merges, diag) ? TR_EXIT_DATA : 0;
+            return TR_EDATA;
+        return tr_bpe_open(&t->impl.bpe, vocab, merges, diag) ? TR_EDATA : 0;
     case TR_TOK_NONE:
         break;
     }
     tr_diag_add(diag, (struct tr_where){0}, "no tokenizer is chosen (data.tokenizer.kind is none)");
-    return TR_EXIT_DATA;
+    return TR_EDATA;
 }
 
 int tr_tokenizer_open(struct tr_tokenizer **out, int kind, const char *vocab, const char *merges,
@@ -270,19 +269,17 @@ void tr_tokenizer_free(struct tr_tokenizer *t)
 }
 
 int tr_tokenize(const struct tr_tokenizer *t, const char *text, size_t len, struct tr_ids *ids,
-                char *err, size_t errlen)
+                struct tr_diag *d)
 {
     size_t valid = tr_utf8_valid_length(text, len);
-    if (valid < len) {
-        snprintf(err, errlen, "text is not UTF-8 at byte %zu (0x%02x)", valid, (unsigned char)text[valid]);
-        return -1;
-    }
+    if (valid < len)
+        return tr_fail(d, TR_EINVAL, "text is not UTF-8 at byte %zu (0x%02x)", valid, (unsigned char)text[valid]);
     switch (t->kind) {
     case TR_TOK_WORDPIECE:
         tr_wordpiece_encode(t->impl.wordpiece, text, len, ids);   /* cannot fail on valid UTF-8 */
         return 0;
     case TR_TOK_GPT2_BPE:
-        return tr_bpe_encode(t->impl.bpe, text, len, ids, err, errlen);
+        return tr_bpe_encode(t->impl.bpe, text, len, ids, d);
     case TR_TOK_CHARS:
         chars_encode(t->impl.chars, text, len, ids);
         return 0;

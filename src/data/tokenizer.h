@@ -31,16 +31,16 @@ struct tr_tokenizer;
  * vocab.bpe (gpt2_bpe only). lowercase: wordpiece only (uncased BERT: lower-case, strip
  * accents). A missing, empty or unreadable file, a vocabulary with duplicate
  * entries, or a malformed line is an error naming the file and line, added to diag; returns 0
- * or TR_EXIT_DATA. */
+ * or TR_EDATA. */
 int tr_tokenizer_open(struct tr_tokenizer **out, int kind, const char *vocab, const char *merges,
                       bool lowercase, struct tr_diag *diag);
 void tr_tokenizer_free(struct tr_tokenizer *t);
 
 /* Appends the ids of len bytes of text to ids. Text that is not valid UTF-8 is an error for every
- * kind: returns -1 with a sentence in err ("text is not UTF-8 at byte 12 (0xff)", the offset of
- * the first bad sequence from 0), adding no ids; 0 otherwise. */
+ * kind: returns TR_EINVAL with a sentence in d ("text is not UTF-8 at byte 12 (0xff)", the
+ * offset of the first bad sequence from 0), adding no ids; 0 otherwise. */
 int tr_tokenize(const struct tr_tokenizer *t, const char *text, size_t len, struct tr_ids *ids,
-                char *err, size_t errlen);
+                struct tr_diag *d);
 
 /* The text of ids, joined as the tokenizer's decoder would ("##" pieces glued for WordPiece,
  * bytes reassembled for BPE and bytes; invalid UTF-8 from a partial sequence becomes U+FFFD).

@@ -11,7 +11,6 @@
 #include <string.h>
 #include <utf8proc.h>
 
-#include "cli/exit.h"
 
 #define MAX_VOCAB_BYTES (256 << 20)   /* BERT's vocab.txt is 0.2 MB; refuse what cannot be one */
 #define MAX_WORD_CHARS 100            /* a longer word is one [UNK] (max_input_chars_per_word) */
@@ -45,7 +44,7 @@ static int read_whole(const char *path, char **text, size_t *len, struct tr_diag
     FILE *f = fopen(path, "rb");
     if (!f) {
         tr_diag_add(diag, (struct tr_where){.file = path}, "cannot read: %s", strerror(errno));
-        return TR_EXIT_DATA;
+        return TR_EDATA;
     }
     size_t cap = 1 << 16, n = 0, got;
     char *buf = tr_xmalloc(cap);
@@ -65,7 +64,7 @@ static int read_whole(const char *path, char **text, size_t *len, struct tr_diag
         else
             tr_diag_add(diag, at, "the file is empty; a vocabulary lists one entry a line");
         free(buf);
-        return TR_EXIT_DATA;
+        return TR_EDATA;
     }
     buf[n] = '\0';
     *text = buf;
@@ -125,11 +124,11 @@ int tr_vocab_file_read(struct tr_vocab_file *f, const char *path, struct tr_diag
     *f = (struct tr_vocab_file){0};
     size_t size;
     if (read_whole(path, &f->text, &size, diag))
-        return TR_EXIT_DATA;
+        return TR_EDATA;
     /* MAX_VOCAB_BYTES keeps the line count, so the ids, well inside int32_t. */
     if (split_lines(f, size, path, diag)) {
         tr_vocab_file_free(f);
-        return TR_EXIT_DATA;
+        return TR_EDATA;
     }
     return 0;
 }
@@ -270,7 +269,7 @@ int tr_wordpiece_open(struct tr_wordpiece **out, const char *vocab_txt, bool low
     w->lowercase = lowercase;
     if (tr_vocab_file_read(&w->vocab, vocab_txt, diag) || index_tokens(w, vocab_txt, diag)) {
         tr_wordpiece_free(w);
-        return TR_EXIT_DATA;
+        return TR_EDATA;
     }
     for (size_t i = 0; i < N_SPECIALS; i++)
         w->special[i] = tr_wordpiece_token_id(w, SPECIALS[i]);
@@ -279,7 +278,7 @@ int tr_wordpiece_open(struct tr_wordpiece **out, const char *vocab_txt, bool low
         tr_diag_add(diag, (struct tr_where){.file = vocab_txt},
                     "no [UNK] token, which WordPiece gives a word it cannot split");
         tr_wordpiece_free(w);
-        return TR_EXIT_DATA;
+        return TR_EDATA;
     }
     *out = w;
     return 0;

@@ -25,7 +25,7 @@ struct tr_vocab_file {
 };
 
 /* Reads path. A file that cannot be read, is empty, or has a line that is blank or not UTF-8 is
- * an error naming the file (and line), added to diag; returns 0 or TR_EXIT_DATA. */
+ * an error naming the file (and line), added to diag; returns 0 or TR_EDATA. */
 int tr_vocab_file_read(struct tr_vocab_file *f, const char *path, struct tr_diag *diag);
 void tr_vocab_file_free(struct tr_vocab_file *f);
 
@@ -34,7 +34,7 @@ struct tr_wordpiece;
 /* vocab_txt: BERT's vocab.txt (trailing blanks of a line are not part of its token, as in
  * `tokenizers`). It must hold [UNK]; a token listed twice is an error naming both lines.
  * lowercase: BertNormalizer's lowercase, which strips accents too (uncased BERT models).
- * Returns 0 or TR_EXIT_DATA with the problems added to diag. */
+ * Returns 0 or TR_EDATA with the problems added to diag. */
 int tr_wordpiece_open(struct tr_wordpiece **out, const char *vocab_txt, bool lowercase,
                       struct tr_diag *diag);
 void tr_wordpiece_free(struct tr_wordpiece *w);

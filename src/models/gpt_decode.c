@@ -16,16 +16,16 @@
 
 /* ---- the weights --------------------------------------------------------------------------- */
 
-/* The tensor prefix + name, F32 of exactly the dims given, or NULL with err set. Aligned data is
- * used in place; data the file left unaligned (safetensors.h) is copied once. */
+/* The tensor prefix + name, F32 of exactly the dims given, or NULL with the sentence in diag.
+ * Aligned data is used in place; data the file left unaligned (safetensors.h) is copied once. */
 static const float *weight(struct tr_gpt_decoder *d, const struct tr_safetensors *st, const char *prefix,
-                           const char *name, int rank, const int64_t *dims, char *err, size_t errsize)
+                           const char *name, int rank, const int64_t *dims, struct tr_diag *diag)
 {
     char full[256];
     snprintf(full, sizeof full, "%s%s", prefix, name);
     const struct tr_st_tensor *t = tr_st_find(st, full);
     if (!t) {
-        snprintf(err, errsize, "%s is missing", full);
+        tr_fail(diag, TR_EINVAL, "%s is missing", full);
         return NULL;
     }
     int same = t->dtype == TR_F32 && t->rank == rank;
@@ -37,8 +37,8 @@ static const float *weight(struct tr_gpt_decoder *d, const struct tr_safetensors
             snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", i ? ", " : "", (long long)dims[i]);
         for (int i = 0; i < t->rank; i++)
             snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", i ? ", " : "", (long long)t->shape[i]);
-        snprintf(err, errsize, "%s is %s [%s]; the recipe's model needs F32 [%s]", full,
-                 tr_st_dtype_name(t->dtype), got, want);
+        tr_fail(diag, TR_EINVAL, "%s is %s [%s]; the recipe's model needs F32 [%s]", full,
+                tr_st_dtype_name(t->dtype), got, want);
         return NULL;
     }
     if ((uintptr_t)t->data % sizeof(float) == 0)
@@ -50,7 +50,7 @@ static const float *weight(struct tr_gpt_decoder *d, const struct tr_safetensors
 }
 
 static int block_weights(struct tr_gpt_decoder *d, const struct tr_safetensors *st, const char *prefix, int layer,
-                         char *err, size_t errsize)
+                         struct tr_diag *diag)
 {
     int64_t D = d->hidden, F = d->ffn;
     struct tr_gpt_block_weights *w = &d->block[layer];
@@ -65,25 +65,23 @@ static int block_weights(struct tr_gpt_decoder *d, const struct tr_safetensors *
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         char name[128];
         snprintf(name, sizeof name, "transformer.h.%d.%s", layer, want[i].name);
-        if (!(*want[i].to = weight(d, st, prefix, name, want[i].rank, want[i].dims, err, errsize)))
+        if (!(*want[i].to = weight(d, st, prefix, name, want[i].rank, want[i].dims, diag)))
             return TR_EINVAL;
     }
     return 0;
 }
 
 /* The working rows, max_len of each, and the cache: two allocations, nothing later. */
-static int allocate(struct tr_gpt_decoder *d, char *err, size_t errsize)
+static int allocate(struct tr_gpt_decoder *d, struct tr_diag *diag)
 {
     int64_t P = d->max_len, D = d->hidden;
     size_t rows = (size_t)(P * D * 3 + P * 3 * D + P * d->ffn + P * P + d->vocab);
     size_t cache = (size_t)(2 * d->layers * P * D);
     d->work = calloc(rows, sizeof(float));
     d->cache = calloc(cache, sizeof(float));
-    if (!d->work || !d->cache) {
-        snprintf(err, errsize, "out of memory: generation needs %.1f MiB for a context of %lld tokens",
-                 (double)(rows + cache) * sizeof(float) / 1048576.0, (long long)P);
-        return TR_ENOMEM;
-    }
+    if (!d->work || !d->cache)
+        return tr_fail(diag, TR_ENOMEM, "out of memory: generation needs %.1f MiB for a context of %lld tokens",
+                       (double)(rows + cache) * sizeof(float) / 1048576.0, (long long)P);
     float *at = d->work;
     d->x = at, at += P * D;
     d->normed = at, at += P * D;
@@ -98,18 +96,16 @@ static int allocate(struct tr_gpt_decoder *d, char *err, size_t errsize)
 }
 
 int tr_gpt_decoder_init(struct tr_gpt_decoder *d, const struct tr_recipe *r, const struct tr_safetensors *st,
-                        const char *prefix, char *err, size_t errsize)
+                        const char *prefix, struct tr_diag *diag)
 {
     *d = (struct tr_gpt_decoder){.layers = r->model.layers, .hidden = r->model.hidden, .heads = r->model.heads,
                                  .ffn = r->model.ffn, .max_len = r->model.max_len,
                                  .activation = r->model.activation};
     if (d->layers < 0 || d->hidden <= 0 || d->heads <= 0 || d->hidden % d->heads || d->ffn <= 0 ||
-        d->max_len <= 0) {
-        snprintf(err, errsize, "the recipe's model is not a GPT this can run (hidden %lld, heads %lld, ffn %lld, "
-                 "max_len %lld)", (long long)d->hidden, (long long)d->heads, (long long)d->ffn,
-                 (long long)d->max_len);
-        return TR_EINVAL;
-    }
+        d->max_len <= 0)
+        return tr_fail(diag, TR_EINVAL, "the recipe's model is not a GPT this can run (hidden %lld, heads %lld, "
+                       "ffn %lld, max_len %lld)", (long long)d->hidden, (long long)d->heads, (long long)d->ffn,
+                       (long long)d->max_len);
     char name[256];
     snprintf(name, sizeof name, "%stransformer.wte.weight", prefix);
     const struct tr_st_tensor *wte = tr_st_find(st, name);
@@ -117,15 +113,15 @@ int tr_gpt_decoder_init(struct tr_gpt_decoder *d, const struct tr_recipe *r, con
     d->block = tr_xcalloc((size_t)d->layers + 1, sizeof *d->block);
     d->copies = tr_xcalloc((size_t)(12 * d->layers + 4), sizeof *d->copies);
     int64_t D = d->hidden;
-    if (!(d->wte = weight(d, st, prefix, "transformer.wte.weight", 2, (int64_t[]){d->vocab, D}, err, errsize)) ||
-        !(d->wpe = weight(d, st, prefix, "transformer.wpe.weight", 2, (int64_t[]){d->max_len, D}, err, errsize)) ||
-        !(d->ln_f_w = weight(d, st, prefix, "transformer.ln_f.weight", 1, &D, err, errsize)) ||
-        !(d->ln_f_b = weight(d, st, prefix, "transformer.ln_f.bias", 1, &D, err, errsize)))
+    if (!(d->wte = weight(d, st, prefix, "transformer.wte.weight", 2, (int64_t[]){d->vocab, D}, diag)) ||
+        !(d->wpe = weight(d, st, prefix, "transformer.wpe.weight", 2, (int64_t[]){d->max_len, D}, diag)) ||
+        !(d->ln_f_w = weight(d, st, prefix, "transformer.ln_f.weight", 1, &D, diag)) ||
+        !(d->ln_f_b = weight(d, st, prefix, "transformer.ln_f.bias", 1, &D, diag)))
         return tr_gpt_decoder_free(d), TR_EINVAL;
     for (int layer = 0; layer < d->layers; layer++)
-        if (block_weights(d, st, prefix, layer, err, errsize))
+        if (block_weights(d, st, prefix, layer, diag))
             return tr_gpt_decoder_free(d), TR_EINVAL;
-    int rc = allocate(d, err, errsize);
+    int rc = allocate(d, diag);
     if (rc)
         tr_gpt_decoder_free(d);
     return rc;
@@ -249,20 +245,16 @@ static void block(struct tr_gpt_decoder *d, int layer, int64_t t0, int64_t n)
     add_rows(d->x, d->normed, n * D);
 }
 
-int tr_gpt_decoder_feed(struct tr_gpt_decoder *d, const int32_t *ids, int64_t n, char *err, size_t errsize)
+int tr_gpt_decoder_feed(struct tr_gpt_decoder *d, const int32_t *ids, int64_t n, struct tr_diag *diag)
 {
     int64_t D = d->hidden, t0 = d->t;
-    if (n <= 0 || t0 + n > d->max_len) {
-        snprintf(err, errsize, "%lld tokens after %lld do not fit the context of %lld", (long long)n,
-                 (long long)t0, (long long)d->max_len);
-        return TR_EINVAL;
-    }
+    if (n <= 0 || t0 + n > d->max_len)
+        return tr_fail(diag, TR_EINVAL, "%lld tokens after %lld do not fit the context of %lld", (long long)n,
+                       (long long)t0, (long long)d->max_len);
     for (int64_t i = 0; i < n; i++) {
-        if (ids[i] < 0 || ids[i] >= d->vocab) {
-            snprintf(err, errsize, "token id %d is outside the model's vocabulary of %lld", (int)ids[i],
-                     (long long)d->vocab);
-            return TR_EINVAL;
-        }
+        if (ids[i] < 0 || ids[i] >= d->vocab)
+            return tr_fail(diag, TR_EINVAL, "token id %d is outside the model's vocabulary of %lld", (int)ids[i],
+                           (long long)d->vocab);
         for (int64_t c = 0; c < D; c++)   /* x = wte[id] + wpe[position] */
             d->x[i * D + c] = d->wte[(int64_t)ids[i] * D + c] + d->wpe[(t0 + i) * D + c];
     }

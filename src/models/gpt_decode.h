@@ -38,13 +38,13 @@ struct tr_gpt_decoder {
 /* Takes the weights of r's GPT (model.layers, .hidden, .heads, .ffn, .max_len, .activation)
  * from st, each named prefix + its parameter name ("" for a checkpoint); the vocabulary is
  * transformer.wte.weight's first dimension. 0, or TR_EINVAL (a weight missing, not F32, or of
- * another shape than r's model has: err names it) or TR_ENOMEM. st must outlive d. */
+ * another shape than r's model has: diag names it) or TR_ENOMEM. st must outlive d. */
 int tr_gpt_decoder_init(struct tr_gpt_decoder *d, const struct tr_recipe *r, const struct tr_safetensors *st,
-                        const char *prefix, char *err, size_t errsize);
+                        const char *prefix, struct tr_diag *diag);
 /* Runs ids[0..n) at positions t … t + n − 1 (one batch of matrix products; n = 1 is one step),
  * appending their keys and values to the cache; d->logits then holds the last one's logits.
- * TR_EINVAL with err when t + n passes max_len or an id is outside the vocabulary. */
-int tr_gpt_decoder_feed(struct tr_gpt_decoder *d, const int32_t *ids, int64_t n, char *err, size_t errsize);
+ * TR_EINVAL with the sentence in diag when t + n passes max_len or an id is outside the vocabulary. */
+int tr_gpt_decoder_feed(struct tr_gpt_decoder *d, const int32_t *ids, int64_t n, struct tr_diag *diag);
 /* Empties the cache: the next token fed is at position 0. */
 void tr_gpt_decoder_reset(struct tr_gpt_decoder *d);
 void tr_gpt_decoder_free(struct tr_gpt_decoder *d);

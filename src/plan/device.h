@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "backend/backend.h"   /* enum tr_device_kind: the backend a device trains on */
+#include "core/error.h"
 
 /* Rates by the precision GEMMs read: [0] fp32 (TF32 where the profile says the engine uses
  * it), [1] bf16, [2] fp16 — index by enum tr_plan_precision. */
@@ -40,21 +41,21 @@ struct tr_device {
     int threads;              /* CPU: the threads the engine runs with */
     char source[512];         /* where the numbers come from: a measurement and its date, or the
                                * profile's cited sources */
-    char path[4096];          /* the profile file, or the calibration cache, read; "" when none */
+    struct tr_path path;      /* the profile file, or the calibration cache, read; "" when none */
 };
 
 /* The profile `name` from the profiles file at path (etc/devices.yaml). 0, or TR_EINVAL when
- * there is no such profile (err lists the names there are) or the file or entry is malformed,
- * TR_EIO when it cannot be read; err holds the sentence. */
-int tr_device_profile(const char *path, const char *name, struct tr_device *d, char *err, size_t errsize);
+ * there is no such profile (diag lists the names there are) or the file or entry is malformed,
+ * TR_EIO when it cannot be read; diag holds the sentence. */
+int tr_device_profile(const char *path, const char *name, struct tr_device *d, struct tr_diag *diag);
 /* The profile names in the file at path, comma-separated, into out. 0 or TR_E…. */
 int tr_device_profile_names(const char *path, char *out, size_t size);
 
 /* GPU index as a CUDA device: its context started (tr_cuda_start), its memory and the
  * context's cost measured now, its rates from the cuda profile in the profiles file at path
  * whose description names the same GPU model (or assumed, said in source). 0, or TR_EINVAL
- * with err (no GPU, no such index, a build without CUDA). */
-int tr_device_cuda(struct tr_device *d, int index, const char *profiles, char *err, size_t errsize);
+ * with diag (no GPU, no such index, a build without CUDA). */
+int tr_device_cuda(struct tr_device *d, int index, const char *profiles, struct tr_diag *diag);
 /* Whether this build sees a GPU (device: auto trains on it when it does). */
 bool tr_device_cuda_seen(void);
 /* A CUDA device's memory in use now, all processes' (total − free), for predicted-against-
@@ -64,12 +65,12 @@ int64_t tr_device_in_use(const struct tr_device *d);
 /* This host as a CPU device: RAM (or the memory cgroup's limit when lower), the threads
  * OpenMP will use, and the calibration measured by `exe calibrate` — a clean process, so
  * that what BLAS threads take is seen — cached under cache_dir (one file per host, threads
- * and CPU model) so that nightly runs plan alike. force: measure again. 0, or TR_E… with err. */
-int tr_device_host(struct tr_device *d, const char *exe, const char *cache_dir, bool force, char *err,
-                   size_t errsize);
+ * and CPU model) so that nightly runs plan alike. force: measure again. 0, or TR_E… with diag. */
+int tr_device_host(struct tr_device *d, const char *exe, const char *cache_dir, bool force,
+                   struct tr_diag *diag);
 /* The measurement itself, in this process (the calibrate subcommand): GEMM rate, bandwidth,
  * per-kernel cost and what the threads take. Writes the fields tr_device_host caches. */
-int tr_device_measure(struct tr_device *d, char *err, size_t errsize);
+int tr_device_measure(struct tr_device *d, struct tr_diag *diag);
 /* That measurement as JSON, as the cache keeps it and `trainrun calibrate --json` prints it;
  * caller frees. */
 char *tr_device_calibration_json(const struct tr_device *d);

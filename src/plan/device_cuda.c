@@ -49,15 +49,17 @@ static bool has_word(const char *text, const char *word)
  * one is found. */
 static int matching_profile(const char *path, const char *gpu, uint64_t memory, struct tr_device *out)
 {
-    char names[2048], word[64], err[512];
+    char names[2048], word[64];
     model_word(gpu, word, sizeof word);
     if (!*word || tr_device_profile_names(path, names, sizeof names))
         return -1;
     int found = -1;
     for (char *name = strtok(names, ", "); name; name = strtok(NULL, ", ")) {
         struct tr_device d;
-        if (tr_device_profile(path, name, &d, err, sizeof err) || d.kind != TR_DEVICE_CUDA ||
-            !has_word(d.description, word))
+        struct tr_diag ignored = {0};
+        int rc = tr_device_profile(path, name, &d, &ignored);
+        tr_diag_free(&ignored);
+        if (rc || d.kind != TR_DEVICE_CUDA || !has_word(d.description, word))
             continue;
         double off = (double)d.memory - (double)memory, best = (double)out->memory - (double)memory;
         if (found || off * off < best * best)
@@ -66,12 +68,13 @@ static int matching_profile(const char *path, const char *gpu, uint64_t memory, 
     return found;
 }
 
-int tr_device_cuda(struct tr_device *d, int index, const char *profiles, char *err, size_t errsize)
+int tr_device_cuda(struct tr_device *d, int index, const char *profiles, struct tr_diag *diag)
 {
 #ifdef HAVE_CUDA
     struct tr_cuda_start s;
-    if (tr_cuda_start(index, &s, err, errsize))
-        return TR_EINVAL;
+    char why[512];
+    if (tr_cuda_start(index, &s, why, sizeof why))
+        return tr_fail(diag, TR_EINVAL, "%s", why);
     struct tr_device p = {0};
     bool known = matching_profile(profiles, s.name, s.total, &p) == 0;
     memset(d, 0, sizeof *d);
@@ -95,13 +98,13 @@ int tr_device_cuda(struct tr_device *d, int index, const char *profiles, char *e
              "rates %s%s", (double)s.free / (1u << 30), (double)s.total / (1u << 30),
              known ? "from the profile " : "assumed (no profile in devices.yaml names this GPU)",
              known ? p.name : "");
-    snprintf(d->path, sizeof d->path, "%s", known ? profiles : "");
+    if (tr_path_set(&d->path, diag, "%s", known ? profiles : ""))
+        return TR_EINVAL;
     return 0;
 #else
     (void)d, (void)index, (void)profiles;
-    snprintf(err, errsize, "device: this trainrun was built without CUDA (configure found no CUDA toolkit); "
-             "rebuild where nvcc, cuBLASLt and cuDNN are installed, or set device: cpu");
-    return TR_EINVAL;
+    return tr_fail(diag, TR_EINVAL, "device: this trainrun was built without CUDA (configure found no CUDA "
+                   "toolkit); rebuild where nvcc, cuBLASLt and cuDNN are installed, or set device: cpu");
 #endif
 }
 

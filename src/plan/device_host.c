@@ -63,20 +63,22 @@ static uint64_t read_number(const char *path)
 static uint64_t cgroup_limit(void)
 {
     FILE *f = fopen("/proc/self/cgroup", "r");
-    char line[1024], path[1200];
+    char line[1024];
+    struct tr_path path;
     uint64_t limit = 0;
     while (f && fgets(line, sizeof line, f)) {
         line[strcspn(line, "\n")] = '\0';
         char *rel = strrchr(line, ':');
         if (!rel)
             continue;
+        int named = 0;
         if (!strncmp(line, "0::", 3))
-            snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.max", rel + 1);
+            named = !tr_path_set(&path, NULL, "/sys/fs/cgroup%s/memory.max", rel + 1);
         else if (strstr(line, ":memory:"))
-            snprintf(path, sizeof path, "/sys/fs/cgroup/memory%s/memory.limit_in_bytes", rel + 1);
-        else
+            named = !tr_path_set(&path, NULL, "/sys/fs/cgroup/memory%s/memory.limit_in_bytes", rel + 1);
+        if (!named)
             continue;
-        uint64_t v = read_number(path);   /* "max" reads as 0 */
+        uint64_t v = read_number(path.s);   /* "max" reads as 0 */
         if (v && v < ((uint64_t)1 << 60) && (!limit || v < limit))
             limit = v;
     }
@@ -197,14 +199,13 @@ static double measure_special(void)
     return best / n;
 }
 
-int tr_device_measure(struct tr_device *d, char *err, size_t errsize)
+int tr_device_measure(struct tr_device *d, struct tr_diag *diag)
 {
     memset(d, 0, sizeof *d);
     host_identity(d);
     int64_t before = tr_process_rss();
     if (before < 0) {
-        snprintf(err, errsize, "cannot read this process's resident set (/proc/self/status)");
-        return TR_EIO;
+        return tr_fail(diag, TR_EIO, "cannot read this process's resident set (/proc/self/status)");
     }
     /* the sustained rate from a large GEMM; a small one's excess time is the fixed cost */
     double flops = 2.0 * 1024 * 1024 * 1024 / time_gemm(1024, 1024, 1024);
@@ -262,11 +263,11 @@ static int from_json(json_t *j, struct tr_device *d)
 }
 
 /* Runs `exe calibrate --json` and reads what it prints. */
-static json_t *calibrate_child(const char *exe, char *err, size_t errsize)
+static json_t *calibrate_child(const char *exe, struct tr_diag *diag)
 {
     int fds[2];
     if (pipe(fds)) {
-        snprintf(err, errsize, "calibration: pipe: %s", strerror(errno));
+        tr_fail(diag, TR_EIO, "calibration: pipe: %s", strerror(errno));
         return NULL;
     }
     fflush(NULL);
@@ -280,7 +281,7 @@ static json_t *calibrate_child(const char *exe, char *err, size_t errsize)
     close(fds[1]);
     if (pid < 0) {
         close(fds[0]);
-        snprintf(err, errsize, "calibration: fork: %s", strerror(errno));
+        tr_fail(diag, TR_EIO, "calibration: fork: %s", strerror(errno));
         return NULL;
     }
     FILE *in = fdopen(fds[0], "r");
@@ -292,50 +293,50 @@ static json_t *calibrate_child(const char *exe, char *err, size_t errsize)
     waitpid(pid, &status, 0);
     if (!j || !WIFEXITED(status) || WEXITSTATUS(status)) {
         json_decref(j);
-        snprintf(err, errsize, "calibration: %s calibrate failed (status %d)", exe, status);
+        tr_fail(diag, TR_EIO, "calibration: %s calibrate failed (status %d)", exe, status);
         return NULL;
     }
     return j;
 }
 
-static void cache_file(const char *cache_dir, const struct tr_device *d, char *out, size_t size)
+static int cache_file(const char *cache_dir, const struct tr_device *d, struct tr_path *out, struct tr_diag *diag)
 {
     char host[128] = "localhost";
     gethostname(host, sizeof host - 1);
     for (char *c = host; *c; c++)
         if (*c == '/')
             *c = '_';
-    snprintf(out, size, "%s/%s-%dt.json", cache_dir, host, d->threads);
+    return tr_path_set(out, diag, "%s/%s-%dt.json", cache_dir, host, d->threads);
 }
 
-int tr_device_host(struct tr_device *d, const char *exe, const char *cache_dir, bool force, char *err,
-                   size_t errsize)
+int tr_device_host(struct tr_device *d, const char *exe, const char *cache_dir, bool force,
+                   struct tr_diag *diag)
 {
     memset(d, 0, sizeof *d);
     host_identity(d);
-    char path[4096] = "";
-    if (cache_dir)
-        cache_file(cache_dir, d, path, sizeof path);
+    struct tr_path cache = {""};
+    if (cache_dir && cache_file(cache_dir, d, &cache, diag))
+        return TR_EINVAL;
+    const char *path = cache.s;
     json_error_t je;
     json_t *j = !force && *path ? json_load_file(path, 0, &je) : NULL;
     if (j && from_json(j, d) == 0) {
         json_decref(j);
-        snprintf(d->path, sizeof d->path, "%s", path);
+        d->path = cache;
         return 0;
     }
     json_decref(j);
-    if (!(j = calibrate_child(exe, err, errsize)))
+    if (!(j = calibrate_child(exe, diag)))
         return TR_EIO;
     if (from_json(j, d)) {
         json_decref(j);
-        snprintf(err, errsize, "calibration: %s calibrate printed something else than this host's calibration",
-                 exe);
-        return TR_EIO;
+        return tr_fail(diag, TR_EIO, "calibration: %s calibrate printed something else than this host's "
+                       "calibration", exe);
     }
     if (*path && tr_make_folders(cache_dir) == 0) {   /* a cache that cannot be written: measured again next time */
         struct tr_diag unsaved = {0};   /* not said: measured again next time */
         if (tr_atomic_write_json(path, j, JSON_INDENT(2), &unsaved) == 0)
-            snprintf(d->path, sizeof d->path, "%s", path);
+            d->path = cache;
         tr_diag_free(&unsaved);
     }
     json_decref(j);

@@ -19,37 +19,22 @@ struct profile_reader {
     const char *path, *name;
     yaml_document_t *doc;
     yaml_node_t *profile;       /* the profile's mapping */
-    char *err;
-    size_t errsize;
+    struct tr_diag *diag;
 };
 
 static const char *const precision_keys[TR_NPRECISIONS] = {"fp32", "bf16", "fp16"};
 
-static int fail(char *err, size_t errsize, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int fail(char *err, size_t errsize, int code, const char *fmt, ...)
-{
-    if (err && errsize) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errsize, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
 /* ---- the file -------------------------------------------------------------------------- */
 /* Parses path into doc. 0, TR_EIO (cannot open) or TR_EINVAL (not YAML, or not a mapping). */
-static int load_document(const char *path, yaml_document_t *doc, char *err, size_t errsize)
+static int load_document(const char *path, yaml_document_t *doc, struct tr_diag *diag)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
-        return fail(err, errsize, TR_EIO, "cannot read %s: %s", path, strerror(errno));
+        return tr_fail(diag, TR_EIO, "cannot read %s: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) {
         fclose(f);
-        return fail(err, errsize, TR_EIO, "cannot read %s: not a regular file", path);
+        return tr_fail(diag, TR_EIO, "cannot read %s: not a regular file", path);
     }
     yaml_parser_t parser;
     yaml_parser_initialize(&parser);
@@ -57,17 +42,17 @@ static int load_document(const char *path, yaml_document_t *doc, char *err, size
     int ok = yaml_parser_load(&parser, doc);
     int rc = 0;
     if (!ok)
-        rc = fail(err, errsize, parser.error == YAML_READER_ERROR ? TR_EIO : TR_EINVAL,
-                  "%s:%zu:%zu: %s", path, parser.problem_mark.line + 1,
-                  parser.problem_mark.column + 1, parser.problem ? parser.problem : "invalid YAML");
+        rc = tr_fail(diag, parser.error == YAML_READER_ERROR ? TR_EIO : TR_EINVAL,
+                     "%s:%zu:%zu: %s", path, parser.problem_mark.line + 1,
+                     parser.problem_mark.column + 1, parser.problem ? parser.problem : "invalid YAML");
     yaml_parser_delete(&parser);
     fclose(f);
     if (rc)
         return rc;
     yaml_node_t *root = yaml_document_get_root_node(doc);
     if (!root || root->type != YAML_MAPPING_NODE) {
-        rc = fail(err, errsize, TR_EINVAL, "%s:%zu: device profiles must be a mapping of names to "
-                  "profiles", path, root ? root->start_mark.line + 1 : 1);
+        rc = tr_fail(diag, TR_EINVAL, "%s:%zu: device profiles must be a mapping of names to "
+                     "profiles", path, root ? root->start_mark.line + 1 : 1);
         yaml_document_delete(doc);
     }
     return rc;
@@ -125,11 +110,11 @@ static int key_error(const struct profile_reader *rd, const yaml_node_t *at, con
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
-    return fail(rd->err, rd->errsize, TR_EINVAL, "%s:%zu: device profile '%s': key '%s' %s",
-                rd->path, at->start_mark.line + 1, rd->name, key, why);
+    return tr_fail(rd->diag, TR_EINVAL, "%s:%zu: device profile '%s': key '%s' %s",
+                   rd->path, at->start_mark.line + 1, rd->name, key, why);
 }
 
-/* The scalar text of key (dotted "gemm_tflops.bf16" for one level down), or NULL with err. */
+/* The scalar text of key (dotted "gemm_tflops.bf16" for one level down), or NULL with the sentence in rd->diag. */
 static const char *need_scalar(const struct profile_reader *rd, const char *key)
 {
     yaml_node_t *map = rd->profile;
@@ -304,8 +289,8 @@ static int read_resident(const struct profile_reader *rd, struct tr_device *d)
 static int read_profile(const struct profile_reader *rd, struct tr_device *d)
 {
     if (rd->profile->type != YAML_MAPPING_NODE)
-        return fail(rd->err, rd->errsize, TR_EINVAL, "%s:%zu: device profile '%s' must be a "
-                    "mapping of keys", rd->path, rd->profile->start_mark.line + 1, rd->name);
+        return tr_fail(rd->diag, TR_EINVAL, "%s:%zu: device profile '%s' must be a "
+                       "mapping of keys", rd->path, rd->profile->start_mark.line + 1, rd->name);
     int rc = read_kind(rd, &d->kind);
     if (!rc)
         rc = read_string(rd, "description", d->description, sizeof d->description);
@@ -320,36 +305,34 @@ static int read_profile(const struct profile_reader *rd, struct tr_device *d)
     return rc;
 }
 
-static int unknown_profile(yaml_document_t *doc, const char *path, const char *name, char *err,
-                           size_t errsize)
+static int unknown_profile(yaml_document_t *doc, const char *path, const char *name, struct tr_diag *diag)
 {
     char names[1024];
     list_names(doc, names, sizeof names);
-    return fail(err, errsize, TR_EINVAL, "no device profile '%s' in %s; there are: %s", name, path,
-                names);
+    return tr_fail(diag, TR_EINVAL, "no device profile '%s' in %s; there are: %s", name, path,
+                   names);
 }
 
-int tr_device_profile(const char *path, const char *name, struct tr_device *d, char *err,
-                      size_t errsize)
+int tr_device_profile(const char *path, const char *name, struct tr_device *d, struct tr_diag *diag)
 {
-    if (strlen(name) >= sizeof d->name || strlen(path) >= sizeof d->path)
-        return fail(err, errsize, TR_EINVAL, "device profile name or path too long: '%s'", name);
+    if (strlen(name) >= sizeof d->name || strlen(path) >= sizeof d->path.s)
+        return tr_fail(diag, TR_EINVAL, "device profile name or path too long: '%s'", name);
     yaml_document_t doc;
-    int rc = load_document(path, &doc, err, errsize);
+    int rc = load_document(path, &doc, diag);
     if (rc)
         return rc;
     struct profile_reader rd = {path, name, &doc, lookup(&doc, yaml_document_get_root_node(&doc), name),
-                                err, errsize};
+                                diag};
     struct tr_device got = {0};
     if (!rd.profile)
-        rc = unknown_profile(&doc, path, name, err, errsize);
+        rc = unknown_profile(&doc, path, name, diag);
     else
         rc = read_profile(&rd, &got);
     yaml_document_delete(&doc);
     if (rc)
         return rc;
     snprintf(got.name, sizeof got.name, "%s", name);
-    snprintf(got.path, sizeof got.path, "%s", path);
+    snprintf(got.path.s, sizeof got.path.s, "%s", path);
     *d = got;
     return 0;
 }
@@ -359,7 +342,7 @@ int tr_device_profile_names(const char *path, char *out, size_t size)
     if (size)
         out[0] = '\0';
     yaml_document_t doc;
-    int rc = load_document(path, &doc, NULL, 0);
+    int rc = load_document(path, &doc, NULL);
     if (rc)
         return rc;
     rc = list_names(&doc, out, size);

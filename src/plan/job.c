@@ -19,23 +19,23 @@ static const char *profiles_path(void)
     return access("etc/devices.yaml", F_OK) == 0 ? "etc/devices.yaml" : PKGDATADIR "/devices.yaml";
 }
 
-int tr_plan_device(struct tr_device *d, const char *profile, bool recalibrate, char *err, size_t errsize)
+int tr_plan_device(struct tr_device *d, const char *profile, bool recalibrate, struct tr_diag *diag)
 {
     if (profile)
-        return tr_device_profile(profiles_path(), profile, d, err, errsize);
+        return tr_device_profile(profiles_path(), profile, d, diag);
     const char *off = getenv("TRAINRUN_NO_CACHE");
     char *dir = off && *off && strcmp(off, "0") ? NULL : tr_cache_path("calibration");
-    int rc = tr_device_host(d, "/proc/self/exe", dir, recalibrate, err, errsize);
+    int rc = tr_device_host(d, "/proc/self/exe", dir, recalibrate, diag);
     free(dir);
     return rc;
 }
 
-int tr_plan_device_named(struct tr_device *d, const char *device, char *err, size_t errsize)
+int tr_plan_device_named(struct tr_device *d, const char *device, struct tr_diag *diag)
 {
     if (!strcmp(device, "cpu") || (!strcmp(device, "auto") && !tr_device_cuda_seen()))
-        return tr_plan_device(d, NULL, false, err, errsize);
+        return tr_plan_device(d, NULL, false, diag);
     int index = !strncmp(device, "cuda:", 5) ? atoi(device + 5) : 0;   /* the recipe checked the form */
-    return tr_device_cuda(d, index, profiles_path(), err, errsize);
+    return tr_device_cuda(d, index, profiles_path(), diag);
 }
 
 const struct tr_backend_ops *tr_plan_backend(const struct tr_device *dev)

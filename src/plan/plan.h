@@ -106,12 +106,12 @@ struct tr_plan {
 
 /* The device: the named profile (from $TRAINRUN_DEVICES, else etc/devices.yaml in a checkout,
  * else the installed devices.yaml), or with profile NULL this host, calibrated once and cached
- * (unless TRAINRUN_NO_CACHE; recalibrate: measured again). 0 or TR_E… with err. */
-int tr_plan_device(struct tr_device *d, const char *profile, bool recalibrate, char *err, size_t errsize);
+ * (unless TRAINRUN_NO_CACHE; recalibrate: measured again). 0 or TR_E… with the sentence in diag. */
+int tr_plan_device(struct tr_device *d, const char *profile, bool recalibrate, struct tr_diag *diag);
 /* The device a recipe's `device` names to train on: cpu (this host, as tr_plan_device), cuda or
  * cuda:N (that GPU, measured: tr_device_cuda), auto (the first GPU when one is seen, else
- * this host). 0 or TR_E… with err. */
-int tr_plan_device_named(struct tr_device *d, const char *device, char *err, size_t errsize);
+ * this host). 0 or TR_E… with the sentence in diag. */
+int tr_plan_device_named(struct tr_device *d, const char *device, struct tr_diag *diag);
 /* The kind of backend that sizes a device's kernels' workspaces (its kind's), or NULL when this
  * build has none for it (planning a GPU profile without CUDA: no workspace counted). */
 const struct tr_backend_ops *tr_plan_backend(const struct tr_device *dev);
@@ -124,8 +124,8 @@ int tr_plan_job_init(struct tr_plan_job *job, const struct tr_recipe *r, const s
                      const struct tr_device *dev, struct tr_diag *diag);
 
 /* Searches every candidate the recipe's knobs allow; fills p (free with tr_plan_free). 0 when
- * one fits (p->chosen), TR_EXIT_NO_FIT's condition is p->chosen < 0 with a 0 return; a
- * negative TR_E… when the job cannot be planned at all (diag says why). */
+ * one fits (p->chosen); none fitting (TR_ENOFIT for the caller) is p->chosen < 0 with a 0
+ * return; a negative TR_E… when the job cannot be planned at all (diag says why). */
 int tr_plan_search(struct tr_plan *p, const struct tr_plan_job *job, struct tr_diag *diag);
 /* The one candidate k (read from a saved plan), evaluated again for this job: p->chosen is 0
  * when it fits, −1 with the reason when it no longer does. */
@@ -158,8 +158,8 @@ void tr_knobs_remat_words(const struct tr_knobs *k, int blocks, char *out, size_
 
 /* plan.json (plan_json.c): the decision, its candidates and, after a run, the measurements. */
 char *tr_plan_to_json(const struct tr_plan *p, bool all_candidates, const char *recipe_hash);
-/* The chosen knobs of a saved plan.json; 0 or TR_EINVAL / TR_EIO with err. */
-int tr_plan_read_knobs(const char *path, struct tr_knobs *k, char *err, size_t errsize);
+/* The chosen knobs of a saved plan.json; 0 or TR_EINVAL / TR_EIO with the sentence in diag. */
+int tr_plan_read_knobs(const char *path, struct tr_knobs *k, struct tr_diag *diag);
 
 /* One micro-step of built program b's largest plan, for the report: {"B", "S", "nodes",
  * "backward_from" (the first node not forward), "peak_node", "peak_bytes", "peak_op",

@@ -44,7 +44,7 @@ char *tr_plan_to_json(const struct tr_plan *p, bool all_candidates, const char *
         json_object_set_new(j, "minimum_budget_bytes", json_integer((json_int_t)p->cand[p->smallest].footprint));
     json_object_set_new(j, "device", json_pack("{ss ss sI ss ss}", "name", p->dev.name, "description",
                                                p->dev.description, "memory_bytes", (json_int_t)p->dev.memory,
-                                               "source", p->dev.source, "calibration", p->dev.path));
+                                               "source", p->dev.source, "calibration", p->dev.path.s));
     if (recipe_hash)
         json_object_set_new(j, "recipe_sha256", json_string(recipe_hash));
     json_object_set_new(j, "candidates_considered", json_integer(p->ncand));
@@ -67,13 +67,12 @@ static int name_index(const char *name, const char *const *names, int n)
     return -1;
 }
 
-int tr_plan_read_knobs(const char *path, struct tr_knobs *k, char *err, size_t errsize)
+int tr_plan_read_knobs(const char *path, struct tr_knobs *k, struct tr_diag *diag)
 {
     json_error_t je;
     json_t *j = json_load_file(path, 0, &je), *buckets = NULL;
     if (!j) {
-        snprintf(err, errsize, "%s:%d: %s", path, je.line, je.text);
-        return TR_EIO;
+        return tr_fail(diag, TR_EIO, "%s:%d: %s", path, je.line, je.text);
     }
     memset(k, 0, sizeof *k);
     const char *precision = NULL, *mode = NULL;
@@ -84,24 +83,22 @@ int tr_plan_read_knobs(const char *path, struct tr_knobs *k, char *err, size_t e
                             "mode", &mode, "blocks", &blocks, "dynamic_batching", &dynamic, "micro_batch",
                             &buckets, "micro", &micro, "accumulation", &accumulation, "eval_batch", &eval_batch);
     if (rc) {
-        snprintf(err, errsize, "%s: not a plan: %s", path, je.text);
+        rc = tr_fail(diag, TR_EINVAL, "%s: not a plan: %s", path, je.text);
     } else if ((k->precision = name_index(precision, precisions, 3)) < 0 ||
                (k->remat_mode = name_index(mode, remat_names, 3)) < 0) {
-        snprintf(err, errsize, "%s: unknown precision '%s' or checkpointing '%s'", path, precision, mode);
-        rc = -1;
+        rc = tr_fail(diag, TR_EINVAL, "%s: unknown precision '%s' or checkpointing '%s'", path, precision,
+                     mode);
     } else if (!json_is_array(buckets) || json_array_size(buckets) < 1 ||
                json_array_size(buckets) > TR_PLAN_MAX_BUCKETS || micro < 1 || eval_batch < 1 || blocks < 0 ||
                (!dynamic && (accumulation < 1 || json_array_size(buckets) != 1))) {
-        snprintf(err, errsize, "%s: the plan's micro-batches are out of range", path);
-        rc = -1;
+        rc = tr_fail(diag, TR_EINVAL, "%s: the plan's micro-batches are out of range", path);
     }
     size_t i;
     json_t *b;
     json_array_foreach(rc ? NULL : buckets, i, b) {
         json_int_t len = 0, rows = 0;
         if (json_unpack(b, "{sIsI}", "max_len", &len, "rows", &rows) || len < 1 || rows < 1) {
-            snprintf(err, errsize, "%s: micro_batch[%zu] needs max_len and rows ≥ 1", path, i);
-            rc = -1;
+            rc = tr_fail(diag, TR_EINVAL, "%s: micro_batch[%zu] needs max_len and rows ≥ 1", path, i);
             break;
         }
         k->buckets[i] = (struct tr_length_bucket){len, rows};

@@ -234,7 +234,7 @@ void tr_plan_print(const struct tr_plan *p, const struct tr_plan_job *job, bool 
     tr_format_bytes(p->budget, budget);
     tr_format_bytes(p->dev.memory, mem);
     fprintf(out, "device: %s, %s of memory\n  numbers: %s%s%s\n", p->dev.description, mem, p->dev.source,
-            *p->dev.path ? "\n  from: " : "", p->dev.path);
+            *p->dev.path.s ? "\n  from: " : "", p->dev.path.s);
     fprintf(out, "budget: %s for the footprint (regions + what lives outside them + a reserve of 2%%, at least "
             "16 MiB)\n", budget);
     fprintf(out, "job: batch %lld, %s %lld; %d checkpointable blocks\n\n", (long long)p->batch,

@@ -344,8 +344,8 @@ static void load_extends(struct loader *ld, yaml_document_t *doc, yaml_node_t *r
         char *path = (name[0] == '/' || !slash)
                          ? tr_strdup(name)
                          : tr_strdup_printf("%.*s/%s", (int)(slash - ld->layer.file), ld->layer.file, name);
-        char real[PATH_MAX];
-        if (!realpath(path, real)) {
+        char *real = realpath(path, NULL);   /* allocated: no PATH_MAX buffer to overrun */
+        if (!real) {
             report(ld, v, "extends: cannot read %s: %s", path, strerror(errno));
             free(path);
             return;
@@ -353,11 +353,13 @@ static void load_extends(struct loader *ld, yaml_document_t *doc, yaml_node_t *r
         for (int i = 0; i < ld->depth; i++)
             if (ld->chain[i] && !strcmp(ld->chain[i], real)) {
                 report(ld, v, "extends: %s is already being read (a cycle of extends)", path);
+                free(real);
                 free(path);
                 return;
             }
         if (ld->depth > MAX_EXTENDS) {   /* the chain holds the recipe and 8 bases */
             report(ld, v, "extends: more than %d levels deep", MAX_EXTENDS);
+            free(real);
             free(path);
             return;
         }
@@ -366,11 +368,11 @@ static void load_extends(struct loader *ld, yaml_document_t *doc, yaml_node_t *r
         if (text) {
             struct loader sub = *ld;
             sub.layer.file = intern(ld->r, path);
-            sub.chain[sub.depth++] = tr_strdup(real);
+            sub.chain[sub.depth++] = real;
             load_document(&sub, text, len);
-            free(sub.chain[sub.depth - 1]);
             free(text);
         }
+        free(real);
         free(path);
         return;
     }
@@ -402,9 +404,9 @@ static void load_file(struct loader *ld, const char *path, enum tr_origin_kind k
     char *text = read_file(ld, path, &len, missing_ok, NULL);   /* the message names path */
     if (!text)
         return;
-    char real[PATH_MAX];
-    if (kind == TR_ORIGIN_RECIPE && realpath(path, real))
-        at.chain[at.depth++] = tr_strdup(real);
+    char *real = kind == TR_ORIGIN_RECIPE ? realpath(path, NULL) : NULL;
+    if (real)
+        at.chain[at.depth++] = real;
     load_document(&at, text, len);
     if (at.depth > ld->depth)
         free(at.chain[at.depth - 1]);

@@ -54,9 +54,10 @@ static const char *string_at(const json_t *j, const char *path)
 
 json_t *tr_report_json_load(const char *run_dir)
 {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/report.json", run_dir);
-    json_t *j = json_load_file(path, 0, NULL);
+    struct tr_path path;
+    if (tr_path_set(&path, NULL, "%s/report.json", run_dir))
+        return NULL;
+    json_t *j = json_load_file(path.s, 0, NULL);
     if (!json_is_object(j)) {
         json_decref(j);
         return NULL;
@@ -429,10 +430,10 @@ char **tr_subfolders(const char *dir, int *n)
     char **names = malloc((size_t)cap * sizeof *names);
     struct dirent *e;
     while (names && (e = readdir(d))) {
-        char path[4400];
+        struct tr_path path;
         struct stat st;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        if (e->d_name[0] == '.' || lstat(path, &st) || !S_ISDIR(st.st_mode))
+        if (e->d_name[0] == '.' || tr_path_set(&path, NULL, "%s/%s", dir, e->d_name) || lstat(path.s, &st) ||
+            !S_ISDIR(st.st_mode))
             continue;
         if (*n + 1 == cap) {
             char **grown = realloc(names, (size_t)(cap *= 2) * sizeof *names);
@@ -461,32 +462,33 @@ void tr_names_free(char **names)
     free(names);
 }
 
-int tr_report_find_previous(const char *run_dir, char *out, size_t outsize)
+int tr_report_find_previous(const char *run_dir, struct tr_path *out)
 {
-    char parent[4096];
-    snprintf(parent, sizeof parent, "%s", run_dir);
-    size_t n = strlen(parent);
-    while (n > 1 && parent[n - 1] == '/')
-        parent[--n] = 0;
-    char *slash = strrchr(parent, '/'), base[4096], resolved[PATH_MAX];
+    struct tr_path parent, base;
+    if (tr_path_set(&parent, NULL, "%s", run_dir))
+        return 0;
+    size_t n = strlen(parent.s);
+    while (n > 1 && parent.s[n - 1] == '/')
+        parent.s[--n] = 0;
+    char *slash = strrchr(parent.s, '/');
     /* The run's own name, also when run_dir is the latest link. */
-    const char *real = realpath(run_dir, resolved) ? strrchr(resolved, '/') : NULL;
-    snprintf(base, sizeof base, "%s", real ? real + 1 : slash ? slash + 1 : parent);
-    if (slash == parent)
-        parent[1] = 0;
+    char *resolved = realpath(run_dir, NULL);
+    const char *real = resolved ? strrchr(resolved, '/') : NULL;
+    tr_path_set(&base, NULL, "%s", real ? real + 1 : slash ? slash + 1 : parent.s);   /* no longer than parent */
+    free(resolved);
+    if (slash == parent.s)
+        parent.s[1] = 0;
     else if (slash)
         *slash = 0;
     else
-        snprintf(parent, sizeof parent, ".");
+        tr_path_set(&parent, NULL, ".");
     int count, found = 0;
-    char **names = tr_subfolders(parent, &count);
+    char **names = tr_subfolders(parent.s, &count);
     for (int i = count - 1; i >= 0 && !found; i--) {
-        char path[4400];
-        snprintf(path, sizeof path, "%s/%s/report.json", parent, names[i]);
-        if (strverscmp(names[i], base) < 0 && !access(path, R_OK)) {
-            snprintf(out, outsize, "%s/%s", parent, names[i]);
-            found = 1;
-        }
+        struct tr_path path;
+        if (strverscmp(names[i], base.s) < 0 &&
+            tr_path_set(&path, NULL, "%s/%s/report.json", parent.s, names[i]) == 0 && !access(path.s, R_OK))
+            found = tr_path_set(out, NULL, "%s/%s", parent.s, names[i]) == 0;
     }
     tr_names_free(names);
     return found;
@@ -497,9 +499,9 @@ int tr_report_find_previous(const char *run_dir, char *out, size_t outsize)
 void tr_regression_limits_read(const char *run_dir, struct tr_regression_limits *lim)
 {
     *lim = TR_REGRESSION_DEFAULTS;
-    char path[4200], line[512];
-    snprintf(path, sizeof path, "%s/recipe.yaml", run_dir);
-    FILE *f = fopen(path, "r");
+    struct tr_path path;
+    char line[512];
+    FILE *f = tr_path_set(&path, NULL, "%s/recipe.yaml", run_dir) ? NULL : fopen(path.s, "r");
     if (!f)
         return;
     int in_report = 0, in_regression = 0;

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "core/error.h"
+
 /* Relative thresholds, as fractions of the previous run's value (0.02: 2 %): a quantity that
  * moved in its worse direction by more than its limit is a regression. */
 struct tr_regression_limits {
@@ -27,8 +29,8 @@ json_t *tr_report_compare(const json_t *previous, const json_t *current, const s
 /* The previous run of the recipe run_dir belongs to: of the sibling folders whose names sort
  * before run_dir's own (stamps sort by time), the last one holding a report.json, whatever its
  * status. Symbolic links (latest) are skipped; run_dir may be one. Writes its path to out;
- * returns 1, or 0 when there is none. */
-int tr_report_find_previous(const char *run_dir, char *out, size_t outsize);
+ * returns 1, or 0 when there is none (or its path would not fit). */
+int tr_report_find_previous(const char *run_dir, struct tr_path *out);
 
 /* The limits a run was made with: report.regression in its folder's resolved recipe.yaml, the
  * defaults for any key not there (an older run, no recipe.yaml). */

@@ -98,7 +98,7 @@ static struct tr_pb tensor_head(int dtype, int rank, const int64_t *dims)
 }
 
 int tr_events_open(struct tr_events *ev, const char *dir, int64_t first_step, double flush_secs,
-                   char *err, size_t errlen)
+                   struct tr_diag *d)
 {
     *ev = (struct tr_events){.fd = -1, .flush_secs = flush_secs, .fixed_time = ev->fixed_time};
     char host[256] = "localhost";
@@ -107,25 +107,22 @@ int tr_events_open(struct tr_events *ev, const char *dir, int64_t first_step, do
         if (*c == '/')
             *c = '_';
     for (unsigned n = 0; ev->fd < 0 && n < 100; n++) {
-        snprintf(ev->path, sizeof ev->path, "%s/events.out.tfevents.%010lld.%s.%d.%u", dir,
-                 (long long)time(NULL), host, (int)getpid(), n);
-        ev->fd = open(ev->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (tr_path_set(&ev->path, d, "%s/events.out.tfevents.%010lld.%s.%d.%u", dir, (long long)time(NULL),
+                        host, (int)getpid(), n))
+            return TR_EINVAL;
+        ev->fd = open(ev->path.s, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
         if (ev->fd < 0 && errno != EEXIST)
             break;
     }
-    if (ev->fd < 0) {
-        snprintf(err, errlen, "cannot create %s: %s", ev->path, strerror(errno));
-        return -1;
-    }
+    if (ev->fd < 0)
+        return tr_fail(d, TR_EIO, "cannot create %s: %s", ev->path.s, strerror(errno));
     struct tr_pb version = {0}, start = {0};
     tr_pb_raw(&version, "brain.Event:2", 13);
     event(ev, 0, EV_FILE_VERSION, &version);
     tr_pb_uint(&start, 1, 1);   /* SessionLog {status: START} */
     event(ev, first_step, EV_SESSION_LOG, &start);
-    if (tr_events_flush(ev, 1)) {
-        snprintf(err, errlen, "%s", ev->error);
-        return -1;
-    }
+    if (tr_events_flush(ev, 1))
+        return tr_fail(d, TR_EIO, "%s", ev->error);
     return 0;
 }
 
@@ -223,7 +220,8 @@ int tr_events_flush(struct tr_events *ev, int sync)
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0) {
-            snprintf(ev->error, sizeof ev->error, "writing %s: %s", ev->path, w < 0 ? strerror(errno) : "no progress");
+            snprintf(ev->error, sizeof ev->error, "writing %s: %s", ev->path.s,
+                     w < 0 ? strerror(errno) : "no progress");
             close(ev->fd);
             ev->fd = -1;
             tr_pb_free(&ev->pending);
@@ -234,7 +232,7 @@ int tr_events_flush(struct tr_events *ev, int sync)
     ev->pending.len = 0;
     ev->flushed_at = monotonic();
     if (sync && fsync(ev->fd) && errno != EINVAL) {
-        snprintf(ev->error, sizeof ev->error, "syncing %s: %s", ev->path, strerror(errno));
+        snprintf(ev->error, sizeof ev->error, "syncing %s: %s", ev->path.s, strerror(errno));
         close(ev->fd);
         ev->fd = -1;
         return -1;
@@ -252,7 +250,7 @@ int tr_events_close(struct tr_events *ev)
 {
     int rc = tr_events_flush(ev, 1);
     if (ev->fd >= 0 && close(ev->fd) && !rc) {
-        snprintf(ev->error, sizeof ev->error, "closing %s: %s", ev->path, strerror(errno));
+        snprintf(ev->error, sizeof ev->error, "closing %s: %s", ev->path.s, strerror(errno));
         rc = -1;
     }
     ev->fd = -1;

@@ -15,11 +15,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/error.h"
 #include "report/protobuf.h"
 
 struct tr_events {
     int fd;                      /* -1 when closed or failed */
-    char path[4096];
+    struct tr_path path;
     struct tr_pb pending;        /* framed records not yet written */
     double flush_secs, flushed_at;
     char error[4400];            /* the first write error, or "" */
@@ -28,9 +29,9 @@ struct tr_events {
 
 /* Creates dir/events.out.tfevents.<10-digit seconds>.<host>.<pid>.<n> (never an existing
  * file), writes the version record and SessionLog START at first_step, and flushes. Returns 0,
- * or -1 with the reason in err. */
+ * or TR_EIO (TR_EINVAL: dir's path too long) with the reason in d. */
 int tr_events_open(struct tr_events *ev, const char *dir, int64_t first_step, double flush_secs,
-                   char *err, size_t errlen);
+                   struct tr_diag *d);
 
 void tr_events_scalar(struct tr_events *ev, const char *tag, int64_t step, double value);
 /* Markdown, shown by the Text dashboard. */

@@ -45,11 +45,11 @@ struct runs_index {
     int n, nruns;
 };
 
+/* A path too long to name a file names none: 0. */
 static int has_file(const char *dir, const char *name)
 {
-    char path[8192];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    return !access(path, F_OK);
+    struct tr_path path;
+    return tr_path_set(&path, NULL, "%s/%s", dir, name) == 0 && !access(path.s, F_OK);
 }
 
 /* A run folder holds what the trainer writes first (recipe.yaml, plan.json) or last. */
@@ -65,9 +65,8 @@ static int holds_run(const char *dir)
     int n, found = 0;
     char **names = tr_subfolders(dir, &n);
     for (int i = 0; i < n && !found; i++) {
-        char path[4400];
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        found = is_run(path);
+        struct tr_path path;
+        found = tr_path_set(&path, NULL, "%s/%s", dir, names[i]) == 0 && is_run(path.s);
     }
     tr_names_free(names);
     return found;
@@ -83,9 +82,8 @@ enum tr_folder_kind tr_folder_kind(const char *dir)
     enum tr_folder_kind kind = TR_FOLDER_OTHER;
     char **names = tr_subfolders(dir, &n);
     for (int i = 0; i < n && kind == TR_FOLDER_OTHER; i++) {
-        char path[4400];
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        if (holds_run(path))
+        struct tr_path path;
+        if (tr_path_set(&path, NULL, "%s/%s", dir, names[i]) == 0 && holds_run(path.s))
             kind = TR_FOLDER_RUNS;
     }
     tr_names_free(names);
@@ -115,11 +113,14 @@ static void find_trend(struct recipe_entry *r)
     }
 }
 
-/* The runs of recipe r, newest first, each compared with the one before it. */
+/* The runs of recipe r, newest first, each compared with the one before it; −1 with errno
+ * (ENAMETOOLONG for a path past PATH_MAX) when they cannot be read. */
 static int load_recipe(const char *runs_dir, struct recipe_entry *r)
 {
-    char dir[4400];
-    snprintf(dir, sizeof dir, "%s/%s", runs_dir, r->name);
+    struct tr_path folder;
+    if (tr_path_set(&folder, NULL, "%s/%s", runs_dir, r->name))
+        return errno = ENAMETOOLONG, -1;
+    const char *dir = folder.s;
     int n;
     char **stamps = tr_subfolders(dir, &n);
     if (!stamps)
@@ -133,11 +134,11 @@ static int load_recipe(const char *runs_dir, struct recipe_entry *r)
     }
     for (int i = 0; i < n; i++) {
         struct run_entry *e = &r->runs[n - 1 - i];
-        char path[4600];
-        snprintf(path, sizeof path, "%s/%s", dir, stamps[i]);
+        struct tr_path path;
+        int fits = tr_path_set(&path, NULL, "%s/%s", dir, stamps[i]) == 0;   /* else listed without a report */
         e->stamp = stamps[i];
-        e->report = tr_report_json_load(path);
-        e->has_md = has_file(path, "report.md"), e->has_html = has_file(path, "report.html");
+        e->report = fits ? tr_report_json_load(path.s) : NULL;
+        e->has_md = fits && has_file(path.s, "report.md"), e->has_html = fits && has_file(path.s, "report.html");
         stamps[i] = NULL;
     }
     free(stamps);
@@ -149,9 +150,9 @@ static int load_recipe(const char *runs_dir, struct recipe_entry *r)
         if (!r->runs[i].report || j == n)
             continue;
         struct tr_regression_limits lim;
-        char path[4600];
-        snprintf(path, sizeof path, "%s/%s", dir, r->runs[i].stamp);
-        tr_regression_limits_read(path, &lim);
+        struct tr_path path;
+        tr_path_set(&path, NULL, "%s/%s", dir, r->runs[i].stamp);   /* it fit above, as it had a report */
+        tr_regression_limits_read(path.s, &lim);
         r->runs[i].cmp = tr_report_compare(r->runs[j].report, r->runs[i].report, &lim);
     }
     for (int i = 0; i < n && !r->metric; i++) {
@@ -204,21 +205,19 @@ static const struct recipe_entry **by_urgency_order(const struct runs_index *ix)
 }
 
 /* Every recipe folder: one that holds at least one run folder. */
-static int index_load(struct runs_index *ix, const char *dir, char *err, size_t errsize)
+static int index_load(struct runs_index *ix, const char *dir, struct tr_diag *d)
 {
     *ix = (struct runs_index){.dir = dir};
     int n;
     char **names = tr_subfolders(dir, &n);
-    if (!names) {
-        snprintf(err, errsize, "cannot read %s: %s", dir, strerror(errno));
-        return -1;
-    }
+    if (!names)
+        return tr_fail(d, TR_EIO, "cannot read %s: %s", dir, strerror(errno));
     ix->recipes = calloc((size_t)(n ? n : 1), sizeof *ix->recipes);
     int rc = ix->recipes ? 0 : -1;
     for (int i = 0; !rc && i < n; i++) {
-        char path[4400];
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        if (!holds_run(path))   /* not a recipe's folder: nothing to list */
+        struct tr_path path;
+        /* not a recipe's folder (or past PATH_MAX): nothing to list */
+        if (tr_path_set(&path, NULL, "%s/%s", dir, names[i]) || !holds_run(path.s))
             continue;
         struct recipe_entry *r = &ix->recipes[ix->n++];
         rc = (r->name = strdup(names[i])) ? load_recipe(dir, r) : -1;
@@ -228,8 +227,8 @@ static int index_load(struct runs_index *ix, const char *dir, char *err, size_t 
     if (!rc && !(ix->by_urgency = by_urgency_order(ix)))
         rc = -1;
     if (rc)
-        snprintf(err, errsize, "cannot read the run folders under %s: %s", dir, strerror(errno ? errno : ENOMEM));
-    return rc;
+        return tr_fail(d, TR_EIO, "cannot read the run folders under %s: %s", dir, strerror(errno ? errno : ENOMEM));
+    return 0;
 }
 
 /* ---- one run's cells ----------------------------------------------------------------------- */
@@ -536,21 +535,23 @@ static int write_html(FILE *out, const struct runs_index *ix)
 /* ---- files --------------------------------------------------------------------------------- */
 
 static int write_atomic(const struct runs_index *ix, const char *name, int (*fill)(FILE *, const struct runs_index *),
-                        char *err, size_t errsize)
+                        struct tr_diag *d)
 {
+    char err[4400];
     struct tr_atomic a;
-    FILE *out = tr_report_file_open(&a, ix->dir, name, err, errsize);
-    return out ? tr_report_file_commit(&a, fill(out, ix), err, errsize) : -1;
+    FILE *out = tr_report_file_open(&a, ix->dir, name, err, sizeof err);
+    int rc = out ? tr_report_file_commit(&a, fill(out, ix), err, sizeof err) : -1;
+    return rc ? tr_fail(d, TR_EIO, "%s", err) : 0;
 }
 
-int tr_runs_index_write(const char *runs_dir, char *err, size_t errsize)
+int tr_runs_index_write(const char *runs_dir, struct tr_diag *d)
 {
     struct runs_index ix;
-    int rc = index_load(&ix, runs_dir, err, errsize);
+    int rc = index_load(&ix, runs_dir, d);
     if (!rc)
-        rc = write_atomic(&ix, "index.md", write_md, err, errsize);
+        rc = write_atomic(&ix, "index.md", write_md, d);
     if (!rc)
-        rc = write_atomic(&ix, "index.html", write_html, err, errsize);
+        rc = write_atomic(&ix, "index.html", write_html, d);
     index_free(&ix);
     return rc;
 }

@@ -7,6 +7,8 @@
 
 #include <stddef.h>
 
+#include "core/error.h"
+
 /* What a folder holds, as `trainrun report` tells them apart. */
 enum tr_folder_kind {
     TR_FOLDER_OTHER,    /* none of these */
@@ -21,7 +23,7 @@ enum tr_folder_kind tr_folder_kind(const char *dir);
  * old one): a summary with each recipe's newest run, not-finished ones first; then per recipe
  * its runs, newest first, and its key metric's trend. A run folder without report.json is
  * listed as "no report". Nothing time-dependent goes in: the same folders give the same
- * bytes. Returns 0, or −1 with a sentence in err. */
-int tr_runs_index_write(const char *runs_dir, char *err, size_t errsize);
+ * bytes. Returns 0, or TR_EIO with a sentence in d. */
+int tr_runs_index_write(const char *runs_dir, struct tr_diag *d);
 
 #endif

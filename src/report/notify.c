@@ -80,15 +80,16 @@ static json_t *report_value(json_t *report, const char *key, json_type type, jso
 
 json_t *tr_notify_body(const struct tr_recipe *r, const char *run_dir, int exit_code)
 {
-    char path[PATH_MAX + 32], dir[PATH_MAX], host[256] = "";
+    struct tr_path path;
+    char host[256] = "", *real = NULL;
     json_t *report = NULL;
     bool has_dir = run_dir && *run_dir;
     if (has_dir) {
-        snprintf(path, sizeof path, "%s/report.json", run_dir);
-        report = json_load_file(path, 0, NULL);
-        if (!realpath(run_dir, dir))
-            snprintf(dir, sizeof dir, "%s", run_dir);
+        if (tr_path_set(&path, NULL, "%s/report.json", run_dir) == 0)
+            report = json_load_file(path.s, 0, NULL);
+        real = realpath(run_dir, NULL);
     }
+    const char *dir = real ? real : run_dir;
     /* The run: the real folder's name, not that of the link it was reached by (runs/NAME/latest,
      * which `trainrun resume` is often given and report.json's "run" then names). */
     const char *name = report_string(report, "name"), *run = NULL;
@@ -115,10 +116,10 @@ json_t *tr_notify_body(const struct tr_recipe *r, const char *run_dir, int exit_
     json_object_set_new(body, "key_metric", report_value(report, "key_metric", JSON_OBJECT, json_null()));
     json_object_set_new(body, "warnings", report_value(report, "warnings", JSON_ARRAY, json_array()));
     json_object_set_new(body, "host", string_or_null(*host ? host : NULL));
-    if (has_dir)
-        snprintf(path, sizeof path, "%s/report.html", dir);
-    json_object_set_new(body, "report", string_or_null(has_dir && access(path, F_OK) == 0 ? path : NULL));
+    bool has_report = has_dir && tr_path_set(&path, NULL, "%s/report.html", dir) == 0 && access(path.s, F_OK) == 0;
+    json_object_set_new(body, "report", string_or_null(has_report ? path.s : NULL));
     json_decref(report);
+    free(real);
     return body;
 }
 
@@ -253,21 +254,19 @@ struct post {
 
 /* The headers: JSON, no Expect: 100-continue (a second round trip some servers never answer),
  * then each report.notify.headers_from_env variable's line. */
-static int add_headers(struct post *post, const struct tr_strs *names, char *err, size_t errsize)
+static int add_headers(struct post *post, const struct tr_strs *names, struct tr_diag *d)
 {
     post->headers = curl_slist_append(NULL, "Content-Type: application/json");
     post->headers = curl_slist_append(post->headers, "Expect:");
     for (int i = 0; i < names->n; i++) {
         const char *line = getenv(names->v[i]);
         if (!line || !*line) {
-            snprintf(err, errsize, "report.notify.headers_from_env: $%s is not set; nothing was sent to %s",
-                     names->v[i], post->where);
-            return TR_EINVAL;
+            return tr_fail(d, TR_EINVAL, "report.notify.headers_from_env: $%s is not set; nothing was sent to %s",
+                           names->v[i], post->where);
         }
         if (!is_header_line(line)) {   /* the value may be a token: never shown */
-            snprintf(err, errsize, "report.notify.headers_from_env: $%s does not hold a header line "
-                     "'Name: value' (its value is not shown); nothing was sent to %s", names->v[i], post->where);
-            return TR_EINVAL;
+            return tr_fail(d, TR_EINVAL, "report.notify.headers_from_env: $%s does not hold a header line "
+                           "'Name: value' (its value is not shown); nothing was sent to %s", names->v[i], post->where);
         }
         secret_add(&post->secrets, line);
         const char *value = strchr(line, ':') + 1;
@@ -284,7 +283,7 @@ static size_t discard(char *data, size_t size, size_t n, void *user)
     return size * n;   /* the answer's body is not ours to print: it may echo what we sent */
 }
 
-static int post_open(struct post *post, const struct tr_recipe *r, char *err, size_t errsize)
+static int post_open(struct post *post, const struct tr_recipe *r, struct tr_diag *d)
 {
     const char *url = r->report.notify.url;
     tr_notify_redact_url(url, post->where, sizeof post->where);
@@ -298,13 +297,12 @@ static int post_open(struct post *post, const struct tr_recipe *r, char *err, si
         secret_add(&post->secrets, p.fragment);
     }
     url_parts_free(&p);
-    int rc = add_headers(post, &r->report.notify.headers_from_env, err, errsize);
+    int rc = add_headers(post, &r->report.notify.headers_from_env, d);
     if (rc)
         return rc;
     pthread_once(&curl_once, curl_init);
     if (curl_init_status != CURLE_OK || !(post->curl = curl_easy_init())) {
-        snprintf(err, errsize, "cannot start libcurl to notify %s", post->where);
-        return TR_ENOMEM;
+        return tr_fail(d, TR_ENOMEM, "cannot start libcurl to notify %s", post->where);
     }
     CURL *c = post->curl;
     curl_easy_setopt(c, CURLOPT_URL, url);
@@ -351,7 +349,7 @@ static char *attempt_error(const struct post *post, CURLcode code, long http)
 }
 
 static int post_send(struct post *post, const char *body, double deadline, const char *outcome,
-                     struct tr_notify_result *res, char *err, size_t errsize)
+                     struct tr_notify_result *res, struct tr_diag *d)
 {
     CURL *c = post->curl;
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
@@ -377,8 +375,8 @@ static int post_send(struct post *post, const char *body, double deadline, const
             char *why = attempt_error(post, code, http);
             char *msg = tr_strdup_printf("could not notify %s of the %s: %s (%d attempt%s in %.1f s)", post->where,
                                          outcome, why, attempt, attempt == 1 ? "" : "s", now() - began);
-            msg = scrub(msg, &post->secrets);   /* before it is cut to errsize: no half secrets */
-            snprintf(err, errsize, "%s", msg);
+            msg = scrub(msg, &post->secrets);   /* before anyone sees it: no secrets */
+            tr_fail(d, TR_EIO, "%s", msg);
             free(why);
             free(msg);
             return TR_EIO;
@@ -396,7 +394,7 @@ static bool listed(const struct tr_ints *on, int outcome)
 }
 
 int tr_notify(const struct tr_recipe *r, const char *run_dir, int exit_code, struct tr_notify_result *res,
-              char *err, size_t errsize)
+              struct tr_diag *d)
 {
     memset(res, 0, sizeof *res);
     int outcome = tr_notify_outcome(exit_code);
@@ -404,15 +402,15 @@ int tr_notify(const struct tr_recipe *r, const char *run_dir, int exit_code, str
         return 0;
     double started = now(), deadline = started + r->report.notify.timeout;
     struct post post = {0};
-    int rc = post_open(&post, r, err, errsize);
+    int rc = post_open(&post, r, d);
     if (!rc) {
         json_t *body = tr_notify_body(r, run_dir, exit_code);
         char *text = json_dumps(body, JSON_COMPACT);
         json_decref(body);
         if (text)
-            rc = post_send(&post, text, deadline, outcome_name(outcome), res, err, errsize);
+            rc = post_send(&post, text, deadline, outcome_name(outcome), res, d);
         else
-            rc = TR_ENOMEM, snprintf(err, errsize, "cannot write the notification's JSON");
+            rc = tr_fail(d, TR_ENOMEM, "cannot write the notification's JSON");
         free(text);
     }
     post_close(&post);
@@ -423,19 +421,18 @@ int tr_notify(const struct tr_recipe *r, const char *run_dir, int exit_code, str
 void tr_notify_run_end(const struct tr_recipe *r, const char *run_dir, int exit_code)
 {
     struct tr_notify_result res;
-    char err[2048], path[PATH_MAX + 16];
-    int rc = tr_notify(r, run_dir, exit_code, &res, err, sizeof err);
+    struct tr_diag d = {0};
+    struct tr_path path;
+    int rc = tr_notify(r, run_dir, exit_code, &res, &d);
     if (rc == 0 && !res.delivered)
         return;
     FILE *log = NULL;
-    if (run_dir && *run_dir) {
-        snprintf(path, sizeof path, "%s/log.txt", run_dir);
-        log = fopen(path, "a");
-    }
+    if (run_dir && *run_dir && tr_path_set(&path, NULL, "%s/log.txt", run_dir) == 0)
+        log = fopen(path.s, "a");
     if (rc) {
-        fprintf(stderr, "trainrun: warning: %s\n", err);
+        fprintf(stderr, "trainrun: warning: %s\n", tr_diag_last(&d));
         if (log)
-            fprintf(log, "warning: %s\n", err);
+            fprintf(log, "warning: %s\n", tr_diag_last(&d));
     } else if (log) {
         char where[512];
         tr_notify_redact_url(r->report.notify.url, where, sizeof where);
@@ -445,4 +442,5 @@ void tr_notify_run_end(const struct tr_recipe *r, const char *run_dir, int exit_
     }
     if (log)
         fclose(log);
+    tr_diag_free(&d);
 }

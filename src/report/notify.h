@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "core/error.h"
 #include "recipe/recipe.h"
 
 /* The outcome an exit status notifies as (enum tr_notify_on): 0 success, 6 regression, any
@@ -36,9 +37,9 @@ struct tr_notify_result {
 /* Notifies of a run that ended with exit_code in run_dir, when r asks for it: up to 3 attempts
  * (a failed connection, HTTP 408, 429 or 5xx is tried again after 0.5 s, then 1 s), never past
  * report.notify.timeout in all. Returns 0 (delivered, or nothing to send: see res) or a
- * negative TR_E… code with the reason in err, secrets redacted. */
+ * negative TR_E… code with the reason in d, secrets redacted. */
 int tr_notify(const struct tr_recipe *r, const char *run_dir, int exit_code, struct tr_notify_result *res,
-              char *err, size_t errsize);
+              struct tr_diag *d);
 
 /* tr_notify at the end of a run: a delivery is noted in run_dir/log.txt; a failure is a
  * warning there and on stderr. The run's exit status is never changed. */

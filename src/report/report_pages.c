@@ -673,14 +673,14 @@ static int write_html(FILE *out, const struct pages *pg)
  * this run recorded; NULL when there is no previous run with a report. */
 static json_t *compare_with_previous(const struct tr_run_report *rep)
 {
-    char previous_dir[4200];
-    if (!tr_report_find_previous(rep->dir, previous_dir, sizeof previous_dir))
+    struct tr_path previous_dir;
+    if (!tr_report_find_previous(rep->dir.s, &previous_dir))
         return NULL;
-    json_t *previous = tr_report_json_load(previous_dir);
+    json_t *previous = tr_report_json_load(previous_dir.s);
     if (!previous)
         return NULL;
     struct tr_regression_limits lim;
-    tr_regression_limits_read(rep->dir, &lim);
+    tr_regression_limits_read(rep->dir.s, &lim);
     json_t *current = tr_run_report_json(rep), *cmp = tr_report_compare(previous, current, &lim);
     json_decref(previous);
     json_decref(current);
@@ -706,33 +706,37 @@ static int write_json_file(FILE *out, const struct pages *pg)
 }
 
 static int write_atomic(const char *dir, const char *name, int (*fill)(FILE *, const struct pages *),
-                        const struct pages *pg, char *err, size_t errsize)
+                        const struct pages *pg, struct tr_diag *d)
 {
+    char err[4400];
     struct tr_atomic a;
-    FILE *out = tr_report_file_open(&a, dir, name, err, errsize);
-    return out ? tr_report_file_commit(&a, fill(out, pg), err, errsize) : -1;
+    FILE *out = tr_report_file_open(&a, dir, name, err, sizeof err);
+    int rc = out ? tr_report_file_commit(&a, fill(out, pg), err, sizeof err) : -1;
+    return rc ? tr_fail(d, TR_EIO, "%s", err) : 0;
 }
 
-int tr_run_report_write(const struct tr_run_report *rep, char *err, size_t errsize)
+int tr_run_report_write(const struct tr_run_report *rep, struct tr_diag *d)
 {
     json_t *comparison = compare_with_previous(rep);
     struct pages pg;
     pages_build(&pg, rep, comparison);
-    int rc = write_atomic(rep->dir, "report.json", write_json_file, &pg, err, errsize) ||
-             write_atomic(rep->dir, "report.md", write_md, &pg, err, errsize) ||
-             write_atomic(rep->dir, "report.html", write_html, &pg, err, errsize);
+    int rc = write_atomic(rep->dir.s, "report.json", write_json_file, &pg, d);
+    if (!rc)
+        rc = write_atomic(rep->dir.s, "report.md", write_md, &pg, d);
+    if (!rc)
+        rc = write_atomic(rep->dir.s, "report.html", write_html, &pg, d);
     pages_free(&pg);
     json_decref(comparison);
-    return rc ? -1 : 0;
+    return rc;
 }
 
 /* Here, above both halves (run_report.c reads, this file writes), so neither calls the other. */
-int tr_run_report_render(const char *dir, const struct tr_run_outcome *outcome, char *err, size_t errsize)
+int tr_run_report_render(const char *dir, const struct tr_run_outcome *outcome, struct tr_diag *d)
 {
     struct tr_run_report rep;
-    int rc = tr_run_report_load(dir, outcome, &rep, err, errsize);
+    int rc = tr_run_report_load(dir, outcome, &rep, d);
     if (!rc)
-        rc = tr_run_report_write(&rep, err, errsize);
+        rc = tr_run_report_write(&rep, d);
     tr_run_report_free(&rep);
     return rc;
 }

@@ -179,9 +179,9 @@ static double process_began(long pid)
  * means yes. */
 static int still_running(const char *dir)
 {
-    char path[4200], line[256] = "";
-    snprintf(path, sizeof path, "%s/../.lock", dir);
-    FILE *f = fopen(path, "r");
+    struct tr_path path;
+    char line[256] = "";
+    FILE *f = tr_path_set(&path, NULL, "%s/../.lock", dir) ? NULL : fopen(path.s, "r");
     if (!f)
         return 0;
     char *got = fgets(line, sizeof line, f);
@@ -196,10 +196,14 @@ static int still_running(const char *dir)
     char *end = strptime(stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
     if (end && !*end && began >= 0 && began > (double)timegm(&tm) + 2)   /* the stamp is whole seconds */
         return 0;
-    snprintf(path, sizeof path, "%s/../latest", dir);   /* the holder's run is the newest one */
-    char target[256], real_dir[PATH_MAX], real_latest[PATH_MAX];
-    return readlink(path, target, sizeof target) > 0 && realpath(path, real_latest) && realpath(dir, real_dir) &&
-           !strcmp(real_latest, real_dir);
+    char target[256];
+    if (tr_path_set(&path, NULL, "%s/../latest", dir) || readlink(path.s, target, sizeof target) <= 0)
+        return 0;   /* the holder's run is the newest one */
+    char *real_latest = realpath(path.s, NULL), *real_dir = realpath(dir, NULL);
+    int same = real_latest && real_dir && !strcmp(real_latest, real_dir);
+    free(real_latest);
+    free(real_dir);
+    return same;
 }
 
 /* Without the trainer's word: run.json's (a last part that never ended was killed), else the
@@ -215,12 +219,11 @@ static void read_outcome(struct tr_run_report *rep, int finished)
             snprintf(rep->status, sizeof rep->status, "%s", tr_run_status_word(rep->exit_code));
             rep->seconds = json_number_value(json_object_get(rep->record, "seconds"));
         } else
-            snprintf(rep->status, sizeof rep->status, "%s", still_running(rep->dir) ? "running" : "killed");
+            snprintf(rep->status, sizeof rep->status, "%s", still_running(rep->dir.s) ? "running" : "killed");
         return;
     }
-    char path[4200];
-    snprintf(path, sizeof path, "%s/report.json", rep->dir);
-    json_t *old = json_load_file(path, 0, NULL);
+    struct tr_path path;
+    json_t *old = tr_path_set(&path, NULL, "%s/report.json", rep->dir.s) ? NULL : json_load_file(path.s, 0, NULL);
     const char *status = json_string_value(json_object_get(old, "status"));
     if (status && strlen(status) < sizeof rep->status) {
         snprintf(rep->status, sizeof rep->status, "%s", status);
@@ -463,46 +466,44 @@ static void leak_row(struct tr_run_report *rep)
 }
 
 int tr_run_report_load(const char *dir, const struct tr_run_outcome *outcome, struct tr_run_report *rep,
-                       char *err, size_t errsize)
+                       struct tr_diag *d)
 {
     *rep = (struct tr_run_report){.exit_code = -1, .seconds = NAN, .warnings = json_array()};
-    snprintf(rep->dir, sizeof rep->dir, "%s", dir);
-    char path[4200];
-    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
-    FILE *metrics = fopen(path, "r");
-    snprintf(path, sizeof path, "%s/plan.json", dir);
-    int has_plan = !access(path, F_OK);
+    struct tr_path path;
+    if (tr_path_set(&rep->dir, d, "%s", dir) || tr_path_set(&path, d, "%s/metrics.jsonl", dir))
+        return TR_EINVAL;
+    FILE *metrics = fopen(path.s, "r");
+    tr_path_set(&path, NULL, "%s/plan.json", dir);   /* no longer than metrics.jsonl's */
+    int has_plan = !access(path.s, F_OK);
     if (!metrics && !has_plan) {
-        snprintf(err, errsize, "%s is not a run folder: it has neither metrics.jsonl nor plan.json", dir);
-        return -1;
+        return tr_fail(d, TR_EINVAL, "%s is not a run folder: it has neither metrics.jsonl nor plan.json", dir);
     }
     json_error_t jerr;
-    if (has_plan && !(rep->plan = json_load_file(path, 0, &jerr))) {
-        snprintf(err, errsize, "%s:%d: %s", path, jerr.line, jerr.text);
+    if (has_plan && !(rep->plan = json_load_file(path.s, 0, &jerr))) {
         if (metrics)
             fclose(metrics);
-        return -1;
+        return tr_fail(d, TR_EINVAL, "%s:%d: %s", path.s, jerr.line, jerr.text);
     }
     int finished = 0, rc = metrics ? read_metrics(rep, metrics, &finished) : 0;
     if (metrics)
         fclose(metrics);
     if (rc) {
-        snprintf(err, errsize, "reading %s/metrics.jsonl: out of memory", dir);
-        return -1;
+        return tr_fail(d, TR_ENOMEM, "reading %s/metrics.jsonl: out of memory", dir);
     }
-    snprintf(path, sizeof path, "%s/run.json", dir);
-    rep->record = json_load_file(path, 0, NULL);   /* runs older than it have none */
+    tr_path_set(&path, NULL, "%s/run.json", dir);
+    rep->record = json_load_file(path.s, 0, NULL);   /* runs older than it have none */
     if (rep->record && !json_is_object(rep->record)) {
         json_decref(rep->record);
         rep->record = NULL;
     }
     const char *started = json_string_value(json_object_get(rep->record, "started"));
     snprintf(rep->started, sizeof rep->started, "%s", started ? started : "");
-    char real[PATH_MAX];   /* runs/NAME/latest is a link: the run is the folder it names */
-    const char *path_of = realpath(dir, real) ? real : dir, *base = strrchr(path_of, '/');
+    char *real = realpath(dir, NULL);   /* runs/NAME/latest is a link: the run is the folder it names */
+    const char *path_of = real ? real : dir, *base = strrchr(path_of, '/');
     snprintf(rep->run, sizeof rep->run, "%.255s", base && base[1] ? base + 1 : path_of);
-    snprintf(path, sizeof path, "%s/recipe.yaml", dir);
-    FILE *recipe = fopen(path, "r");
+    free(real);
+    tr_path_set(&path, NULL, "%s/recipe.yaml", dir);
+    FILE *recipe = fopen(path.s, "r");
     if (recipe) {
         read_recipe(rep, recipe);
         fclose(recipe);

@@ -9,6 +9,8 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "core/error.h"
+
 /* How the run ended, as the trainer knows it. */
 struct tr_run_outcome {
     int exit_code;     /* cli/exit.h */
@@ -32,7 +34,7 @@ enum { TR_REPORT_TIMES = 9 };   /* wall, then data … checkpointing, then other
 extern const char *const tr_report_time_names[TR_REPORT_TIMES];
 
 struct tr_run_report {
-    char dir[4096];
+    struct tr_path dir;
     char run[256];               /* the folder's own name: its start, 20261129-183205 */
     char started[32];            /* run.json's start, ISO 8601 UTC; "" when not known */
     char name[128], arch[64], dataset[128], amp[16], checkpointing[16];   /* recipe.yaml's */
@@ -53,12 +55,12 @@ struct tr_run_report {
 
 /* Reads the run folder dir; outcome NULL: the status, exit code and duration come from an
  * existing report.json, else are inferred (a test line in metrics.jsonl: finished). Returns 0,
- * or −1 with a sentence in err (dir is not a run folder, a file does not parse). */
+ * or TR_EINVAL / TR_ENOMEM with a sentence in d (dir is not a run folder, a file does not parse). */
 int tr_run_report_load(const char *dir, const struct tr_run_outcome *outcome, struct tr_run_report *rep,
-                       char *err, size_t errsize);
+                       struct tr_diag *d);
 /* Writes report.json, report.md and report.html into rep->dir, each to a temporary file
- * renamed over the old one. Returns 0, or −1 with a sentence in err. */
-int tr_run_report_write(const struct tr_run_report *rep, char *err, size_t errsize);
+ * renamed over the old one. Returns 0, or TR_EIO with a sentence in d. */
+int tr_run_report_write(const struct tr_run_report *rep, struct tr_diag *d);
 void tr_run_report_free(struct tr_run_report *rep);
 
 /* report.json's object for rep (trainrun-report(5)), without the comparison. */
@@ -72,6 +74,6 @@ const char *tr_run_status_word(int exit_code);
 const struct tr_series *tr_run_report_series(const struct tr_run_report *rep, const char *name);
 
 /* load + write + free: what the trainer and `trainrun report` call. */
-int tr_run_report_render(const char *dir, const struct tr_run_outcome *outcome, char *err, size_t errsize);
+int tr_run_report_render(const char *dir, const struct tr_run_outcome *outcome, struct tr_diag *d);
 
 #endif

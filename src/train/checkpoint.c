@@ -103,7 +103,7 @@ int tr_checkpoint_write(const char *dir, struct tr_exec *x, struct tr_optim *o, 
     struct entries e;
     struct tr_checkpoint_layout l = layout_of(x, o);
     list_entries(&e, &l, x, tr_optim_host_state(o));
-    char hex[65], steps[32], ostep[32], err[512];
+    char hex[65], steps[32], ostep[32];
     checksum(e.t, e.n, NULL, hex);
     snprintf(steps, sizeof steps, "%" PRId64, step);
     snprintf(ostep, sizeof ostep, "%" PRId64, o->step);
@@ -111,9 +111,9 @@ int tr_checkpoint_write(const char *dir, struct tr_exec *x, struct tr_optim *o, 
                           "trainrun.step", steps, "trainrun.optimizer_step", ostep,
                           "trainrun.recipe", recipe_name, "trainrun.sha256", hex,
                           "trainrun.trainer_state", trainer_state ? trainer_state : "", NULL};
-    rc = tr_st_write(path.s, e.t, e.n, meta, err, sizeof err);
+    rc = tr_st_write(path.s, e.t, e.n, meta, d);
     free_entries(&e);
-    return rc ? tr_fail(d, rc, "%s", err) : 0;
+    return rc;
 }
 
 /* Whether the open st is a checkpoint of l: the format, each tensor there with its size, and
@@ -200,10 +200,8 @@ static int open_newest(const char *dir, const struct tr_checkpoint_layout *l, in
         char why[512];
         if (tr_path_set(&c->path, skipped, "%s/step-%" PRId64 ".safetensors", dir, steps[i]))
             continue;
-        if (tr_st_open(&c->st, c->path.s, why, sizeof why)) {
-            tr_diag_add(skipped, (struct tr_where){0}, "%s", why);   /* it names the file */
+        if (tr_st_open(&c->st, c->path.s, skipped))   /* its sentence, naming the file, among the skipped */
             continue;
-        }
         if ((l ? verify(&c->st, l, why, sizeof why) : ours(&c->st, why, sizeof why)) == 0) {
             c->found = true;
             break;

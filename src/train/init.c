@@ -341,10 +341,9 @@ int tr_init_load(const struct tr_init_target *t, const char *path, struct tr_ini
 {
     struct load l = {.t = t, .path = path, .info = info, .d = d};
     memset(info, 0, sizeof *info);
-    char err[1024];
-    int rc = tr_st_open_with(&l.st, path, TR_ST_ANY_DTYPE, err, sizeof err);
+    int rc = tr_st_open_with(&l.st, path, TR_ST_ANY_DTYPE, d);
     if (rc)
-        return tr_fail(d, rc, "%s", err);
+        return rc;
     int *missing = malloc((size_t)(t->g->nvalues ? t->g->nvalues : 1) * sizeof *missing), nmissing = 0;
     l.used = calloc((size_t)(l.st.n ? l.st.n : 1), 1);
     if (!missing || !l.used)

@@ -17,7 +17,6 @@
  * fresh or when there is none, read again from the folder's files. NULL when unreadable. */
 static json_t *run_summary(const char *run_dir, int fresh)
 {
-    char err[4400];
     char *path = tr_strdup_printf("%s/report.json", run_dir);
     json_t *j = fresh ? NULL : json_load_file(path, 0, NULL);
     free(path);
@@ -26,7 +25,7 @@ static json_t *run_summary(const char *run_dir, int fresh)
     json_decref(j);
     struct tr_run_report rep;
     struct tr_run_outcome finished = {.exit_code = 0, .seconds = NAN};
-    if (tr_run_report_load(run_dir, fresh ? &finished : NULL, &rep, err, sizeof err))
+    if (tr_run_report_load(run_dir, fresh ? &finished : NULL, &rep, NULL))
         return NULL;
     j = tr_run_report_json(&rep);
     tr_run_report_free(&rep);

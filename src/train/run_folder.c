@@ -264,9 +264,9 @@ int tr_run_folder_open_events(struct tr_run_folder *f, const struct tr_recipe *r
 {
     if (!r->report.tensorboard)
         return 0;
-    char err[600];
-    if (tr_events_open(&f->events, f->dir.s, start + 1, r->report.flush_every, err, sizeof err))
-        return tr_fail(d, TR_EFAIL, "tensorboard: %s", err);
+    struct tr_diag why = {0};
+    if (tr_events_open(&f->events, f->dir.s, start + 1, r->report.flush_every, &why))
+        return tr_fail_because(d, TR_EFAIL, &why, "tensorboard");
     if (start == 0)
         tr_tb_session_start(&f->events, r, plan_markdown ? plan_markdown : "", g, micro, (double)time(NULL));
     return 0;
@@ -305,10 +305,13 @@ void tr_run_folder_end(struct tr_run_folder *f, const char *report_dir, const st
         json_decref(end->leak);
     if (f->log) {   /* the report is for people: failing to write it does not fail the run */
         struct tr_run_outcome outcome = {.exit_code = end->exit_status, .seconds = end->seconds};
-        if (tr_run_report_render(f->dir.s, &outcome, err, sizeof err))
-            tr_run_folder_say(f, "warning: report: %s\n", err);
-        if (tr_runs_index_write(report_dir, err, sizeof err))
-            tr_run_folder_say(f, "warning: runs index: %s\n", err);
+        struct tr_diag why = {0};
+        if (tr_run_report_render(f->dir.s, &outcome, &why))
+            tr_run_folder_say(f, "warning: report: %s\n", tr_diag_last(&why));
+        tr_diag_free(&why);
+        if (tr_runs_index_write(report_dir, &why))
+            tr_run_folder_say(f, "warning: runs index: %s\n", tr_diag_last(&why));
+        tr_diag_free(&why);
     }
     bool failed = end->err && end->err != TR_EREGRESSION;
     if (f->events.fd >= 0 && end->err != TR_EINTERRUPTED)   /* interrupted: the session goes on */

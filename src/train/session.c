@@ -9,15 +9,14 @@
 int tr_session_plan(struct tr_session *s, const struct tr_recipe *r, const struct tr_data *data,
                     const char *plan_file, const char *resume_dir, struct tr_diag *d)
 {
-    char err[1024];
     struct tr_path own;
     const char *saved = plan_file;
     if (!plan_file && resume_dir && tr_path_set(&own, d, "%s/plan.json", resume_dir))
         return TR_EINVAL;
     if (!plan_file && resume_dir)
         saved = own.s;
-    if (tr_plan_device_named(&s->dev, r->device, err, sizeof err))
-        return tr_fail(d, TR_EFAIL, "%s", err);
+    if (tr_plan_device_named(&s->dev, r->device, d))
+        return TR_EFAIL;   /* exit 1, whatever the device said */
     if (tr_backend_open(s->dev.kind, s->dev.index, &s->be, d))
         return TR_EFAIL;
     if (tr_plan_job_init(&s->job, r, data, &s->dev, d))
@@ -25,8 +24,9 @@ int tr_session_plan(struct tr_session *s, const struct tr_recipe *r, const struc
     int rc;
     if (saved && (plan_file || access(saved, F_OK) == 0)) {
         struct tr_knobs k;
-        if (tr_plan_read_knobs(saved, &k, err, sizeof err))
-            return tr_fail(d, TR_EINVAL, "%s: %s", plan_file ? "--plan" : "resume", err);
+        struct tr_diag why = {0};
+        if (tr_plan_read_knobs(saved, &k, &why))
+            return tr_fail_because(d, TR_EINVAL, &why, "%s", plan_file ? "--plan" : "resume");
         rc = tr_plan_replay(&s->plan, &s->job, &k, d);
     } else {
         rc = tr_plan_search(&s->plan, &s->job, d);

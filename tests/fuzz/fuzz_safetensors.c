@@ -84,20 +84,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *input, size_t size)
     int strict = -1;
     for (unsigned flags = 0; flags <= TR_ST_ANY_DTYPE; flags += TR_ST_ANY_DTYPE) {
         struct tr_safetensors st;
-        char err[512] = "";
-        int rc = tr_st_parse_with(&st, data, size, "fuzz.safetensors", flags, err, sizeof err);
+        struct tr_diag err = {0};
+        int rc = tr_st_parse_with(&st, data, size, "fuzz.safetensors", flags, &err);
         if (rc == 0) {
             check_opened(&st, data, size, flags);
         } else {
             CHECK(rc == TR_EINVAL || rc == TR_ENOMEM);
             CHECK(strict != 0 || rc == TR_ENOMEM);   /* what the strict parse read, the other reads */
-            CHECK(!strncmp(err, "fuzz.safetensors: ", 18) && strlen(err) > 18);
-            for (const char *c = err; *c; c++)   /* hostile bytes never reach the message raw */
+            CHECK(!strncmp(tr_diag_last(&err), "fuzz.safetensors: ", 18) && strlen(tr_diag_last(&err)) > 18);
+            for (const char *c = tr_diag_last(&err); *c; c++)   /* hostile bytes never reach the message raw */
                 CHECK((unsigned char)*c >= 0x20 && *c != 0x7f);
             CHECK(st.n == 0 && st.tensors == NULL && st.header == NULL);
         }
         strict = flags ? strict : rc;
         tr_st_close(&st);
+        tr_diag_free(&err);
     }
     free(data);
     return 0;
