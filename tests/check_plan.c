@@ -103,9 +103,9 @@ static int search(struct fixture *f, struct tr_plan *p, uint64_t budget)
 static void expect_regions_of_program(struct fixture *f, const struct tr_candidate *c)
 {
     struct tr_built train, eval;
-    char err[300];
-    ck_assert_int_eq(tr_build(&train, &f->job, &c->k, true, err, sizeof err), 0);
-    ck_assert_int_eq(tr_build(&eval, &f->job, &c->k, false, err, sizeof err), 0);
+    struct tr_diag err = {0};
+    ck_assert_int_eq(tr_build(&train, &f->job, &c->k, true, &err), 0);
+    ck_assert_int_eq(tr_build(&eval, &f->job, &c->k, false, &err), 0);
     size_t arena = train.p.region_bytes[TR_ACT] > eval.p.region_bytes[TR_ACT] ? train.p.region_bytes[TR_ACT]
                                                                                : eval.p.region_bytes[TR_ACT];
     ck_assert_uint_eq(c->regions[TR_REGION_ARENA], arena);
@@ -136,8 +136,8 @@ START_TEST(optimizer_region_per_optimizer)
         struct tr_plan p;
         ck_assert_int_ge(search(&f, &p, (uint64_t)8 << 30), 0);
         struct tr_built train;
-        char err[300];
-        ck_assert_int_eq(tr_build(&train, &f.job, &p.cand[p.chosen].k, true, err, sizeof err), 0);
+        struct tr_diag err = {0};
+        ck_assert_int_eq(tr_build(&train, &f.job, &p.cand[p.chosen].k, true, &err), 0);
         ck_assert_uint_eq(p.cand[p.chosen].regions[TR_REGION_OPTIMIZER],
                           (uint64_t)cases[i].states * tr_plan_param_bytes(&train.g));
         tr_built_free(&train);

@@ -114,20 +114,20 @@ END_TEST
 
 START_TEST(record_over_a_resume)
 {
-    char dir[64] = "/tmp/check_record.XXXXXX", err[300], path[200];
+    char dir[64] = "/tmp/check_record.XXXXXX", path[200];
+    struct tr_diag err = {0};
     ck_assert_ptr_nonnull(mkdtemp(dir));
     json_t *rec;
-    ck_assert_int_eq(tr_run_record_begin(&rec, dir, json_pack("{ss}", "host", "h"), 0, err, sizeof err), 0);
+    ck_assert_int_eq(tr_run_record_begin(&rec, dir, json_pack("{ss}", "host", "h"), 0, &err), 0);
     snprintf(path, sizeof path, "%s/run.json", dir);
     json_t *on_disk = json_load_file(path, 0, NULL);   /* written at the start: a killed run has it */
     ck_assert_ptr_nonnull(on_disk);
     ck_assert(json_is_null(json_object_get(json_array_get(json_object_get(on_disk, "segments"), 0), "exit_code")));
     json_decref(on_disk);
-    ck_assert_int_eq(tr_run_record_end(rec, dir, 130, 2.5, 40, NULL, err, sizeof err), 0);
+    ck_assert_int_eq(tr_run_record_end(rec, dir, 130, 2.5, 40, NULL, &err), 0);
     json_decref(rec);
-    ck_assert_int_eq(tr_run_record_begin(&rec, dir, json_pack("{ss}", "host", "h2"), 40, err, sizeof err), 0);
-    ck_assert_int_eq(tr_run_record_end(rec, dir, 0, 1.5, 100, json_pack("{ss}", "verdict", "constant"), err,
-                                       sizeof err), 0);
+    ck_assert_int_eq(tr_run_record_begin(&rec, dir, json_pack("{ss}", "host", "h2"), 40, &err), 0);
+    ck_assert_int_eq(tr_run_record_end(rec, dir, 0, 1.5, 100, json_pack("{ss}", "verdict", "constant"), &err), 0);
     json_decref(rec);
     json_t *j = json_load_file(path, 0, NULL);
     json_t *segments = json_object_get(j, "segments");

@@ -27,7 +27,7 @@ static void checkpoint_blocks(struct tr_built *b, const struct tr_knobs *k)
 }
 
 int tr_build(struct tr_built *b, const struct tr_plan_job *job, const struct tr_knobs *k, bool training,
-             char *err, size_t errsize)
+             struct tr_diag *d)
 {
     const struct tr_split *split = &job->data->train;
     static const enum tr_dtype low[] = {[TR_PREC_FP32] = TR_F32, [TR_PREC_BF16] = TR_BF16, [TR_PREC_FP16] = TR_F16};
@@ -43,10 +43,8 @@ int tr_build(struct tr_built *b, const struct tr_plan_job *job, const struct tr_
         b->loss_scale = tr_autodiff(&b->g);
     if (training && !b->g.error)
         checkpoint_blocks(b, k);
-    if (b->g.error) {
-        snprintf(err, errsize, "model: %s", b->g.message);
-        return TR_EINVAL;
-    }
+    if (b->g.error)
+        return tr_fail(d, TR_EINVAL, "model: %s", b->g.message);
     int keep[2] = {b->m.loss, b->m.logits >= 0 ? b->m.logits : b->m.rank};
     struct tr_bucket buckets[TR_PLAN_MAX_BUCKETS];
     int n = training ? k->nbuckets : 1;
@@ -54,10 +52,8 @@ int tr_build(struct tr_built *b, const struct tr_plan_job *job, const struct tr_
         buckets[i] = training ? (struct tr_bucket){k->buckets[i].rows, k->buckets[i].len}
                               : (struct tr_bucket){k->eval_batch, job->seq};
     /* a profile's workspaces are its libraries', counted outside the regions */
-    if (tr_program_plan(&b->p, &b->g, buckets, n, keep, 2, tr_plan_workspace(job->dev))) {
-        snprintf(err, errsize, "planning the %s program failed", training ? "training" : "evaluation");
-        return TR_EINVAL;
-    }
+    if (tr_program_plan(&b->p, &b->g, buckets, n, keep, 2, tr_plan_workspace(job->dev)))
+        return tr_fail(d, TR_EINVAL, "planning the %s program failed", training ? "training" : "evaluation");
     return 0;
 }
 

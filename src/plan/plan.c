@@ -276,16 +276,15 @@ static void timing(struct pair *p, const struct lengths *h, struct tr_candidate 
 
 /* ---- the search ----------------------------------------------------------------------------- */
 
-static int open_pair(struct pair *p, const struct tr_plan_job *job, const struct tr_knobs *k, char *err,
-                     size_t errsize)
+static int open_pair(struct pair *p, const struct tr_plan_job *job, const struct tr_knobs *k, struct tr_diag *d)
 {
     memset(p, 0, sizeof *p);
     p->job = job;
     struct tr_knobs probe = *k;   /* any sizes: the pair re-plans each batching itself */
     probe.nbuckets = 1, probe.buckets[0] = (struct tr_length_bucket){job->seq, 1}, probe.eval_batch = 1;
-    int rc = tr_build(&p->train, job, &probe, true, err, errsize);
+    int rc = tr_build(&p->train, job, &probe, true, d);
     if (!rc)
-        rc = tr_build(&p->eval, job, &probe, false, err, errsize);
+        rc = tr_build(&p->eval, job, &probe, false, d);
     if (rc)
         return rc;
     p->eval_regions = tr_xcalloc((size_t)job->r->train.batch_size + 1, sizeof *p->eval_regions);
@@ -602,9 +601,7 @@ int tr_plan_search(struct tr_plan *p, const struct tr_plan_job *job, struct tr_d
             struct tr_knobs knobs = {.precision = sp.precisions[a], .remat_mode = sp.remat[k].mode,
                                      .remat_blocks = sp.remat[k].blocks};
             struct pair pair;
-            char err[300];
-            if ((rc = open_pair(&pair, job, &knobs, err, sizeof err))) {
-                tr_diag_add(diag, (struct tr_where){0}, "%s", err);
+            if ((rc = open_pair(&pair, job, &knobs, diag))) {
                 close_pair(&pair);
                 break;
             }
@@ -637,11 +634,10 @@ int tr_plan_replay(struct tr_plan *p, const struct tr_plan_job *job, const struc
     p->blocks = model_blocks(job);
     p->replayed = true;
     struct pair pair;
-    char err[300];
-    if (open_pair(&pair, job, k, err, sizeof err)) {
-        tr_diag_add(diag, (struct tr_where){0}, "the saved plan: %s", err);
+    struct tr_diag why = {0};
+    if (open_pair(&pair, job, k, &why)) {
         close_pair(&pair);
-        return TR_EINVAL;
+        return tr_fail_because(diag, TR_EINVAL, &why, "the saved plan");
     }
     struct lengths h;
     lengths_of(job, &h);

@@ -136,9 +136,9 @@ void tr_plan_free(struct tr_plan *p);
 /* Builds the program for knobs k: the model, the amp pass, autodiff and the remat pass for
  * training, and one memory plan per bucket (training) or at k->eval_batch (evaluation).
  * working_copies: 16-bit copies of the weights (what 16-bit GEMM hardware reads). 0, or
- * TR_EINVAL with the model's complaint in err. */
+ * TR_EINVAL with the model's complaint in d. */
 int tr_build(struct tr_built *b, const struct tr_plan_job *job, const struct tr_knobs *k, bool training,
-             char *err, size_t errsize);
+             struct tr_diag *d);
 void tr_built_free(struct tr_built *b);
 
 /* The f32 master parameters of g, in bytes. */

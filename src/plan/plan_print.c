@@ -211,9 +211,10 @@ static void explain(const struct tr_plan *p, const struct tr_plan_job *job, FILE
 {
     const struct tr_candidate *c = &p->cand[p->chosen >= 0 ? p->chosen : p->smallest];
     struct tr_built b;
-    char err[300];
-    if (tr_build(&b, job, &c->k, true, err, sizeof err)) {
-        fprintf(out, "  (cannot explain: %s)\n", err);
+    struct tr_diag why = {0};
+    if (tr_build(&b, job, &c->k, true, &why)) {
+        fprintf(out, "  (cannot explain: %s)\n", tr_diag_last(&why));
+        tr_diag_free(&why);
         tr_built_free(&b);
         return;
     }

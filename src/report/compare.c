@@ -567,20 +567,20 @@ static int comparison_rows(const json_t *cmp, struct row rows[5])
     return n;
 }
 
-FILE *tr_report_file_open(struct tr_atomic *a, const char *dir, const char *name, char *err, size_t errsize)
+FILE *tr_report_file_open(struct tr_atomic *a, const char *dir, const char *name, struct tr_diag *d)
 {
     struct tr_diag said = {0};   /* worded below, as before the atomic writer */
     char *path = tr_strdup_printf("%s/%s", dir, name);
     int rc = tr_atomic_open(a, path, &said);
     if (rc)
-        snprintf(err, errsize, "cannot write %s: %s", *a->tmp.s ? a->tmp.s : path, strerror(a->error));
+        tr_fail(d, TR_EIO, "cannot write %s: %s", *a->tmp.s ? a->tmp.s : path, strerror(a->error));
     tr_diag_free(&said);
     free(path);
     errno = 0;
     return rc ? NULL : a->f;
 }
 
-int tr_report_file_commit(struct tr_atomic *a, int filled, char *err, size_t errsize)
+int tr_report_file_commit(struct tr_atomic *a, int filled, struct tr_diag *d)
 {
     struct tr_diag said = {0};
     int e = errno;
@@ -590,10 +590,8 @@ int tr_report_file_commit(struct tr_atomic *a, int filled, char *err, size_t err
         e = a->error;
         filled = -1;
     }
-    if (filled)
-        snprintf(err, errsize, "cannot write %s: %s", a->path.s, e ? strerror(e) : "write error");
     tr_diag_free(&said);
-    return filled ? -1 : 0;
+    return filled ? tr_fail(d, TR_EIO, "cannot write %s: %s", a->path.s, e ? strerror(e) : "write error") : 0;
 }
 
 void tr_md_cell(FILE *out, const char *text)

@@ -75,10 +75,10 @@ void tr_format_change(double before, double after, char out[160]);
 /* A report file written whole or not at all, through the one atomic writer (core/atomic.h):
  * tr_report_file_open opens the temporary beside dir/name into a; tr_report_file_commit
  * renames it over dir/name, durably, when filling it went well (filled == 0 and no write
- * error), else removes it. Each returns NULL / −1 with a sentence in err. */
+ * error), else removes it. They return NULL / TR_EIO with the sentence in d. */
 struct tr_atomic;
-FILE *tr_report_file_open(struct tr_atomic *a, const char *dir, const char *name, char *err, size_t errsize);
-int tr_report_file_commit(struct tr_atomic *a, int filled, char *err, size_t errsize);
+FILE *tr_report_file_open(struct tr_atomic *a, const char *dir, const char *name, struct tr_diag *d);
+int tr_report_file_commit(struct tr_atomic *a, int filled, struct tr_diag *d);
 
 /* Writes "| text " as a Markdown table cell: a '|' would end it and a newline the row. */
 void tr_md_cell(FILE *out, const char *text);

@@ -537,11 +537,9 @@ static int write_html(FILE *out, const struct runs_index *ix)
 static int write_atomic(const struct runs_index *ix, const char *name, int (*fill)(FILE *, const struct runs_index *),
                         struct tr_diag *d)
 {
-    char err[4400];
     struct tr_atomic a;
-    FILE *out = tr_report_file_open(&a, ix->dir, name, err, sizeof err);
-    int rc = out ? tr_report_file_commit(&a, fill(out, ix), err, sizeof err) : -1;
-    return rc ? tr_fail(d, TR_EIO, "%s", err) : 0;
+    FILE *out = tr_report_file_open(&a, ix->dir, name, d);
+    return out ? tr_report_file_commit(&a, fill(out, ix), d) : TR_EIO;
 }
 
 int tr_runs_index_write(const char *runs_dir, struct tr_diag *d)

@@ -708,11 +708,9 @@ static int write_json_file(FILE *out, const struct pages *pg)
 static int write_atomic(const char *dir, const char *name, int (*fill)(FILE *, const struct pages *),
                         const struct pages *pg, struct tr_diag *d)
 {
-    char err[4400];
     struct tr_atomic a;
-    FILE *out = tr_report_file_open(&a, dir, name, err, sizeof err);
-    int rc = out ? tr_report_file_commit(&a, fill(out, pg), err, sizeof err) : -1;
-    return rc ? tr_fail(d, TR_EIO, "%s", err) : 0;
+    FILE *out = tr_report_file_open(&a, dir, name, d);
+    return out ? tr_report_file_commit(&a, fill(out, pg), d) : TR_EIO;
 }
 
 int tr_run_report_write(const struct tr_run_report *rep, struct tr_diag *d)

@@ -129,25 +129,29 @@ static void utc_now(char out[32])
     strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
 }
 
-static int write_record(json_t *record, const char *dir, char *err, size_t errsize)
+static int write_record(json_t *record, const char *dir, struct tr_diag *d)
 {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/run.json", dir);
-    struct tr_diag said = {0};   /* worded below, from errno */
-    int rc = tr_atomic_write_json(path, record, JSON_INDENT(2) | JSON_PRESERVE_ORDER, &said);
+    struct tr_path path;
+    int rc = tr_path_set(&path, d, "%s/run.json", dir);
     if (rc)
-        snprintf(err, errsize, "cannot write %s: %s", path, strerror(errno));
+        return rc;
+    struct tr_diag said = {0};   /* worded below, from errno */
+    rc = tr_atomic_write_json(path.s, record, JSON_INDENT(2) | JSON_PRESERVE_ORDER, &said);
     tr_diag_free(&said);
-    return rc ? -1 : 0;
+    return rc ? tr_fail(d, TR_EIO, "cannot write %s: %s", path.s, strerror(errno)) : 0;
 }
 
-int tr_run_record_begin(json_t **record, const char *dir, json_t *environment, int64_t from_step, char *err,
-                        size_t errsize)
+int tr_run_record_begin(json_t **record, const char *dir, json_t *environment, int64_t from_step,
+                        struct tr_diag *d)
 {
-    char path[4200], started[32];
-    snprintf(path, sizeof path, "%s/run.json", dir);
+    struct tr_path path;
+    char started[32];
+    if (tr_path_set(&path, d, "%s/run.json", dir)) {
+        json_decref(environment);
+        return TR_EINVAL;
+    }
     utc_now(started);
-    json_t *r = json_load_file(path, 0, NULL);   /* a resumed run's, from its earlier processes */
+    json_t *r = json_load_file(path.s, 0, NULL);   /* a resumed run's, from its earlier processes */
     if (!json_is_object(r) || !json_is_array(json_object_get(r, "segments"))) {
         json_decref(r);
         r = json_pack("{ss so* s[]}", "started", started, "environment", environment, "segments");
@@ -158,11 +162,11 @@ int tr_run_record_begin(json_t **record, const char *dir, json_t *environment, i
                           json_pack("{ss sn sn sn sI sn}", "started", started, "ended", "seconds", "exit_code",
                                     "from_step", (json_int_t)from_step, "to_step"));
     *record = r;
-    return write_record(r, dir, err, errsize);
+    return write_record(r, dir, d);
 }
 
 int tr_run_record_end(json_t *record, const char *dir, int exit_code, double seconds, int64_t to_step,
-                      json_t *leak, char *err, size_t errsize)
+                      json_t *leak, struct tr_diag *d)
 {
     char ended[32];
     utc_now(ended);
@@ -179,12 +183,11 @@ int tr_run_record_end(json_t *record, const char *dir, int exit_code, double sec
     json_object_set_new(record, "exit_code", json_integer(exit_code));
     json_object_set_new(record, "seconds", json_real(total));
     json_object_set_new(record, "leak", leak ? leak : json_null());
-    return write_record(record, dir, err, errsize);
+    return write_record(record, dir, d);
 }
 
-int tr_run_record_note(json_t *record, const char *dir, const char *key, json_t *value, char *err,
-                       size_t errsize)
+int tr_run_record_note(json_t *record, const char *dir, const char *key, json_t *value, struct tr_diag *d)
 {
     json_object_set_new(record, key, value);
-    return write_record(record, dir, err, errsize);
+    return write_record(record, dir, d);
 }

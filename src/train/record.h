@@ -8,6 +8,8 @@
 #include <jansson.h>
 #include <stdint.h>
 
+#include "core/error.h"
+
 enum tr_time {
     TR_TIME_DATA,          /* the loop waited for the loader */
     TR_TIME_FORWARD,       /* the training program's forward nodes */
@@ -68,14 +70,14 @@ json_t *tr_leak_json(const struct tr_leak *l);
  * resumed run has several), "exit_code" and "seconds" (the last's and their sum), "leak"}.
  * tr_run_record_begin loads dir's run.json (or starts one when fresh; environment is taken) and
  * opens a segment; tr_run_record_end closes it (leak is taken); both write the file whole,
- * renamed over the old one. Return 0, or −1 with a sentence in err. */
-int tr_run_record_begin(json_t **record, const char *dir, json_t *environment, int64_t from_step, char *err,
-                        size_t errsize);
+ * renamed over the old one (core/atomic.h). Return 0, or TR_EIO (TR_EINVAL: a path too long)
+ * with the sentence in d. */
+int tr_run_record_begin(json_t **record, const char *dir, json_t *environment, int64_t from_step,
+                        struct tr_diag *d);
 int tr_run_record_end(json_t *record, const char *dir, int exit_code, double seconds, int64_t to_step,
-                      json_t *leak, char *err, size_t errsize);
+                      json_t *leak, struct tr_diag *d);
 /* Sets record's key to value (taken) and writes the file at once: what a nightly run decided
  * ("warm_start": where its first weights came from; "promotion": the gate's decision). */
-int tr_run_record_note(json_t *record, const char *dir, const char *key, json_t *value, char *err,
-                       size_t errsize);
+int tr_run_record_note(json_t *record, const char *dir, const char *key, json_t *value, struct tr_diag *d);
 
 #endif

@@ -275,37 +275,37 @@ int tr_run_folder_open_events(struct tr_run_folder *f, const struct tr_recipe *r
 int tr_run_folder_begin_record(struct tr_run_folder *f, const struct tr_recipe *r, int64_t start, json_t *warm_start,
                                struct tr_diag *d)
 {
-    char hash[65], err[4400];
+    char hash[65];
     recipe_hash(r, hash);
-    if (tr_run_record_begin(&f->record, f->dir.s, tr_environment(hash), start, err, sizeof err)) {
+    int rc = tr_run_record_begin(&f->record, f->dir.s, tr_environment(hash), start, d);
+    if (rc) {
         json_decref(warm_start);
-        return tr_fail(d, TR_EIO, "%s", err);
+        return rc;
     }
-    if (warm_start && tr_run_record_note(f->record, f->dir.s, "warm_start", warm_start, err, sizeof err))
-        return tr_fail(d, TR_EIO, "%s", err);
-    return 0;
+    return warm_start ? tr_run_record_note(f->record, f->dir.s, "warm_start", warm_start, d) : 0;
 }
 
 void tr_run_folder_note(struct tr_run_folder *f, const char *key, json_t *value)
 {
-    char err[4400];
-    if (tr_run_record_note(f->record, f->dir.s, key, value, err, sizeof err))
-        tr_run_folder_say(f, "warning: %s\n", err);
+    struct tr_diag why = {0};
+    if (tr_run_record_note(f->record, f->dir.s, key, value, &why))
+        tr_run_folder_say(f, "warning: %s\n", tr_diag_last(&why));
+    tr_diag_free(&why);
 }
 
 /* ---- the end --------------------------------------------------------------------------------- */
 
 void tr_run_folder_end(struct tr_run_folder *f, const char *report_dir, const struct tr_run_end *end)
 {
-    char err[4400];
+    struct tr_diag why = {0};
     if (f->log && f->record &&
-        tr_run_record_end(f->record, f->dir.s, end->exit_status, end->seconds, end->steps, end->leak, err, sizeof err))
-        tr_run_folder_say(f, "warning: %s\n", err);
+        tr_run_record_end(f->record, f->dir.s, end->exit_status, end->seconds, end->steps, end->leak, &why))
+        tr_run_folder_say(f, "warning: %s\n", tr_diag_last(&why));
     else if (!f->log || !f->record)
         json_decref(end->leak);
+    tr_diag_free(&why);
     if (f->log) {   /* the report is for people: failing to write it does not fail the run */
         struct tr_run_outcome outcome = {.exit_code = end->exit_status, .seconds = end->seconds};
-        struct tr_diag why = {0};
         if (tr_run_report_render(f->dir.s, &outcome, &why))
             tr_run_folder_say(f, "warning: report: %s\n", tr_diag_last(&why));
         tr_diag_free(&why);

@@ -45,9 +45,9 @@ int tr_session_plan(struct tr_session *s, const struct tr_recipe *r, const struc
 /* The chosen plan's program, training or evaluation, and an executor over its regions. */
 static int build_side(struct tr_session *s, struct tr_side *side, bool training, struct tr_diag *d)
 {
-    char err[300];
-    if (tr_build(&side->b, &s->job, &s->k, training, err, sizeof err))
-        return tr_fail(d, TR_EINVAL, "%s", err);
+    int rc = tr_build(&side->b, &s->job, &s->k, training, d);
+    if (rc)
+        return rc;
     side->lm = s->job.data->kind == TR_DATA_TEXT_LM;
     side->loss_scale = side->b.loss_scale;
     side->x = (struct tr_exec){.g = &side->b.g, .schedule = side->b.p.schedule, .n = side->b.p.n,
