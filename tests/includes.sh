@@ -20,13 +20,11 @@ rank_of() {
 }
 
 # Folders: every #include "folder/..." of every source file, against the stage order.
-# cli/exit.h (the exit statuses) is still included below src/cli/ until issue 22's error
-# conversion has reached every stage; it goes with the last such include.
 upward=$(cd "$srcdir" && find src -name '*.[ch]' -o -name '*.cu' -o -name '*.inc' | sort | while read -r f; do
   from=$(echo "$f" | cut -d/ -f2)
   grep -o '^#include "[a-z]*/[^"]*"' "$f" | sed 's/#include "//; s/"$//' | while read -r h; do
     to=${h%%/*}
-    [ "$to" = "$from" ] || [ "$to" = core ] || [ "$h" = cli/exit.h ] && continue
+    [ "$to" = "$from" ] || [ "$to" = core ] && continue
     [ "$(rank_of "$to")" -lt "$(rank_of "$from")" ] || echo "$f includes $h"
   done
 done)

@@ -1,7 +1,7 @@
 #!/bin/sh
 # The manual pages against the program: each page lints clean with mandoc, every recipe key
 # the binary knows is documented in trainrun-recipe(5) and present in etc/trainrun.conf,
-# and every exit status in src/cli/exit.h is under EXIT STATUS in trainrun(1).
+# and every exit status in src/core/exit.h is under EXIT STATUS in trainrun(1).
 # Environment: TRAINRUN (the binary), srcdir (the source tree), MANDOC (empty: skip, 77).
 set -u
 : "${TRAINRUN:?set TRAINRUN to the trainrun binary}" "${srcdir:?set srcdir}"
@@ -61,13 +61,13 @@ while read -r path; do
 done <"$scratch/keys"
 echo "keys: $nkeys checked in man/trainrun-recipe.5 and etc/trainrun.conf"
 
-# 3. Every exit status value in src/cli/exit.h is a tag of trainrun(1)'s EXIT STATUS list.
-values=$(sed -n 's/^ *TR_EXIT_[A-Z_]* *= *\([0-9][0-9]*\).*/\1/p' "$srcdir/src/cli/exit.h" | tr '\n' ' ')
-[ -n "$values" ] || fail "no exit statuses found in src/cli/exit.h"
+# 3. Every exit status value in src/core/exit.h is a tag of trainrun(1)'s EXIT STATUS list.
+values=$(sed -n 's/^ *TR_EXIT_[A-Z_]* *= *\([0-9][0-9]*\).*/\1/p' "$srcdir/src/core/exit.h" | tr '\n' ' ')
+[ -n "$values" ] || fail "no exit statuses found in src/core/exit.h"
 sed -n '/^\.Sh EXIT STATUS/,/^\.Sh /p' "$command_page" >"$scratch/exit-status"
 for value in $values; do
   grep -q "^\.It $value\$" "$scratch/exit-status" ||
-    fail "exit status $value (src/cli/exit.h) is not under EXIT STATUS in man/trainrun.1"
+    fail "exit status $value (src/core/exit.h) is not under EXIT STATUS in man/trainrun.1"
 done
 echo "exit statuses: $values"
 

@@ -2,12 +2,12 @@
 # The scheduling examples an administrator copies (etc/cron.d, etc/systemd): the cron job is
 # one valid line per job with its user and a PATH, its command parses; the systemd units pass
 # systemd-analyze verify where it exists, and count exactly "unchanged" and "locked" from
-# src/cli/exit.h as success — a regression must stay a failure, so that it alerts.
+# src/core/exit.h as success — a regression must stay a failure, so that it alerts.
 . "$srcdir/tests/lib.sh"
 cron=$srcdir/etc/cron.d/trainrun
 service=$srcdir/etc/systemd/trainrun@.service
 timer=$srcdir/etc/systemd/trainrun@.timer
-status_of() { sed -n "s/^ *$1 *= *\([0-9]*\).*/\1/p" "$srcdir/src/cli/exit.h"; }
+status_of() { sed -n "s/^ *$1 *= *\([0-9]*\).*/\1/p" "$srcdir/src/core/exit.h"; }
 unchanged=$(status_of TR_EXIT_UNCHANGED)
 locked=$(status_of TR_EXIT_LOCKED)
 regression=$(status_of TR_EXIT_REGRESSION)

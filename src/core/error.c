@@ -10,7 +10,7 @@
 static void out_of_memory(void)
 {
     fputs("trainrun: out of memory\n", stderr);
-    exit(1);   /* TR_EXIT_FAILURE (cli/exit.h): the one exit outside main, where no caller can go on */
+    exit(1);   /* TR_EXIT_FAILURE (core/exit.h): the one exit outside main, where no caller can go on */
 }
 
 void *tr_xmalloc(size_t n)

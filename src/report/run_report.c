@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "core/alloc.h"
-#include "cli/exit.h"
+#include "core/exit.h"
 
 /* Loss spikes: a logged train/loss above SPIKE_RATIO × the median of the SPIKE_WINDOW logged
  * before it (fewer than SPIKE_MIN_HISTORY: too early to tell). Data-bound: waiting for data

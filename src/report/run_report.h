@@ -13,7 +13,7 @@
 
 /* How the run ended, as the trainer knows it. */
 struct tr_run_outcome {
-    int exit_code;     /* cli/exit.h */
+    int exit_code;     /* core/exit.h */
     double seconds;    /* wall-clock, the whole run */
 };
 

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/exit.h"   /* the statuses run.json records, read back */
 #include "data/cache.h"
 
 /* ---- the lock -------------------------------------------------------------------------------- */
@@ -250,9 +251,6 @@ int tr_runs_link_set(const char *dir, const char *link, const char *target)
     return rc ? -1 : 0;
 }
 
-/* The exit statuses run.json records (trainrun(1), EXIT STATUS: fixed for good, as cron jobs
- * branch on them), read back here as the file's values. */
-enum { RECORDED_OK = 0, RECORDED_REGRESSION = 6, RECORDED_INTERRUPTED = 130 };
 
 enum tr_run_state tr_runs_state(const char *run_dir)
 {
@@ -265,9 +263,9 @@ enum tr_run_state tr_runs_state(const char *run_dir)
     json_t *last = json_array_get(segments, json_array_size(segments) - 1);
     json_t *code = json_object_get(last, "exit_code");
     enum tr_run_state state = TR_RUN_FAILED;
-    if (!last || !code || json_is_null(code) || json_integer_value(code) == RECORDED_INTERRUPTED)
+    if (!last || !code || json_is_null(code) || json_integer_value(code) == TR_EXIT_INTERRUPTED)
         state = TR_RUN_INTERRUPTED;
-    else if (json_integer_value(code) == RECORDED_OK || json_integer_value(code) == RECORDED_REGRESSION)
+    else if (json_integer_value(code) == TR_EXIT_OK || json_integer_value(code) == TR_EXIT_REGRESSION)
         state = TR_RUN_FINISHED;
     json_decref(record);
     return state;
