@@ -26,7 +26,7 @@ START_TEST(every_op_has_every_fact)
         ck_assert_msg(info->amp != TR_AMP_UNSET, "%s: no amp policy", name);
         ck_assert_msg(info->remat != TR_REMAT_UNSET, "%s: no checkpointing class", name);
         ck_assert_msg(info->grad_kind != TR_GRAD_UNSET, "%s: no gradient rule, nor a none", name);
-        ck_assert_msg((info->grad_kind == TR_GRAD_RULE) == (info->grad != NULL),
+        ck_assert_msg((info->grad_kind == TR_GRAD_RULE) == (tr_grad_rule_of((enum tr_op)op) != NULL),
                       "%s: a gradient rule exactly when grad_kind says so", name);
         ck_assert_msg(info->flops && info->specials, "%s: no FLOPs or specials rule (tr_cost_none: none)", name);
         ck_assert_msg(info->runs_on != TR_OP_RUNS_ON_UNSET, "%s: nothing says what runs it", name);

@@ -328,9 +328,50 @@ void tr_grad_sum(struct tr_autodiff *ad, const struct tr_node *n, int gy)
     emit(ad, TR_OP_SUM_BWD, &gy, 1, &n->in[0], 1, &at);
 }
 
+/* Each differentiable op's rule, by op: the ops whose row (ops.c) says TR_GRAD_RULE, and only
+ * they (tests/check_ops.c). Here, not in the op table, so that the table (read by every pass)
+ * does not point back into this pass. */
+static tr_grad_rule *const rules[TR_NOPS] = {
+    [TR_OP_MATMUL] = tr_grad_matmul,
+    [TR_OP_BIAS_ADD] = tr_grad_bias_add,
+    [TR_OP_ADD] = tr_grad_add,
+    [TR_OP_MUL] = tr_grad_mul,
+    [TR_OP_SCALE] = tr_grad_same_op,
+    [TR_OP_RELU] = tr_grad_relu,
+    [TR_OP_GELU] = tr_grad_gelu,
+    [TR_OP_TANH] = tr_grad_tanh,
+    [TR_OP_SOFTMAX] = tr_grad_softmax,
+    [TR_OP_LOG_SOFTMAX] = tr_grad_log_softmax,
+    [TR_OP_CROSS_ENTROPY] = tr_grad_cross_entropy,
+    [TR_OP_LINEAR_CROSS_ENTROPY] = tr_grad_linear_cross_entropy,
+    [TR_OP_LAYERNORM] = tr_grad_layernorm,
+    [TR_OP_EMBEDDING] = tr_grad_embedding,
+    [TR_OP_DROPOUT] = tr_grad_same_op,
+    [TR_OP_ATTENTION] = tr_grad_attention,
+    [TR_OP_CONV2D] = tr_grad_conv2d,
+    [TR_OP_BATCHNORM] = tr_grad_batchnorm,
+    [TR_OP_MAXPOOL] = tr_grad_maxpool,
+    [TR_OP_AVGPOOL] = tr_grad_avgpool,
+    [TR_OP_GLOBAL_AVGPOOL] = tr_grad_global_avgpool,
+    [TR_OP_RESHAPE] = tr_grad_reshape,
+    [TR_OP_PERMUTE] = tr_grad_permute,
+    [TR_OP_SLICE] = tr_grad_slice,
+    [TR_OP_CONCAT] = tr_grad_concat,
+    [TR_OP_GATHER] = tr_grad_gather,
+    [TR_OP_MASKED_FILL] = tr_grad_masked_fill,
+    [TR_OP_CAST] = tr_grad_cast,
+    [TR_OP_SUM] = tr_grad_sum,
+    [TR_OP_MEAN] = tr_grad_sum,
+};
+
+tr_grad_rule *tr_grad_rule_of(enum tr_op op)
+{
+    return rules[op];
+}
+
 static bool differentiable(enum tr_op op)
 {
-    return tr_ops[op].grad != NULL;
+    return rules[op] != NULL;
 }
 
 /* needs[v]: v is a parameter, or a float output of a differentiable op reading one. */
@@ -385,7 +426,7 @@ int tr_autodiff(struct tr_graph *g)
         if (gy < 0 || !differentiable(n.op))
             continue;
         g->block = n.block;   /* backward nodes belong to their forward's block (remat's unit) */
-        tr_ops[n.op].grad(&ad, &n, gy);
+        rules[n.op](&ad, &n, gy);
         if (g->nvalues + 16 > cap) {
             snprintf(g->message, sizeof g->message, "autodiff: internal: side tables too small");
             g->error = TR_EINVAL;

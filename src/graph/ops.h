@@ -30,7 +30,7 @@ enum tr_remat_class {
 /* Where an op gets its gradient. */
 enum tr_grad_kind {
     TR_GRAD_UNSET,
-    TR_GRAD_RULE,        /* .grad appends its backward (autodiff.c) */
+    TR_GRAD_RULE,        /* its rule (tr_grad_rule_of, autodiff.c) appends its backward */
     TR_GRAD_BACKWARD_OP, /* none: a backward op itself, never differentiated again */
     TR_GRAD_NONE,        /* not differentiable: its outputs carry no gradient (argmax) */
 };
@@ -64,7 +64,6 @@ struct tr_op_info {
                                  * an input dying here (memplan.c); its CPU kernel allows it */
     enum tr_remat_class remat;
     enum tr_grad_kind grad_kind;
-    tr_grad_rule *grad;         /* TR_GRAD_RULE's rule; NULL otherwise */
     tr_cost_rule *flops;        /* the GEMM-rate work; tr_cost_none where its bytes dominate */
     tr_cost_rule *specials;     /* exp, erf or hash evaluations beyond its bytes */
     enum tr_op_runs_on runs_on;
@@ -77,7 +76,9 @@ extern const struct tr_op_info tr_ops[];
 /* The cost rule of ops whose cost is all in their bytes. */
 double tr_cost_none(const struct tr_node *n, const struct tr_tensor *in, const struct tr_tensor *out);
 
-/* The gradient rules the table points to (autodiff.c), one per differentiable op or family. */
+/* The gradient rules (autodiff.c), one per differentiable op or family, and the rule of an op:
+ * its TR_GRAD_RULE row's, NULL for any other. */
+tr_grad_rule *tr_grad_rule_of(enum tr_op op);
 tr_grad_rule tr_grad_matmul, tr_grad_bias_add, tr_grad_add, tr_grad_mul, tr_grad_same_op, tr_grad_relu,
     tr_grad_tanh, tr_grad_gelu, tr_grad_softmax, tr_grad_log_softmax, tr_grad_cross_entropy,
     tr_grad_linear_cross_entropy, tr_grad_layernorm, tr_grad_embedding, tr_grad_attention, tr_grad_conv2d,

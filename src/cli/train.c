@@ -1,0 +1,142 @@
+/* A run, start to report (DESIGN.md §2): the stages — data, plan, programs, first weights, run
+ * folder, training loop, test evaluation, finish and report — called in turn on plain data, in
+ * one screen (train, below), and the recipe's lock. `trainrun RECIPE` (run.c) and `trainrun
+ * resume` (resume.c) both end here; the exit status is chosen here, from how the run ended. */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/exit.h"
+#include "recipe/recipe.h"
+#include "report/notify.h"
+#include "train/finish.h"
+#include "train/loop.h"
+#include "train/run_folder.h"
+#include "train/runs.h"
+#include "train/session.h"
+#include "train/weights.h"
+
+int tr_cli_lock(const char *dir, struct tr_runs_lock *lock)
+{
+    struct tr_diag diag = {0};
+    int rc = tr_runs_lock(dir, lock, &diag);
+    if (rc == TR_ELOCKED)
+        fprintf(stderr, "trainrun: another run of this recipe is in progress: %s; nothing was run\n",
+                tr_diag_last(&diag));
+    else if (rc)
+        fprintf(stderr, "trainrun: %s\n", tr_diag_last(&diag));
+    tr_diag_free(&diag);
+    return tr_exit_status(rc);
+}
+
+/* ---- the run, stage by stage ------------------------------------------------------------------- */
+
+/* The data stage: the recipe's data loaded (fetched, verified, tokenized). A resumed run reads
+ * the data it began with, or it would not end as an uninterrupted one. */
+static int load_data(const struct tr_recipe *r, const char *resume_dir, struct tr_data *data, struct tr_diag *d)
+{
+    if (tr_data_load(r, tr_cli_datasets_dir(), data, d))
+        return TR_EDATA;
+    char what[1024];
+    if (resume_dir && tr_data_changed_since(data, resume_dir, what, sizeof what))
+        return tr_fail(d, TR_EDATA, "resume: the data changed since this run began (%.900s differs from "
+                       "%.2000s/data-sources.json); a resumed run must read the data it began with: start a new "
+                       "run instead", what, resume_dir);
+    tr_data_print_warnings(data, stderr);   /* before the run folder and its log exist */
+    return 0;
+}
+
+/* The run folder's first files, before the first step: a fresh run keeps its data's files and
+ * its plan; a resumed one restores its newest checkpoint into *start. Then the event file, the
+ * record and the opening lines. */
+static int start_run_folder(struct tr_run_folder *f, struct tr_session *s, struct tr_loop *l,
+                            const struct tr_recipe *r, const struct tr_data *data, bool resumed,
+                            struct tr_weights *w, int64_t *start, struct tr_diag *d)
+{
+    int rc = resumed ? tr_loop_resume(l, s, f, start, d) : tr_run_folder_keep_data(f, data, d);
+    if (!rc && !resumed)
+        rc = tr_run_folder_write_plan(f, tr_run_folder_plan_json(s, r, data), json_array(), 0, d);
+    bool tensorboard_plan = !rc && *start == 0 && r->report.tensorboard;
+    char *plan = tensorboard_plan ? tr_plan_markdown(&s->plan, &s->job, s->train.b.remat_nodes) : NULL;
+    if (!rc)
+        rc = tr_run_folder_open_events(f, r, *start, plan, &s->train.b.g, s->k.micro, d);
+    free(plan);
+    if (rc)
+        return rc;
+    rc = tr_run_folder_begin_record(f, r, *start, w->warm_start, d);
+    w->warm_start = NULL;   /* the record took it */
+    if (!rc)
+        tr_loop_say_start(l, s, f, r, data, w->summary);
+    return rc;
+}
+
+/* The run, start to report: each call one stage on plain data. Returns how it ended (0 or an
+ * enum tr_err), with the run folder left in *folder for the caller's result line. */
+static int train(const struct tr_recipe *r, const char *resume_dir, const char *plan_file,
+                 struct tr_run_folder *folder, struct tr_train_result *res, struct tr_diag *d)
+{
+    double started = tr_now();
+    struct tr_data data = {0};
+    struct tr_session s = {0};
+    struct tr_weights w = {0};
+    struct tr_loop loop = {0};
+    int64_t start = 0;
+    int rc = load_data(r, resume_dir, &data, d);                         /* data */
+    tr_loop_init(&loop, r, &data);
+    if (!rc)
+        rc = tr_session_plan(&s, r, &data, plan_file, resume_dir, d);    /* plan */
+    if (!rc)
+        rc = tr_session_build(&s, r, d);                                 /* programs, regions */
+    if (!rc)
+        rc = tr_weights_init(&s, r, &data, resume_dir, &w, d);           /* first weights */
+    if (!rc)
+        rc = tr_run_folder_open(folder, r, resume_dir, d);               /* run folder */
+    if (!rc)
+        rc = start_run_folder(folder, &s, &loop, r, &data, resume_dir != NULL, &w, &start, d);   /* or resume */
+    if (!rc)
+        res->run_dir = folder->dir.s;
+    if (!rc)
+        rc = tr_loop_run(&loop, &s, folder, r, &data, start, res, d);   /* training loop */
+    if (!rc && data.test.n)
+        rc = tr_loop_evaluate(&loop, &s, r, &data, &data.test, &res->test, d);   /* evaluation */
+    if (!rc)
+        rc = tr_loop_checkpoint(&loop, &s, folder, r, res->steps, d);    /* the last checkpoint */
+    tr_finish_say_done(folder, &data, res, rc, d);                       /* finish */
+    int measured = tr_finish_measured_plan(folder, &s, r, &data, res->steps, d);
+    rc = rc ? rc : measured;
+    if (!rc)
+        rc = tr_finish_promote(folder, r, d);                            /* nightly: the gate */
+    if (rc != TR_EINTERRUPTED)
+        tr_finish_retain(folder, r);                                     /* and report.keep */
+    json_t *leak = tr_loop_end(&loop, folder, res->steps);               /* report */
+    tr_run_folder_end(folder, r->report.dir, &(struct tr_run_end){.err = rc, .exit_status = tr_exit_status(rc),
+                                                                  .seconds = tr_now() - started,
+                                                                  .steps = res->steps, .leak = leak});
+    tr_weights_free(&w);
+    tr_session_free(&s);
+    tr_data_free(&data);
+    return rc;
+}
+
+int tr_cli_train(const struct tr_recipe *r, const struct tr_args *a, const char *resume_dir,
+                 struct tr_diag *diag)
+{
+    bool quiet = tr_args_has(a, "--quiet") || tr_args_has(a, "-q");
+    struct tr_run_folder folder;
+    struct tr_train_result res = {0};
+    tr_run_folder_init(&folder, quiet);
+    int status = tr_exit_status(train(r, resume_dir, tr_args_value(a, "--plan"), &folder, &res, diag));
+    tr_cli_print_diag(diag);
+    const char *dir = res.run_dir ? res.run_dir : "";
+    if (status == TR_EXIT_OK && quiet && isnan(res.test.accuracy))
+        printf("%s: no test split, run folder %s\n", r->name, dir);
+    else if (status == TR_EXIT_OK && quiet)
+        printf("%s: test accuracy %.4f, run folder %s\n", r->name, res.test.accuracy, dir);
+    fflush(stdout);   /* the result line first, then the webhook's wait */
+    tr_notify_run_end(r, *dir ? dir : resume_dir, status);
+    tr_run_folder_close(&folder);
+    return status;
+}
