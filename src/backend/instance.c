@@ -10,11 +10,9 @@ int tr_backend_open_ops(const struct tr_backend_ops *ops, int device, struct tr_
     struct tr_backend *be = tr_xcalloc(1, sizeof *be);
     be->ops = ops, be->device = device;
     int rc = ops->open(be, d);
-    if (rc) {
+    *out = rc ? NULL : be;
+    if (rc)
         free(be);
-        be = NULL;
-    }
-    *out = be;
     return rc;
 }
 

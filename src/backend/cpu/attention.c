@@ -34,12 +34,5 @@ static const uint8_t *attn_mask(const struct tr_kernel_args *a, int index)
 #define TR_KERNEL_BODY "backend/cpu/attention.inc"
 #include "backend/cpu/instantiate.h"
 
-int tr_cpu_attention(const struct tr_kernel_args *a)
-{
-    return tr_cpu_by_dtype(a, "attention", attention_f32, attention_f64);
-}
-
-int tr_cpu_attention_bwd(const struct tr_kernel_args *a)
-{
-    return tr_cpu_by_dtype(a, "attention_bwd", attention_bwd_f32, attention_bwd_f64);
-}
+int tr_cpu_attention(const struct tr_kernel_args *a) { return TR_CPU_BY_DTYPE(a, attention); }
+int tr_cpu_attention_bwd(const struct tr_kernel_args *a) { return TR_CPU_BY_DTYPE(a, attention_bwd); }

@@ -35,12 +35,5 @@ static int bn_check(const struct tr_kernel_args *a, const struct tr_bn_geom *g)
 #define TR_KERNEL_BODY "backend/cpu/batchnorm.inc"
 #include "backend/cpu/instantiate.h"
 
-int tr_cpu_batchnorm(const struct tr_kernel_args *a)
-{
-    return tr_cpu_by_dtype(a, "batchnorm", batchnorm_f32, batchnorm_f64);
-}
-
-int tr_cpu_batchnorm_bwd(const struct tr_kernel_args *a)
-{
-    return tr_cpu_by_dtype(a, "batchnorm_bwd", batchnorm_bwd_f32, batchnorm_bwd_f64);
-}
+int tr_cpu_batchnorm(const struct tr_kernel_args *a) { return TR_CPU_BY_DTYPE(a, batchnorm); }
+int tr_cpu_batchnorm_bwd(const struct tr_kernel_args *a) { return TR_CPU_BY_DTYPE(a, batchnorm_bwd); }

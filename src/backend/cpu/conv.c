@@ -126,17 +126,6 @@ static int conv_plan_threads(const struct tr_kernel_args *a, struct conv_geom *g
 #define TR_KERNEL_BODY "backend/cpu/conv.inc"
 #include "backend/cpu/instantiate.h"
 
-int tr_cpu_conv2d(const struct tr_kernel_args *a)
-{
-    return tr_cpu_by_dtype(a, "conv2d", conv2d_f32, conv2d_f64);
-}
-
-int tr_cpu_conv2d_bwd_data(const struct tr_kernel_args *a)
-{
-    return tr_cpu_by_dtype(a, "conv2d_bwd_data", conv2d_bwd_data_f32, conv2d_bwd_data_f64);
-}
-
-int tr_cpu_conv2d_bwd_filter(const struct tr_kernel_args *a)
-{
-    return tr_cpu_by_dtype(a, "conv2d_bwd_filter", conv2d_bwd_filter_f32, conv2d_bwd_filter_f64);
-}
+int tr_cpu_conv2d(const struct tr_kernel_args *a) { return TR_CPU_BY_DTYPE(a, conv2d); }
+int tr_cpu_conv2d_bwd_data(const struct tr_kernel_args *a) { return TR_CPU_BY_DTYPE(a, conv2d_bwd_data); }
+int tr_cpu_conv2d_bwd_filter(const struct tr_kernel_args *a) { return TR_CPU_BY_DTYPE(a, conv2d_bwd_filter); }

@@ -121,7 +121,8 @@ static inline int64_t tr_cpu_cols(const struct tr_tensor *t) { return t->rank ? 
 static inline int64_t tr_cpu_rows(const struct tr_tensor *t) { return tr_tensor_numel(t) / (t->rank ? t->dim[t->rank - 1] : 1); }
 
 /* A kernel's f32 or f64 body (written once in its .inc) by the first input's dtype: each
- * tr_cpu_<op> is `return tr_cpu_by_dtype(a, "<op>", <op>_f32, <op>_f64);`, inlined. */
+ * kernel is defined, under its own name, as `int tr_cpu_<op>(const struct tr_kernel_args *a)
+ * { return TR_CPU_BY_DTYPE(a, <op>); }`, inlined. */
 static inline int tr_cpu_by_dtype(const struct tr_kernel_args *a, const char *name, tr_kernel_fn f32,
                                   tr_kernel_fn f64)
 {
@@ -133,5 +134,6 @@ static inline int tr_cpu_by_dtype(const struct tr_kernel_args *a, const char *na
     }
     return tr_cpu_fail(a, "%s: %s tensors are not supported on the CPU", name, tr_dtype_name(a->in[0].dtype));
 }
+#define TR_CPU_BY_DTYPE(a, op) tr_cpu_by_dtype(a, #op, op##_f32, op##_f64)
 
 #endif

@@ -50,7 +50,4 @@ static inline void dropout_keeps4(const struct dropout_key *k, int64_t row, int6
 #define TR_KERNEL_BODY "backend/cpu/dropout.inc"
 #include "backend/cpu/instantiate.h"
 
-int tr_cpu_dropout(const struct tr_kernel_args *a)
-{
-    return tr_cpu_by_dtype(a, "dropout", dropout_f32, dropout_f64);
-}
+int tr_cpu_dropout(const struct tr_kernel_args *a) { return TR_CPU_BY_DTYPE(a, dropout); }

@@ -35,22 +35,7 @@ static int check_ids(const struct tr_kernel_args *a, const int32_t *ids, int64_t
 #define gather_bwd_f32 embedding_bwd_f32
 #define gather_bwd_f64 embedding_bwd_f64
 
-int tr_cpu_embedding(const struct tr_kernel_args *a)
-{
-    return tr_cpu_by_dtype(a, "embedding", embedding_f32, embedding_f64);
-}
-
-int tr_cpu_embedding_bwd(const struct tr_kernel_args *a)
-{
-    return tr_cpu_by_dtype(a, "embedding_bwd", embedding_bwd_f32, embedding_bwd_f64);
-}
-
-int tr_cpu_gather(const struct tr_kernel_args *a)
-{
-    return tr_cpu_by_dtype(a, "gather", gather_f32, gather_f64);
-}
-
-int tr_cpu_gather_bwd(const struct tr_kernel_args *a)
-{
-    return tr_cpu_by_dtype(a, "gather_bwd", gather_bwd_f32, gather_bwd_f64);
-}
+int tr_cpu_embedding(const struct tr_kernel_args *a) { return TR_CPU_BY_DTYPE(a, embedding); }
+int tr_cpu_embedding_bwd(const struct tr_kernel_args *a) { return TR_CPU_BY_DTYPE(a, embedding_bwd); }
+int tr_cpu_gather(const struct tr_kernel_args *a) { return TR_CPU_BY_DTYPE(a, gather); }
+int tr_cpu_gather_bwd(const struct tr_kernel_args *a) { return TR_CPU_BY_DTYPE(a, gather_bwd); }

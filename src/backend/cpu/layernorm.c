@@ -13,12 +13,5 @@
 #define TR_KERNEL_BODY "backend/cpu/layernorm.inc"
 #include "backend/cpu/instantiate.h"
 
-int tr_cpu_layernorm(const struct tr_kernel_args *a)
-{
-    return tr_cpu_by_dtype(a, "layernorm", layernorm_f32, layernorm_f64);
-}
-
-int tr_cpu_layernorm_bwd(const struct tr_kernel_args *a)
-{
-    return tr_cpu_by_dtype(a, "layernorm_bwd", layernorm_bwd_f32, layernorm_bwd_f64);
-}
+int tr_cpu_layernorm(const struct tr_kernel_args *a) { return TR_CPU_BY_DTYPE(a, layernorm); }
+int tr_cpu_layernorm_bwd(const struct tr_kernel_args *a) { return TR_CPU_BY_DTYPE(a, layernorm_bwd); }

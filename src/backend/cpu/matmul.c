@@ -23,7 +23,4 @@
 #define TR_KERNEL_BODY "backend/cpu/matmul.inc"
 #include "backend/cpu/instantiate.h"
 
-int tr_cpu_matmul(const struct tr_kernel_args *a)
-{
-    return tr_cpu_by_dtype(a, "matmul", matmul_f32, matmul_f64);
-}
+int tr_cpu_matmul(const struct tr_kernel_args *a) { return TR_CPU_BY_DTYPE(a, matmul); }

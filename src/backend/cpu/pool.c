@@ -31,32 +31,9 @@ static void pool_span(const struct pool_geom *g, int64_t o, int64_t size, int64_
 #define TR_KERNEL_BODY "backend/cpu/pool.inc"
 #include "backend/cpu/instantiate.h"
 
-int tr_cpu_maxpool(const struct tr_kernel_args *a)
-{
-    return tr_cpu_by_dtype(a, "maxpool", maxpool_f32, maxpool_f64);
-}
-
-int tr_cpu_maxpool_bwd(const struct tr_kernel_args *a)
-{
-    return tr_cpu_by_dtype(a, "maxpool_bwd", maxpool_bwd_f32, maxpool_bwd_f64);
-}
-
-int tr_cpu_avgpool(const struct tr_kernel_args *a)
-{
-    return tr_cpu_by_dtype(a, "avgpool", avgpool_f32, avgpool_f64);
-}
-
-int tr_cpu_avgpool_bwd(const struct tr_kernel_args *a)
-{
-    return tr_cpu_by_dtype(a, "avgpool_bwd", avgpool_bwd_f32, avgpool_bwd_f64);
-}
-
-int tr_cpu_global_avgpool(const struct tr_kernel_args *a)
-{
-    return tr_cpu_by_dtype(a, "global_avgpool", global_avgpool_f32, global_avgpool_f64);
-}
-
-int tr_cpu_global_avgpool_bwd(const struct tr_kernel_args *a)
-{
-    return tr_cpu_by_dtype(a, "global_avgpool_bwd", global_avgpool_bwd_f32, global_avgpool_bwd_f64);
-}
+int tr_cpu_maxpool(const struct tr_kernel_args *a) { return TR_CPU_BY_DTYPE(a, maxpool); }
+int tr_cpu_maxpool_bwd(const struct tr_kernel_args *a) { return TR_CPU_BY_DTYPE(a, maxpool_bwd); }
+int tr_cpu_avgpool(const struct tr_kernel_args *a) { return TR_CPU_BY_DTYPE(a, avgpool); }
+int tr_cpu_avgpool_bwd(const struct tr_kernel_args *a) { return TR_CPU_BY_DTYPE(a, avgpool_bwd); }
+int tr_cpu_global_avgpool(const struct tr_kernel_args *a) { return TR_CPU_BY_DTYPE(a, global_avgpool); }
+int tr_cpu_global_avgpool_bwd(const struct tr_kernel_args *a) { return TR_CPU_BY_DTYPE(a, global_avgpool_bwd); }

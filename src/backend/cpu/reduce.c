@@ -21,22 +21,7 @@ static void split_at_axis(const struct tr_tensor *t, int axis, int64_t *outer, i
 #define TR_KERNEL_BODY "backend/cpu/reduce.inc"
 #include "backend/cpu/instantiate.h"
 
-int tr_cpu_sum(const struct tr_kernel_args *a)
-{
-    return tr_cpu_by_dtype(a, "sum", sum_f32, sum_f64);
-}
-
-int tr_cpu_mean(const struct tr_kernel_args *a)
-{
-    return tr_cpu_by_dtype(a, "mean", mean_f32, mean_f64);
-}
-
-int tr_cpu_sum_bwd(const struct tr_kernel_args *a)
-{
-    return tr_cpu_by_dtype(a, "sum_bwd", sum_bwd_f32, sum_bwd_f64);
-}
-
-int tr_cpu_argmax(const struct tr_kernel_args *a)
-{
-    return tr_cpu_by_dtype(a, "argmax", argmax_f32, argmax_f64);
-}
+int tr_cpu_sum(const struct tr_kernel_args *a) { return TR_CPU_BY_DTYPE(a, sum); }
+int tr_cpu_mean(const struct tr_kernel_args *a) { return TR_CPU_BY_DTYPE(a, mean); }
+int tr_cpu_sum_bwd(const struct tr_kernel_args *a) { return TR_CPU_BY_DTYPE(a, sum_bwd); }
+int tr_cpu_argmax(const struct tr_kernel_args *a) { return TR_CPU_BY_DTYPE(a, argmax); }

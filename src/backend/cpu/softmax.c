@@ -61,35 +61,12 @@ size_t tr_cpu_linear_cross_entropy_workspace(const struct tr_node *node, const s
 #define TR_KERNEL_BODY "backend/cpu/softmax.inc"
 #include "backend/cpu/instantiate.h"
 
-int tr_cpu_softmax(const struct tr_kernel_args *a)
-{
-    return tr_cpu_by_dtype(a, "softmax", softmax_f32, softmax_f64);
-}
-
-int tr_cpu_log_softmax(const struct tr_kernel_args *a)
-{
-    return tr_cpu_by_dtype(a, "log_softmax", log_softmax_f32, log_softmax_f64);
-}
-
-int tr_cpu_softmax_bwd(const struct tr_kernel_args *a)
-{
-    return tr_cpu_by_dtype(a, "softmax_bwd", softmax_bwd_f32, softmax_bwd_f64);
-}
-
-int tr_cpu_log_softmax_bwd(const struct tr_kernel_args *a)
-{
-    return tr_cpu_by_dtype(a, "log_softmax_bwd", log_softmax_bwd_f32, log_softmax_bwd_f64);
-}
-
-int tr_cpu_cross_entropy(const struct tr_kernel_args *a)
-{
-    return tr_cpu_by_dtype(a, "cross_entropy", cross_entropy_f32, cross_entropy_f64);
-}
-
-int tr_cpu_linear_cross_entropy(const struct tr_kernel_args *a)
-{
-    return tr_cpu_by_dtype(a, "linear_cross_entropy", linear_cross_entropy_f32, linear_cross_entropy_f64);
-}
+int tr_cpu_softmax(const struct tr_kernel_args *a) { return TR_CPU_BY_DTYPE(a, softmax); }
+int tr_cpu_log_softmax(const struct tr_kernel_args *a) { return TR_CPU_BY_DTYPE(a, log_softmax); }
+int tr_cpu_softmax_bwd(const struct tr_kernel_args *a) { return TR_CPU_BY_DTYPE(a, softmax_bwd); }
+int tr_cpu_log_softmax_bwd(const struct tr_kernel_args *a) { return TR_CPU_BY_DTYPE(a, log_softmax_bwd); }
+int tr_cpu_cross_entropy(const struct tr_kernel_args *a) { return TR_CPU_BY_DTYPE(a, cross_entropy); }
+int tr_cpu_linear_cross_entropy(const struct tr_kernel_args *a) { return TR_CPU_BY_DTYPE(a, linear_cross_entropy); }
 
 /* Picks by the logits (in[1]), not by dloss (in[0]): the loss is f32 even for 16-bit logits,
  * so in[0] would hand bf16 logits to the f32 kernel. */

@@ -349,11 +349,9 @@ int cuda_optim_step(const struct tr_backend *be, const struct tr_optim_args *a)
     struct cuda_context *ctx;
     struct optim_hyper h;
     int rc = prepare(be, a, &ctx, &h);
-    if (rc)
+    unsigned grid = rc || !h.chunks ? 0 : grid_of(h.chunks);
+    if (!grid)   /* failed, or nothing to update */
         return rc;
-    if (!h.chunks)
-        return 0;
-    unsigned grid = grid_of(h.chunks);
     switch ((enum tr_optimizer)a->kind) {   /* each kind's update; no default: -Wswitch-enum names a new one */
     case TR_OPT_ADAMW: optim_kernel<adamw_update><<<grid, CUDA_OPTIM_THREADS, 0, ctx->stream>>>(h); break;
     case TR_OPT_SGD:   optim_kernel<sgd_update><<<grid, CUDA_OPTIM_THREADS, 0, ctx->stream>>>(h); break;
@@ -368,10 +366,8 @@ int cuda_grad_sumsq(const struct tr_backend *be, const struct tr_optim_args *a, 
     struct optim_hyper h;
     *sumsq = 0;
     int rc = prepare(be, a, &ctx, &h);
-    if (rc)
+    if (rc || !h.chunks)   /* failed, or nothing to update */
         return rc;
-    if (!h.chunks)
-        return 0;
     unsigned grid = grid_of(h.chunks);
     sumsq_kernel<<<grid, CUDA_OPTIM_THREADS, 0, ctx->stream>>>(h, ctx->partial);
     sum_partials_kernel<<<1, 32, 0, ctx->stream>>>(ctx->partial, (int)grid, ctx->partial + CUDA_OPTIM_BLOCKS);
