@@ -5,9 +5,12 @@
 # median over its logged steps of (data + forward + backward + recompute + optimizer) from
 # metrics.jsonl, past the first 5 steps (warm-up). Prints one line per recipe: the medians
 # over rounds, and new/old.
-#   bench/run-step-ab.sh OLD_TRAINRUN NEW_TRAINRUN [ROUNDS] [STEPS]
+#   bench/run-step-ab.sh OLD_TRAINRUN NEW_TRAINRUN [ROUNDS] [STEPS] [RECIPE…]
+# (a RECIPE may carry overrides: "recipes/bert-small.yaml optimize.amp=bf16")
 set -eu
 old=$1 new=$2 rounds=${3:-5} steps=${4:-40}
+shift $(($# < 4 ? $# : 4))
+[ $# -gt 0 ] || set -- recipes/bert-small.yaml recipes/gpt-small.yaml recipes/mlp.yaml "recipes/bert-small.yaml optimize.amp=bf16"
 cd "$(dirname "$0")/.."
 work=$(mktemp -d "${TMPDIR:-/tmp}/trainrun-ab.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -25,7 +28,7 @@ run() {   # binary recipe tag round → step ms
         report.dir="$work/$3-$4" name=ab --quiet >/dev/null
     step_ms "$work/$3-$4/ab/latest"
 }
-for recipe in recipes/bert-small.yaml recipes/gpt-small.yaml recipes/mlp.yaml "recipes/bert-small.yaml optimize.amp=bf16"; do
+for recipe in "$@"; do
     o= n=
     for i in $(seq "$rounds"); do
         if [ $((i % 2)) = 1 ]; then a=$(run "$old" $recipe old "$i"); b=$(run "$new" $recipe new "$i")

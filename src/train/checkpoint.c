@@ -117,12 +117,13 @@ int tr_checkpoint_write(const char *dir, struct tr_exec *x, struct tr_optim *o, 
 }
 
 /* Whether the open st is a checkpoint of l: the format, each tensor there with its size, and
- * the checksum over them in l's order. 0, or −1 with why. */
-static int verify(const struct tr_safetensors *st, const struct tr_checkpoint_layout *l, char *why, size_t whysize)
+ * the checksum over them in l's order. 0, or TR_EDATA with "path: why" in d. */
+static int verify(const struct tr_safetensors *st, const struct tr_checkpoint_layout *l, const char *path,
+                  struct tr_diag *d)
 {
     const char *version = tr_st_metadata(st, "trainrun.format_version");
     if (!version || strcmp(version, TR_CHECKPOINT_VERSION))
-        return snprintf(why, whysize, "not a trainrun checkpoint of format %s", TR_CHECKPOINT_VERSION), -1;
+        return tr_fail(d, TR_EDATA, "%s: not a trainrun checkpoint of format %s", path, TR_CHECKPOINT_VERSION);
     struct entries e;
     list_entries(&e, l, NULL, NULL);
     const void **data = tr_xcalloc((size_t)e.n + 1, sizeof *data);
@@ -130,8 +131,8 @@ static int verify(const struct tr_safetensors *st, const struct tr_checkpoint_la
     for (int i = 0; i < e.n && !rc; i++) {
         const struct tr_st_tensor *t = tr_st_find(st, e.t[i].name);
         if (!t || t->dtype != e.t[i].dtype || t->bytes != e.t[i].bytes)
-            rc = (snprintf(why, whysize, "%s is missing or has another shape than the recipe's model",
-                           e.t[i].name), -1);
+            rc = tr_fail(d, TR_EDATA, "%s: %s is missing or has another shape than the recipe's model", path,
+                         e.t[i].name);
         else
             data[i] = t->data;
     }
@@ -141,18 +142,18 @@ static int verify(const struct tr_safetensors *st, const struct tr_checkpoint_la
         checksum(e.t, e.n, data, hex);
     if (!rc && (!want || strcmp(want, hex) || !tr_st_metadata(st, "trainrun.step") ||
                 !tr_st_metadata(st, "trainrun.optimizer_step")))
-        rc = (snprintf(why, whysize, "the checksum does not match: the file is damaged"), -1);
+        rc = tr_fail(d, TR_EDATA, "%s: the checksum does not match: the file is damaged", path);
     free(data);
     free_entries(&e);
     return rc;
 }
 
 /* A warm start's check, for a checkpoint of another run: it opened, and trainrun wrote it. */
-static int ours(const struct tr_safetensors *st, char *why, size_t whysize)
+static int ours(const struct tr_safetensors *st, const char *path, struct tr_diag *d)
 {
     if (tr_st_metadata(st, "trainrun.sha256"))
         return 0;
-    return snprintf(why, whysize, "not a trainrun checkpoint"), -1;
+    return tr_fail(d, TR_EDATA, "%s: not a trainrun checkpoint", path);
 }
 
 static int by_step_descending(const void *a, const void *b)
@@ -196,18 +197,16 @@ static int open_newest(const char *dir, const struct tr_checkpoint_layout *l, in
     if (n < 0)
         return tr_fail(d, TR_EIO, "cannot read %s: %s", dir, strerror(errno));
     c->files = n;
-    for (int i = 0; i < n && !c->found; i++) {
-        char why[512];
+    for (int i = 0; i < n && !c->found; i++) {   /* each one passed over is said in skipped */
         if (tr_path_set(&c->path, skipped, "%s/step-%" PRId64 ".safetensors", dir, steps[i]))
             continue;
-        if (tr_st_open(&c->st, c->path.s, skipped))   /* its sentence, naming the file, among the skipped */
+        if (tr_st_open(&c->st, c->path.s, skipped))   /* its sentence names the file */
             continue;
-        if ((l ? verify(&c->st, l, why, sizeof why) : ours(&c->st, why, sizeof why)) == 0) {
+        if ((l ? verify(&c->st, l, c->path.s, skipped) : ours(&c->st, c->path.s, skipped)) == 0) {
             c->found = true;
             break;
         }
         tr_st_close(&c->st);
-        tr_diag_add(skipped, (struct tr_where){0}, "%s: %s", c->path.s, why);
     }
     return 0;
 }
