@@ -81,6 +81,12 @@ expect_rc 2 "bad conf"
 expect_in "$err" "etc/bad.conf:1:1: extends is read only in recipe files" "extends in conf"
 expect_in "$err" "etc/bad.conf:2:9: unknown key 'train.batchsize'; did you mean 'train.batch_size'?" "conf typo"
 
+# A conf path longer than a path can be is refused, never cut to another file's name.
+long=$(printf 'conf/%.0s' $(seq 900))trainrun.conf
+TRAINRUN_SYSTEM_CONF=$scratch/etc/trainrun.conf TRAINRUN_CONF=$long run "$TRAINRUN" check recipes/child.yaml
+expect_rc 2 "a conf path too long"
+expect_in "$err" "path too long (4513 bytes; at most 4095)" "the refusal"
+
 # The shipped etc/trainrun.conf is valid as it is.
 TRAINRUN_SYSTEM_CONF=$srcdir/etc/trainrun.conf TRAINRUN_CONF= run "$TRAINRUN" check recipes/child.yaml
 expect_rc 0 "the shipped trainrun.conf"

@@ -125,13 +125,15 @@ void tr_args_free(struct tr_args *a)
 
 int tr_cli_load_recipe(const struct tr_args *a, struct tr_recipe *r, struct tr_diag *diag)
 {
-    char system_conf[4096], user_conf[4096];
+    struct tr_path system_conf, user_conf;
     struct tr_recipe_sources src;
-    tr_recipe_default_sources(&src, system_conf, user_conf, sizeof system_conf);
+    int rc = tr_recipe_default_sources(&src, &system_conf, &user_conf, diag);
     src.recipe = a->recipe;
     src.overrides = a->overrides;
     src.noverrides = a->noverrides;
-    if (tr_recipe_load(r, &src, diag) == 0)
+    if (rc)
+        tr_recipe_init(r);   /* the caller frees it whatever happens */
+    else if (tr_recipe_load(r, &src, diag) == 0)
         return TR_EXIT_OK;
     tr_diag_print(diag, stderr);
     fprintf(stderr, "trainrun: %s: %d error%s; nothing was run\n", a->recipe, diag->n,

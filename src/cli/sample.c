@@ -312,15 +312,20 @@ static int generate(struct tr_gpt_decoder *dec, const struct tr_tokenizer *tok, 
 /* The run's recipe into r, which is initialised whatever happens (tr_recipe_free it). */
 static int load_run(const char *run_dir, struct tr_recipe *r)
 {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/recipe.yaml", run_dir);
-    if (!readable(path)) {
+    struct tr_path path;
+    struct tr_diag diag = {0};
+    if (tr_path_set(&path, &diag, "%s/recipe.yaml", run_dir)) {
+        tr_recipe_init(r);
+        fprintf(stderr, "trainrun: %s\n", tr_diag_last(&diag));
+        tr_diag_free(&diag);
+        return TR_EXIT_USAGE;
+    }
+    if (!readable(path.s)) {
         tr_recipe_init(r);
         fprintf(stderr, "trainrun: %s is not a run folder: it has no readable recipe.yaml\n", run_dir);
         return TR_EXIT_USAGE;
     }
-    struct tr_diag diag = {0};
-    struct tr_recipe_sources src = {.recipe = path};
+    struct tr_recipe_sources src = {.recipe = path.s};
     int rc = tr_recipe_load(r, &src, &diag) ? TR_EXIT_USAGE : 0;
     if (rc)
         tr_diag_print(&diag, stderr);

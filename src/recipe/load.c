@@ -575,23 +575,22 @@ int tr_recipe_load_string(struct tr_recipe *r, const char *yaml, size_t len, con
     return finish(r, &ld, overrides, noverrides);
 }
 
-void tr_recipe_default_sources(struct tr_recipe_sources *src, char *system_buf, char *user_buf,
-                               size_t bufsize)
+int tr_recipe_default_sources(struct tr_recipe_sources *src, struct tr_path *system, struct tr_path *user,
+                              struct tr_diag *d)
 {
     memset(src, 0, sizeof *src);
     const char *sys = getenv("TRAINRUN_SYSTEM_CONF");
-    snprintf(system_buf, bufsize, "%s", sys ? sys : SYSCONFDIR "/trainrun.conf");
-    src->system_conf = system_buf;
+    int rc = tr_path_set(system, d, "%s", sys ? sys : SYSCONFDIR "/trainrun.conf");
+    src->system_conf = system->s;
     const char *conf = getenv("TRAINRUN_CONF"), *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
-    if (conf) {
-        snprintf(user_buf, bufsize, "%s", conf);   /* empty: no user conf at all */
-        src->user_conf_required = true;
-    } else if (xdg && *xdg) {
-        snprintf(user_buf, bufsize, "%s/trainrun/trainrun.conf", xdg);
-    } else if (home && *home) {
-        snprintf(user_buf, bufsize, "%s/.config/trainrun/trainrun.conf", home);
-    } else {
-        user_buf[0] = '\0';
-    }
-    src->user_conf = user_buf;
+    src->user_conf_required = conf != NULL;
+    user->s[0] = '\0';   /* none found: no user conf */
+    if (!rc && conf)
+        rc = tr_path_set(user, d, "%s", conf);   /* empty: no user conf at all */
+    else if (!rc && xdg && *xdg)
+        rc = tr_path_set(user, d, "%s/trainrun/trainrun.conf", xdg);
+    else if (!rc && home && *home)
+        rc = tr_path_set(user, d, "%s/.config/trainrun/trainrun.conf", home);
+    src->user_conf = user->s;
+    return rc;
 }

@@ -152,9 +152,9 @@ void tr_recipe_free(struct tr_recipe *r);
 
 /* The conf file paths that apply now: $TRAINRUN_SYSTEM_CONF or $(sysconfdir)/trainrun.conf;
  * $TRAINRUN_CONF, else $XDG_CONFIG_HOME or ~/.config, /trainrun/trainrun.conf. The paths are
- * written into the caller's buffers. */
-void tr_recipe_default_sources(struct tr_recipe_sources *src, char *system_buf, char *user_buf,
-                               size_t bufsize);
+ * kept in the caller's system and user; 0, or TR_EINVAL when one is too long (in d). */
+int tr_recipe_default_sources(struct tr_recipe_sources *src, struct tr_path *system, struct tr_path *user,
+                              struct tr_diag *d);
 
 /* Output for `trainrun check`. */
 void tr_recipe_write_yaml(const struct tr_recipe *r, FILE *out);
