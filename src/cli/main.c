@@ -5,7 +5,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include <curl/curl.h>
 #include <omp.h>
 
 #include "backend/cpu/cpu.h"
@@ -81,10 +80,6 @@ int main(int argc, char **argv)
      * its write with EFBIG, which the writer reports and recovers from (a checkpoint leaves
      * the previous one in place), instead of the signal killing the process mid-write. */
     signal(SIGXFSZ, SIG_IGN);
-    /* libcurl's process-wide set-up, before any thread (the loader's, a download's, the
-     * webhook's) can use it: here, once, so that no stage keeps a once-flag of its own. A
-     * failure shows where a transfer starts (curl_easy_init fails and is said). */
-    curl_global_init(CURL_GLOBAL_DEFAULT);
     if (argc < 2) {
         usage(stderr);
         return TR_EXIT_USAGE;
