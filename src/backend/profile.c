@@ -34,9 +34,8 @@ static int profile_before(void *ctx, const struct tr_exec *x, int step, const st
 static int profile_after(void *ctx, const struct tr_exec *x, int step, const struct tr_node *node, struct tr_diag *d)
 {
     struct tr_exec_profile *p = ctx;
-    bool phase_ends = tr_exec_phase_ends(x, step);
-    if (!waits_per_node(p, x)) {
-        if (!p->phase_seconds || !phase_ends)
+    if (!waits_per_node(p, x)) {   /* phases alone: only where one ends is there anything to do */
+        if (!p->phase_seconds || !tr_exec_phase_ends(x, step))
             return 0;
         int rc = tr_backend_synchronize(x->be, d);
         if (rc)
@@ -53,7 +52,6 @@ static int profile_after(void *ctx, const struct tr_exec *x, int step, const str
         p->op_seconds[node->op] += took;
     if (p->phase_seconds)
         p->phase_seconds[node->phase] += took;
-    p->in_phase = !phase_ends;
     return 0;
 }
 
