@@ -83,13 +83,14 @@ START_TEST(every_code_has_its_exit_status)
         {TR_ELOCKED, TR_EXIT_LOCKED},
         {TR_EINTERRUPTED, TR_EXIT_INTERRUPTED},
         {TR_EFAIL, TR_EXIT_FAILURE},
+        {TR_ETIMEUP, TR_EXIT_TIME_LIMIT},
     };
-    ck_assert_int_eq(sizeof map / sizeof *map, 1 - TR_EFAIL);   /* every enum tr_err, once */
+    ck_assert_int_eq(sizeof map / sizeof *map, 1 - TR_ETIMEUP);   /* every enum tr_err, once */
     for (size_t i = 0; i < sizeof map / sizeof *map; i++) {
         ck_assert_int_eq(map[i].code, -(int)i);
         ck_assert_int_eq(tr_exit_status(map[i].code), map[i].status);
     }
-    const int documented[] = {0, 2, 1, 1, 3, 4, 5, 6, 7, 75, 130, 1};
+    const int documented[] = {0, 2, 1, 1, 3, 4, 5, 6, 7, 75, 130, 1, 8};
     for (size_t i = 0; i < sizeof documented / sizeof *documented; i++)
         ck_assert_int_eq(tr_exit_status(-(int)i), documented[i]);
     ck_assert_int_eq(tr_exit_status(-99), TR_EXIT_FAILURE);   /* not a code: a failure */

@@ -14,6 +14,10 @@ them against what the run wrote elsewhere. Used by tests/tensorboard.sh:
   tensorboard_check.py same RUN_DIR OTHER_RUN_DIR      one continuous curve per tag, equal to
                                                        the other run's (a resumed run against an
                                                        uninterrupted one)
+  tensorboard_check.py once RUN_DIR [full]             after kills and resumes: no (tag, step) twice
+                                                       in the event files' raw records, nor in
+                                                       metrics.jsonl; with full, the first event
+                                                       file holds the recipe, plan, HParams, graph
 Exits non-zero with a message on the first mismatch."""
 import glob
 import json
@@ -217,6 +221,44 @@ def same(run_dir, other_dir):
     print(f"{run_dir}: {len(files)} event files, {len(got)} tags, one continuous curve each")
 
 
+def once(run_dir, full=None):
+    """Every record of every event file, as written (no TensorBoard purge applied), and every
+    line of metrics.jsonl: each (tag, step) at most once."""
+    from tensorboard.backend.event_processing import event_file_loader
+    files = sorted(glob.glob(os.path.join(run_dir, "events.out.tfevents.*")))
+    expect(files, "no event file")
+    seen, twice, first = set(), [], set()
+    for n, path in enumerate(files):
+        for event in event_file_loader.EventFileLoader(path).Load():
+            if event.HasField("graph_def") and n == 0:
+                first.add("graph")
+            for value in event.summary.value:
+                if n == 0:
+                    first.add(value.tag)
+                if event.step == 0:   # the run's texts and HParams: once a session
+                    continue
+                key = (value.tag, event.step)
+                if key in seen:
+                    twice.append(key)
+                seen.add(key)
+    expect(not twice, f"event records logged twice: {sorted(set(twice))[:10]} ({len(twice)} in all)")
+    lines, again = set(), []
+    for line in metrics_lines(run_dir):
+        for tag in line:
+            if tag != "step":
+                key = (tag, line["step"])
+                if key in lines:
+                    again.append(key)
+                lines.add(key)
+    expect(not again, f"metrics.jsonl: logged twice: {sorted(set(again))[:10]} ({len(again)} in all)")
+    if full:
+        want = {"recipe", "plan", "_hparams_/session_start_info", "graph"}
+        expect(want <= first, f"the first event file lacks {sorted(want - first)}")
+    print(f"{run_dir}: {len(files)} event files, {len(seen)} (tag, step) records, "
+          f"{len(lines)} in metrics.jsonl, each once")
+
+
 if __name__ == "__main__":
     {"full": lambda a: full(a[0], int(a[1]), a[2]), "cut": lambda a: cut(a[0]),
-     "prefix": lambda a: prefix(a[0], a[1]), "same": lambda a: same(a[0], a[1])}[sys.argv[1]](sys.argv[2:])
+     "prefix": lambda a: prefix(a[0], a[1]), "same": lambda a: same(a[0], a[1]),
+     "once": lambda a: once(*a)}[sys.argv[1]](sys.argv[2:])

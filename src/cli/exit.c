@@ -19,6 +19,7 @@ int tr_exit_status(int err)
     case TR_ELOCKED: return TR_EXIT_LOCKED;
     case TR_EINTERRUPTED: return TR_EXIT_INTERRUPTED;
     case TR_EFAIL: return TR_EXIT_FAILURE;
+    case TR_ETIMEUP: return TR_EXIT_TIME_LIMIT;
     }
     return TR_EXIT_FAILURE;
 }

@@ -10,6 +10,8 @@
 
 #include "cli/cli.h"
 #include "cli/exit.h"
+#include "core/progress.h"
+#include "core/stop.h"
 #include "recipe/recipe.h"
 #include "report/notify.h"
 #include "train/finish.h"
@@ -38,8 +40,9 @@ int tr_cli_lock(const char *dir, struct tr_runs_lock *lock)
  * the data it began with, or it would not end as an uninterrupted one. */
 static int load_data(const struct tr_recipe *r, const char *resume_dir, struct tr_data *data, struct tr_diag *d)
 {
-    if (tr_data_load(r, tr_cli_datasets_dir(), data, d))
-        return TR_EDATA;
+    int rc = tr_data_load(r, tr_cli_datasets_dir(), data, d);
+    if (rc)   /* a stop signal the data's preparation saw (tr_stop_check) stays one */
+        return rc == TR_EINTERRUPTED || d->code == TR_EINTERRUPTED ? TR_EINTERRUPTED : TR_EDATA;
     char what[1024];
     if (resume_dir && tr_data_changed_since(data, resume_dir, what, sizeof what))
         return tr_fail(d, TR_EDATA, "resume: the data changed since this run began (%.900s differs from "
@@ -73,6 +76,15 @@ static int start_run_folder(struct tr_run_folder *f, struct tr_session *s, struc
     return rc;
 }
 
+/* The test split's evaluation, after the last checkpoint (a signal during it leaves the run
+ * resumable at its end): returns its failure, else how the loop ended (rc). */
+static int test(struct tr_loop *l, struct tr_session *s, const struct tr_recipe *r, const struct tr_data *data,
+                struct tr_train_result *res, int rc, struct tr_diag *d)
+{
+    int failed = tr_loop_evaluate(l, s, r, data, &data->test, &res->test, d);
+    return failed ? failed : rc;
+}
+
 /* The run, start to report: each call one stage on plain data. Returns how it ended (0 or an
  * enum tr_err), with the run folder left in *folder for the caller's result line. */
 static int train(const struct tr_recipe *r, const char *resume_dir, const char *plan_file,
@@ -85,10 +97,10 @@ static int train(const struct tr_recipe *r, const char *resume_dir, const char *
     struct tr_loop loop = {0};
     int64_t start = 0;
     int rc = load_data(r, resume_dir, &data, d);                         /* data */
-    tr_loop_init(&loop, r, &data);
-    if (!rc)
+    tr_loop_init(&loop, r, &data, started);
+    if (!rc && !(rc = tr_stop_check(d, "the data's loading")))
         rc = tr_session_plan(&s, r, &data, plan_file, resume_dir, d);    /* plan */
-    if (!rc)
+    if (!rc && !(rc = tr_stop_check(d, "planning")))
         rc = tr_session_build(&s, r, d);                                 /* programs, regions */
     if (!rc)
         rc = tr_weights_init(&s, r, &data, resume_dir, &w, d);           /* first weights */
@@ -100,10 +112,10 @@ static int train(const struct tr_recipe *r, const char *resume_dir, const char *
         res->run_dir = folder->dir.s;
     if (!rc)
         rc = tr_loop_run(&loop, &s, folder, r, &data, start, res, d);   /* training loop */
-    if (!rc && data.test.n)
-        rc = tr_loop_evaluate(&loop, &s, r, &data, &data.test, &res->test, d);   /* evaluation */
     if (!rc)
-        rc = tr_loop_checkpoint(&loop, &s, folder, r, res->steps, d);    /* the last checkpoint */
+        rc = tr_loop_last_checkpoint(&loop, &s, folder, r, res->steps, d);   /* the last checkpoint */
+    if ((!rc || rc == TR_ETIMEUP) && data.test.n)                        /* evaluation, on the clock's */
+        rc = test(&loop, &s, r, &data, res, rc, d);                      /* stop too */
     tr_finish_say_done(folder, &data, res, rc, d);                       /* finish */
     int measured = tr_finish_measured_plan(folder, &s, r, &data, res->steps, d);
     rc = rc ? rc : measured;
@@ -114,7 +126,9 @@ static int train(const struct tr_recipe *r, const char *resume_dir, const char *
     json_t *leak = tr_loop_end(&loop, folder, res->steps);               /* report */
     tr_run_folder_end(folder, r->report.dir, &(struct tr_run_end){.err = rc, .exit_status = tr_exit_status(rc),
                                                                   .seconds = tr_now() - started,
-                                                                  .steps = res->steps, .leak = leak});
+                                                                  .steps = res->steps, .leak = leak,
+                                                                  .signal = rc == TR_EINTERRUPTED
+                                                                                ? tr_stop_requested() : 0});
     tr_weights_free(&w);
     tr_session_free(&s);
     tr_data_free(&data);
@@ -128,6 +142,8 @@ int tr_cli_train(const struct tr_recipe *r, const struct tr_args *a, const char 
     struct tr_run_folder folder;
     struct tr_train_result res = {0};
     tr_run_folder_init(&folder, quiet);
+    tr_progress_quiet(quiet);
+    tr_stop_install();   /* from the data's loading to the notification: every stage stops cleanly */
     int status = tr_exit_status(train(r, resume_dir, tr_args_value(a, "--plan"), &folder, &res, diag));
     tr_cli_print_diag(diag);
     const char *dir = res.run_dir ? res.run_dir : "";
@@ -137,6 +153,7 @@ int tr_cli_train(const struct tr_recipe *r, const struct tr_args *a, const char 
         printf("%s: test accuracy %.4f, run folder %s\n", r->name, res.test.accuracy, dir);
     fflush(stdout);   /* the result line first, then the webhook's wait */
     tr_notify_run_end(r, *dir ? dir : resume_dir, status);
+    tr_stop_uninstall();
     tr_run_folder_close(&folder);
     return status;
 }

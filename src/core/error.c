@@ -202,6 +202,7 @@ const char *tr_err_name(int code)
     case TR_ELOCKED: return "another run holds the lock";
     case TR_EINTERRUPTED: return "interrupted";
     case TR_EFAIL: return "internal failure";
+    case TR_ETIMEUP: return "budget.time ran out";
     }
     return "unknown error";
 }

@@ -25,6 +25,7 @@ enum tr_err {
     TR_ELOCKED = -9,       /* another run holds the lock (75) */
     TR_EINTERRUPTED = -10, /* stopped by a signal after checkpointing (130) */
     TR_EFAIL = -11,        /* an internal, device or system failure (1) */
+    TR_ETIMEUP = -12,      /* budget.time ran out: checkpointed, evaluated and reported (8) */
 };
 
 /* Where a problem is: a file position, an override argument, or nowhere in particular. */

@@ -19,6 +19,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/progress.h"
+#include "core/stop.h"
 #include "data/cache.h"
 #include "data/definition.h"
 #include "data/fetch.h"
@@ -494,6 +496,7 @@ struct text_reader {
     const char *path;
     int32_t cls, sep;             /* -1 where the vocabulary has none (bytes, chars, gpt2-bpe) */
     struct tr_ids ids;            /* every sample's tokens so far */
+    struct tr_progress shown;     /* tokenising's progress, in samples */
     int64_t *offsets;             /* n + 1 */
     int32_t *y;
     int64_t n, cap;
@@ -504,6 +507,9 @@ struct text_reader {
 static int take_sample(void *ctx, const struct tr_text_sample *s, struct tr_diag *diag)
 {
     struct text_reader *r = ctx;
+    tr_progress_update(&r->shown, r->n);
+    if (tr_stop_requested())   /* a signal: the run ends here (core/stop.h) */
+        return tr_stop_check(diag, "tokenising");
     size_t start = r->ids.n;
     if (r->cls >= 0)
         tr_ids_push(&r->ids, r->cls);
@@ -543,6 +549,7 @@ static int tokenise_samples(const struct tr_data_def *def, const struct tr_data_
     r.offsets = tr_xmalloc(sizeof *r.offsets);
     r.offsets[0] = 0;
     int rc = 0;
+    tr_progress_begin(&r.shown, "tokenising", 0, "samples");
     for (int i = 0; i < src->nfiles && !rc; i++) {
         const char *text;
         size_t len;
@@ -551,6 +558,7 @@ static int tokenise_samples(const struct tr_data_def *def, const struct tr_data_
         if (!rc)
             rc = tr_text_parse(r.path, text, len, &o, take_sample, &r, diag);
     }
+    tr_progress_end(&r.shown);
     *t = (struct tr_table){.n = r.n, .tokens = r.ids.v, .offsets = r.offsets, .y = r.y,
                            .ntokens = (int64_t)r.ids.n, .nclasses = def->nclasses};
     return rc;
@@ -571,7 +579,8 @@ static int tokenise_stream(const struct tr_data_source *src, const struct file_b
         size_t len;
         int first_line;
         struct tr_diag why = {0};
-        rc = text_of(&src->files[i], &fb[i], &text, &len, &first_line, diag);
+        if (!(rc = tr_stop_check(diag, "tokenising")))   /* a signal: the run ends here */
+            rc = text_of(&src->files[i], &fb[i], &text, &len, &first_line, diag);
         if (!rc && i && end_of_text >= 0)
             tr_ids_push(&ids, end_of_text);
         if (!rc && (tr_tokenize(tl->tok, text, len, &ids, &why) ||

@@ -5,8 +5,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -261,4 +264,103 @@ int tr_events_close(struct tr_events *ev)
 const char *tr_events_error(const struct tr_events *ev)
 {
     return *ev->error ? ev->error : NULL;
+}
+
+int64_t tr_events_written(const struct tr_events *ev)
+{
+    return ev->fd >= 0 && !ev->pending.len ? (int64_t)lseek(ev->fd, 0, SEEK_CUR) : -1;
+}
+
+/* ---- cutting a file back ----------------------------------------------------------------------- */
+
+/* A varint at *at (below end); false when it runs past end. */
+static bool read_varint(const uint8_t **at, const uint8_t *end, uint64_t *v)
+{
+    *v = 0;
+    for (int shift = 0; *at < end && shift < 64; shift += 7) {
+        uint8_t byte = *(*at)++;
+        *v |= (uint64_t)(byte & 0x7f) << shift;
+        if (!(byte & 0x80))
+            return true;
+    }
+    return false;
+}
+
+/* An Event's step (field 2), 0 when it has none (the version record, the run's texts, graph and
+ * HParams); -1 when the bytes are not an Event. */
+static int64_t event_step(const uint8_t *at, size_t n)
+{
+    const uint8_t *end = at + n;
+    while (at < end) {
+        uint64_t key, v;
+        if (!read_varint(&at, end, &key))
+            return -1;
+        switch (key & 7) {
+        case 0:
+            if (!read_varint(&at, end, &v))
+                return -1;
+            if (key >> 3 == EV_STEP)
+                return (int64_t)v;
+            break;
+        case 1: at += 8; break;
+        case 5: at += 4; break;
+        case 2:
+            if (!read_varint(&at, end, &v) || v > (uint64_t)(end - at))
+                return -1;
+            at += v;
+            break;
+        default:
+            return -1;
+        }
+    }
+    return at == end ? 0 : -1;
+}
+
+/* Where the records of data stop being wanted: at keep bytes (>= 0) or the first record past
+ * last_step, whichever comes first, and at a torn or damaged record in any case. */
+static size_t wanted_bytes(const uint8_t *data, size_t size, int64_t keep, int64_t last_step)
+{
+    size_t at = 0, limit = keep >= 0 && (uint64_t)keep < size ? (size_t)keep : size;
+    while (at + 12 <= limit) {
+        uint64_t n;
+        uint32_t len_crc, data_crc;
+        memcpy(&n, data + at, 8), memcpy(&len_crc, data + at + 8, 4);
+        if (len_crc != tr_crc32c_mask(tr_crc32c(&n, 8)) || n > limit - at - 16)
+            break;
+        memcpy(&data_crc, data + at + 12 + n, 4);
+        int64_t step = event_step(data + at + 12, (size_t)n);
+        if (data_crc != tr_crc32c_mask(tr_crc32c(data + at + 12, (size_t)n)) || step < 0 || step > last_step)
+            break;
+        at += 12 + (size_t)n + 4;
+    }
+    return at;
+}
+
+int tr_events_trim(const char *path, int64_t keep, int64_t last_step, struct tr_diag *d)
+{
+    int fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+        int e = fd < 0 ? errno : EINVAL;
+        if (fd >= 0)
+            close(fd);
+        return tr_fail(d, TR_EIO, "cannot cut back %s: %s", path, fd < 0 ? strerror(e) : "not a regular file");
+    }
+    uint8_t *data = tr_xmalloc((size_t)st.st_size + 1);
+    size_t got = 0;
+    while (got < (size_t)st.st_size) {
+        ssize_t r = read(fd, data + got, (size_t)st.st_size - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    size_t cut = wanted_bytes(data, got, keep, last_step);
+    free(data);
+    int rc = 0;
+    if (cut < (size_t)st.st_size && (ftruncate(fd, (off_t)cut) || fsync(fd)))
+        rc = tr_fail(d, TR_EIO, "cannot cut back %s: %s", path, strerror(errno));
+    close(fd);
+    return rc;
 }

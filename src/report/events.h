@@ -62,6 +62,15 @@ void tr_events_tick(struct tr_events *ev);
 int tr_events_close(struct tr_events *ev);
 /* The first write error, or NULL. */
 const char *tr_events_error(const struct tr_events *ev);
+/* The bytes on disk after a flush (what a checkpoint may note); -1 when closed, failed or with
+ * records pending. */
+int64_t tr_events_written(const struct tr_events *ev);
+
+/* A resumed run: the event file at path cut back to its first keep bytes (-1: no such bound)
+ * and to the records up to last_step (those without a step — the version, texts, graph,
+ * HParams — count as step 0), and a torn last record dropped; so a step the resumed run logs
+ * again is in no file twice. 0, or TR_EIO with the reason in d. */
+int tr_events_trim(const char *path, int64_t keep, int64_t last_step, struct tr_diag *d);
 
 /* One TFRecord around data: length, masked CRC of the length, data, masked CRC of the data. */
 void tr_events_frame(struct tr_pb *out, const void *data, size_t n);

@@ -108,7 +108,7 @@ static void find_trend(struct recipe_entry *r)
             continue;
         r->trend[r->ntrend] = json_number_value(v);
         r->trend_colours[r->ntrend++] = !status ? "#888" : !strcmp(status, "finished") ? "#1a7f37"
-                                      : !strcmp(status, "interrupted") ? "#8a4b00"
+                                      : !strcmp(status, "interrupted") || !strcmp(status, "time-limit") ? "#8a4b00"
                                       : !strcmp(status, "failed") ? "#b3261e" : "#888";
     }
 }

@@ -145,7 +145,8 @@ static void read_recipe(struct tr_run_report *rep, FILE *f)
 const char *tr_run_status_word(int exit_code)
 {
     return exit_code == TR_EXIT_OK ? "finished" : exit_code == TR_EXIT_REGRESSION ? "regression"
-         : exit_code == TR_EXIT_INTERRUPTED ? "interrupted" : "failed";
+         : exit_code == TR_EXIT_INTERRUPTED ? "interrupted" : exit_code == TR_EXIT_TIME_LIMIT ? "time-limit"
+         : "failed";
 }
 
 /* When process pid began, in seconds since the epoch (Linux: /proc/PID/stat's start time in

@@ -39,7 +39,7 @@ struct tr_run_report {
     char started[32];            /* run.json's start, ISO 8601 UTC; "" when not known */
     char name[128], arch[64], dataset[128], amp[16], checkpointing[16];   /* recipe.yaml's */
     long long workers, prefetch, batch_size;
-    char status[16];             /* finished, failed, interrupted, unknown */
+    char status[16];             /* finished, failed, interrupted, time-limit, unknown */
     int exit_code;               /* −1: unknown */
     double seconds;              /* NAN: unknown */
     long long last_step;
@@ -67,7 +67,8 @@ void tr_run_report_free(struct tr_run_report *rep);
 json_t *tr_run_report_json(const struct tr_run_report *rep);
 
 /* report.json's word for a run that exited with exit_code: finished (0), regression (6: finished,
- * but worse than the promoted run), interrupted (130) or failed. */
+ * but worse than the promoted run), interrupted (130), time-limit (8: stopped by budget.time) or
+ * failed. */
 const char *tr_run_status_word(int exit_code);
 
 /* The series named name, or NULL. */

@@ -90,4 +90,7 @@ void tr_tb_session_start(struct tr_events *ev, const struct tr_recipe *r, const 
     tr_graphdef_build(g, batch, 1, &graph);
     tr_events_graph(ev, &graph);
     tr_pb_free(&graph);
+    /* on disk at once: a crash before the first checkpoint would otherwise leave a file of
+     * its first two records, and a resumed run's TensorBoard without recipe, plan or graph */
+    tr_events_flush(ev, 1);
 }

@@ -5,6 +5,8 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "core/progress.h"
+#include "core/stop.h"
 #include "data/loader.h"
 #include "train/step.h"
 
@@ -87,7 +89,7 @@ static struct tr_batch batch_of(const struct tr_split *split, int lm, int64_t st
     return b;
 }
 
-int tr_evaluate(struct tr_session *s, const struct tr_data *data, const struct tr_split *split,
+int tr_evaluate(struct tr_session *s, const struct tr_data *data, const struct tr_split *split, const char *what,
                 int64_t eval_samples, struct tr_eval *out, struct tr_diag *d)
 {
     int64_t f = split->tokens ? 0 : tr_split_features(split), correct = 0, in_top5 = 0, counted = 0;
@@ -99,7 +101,11 @@ int tr_evaluate(struct tr_session *s, const struct tr_data *data, const struct t
     int64_t n_eval = eval_samples && eval_samples < split->n ? eval_samples : split->n;
     struct tr_exec *x = &s->eval.x;
     const struct tr_model *m = &s->eval.b.m;
+    struct tr_progress shown;
+    tr_progress_begin(&shown, what, n_eval, "samples");
     for (int64_t start = 0; start < n_eval && !rc; start += batch) {
+        if ((rc = tr_stop_check(d, what)))   /* a signal: the run ends without the rest */
+            break;
         int64_t rows = n_eval - start < batch ? n_eval - start : batch;
         struct tr_batch b = batch_of(split, data->kind == TR_DATA_TEXT_LM, start, rows, f, &e);
         s->rng.sample_ids = e.ids;
@@ -116,7 +122,9 @@ int tr_evaluate(struct tr_session *s, const struct tr_data *data, const struct t
                                    : count_ranks(e.scores, rows * b.S, &correct, &in_top5);
         sum += (double)part * (double)n;
         counted += n;
+        tr_progress_update(&shown, start + rows);
     }
+    tr_progress_end(&shown);
     buffers_free(&e);
     out->loss = counted ? sum / (double)counted : NAN;
     out->accuracy = counted ? (double)correct / (double)counted : NAN;

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "train/promote.h"
@@ -11,19 +12,23 @@
 void tr_finish_say_done(struct tr_run_folder *f, const struct tr_data *data, struct tr_train_result *res, int rc,
                         const struct tr_diag *d)
 {
-    if (rc) {
+    bool resumable = (rc == TR_EINTERRUPTED || rc == TR_ETIMEUP) && f->log;
+    if (rc && rc != TR_ETIMEUP)
         tr_run_folder_log_errors(f, d);
+    if (resumable)   /* its checkpoint is written (or none was due: nothing had trained) */
+        tr_run_folder_say(f, "%s; 'trainrun resume %s' continues it\n", tr_diag_last(d), f->dir.s);
+    if (rc && rc != TR_ETIMEUP)
         return;
-    }
+    const char *ended = rc ? "stopped by budget.time" : "done";
     double wait = 100 * res->data_wait_seconds / (res->seconds > 0 ? res->seconds : 1);
     if (!data->test.n) {
         res->test = (struct tr_eval){NAN, NAN, NAN};
-        tr_run_folder_say(f, "done: %lld steps in %.1f s (data wait %.1f%%); no test split\n", (long long)res->steps,
-                          res->seconds, wait);
+        tr_run_folder_say(f, "%s: %lld steps in %.1f s (data wait %.1f%%); no test split\n", ended,
+                          (long long)res->steps, res->seconds, wait);
         return;
     }
     const struct tr_eval *t = &res->test;
-    tr_run_folder_say(f, "done: %lld steps in %.1f s (data wait %.1f%%); test loss %.4f, test accuracy %.4f\n",
+    tr_run_folder_say(f, "%s: %lld steps in %.1f s (data wait %.1f%%); test loss %.4f, test accuracy %.4f\n", ended,
                       (long long)res->steps, res->seconds, wait, t->loss, t->accuracy);
     tr_run_folder_metric(f, json_pack("{sIsfsfsfsf}", "step", (json_int_t)res->steps, "test/loss", t->loss,
                                       "test/accuracy", t->accuracy, "test/top5_accuracy", t->top5, "test/perplexity",

@@ -9,8 +9,9 @@
 #include "train/run_folder.h"
 #include "train/session.h"
 
-/* rc 0: "done: …", with the test split's numbers in the log and metrics.jsonl (NAN each when
- * there is none); otherwise the failure's sentences in the log. */
+/* rc 0: "done: …", TR_ETIMEUP "stopped by budget.time: …", with the test split's numbers in
+ * the log and metrics.jsonl (NAN each when there is none); otherwise the failure's sentences
+ * in the log. Stopped by a signal or the clock, a line says how to continue. */
 void tr_finish_say_done(struct tr_run_folder *f, const struct tr_data *data, struct tr_train_result *res, int rc,
                         const struct tr_diag *d);
 /* plan.json once more, with what the allocator and the OS measured and a warning for each

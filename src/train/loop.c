@@ -4,23 +4,16 @@
 #include "train/loop.h"
 
 #include <math.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "core/stop.h"
 #include "data/loader.h"
 #include "recipe/schema.h"
 #include "train/checkpoint.h"
 #include "train/step.h"
-
-/* Set by SIGINT/SIGTERM, read between steps: the one piece of global state a signal needs. */
-static volatile sig_atomic_t stop_signal;
-
-static void on_signal(int sig)
-{
-    stop_signal = sig;
-}
+#include "train/trim.h"
 
 double tr_now(void)
 {
@@ -29,38 +22,58 @@ double tr_now(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-void tr_loop_init(struct tr_loop *l, const struct tr_recipe *r, const struct tr_data *data)
+void tr_loop_init(struct tr_loop *l, const struct tr_recipe *r, const struct tr_data *data, double started)
 {
     int64_t per_epoch = (data->train.n + r->train.batch_size - 1) / r->train.batch_size;
-    *l = (struct tr_loop){.total_steps = r->train.steps ? r->train.steps : r->train.epochs * per_epoch};
+    *l = (struct tr_loop){.total_steps = r->train.steps ? r->train.steps : r->train.epochs * per_epoch,
+                          .deadline = r->budget.time > 0 ? started + r->budget.time : 0, .checkpointed = -1};
 }
 
 /* ---- checkpoints ----------------------------------------------------------------------------- */
+
+/* The trainer's state in a checkpoint: early stopping's, fp16's loss scale, and EVAL_PENDING
+ * when a signal cut the validation after its step short (a resume does it first). */
+enum { STATE_SIZE = 320 };
+#define EVAL_PENDING "eval_pending"
 
 int tr_loop_checkpoint(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f, const struct tr_recipe *r,
                        int64_t step, struct tr_diag *d)
 {
     double began = tr_now();
     struct tr_path dir;
-    char state[256], scaler[128];
+    char state[STATE_SIZE], scaler[128];
     if (tr_path_set(&dir, d, "%s/checkpoints", f->dir.s))
         return TR_EINVAL;
     tr_scaler_format(&s->scaler, scaler, sizeof scaler);
-    snprintf(state, sizeof state, "early_stop best=%.17g best_step=%lld bad=%lld stopped=%d %s", l->early.best,
-             (long long)l->early.best_step, (long long)l->early.bad, l->early.stopped, scaler);
-    struct tr_diag why = {0};
-    if (tr_checkpoint_write(dir.s, &s->train.x, &s->optim, step, r->name, state, &why))
-        return tr_fail_because(d, TR_EFAIL, &why, "checkpoint");
+    snprintf(state, sizeof state, "early_stop best=%.17g best_step=%lld bad=%lld stopped=%d %s%s", l->early.best,
+             (long long)l->early.best_step, (long long)l->early.bad, l->early.stopped, scaler,
+             l->eval_pending ? " " EVAL_PENDING : "");
+    /* What the checkpoint says happened is on disk before it is: the log, metrics.jsonl and
+     * the events up to this step are synced first, so a crash between the two never leaves a
+     * checkpoint ahead of them (a resume cuts them back to its step: tr_resume_trim). */
     int rc = tr_run_folder_sync(f, d);
+    if (!rc && f->record)   /* how long they were: a resume from this checkpoint cuts them back */
+        tr_run_folder_note(f, "checkpointed", tr_trim_mark(f, step));
+    struct tr_diag why = {0};
+    if (!rc && tr_checkpoint_write(dir.s, &s->train.x, &s->optim, step, r->name, state, &why))
+        rc = tr_fail_because(d, TR_EFAIL, &why, "checkpoint");
+    if (!rc)
+        l->checkpointed = step;
     l->timer.spent[TR_TIME_CHECKPOINT] += tr_now() - began;
     return rc;
+}
+
+int tr_loop_last_checkpoint(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f, const struct tr_recipe *r,
+                            int64_t step, struct tr_diag *d)
+{
+    return step == l->checkpointed ? 0 : tr_loop_checkpoint(l, s, f, r, step, d);
 }
 
 int tr_loop_resume(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f, int64_t *start,
                    struct tr_diag *d)
 {
     struct tr_path dir;
-    char warn[1024], state[256];
+    char warn[1024], state[STATE_SIZE];
     if (tr_path_set(&dir, d, "%s/checkpoints", f->dir.s))
         return TR_EINVAL;
     struct tr_diag why = {0};
@@ -74,11 +87,18 @@ int tr_loop_resume(struct tr_loop *l, struct tr_session *s, struct tr_run_folder
         if (stopped)   /* the run had ended early: it is finished where it stopped */
             l->total_steps = *start;
     }
+    l->eval_pending = *start && strstr(state, " " EVAL_PENDING) != NULL;
+    if (*start)
+        l->checkpointed = *start;
     if (*start && s->scaler.on && tr_scaler_parse(&s->scaler, state))
         tr_run_folder_say(f, "warning: the checkpoint keeps no fp16 loss scale; starting again from %g\n",
                           s->scaler.scale);
     if (*warn)
         tr_run_folder_say(f, "warning: skipped damaged checkpoints: %s\n", warn);
+    if (tr_trim_after(f, *start, &why))   /* what the interrupted process logged past its checkpoint */
+        tr_run_folder_say(f, "warning: %s; steps after %lld may be logged twice\n", tr_diag_last(&why),
+                          (long long)*start);
+    tr_diag_free(&why);
     tr_run_folder_say(f, "resuming %s at step %lld of %lld\n", f->dir.s, (long long)*start, (long long)l->total_steps);
     return 0;
 }
@@ -299,7 +319,8 @@ static bool should_stop(struct loop_run *c, int64_t t)
     return true;
 }
 
-/* The validation split's evaluation after step t, logged; *stop when early stopping ends the run. */
+/* The validation split's evaluation after step t, logged; *stop when early stopping ends the
+ * run (stop NULL: an evaluation early stopping does not count, budget.time's last one). */
 static int validate(struct loop_run *c, int64_t t, bool *stop)
 {
     struct tr_eval *v = &c->res->valid;
@@ -310,20 +331,54 @@ static int validate(struct loop_run *c, int64_t t, bool *stop)
     tr_run_folder_metric(c->f, json_pack("{sIsfsfsfsf}", "step", (json_int_t)t, "eval/loss", v->loss, "eval/accuracy",
                                          v->accuracy, "eval/top5_accuracy", v->top5, "eval/perplexity", exp(v->loss)),
                          true);
-    *stop = should_stop(c, t);
+    if (stop)
+        *stop = should_stop(c, t);
     return 0;
 }
 
-/* SIGINT or SIGTERM: the step done is checkpointed, and the run ends to be resumed. */
-static int stop_for_signal(struct loop_run *c, int64_t t)
+/* A signal (SIGINT, SIGTERM, SIGHUP) after step t, or during its validation (rc
+ * TR_EINTERRUPTED already, and a resume evaluates it again first): step t is checkpointed and
+ * the run ends, to be resumed. */
+static int stop_for_signal(struct loop_run *c, int64_t t, bool during_validation)
 {
+    c->l->eval_pending = during_validation;
     int rc = tr_loop_checkpoint(c->l, c->s, c->f, c->r, t, c->d);
+    c->l->eval_pending = false;
     if (rc)
         return rc;
-    tr_run_folder_say(c->f, "stopped by signal %d after step %lld; 'trainrun resume %s' continues\n",
-                      (int)stop_signal, (long long)t, c->f->dir.s);
-    return tr_fail(c->d, TR_EINTERRUPTED, "stopped by signal %d after step %lld (checkpointed)", (int)stop_signal,
-                   (long long)t);
+    if (during_validation)
+        return TR_EINTERRUPTED;
+    return tr_fail(c->d, TR_EINTERRUPTED, "stopped by %s after step %lld (checkpointed)",
+                   tr_stop_signal_name(tr_stop_requested()), (long long)t);
+}
+
+/* budget.time is up after step t: checkpointed, and the validation split evaluated at t when
+ * it was not just now (early stopping does not count it: a resumed run ends as an
+ * uninterrupted one would); the run then evaluates its test split and reports (train.c). */
+static int stop_for_time(struct loop_run *c, int64_t t, bool validated)
+{
+    int rc = tr_loop_checkpoint(c->l, c->s, c->f, c->r, t, c->d);
+    if (!rc && !validated && c->data->valid.n)
+        rc = validate(c, t, NULL);
+    if (rc)
+        return rc;
+    return tr_fail(c->d, TR_ETIMEUP, "stopped by budget.time (%g s) after step %lld of %lld (checkpointed)",
+                   c->r->budget.time, (long long)t, (long long)c->l->total_steps);
+}
+
+/* Before the first step: a signal during the start (nothing trained since the checkpoint it
+ * resumed from, if any), or the validation a signal cut short before the resumed step. */
+static int before_steps(struct loop_run *c, bool *stop)
+{
+    if (tr_stop_requested())
+        return tr_fail(c->d, TR_EINTERRUPTED, "stopped by %s before step %lld",
+                       tr_stop_signal_name(tr_stop_requested()), (long long)c->start + 1);
+    if (!c->l->eval_pending || !c->data->valid.n)
+        return 0;
+    c->l->eval_pending = false;
+    c->l->checkpointed = -1;   /* early stopping's state moved on from the checkpoint's */
+    int rc = validate(c, c->start, stop);
+    return rc == TR_EINTERRUPTED ? stop_for_signal(c, c->start, true) : rc;
 }
 
 /* ---- the loop -------------------------------------------------------------------------------------- */
@@ -335,9 +390,10 @@ static int run_steps(struct loop_run *c)
     /* a device copies the next step's first inputs while this step's last micro-batch runs:
      * the loader holds two steps, and the next is taken before this one trains */
     bool ahead = tr_backend_copies_ahead(c->s->be);
-    int rc = 0;
+    bool stop = false;
+    int rc = before_steps(c, &stop);
     struct tr_step st, next;
-    for (int64_t t = c->start + 1; t <= total && !rc; t++) {
+    for (int64_t t = c->start + 1; t <= total && !rc && !stop; t++) {
         struct step_outcome o = {.loss = NAN, .grad_norm = NAN};
         struct tr_alloc_stats held;
         int64_t gauge[TR_NGAUGES];
@@ -360,16 +416,22 @@ static int run_steps(struct loop_run *c)
             progress(c, t, o.loss);
         if (!rc && (t % c->log_every == 0 || t == total))
             log_line(c, t, &o, gauge);
-        bool stop = false;
-        if (!rc && ((r->train.eval_every && t % r->train.eval_every == 0) || t == total) && c->data->valid.n)
+        bool validated = !rc && ((r->train.eval_every && t % r->train.eval_every == 0) || t == total) &&
+                         c->data->valid.n;
+        if (validated)
             rc = validate(c, t, &stop);
-        c->res->steps = t;
+        if (!rc || rc == TR_EINTERRUPTED)
+            c->res->steps = t;
+        if (rc == TR_EINTERRUPTED)
+            rc = stop_for_signal(c, t, true);
         if (stop)
             break;
         if (!rc && r->train.checkpoint_every && t % r->train.checkpoint_every == 0 && t < total)
             rc = tr_loop_checkpoint(c->l, c->s, c->f, r, t, c->d);
-        if (!rc && stop_signal && t < total)
-            rc = stop_for_signal(c, t);
+        if (!rc && tr_stop_requested() && t < total)
+            rc = stop_for_signal(c, t, false);
+        else if (!rc && c->l->deadline && t < total && tr_now() >= c->l->deadline)
+            rc = stop_for_time(c, t, validated);
     }
     return rc;
 }
@@ -422,14 +484,7 @@ int tr_loop_run(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f
     l->profile = (struct tr_exec_profile){.per_op = getenv("TR_PROFILE") != NULL, .phase_seconds = l->timer.phase};
     s->train.x.hook = tr_exec_profiler(&l->profile);
     tr_leak_init(&l->leak, warmup(&c));
-    struct sigaction sa = {.sa_handler = on_signal}, old_int, old_term;
-    sigemptyset(&sa.sa_mask);
-    stop_signal = 0;
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
     rc = run_steps(&c);
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
     /* a copy ahead of a step never trained (an early stop) may still read the ring */
     struct tr_diag why = {0};
     if (tr_backend_synchronize(s->be, &why) && !rc)
@@ -449,7 +504,8 @@ int tr_loop_evaluate(struct tr_loop *l, struct tr_session *s, const struct tr_re
                      const struct tr_split *split, struct tr_eval *out, struct tr_diag *d)
 {
     double began = tr_now();
-    int rc = tr_evaluate(s, data, split, r->train.eval_samples, out, d);
+    const char *what = split == &data->test ? "evaluation (test split)" : "evaluation (validation split)";
+    int rc = tr_evaluate(s, data, split, what, r->train.eval_samples, out, d);
     l->timer.spent[TR_TIME_EVAL] += tr_now() - began;
     return rc;
 }

@@ -2,7 +2,9 @@
  * session, each logged, evaluated, checkpointed and stopped early as the recipe says, into the
  * run folder. After the run folder opens, before the test evaluation and the run's end. Its
  * state between steps — early stopping, the timer, the leak check, the progress bar — is
- * struct tr_loop; SIGINT and SIGTERM end it after the step in progress, checkpointed. */
+ * struct tr_loop. A stop signal (core/stop.h: SIGINT, SIGTERM, SIGHUP) ends it after the step
+ * or evaluation batch in progress, checkpointed; budget.time after the step in progress,
+ * checkpointed and evaluated. */
 #ifndef TR_LOOP_H
 #define TR_LOOP_H
 
@@ -21,6 +23,9 @@ struct tr_loop {
                                        * TR_PROFILE set the per-op table printed at the end */
     int64_t timer_step;        /* the last step whose line carried the time */
     struct tr_leak leak;       /* memory at each step's start, after warm-up */
+    double deadline;           /* budget.time: when it is up (tr_now's clock), 0 for none */
+    int64_t checkpointed;      /* the step of the checkpoint written or resumed from last; -1 none */
+    bool eval_pending;         /* the validation after the checkpoint's step is still to do */
 };
 
 /* What the run did, for the caller's result line. */
@@ -35,8 +40,9 @@ struct tr_train_result {
 /* Seconds on the monotonic clock. */
 double tr_now(void);
 
-/* The steps the recipe asks for (train.steps, else train.epochs over the training split). */
-void tr_loop_init(struct tr_loop *l, const struct tr_recipe *r, const struct tr_data *data);
+/* The steps the recipe asks for (train.steps, else train.epochs over the training split), and
+ * budget.time's deadline counted from started (tr_now: when this process's run began). */
+void tr_loop_init(struct tr_loop *l, const struct tr_recipe *r, const struct tr_data *data, double started);
 /* A resumed run: the newest checkpoint that verifies into the session, and the loop where that
  * step left it; *start gets its step. 0 or TR_EFAIL. */
 int tr_loop_resume(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f, int64_t *start,
@@ -45,12 +51,19 @@ int tr_loop_resume(struct tr_loop *l, struct tr_session *s, struct tr_run_folder
 void tr_loop_say_start(const struct tr_loop *l, const struct tr_session *s, struct tr_run_folder *f,
                        const struct tr_recipe *r, const struct tr_data *data, const char *init_summary);
 /* Steps start+1 … total_steps (fewer when stopped early). 0; TR_EDATA (the loader),
- * TR_EDIVERGED, TR_EINTERRUPTED (a signal: checkpointed), TR_EFAIL. */
+ * TR_EDIVERGED, TR_EINTERRUPTED (a signal: checkpointed, unless it came before the first
+ * step), TR_ETIMEUP (budget.time: checkpointed, and the validation split evaluated),
+ * TR_EFAIL. */
 int tr_loop_run(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f, const struct tr_recipe *r,
                 const struct tr_data *data, int64_t start, struct tr_train_result *res, struct tr_diag *d);
-/* A checkpoint of step, with the loop's state, and the run folder's appended files synced. */
+/* A checkpoint of step, with the loop's state, after the run folder's appended files are
+ * synced (what it says happened is on disk first). */
 int tr_loop_checkpoint(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f, const struct tr_recipe *r,
                        int64_t step, struct tr_diag *d);
+/* The run's last checkpoint, of step: nothing when that one is written already (by budget.time,
+ * or the checkpoint a resume with nothing left to train began from). */
+int tr_loop_last_checkpoint(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f, const struct tr_recipe *r,
+                            int64_t step, struct tr_diag *d);
 /* The evaluation of a split, its time counted as evaluation's. */
 int tr_loop_evaluate(struct tr_loop *l, struct tr_session *s, const struct tr_recipe *r, const struct tr_data *data,
                      const struct tr_split *split, struct tr_eval *out, struct tr_diag *d);

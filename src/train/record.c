@@ -11,7 +11,9 @@
 
 #include "core/alloc.h"
 #include "core/atomic.h"
+#include "core/stop.h"
 #include "graph/graph.h"
+#include "report/run_report.h"
 
 const char *tr_time_key(int i)
 {
@@ -165,22 +167,30 @@ int tr_run_record_begin(json_t **record, const char *dir, json_t *environment, i
     return write_record(r, dir, d);
 }
 
-int tr_run_record_end(json_t *record, const char *dir, int exit_code, double seconds, int64_t to_step,
-                      json_t *leak, struct tr_diag *d)
+/* How a process ended, in run.json's words: its exit status, the outcome, the signal. */
+static void set_ending(json_t *o, const struct tr_record_end *end)
+{
+    json_object_set_new(o, "exit_code", json_integer(end->exit_code));
+    json_object_set_new(o, "outcome", json_string(tr_run_status_word(end->exit_code)));
+    json_object_set_new(o, "signal", end->signal ? json_string(tr_stop_signal_name(end->signal)) : json_null());
+}
+
+int tr_run_record_end(json_t *record, const char *dir, const struct tr_record_end *end, json_t *leak,
+                      struct tr_diag *d)
 {
     char ended[32];
     utc_now(ended);
     json_t *segments = json_object_get(record, "segments"), *last = json_array_get(segments, json_array_size(segments) - 1);
     json_object_set_new(last, "ended", json_string(ended));
-    json_object_set_new(last, "seconds", json_real(seconds));
-    json_object_set_new(last, "exit_code", json_integer(exit_code));
-    json_object_set_new(last, "to_step", json_integer(to_step));
+    json_object_set_new(last, "seconds", json_real(end->seconds));
+    set_ending(last, end);
+    json_object_set_new(last, "to_step", json_integer(end->to_step));
     double total = 0;
     size_t i;
     json_t *s;
     json_array_foreach(segments, i, s)
         total += json_number_value(json_object_get(s, "seconds"));
-    json_object_set_new(record, "exit_code", json_integer(exit_code));
+    set_ending(record, end);
     json_object_set_new(record, "seconds", json_real(total));
     json_object_set_new(record, "leak", leak ? leak : json_null());
     return write_record(record, dir, d);

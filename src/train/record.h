@@ -66,16 +66,25 @@ void tr_leak_sample(struct tr_leak *l, int64_t step, int64_t allocated, int64_t 
 json_t *tr_leak_json(const struct tr_leak *l);
 
 /* run.json, the run's record beside its reports: {"started", "environment", "segments":
- * [{"started", "ended", "seconds", "exit_code", "from_step", "to_step"}, …] (one a process: a
- * resumed run has several), "exit_code" and "seconds" (the last's and their sum), "leak"}.
+ * [{"started", "ended", "seconds", "exit_code", "outcome", "signal", "from_step", "to_step"}, …]
+ * (one a process: a resumed run has several), "exit_code", "outcome" and "signal" (the last's)
+ * and "seconds" (their sum), "leak"}. "outcome" is the exit status in a word, as report.json's
+ * status (report/run_report.h: finished, regression, interrupted, time-limit, failed);
+ * "signal" names the one that interrupted it ("SIGTERM"), null otherwise.
  * tr_run_record_begin loads dir's run.json (or starts one when fresh; environment is taken) and
  * opens a segment; tr_run_record_end closes it (leak is taken); both write the file whole,
  * renamed over the old one (core/atomic.h). Return 0, or TR_EIO (TR_EINVAL: a path too long)
  * with the sentence in d. */
 int tr_run_record_begin(json_t **record, const char *dir, json_t *environment, int64_t from_step,
                         struct tr_diag *d);
-int tr_run_record_end(json_t *record, const char *dir, int exit_code, double seconds, int64_t to_step,
-                      json_t *leak, struct tr_diag *d);
+struct tr_record_end {
+    int exit_code;             /* the process's exit status */
+    double seconds;            /* this process's part */
+    int64_t to_step;
+    int signal;                /* 130: the signal that stopped it; 0 otherwise */
+};
+int tr_run_record_end(json_t *record, const char *dir, const struct tr_record_end *end, json_t *leak,
+                      struct tr_diag *d);
 /* Sets record's key to value (taken) and writes the file at once: what a nightly run decided
  * ("warm_start": where its first weights came from; "promotion": the gate's decision). */
 int tr_run_record_note(json_t *record, const char *dir, const char *key, json_t *value, struct tr_diag *d);

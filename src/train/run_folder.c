@@ -299,7 +299,8 @@ void tr_run_folder_end(struct tr_run_folder *f, const char *report_dir, const st
 {
     struct tr_diag why = {0};
     if (f->log && f->record &&
-        tr_run_record_end(f->record, f->dir.s, end->exit_status, end->seconds, end->steps, end->leak, &why))
+        tr_run_record_end(f->record, f->dir.s, &(struct tr_record_end){.exit_code = end->exit_status,
+                          .seconds = end->seconds, .to_step = end->steps, .signal = end->signal}, end->leak, &why))
         tr_run_folder_say(f, "warning: %s\n", tr_diag_last(&why));
     else if (!f->log || !f->record)
         json_decref(end->leak);
@@ -314,7 +315,8 @@ void tr_run_folder_end(struct tr_run_folder *f, const char *report_dir, const st
         tr_diag_free(&why);
     }
     bool failed = end->err && end->err != TR_EREGRESSION;
-    if (f->events.fd >= 0 && end->err != TR_EINTERRUPTED)   /* interrupted: the session goes on */
+    /* interrupted or stopped by budget.time: the session goes on when resumed */
+    if (f->events.fd >= 0 && end->err != TR_EINTERRUPTED && end->err != TR_ETIMEUP)
         tr_events_session_end(&f->events, failed ? TR_SESSION_FAILURE : TR_SESSION_SUCCESS, (double)time(NULL));
     if (tr_events_close(&f->events) && f->log)
         tr_run_folder_say(f, "warning: TensorBoard events: %s\n", tr_events_error(&f->events));

@@ -76,6 +76,7 @@ struct tr_run_end {
     double seconds;            /* the whole run */
     int64_t steps;
     json_t *leak;              /* the leak check's verdict (taken), or NULL */
+    int signal;                /* interrupted: the signal that stopped it (core/stop.h), else 0 */
 };
 /* run.json closed, the run's report rendered and the index of all runs in report_dir written
  * (a failure is a warning: the report is for people), and the TensorBoard session ended

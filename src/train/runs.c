@@ -263,7 +263,8 @@ enum tr_run_state tr_runs_state(const char *run_dir)
     json_t *last = json_array_get(segments, json_array_size(segments) - 1);
     json_t *code = json_object_get(last, "exit_code");
     enum tr_run_state state = TR_RUN_FAILED;
-    if (!last || !code || json_is_null(code) || json_integer_value(code) == TR_EXIT_INTERRUPTED)
+    if (!last || !code || json_is_null(code) || json_integer_value(code) == TR_EXIT_INTERRUPTED ||
+        json_integer_value(code) == TR_EXIT_TIME_LIMIT)
         state = TR_RUN_INTERRUPTED;
     else if (json_integer_value(code) == TR_EXIT_OK || json_integer_value(code) == TR_EXIT_REGRESSION)
         state = TR_RUN_FINISHED;
