@@ -59,7 +59,7 @@ started() { [ -s "$(newest "$scratch/h")/metrics.jsonl" ]; }
 wait_for started
 kill -HUP "$pid"
 wait "$pid"
-rc=$?
+rc=$? err=$(cat "$scratch/h.out")
 dir=$(newest "$scratch/h")
 if [ "$rc" = 0 ]; then
   echo "note: the run finished before SIGHUP arrived; the signal path was not exercised"
@@ -89,7 +89,7 @@ if [ -r /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz ]; then
   wait_for validated
   kill -TERM "$pid"
   wait "$pid"
-  rc=$?
+  rc=$? err=$(cat "$scratch/e.out")
   dir=$(newest "$scratch/e")
   if grep -q "^done:" "$scratch/e.out"; then
     echo "note: the test evaluation ended before SIGTERM arrived; the signal path was not exercised"

@@ -376,7 +376,8 @@ static int before_steps(struct loop_run *c, bool *stop)
     if (!c->l->eval_pending || !c->data->valid.n)
         return 0;
     c->l->eval_pending = false;
-    c->l->checkpointed = -1;   /* early stopping's state moved on from the checkpoint's */
+    if (c->start < c->l->total_steps)   /* early stopping's state moves on from the checkpoint's */
+        c->l->checkpointed = -1;
     int rc = validate(c, c->start, stop);
     return rc == TR_EINTERRUPTED ? stop_for_signal(c, c->start, true) : rc;
 }
