@@ -5,16 +5,25 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+/* The bytes in metrics.jsonl, flushed: its size (ftell may say 0 for a file opened to append
+ * before the first write, which would cut it to nothing). */
+static json_t *metrics_size(FILE *metrics)
+{
+    struct stat st;
+    return metrics && !fflush(metrics) && !fstat(fileno(metrics), &st) ? json_integer((json_int_t)st.st_size)
+                                                                        : json_null();
+}
 
 json_t *tr_trim_mark(const struct tr_run_folder *f, int64_t step)
 {
     int64_t events = tr_events_written(&f->events);
     const char *name = strrchr(f->events.path.s, '/');
-    return json_pack("{sI sI so so}", "step", (json_int_t)step, "metrics_bytes",
-                     (json_int_t)(f->metrics ? ftell(f->metrics) : -1), "events_file",
-                     events >= 0 && name ? json_string(name + 1) : json_null(), "events_bytes",
-                     events >= 0 ? json_integer(events) : json_null());
+    return json_pack("{sI so so so}", "step", (json_int_t)step, "metrics_bytes", metrics_size(f->metrics),
+                     "events_file", events >= 0 && name ? json_string(name + 1) : json_null(),
+                     "events_bytes", events >= 0 ? json_integer(events) : json_null());
 }
 
 /* The mark run.json keeps for the checkpoint of step, or NULL when its last one is another's
