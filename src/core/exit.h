@@ -14,6 +14,7 @@ enum tr_exit {
     TR_EXIT_DIVERGED    = 5,   /* NaN/Inf in loss or gradients, or the loss scale collapsed */
     TR_EXIT_REGRESSION  = 6,   /* finished, but worse than the promoted run */
     TR_EXIT_UNCHANGED   = 7,   /* skipped: --if-data-changed and no source changed */
+    TR_EXIT_TIME_LIMIT  = 8,   /* stopped by budget.time after checkpointing, evaluating and reporting */
     TR_EXIT_LOCKED      = 75,  /* another run of this recipe holds the lock (EX_TEMPFAIL) */
     TR_EXIT_INTERRUPTED = 130, /* stopped by SIGINT or SIGTERM after checkpointing */
 };
