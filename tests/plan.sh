@@ -122,4 +122,39 @@ if [ -s "$srcdir/datasets/wordnet-senses/train.tsv" ] || [ -d "$XDG_CACHE_HOME" 
     echo "skip: wordnet-senses is not prepared here ($err)"
   fi
 fi
+# Out of memory while reading the data is the host's failure, exit 1 as trainrun(1) says, not
+# the data's 4. A preloaded allocator refuses any block of 32 MiB or more (an allocation limit
+# that never reaches the start-up's own small blocks), and a gzip of 64 MiB of zeros (two
+# members, 130 KB on disk) makes the reader grow its buffer past that.
+shim_cc=${CC:-cc}
+cat >"$scratch/small_heap.c" <<'C'
+#include <errno.h>
+#include <stddef.h>
+extern void *__libc_malloc(size_t), *__libc_realloc(void *, size_t), *__libc_calloc(size_t, size_t);
+static const size_t limit = (size_t)32 << 20;
+void *malloc(size_t n) { if (n >= limit) { errno = ENOMEM; return NULL; } return __libc_malloc(n); }
+void *realloc(void *p, size_t n) { if (n >= limit) { errno = ENOMEM; return NULL; } return __libc_realloc(p, n); }
+void *calloc(size_t k, size_t n) {
+    if (n && k >= limit / n) { errno = ENOMEM; return NULL; }
+    return __libc_calloc(k, n);
+}
+C
+if ! command -v "$shim_cc" >/dev/null || ! "$shim_cc" -shared -fPIC -o "$scratch/small_heap.so" "$scratch/small_heap.c"; then
+  echo "skipped: out of memory reading data (no C compiler for the allocator shim)"
+else
+  python3 -c '
+import sys, zlib
+member = zlib.compressobj(9, zlib.DEFLATED, 31)
+member = member.compress(bytes(32 << 20)) + member.flush()
+open(sys.argv[1], "wb").write(member * 2)' "$scratch/zeros.csv.gz"
+  printf 'model: {arch: mlp}\ndata:\n  train: {source: %s}\n' "$scratch/zeros.csv.gz" >"$scratch/zeros.yaml"
+  run env LD_PRELOAD="$scratch/small_heap.so" "$TRAINRUN" plan "$scratch/zeros.yaml"
+  expect_rc 1 "plan: out of memory reading the data"
+  expect_in "$err" "zeros.csv.gz: out of memory reading the data" "plan: the message names the file"
+  run env LD_PRELOAD="$scratch/small_heap.so" "$TRAINRUN" "$scratch/zeros.yaml" --quiet report.dir="$scratch/runs"
+  expect_rc 1 "run: out of memory reading the data"
+  expect_in "$err" "zeros.csv.gz: out of memory reading the data" "run: the message names the file"
+  [ ! -e "$scratch/runs" ] || fail "run: out of memory reading the data left a run folder: $(ls -R "$scratch/runs")"
+fi
+
 finish

@@ -38,8 +38,9 @@ int tr_cli_lock(const char *dir, struct tr_runs_lock *lock)
  * the data it began with, or it would not end as an uninterrupted one. */
 static int load_data(const struct tr_recipe *r, const char *resume_dir, struct tr_data *data, struct tr_diag *d)
 {
-    if (tr_data_load(r, tr_cli_datasets_dir(), data, d))
-        return TR_EDATA;
+    int err = tr_data_load(r, tr_cli_datasets_dir(), data, d);
+    if (err)   /* out of memory is the host's failure (1), not the data's (4): trainrun(1) */
+        return err == TR_ENOMEM ? TR_ENOMEM : TR_EDATA;
     char what[1024];
     if (resume_dir && tr_data_changed_since(data, resume_dir, what, sizeof what))
         return tr_fail(d, TR_EDATA, "resume: the data changed since this run began (%.900s differs from "
