@@ -63,7 +63,7 @@ static int start_run_folder(struct tr_run_folder *f, struct tr_session *s, struc
     bool tensorboard_plan = !rc && *start == 0 && r->report.tensorboard;
     char *plan = tensorboard_plan ? tr_plan_markdown(&s->plan, &s->job, s->train.b.remat_nodes) : NULL;
     if (!rc)
-        rc = tr_run_folder_open_events(f, r, *start, plan, &s->train.b.g, s->k.micro, d);
+        rc = tr_run_folder_open_events(f, r, *start, plan, &s->train.b.g, &s->k, d);
     free(plan);
     if (rc)
         return rc;
