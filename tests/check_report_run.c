@@ -177,7 +177,7 @@ START_TEST(markdown_checklist)
     make_run(dir, 0);
     render(dir, &(struct tr_run_outcome){.exit_code = 0, .seconds = 1});
     char *md = slurp(dir, "report.md");
-    static const char *const rows[] = {"| AMP | off (fp32) |", "| Data loader | 1 worker, prefetch 2, pin_memory off | ", "the CPU trains from the batches where they are: nothing to pin |",
+    static const char *const rows[] = {"| AMP | off (fp32) |", "| Data loader | 1 worker, prefetch 2, pin_memory off | ", "; data.pin_memory: auto, the CPU trains from the batches where they are: nothing to pin |",
                                        "| Environment | 2 threads, BLAS kernels not recorded, 0 GPUs visible | this run's run.json "
                                        "records no settings |",
                                        "| Checkpointing | off | optimize.checkpointing: auto, off: the footprint 181.33 MiB fits the "

@@ -134,6 +134,8 @@ static void read_recipe(struct tr_run_report *rep, FILE *f)
             snprintf(rep->amp, sizeof rep->amp, "%s", value);
         else if (!strcmp(dotted, "optimize.checkpointing"))
             snprintf(rep->checkpointing, sizeof rep->checkpointing, "%s", value);
+        else if (!strcmp(dotted, "data.pin_memory"))
+            snprintf(rep->pin_memory, sizeof rep->pin_memory, "%s", value);
         else if (!strcmp(dotted, "data.num_workers"))
             rep->workers = atoll(value);
         else if (!strcmp(dotted, "data.prefetch_factor"))
@@ -365,7 +367,8 @@ static void amp_and_loader_rows(struct tr_run_report *rep)
     double wait = mean(tr_run_report_series(rep, "data/wait_fraction"));
     int at = isfinite(wait) ? snprintf(r->detail, sizeof r->detail, "data wait %.1f%% of the time on average", 100 * wait)
                             : snprintf(r->detail, sizeof r->detail, "no data wait measured");
-    snprintf(r->detail + at, sizeof r->detail - (size_t)at, "; %s",
+    snprintf(r->detail + at, sizeof r->detail - (size_t)at, "; data.pin_memory: %s, %s",
+             *rep->pin_memory ? rep->pin_memory : "?",
              gpu ? "batches in page-locked memory, the next copied to the GPU while a step computes"
                  : "the CPU trains from the batches where they are: nothing to pin");
 }
