@@ -31,7 +31,7 @@ START_TEST(fields_and_types)
 {
     static const char *const keys[] = {"host", "os", "distribution", "cpu", "cpus", "threads",
                                        "memory_bytes", "gpus", "driver", "libraries", "trainrun",
-                                       "recipe_sha256"};
+                                       "recipe_sha256", "blas_kernels", "settings"};
     const char *sha = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
     json_t *env = tr_environment(sha);
     ck_assert_ptr_nonnull(env);
@@ -54,6 +54,20 @@ START_TEST(fields_and_types)
     ck_assert_int_ge(json_integer_value(cpus), 1);
     ck_assert_int_eq(json_integer_value(cpus), sysconf(_SC_NPROCESSORS_ONLN));
     ck_assert_int_eq(json_integer_value(json_object_get(env, "threads")), omp_get_max_threads());
+    /* The seed's item 4: the kernels OpenBLAS picked and the variables that change threads,
+     * kernels and devices, as this process sees them (null when unset). */
+    assert_string_or_null(env, "blas_kernels");
+    ck_assert(json_is_string(json_object_get(env, "blas_kernels")));
+    json_t *settings = json_object_get(env, "settings");
+    static const char *const names[] = {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE",
+                                        "CUDA_VISIBLE_DEVICES", "TRAINRUN_BACKEND"};
+    ck_assert_int_eq(json_object_size(settings), sizeof names / sizeof names[0]);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *set = getenv(names[i]);
+        json_t *v = json_object_get(settings, names[i]);
+        ck_assert_msg(set ? json_is_string(v) && !strcmp(json_string_value(v), set) : json_is_null(v),
+                      "settings.%s is not the environment's", names[i]);
+    }
     json_t *memory = json_object_get(env, "memory_bytes");
     ck_assert(json_is_integer(memory));
     ck_assert_int_gt(json_integer_value(memory), 0);

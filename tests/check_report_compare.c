@@ -496,6 +496,52 @@ START_TEST(sparkline)
 }
 END_TEST
 
+/* report --compare's plot: two runs' long labels. Every legend entry (its swatch, and its text
+ * at 7 units a character, 11 high above a 2-unit descent) lies inside the viewBox and outside
+ * the plot's frame, by the SVG's own coordinates. */
+START_TEST(legend_clear_of_plot)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    double x[] = {1, 2, 3}, y[] = {0.5, 0.4, 0.3};
+    struct tr_svg_line lines[2] = {
+        {.label = "A runs/bert-small-with-a-long-name/20261201-225844", .x = x, .y = y, .n = 3},
+        {.label = "B runs/bert-small-with-a-long-name/20261202-041500", .x = x, .y = y, .n = 3}};
+    ck_assert_int_gt(tr_svg_plot(f, "eval/loss", "eval/loss", lines, 2), 0);
+    fclose(f);
+    double vw, vh, fx, fy, fw, fh;
+    const char *box = strstr(text, "viewBox=\"");
+    ck_assert_ptr_nonnull(box);
+    ck_assert_int_eq(sscanf(box, "viewBox=\"0 0 %lf %lf\"", &vw, &vh), 2);
+    const char *frame = strstr(text, "<rect x=");
+    ck_assert_ptr_nonnull(frame);
+    ck_assert_int_eq(sscanf(frame, "<rect x=\"%lf\" y=\"%lf\" width=\"%lf\" height=\"%lf\" fill=\"none\"", &fx, &fy,
+                            &fw, &fh), 4);
+    int entries = 0;
+    for (const char *p = text; (p = strstr(p, "height=\"8\"")); p++) {
+        const char *r = p;
+        while (r > text && strncmp(r, "<rect", 5))
+            r--;
+        double sx, sy, tx, ty;
+        ck_assert_int_eq(sscanf(r, "<rect x=\"%lf\" y=\"%lf\"", &sx, &sy), 2);
+        const char *t = strstr(p, "<text x=\"");
+        ck_assert_int_eq(sscanf(t, "<text x=\"%lf\" y=\"%lf\">", &tx, &ty), 2);
+        const char *label = strchr(t, '>') + 1;
+        double chars = (double)(strstr(label, "</text>") - label);
+        double left = sx, right = tx + 7 * chars, topmost = fmin(sy, ty - 11), bottom = fmax(sy + 8, ty + 2);
+        ck_assert_msg(left >= 0 && right <= vw && topmost >= 0, "legend entry %d [%g, %g] outside the viewBox %g wide",
+                      entries, left, right, vw);
+        ck_assert_msg(bottom <= fy || topmost >= fy + fh || right <= fx || left >= fx + fw,
+                      "legend entry %d (%g..%g × %g..%g) overlaps the plot (%g..%g × %g..%g)", entries, left, right,
+                      topmost, bottom, fx, fx + fw, fy, fy + fh);
+        entries++;
+    }
+    ck_assert_int_eq(entries, 2);
+    free(text);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("report_compare");
@@ -510,6 +556,7 @@ int main(void)
     tcase_add_test(tc, sections_call_out_regressions_first);
     tcase_add_test(tc, words);
     tcase_add_test(tc, sparkline);
+    tcase_add_test(tc, legend_clear_of_plot);
     suite_add_tcase(s, tc);
     return unit_run(s);
 }

@@ -135,7 +135,7 @@ START_TEST(json_fields)
     ck_assert_int_eq(json_integer_value(json_object_get(plan, "data_workers")), 1);
     ck_assert_int_eq(json_integer_value(json_object_get(plan, "budget_bytes")), 536870912);
     ck_assert_str_eq(json_string_value(json_object_get(json_object_get(plan, "checkpointing"), "mode")), "none");
-    ck_assert_uint_eq(json_array_size(json_object_get(j, "checklist")), 7);
+    ck_assert_uint_eq(json_array_size(json_object_get(j, "checklist")), 8);   /* + the environment */
     ck_assert_uint_eq(json_array_size(json_object_get(j, "warnings")), 0);
     /* Version 2: the key metric, the data the planner saw, where the time went, the leak
      * check, one step's memory, the environment and every series. */
@@ -177,8 +177,12 @@ START_TEST(markdown_checklist)
     make_run(dir, 0);
     render(dir, &(struct tr_run_outcome){.exit_code = 0, .seconds = 1});
     char *md = slurp(dir, "report.md");
-    static const char *const rows[] = {"| AMP | off (fp32) |", "| Data loader | 1 worker, prefetch 2 |",
-                                       "| Checkpointing | off |", "| Dynamic batching | off |",
+    static const char *const rows[] = {"| AMP | off (fp32) |", "| Data loader | 1 worker, prefetch 2, pin_memory off | ", "; data.pin_memory: auto, the CPU trains from the batches where they are: nothing to pin |",
+                                       "| Environment | 2 threads, BLAS kernels not recorded, 0 GPUs visible | this run's run.json "
+                                       "records no settings |",
+                                       "| Checkpointing | off | optimize.checkpointing: auto, off: the footprint 181.33 MiB fits the "
+                                       "budget 512.00 MiB without recomputing; checkpointing would bring it to 181.26 MiB but "
+                                       "cost 0.000834 s a step instead of 0.000784 s |", "| Dynamic batching | off |",
                                        "| Accumulation | 64 × 1 |", "| Memory | regions 1.63 MiB predicted",
                                        "# mlp: finished", "exit code 0", "| test/accuracy | 95.54 % |", "| eval/accuracy | 97.22 % | 97.22 % at step 200 |",
                                        "| Leak check | constant after warm-up |", "## Time", "| forward |",

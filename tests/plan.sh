@@ -107,6 +107,13 @@ expect_rc 0 "calibrate"
 expect_in "$out" "cached in $XDG_CACHE_HOME/trainrun/calibration/" "cached in XDG_CACHE_HOME"
 run "$TRAINRUN" calibrate --json
 expect_in "$out" '"gemm_flops"' "calibrate --json"
+# A cache that cannot be written is calibrate's failure (exit 1, naming it), not a silent 0;
+# a regular file where the cache folder would be stops even root.
+: >"$scratch/not-a-folder"
+run env XDG_CACHE_HOME="$scratch/not-a-folder" "$TRAINRUN" calibrate --force
+expect_rc 1 "calibrate: an unwritable cache"
+expect_in "$err" "could not be cached: $scratch/not-a-folder/trainrun/calibration: Not a directory" \
+  "calibrate: the message names the cache"
 run "$TRAINRUN" calibrate --bogus
 expect_rc 2 "calibrate: an unknown option"
 
@@ -122,4 +129,113 @@ if [ -s "$srcdir/datasets/wordnet-senses/train.tsv" ] || [ -d "$XDG_CACHE_HOME" 
     echo "skip: wordnet-senses is not prepared here ($err)"
   fi
 fi
+# Out of memory while reading the data is the host's failure, exit 1 as trainrun(1) says, not
+# the data's 4. A preloaded allocator refuses any block of 32 MiB or more (an allocation limit
+# that never reaches the start-up's own small blocks), and a gzip of 64 MiB of zeros (two
+# members, 130 KB on disk) makes the reader grow its buffer past that.
+shim_cc=${CC:-cc}
+cat >"$scratch/small_heap.c" <<'C'
+#include <errno.h>
+#include <stddef.h>
+extern void *__libc_malloc(size_t), *__libc_realloc(void *, size_t), *__libc_calloc(size_t, size_t);
+static const size_t limit = (size_t)32 << 20;
+void *malloc(size_t n) { if (n >= limit) { errno = ENOMEM; return NULL; } return __libc_malloc(n); }
+void *realloc(void *p, size_t n) { if (n >= limit) { errno = ENOMEM; return NULL; } return __libc_realloc(p, n); }
+void *calloc(size_t k, size_t n) {
+    if (n && k >= limit / n) { errno = ENOMEM; return NULL; }
+    return __libc_calloc(k, n);
+}
+C
+if ! command -v "$shim_cc" >/dev/null || ! "$shim_cc" -shared -fPIC -o "$scratch/small_heap.so" "$scratch/small_heap.c"; then
+  echo "skipped: out of memory reading data (no C compiler for the allocator shim)"
+else
+  python3 -c '
+import sys, zlib
+member = zlib.compressobj(9, zlib.DEFLATED, 31)
+member = member.compress(bytes(32 << 20)) + member.flush()
+open(sys.argv[1], "wb").write(member * 2)' "$scratch/zeros.csv.gz"
+  printf 'model: {arch: mlp}\ndata:\n  train: {source: %s}\n' "$scratch/zeros.csv.gz" >"$scratch/zeros.yaml"
+  run env LD_PRELOAD="$scratch/small_heap.so" "$TRAINRUN" plan "$scratch/zeros.yaml"
+  expect_rc 1 "plan: out of memory reading the data"
+  expect_in "$err" "zeros.csv.gz: out of memory reading the data" "plan: the message names the file"
+  run env LD_PRELOAD="$scratch/small_heap.so" "$TRAINRUN" "$scratch/zeros.yaml" --quiet report.dir="$scratch/oom-runs"
+  expect_rc 1 "run: out of memory reading the data"
+  expect_in "$err" "zeros.csv.gz: out of memory reading the data" "run: the message names the file"
+  [ ! -e "$scratch/oom-runs" ] || fail "run: out of memory reading the data left a run folder: $(ls -R "$scratch/oom-runs")"
+fi
+
+# The examples of README.md and trainrun(1) are the program's output today: README's rtx3090
+# table is shown whole but cut (each row it keeps is the program's row, in order); the man
+# page's narrowed tables are not compared, its decisions and refusals are (joined from their
+# wrapped lines), and each example's exit status. A change to the planner must update them.
+cat >"$scratch/examples.py" <<'PY'
+import os, re, subprocess, sys
+srcdir, trainrun = os.environ["srcdir"], os.environ["TRAINRUN"]
+failures = []
+def program(command):
+    command = re.sub(r"^\$ trainrun ", '"$TRAINRUN" ', command)
+    p = subprocess.run(command, shell=True, cwd=srcdir, capture_output=True, text=True)
+    return p.stdout + p.stderr, p.returncode
+# README: the fenced block that starts with a `$ trainrun plan` command.
+readme = open(os.path.join(srcdir, "README.md")).read()
+for block in re.findall(r"```\n(\$ trainrun plan [^\n]*)\n(.*?)```", readme, re.S):
+    out, _ = program(block[0])
+    lines, at = out.splitlines(), 0
+    for shown in block[1].splitlines():
+        if shown.strip() in ("", "..."):
+            continue
+        try:
+            at = lines.index(shown, at) + 1
+        except ValueError:
+            failures.append("README.md: `%s` no longer prints, in this order:\n  %s" % (block[0], shown))
+checked = len(failures)
+# trainrun(1): literal blocks of EXAMPLES; a command may continue over lines ending in \e.
+page = open(os.path.join(srcdir, "man/trainrun.1")).read()
+examples = page[page.index(".Sh EXAMPLES"):page.index(".Sh SEE ALSO")]
+def words(text):
+    return " ".join(text.replace("\\(mu", "×").replace("\\&", "").split())
+compared = 0
+for block in re.findall(r"^\.Bd -literal[^\n]*\n(.*?)^\.Ed", examples, re.S | re.M):
+    lines = block.splitlines()
+    i = 0
+    while i < len(lines):
+        if not lines[i].startswith("$ trainrun plan"):
+            i += 1
+            continue
+        command = lines[i]
+        while command.endswith("\\e"):
+            i += 1
+            command = command[:-2] + lines[i].strip()
+        i += 1
+        shown = []
+        while i < len(lines) and not lines[i].startswith("$ "):
+            shown.append(lines[i])
+            i += 1
+        status = None
+        if i < len(lines) and lines[i] == "$ echo $?":
+            status, i = int(lines[i + 1]), i + 2
+        if not any(l.strip() for l in shown) and status is None:
+            continue   # no output shown to compare (and it may write files: --json >plan.json)
+        out, rc = program(command)
+        said = [words(l) for l in out.splitlines()]
+        text = "\n".join(shown)
+        for start in ("decision:", "trainrun: nothing fits"):
+            for m in re.finditer(r"^%s.*?(?=\n\n|\n\$|\Z|\n[a-z ]*:)" % re.escape(start), text, re.S | re.M):
+                compared += 1
+                if words(m.group(0)) not in said:
+                    failures.append("trainrun(1): `%s` prints %s, not:\n  %s" % (command,
+                        [l for l in said if l.startswith(start)], words(m.group(0))))
+        if status is not None and rc != status:
+            failures.append("trainrun(1): `%s` exits %d, not %d" % (command, rc, status))
+print("examples: README's plan blocks, and %d decisions of trainrun(1)" % compared)
+if compared == 0:
+    failures.append("trainrun(1): no decision found in EXAMPLES: the test reads nothing")
+for f in failures:
+    print("FAIL: " + f)
+sys.exit(1 if failures else 0)
+PY
+run python3 "$scratch/examples.py"
+expect_rc 0 "the examples of README.md and trainrun(1): $out"
+printf '%s\n' "$out" | head -1
+
 finish

@@ -103,7 +103,22 @@ def full(run_dir, histograms_every, resolved_json):
     start = plugin_data_pb2.HParamsPluginData.FromString(hp["_hparams_/session_start_info"]).session_start_info
     end = plugin_data_pb2.HParamsPluginData.FromString(hp["_hparams_/session_end_info"]).session_end_info
     resolved = json.load(open(resolved_json))["recipe"]
+    plan = json.load(open(os.path.join(run_dir, "plan.json")))
+    ckpt = plan["checkpointing"]
+    chosen = {"plan.precision": plan["precision"],
+              "plan.checkpointing": ckpt["mode"] if ckpt["mode"] != "full" else f"full {ckpt['blocks']}",
+              "plan.batching": "dynamic" if plan["dynamic_batching"] else "fixed",
+              "plan.micro_batch": "/".join(str(b["rows"]) for b in plan["micro_batch"]) if plan["dynamic_batching"]
+              else float(plan["micro"]),
+              "plan.accumulation": "by length" if plan["dynamic_batching"] else float(plan["accumulation"])}
     for key, value in start.hparams.items():
+        kind = value.WhichOneof("kind")
+        shown = {"number_value": value.number_value, "string_value": value.string_value,
+                 "bool_value": value.bool_value}[kind]
+        expect(shown != "auto", f"hparam {key} is 'auto', not what the planner chose")
+        if key.startswith("plan."):   # what the planner chose, as plan.json says
+            expect(shown == chosen.get(key), f"hparam {key}: {shown!r} != plan.json's {chosen.get(key)!r}")
+            continue
         at = resolved
         for part in key.split("."):
             at = at[part]
@@ -113,7 +128,8 @@ def full(run_dir, histograms_every, resolved_json):
         if at is None or isinstance(at, (dict, list)):
             at = json.dumps(at, separators=(",", ":")) if at is not None else "null"
         expect(shown == at, f"hparam {key}: {shown!r} != the recipe's {at!r}")
-    expect({"train.batch_size", "train.optimizer.lr", "model.arch"} <= set(start.hparams), "hparams missing")
+    expect({"train.batch_size", "train.optimizer.lr", "model.arch"} | set(chosen) <= set(start.hparams),
+           f"hparams missing: {sorted({'train.batch_size', 'train.optimizer.lr', 'model.arch'} | set(chosen) - set(start.hparams))}")
     expect(end.status == 1, f"session end status {end.status}, expected SUCCESS (1)")
 
     # Histograms: every HISTOGRAMS_EVERY steps, each parameter's weights and gradient; the

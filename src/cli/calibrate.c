@@ -42,6 +42,10 @@ int tr_cmd_calibrate(int argc, char **argv)
         tr_diag_free(&err);
         return TR_EXIT_FAILURE;
     }
+    if (*d.unsaved) {   /* calibrate's whole job is the cache: measured but not kept is a failure */
+        fprintf(stderr, "trainrun: calibrate: the calibration could not be cached: %s\n", d.unsaved);
+        return TR_EXIT_FAILURE;
+    }
     if (as_json) {
         char *json = tr_device_calibration_json(&d);
         printf("%s\n", json);

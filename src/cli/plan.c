@@ -28,8 +28,9 @@ static double seconds_now(clockid_t clock)
 /* The data set, its warnings on stderr. */
 static int load_data(const struct tr_recipe *r, struct tr_data *data, struct tr_diag *diag)
 {
-    if (tr_data_load(r, tr_cli_datasets_dir(), data, diag))
-        return TR_EXIT_DATA;
+    int err = tr_data_load(r, tr_cli_datasets_dir(), data, diag);
+    if (err)   /* out of memory is the host's failure (1), not the data's (4): trainrun(1) */
+        return err == TR_ENOMEM ? TR_EXIT_FAILURE : TR_EXIT_DATA;
     tr_data_print_warnings(data, stderr);
     return 0;
 }

@@ -41,6 +41,8 @@ int tr_cli_lock(const char *dir, struct tr_runs_lock *lock)
 static int load_data(const struct tr_recipe *r, const char *resume_dir, struct tr_data *data, struct tr_diag *d)
 {
     int rc = tr_data_load(r, tr_cli_datasets_dir(), data, d);
+    if (rc == TR_ENOMEM)   /* out of memory is the host's failure (1), not the data's (4): trainrun(1) */
+        return TR_ENOMEM;
     if (rc)   /* a stop signal the data's preparation saw (tr_stop_check) stays one */
         return rc == TR_EINTERRUPTED || d->code == TR_EINTERRUPTED ? TR_EINTERRUPTED : TR_EDATA;
     char what[1024];
@@ -65,7 +67,7 @@ static int start_run_folder(struct tr_run_folder *f, struct tr_session *s, struc
     bool tensorboard_plan = !rc && *start == 0 && r->report.tensorboard;
     char *plan = tensorboard_plan ? tr_plan_markdown(&s->plan, &s->job, s->train.b.remat_nodes) : NULL;
     if (!rc)
-        rc = tr_run_folder_open_events(f, r, *start, plan, &s->train.b.g, s->k.micro, d);
+        rc = tr_run_folder_open_events(f, r, *start, plan, &s->train.b.g, &s->k, d);
     free(plan);
     if (rc)
         return rc;

@@ -42,6 +42,8 @@ struct tr_device {
     char source[512];         /* where the numbers come from: a measurement and its date, or the
                                * profile's cited sources */
     struct tr_path path;      /* the profile file, or the calibration cache, read; "" when none */
+    char unsaved[512];        /* why a calibration measured now could not be cached ("path: why"),
+                               * for `trainrun calibrate`; "" when it was, or no cache was asked for */
 };
 
 /* The profile `name` from the profiles file at path (etc/devices.yaml). 0, or TR_EINVAL when

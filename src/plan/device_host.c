@@ -333,10 +333,15 @@ int tr_device_host(struct tr_device *d, const char *exe, const char *cache_dir, 
         return tr_fail(diag, TR_EIO, "calibration: %s calibrate printed something else than this host's "
                        "calibration", exe);
     }
-    if (*path && tr_make_folders(cache_dir) == 0) {   /* a cache that cannot be written: measured again next time */
-        struct tr_diag unsaved = {0};   /* not said: measured again next time */
-        if (tr_atomic_write_json(path, j, JSON_INDENT(2), &unsaved) == 0)
+    if (*path) {   /* a cache that cannot be written: measured again next time; calibrate says so */
+        struct tr_diag unsaved = {0};
+        int folder_err = tr_make_folders(cache_dir);
+        if (folder_err)
+            snprintf(d->unsaved, sizeof d->unsaved, "%s: %s", cache_dir, strerror(folder_err));
+        else if (tr_atomic_write_json(path, j, JSON_INDENT(2), &unsaved) == 0)
             d->path = cache;
+        else
+            snprintf(d->unsaved, sizeof d->unsaved, "%s", tr_diag_last(&unsaved));
         tr_diag_free(&unsaved);
     }
     json_decref(j);

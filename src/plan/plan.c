@@ -480,10 +480,13 @@ static int open_space(const struct tr_plan_job *job, int blocks, struct space *s
 
 /* ---- the choice ----------------------------------------------------------------------------- */
 
-/* The checklist's order of risk (the seed's decision tree): among near-ties the candidate
- * whose riskiest knob is least risky — fewer micro-steps first (accumulation is the last
- * resort), then fixed over dynamic batching, then less checkpointing, then less precision
- * lost (AMP is the first thing to try). Negative when a is the safer. */
+/* The checklist's order of risk, the seed's decision tree read from its end: AMP is the first
+ * thing to try (the least risky knob), then checkpointing, then dynamic batching, and
+ * accumulation the last resort. So among near-ties the knob compared first is the riskiest:
+ * fewer micro-steps first, then fixed over dynamic batching, then less checkpointing, and
+ * only then less precision lost — a plan that needs AMP alone beats one that needs any other
+ * knob, and fp32 beats bf16 only when nothing else differs (then AMP would buy nothing the
+ * budget needs, and a 16-bit copy rounds). Negative when a is the safer. */
 static int risk_order(const struct tr_candidate *a, const struct tr_candidate *b)
 {
     double ma = round(a->micro_steps * 100), mb = round(b->micro_steps * 100);
@@ -549,7 +552,8 @@ static void choose(struct tr_plan *p)
                  "(predicted %.3g s a step, footprint %s)", what, fit, budget, p->cand[tie].step_seconds, size);
     else
         snprintf(p->reason, sizeof p->reason, "%s: within %.0f%% of the fastest of the %d candidates that fit %s "
-                 "and lower in the checklist's order of risk (predicted %.3g s a step, footprint %s)", what,
+                 "and lower in the checklist's order of risk (AMP the least risky knob, then checkpointing, "
+                 "dynamic batching, accumulation the last resort) (predicted %.3g s a step, footprint %s)", what,
                  NEAR_TIE * 100, fit, budget, p->cand[tie].step_seconds, size);
     p->chosen = tie;
 }

@@ -191,6 +191,18 @@ static json_t *libraries(void)
     return j;
 }
 
+/* The settings that change how fast a run goes or where (the seed's checklist, item 4): thread
+ * counts, the BLAS kernels forced, the devices visible, the backend; null when unset. */
+static json_t *settings(void)
+{
+    static const char *const names[] = {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE",
+                                        "CUDA_VISIBLE_DEVICES", "TRAINRUN_BACKEND"};
+    json_t *j = json_object();
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        json_object_set_new(j, names[i], text(getenv(names[i])));
+    return j;
+}
+
 json_t *tr_environment(const char *recipe_sha256)
 {
     json_t *env = json_object();
@@ -207,6 +219,8 @@ json_t *tr_environment(const char *recipe_sha256)
     json_object_set_new(env, "cpu", text_free(cpu));
     json_object_set_new(env, "cpus", cpus > 0 ? json_integer(cpus) : json_null());
     json_object_set_new(env, "threads", json_integer(omp_get_max_threads()));
+    json_object_set_new(env, "blas_kernels", text(openblas_get_corename()));
+    json_object_set_new(env, "settings", settings());
     json_object_set_new(env, "memory_bytes", memory_bytes());
     json_t *gpus = json_array(), *libs = libraries();
     int cuda_driver = 0;

@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,6 +134,8 @@ static void read_recipe(struct tr_run_report *rep, FILE *f)
             snprintf(rep->amp, sizeof rep->amp, "%s", value);
         else if (!strcmp(dotted, "optimize.checkpointing"))
             snprintf(rep->checkpointing, sizeof rep->checkpointing, "%s", value);
+        else if (!strcmp(dotted, "data.pin_memory"))
+            snprintf(rep->pin_memory, sizeof rep->pin_memory, "%s", value);
         else if (!strcmp(dotted, "data.num_workers"))
             rep->workers = atoll(value);
         else if (!strcmp(dotted, "data.prefetch_factor"))
@@ -356,13 +359,105 @@ static void amp_and_loader_rows(struct tr_run_report *rep)
     snprintf(r->detail, sizeof r->detail, "optimize.amp: %s%s%s", *rep->amp ? rep->amp : "?",
              reason ? "; the planner: " : "", reason ? reason : "");
     r = row(rep, "Data loader");
-    snprintf(r->setting, sizeof r->setting, "%lld worker%s, prefetch %lld", rep->workers,
-             rep->workers == 1 ? "" : "s", rep->prefetch);
+    /* pin_memory: on a GPU the loader's ring is page-locked and the next micro-batch copied ahead;
+     * on the CPU nothing is copied to a device, so there is nothing to pin. */
+    const char *device = json_string_value(json_object_get(json_object_get(rep->plan, "device"), "name"));
+    bool gpu = device && strcmp(device, "cpu");
+    snprintf(r->setting, sizeof r->setting, "%lld worker%s, prefetch %lld, pin_memory %s", rep->workers,
+             rep->workers == 1 ? "" : "s", rep->prefetch, gpu ? "on" : "off");
     double wait = mean(tr_run_report_series(rep, "data/wait_fraction"));
-    if (isfinite(wait))
-        snprintf(r->detail, sizeof r->detail, "data wait %.1f%% of the time on average", 100 * wait);
+    int at = isfinite(wait) ? snprintf(r->detail, sizeof r->detail, "data wait %.1f%% of the time on average", 100 * wait)
+                            : snprintf(r->detail, sizeof r->detail, "no data wait measured");
+    snprintf(r->detail + at, sizeof r->detail - (size_t)at, "; data.pin_memory: %s, %s",
+             *rep->pin_memory ? rep->pin_memory : "?",
+             gpu ? "batches in page-locked memory, the next copied to the GPU while a step computes"
+                 : "the CPU trains from the batches where they are: nothing to pin");
+}
+
+/* The seed's item 4: the environment settings that matter — threads, the BLAS kernels in use,
+ * the devices visible — from run.json's environment. */
+static void environment_row(struct tr_run_report *rep)
+{
+    json_t *env = json_object_get(rep->record, "environment"), *set = json_object_get(env, "settings");
+    struct tr_check_row *r = row(rep, "Environment");
+    const char *kernels = json_string_value(json_object_get(env, "blas_kernels"));
+    json_t *threads = json_object_get(env, "threads");
+    size_t gpus = json_array_size(json_object_get(env, "gpus"));
+    char blas[96];
+    if (kernels)
+        snprintf(blas, sizeof blas, "OpenBLAS %s kernels", kernels);
     else
-        snprintf(r->detail, sizeof r->detail, "no data wait measured");
+        snprintf(blas, sizeof blas, "BLAS kernels not recorded");
+    if (json_is_integer(threads))
+        snprintf(r->setting, sizeof r->setting, "%lld thread%s, %s, %zu GPU%s visible",
+                 (long long)json_integer_value(threads), json_integer_value(threads) == 1 ? "" : "s", blas, gpus,
+                 gpus == 1 ? "" : "s");
+    else
+        snprintf(r->setting, sizeof r->setting, "not recorded");
+    *r->detail = 0;
+    const char *name;
+    json_t *value;
+    json_object_foreach(set, name, value) {
+        size_t n = strlen(r->detail);
+        snprintf(r->detail + n, sizeof r->detail - n, "%s%s=%s", n ? ", " : "", name,
+                 json_is_string(value) ? json_string_value(value) : "(unset)");
+    }
+    if (!*r->detail)
+        snprintf(r->detail, sizeof r->detail, "this run's run.json records no settings");
+}
+
+/* plan.json's candidate like the chosen one (precision, batching) but with checkpointing mode
+ * ("none" or not "none": any); the fastest such, or NULL. */
+static const json_t *sibling_candidate(const struct tr_run_report *rep, bool checkpointed)
+{
+    const char *precision = json_string_value(json_object_get(rep->plan, "precision"));
+    bool dynamic = json_is_true(json_object_get(rep->plan, "dynamic_batching"));
+    const json_t *best = NULL;
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(rep->plan, "candidates"), i, c) {
+        const char *mode = json_string_value(json_object_get(json_object_get(c, "checkpointing"), "mode"));
+        const char *p = json_string_value(json_object_get(c, "precision"));
+        if (!mode || !p || !precision || strcmp(p, precision) || (strcmp(mode, "none") != 0) != checkpointed ||
+            json_is_true(json_object_get(c, "dynamic_batching")) != dynamic || !json_is_true(json_object_get(c, "fits")))
+            continue;
+        double t = json_number_value(json_object_get(c, "predicted_step_seconds"));
+        if (!best || t < json_number_value(json_object_get(best, "predicted_step_seconds")))
+            best = c;
+    }
+    return best;
+}
+
+/* Why checkpointing is on or off: pinned by the recipe, or what the planner weighed — the
+ * footprint it saves against the budget, and the recomputation it costs a step. */
+static void checkpointing_why(const struct tr_run_report *rep, bool on, char *out, size_t size)
+{
+    const char *setting = *rep->checkpointing ? rep->checkpointing : "?";
+    if (strcmp(setting, "auto")) {
+        snprintf(out, size, "optimize.checkpointing: %s, pinned by the recipe", setting);
+        return;
+    }
+    char budget[32], mine[32], other[32];
+    bytes(rep, "budget_bytes", budget), bytes(rep, "predicted_footprint_bytes", mine);
+    double t = json_number_value(json_object_get(rep->plan, "predicted_step_seconds"));
+    const json_t *alt = sibling_candidate(rep, !on);
+    if (alt)
+        tr_format_bytes((uint64_t)json_integer_value(json_object_get(alt, "predicted_footprint_bytes")), other);
+    double ta = alt ? json_number_value(json_object_get(alt, "predicted_step_seconds")) : NAN;
+    if (on && !alt)
+        snprintf(out, size, "optimize.checkpointing: auto, on: without it no plan of this precision and "
+                 "batching fits the budget %s; recomputing the forward brings the footprint to %s", budget, mine);
+    else if (on)
+        snprintf(out, size, "optimize.checkpointing: auto, on: without it the fastest plan that fits the budget %s "
+                 "takes %.3g s a step (footprint %s); with it the larger micro-batch it frees takes %.3g s "
+                 "(footprint %s), recomputation included", budget, ta, other, t, mine);
+    else if (alt)
+        snprintf(out, size, "optimize.checkpointing: auto, off: the footprint %s fits the budget %s without "
+                 "recomputing; checkpointing would bring it to %s but cost %.3g s a step instead of %.3g s",
+                 mine, budget, other, ta, t);
+    else
+        snprintf(out, size, "optimize.checkpointing: auto, off: the footprint %s fits the budget %s without "
+                 "recomputing anything", mine, budget);
 }
 
 static void batching_rows(struct tr_run_report *rep)
@@ -376,7 +471,7 @@ static void batching_rows(struct tr_run_report *rep)
         snprintf(r->setting, sizeof r->setting, "%s in %lld of %lld blocks", mode,
                  (long long)json_integer_value(json_object_get(ck, "blocks")),
                  (long long)json_integer_value(json_object_get(ck, "of")));
-    snprintf(r->detail, sizeof r->detail, "optimize.checkpointing: %s", *rep->checkpointing ? rep->checkpointing : "?");
+    checkpointing_why(rep, mode && strcmp(mode, "none"), r->detail, sizeof r->detail);
     r = row(rep, "Dynamic batching");
     json_t *buckets = json_object_get(rep->plan, "micro_batch");
     if (json_is_true(json_object_get(rep->plan, "dynamic_batching")))
@@ -520,6 +615,7 @@ int tr_run_report_load(const char *dir, const struct tr_run_outcome *outcome, st
     batching_rows(rep);
     memory_row(rep);
     leak_row(rep);
+    environment_row(rep);
     return 0;
 }
 

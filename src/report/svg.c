@@ -71,14 +71,14 @@ static void tick_label(double v, double step, char out[32])
 }
 
 static void axes(FILE *out, const char *xlabel, const char *ylabel, double x0, double x1, double y0, double y1,
-                 double ys)
+                 double ys, double top)
 {
-    double pw = W - LEFT - RIGHT, ph = H - TOP - BOTTOM;
+    double pw = W - LEFT - RIGHT, ph = H - top - BOTTOM;
     char label[32];
-    fprintf(out, "<rect x=\"%d\" y=\"%d\" width=\"%g\" height=\"%g\" fill=\"none\" stroke=\"#888\"/>\n",
-            LEFT, TOP, pw, ph);
+    fprintf(out, "<rect x=\"%d\" y=\"%g\" width=\"%g\" height=\"%g\" fill=\"none\" stroke=\"#888\"/>\n",
+            LEFT, top, pw, ph);
     for (double v = ceil(y0 / ys - 1e-9) * ys; v <= y1 + ys * 1e-9; v += ys) {
-        double y = TOP + ph * (1 - (v - y0) / (y1 - y0));
+        double y = top + ph * (1 - (v - y0) / (y1 - y0));
         tick_label(v, ys, label);
         fprintf(out, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%g\" y2=\"%.1f\" stroke=\"#ddd\"/>"
                 "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
@@ -90,13 +90,13 @@ static void axes(FILE *out, const char *xlabel, const char *ylabel, double x0, d
         tick_label(v, xs, label);
         fprintf(out, "<line x1=\"%.1f\" y1=\"%g\" x2=\"%.1f\" y2=\"%g\" stroke=\"#888\"/>"
                 "<text x=\"%.1f\" y=\"%g\" text-anchor=\"middle\">%s</text>\n",
-                x, TOP + ph, x, TOP + ph + 4, x, TOP + ph + 16, label);
+                x, top + ph, x, top + ph + 4, x, top + ph + 16, label);
     }
     fprintf(out, "<text x=\"%g\" y=\"%d\" text-anchor=\"middle\">", LEFT + pw / 2, H - 6);
     tr_html_escape(out, xlabel);
     fputs("</text>\n", out);
     fprintf(out, "<text x=\"12\" y=\"%g\" text-anchor=\"middle\" transform=\"rotate(-90 12 %g)\">",
-            TOP + ph / 2, TOP + ph / 2);
+            top + ph / 2, top + ph / 2);
     tr_html_escape(out, ylabel);
     fputs("</text>\n", out);
 }
@@ -104,6 +104,25 @@ static void axes(FILE *out, const char *xlabel, const char *ylabel, double x0, d
 int tr_svg_plot(FILE *out, const char *title, const char *ylabel, const struct tr_svg_line *lines, int nlines)
 {
     return tr_svg_plot_x(out, title, "step", ylabel, lines, nlines);
+}
+
+/* The legend: a swatch and the label per line, each as wide as its label (about 7 units a
+ * character, cut to the plot's width), in rows under the title that wrap before the right
+ * edge; x, y: each entry's swatch. The plot's frame starts below the last row: the top. */
+enum { LEGEND_Y = 26, LEGEND_ROW = 16, CHAR_W = 7, SWATCH = 16, GAP = 12 };
+static double legend_layout(const struct tr_svg_line *lines, int nlines, double *x, double *y, int *chars)
+{
+    double at = LEFT, row = LEGEND_Y, room = W - RIGHT - LEFT - SWATCH;
+    for (int l = 0; l < nlines; l++) {
+        size_t n = strlen(lines[l].label ? lines[l].label : "");
+        chars[l] = n * CHAR_W > room ? (int)(room / CHAR_W) : (int)n;
+        double width = SWATCH + CHAR_W * chars[l];
+        if (at > LEFT && at + width > W - RIGHT)
+            at = LEFT, row += LEGEND_ROW;
+        x[l] = at, y[l] = row;
+        at += width + GAP;
+    }
+    return TOP + (row - LEGEND_Y);
 }
 
 int tr_svg_plot_x(FILE *out, const char *title, const char *xlabel, const char *ylabel,
@@ -117,30 +136,31 @@ int tr_svg_plot_x(FILE *out, const char *title, const char *xlabel, const char *
      * points seldom lie on the frame, hidden in its line. */
     double ys = nice_step(y1 - y0, 5);
     y0 = floor(y0 / ys) * ys, y1 = ceil(y1 / ys) * ys;
-    double pw = W - LEFT - RIGHT, ph = H - TOP - BOTTOM;
+    double lx[nlines], ly[nlines];
+    int chars[nlines];
+    double top = legend_layout(lines, nlines, lx, ly, chars);
+    double pw = W - LEFT - RIGHT, ph = H - top - BOTTOM;
     fprintf(out, "<svg class=\"plot\" viewBox=\"0 0 %d %d\" role=\"img\" "
             "font-size=\"13\" font-family=\"sans-serif\">\n<title>", W, H);
     tr_html_escape(out, title);
     fprintf(out, "</title>\n<text x=\"%d\" y=\"16\" font-weight=\"bold\">", LEFT);
     tr_html_escape(out, title);
     fputs("</text>\n", out);
-    axes(out, xlabel, ylabel, x0, x1, y0, y1, ys);
-    double legend_x = LEFT;
+    axes(out, xlabel, ylabel, x0, x1, y0, y1, ys, top);
     for (int l = 0; l < nlines; l++) {
         const char *colour = colours[l % (int)(sizeof colours / sizeof colours[0])];
         fprintf(out, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"", colour);
         for (int i = 0; i < lines[l].n; i++)
             if (isfinite(lines[l].y[i]) && isfinite(lines[l].x[i]))
                 fprintf(out, "%.1f,%.1f ", LEFT + pw * (lines[l].x[i] - x0) / (x1 - x0),
-                        TOP + ph * (1 - (lines[l].y[i] - y0) / (y1 - y0)));
+                        top + ph * (1 - (lines[l].y[i] - y0) / (y1 - y0)));
         fputs("\"/>\n", out);
-        /* The legend: a swatch and the label per line, in a row under the title, each as wide
-         * as its label (about 7 units a character). */
-        fprintf(out, "<rect x=\"%.0f\" y=\"26\" width=\"12\" height=\"8\" fill=\"%s\"/><text x=\"%.0f\" y=\"34\">",
-                legend_x, colour, legend_x + 16);
-        tr_html_escape(out, lines[l].label);
+        fprintf(out, "<rect x=\"%.0f\" y=\"%.0f\" width=\"12\" height=\"8\" fill=\"%s\"/><text x=\"%.0f\" y=\"%.0f\">",
+                lx[l], ly[l], colour, lx[l] + SWATCH, ly[l] + 8);
+        char label[96];
+        snprintf(label, sizeof label, "%.*s", chars[l], lines[l].label ? lines[l].label : "");
+        tr_html_escape(out, label);
         fputs("</text>\n", out);
-        legend_x += 28 + 7.0 * (double)strlen(lines[l].label ? lines[l].label : "");
     }
     fputs("</svg>\n", out);
     return points;

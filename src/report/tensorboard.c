@@ -11,8 +11,7 @@
 const char *const tr_tb_hparam_keys[] = {
     "seed", "model.arch", "model.layers", "model.hidden", "model.dropout", "data.dataset",
     "train.batch_size", "train.optimizer.name", "train.optimizer.lr", "train.optimizer.weight_decay",
-    "train.optimizer.momentum", "train.schedule.name", "train.grad_clip", "optimize.amp",
-    "optimize.checkpointing", "optimize.accumulation", "optimize.dynamic_batching", NULL,
+    "train.optimizer.momentum", "train.schedule.name", "train.grad_clip", NULL,
 };
 
 /* The recipe's value at a dotted key in its JSON form, or NULL. */
@@ -26,12 +25,34 @@ static json_t *lookup(json_t *root, const char *dotted)
     return at;
 }
 
-static void hparams(struct tr_events *ev, const struct tr_recipe *r, double start_secs)
+/* The planner's choice as five hyper-parameters after hp[0..n); the new count. words holds the
+ * strings (checkpointing, the buckets' rows). */
+static int plan_hparams(const struct tr_knobs *k, struct tr_hparam *hp, int n, char words[2][160])
+{
+    tr_knobs_remat_words(k, 0, words[0], sizeof words[0]);
+    if (!strncmp(words[0], "full", 4))   /* the knobs do not know the model's block count: "full 3" */
+        snprintf(words[0], sizeof words[0], "full %d", k->remat_blocks);
+    *words[1] = 0;
+    for (int b = 0; k->dynamic && b < k->nbuckets; b++)
+        snprintf(words[1] + strlen(words[1]), sizeof words[1] - strlen(words[1]), "%s%lld", b ? "/" : "",
+                 (long long)k->buckets[b].rows);
+    hp[n++] = (struct tr_hparam){.name = "plan.precision", .kind = TR_HP_STRING, .string = tr_precision_name(k->precision)};
+    hp[n++] = (struct tr_hparam){.name = "plan.checkpointing", .kind = TR_HP_STRING, .string = words[0]};
+    hp[n++] = (struct tr_hparam){.name = "plan.batching", .kind = TR_HP_STRING, .string = k->dynamic ? "dynamic" : "fixed"};
+    hp[n++] = k->dynamic ? (struct tr_hparam){.name = "plan.micro_batch", .kind = TR_HP_STRING, .string = words[1]}
+                         : (struct tr_hparam){.name = "plan.micro_batch", .kind = TR_HP_NUMBER, .number = (double)k->micro};
+    hp[n++] = k->dynamic ? (struct tr_hparam){.name = "plan.accumulation", .kind = TR_HP_STRING, .string = "by length"}
+                         : (struct tr_hparam){.name = "plan.accumulation", .kind = TR_HP_NUMBER,
+                                              .number = (double)k->accumulation};
+    return n;
+}
+
+static void hparams(struct tr_events *ev, const struct tr_recipe *r, const struct tr_knobs *k, double start_secs)
 {
     char *text = tr_recipe_to_json(r);
     json_t *root = json_loads(text, 0, NULL), *values = json_object_get(root, "recipe");
-    struct tr_hparam hp[32];
-    char *owned[32];
+    struct tr_hparam hp[40];
+    char *owned[32], words[2][160];
     int n = 0;
     for (int i = 0; tr_tb_hparam_keys[i] && n < 32; i++) {
         json_t *v = lookup(values ? values : root, tr_tb_hparam_keys[i]);
@@ -50,8 +71,10 @@ static void hparams(struct tr_events *ev, const struct tr_recipe *r, double star
             h->string = "null";
         n++;
     }
+    int nrecipe = n;
+    n = plan_hparams(k, hp, n, words);
     tr_events_session_start(ev, hp, n, start_secs);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < nrecipe; i++)
         free(owned[i]);
     json_decref(root);
     free(text);
@@ -81,13 +104,13 @@ static void recipe_text(struct tr_events *ev, const struct tr_recipe *r)
 }
 
 void tr_tb_session_start(struct tr_events *ev, const struct tr_recipe *r, const char *plan_markdown,
-                         const struct tr_graph *g, int64_t batch, double start_secs)
+                         const struct tr_graph *g, const struct tr_knobs *k, double start_secs)
 {
     recipe_text(ev, r);
     tr_events_text(ev, "plan", 0, plan_markdown);
-    hparams(ev, r, start_secs);
+    hparams(ev, r, k, start_secs);
     struct tr_pb graph;
-    tr_graphdef_build(g, batch, 1, &graph);
+    tr_graphdef_build(g, k->micro, 1, &graph);
     tr_events_graph(ev, &graph);
     tr_pb_free(&graph);
     /* on disk at once: a crash before the first checkpoint would otherwise leave a file of

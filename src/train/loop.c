@@ -463,8 +463,9 @@ static int open_loader(struct loop_run *c)
                                   .shuffle = r->data.shuffle, .num_workers = (int)r->data.num_workers,
                                   .prefetch = (int)r->data.prefetch_factor, .memory = c->s->be->host_memory,
                                   .hold = tr_backend_copies_ahead(c->s->be) ? 2 : 1};
-    if (tr_loader_open(&c->loader, &c->data->train, &o, c->d))
-        return TR_EDATA;
+    int err = tr_loader_open(&c->loader, &c->data->train, &o, c->d);
+    if (err)   /* out of memory is the host's failure (1), not the data's (4) */
+        return err == TR_ENOMEM ? TR_ENOMEM : TR_EDATA;
     int64_t per_epoch = tr_loader_steps_per_epoch(c->loader);
     if (c->start)
         tr_loader_seek(c->loader, c->start / per_epoch, c->start % per_epoch);

@@ -259,7 +259,7 @@ int tr_run_folder_write_plan(struct tr_run_folder *f, json_t *plan, json_t *warn
 }
 
 int tr_run_folder_open_events(struct tr_run_folder *f, const struct tr_recipe *r, int64_t start,
-                              const char *plan_markdown, const struct tr_graph *g, int64_t micro,
+                              const char *plan_markdown, const struct tr_graph *g, const struct tr_knobs *k,
                               struct tr_diag *d)
 {
     if (!r->report.tensorboard)
@@ -268,7 +268,7 @@ int tr_run_folder_open_events(struct tr_run_folder *f, const struct tr_recipe *r
     if (tr_events_open(&f->events, f->dir.s, start + 1, r->report.flush_every, &why))
         return tr_fail_because(d, TR_EFAIL, &why, "tensorboard");
     if (start == 0)
-        tr_tb_session_start(&f->events, r, plan_markdown ? plan_markdown : "", g, micro, (double)time(NULL));
+        tr_tb_session_start(&f->events, r, plan_markdown ? plan_markdown : "", g, k, (double)time(NULL));
     return 0;
 }
 

@@ -57,7 +57,7 @@ int tr_run_folder_write_plan(struct tr_run_folder *f, json_t *plan, json_t *warn
  * the first step it logs again, so TensorBoard drops what the interrupted session logged after
  * its last checkpoint and the curves continue as one. */
 int tr_run_folder_open_events(struct tr_run_folder *f, const struct tr_recipe *r, int64_t start,
-                              const char *plan_markdown, const struct tr_graph *g, int64_t micro,
+                              const char *plan_markdown, const struct tr_graph *g, const struct tr_knobs *k,
                               struct tr_diag *d);
 /* run.json opened: when and where the run (or this part of a resumed one) started, and the warm
  * start it began from (taken; NULL: none). */
