@@ -12,6 +12,7 @@
 #include <zlib.h>
 
 #include "data/dataset.h"
+#include "data/csv.h"
 #include "data/files.h"
 #include "data/loader.h"
 #include "data/sha256.h"

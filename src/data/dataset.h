@@ -97,6 +97,10 @@ struct tr_data {
  * failure is a data error: the caller reports it as TR_EDATA (exit status 4). */
 int tr_data_load(const struct tr_recipe *r, const char *datasets_dir, struct tr_data *out,
                  struct tr_diag *diag);
+/* The recipe's inline data checked as tr_data_load would check it before reading a file (its
+ * formats, fields and options; trainrun check): 0, or TR_EINVAL with the reasons at their
+ * recipe keys in diag. 0 for a recipe without inline data. */
+int tr_data_check_inline(const struct tr_recipe *r, struct tr_diag *diag);
 /* The same from a definition file (dataset.yaml, or any name); relative sources are found
  * beside it. Text is read with the definition's own tokenizer: and model.max_len's default. */
 int tr_data_load_definition(const char *path, struct tr_data *out, struct tr_diag *diag);
