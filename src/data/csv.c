@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 
 #include "recipe/units.h"
 
@@ -55,12 +56,12 @@ static bool is_blank(char c)
     return c == ' ' || c == '\t';
 }
 
-/* Where the cell that ends now began: past the line breaks before it (libcsv skips blank lines),
- * and past blanks that trimming drops. */
+/* Where the cell that ends now began: for a row's first cell, past the line breaks before it
+ * (the LF of a CRLF, blank lines: libcsv skips them); past blanks that trimming drops. */
 static size_t cell_start(const struct splitter *sp)
 {
     size_t at = sp->cell_begin;
-    while (at < sp->len && (sp->text[at] == '\n' || sp->text[at] == '\r' ||
+    while (at < sp->len && ((!sp->ncells && (sp->text[at] == '\n' || sp->text[at] == '\r')) ||
                             (sp->dialect->trim && is_blank(sp->text[at]))))
         at++;
     return at;
@@ -369,16 +370,19 @@ static bool sklearn_counts(const struct kept_row *r, double *n0, double *n1)
 /* header: auto (trainrun-dataset(5)): scikit-learn's header line when its first two cells are
  * whole numbers (n_samples ≥ 0, n_features ≥ 1), the second line has n_features + 1 cells, and
  * the first line has a cell that is not a number or another count of cells; else a line of
- * column names when a cell of it that is not a number (nor missing) stands above a number;
- * else data. */
+ * column names when a cell of it that is not a number (nor missing) stands above a number
+ * (or, in a file of one line, when no cell of it is a number nor missing); else data. */
 static int detect_header(const struct kept_row *first, const struct tr_csv_cell *second, int nsecond)
 {
-    if (!second)
-        return TR_HEADER_NONE;
     double n0, n1;
-    bool words = false;
-    for (int i = 0; i < first->n; i++)
-        words = words || !is_number(&first->cells[i]);
+    bool words = false, all_words = true;
+    for (int i = 0; i < first->n; i++) {
+        bool word = !is_number(&first->cells[i]) && !tr_csv_is_missing(&first->cells[i]);
+        words = words || word;
+        all_words = all_words && word;
+    }
+    if (!second)
+        return all_words ? TR_HEADER_NAMES : TR_HEADER_NONE;
     if (sklearn_counts(first, &n0, &n1) && nsecond == (int)n1 + 1 && (words || first->n != nsecond))
         return TR_HEADER_SKLEARN;
     for (int i = 0; i < first->n && i < nsecond; i++)
@@ -516,11 +520,15 @@ static int check_label_text(struct table_reader *tr, const struct tr_csv_cell *c
         if ((unsigned char)c->s[i] < 0x20 || c->s[i] == 0x7f)
             return tr_fail_file(tr->diag, TR_EINVAL, tr->path, c->line, c->col, "the label holds a control "
                                 "character (byte 0x%02x); class names are one line of text", (unsigned char)c->s[i]);
-    struct tr_diag why = {0};
-    int rc = tr_utf8_check(tr->path, c->s, c->n, c->line, &why);
-    tr_diag_free(&why);
-    return rc ? tr_fail_file(tr->diag, TR_EINVAL, tr->path, c->line, c->col, "the label is not UTF-8; class "
-                             "names are text") : 0;
+    utf8proc_int32_t code;
+    for (size_t i = 0; i < c->n;) {
+        utf8proc_ssize_t n = utf8proc_iterate((const utf8proc_uint8_t *)c->s + i, (utf8proc_ssize_t)(c->n - i), &code);
+        if (n < 0)
+            return tr_fail_file(tr->diag, TR_EINVAL, tr->path, c->line, c->col, "the label is not UTF-8 (byte "
+                                "0x%02x); class names are text", (unsigned char)c->s[i]);
+        i += (size_t)n;
+    }
+    return 0;
 }
 
 static int label_of(struct table_reader *tr, const struct tr_csv_cell *c, int32_t *y)
@@ -742,7 +750,11 @@ int tr_csv_parse(const char *path, const char *text, size_t len, const struct tr
     free_label_set(&tr.labels);
     free(tr.x);
     free(tr.y);
-    if (rc)
-        tr_table_free(t);
+    if (rc) {   /* a csv table holds no mapping: tr_table_free's other half is not needed */
+        free(t->x);
+        free(t->y);
+        free_words(t->class_names);
+        memset(t, 0, sizeof *t);
+    }
     return rc;
 }
