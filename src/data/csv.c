@@ -93,14 +93,19 @@ static void on_cell(void *s, size_t n, void *data)
     sp->nbytes += n + 1;
 }
 
-/* A row of one unquoted cell of blanks is a blank line (libcsv drops them only when it trims). */
-static bool blank_row(const struct tr_csv_cell *cells, int n)
+/* A row of blanks is a blank line (libcsv drops them only when it trims): one unquoted cell of
+ * blanks, or with a TAB delimiter (a blank itself) unquoted cells of blanks only. */
+static bool blank_row(const struct tr_csv_cell *cells, int n, unsigned char delimiter)
 {
-    if (n != 1 || cells[0].quoted)
+    if (n != 1 && delimiter != '\t')
         return false;
-    for (size_t i = 0; i < cells[0].n; i++)
-        if (!is_blank(cells[0].s[i]))
+    for (int k = 0; k < n; k++) {
+        if (cells[k].quoted)
             return false;
+        for (size_t i = 0; i < cells[k].n; i++)
+            if (!is_blank(cells[k].s[i]))
+                return false;
+    }
     return true;
 }
 
@@ -112,7 +117,7 @@ static void on_row_end(int terminator, void *data)
         return;
     for (int i = 0; i < sp->ncells; i++)
         sp->cells[i].s = sp->bytes + (uintptr_t)sp->cells[i].s;
-    if (!blank_row(sp->cells, sp->ncells))
+    if (!blank_row(sp->cells, sp->ncells, sp->dialect->delimiter))
         sp->rc = sp->row(sp->ctx, sp->cells, sp->ncells, sp->diag);
     sp->ncells = 0;
     sp->nbytes = 0;

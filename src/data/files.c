@@ -13,6 +13,7 @@
 #include <zlib.h>
 
 #include "data/cache.h"
+#include "data/csv.h"
 #include "data/sha256.h"
 #include "recipe/recipe.h"
 #include "recipe/units.h"
@@ -357,78 +358,73 @@ static int class_of(const char *path, int line, int col, const char *s, size_t n
                         shown, s, o->nclasses, best ? "; did you mean '" : "", best ? best : "", best ? "'?" : "");
 }
 
-struct tsv_layout {
-    int ncols;
-    int col[2];   /* of the text, of the label */
+/* A tsv file, read as rows by csv.c (a TAB between cells, no quoting, nothing trimmed). */
+struct tsv_reader {
+    const char *path;
+    const struct tr_text_options *o;
+    tr_text_sample_fn *take;
+    void *ctx;
+    int ncols;                    /* 0 until the header line is read */
+    int col[2];                   /* of the text, of the label */
+    int64_t n;
 };
 
-/* Splits l at its TABs: returns the field count, with fields col[0] and col[1] in s and n. */
-static int tsv_fields(const struct line *l, const int col[2], const char *s[2], size_t n[2])
-{
-    const char *p = l->s, *end = l->s + l->len;
-    for (int count = 0;; count++) {
-        const char *tab = memchr(p, '\t', (size_t)(end - p));
-        const char *e = tab ? tab : end;
-        for (int k = 0; k < 2; k++)
-            if (count == col[k])
-                s[k] = p, n[k] = (size_t)(e - p);
-        if (!tab)
-            return count + 1;
-        p = tab + 1;
-    }
-}
-
 /* The header line: which columns hold the text and the label. */
-static int tsv_header(const char *path, struct cursor *c, const struct tr_text_options *o,
-                      struct tsv_layout *lay, struct tr_diag *diag)
+static int tsv_header(struct tsv_reader *r, const struct tr_csv_cell *cells, int ncells, struct tr_diag *diag)
 {
-    struct line header;
-    if (!next_line(c, &header))
-        return tr_fail_file(diag, TR_EINVAL, path, 0, 0, "the file is empty");
-    const char *names[2] = {o->text, o->label};
-    const struct tr_where at[2] = {o->text_at, o->label_at};
-    lay->col[0] = lay->col[1] = -1;
-    lay->ncols = 0;
-    const char *p = header.s, *end = header.s + header.len;
+    const char *names[2] = {r->o->text, r->o->label};
+    const struct tr_where at[2] = {r->o->text_at, r->o->label_at};
+    r->col[0] = r->col[1] = -1;
+    r->ncols = ncells;
     char *list = tr_strdup("");
-    for (bool more = true; more; lay->ncols++) {
-        const char *tab = memchr(p, '\t', (size_t)(end - p));
-        const char *e = tab ? tab : end;
+    for (int i = 0; i < ncells; i++) {
         for (int k = 0; k < 2; k++)
-            if (lay->col[k] < 0 && strlen(names[k]) == (size_t)(e - p) && !memcmp(names[k], p, (size_t)(e - p)))
-                lay->col[k] = lay->ncols;
+            if (r->col[k] < 0 && !strcmp(names[k], cells[i].s) && strlen(names[k]) == cells[i].n)
+                r->col[k] = i;
         if (strlen(list) < 200) {
-            char *longer = tr_strdup_printf("%s%s'%.*s'", list, *list ? ", " : "", (int)(e - p), p);
+            char *longer = tr_strdup_printf("%s%s'%s'", list, *list ? ", " : "", cells[i].s);
             free(list);
             list = longer;
         }
-        more = tab != NULL;
-        p = more ? tab + 1 : end;
     }
     int rc = 0;
     for (int k = 0; k < 2 && !rc; k++)
-        if (lay->col[k] < 0) {
+        if (r->col[k] < 0) {
             tr_diag_add(diag, at[k], "%s: %s has no field named '%s'; its first line names %s%s",
-                        k ? "label" : "text", path, names[k], list, strlen(list) >= 200 ? ", …" : "");
+                        k ? "label" : "text", r->path, names[k], list, strlen(list) >= 200 ? ", …" : "");
             rc = TR_EINVAL;
         }
     free(list);
     return rc;
 }
 
-static int tsv_sample(const char *path, const struct line *l, const struct tsv_layout *lay,
-                      const struct tr_text_options *o, tr_text_sample_fn *take, void *ctx, struct tr_diag *diag)
+static int tsv_row(void *ctx, const struct tr_csv_cell *cells, int ncells, struct tr_diag *diag)
 {
-    const char *s[2] = {NULL, NULL};
-    size_t n[2] = {0, 0};
-    int found = tsv_fields(l, lay->col, s, n);
-    if (found != lay->ncols)
-        return tr_fail_file(diag, TR_EINVAL, path, l->number, 1, "expected %d fields (a TAB between fields), found %d",
-                            lay->ncols, found);
-    struct tr_text_sample sample = {.text = s[0], .len = n[0], .line = l->number, .col = (int)(s[0] - l->s) + 1,
-                                    .label_text = s[1], .label_len = n[1]};
-    int rc = class_of(path, l->number, (int)(s[1] - l->s) + 1, s[1], n[1], o, &sample.label, diag);
-    return rc ? rc : take(ctx, &sample, diag);
+    struct tsv_reader *r = ctx;
+    if (!r->ncols)
+        return tsv_header(r, cells, ncells, diag);
+    if (ncells != r->ncols)
+        return tr_fail_file(diag, TR_EINVAL, r->path, cells[0].line, 1, "expected %d fields (a TAB between fields), "
+                            "found %d", r->ncols, ncells);
+    const struct tr_csv_cell *text = &cells[r->col[0]], *label = &cells[r->col[1]];
+    struct tr_text_sample sample = {.text = text->s, .len = text->n, .line = text->line, .col = text->col,
+                                    .label_text = label->s, .label_len = label->n};
+    int rc = class_of(r->path, label->line, label->col, label->s, label->n, r->o, &sample.label, diag);
+    r->n++;
+    return rc ? rc : r->take(r->ctx, &sample, diag);
+}
+
+static int tsv_parse(const char *path, const char *text, size_t len, const struct tr_text_options *o,
+                     tr_text_sample_fn *take, void *ctx, struct tr_diag *diag)
+{
+    struct tsv_reader r = {.path = path, .o = o, .take = take, .ctx = ctx};
+    struct tr_csv_dialect tsv = {.delimiter = '\t', .quoting = false, .trim = false, .first_line = o->first_line};
+    int rc = tr_csv_rows(path, text, len, &tsv, tsv_row, &r, diag);
+    if (!rc && !r.ncols)
+        rc = tr_fail_file(diag, TR_EINVAL, path, 0, 0, "the file is empty");
+    if (!rc && !r.n)
+        rc = tr_fail_file(diag, TR_EINVAL, path, 0, 0, "the file holds no samples");
+    return rc;
 }
 
 static int jsonl_label(const char *path, const struct line *l, const json_t *label,
@@ -487,18 +483,13 @@ static int jsonl_sample(const char *path, const struct line *l, const struct tr_
 int tr_text_parse(const char *path, const char *text, size_t len, const struct tr_text_options *o,
                   tr_text_sample_fn *take, void *ctx, struct tr_diag *diag)
 {
+    if (o->format == TR_FMT_TSV)
+        return tsv_parse(path, text, len, o, take, ctx, diag);
     struct cursor c = {.text = text, .len = len, .number = o->first_line - 1};
-    struct tsv_layout lay = {0};
-    if (o->format == TR_FMT_TSV) {
-        int rc = tsv_header(path, &c, o, &lay, diag);
-        if (rc)
-            return rc;
-    }
     struct line l;
     int64_t n = 0;
     for (; next_line(&c, &l); n++) {
-        int rc = o->format == TR_FMT_TSV ? tsv_sample(path, &l, &lay, o, take, ctx, diag)
-                                         : jsonl_sample(path, &l, o, take, ctx, diag);
+        int rc = jsonl_sample(path, &l, o, take, ctx, diag);
         if (rc)
             return rc;
     }
