@@ -64,6 +64,8 @@ static int check_row(void *ctx, const struct tr_csv_cell *cells, int n, struct t
     return 0;
 }
 
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);   /* libFuzzer's entry point */
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
