@@ -5,7 +5,6 @@
 #include "runner.h"
 
 #include "data/csv.h"
-#include "data/dataset.h"
 #include "data/definition.h"
 #include "unit.h"
 
@@ -243,80 +242,6 @@ START_TEST(tsv_rows_keep_their_text)
 }
 END_TEST
 
-/* ---- through a definition ---------------------------------------------------------------- */
-
-static int load(const char *dir, const char *yaml, struct tr_data *d, char **text)
-{
-    char *path = unit_write_in(dir, "dataset.yaml", yaml);
-    struct tr_diag diag = {0};
-    int rc = tr_data_load_definition(path, d, &diag);
-    *text = unit_diag_text(&diag);
-    tr_diag_free(&diag);
-    free(path);
-    return rc;
-}
-
-/* The train file's classes are every split's: the test file's ids follow them, and a label the
- * train file never had is refused at its place in the test file. */
-START_TEST(pool_classes_bind_later_files)
-{
-    char *dir = unit_mkdtemp(), *text;
-    free(unit_write_in(dir, "train.csv", "x,kind\n1,b\n2,c\n3,a\n"));
-    free(unit_write_in(dir, "test.csv", "x,kind\n4,c\n5,c\n"));
-    free(unit_write_in(dir, "bad.csv", "x,kind\n4,c\n5,d\n"));
-    struct tr_data d;
-    ck_assert_msg(load(dir, "format: csv\ntrain: {source: train.csv}\ntest: {source: test.csv}\nlabel: kind\n"
-                            "split: {valid: 0}\n", &d, &text) == 0, "%s", text);
-    free(text);
-    ck_assert_int_eq(d.nclasses, 3);
-    ck_assert_str_eq(d.class_names[2], "c");
-    ck_assert_int_eq(d.test.y[0], 2);
-    ck_assert_int_eq(d.test.y[1], 2);
-    tr_data_free(&d);
-    ck_assert_int_ne(load(dir, "format: csv\ntrain: {source: train.csv}\ntest: {source: bad.csv}\nlabel: kind\n"
-                               "split: {valid: 0}\n", &d, &text), 0);
-    char *want = tr_strdup_printf("%s/bad.csv:3:3: label 'd' is not one of the 3 classes (a, …) nor a class number "
-                                  "below 3; did you mean 'a'?\n", dir);
-    ck_assert_str_eq(text, want);
-    free(want);
-    free(text);
-    unit_rmtree(dir);
-    free(dir);
-}
-END_TEST
-
-/* missing: mean fills every file with the pool's column means (before the split). */
-START_TEST(mean_comes_from_the_pool)
-{
-    char *dir = unit_mkdtemp(), *text;
-    free(unit_write_in(dir, "train.csv", "a,b,kind\n1,10,x\n3,,y\nNA,30,x\n"));
-    free(unit_write_in(dir, "test.csv", "a,b,kind\n,,y\n"));
-    struct tr_data d;
-    ck_assert_msg(load(dir, "format: csv\ntrain: {source: train.csv}\ntest: {source: test.csv}\nheader: true\n"
-                            "missing: mean\n"
-                            "split: {valid: 0}\n", &d, &text) == 0, "%s", text);
-    free(text);
-    ck_assert_int_eq(d.train.n, 3);
-    ck_assert_double_eq(d.train.x[2 * 2], 2);   /* NA → mean(1, 3) */
-    ck_assert_double_eq(d.train.x[1 * 2 + 1], 20);
-    ck_assert_double_eq(d.test.x[0], 2);
-    ck_assert_double_eq(d.test.x[1], 20);
-    tr_data_free(&d);
-    ck_assert_int_ne(load(dir, "format: csv\nsource: test.csv\nheader: true\nmissing: mean\nsplit: {valid: 0, test: 0}\n", &d,
-                          &text), 0);
-    char *want = tr_strdup_printf("%s/test.csv: feature 0 is missing in every row: no mean to fill it with "
-                                  "(missing: mean)\n", dir);
-    ck_assert_str_eq(text, want);
-    free(want);
-    free(text);
-    ck_assert_int_ne(load(dir, "format: csv\nsource: test.csv\nmissing: fill\n", &d, &text), 0);
-    ck_assert_msg(strstr(text, "missing: expected one of refuse, drop, zero, mean, got 'fill'") != NULL, "%s", text);
-    free(text);
-    unit_rmtree(dir);
-    free(dir);
-}
-END_TEST
-
 static Suite *csv_suite(void)
 {
     Suite *s = suite_create("csv");
@@ -328,10 +253,6 @@ static Suite *csv_suite(void)
     tcase_add_test(tc, label_column_by_name_or_index);
     tcase_add_test(tc, fixed_classes_bind_labels);
     tcase_add_test(tc, tsv_rows_keep_their_text);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("definitions");
-    tcase_add_test(tc, pool_classes_bind_later_files);
-    tcase_add_test(tc, mean_comes_from_the_pool);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -358,6 +358,67 @@ START_TEST(csv_errors)
 }
 END_TEST
 
+/* The train file's classes are every split's: the test file's ids follow them, and a label the
+ * train file never had is refused at its place in the test file. */
+START_TEST(csv_pool_classes_bind_later_files)
+{
+    char *dir = unit_mkdtemp(), *text;
+    free(unit_write_in(dir, "train.csv", "x,kind\n1,b\n2,c\n3,a\n"));
+    free(unit_write_in(dir, "test.csv", "x,kind\n4,c\n5,c\n"));
+    free(unit_write_in(dir, "bad.csv", "x,kind\n4,c\n5,d\n"));
+    struct tr_data d;
+    ck_assert_msg(load_yaml(dir, "format: csv\ntrain: {source: train.csv}\ntest: {source: test.csv}\nlabel: kind\n"
+                            "split: {valid: 0}\n", &d, &text) == 0, "%s", text);
+    free(text);
+    ck_assert_int_eq(d.nclasses, 3);
+    ck_assert_str_eq(d.class_names[2], "c");
+    ck_assert_int_eq(d.test.y[0], 2);
+    ck_assert_int_eq(d.test.y[1], 2);
+    tr_data_free(&d);
+    ck_assert_int_ne(load_yaml(dir, "format: csv\ntrain: {source: train.csv}\ntest: {source: bad.csv}\nlabel: kind\n"
+                               "split: {valid: 0}\n", &d, &text), 0);
+    char *want = tr_strdup_printf("%s/bad.csv:3:3: label 'd' is not one of the 3 classes (a, …) nor a class number "
+                                  "below 3; did you mean 'a'?\n", dir);
+    ck_assert_str_eq(text, want);
+    free(want);
+    free(text);
+    unit_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
+/* missing: mean fills every file with the pool's column means (before the split). */
+START_TEST(csv_mean_comes_from_the_pool)
+{
+    char *dir = unit_mkdtemp(), *text;
+    free(unit_write_in(dir, "train.csv", "a,b,kind\n1,10,x\n3,,y\nNA,30,x\n"));
+    free(unit_write_in(dir, "test.csv", "a,b,kind\n,,y\n"));
+    struct tr_data d;
+    ck_assert_msg(load_yaml(dir, "format: csv\ntrain: {source: train.csv}\ntest: {source: test.csv}\nheader: true\n"
+                            "missing: mean\n"
+                            "split: {valid: 0}\n", &d, &text) == 0, "%s", text);
+    free(text);
+    ck_assert_int_eq(d.train.n, 3);
+    ck_assert_double_eq(d.train.x[2 * 2], 2);   /* NA → mean(1, 3) */
+    ck_assert_double_eq(d.train.x[1 * 2 + 1], 20);
+    ck_assert_double_eq(d.test.x[0], 2);
+    ck_assert_double_eq(d.test.x[1], 20);
+    tr_data_free(&d);
+    ck_assert_int_ne(load_yaml(dir, "format: csv\nsource: test.csv\nheader: true\nmissing: mean\nsplit: {valid: 0, test: 0}\n", &d,
+                          &text), 0);
+    char *want = tr_strdup_printf("%s/test.csv: feature 0 is missing in every row: no mean to fill it with "
+                                  "(missing: mean)\n", dir);
+    ck_assert_str_eq(text, want);
+    free(want);
+    free(text);
+    ck_assert_int_ne(load_yaml(dir, "format: csv\nsource: test.csv\nmissing: fill\n", &d, &text), 0);
+    ck_assert_msg(strstr(text, "missing: expected one of refuse, drop, zero, mean, got 'fill'") != NULL, "%s", text);
+    free(text);
+    unit_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
 /* A file's bytes do not end in a NUL: with the text in a buffer of its exact size, ASan sees
  * any read past the last field (the fuzzer found strspn doing that). */
 START_TEST(csv_text_needs_no_nul)
@@ -1852,6 +1913,8 @@ static Suite *data_suite(void)
     tcase_add_test(tc, csv_errors);
     tcase_add_test(tc, csv_text_needs_no_nul);
     tcase_add_test(tc, csv_label_errors);
+    tcase_add_test(tc, csv_pool_classes_bind_later_files);
+    tcase_add_test(tc, csv_mean_comes_from_the_pool);
     tcase_add_loop_test(tc, definition_errors, 0, (int)(sizeof bad_definitions / sizeof bad_definitions[0]));
     tcase_add_test(tc, missing_file_names_the_package);
     tcase_add_test(tc, idx_reads_images_and_labels);
