@@ -12,6 +12,7 @@
 #include <zlib.h>
 
 #include "data/dataset.h"
+#include "data/csv.h"
 #include "data/files.h"
 #include "data/loader.h"
 #include "data/sha256.h"
@@ -328,17 +329,18 @@ START_TEST(csv_errors)
 {
     expect_csv_error("1,2,0\n3,x,1\n", "", "d.csv:2:3: 'x' is not a number");
     expect_csv_error("1,2,0\n3,  0x1F,1\n", "", "d.csv:2:5: '0x1F' is not a number");
-    expect_csv_error("1,2,0\n3,nan,1\n", "", "d.csv:2:3: 'nan' is not a number");
+    expect_csv_error("1,2,0\n3,nan,1\n", "", "d.csv:2:3: missing value ('nan'); set missing: drop, zero or "
+                     "mean to accept such cells");
+    expect_csv_error("1,2,0\n3,inf,1\n", "", "d.csv:2:3: 'inf' is not a number");
     expect_csv_error("1,2,0\n3,1e999,1\n", "", "d.csv:2:3: '1e999' is out of range for a float");
-    expect_csv_error("1,2,0\n3,,1\n", "", "d.csv:2:3: empty field; expected a number");
+    expect_csv_error("1,2,0\n3,,1\n", "", "d.csv:2:3: missing value (an empty cell); set missing: drop, zero "
+                     "or mean to accept such cells");
     expect_csv_error("1,2,0\n3,1\n", "", "d.csv:2:1: expected 3 columns, found 2");
     expect_csv_error("1,2,0\n\n\n3,1,4,1\n", "", "d.csv:4:1: expected 3 columns, found 4");
     expect_csv_error("", "", "d.csv: the file is empty");
     expect_csv_error("\n \n", "", "d.csv: the file is empty");
-    expect_csv_error("a,b,label\n", "", "d.csv: the file holds no samples");
+    expect_csv_error("a,b,label\n", "", "d.csv: the file holds no samples: only a header line");
     expect_csv_error("1,2,0\n3,4,2\n", "num_classes: 2\n", "d.csv:2:5: label 2 is out of range: 2 classes (0 to 1)");
-    expect_csv_error("1,2,-1\n", "", "d.csv:1:5: label -1 is out of range: labels are class numbers from 0");
-    expect_csv_error("1,2,0.5\n", "", "d.csv:1:5: label 0.5 is not a whole number");
     expect_csv_error("1\n2\n", "", "d.csv:1:1: a row needs at least one feature and a label; this one has 1 column");
     expect_csv_error("3,2,a,b\n1,2,0\n3,4,1\n", "", "d.csv:1:1: the header says 3 samples; the file holds 2");
     expect_csv_error("2,2,a,b\n1,2,0\n", "class_names: [a, b, c]\n",
@@ -348,10 +350,72 @@ START_TEST(csv_errors)
     expect_csv_error("a,b\n1,2\n", "header: sklearn\n",
                      "d.csv:1:1: expected scikit-learn's header line n_samples,n_features,class names…");
     expect_csv_error("x,y\n1,2\n", "header: none\n",
-                     "d.csv:1:1: 'x' is not a number (if this line names the columns, set header: names)");
+                     "d.csv:1:1: 'x' is not a number (if this line names the columns, set header: true)");
     /* A header promising a billion columns is refused at the first row, before allocating. */
-    expect_csv_error("2,1000000000,a,b\n1,2,0\n", "", "d.csv:2:1: expected 1000000001 columns, found 3");
+    expect_csv_error("2,1000000000,a,b\n1,2,0\n", "header: sklearn\n", "d.csv:2:1: expected 1000000001 columns, "
+                     "found 3");
     expect_csv_error("1,2,0\n", "shape: [3]\n", "dataset.yaml: shape: holds 3 features a sample, but {dir}/d.csv has 2");
+}
+END_TEST
+
+/* The train file's classes are every split's: the test file's ids follow them, and a label the
+ * train file never had is refused at its place in the test file. */
+START_TEST(csv_pool_classes_bind_later_files)
+{
+    char *dir = unit_mkdtemp(), *text;
+    free(unit_write_in(dir, "train.csv", "x,kind\n1,b\n2,c\n3,a\n"));
+    free(unit_write_in(dir, "test.csv", "x,kind\n4,c\n5,c\n"));
+    free(unit_write_in(dir, "bad.csv", "x,kind\n4,c\n5,d\n"));
+    struct tr_data d;
+    ck_assert_msg(load_yaml(dir, "format: csv\ntrain: {source: train.csv}\ntest: {source: test.csv}\nlabel: kind\n"
+                            "split: {valid: 0}\n", &d, &text) == 0, "%s", text);
+    free(text);
+    ck_assert_int_eq(d.nclasses, 3);
+    ck_assert_str_eq(d.class_names[2], "c");
+    ck_assert_int_eq(d.test.y[0], 2);
+    ck_assert_int_eq(d.test.y[1], 2);
+    tr_data_free(&d);
+    ck_assert_int_ne(load_yaml(dir, "format: csv\ntrain: {source: train.csv}\ntest: {source: bad.csv}\nlabel: kind\n"
+                               "split: {valid: 0}\n", &d, &text), 0);
+    char *want = tr_strdup_printf("%s/bad.csv:3:3: label 'd' is not one of the 3 classes (a, …) nor a class number "
+                                  "below 3; did you mean 'a'?\n", dir);
+    ck_assert_str_eq(text, want);
+    free(want);
+    free(text);
+    unit_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
+/* missing: mean fills every file with the pool's column means (before the split). */
+START_TEST(csv_mean_comes_from_the_pool)
+{
+    char *dir = unit_mkdtemp(), *text;
+    free(unit_write_in(dir, "train.csv", "a,b,kind\n1,10,x\n3,,y\nNA,30,x\n"));
+    free(unit_write_in(dir, "test.csv", "a,b,kind\n,,y\n"));
+    struct tr_data d;
+    ck_assert_msg(load_yaml(dir, "format: csv\ntrain: {source: train.csv}\ntest: {source: test.csv}\nheader: true\n"
+                            "missing: mean\n"
+                            "split: {valid: 0}\n", &d, &text) == 0, "%s", text);
+    free(text);
+    ck_assert_int_eq(d.train.n, 3);
+    ck_assert_double_eq(d.train.x[2 * 2], 2);   /* NA → mean(1, 3) */
+    ck_assert_double_eq(d.train.x[1 * 2 + 1], 20);
+    ck_assert_double_eq(d.test.x[0], 2);
+    ck_assert_double_eq(d.test.x[1], 20);
+    tr_data_free(&d);
+    ck_assert_int_ne(load_yaml(dir, "format: csv\nsource: test.csv\nheader: true\nmissing: mean\nsplit: {valid: 0, test: 0}\n", &d,
+                          &text), 0);
+    char *want = tr_strdup_printf("%s/test.csv: feature 0 is missing in every row: no mean to fill it with "
+                                  "(missing: mean)\n", dir);
+    ck_assert_str_eq(text, want);
+    free(want);
+    free(text);
+    ck_assert_int_ne(load_yaml(dir, "format: csv\nsource: test.csv\nmissing: fill\n", &d, &text), 0);
+    ck_assert_msg(strstr(text, "missing: expected one of refuse, drop, zero, mean, got 'fill'") != NULL, "%s", text);
+    free(text);
+    unit_rmtree(dir);
+    free(dir);
 }
 END_TEST
 
@@ -385,7 +449,7 @@ START_TEST(csv_label_errors)
     free(text);
     ck_assert_int_ne(load_csv(dir, "1,0\n", "label: 2\n", &d, &text), 0);
     want = tr_strdup_printf("%s/dataset.yaml:4:8: label: column 2 does not exist; %s/d.csv has 2 columns "
-                            "(0 to 1)\n", dir, dir);
+                            "(0 to 1, or -1 to -2 from the end)\n", dir, dir);
     ck_assert_str_eq(text, want);
     free(want);
     free(text);
@@ -781,7 +845,7 @@ START_TEST(unknown_dataset_lists_the_known_ones)
     char *text;
     ck_assert_int_eq(load_named("digts", &d, &text), TR_EINVAL);
     ck_assert_msg(strstr(text, "r.yaml:2:17: data.dataset: no data set 'digts' (no ") != NULL, "%s", text);
-    ck_assert_msg(strstr(text, "austen, digits, fashion-mnist, iris, wordnet-senses\n") != NULL, "%s", text);
+    ck_assert_msg(strstr(text, "austen, digits, fashion-mnist, iris, iris-species, wordnet-senses\n") != NULL, "%s", text);
     free(text);
 }
 END_TEST
@@ -849,11 +913,12 @@ START_TEST(inline_csv_is_split_like_a_definition)
     tr_data_free(&d);
     free(data);
 
-    data = tr_strdup_printf("{train: {source: %s/rows.csv, format: tsv}}", dir);
+    data = tr_strdup_printf("{train: {source: %s/rows.csv, format: idx}}", dir);
     ck_assert_int_ne(load_inline(data, &d, &text), 0);
-    char *want = tr_strdup_printf("r.yaml:2:%d: data.train.format: inline data is read as csv (.csv or "
-                                  ".csv.gz); define other formats in datasets/NAME/dataset.yaml\n",
-                                  (int)(strstr(data, "tsv") - data) + 7);   /* after "data: " */
+    char *want = tr_strdup_printf("r.yaml:2:%d: data.train.format: idx data is not read inline; inline data is "
+                                  "csv, tsv, jsonl or text (idx images: and labels: files: define them in "
+                                  "datasets/NAME/dataset.yaml, trainrun-dataset(5))\n",
+                                  (int)(strstr(data, "idx") - data) + 7);   /* after "data: " */
     ck_assert_str_eq(text, want);
     free(want);
     free(text);
@@ -1848,6 +1913,8 @@ static Suite *data_suite(void)
     tcase_add_test(tc, csv_errors);
     tcase_add_test(tc, csv_text_needs_no_nul);
     tcase_add_test(tc, csv_label_errors);
+    tcase_add_test(tc, csv_pool_classes_bind_later_files);
+    tcase_add_test(tc, csv_mean_comes_from_the_pool);
     tcase_add_loop_test(tc, definition_errors, 0, (int)(sizeof bad_definitions / sizeof bad_definitions[0]));
     tcase_add_test(tc, missing_file_names_the_package);
     tcase_add_test(tc, idx_reads_images_and_labels);

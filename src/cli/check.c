@@ -1,10 +1,12 @@
-/* trainrun check RECIPE [key=value ...] [--json]: load and validate a recipe, print it
+/* trainrun check RECIPE [key=value ...] [--json]: load and validate a recipe (and its inline
+ * data's formats, fields and options, as the data stage would before reading a file), print it
  * resolved with each value's origin. Runs nothing; exit 0 when valid, 2 otherwise. */
 #include <jansson.h>
 #include <stdlib.h>
 
 #include "cli/cli.h"
 #include "cli/exit.h"
+#include "data/dataset.h"
 #include "recipe/recipe.h"
 
 static const char usage[] =
@@ -44,6 +46,13 @@ int tr_cmd_check(int argc, char **argv)
     struct tr_diag diag = {0};
     bool json = tr_args_has(&args, "--json");
     rc = tr_cli_load_recipe(&args, &recipe, &diag);
+    if (!rc && tr_data_check_inline(&recipe, &diag)) {
+        if (!json) {
+            tr_diag_print(&diag, stderr);
+            fprintf(stderr, "trainrun: %s: %d error%s; nothing was run\n", args.recipe, diag.n, diag.n == 1 ? "" : "s");
+        }
+        rc = TR_EXIT_USAGE;
+    }
     if (rc) {
         if (json)
             print_errors_json(&diag);

@@ -22,6 +22,7 @@
 #include "core/progress.h"
 #include "core/stop.h"
 #include "data/cache.h"
+#include "data/csv.h"
 #include "data/definition.h"
 #include "data/fetch.h"
 #include "data/files.h"
@@ -31,10 +32,6 @@
 #include "recipe/schema.h"
 
 extern char **environ;
-
-/* Inline data sets are cut like a definition's defaults (datasets/digits/dataset.yaml). */
-#define INLINE_VALID 0.1
-#define INLINE_TEST 0.2
 
 int64_t tr_split_features(const struct tr_split *s)
 {
@@ -53,8 +50,9 @@ static const char *package_of(const struct tr_data_def *def)
     return def->prepare ? NULL : def->package;
 }
 
-static int read_table(const struct tr_data_def *def, const struct tr_data_source *src, struct tr_table *t,
-                      struct tr_diag *diag)
+/* pool_names: the classes the pool's labels named, which every later file's labels name too. */
+static int read_table(const struct tr_data_def *def, const struct tr_data_source *src, char *const *pool_names,
+                      struct tr_table *t, struct tr_diag *diag)
 {
     unsigned char *data = NULL, *labels = NULL;
     size_t data_len = 0, labels_len = 0;
@@ -67,11 +65,44 @@ static int read_table(const struct tr_data_def *def, const struct tr_data_source
                           diag);
     else if (!rc) {
         struct tr_csv_options o = {.header = def->header, .label = def->label, .label_at = def->label_at,
-                                   .nclasses = def->nclasses};
+                                   .nclasses = def->nclasses, .missing = def->missing,
+                                   .class_names = def->class_names ? def->class_names : pool_names};
         rc = tr_csv_parse(f->path, (const char *)data, data_len, &o, t, diag);
     }
     free(data);
     free(labels);
+    return rc;
+}
+
+/* missing: mean. Each missing feature becomes the mean of its column's cells in the pool (the
+ * train file, or the one source, before the split), in every file: one value a column, as
+ * inference would use it. */
+static int fill_missing(struct tr_table *t, int ntables, const char *pool_path, struct tr_diag *diag)
+{
+    bool any = false;
+    for (int i = 0; i < ntables; i++)
+        any = any || t[i].missing;
+    if (!any)
+        return 0;
+    int64_t f = t[0].nfeatures;
+    double *sum = tr_xcalloc((size_t)f, sizeof *sum);
+    int64_t *count = tr_xcalloc((size_t)f, sizeof *count);
+    for (int64_t r = 0; r < t[0].n; r++)
+        for (int64_t j = 0; j < f; j++)
+            if (!isnan(t[0].x[r * f + j]))
+                sum[j] += t[0].x[r * f + j], count[j]++;
+    int rc = 0;
+    for (int64_t j = 0; j < f && !rc; j++)
+        if (!count[j])
+            rc = tr_fail_file(diag, TR_EINVAL, pool_path, 0, 0, "feature %lld is missing in every row: no mean "
+                              "to fill it with (missing: mean)", (long long)j);
+    for (int i = 0; i < ntables && !rc; i++)
+        for (int64_t r = 0; t[i].missing && r < t[i].n; r++)
+            for (int64_t j = 0; j < f && j < t[i].nfeatures; j++)
+                if (isnan(t[i].x[r * t[i].nfeatures + j]))
+                    t[i].x[r * t[i].nfeatures + j] = (float)(sum[j] / (double)count[j]);
+    free(sum);
+    free(count);
     return rc;
 }
 
@@ -835,13 +866,6 @@ static int build(const struct tr_data_def *def, struct tr_table *t, const struct
     return rc ? rc : normalize(def, d, diag);
 }
 
-static void name_from_path(const char *path, char name[64])
-{
-    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-    size_t n = strcspn(base, ".");
-    snprintf(name, 64, "%.*s", (int)(n ? n : strlen(base)), base);
-}
-
 /* The tables of a csv, idx, tsv or jsonl definition: the pool (one source, or train) and the
  * valid and test files, built into splits; text (tl not NULL) samples then cut to max_len. */
 static int load_tables(const struct tr_data_def *def, const struct text_load *tl, struct tr_data *out,
@@ -857,7 +881,9 @@ static int load_tables(const struct tr_data_def *def, const struct text_load *tl
     int rc = tl ? samples_fit(tl, diag) : 0;
     for (int i = 0; i < ntables && !rc; i++)
         rc = tl ? text_source(def, src[i], TR_SHARD_SAMPLES, tl, &t[i], diag)
-                : read_table(def, src[i], &t[i], diag);
+                : read_table(def, src[i], t[0].class_names, &t[i], diag);
+    if (!rc)
+        rc = fill_missing(t, ntables, src[0]->files[0].path, diag);
     if (!rc)
         rc = build(def, t, src, ntables, out, diag);
     for (int i = 0; i < ntables; i++)
@@ -915,10 +941,62 @@ static int refresh(struct tr_data_def *def, struct tr_data *out, struct tr_diag 
     return rc;
 }
 
+/* The labels as tr_text_parse hands them over, copied. */
+struct label_list {
+    char **v;
+    size_t n, cap;
+};
+
+static int collect_label(void *ctx, const struct tr_text_sample *s, struct tr_diag *diag)
+{
+    (void)diag;
+    struct label_list *l = ctx;
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 1024;
+        l->v = tr_xrealloc(l->v, l->cap * sizeof *l->v);
+    }
+    l->v[l->n++] = tr_strdup_printf("%.*s", (int)s->label_len, s->label_text);
+    return 0;
+}
+
+/* Inline tsv and jsonl data name no classes: they are the train file's labels, found as a csv
+ * table's are (csv.h: class numbers, or names in byte order). */
+static int classes_from_labels(struct tr_data_def *def, struct tr_diag *diag)
+{
+    if (def->file || (def->format != TR_FMT_TSV && def->format != TR_FMT_JSONL) || def->nclasses)
+        return 0;
+    struct tr_text_options o = {.format = def->format, .text = def->text, .label = def->label,
+                                .text_at = def->text_at, .label_at = def->label_at};
+    struct label_list labels = {0};
+    int rc = 0;
+    for (int i = 0; i < def->train.nfiles && !rc; i++) {
+        struct file_bytes fb = {0};
+        const char *text;
+        size_t len;
+        rc = read_file(def, &def->train.files[i], &fb, diag);
+        if (!rc)
+            rc = text_of(&def->train.files[i], &fb, &text, &len, &o.first_line, diag);
+        if (!rc)
+            rc = tr_text_parse(def->train.files[i].path, text, len, &o, collect_label, &labels, diag);
+        free(fb.buf);
+    }
+    if (!rc)
+        tr_csv_classes(labels.v, labels.n, &def->class_names, &def->nclasses);
+    if (!rc && def->nclasses > TR_CSV_MAX_CLASSES)
+        rc = tr_fail_file(diag, TR_EINVAL, def->train.files[0].path, 0, 0, "%d distinct labels, more than %d: is "
+                          "data.train.label (%s) the class?", def->nclasses, TR_CSV_MAX_CLASSES, def->label);
+    for (size_t i = 0; i < labels.n; i++)
+        free(labels.v[i]);
+    free(labels.v);
+    return rc;
+}
+
 static int load_def(struct tr_data_def *def, const struct text_setup *ts, struct tr_data *out,
                     struct tr_diag *diag)
 {
     int rc = refresh(def, out, diag);
+    if (!rc)
+        rc = classes_from_labels(def, diag);
     if (rc)
         return rc;
     return is_text(def->format) ? load_text(def, ts, out, diag) : load_tables(def, NULL, out, diag);
@@ -968,93 +1046,6 @@ int tr_data_load_definition(const char *path, struct tr_data *out, struct tr_dia
 }
 
 /* ---- from a recipe ----------------------------------------------------------------------- */
-
-/* Where a recipe key's value came from, for messages about it. */
-static struct tr_where key_where(const struct tr_recipe *r, const char *key)
-{
-    int k = tr_key_find(key);
-    if (k < 0)
-        return (struct tr_where){0};
-    const struct tr_origin *o = &r->origin[k];
-    if (o->kind == TR_ORIGIN_OVERRIDE)
-        return (struct tr_where){.arg = o->file};
-    if (o->kind == TR_ORIGIN_DEFAULT || o->kind == TR_ORIGIN_RESET || o->kind == TR_ORIGIN_DERIVED)
-        return (struct tr_where){0};
-    return (struct tr_where){.file = o->file, .line = o->line, .col = o->col};
-}
-
-static bool is_csv_name(const char *path)
-{
-    size_t n = strlen(path);
-    return (n > 4 && !strcmp(path + n - 4, ".csv")) || (n > 7 && !strcmp(path + n - 7, ".csv.gz"));
-}
-
-static int inline_source(const struct tr_recipe *r, const char *split, const struct tr_source *s,
-                         struct tr_data_source *out, struct tr_diag *diag)
-{
-    char key[32];
-    snprintf(key, sizeof key, "data.%s.source", split);
-    const char *path = !strncmp(s->source, "file://", 7) ? s->source + 7 : s->source;
-    bool url = !strncasecmp(path, "http://", 7) || !strncasecmp(path, "https://", 8);
-    if (!url && tr_fetch_is_url(path)) {
-        tr_diag_add(diag, key_where(r, key), "%s: '%.*s' URLs are not fetched; trainrun fetches https://, "
-                    "http:// and file:// URLs only", key, (int)(strstr(path, "://") - path + 3), path);
-        return TR_EINVAL;
-    }
-    if (s->format != TR_FMT_CSV && !(s->format == TR_FMT_AUTO && is_csv_name(path))) {
-        if (s->format != TR_FMT_AUTO)   /* else the file's name is at fault: name the source */
-            snprintf(key, sizeof key, "data.%s.format", split);
-        tr_diag_add(diag, key_where(r, key), "%s: inline data is read as csv (.csv or .csv.gz); define "
-                    "other formats in datasets/NAME/dataset.yaml", key);
-        return TR_EINVAL;
-    }
-    if (s->text) {
-        snprintf(key, sizeof key, "data.%s.text", split);
-        tr_diag_add(diag, key_where(r, key), "%s: a numeric CSV's features are every column but the "
-                    "label; text is for text data", key);
-        return TR_EINVAL;
-    }
-    out->given = true;
-    struct tr_data_file *f = tr_data_source_add(out);
-    *(url ? &f->url : &f->path) = tr_strdup(path);
-    f->source_at = key_where(r, key);
-    if (s->sha256) {
-        for (int i = 0; i < 64 && s->sha256[i]; i++)
-            f->sha256[i] = (char)(s->sha256[i] >= 'A' && s->sha256[i] <= 'F' ? s->sha256[i] - 'A' + 'a'
-                                                                            : s->sha256[i]);
-        f->pinned_by = tr_strdup_printf("data.%s.sha256", split);
-    }
-    return 0;
-}
-
-static int inline_definition(const struct tr_recipe *r, struct tr_data_def *def, struct tr_diag *diag)
-{
-    memset(def, 0, sizeof *def);
-    def->format = TR_FMT_CSV;
-    def->header = TR_HEADER_AUTO;
-    const struct tr_source *s[3] = {&r->data.train, &r->data.valid, &r->data.test};
-    struct tr_data_source *d[3] = {&def->train, &def->valid, &def->test};
-    static const char *const names[3] = {"train", "valid", "test"};
-    int rc = 0;
-    for (int i = 0; i < 3 && !rc; i++) {
-        if (s[i]->source)
-            rc = inline_source(r, names[i], s[i], d[i], diag);
-        if (!rc && i && s[i]->label && (!s[0]->label || strcmp(s[i]->label, s[0]->label))) {
-            char key[32];
-            snprintf(key, sizeof key, "data.%s.label", names[i]);
-            tr_diag_add(diag, key_where(r, key), "%s: every split's label is read from the column that "
-                        "data.train.label names", key);
-            rc = TR_EINVAL;
-        }
-    }
-    def->label = tr_strdup(s[0]->label);
-    def->label_at = key_where(r, "data.train.label");
-    def->split_valid = def->valid.given ? 0 : INLINE_VALID;
-    def->split_test = def->test.given ? 0 : INLINE_TEST;
-    const struct tr_data_file *first = def->train.nfiles ? &def->train.files[0] : NULL;
-    name_from_path(!first ? "inline" : first->path ? first->path : first->url, def->name);
-    return rc;
-}
 
 static int compare_names(const void *a, const void *b)
 {
@@ -1108,7 +1099,7 @@ static int recipe_text_setup(const struct tr_recipe *r, const char *dir, const s
     if (!is_text(def->format))
         return 0;
     if (r->data.tokenizer.kind == TR_TOK_NONE && def->tokenizer.kind == TR_TOK_NONE) {
-        tr_diag_add(diag, key_where(r, "data.tokenizer.kind"), "data.tokenizer.kind: none, and %s names no "
+        tr_diag_add(diag, tr_data_key_where(r, "data.tokenizer.kind"), "data.tokenizer.kind: none, and %s names no "
                     "tokenizer:; text data is read through one: set data.tokenizer (bytes, chars, wordpiece "
                     "or gpt2-bpe), or tokenizer: in the definition", def->file);
         return TR_EINVAL;
@@ -1132,7 +1123,7 @@ static int named_definition(const struct tr_recipe *r, const char *dir, struct t
                             struct tr_diag *diag)
 {
     const char *name = r->data.dataset;
-    struct tr_where at = key_where(r, "data.dataset");
+    struct tr_where at = tr_data_key_where(r, "data.dataset");
     *path = tr_strdup_printf("%s/%s/dataset.yaml", dir, name);
     struct stat st;
     if (!tr_data_is_folder_name(name) || stat(*path, &st) != 0) {
@@ -1163,9 +1154,9 @@ static int recipe_definition(const struct tr_recipe *r, const char *dir, struct 
         return rc;
     }
     if (r->data.train.source)
-        return inline_definition(r, def, diag);
+        return tr_data_def_inline(r, def, diag);
     memset(def, 0, sizeof *def);
-    tr_diag_add(diag, key_where(r, "data.dataset"), "data: no training data; set data.dataset or "
+    tr_diag_add(diag, tr_data_key_where(r, "data.dataset"), "data: no training data; set data.dataset or "
                 "data.train.source");
     return TR_EINVAL;
 }

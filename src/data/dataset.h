@@ -1,6 +1,6 @@
 /* The data stage (DESIGN.md §5), second in the pipeline: the recipe's data section becomes
- * three in-memory splits of normalised float features and integer labels, read from CSV or IDX
- * files, or of token ids, read from TSV, JSON Lines or plain text through a tokenizer (once:
+ * three in-memory splits of normalised float features and integer labels, read from CSV (csv.h)
+ * or IDX files, or of token ids, read from TSV, JSON Lines or plain text through a tokenizer (once:
  * the token cache keeps them for later runs); every file's decompressed content is checked
  * against the sha256 that the definition pins.
  * The trainer reads struct tr_data and never the files; the loader (loader.h) batches a split. */
@@ -89,14 +89,19 @@ struct tr_data {
 };
 
 /* The data of a recipe: data.dataset names datasets_dir/<name>/dataset.yaml; otherwise
- * data.train (and data.valid, data.test when given) name CSV files inline. An inline set gets
- * the shipped definitions' split, 10 % valid and 20 % test cut from the train file (each only
- * when data.valid / data.test name no file) with split seed 0, and is not normalised.
+ * data.train (and data.valid, data.test when given) name files inline, csv, tsv, jsonl or text
+ * (inline.c). An inline set gets the shipped definitions' split, 10 % valid and 20 % test cut
+ * from the train file (each only when data.valid / data.test name no file; not for text) with
+ * split seed 0, and is not normalised; inline tsv and jsonl classes are the train file's labels.
  * Returns 0, or TR_EINVAL (bad definition or content), TR_EIO (a file cannot be read) or
  * TR_ENOMEM, with the reasons in diag; then *out is zeroed (tr_data_free is harmless). Every
  * failure is a data error: the caller reports it as TR_EDATA (exit status 4). */
 int tr_data_load(const struct tr_recipe *r, const char *datasets_dir, struct tr_data *out,
                  struct tr_diag *diag);
+/* The recipe's inline data checked as tr_data_load would check it before reading a file (its
+ * formats, fields and options; trainrun check): 0, or TR_EINVAL with the reasons at their
+ * recipe keys in diag. 0 for a recipe without inline data. */
+int tr_data_check_inline(const struct tr_recipe *r, struct tr_diag *diag);
 /* The same from a definition file (dataset.yaml, or any name); relative sources are found
  * beside it. Text is read with the definition's own tokenizer: and model.max_len's default. */
 int tr_data_load_definition(const char *path, struct tr_data *out, struct tr_diag *diag);
@@ -159,14 +164,17 @@ int64_t tr_split_features(const struct tr_split *s);
  *                                   #   two splits may name the same file
  *     lines: [first, last]          # text, jsonl: only these lines of the file (1-based, both
  *                                   #   read; the file must reach last)
- *   header: auto | none | sklearn | names   # csv; sklearn: `n_samples,n_features,class…`;
- *                                   #   names: one line of column names; auto: guess.
+ *   header: auto | true | false | sklearn   # csv (names, none: true, false); sklearn:
+ *                                   #   `n_samples,n_features,class…`; true: one line of column
+ *                                   #   names; auto: a word above a number (csv.c's rule).
  *                                   #   tsv: always names (its first line names the fields)
- *   label: last | first | <0-based column> | <column name>   # csv; default last.
+ *   missing: refuse | drop | zero | mean   # csv: an empty or NA cell (csv.h); default refuse
+ *   label: last | first | <column, 0-based or -1 from the end> | <column name>   # csv; last.
  *                                   #   tsv, jsonl: the field holding the class, a name from
  *                                   #   class_names (or, with only num_classes, a number)
  *   text: text                      # tsv, jsonl: the field holding the text
- *   num_classes: 10                 # at least one of these two (required for tsv, jsonl);
+ *   num_classes: 10                 # at least one of these two (required for tsv, jsonl;
+ *                                   #   csv without: class numbers, or its labels' names);
  *   class_names: [...]              #   they must agree
  *   shape: [1, 8, 8]                # per-sample shape; its product is the feature count
  *                                   #   (default: [features] for csv, [1, rows, cols] for idx)

@@ -25,7 +25,7 @@
 /* The top-level keys, in the order a definition usually gives them. */
 static const char *const top_keys[] = {
     "name", "description", "licence", "homepage", "package", "prepare", "format", "source", "sha256",
-    "train", "valid", "test", "header", "text", "label", "num_classes", "class_names", "shape", "split",
+    "train", "valid", "test", "header", "missing", "text", "label", "num_classes", "class_names", "shape", "split",
     "normalize", "tokenizer", NULL};
 #define NTOP_KEYS (sizeof top_keys / sizeof top_keys[0] - 1)
 
@@ -576,7 +576,9 @@ static void on_top_key(struct parser *p, const char *key, yaml_node_t *v, void *
 {
     /* Indexed like enum tr_format and enum tr_csv_header; "" marks formats this reader lacks. */
     static const char *const formats[] = {"", "csv", "tsv", "jsonl", "text", "idx", "", NULL};
-    static const char *const headers[] = {"auto", "none", "sklearn", "names", NULL};
+    /* Indexed like enum tr_csv_header, then true and false: names and none by other names. */
+    static const char *const headers[] = {"auto", "none", "sklearn", "names", "true", "false", NULL};
+    static const char *const missing[] = {"refuse", "drop", "zero", "mean", NULL};   /* enum tr_missing */
     static const char *const split_keys[] = {"valid", "test", "seed", NULL};
     struct tr_data_def *def = ctx;
     for (size_t i = 0; i < NTOP_KEYS; i++)
@@ -604,8 +606,11 @@ static void on_top_key(struct parser *p, const char *key, yaml_node_t *v, void *
         parse_source(p, key, v, &def->valid);
     else if (!strcmp(key, "test"))
         parse_source(p, key, v, &def->test);
-    else if (!strcmp(key, "header"))
+    else if (!strcmp(key, "header")) {
         parse_choice(p, v, key, headers, &def->header);
+        def->header = def->header == 4 ? TR_HEADER_NAMES : def->header == 5 ? TR_HEADER_NONE : def->header;
+    } else if (!strcmp(key, "missing"))
+        parse_choice(p, v, key, missing, &def->missing);
     else if (!strcmp(key, "text"))
         parse_field(p, v, key, &def->text, &def->text_at);
     else if (!strcmp(key, "label"))
@@ -637,6 +642,7 @@ static const char *const format_names[] = {"auto", "csv", "tsv", "jsonl", "text"
 /* Keys that mean something for some formats only; given for another, they are mistakes. */
 static const struct { const char *key; unsigned formats; } format_keys[] = {
     {"header", FMT(CSV) | FMT(TSV)},
+    {"missing", FMT(CSV)},
     {"text", FMT(TSV) | FMT(JSONL)},
     {"label", FMT(CSV) | FMT(TSV) | FMT(JSONL)},
     {"num_classes", FMT(CSV) | FMT(TSV) | FMT(JSONL) | FMT(IDX)},

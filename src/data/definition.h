@@ -51,6 +51,7 @@ struct tr_data_def {
     struct tr_data_source all;    /* one file to split three ways; else train (+ valid, test) */
     struct tr_data_source train, valid, test;
     int header;                   /* enum tr_csv_header */
+    int missing;                  /* csv: enum tr_missing */
     char *label;                  /* csv label column: "last", "first", "3", "species"; tsv and
                                    * jsonl: the label field */
     struct tr_where label_at;     /* where label was set, for its errors */
@@ -77,6 +78,11 @@ int tr_data_def_parse(const char *path, struct tr_data_def *def, struct tr_diag 
 /* Whether s can name a data set's folder: letters, digits, '.', '_', '-', not starting with '.'
  * (so never "..") and shorter than tr_data_def.name. */
 bool tr_data_is_folder_name(const char *s);
+/* The definition a recipe's inline data.train (and data.valid, data.test) make (inline.c), checked
+ * without reading a file; 0 or TR_EINVAL with every problem at its recipe key in diag. */
+int tr_data_def_inline(const struct tr_recipe *r, struct tr_data_def *def, struct tr_diag *diag);
+/* Where a recipe key's value came from, for messages about it ({0} for a default). */
+struct tr_where tr_data_key_where(const struct tr_recipe *r, const char *key);
 /* Adds a zeroed file to s and returns it. */
 struct tr_data_file *tr_data_source_add(struct tr_data_source *s);
 void tr_data_def_free(struct tr_data_def *def);

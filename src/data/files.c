@@ -5,8 +5,6 @@
 #include "data/files.h"
 
 #include <errno.h>
-#include <float.h>
-#include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +13,7 @@
 #include <zlib.h>
 
 #include "data/cache.h"
+#include "data/csv.h"
 #include "data/sha256.h"
 #include "recipe/recipe.h"
 #include "recipe/units.h"
@@ -142,7 +141,7 @@ int tr_data_check(const struct tr_data_file *f, const char *package, char sha256
     return read_checked(f, package, NULL, &len, sha256, diag);
 }
 
-/* ---- CSV ----------------------------------------------------------------------------------- */
+/* ---- lines (tsv, jsonl) -------------------------------------------------------------------- */
 
 struct line {
     const char *s;
@@ -176,323 +175,6 @@ static bool next_line(struct cursor *c, struct line *l)
         }
     }
     return false;
-}
-
-static int count_fields(const struct line *l)
-{
-    int n = 1;
-    for (const char *p = l->s; (p = memchr(p, ',', (size_t)(l->s + l->len - p))) != NULL; p++)
-        n++;
-    return n;
-}
-
-/* Field i's text [*start, *end), blanks around it trimmed, and its 1-based column. */
-static int field_at(const struct line *l, const char **cur, const char **start, const char **end)
-{
-    const char *s = *cur, *limit = l->s + l->len;
-    const char *comma = memchr(s, ',', (size_t)(limit - s));
-    const char *e = comma ? comma : limit;
-    *cur = comma ? comma + 1 : limit;
-    while (s < e && (*s == ' ' || *s == '\t'))
-        s++;
-    while (e > s && (e[-1] == ' ' || e[-1] == '\t'))
-        e--;
-    *start = s;
-    *end = e;
-    return (int)(s - l->s) + 1;
-}
-
-enum { NUM_OK, NUM_EMPTY, NUM_BAD, NUM_RANGE };
-
-/* Decimal numbers only: strtod's hex, inf and nan are not data. */
-static int parse_number(const char *s, const char *e, double *out)
-{
-    char buf[64];
-    size_t n = (size_t)(e - s);
-    if (!n)
-        return NUM_EMPTY;
-    if (n >= sizeof buf)
-        return NUM_BAD;
-    memcpy(buf, s, n);   /* the text is not NUL-terminated: look only at the copy */
-    buf[n] = '\0';
-    if (strspn(buf, "0123456789+-.eE") < n)
-        return NUM_BAD;
-    char *end;
-    double v = strtod(buf, &end);
-    if (end != buf + n)
-        return NUM_BAD;
-    if (!isfinite(v) || fabs(v) > FLT_MAX)
-        return NUM_RANGE;
-    *out = v;
-    return NUM_OK;
-}
-
-static bool is_whole(double v, double min)
-{
-    return v == floor(v) && v >= min && v <= INT32_MAX;
-}
-
-static bool all_numbers(const struct line *l)
-{
-    const char *cur = l->s, *s, *e;
-    double v;
-    for (int i = count_fields(l); i > 0; i--) {
-        field_at(l, &cur, &s, &e);
-        if (parse_number(s, e, &v) != NUM_OK)
-            return false;
-    }
-    return true;
-}
-
-/* header: auto. Words on the first line: sklearn's `n_samples,n_features,names…` when its first
- * two fields are whole numbers, else column names. All numbers: data, unless it is an sklearn
- * header whose class names are numbers, seen by n_features + 1 matching the next line. */
-static int detect_header(const struct line *first, struct cursor after)
-{
-    const char *cur = first->s, *s, *e;
-    double n0 = -1, n1 = -1;
-    field_at(first, &cur, &s, &e);
-    parse_number(s, e, &n0);
-    field_at(first, &cur, &s, &e);
-    parse_number(s, e, &n1);
-    bool counts = count_fields(first) >= 3 && is_whole(n0, 0) && is_whole(n1, 1);
-    if (!all_numbers(first))
-        return counts ? TR_HEADER_SKLEARN : TR_HEADER_NAMES;
-    struct line second;
-    if (counts && next_line(&after, &second) && count_fields(&second) != count_fields(first) &&
-        count_fields(&second) == (int)n1 + 1)
-        return TR_HEADER_SKLEARN;
-    return TR_HEADER_NONE;
-}
-
-/* Column names, or sklearn's class names (fields from skip on), as a NULL-ended list. */
-static char **header_words(const struct line *l, int skip)
-{
-    int n = count_fields(l);
-    char **words = tr_xcalloc((size_t)n + 1, sizeof *words);
-    const char *cur = l->s, *s, *e;
-    for (int i = 0; i < n; i++) {
-        field_at(l, &cur, &s, &e);
-        if (i >= skip)
-            words[i - skip] = tr_strdup_printf("%.*s", (int)(e - s), s);
-    }
-    return words;
-}
-
-static void free_words(char **words)
-{
-    for (int i = 0; words && words[i]; i++)
-        free(words[i]);
-    free(words);
-}
-
-struct csv_layout {
-    int header;
-    int ncols, label_col;
-    int64_t promised;        /* sklearn header's n_samples, or -1 */
-    char **names;            /* column names (header: names) */
-    char **class_names;      /* sklearn header's class names */
-};
-
-static int read_sklearn_header(const char *path, const struct line *l, struct csv_layout *lay,
-                               struct tr_diag *diag)
-{
-    const char *cur = l->s, *s, *e;
-    double n0 = -1, n1 = -1;
-    field_at(l, &cur, &s, &e);
-    parse_number(s, e, &n0);
-    field_at(l, &cur, &s, &e);
-    parse_number(s, e, &n1);
-    if (count_fields(l) < 3 || !is_whole(n0, 0) || !is_whole(n1, 1))
-        return tr_fail_file(diag, TR_EINVAL, path, l->number, 1,
-                            "expected scikit-learn's header line n_samples,n_features,class names…");
-    lay->promised = (int64_t)n0;
-    lay->ncols = (int)n1 + 1;
-    lay->class_names = header_words(l, 2);
-    return 0;
-}
-
-static int resolve_label(const char *path, const struct tr_csv_options *o, struct csv_layout *lay,
-                         struct tr_diag *diag)
-{
-    const char *label = o->label ? o->label : "last";
-    int last = lay->ncols - 1;
-    if (!strcmp(label, "last"))
-        lay->label_col = last;
-    else if (!strcmp(label, "first"))
-        lay->label_col = 0;
-    else if (strspn(label, "0123456789") == strlen(label)) {
-        long col = strtol(label, NULL, 10);
-        if (strlen(label) > 9 || col > last) {
-            tr_diag_add(diag, o->label_at, "label: column %s does not exist; %s has %d columns (0 to %d)",
-                        label, path, lay->ncols, last);
-            return TR_EINVAL;
-        }
-        lay->label_col = (int)col;
-    } else {
-        int i = 0;
-        while (lay->names && lay->names[i] && strcmp(lay->names[i], label))
-            i++;
-        if (!lay->names || !lay->names[i]) {
-            tr_diag_add(diag, o->label_at, "label: %s has no column named '%s'%s", path, label,
-                        lay->names ? "" : " (it has no header line of column names)");
-            return TR_EINVAL;
-        }
-        lay->label_col = i;
-    }
-    return 0;
-}
-
-/* The header (if any), the column count and the label column. *data is the first data line. */
-static int read_layout(const char *path, struct cursor *c, const struct tr_csv_options *o,
-                       struct csv_layout *lay, struct line *data, bool *have_data, struct tr_diag *diag)
-{
-    struct line first;
-    if (!next_line(c, &first))
-        return tr_fail_file(diag, TR_EINVAL, path, 0, 0, "the file is empty");
-    lay->header = o->header == TR_HEADER_AUTO ? detect_header(&first, *c) : o->header;
-    lay->promised = -1;
-    int rc = 0;
-    if (lay->header == TR_HEADER_SKLEARN)
-        rc = read_sklearn_header(path, &first, lay, diag);
-    else if (lay->header == TR_HEADER_NAMES) {
-        lay->names = header_words(&first, 0);
-        lay->ncols = count_fields(&first);
-    }
-    if (rc)
-        return rc;
-    *have_data = lay->header == TR_HEADER_NONE ? (*data = first, true) : next_line(c, data);
-    if (!*have_data)
-        return tr_fail_file(diag, TR_EINVAL, path, 0, 0, "the file holds no samples");
-    if (!lay->ncols)
-        lay->ncols = count_fields(data);
-    if (lay->ncols < 2)
-        return tr_fail_file(diag, TR_EINVAL, path, data->number, 1,
-                            "a row needs at least one feature and a label; this one has 1 column");
-    return resolve_label(path, o, lay, diag);
-}
-
-/* The label bound: as the caller fixed it, else the sklearn header's class count; 0: none. */
-static int class_bound(const char *path, const struct tr_csv_options *o, const struct csv_layout *lay,
-                       struct tr_diag *diag, int *bound)
-{
-    int named = 0;
-    while (lay->class_names && lay->class_names[named])
-        named++;
-    if (o->nclasses && named && named != o->nclasses)
-        return tr_fail_file(diag, TR_EINVAL, path, 1, 1, "the header names %d classes; the definition says %d", named,
-                            o->nclasses);
-    *bound = o->nclasses ? o->nclasses : named;
-    return 0;
-}
-
-static int parse_row(const char *path, const struct line *l, const struct csv_layout *lay, int bound,
-                     float *x, int32_t *y, bool first_line_data, struct tr_diag *diag)
-{
-    const char *cur = l->s, *s, *e;
-    for (int i = 0; i < lay->ncols; i++) {
-        int col = field_at(l, &cur, &s, &e);
-        double v = 0;
-        int got = parse_number(s, e, &v);
-        if (got == NUM_EMPTY)
-            return tr_fail_file(diag, TR_EINVAL, path, l->number, col, "empty field; expected a number");
-        if (got == NUM_BAD)
-            return tr_fail_file(diag, TR_EINVAL, path, l->number, col, "'%.*s' is not a number%s", (int)(e - s), s,
-                                first_line_data && l->number == 1
-                                    ? " (if this line names the columns, set header: names)" : "");
-        if (got == NUM_RANGE)
-            return tr_fail_file(diag, TR_EINVAL, path, l->number, col, "'%.*s' is out of range for a float",
-                                (int)(e - s), s);
-        if (i != lay->label_col) {
-            *x++ = (float)v;
-            continue;
-        }
-        if (v != floor(v))
-            return tr_fail_file(diag, TR_EINVAL, path, l->number, col, "label %.*s is not a whole number",
-                                (int)(e - s), s);
-        if (v < 0 || (bound && v >= bound) || v > INT32_MAX - 1)
-            return bound ? tr_fail_file(diag, TR_EINVAL, path, l->number, col,
-                                        "label %.*s is out of range: %d classes (0 to %d)", (int)(e - s), s, bound,
-                                        bound - 1)
-                         : tr_fail_file(diag, TR_EINVAL, path, l->number, col, "label %.*s is out of range: labels "
-                                        "are class numbers from 0", (int)(e - s), s);
-        *y = (int32_t)v;
-    }
-    return 0;
-}
-
-/* The data lines from first on, each checked for its column count before anything is
- * allocated: what is allocated is then bounded by the text's own size. */
-static int count_rows(const char *path, struct cursor c, const struct line *first, int ncols, int64_t *n,
-                      struct tr_diag *diag)
-{
-    struct line l = *first;
-    *n = 0;
-    do {
-        int found = count_fields(&l);
-        if (found != ncols)
-            return tr_fail_file(diag, TR_EINVAL, path, l.number, 1, "expected %d columns, found %d", ncols, found);
-        ++*n;
-    } while (next_line(&c, &l));
-    return 0;
-}
-
-static int parse_rows(const char *path, struct cursor *c, const struct line *first,
-                      const struct csv_layout *lay, int bound, struct tr_table *t, struct tr_diag *diag)
-{
-    int rc = count_rows(path, *c, first, lay->ncols, &t->n, diag);
-    if (rc)
-        return rc;
-    t->nfeatures = lay->ncols - 1;
-    size_t xbytes = (size_t)t->n * (size_t)t->nfeatures * sizeof(float);
-    t->x = malloc(xbytes ? xbytes : 1);
-    t->y = malloc((size_t)t->n * sizeof(int32_t));
-    if (!t->x || !t->y)
-        return out_of_memory(diag, path, xbytes);
-    struct line l = *first;
-    int32_t max = -1;
-    for (int64_t r = 0; r < t->n; r++) {
-        if (r && !next_line(c, &l))
-            break;
-        rc = parse_row(path, &l, lay, bound, t->x + r * t->nfeatures, t->y + r,
-                           lay->header == TR_HEADER_NONE, diag);
-        if (rc)
-            return rc;
-        if (t->y[r] > max)
-            max = t->y[r];
-    }
-    if (lay->promised >= 0 && lay->promised != t->n)
-        return tr_fail_file(diag, TR_EINVAL, path, 1, 1, "the header says %lld samples; the file holds %lld",
-                            (long long)lay->promised, (long long)t->n);
-    t->nclasses = bound ? bound : max + 1;
-    return 0;
-}
-
-int tr_csv_parse(const char *path, const char *text, size_t len, const struct tr_csv_options *o,
-                 struct tr_table *t, struct tr_diag *diag)
-{
-    memset(t, 0, sizeof *t);
-    struct cursor c = {.text = text, .len = len};
-    struct csv_layout lay = {0};
-    struct line first;
-    bool have_data = false;
-    int bound = 0;
-    int rc = read_layout(path, &c, o, &lay, &first, &have_data, diag);
-    if (!rc)
-        rc = class_bound(path, o, &lay, diag, &bound);
-    if (!rc)
-        rc = parse_rows(path, &c, &first, &lay, bound, t, diag);
-    if (!rc) {
-        t->rank = 1;
-        t->dims[0] = t->nfeatures;
-        t->class_names = lay.class_names;
-        lay.class_names = NULL;
-    }
-    free_words(lay.names);
-    free_words(lay.class_names);
-    if (rc)
-        tr_table_free(t);
-    return rc;
 }
 
 /* ---- IDX ----------------------------------------------------------------------------------- */
@@ -640,6 +322,10 @@ static int class_of(const char *path, int line, int col, const char *s, size_t n
                     const struct tr_text_options *o, int32_t *out, struct tr_diag *diag)
 {
     int shown = n > LABEL_SHOWN ? LABEL_SHOWN : (int)n;
+    if (!o->class_names && !o->nclasses) {   /* the classes are yet to be found */
+        *out = -1;
+        return 0;
+    }
     if (!o->class_names) {
         char buf[16] = "";
         long v = -1;
@@ -672,77 +358,73 @@ static int class_of(const char *path, int line, int col, const char *s, size_t n
                         shown, s, o->nclasses, best ? "; did you mean '" : "", best ? best : "", best ? "'?" : "");
 }
 
-struct tsv_layout {
-    int ncols;
-    int col[2];   /* of the text, of the label */
+/* A tsv file, read as rows by csv.c (a TAB between cells, no quoting, nothing trimmed). */
+struct tsv_reader {
+    const char *path;
+    const struct tr_text_options *o;
+    tr_text_sample_fn *take;
+    void *ctx;
+    int ncols;                    /* 0 until the header line is read */
+    int col[2];                   /* of the text, of the label */
+    int64_t n;
 };
 
-/* Splits l at its TABs: returns the field count, with fields col[0] and col[1] in s and n. */
-static int tsv_fields(const struct line *l, const int col[2], const char *s[2], size_t n[2])
-{
-    const char *p = l->s, *end = l->s + l->len;
-    for (int count = 0;; count++) {
-        const char *tab = memchr(p, '\t', (size_t)(end - p));
-        const char *e = tab ? tab : end;
-        for (int k = 0; k < 2; k++)
-            if (count == col[k])
-                s[k] = p, n[k] = (size_t)(e - p);
-        if (!tab)
-            return count + 1;
-        p = tab + 1;
-    }
-}
-
 /* The header line: which columns hold the text and the label. */
-static int tsv_header(const char *path, struct cursor *c, const struct tr_text_options *o,
-                      struct tsv_layout *lay, struct tr_diag *diag)
+static int tsv_header(struct tsv_reader *r, const struct tr_csv_cell *cells, int ncells, struct tr_diag *diag)
 {
-    struct line header;
-    if (!next_line(c, &header))
-        return tr_fail_file(diag, TR_EINVAL, path, 0, 0, "the file is empty");
-    const char *names[2] = {o->text, o->label};
-    const struct tr_where at[2] = {o->text_at, o->label_at};
-    lay->col[0] = lay->col[1] = -1;
-    lay->ncols = 0;
-    const char *p = header.s, *end = header.s + header.len;
+    const char *names[2] = {r->o->text, r->o->label};
+    const struct tr_where at[2] = {r->o->text_at, r->o->label_at};
+    r->col[0] = r->col[1] = -1;
+    r->ncols = ncells;
     char *list = tr_strdup("");
-    for (bool more = true; more; lay->ncols++) {
-        const char *tab = memchr(p, '\t', (size_t)(end - p));
-        const char *e = tab ? tab : end;
+    for (int i = 0; i < ncells; i++) {
         for (int k = 0; k < 2; k++)
-            if (lay->col[k] < 0 && strlen(names[k]) == (size_t)(e - p) && !memcmp(names[k], p, (size_t)(e - p)))
-                lay->col[k] = lay->ncols;
+            if (r->col[k] < 0 && !strcmp(names[k], cells[i].s) && strlen(names[k]) == cells[i].n)
+                r->col[k] = i;
         if (strlen(list) < 200) {
-            char *longer = tr_strdup_printf("%s%s'%.*s'", list, *list ? ", " : "", (int)(e - p), p);
+            char *longer = tr_strdup_printf("%s%s'%s'", list, *list ? ", " : "", cells[i].s);
             free(list);
             list = longer;
         }
-        more = tab != NULL;
-        p = more ? tab + 1 : end;
     }
     int rc = 0;
     for (int k = 0; k < 2 && !rc; k++)
-        if (lay->col[k] < 0) {
+        if (r->col[k] < 0) {
             tr_diag_add(diag, at[k], "%s: %s has no field named '%s'; its first line names %s%s",
-                        k ? "label" : "text", path, names[k], list, strlen(list) >= 200 ? ", …" : "");
+                        k ? "label" : "text", r->path, names[k], list, strlen(list) >= 200 ? ", …" : "");
             rc = TR_EINVAL;
         }
     free(list);
     return rc;
 }
 
-static int tsv_sample(const char *path, const struct line *l, const struct tsv_layout *lay,
-                      const struct tr_text_options *o, tr_text_sample_fn *take, void *ctx, struct tr_diag *diag)
+static int tsv_row(void *ctx, const struct tr_csv_cell *cells, int ncells, struct tr_diag *diag)
 {
-    const char *s[2] = {NULL, NULL};
-    size_t n[2] = {0, 0};
-    int found = tsv_fields(l, lay->col, s, n);
-    if (found != lay->ncols)
-        return tr_fail_file(diag, TR_EINVAL, path, l->number, 1, "expected %d fields (a TAB between fields), found %d",
-                            lay->ncols, found);
-    struct tr_text_sample sample = {.text = s[0], .len = n[0], .line = l->number, .col = (int)(s[0] - l->s) + 1};
-    int rc = class_of(path, l->number, (int)(s[1] - l->s) + 1, s[1], n[1], o, &sample.label, diag);
-    return rc ? rc : take(ctx, &sample, diag);
+    struct tsv_reader *r = ctx;
+    if (!r->ncols)
+        return tsv_header(r, cells, ncells, diag);
+    if (ncells != r->ncols)
+        return tr_fail_file(diag, TR_EINVAL, r->path, cells[0].line, 1, "expected %d fields (a TAB between fields), "
+                            "found %d", r->ncols, ncells);
+    const struct tr_csv_cell *text = &cells[r->col[0]], *label = &cells[r->col[1]];
+    struct tr_text_sample sample = {.text = text->s, .len = text->n, .line = text->line, .col = text->col,
+                                    .label_text = label->s, .label_len = label->n};
+    int rc = class_of(r->path, label->line, label->col, label->s, label->n, r->o, &sample.label, diag);
+    r->n++;
+    return rc ? rc : r->take(r->ctx, &sample, diag);
+}
+
+static int tsv_parse(const char *path, const char *text, size_t len, const struct tr_text_options *o,
+                     tr_text_sample_fn *take, void *ctx, struct tr_diag *diag)
+{
+    struct tsv_reader r = {.path = path, .o = o, .take = take, .ctx = ctx};
+    struct tr_csv_dialect tsv = {.delimiter = '\t', .quoting = false, .trim = false, .first_line = o->first_line};
+    int rc = tr_csv_rows(path, text, len, &tsv, tsv_row, &r, diag);
+    if (!rc && !r.ncols)
+        rc = tr_fail_file(diag, TR_EINVAL, path, 0, 0, "the file is empty");
+    if (!rc && !r.n)
+        rc = tr_fail_file(diag, TR_EINVAL, path, 0, 0, "the file holds no samples");
+    return rc;
 }
 
 static int jsonl_label(const char *path, const struct line *l, const json_t *label,
@@ -751,9 +433,15 @@ static int jsonl_label(const char *path, const struct line *l, const json_t *lab
     if (json_is_string(label))
         return class_of(path, l->number, 1, json_string_value(label), json_string_length(label), o, out, diag);
     json_int_t v = json_is_integer(label) ? json_integer_value(label) : -1;
+    if (!o->nclasses && v >= 0 && v <= INT32_MAX - 1) {   /* the classes are yet to be found */
+        *out = -1;
+        return 0;
+    }
     if (!json_is_integer(label) || v < 0 || v >= o->nclasses)
-        return tr_fail_file(diag, TR_EINVAL, path, l->number, 1, "field '%s' is neither a class name nor a class "
-                            "number from 0 to %d", o->label, o->nclasses - 1);
+        return o->nclasses ? tr_fail_file(diag, TR_EINVAL, path, l->number, 1, "field '%s' is neither a class name "
+                                          "nor a class number from 0 to %d", o->label, o->nclasses - 1)
+                           : tr_fail_file(diag, TR_EINVAL, path, l->number, 1, "field '%s' is neither a class name "
+                                          "nor a class number from 0", o->label);
     *out = (int32_t)v;
     return 0;
 }
@@ -777,9 +465,15 @@ static int jsonl_sample(const char *path, const struct line *l, const struct tr_
         rc = tr_fail_file(diag, TR_EINVAL, path, l->number, 1, "field '%s' is not a string", o->text);
     else
         rc = jsonl_label(path, l, label, o, &sample.label, diag);
+    char number[24];
     if (!rc) {
         sample.text = json_string_value(text);
         sample.len = json_string_length(text);
+        if (json_is_string(label))
+            sample.label_text = json_string_value(label), sample.label_len = json_string_length(label);
+        else
+            sample.label_len = (size_t)snprintf(number, sizeof number, "%lld", (long long)json_integer_value(label)),
+            sample.label_text = number;
         rc = take(ctx, &sample, diag);
     }
     json_decref(obj);
@@ -789,18 +483,13 @@ static int jsonl_sample(const char *path, const struct line *l, const struct tr_
 int tr_text_parse(const char *path, const char *text, size_t len, const struct tr_text_options *o,
                   tr_text_sample_fn *take, void *ctx, struct tr_diag *diag)
 {
+    if (o->format == TR_FMT_TSV)
+        return tsv_parse(path, text, len, o, take, ctx, diag);
     struct cursor c = {.text = text, .len = len, .number = o->first_line - 1};
-    struct tsv_layout lay = {0};
-    if (o->format == TR_FMT_TSV) {
-        int rc = tsv_header(path, &c, o, &lay, diag);
-        if (rc)
-            return rc;
-    }
     struct line l;
     int64_t n = 0;
     for (; next_line(&c, &l); n++) {
-        int rc = o->format == TR_FMT_TSV ? tsv_sample(path, &l, &lay, o, take, ctx, diag)
-                                         : jsonl_sample(path, &l, o, take, ctx, diag);
+        int rc = jsonl_sample(path, &l, o, take, ctx, diag);
         if (rc)
             return rc;
     }
@@ -814,6 +503,8 @@ void tr_table_free(struct tr_table *t)
     tr_cache_free(t->tokens, t->map, t->map_bytes);
     tr_cache_free(t->offsets, t->map, t->map_bytes);
     tr_cache_unmap(t->map, t->map_bytes);
-    free_words(t->class_names);
+    for (int i = 0; t->class_names && t->class_names[i]; i++)
+        free(t->class_names[i]);
+    free(t->class_names);
     memset(t, 0, sizeof *t);
 }

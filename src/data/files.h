@@ -1,11 +1,12 @@
 /* Reading a data set's files: the decompressed bytes (gzip or plain, through zlib) checked
- * against their pinned sha256, then parsed as CSV or IDX into a table of raw features and
- * labels, or as TSV or JSON Lines into text samples handed one by one to the caller, who
- * tokenises them. Internal to src/data/; dataset.c splits and normalises the tables. Every
- * error names the file, and for CSV and text the line and column. */
+ * against their pinned sha256, then parsed as IDX into a table of raw features and labels
+ * (CSV tables: csv.h), or as TSV or JSON Lines into text samples handed one by one to the
+ * caller, who tokenises them. Internal to src/data/; dataset.c splits and normalises the
+ * tables. Every error names the file, and for text the line and column. */
 #ifndef TR_DATA_FILES_H
 #define TR_DATA_FILES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,7 +25,10 @@ struct tr_table {
     int64_t *offsets;                 /* text: n + 1 */
     int64_t ntokens;
     int nclasses;                     /* as the caller fixed it, or from the header, or max + 1 */
-    char **class_names;               /* from an sklearn header, NULL-ended; else NULL */
+    char **class_names;               /* from an sklearn header or a csv's labels that name classes
+                                       * (csv.h), NULL-ended; else NULL */
+    bool missing;                     /* csv, missing: mean: x holds NaN where a cell was missing */
+    int64_t dropped;                  /* csv, missing: drop: the rows left out */
     void *map;                        /* text from the token cache: the shard (map_bytes long)
                                        * its arrays point into, as in struct tr_split */
     size_t map_bytes;
@@ -36,16 +40,6 @@ struct tr_table {
 int tr_data_read(const struct tr_data_file *f, const char *package, unsigned char **buf, size_t *len,
                  char sha256[65], struct tr_diag *diag);
 
-struct tr_csv_options {
-    int header;                       /* enum tr_csv_header */
-    const char *label;                /* NULL or "last", "first", a 0-based column, a column name */
-    struct tr_where label_at;         /* where label was set */
-    int nclasses;                     /* 0: unknown */
-};
-
-/* Parses CSV text (len bytes; need not end in a NUL or newline) read from path. */
-int tr_csv_parse(const char *path, const char *text, size_t len, const struct tr_csv_options *o,
-                 struct tr_table *t, struct tr_diag *diag);
 /* Parses an IDX image file (magic 0x00000803: u8 [n, rows, cols]) and its label file
  * (0x00000801: u8 [n]). nclasses bounds the labels (0: 256). */
 int tr_idx_parse(const char *images_path, const unsigned char *images, size_t images_len,
@@ -72,7 +66,9 @@ int tr_utf8_check(const char *path, const char *text, size_t len, int first_line
 struct tr_text_sample {
     const char *text;
     size_t len;
-    int32_t label;
+    int32_t label;                    /* -1 when the options name no classes */
+    const char *label_text;           /* the label as written (a number's digits; not NUL-ended) */
+    size_t label_len;
     int line, col;
 };
 
@@ -85,7 +81,8 @@ struct tr_text_options {
     const char *text, *label;         /* the fields holding the text and the label */
     struct tr_where text_at, label_at;   /* where the definition names them */
     char *const *class_names;         /* NULL-ended: labels are these names; NULL: class numbers */
-    int nclasses;
+    int nclasses;                     /* 0 (and no class_names): labels are only handed over, as
+                                       * label_text, to find the classes from */
     int first_line;                   /* the file's number of the first line of text */
 };
 

@@ -25,6 +25,10 @@ enum tr_arch       { TR_ARCH_MLP, TR_ARCH_RESNET, TR_ARCH_BERT, TR_ARCH_GPT };
 enum tr_activation { TR_ACT_AUTO, TR_ACT_RELU, TR_ACT_GELU, TR_ACT_GELU_TANH, TR_ACT_TANH };
 enum tr_from_run   { TR_FROM_RUN_NONE, TR_FROM_RUN_PROMOTED, TR_FROM_RUN_LATEST };
 enum tr_format     { TR_FMT_AUTO, TR_FMT_CSV, TR_FMT_TSV, TR_FMT_JSONL, TR_FMT_TEXT, TR_FMT_IDX, TR_FMT_BIN };
+/* A csv table's header line (data.train.header; a definition's header: takes these and more). */
+enum tr_table_header { TR_TABLE_HEADER_AUTO, TR_TABLE_HEADER_TRUE, TR_TABLE_HEADER_FALSE, TR_TABLE_HEADER_SKLEARN };
+/* What a csv table's missing cell (empty, NA, N/A, NaN, nan, ?) becomes. */
+enum tr_missing { TR_MISSING_REFUSE, TR_MISSING_DROP, TR_MISSING_ZERO, TR_MISSING_MEAN };
 enum tr_tokenizer_kind { TR_TOK_NONE, TR_TOK_BYTES, TR_TOK_CHARS, TR_TOK_WORDPIECE, TR_TOK_GPT2_BPE };
 enum tr_tristate   { TR_AUTO, TR_OFF, TR_ON };
 enum tr_optimizer  { TR_OPT_ADAMW, TR_OPT_SGD, TR_OPT_LION };
@@ -44,6 +48,8 @@ struct tr_source {
     int format;        /* enum tr_format */
     char *text;        /* field holding the input text (or features) */
     char *label;       /* field holding the label */
+    int header;        /* csv: enum tr_table_header */
+    int missing;       /* csv: enum tr_missing */
 };
 
 /* Where a value came from, lowest to highest precedence. */

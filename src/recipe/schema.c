@@ -18,6 +18,8 @@ static const char *const arch_names[] = {"mlp", "resnet", "bert", "gpt", NULL};
 static const char *const activation_names[] = {"auto", "relu", "gelu", "gelu_tanh", "tanh", NULL};
 static const char *const from_run_names[] = {"none", "promoted", "latest", NULL};
 static const char *const format_names[] = {"auto", "csv", "tsv", "jsonl", "text", "idx", "bin", NULL};
+static const char *const header_names[] = {"auto", "true", "false", "sklearn", NULL};   /* enum tr_table_header */
+static const char *const missing_names[] = {"refuse", "drop", "zero", "mean", NULL};     /* enum tr_missing */
 static const char *const tokenizer_names[] = {"none", "bytes", "chars", "wordpiece", "gpt2-bpe", NULL};
 static const char *const tristate_names[] = {"auto", "off", "on", NULL};
 static const char *const schedule_names[] = {"constant", "linear", "cosine", NULL};
@@ -40,7 +42,11 @@ static const char *const promote_mode_names[] = {"auto", "min", "max", NULL};
     {"data." split ".text", TR_T_STR, OFF(data.what.text), "null", 0, 0, NULL, TR_NULLABLE, 0, \
      0, "the field (column, JSON key) holding the input"},                                    \
     {"data." split ".label", TR_T_STR, OFF(data.what.label), "null", 0, 0, NULL, TR_NULLABLE,  \
-     0, 0, "the field holding the label (null for language modelling)"}
+     0, 0, "the field holding the label (null for language modelling)"},                       \
+    {"data." split ".header", TR_T_ENUM, OFF(data.what.header), "auto", 0, 0, header_names, 0, \
+     0, 0, "csv: whether the first line names the columns (auto: when a word stands above a number)"}, \
+    {"data." split ".missing", TR_T_ENUM, OFF(data.what.missing), "refuse", 0, 0, missing_names, \
+     0, 0, 0, "csv: an empty or NA cell is refused, drops its row, or becomes zero or its column's mean"}
 
 const struct tr_key tr_keys[] = {
     {"name", TR_T_STR, OFF(name), "null", 0, 0, NULL, TR_NULLABLE, 0, 0,

@@ -320,7 +320,8 @@ static void pages_build(struct pages *pg, const struct tr_run_report *rep, const
     else
         snprintf(pg->headline[1], sizeof pg->headline[1], "Duration: %s", took);
     snprintf(pg->headline[2], sizeof pg->headline[2], "Steps: %lld; run folder %s", rep->last_step, rep->run);
-    snprintf(pg->headline[3], sizeof pg->headline[3], "Model: %s on %s", rep->arch, rep->dataset);
+    snprintf(pg->headline[3], sizeof pg->headline[3], "Model: %s on %s%s%.0d%s%s", rep->arch, rep->dataset,
+             rep->nclasses ? "; " : "", rep->nclasses, rep->nclasses ? " classes: " : "", rep->classes);
     const char *promotion = json_string_value(json_object_get(json_object_get(rep->record, "promotion"), "reason"));
     if (promotion)
         snprintf(pg->headline[4], sizeof pg->headline[4], "Promotion: %s", promotion);

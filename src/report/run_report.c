@@ -561,6 +561,24 @@ static void leak_row(struct tr_run_report *rep)
     }
 }
 
+/* labels.txt, the classes a classifier's outputs stand for, one a line: their names as the
+ * headline lists them, as many as fit. */
+static void read_classes(struct tr_run_report *rep, FILE *f)
+{
+    char line[256];
+    size_t used = 0;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = '\0';
+        size_t need = strlen(line) + (rep->nclasses ? 2 : 0);
+        if (used + need + sizeof ", …" < sizeof rep->classes)
+            used += (size_t)snprintf(rep->classes + used, sizeof rep->classes - used, "%s%s",
+                                     rep->nclasses ? ", " : "", line);
+        else if (!strstr(rep->classes, "…"))
+            used += (size_t)snprintf(rep->classes + used, sizeof rep->classes - used, ", …");
+        rep->nclasses++;
+    }
+}
+
 int tr_run_report_load(const char *dir, const struct tr_run_outcome *outcome, struct tr_run_report *rep,
                        struct tr_diag *d)
 {
@@ -598,6 +616,12 @@ int tr_run_report_load(const char *dir, const struct tr_run_outcome *outcome, st
     const char *path_of = real ? real : dir, *base = strrchr(path_of, '/');
     snprintf(rep->run, sizeof rep->run, "%.255s", base && base[1] ? base + 1 : path_of);
     free(real);
+    tr_path_set(&path, NULL, "%s/labels.txt", dir);
+    FILE *labels = fopen(path.s, "r");
+    if (labels) {
+        read_classes(rep, labels);
+        fclose(labels);
+    }
     tr_path_set(&path, NULL, "%s/recipe.yaml", dir);
     FILE *recipe = fopen(path.s, "r");
     if (recipe) {

@@ -38,6 +38,8 @@ struct tr_run_report {
     char run[256];               /* the folder's own name: its start, 20261129-183205 */
     char started[32];            /* run.json's start, ISO 8601 UTC; "" when not known */
     char name[128], arch[64], dataset[128], amp[16], checkpointing[16], pin_memory[8];   /* recipe.yaml's */
+    char classes[160];           /* labels.txt's class names, "a, b, c" (cut with "…"); "" when none */
+    int nclasses;
     long long workers, prefetch, batch_size;
     char status[16];             /* finished, failed, interrupted, time-limit, unknown */
     int exit_code;               /* −1: unknown */
