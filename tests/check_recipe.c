@@ -479,7 +479,7 @@ START_TEST(layering_missing_files)
     src = (struct tr_recipe_sources){.recipe = "folder.yaml"};
     ck_assert_int_eq(tr_recipe_load(&r, &src, &diag), TR_EINVAL);
     got = unit_diag_text(&diag);
-    ck_assert_str_eq(got, "cannot read folder.yaml: not a regular file\n");
+    ck_assert_str_eq(got, "cannot read folder.yaml: not a regular file (a directory)\n");
     free(got);
     tr_diag_free(&diag);
     tr_recipe_free(&r);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <yaml.h>
 
+#include "core/input.h"
 #include "data/cache.h"
 #include "data/fetch.h"
 #include "recipe/recipe.h"
@@ -829,9 +830,10 @@ static void check_definition(struct parser *p, const yaml_node_t *root)
 
 static char *read_small_file(const char *path, size_t *len, struct tr_diag *diag)
 {
-    FILE *f = fopen(path, "rb");
+    struct tr_diag why = {0};
+    FILE *f = tr_fopen_regular(path, &why);   /* a FIFO would block, /dev/zero never end */
     if (!f) {
-        tr_diag_add(diag, (struct tr_where){.file = path}, "cannot read: %s", strerror(errno));
+        tr_fail_because(diag, TR_EIO, &why, "%s: cannot read", path);
         return NULL;
     }
     char *text = tr_xmalloc(MAX_DEFINITION_BYTES + 1);

@@ -7,10 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <yaml.h>
 
 #include "core/error.h"
+#include "core/input.h"
 #include "plan/device.h"
 #include "recipe/units.h"
 
@@ -28,14 +28,10 @@ static const char *const precision_keys[TR_NPRECISIONS] = {"fp32", "bf16", "fp16
 /* Parses path into doc. 0, TR_EIO (cannot open) or TR_EINVAL (not YAML, or not a mapping). */
 static int load_document(const char *path, yaml_document_t *doc, struct tr_diag *diag)
 {
-    FILE *f = fopen(path, "rb");
+    struct tr_diag why = {0};
+    FILE *f = tr_fopen_regular(path, &why);   /* a FIFO would block, /dev/zero never end */
     if (!f)
-        return tr_fail(diag, TR_EIO, "cannot read %s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return tr_fail(diag, TR_EIO, "cannot read %s: not a regular file", path);
-    }
+        return tr_fail_because(diag, TR_EIO, &why, "cannot read %s", path);
     yaml_parser_t parser;
     yaml_parser_initialize(&parser);
     yaml_parser_set_input_file(&parser, f);

@@ -5,9 +5,9 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <yaml.h>
 
+#include "core/input.h"
 #include "recipe/recipe.h"
 #include "recipe/schema.h"
 #include "recipe/units.h"
@@ -296,16 +296,12 @@ static void walk_mapping(struct loader *ld, const char *section, yaml_document_t
 static char *read_file(struct loader *ld, const char *path, size_t *len, bool missing_ok,
                        const yaml_node_t *from)
 {
-    FILE *f = fopen(path, "rb");
-    struct stat st;
+    struct tr_diag why = {0};
+    FILE *f = tr_fopen_regular(path, &why);   /* a FIFO or /dev/zero: refused, not read */
     if (!f) {
         if (!(missing_ok && errno == ENOENT))
-            report(ld, from, "cannot read %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) {
-        report(ld, from, "cannot read %s: not a regular file", path);
-        fclose(f);
+            report(ld, from, "cannot read %s: %s", path, tr_diag_last(&why));
+        tr_diag_free(&why);
         return NULL;
     }
     char *buf = tr_xmalloc(MAX_FILE_BYTES + 1);

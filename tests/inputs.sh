@@ -1,0 +1,62 @@
+#!/bin/sh
+# Inputs a hostile or careless user gives: a FIFO, a device or a folder where a file is read,
+# YAML nested or aliased past any recipe's needs, control characters in what trainrun echoes.
+# Each is refused within seconds (timeout 10: a hang fails as status 124), with its exit
+# status and a message that names it.
+. "$srcdir/tests/lib.sh"
+recipes="$srcdir/recipes"
+cd "$scratch"
+mkfifo fifo fifo.csv
+ln -s /dev/zero zero.csv
+mkdir folder.yaml
+
+# expect_refused STATUS KIND WHAT CMD...: CMD ends within 10 s with STATUS, naming KIND.
+expect_refused() {
+  want=$1 kind=$2 what=$3
+  shift 3
+  run timeout 10 "$@"
+  expect_rc "$want" "$what"
+  expect_in "$err" "not a regular file ($kind)" "$what: says what the file is"
+}
+
+# ---- files that are not regular files -------------------------------------------------------
+expect_refused 2 "a FIFO" "a FIFO as the recipe" "$TRAINRUN" check "$scratch/fifo"
+expect_in "$err" "$scratch/fifo" "a FIFO recipe is named"
+expect_refused 2 "a character device" "/dev/zero as the recipe" "$TRAINRUN" check /dev/zero
+expect_refused 2 "a directory" "a folder as the recipe" "$TRAINRUN" check "$scratch/folder.yaml"
+printf 'extends: fifo\nmodel: {arch: mlp}\n' >extends.yaml
+expect_refused 2 "a FIFO" "a FIFO as extends:" "$TRAINRUN" check extends.yaml
+expect_in "$err" "extends.yaml:1:10:" "extends: FIFO placed at its value"
+printf 'extends: /dev/zero\n' >zero.yaml
+expect_refused 2 "a character device" "extends: /dev/zero" "$TRAINRUN" check zero.yaml
+expect_refused 2 "a FIFO" "TRAINRUN_CONF a FIFO" \
+  env TRAINRUN_CONF=$scratch/fifo "$TRAINRUN" check "$recipes/mlp.yaml"
+expect_refused 2 "a FIFO" "TRAINRUN_SYSTEM_CONF a FIFO" \
+  env TRAINRUN_SYSTEM_CONF=$scratch/fifo "$TRAINRUN" check "$recipes/mlp.yaml"
+expect_refused 2 "a FIFO" "--plan a FIFO" "$TRAINRUN" plan "$recipes/mlp.yaml" --plan "$scratch/fifo"
+expect_in "$err" "$scratch/fifo" "--plan FIFO named"
+expect_refused 2 "a FIFO" "TRAINRUN_DEVICES a FIFO" \
+  env TRAINRUN_DEVICES=$scratch/fifo "$TRAINRUN" plan "$recipes/mlp.yaml" --device-profile a100
+
+# Data: exit 4, the file named, nothing read from /dev/zero (it would read to the 16 GiB cap).
+expect_refused 4 "a FIFO" "a FIFO as data.train.source" \
+  "$TRAINRUN" plan "$recipes/mlp.yaml" data.dataset=null data.train.source="$scratch/fifo.csv"
+expect_in "$err" "$scratch/fifo.csv" "a FIFO data source is named"
+expect_refused 4 "a character device" "/dev/zero as data.train.source" \
+  "$TRAINRUN" plan "$recipes/mlp.yaml" data.dataset=null data.train.source="$scratch/zero.csv"
+mkdir -p sets/piped
+mkfifo sets/piped/dataset.yaml
+expect_refused 4 "a FIFO" "a FIFO as dataset.yaml" \
+  env TRAINRUN_DATASETS=$scratch/sets "$TRAINRUN" plan "$recipes/mlp.yaml" data.dataset=piped
+expect_refused 4 "a FIFO" "a FIFO as gpt2-bpe's encoder.json" \
+  "$TRAINRUN" plan "$recipes/gpt-small.yaml" data.tokenizer.vocab="$scratch/fifo"
+expect_refused 4 "a FIFO" "a FIFO as a vocabulary file (chars, wordpiece)" \
+  "$TRAINRUN" plan "$recipes/gpt-small.yaml" data.tokenizer.kind=chars data.tokenizer.vocab="$scratch/fifo" \
+  data.tokenizer.merges=null
+run timeout 30 "$TRAINRUN" "$recipes/mlp.yaml" model.init.path="$scratch/fifo" --quiet
+expect_rc 4 "a FIFO as model.init.path"
+expect_in "$err" "not a regular file" "a FIFO as model.init.path is refused"
+checks=$((checks + 1))
+[ ! -e runs ] || fail "a refused model.init.path left a run folder"
+
+finish
