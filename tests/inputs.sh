@@ -59,4 +59,48 @@ expect_in "$err" "not a regular file" "a FIFO as model.init.path is refused"
 checks=$((checks + 1))
 [ ! -e runs ] || fail "a refused model.init.path left a run folder"
 
+# ---- YAML past its limits: refused at the place, at once (1 MiB took over 900 s) ----------------
+# nest N PREFIX: PREFIX, N '[' and N ']'.
+nest() {
+  awk -v n="$1" -v p="$2" 'BEGIN { printf "%s", p; for (i = 0; i < n; i++) printf "["
+                                   for (i = 0; i < n; i++) printf "]"; print "" }'
+}
+nest 524280 'model: ' >deep.yaml
+run timeout 10 "$TRAINRUN" check deep.yaml
+expect_rc 2 "a 1 MiB nested recipe"
+expect_in "$err" "deep.yaml:1:71: invalid YAML: collections nested more than 64 levels deep" \
+  "the nesting is refused where it passes 64 levels"
+printf 'extends: deep.yaml\n' >extends-deep.yaml
+run timeout 10 "$TRAINRUN" check extends-deep.yaml
+expect_rc 2 "extends: a 1 MiB nested recipe"
+expect_in "$err" "deep.yaml:1:71: invalid YAML: collections nested" "a nested base is refused"
+run timeout 10 "$TRAINRUN" check "$recipes/mlp.yaml" "$(nest 61440 model.layers=)"
+expect_rc 2 "a 120 KB nested override"
+expect_in "$err" "invalid YAML: collections nested more than 64 levels deep" "a nested override is refused"
+nest 524280 'budget: ' >deep.conf
+run timeout 10 env TRAINRUN_CONF="$scratch/deep.conf" "$TRAINRUN" check "$recipes/mlp.yaml"
+expect_rc 2 "a 1 MiB nested TRAINRUN_CONF"
+expect_in "$err" "deep.conf:1:72: invalid YAML: collections nested" "a nested conf is refused"
+mkdir -p sets/deep
+nest 524280 'class_names: ' >sets/deep/dataset.yaml
+run timeout 10 env TRAINRUN_DATASETS="$scratch/sets" "$TRAINRUN" plan "$recipes/mlp.yaml" data.dataset=deep
+expect_rc 4 "a 1 MiB nested dataset.yaml"
+expect_in "$err" "dataset.yaml:1:77: invalid YAML: collections nested" "a nested definition is refused"
+# Billion laughs: ten aliases of ten aliases of … ; every value an alias repeats is counted.
+{
+  echo 'a0: &a0 [x, x, x, x, x, x, x, x, x, x]'
+  for i in 1 2 3 4 5 6 7 8 9; do
+    p=$((i - 1))
+    echo "a$i: &a$i [*a$p, *a$p, *a$p, *a$p, *a$p, *a$p, *a$p, *a$p, *a$p, *a$p]"
+  done
+} >laughs.yaml
+run timeout 10 "$TRAINRUN" check laughs.yaml
+expect_rc 2 "billion laughs"
+expect_in "$err" "laughs.yaml:5:45: invalid YAML: more than 100000 values, counting all that aliases repeat" \
+  "aliases are counted as what they repeat"
+awk 'BEGIN { printf "model: {hidden: ["; for (i = 0; i < 500000; i++) printf "1,"; print "1]}" }' >flow.yaml
+run timeout 10 "$TRAINRUN" check flow.yaml
+expect_rc 2 "a 1 MiB flow sequence"
+expect_in "$err" "more than 100000 values" "a 1 MiB flow sequence is refused"
+
 finish

@@ -19,6 +19,7 @@
 #include "data/fetch.h"
 #include "recipe/recipe.h"
 #include "recipe/units.h"
+#include "recipe/yaml_load.h"
 
 #define MAX_DEFINITION_BYTES (1 << 20)   /* a definition is a page of YAML */
 #define MAX_CLASSES (1 << 24)
@@ -855,7 +856,7 @@ static int load_document(struct parser *p, const char *text, size_t len)
     yaml_parser_t parser;
     yaml_parser_initialize(&parser);
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-    int ok = yaml_parser_load(&parser, &p->doc);
+    int ok = tr_yaml_load(&parser, text, len, &p->doc);   /* within the depth and alias limits */
     if (!ok) {
         yaml_node_t at = {.start_mark = parser.problem_mark};
         problem(p, &at, "invalid YAML: %s", parser.problem ? parser.problem : "syntax error");

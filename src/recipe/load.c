@@ -13,6 +13,7 @@
 #include "recipe/units.h"
 #include "recipe/validate.h"
 #include "recipe/value.h"
+#include "recipe/yaml_load.h"
 
 #define MAX_FILE_BYTES (1 << 20)   /* a recipe is a page of YAML; a megabyte is a mistake */
 #define MAX_EXTENDS 8
@@ -122,7 +123,7 @@ static int parse_yaml(struct loader *ld, const char *text, size_t len, yaml_docu
     yaml_parser_t parser;
     yaml_parser_initialize(&parser);
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-    int ok = yaml_parser_load(&parser, doc);
+    int ok = tr_yaml_load(&parser, text, len, doc);   /* within the depth and alias limits */
     if (!ok) {
         report_syntax(ld, &parser, text, len);
     } else if (yaml_document_get_root_node(doc)) {
