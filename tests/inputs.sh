@@ -103,4 +103,20 @@ run timeout 10 "$TRAINRUN" check flow.yaml
 expect_rc 2 "a 1 MiB flow sequence"
 expect_in "$err" "more than 100000 values" "a 1 MiB flow sequence is refused"
 
+# ---- control characters from inputs are echoed as \xNN, never raw --------------------------------
+esc=$(printf '\033')
+printf '1,2,0\n1,\033]0;pwned\007,1\n' >escape.csv
+run timeout 10 "$TRAINRUN" plan "$recipes/mlp.yaml" data.dataset=null data.train.source="$scratch/escape.csv"
+expect_rc 4 "a CSV cell with a terminal escape"
+expect_in "$err" "escape.csv:2:3: '\\x1b]0;pwned\\x07' is not a number" "a CSV cell's escape is shown as \\xNN"
+expect_not_in "$err" "$esc" "a CSV cell's escape is not echoed raw"
+printf 'model:\n  "ar\\x1b]0;pwned\\x07ch": mlp\n' >escape.yaml
+run timeout 10 "$TRAINRUN" check escape.yaml
+expect_rc 2 "a recipe key with a terminal escape"
+expect_in "$err" "unknown key 'model.ar\\x1b]0;pwned\\x07ch'" "a recipe key's escape is shown as \\xNN"
+expect_not_in "$err" "$esc" "a recipe key's escape is not echoed raw"
+run timeout 10 "$TRAINRUN" check "$recipes/mlp.yaml" "$(printf 'seed=\033[2J')"
+expect_rc 2 "an override with a terminal escape"
+expect_not_in "$err" "$esc" "an override's escape is not echoed raw"
+
 finish
