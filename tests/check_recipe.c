@@ -1119,6 +1119,17 @@ static const struct bad_case bad_cases[] = {
     {DATA, .overrides = {"~train.epoch"},
      .expected = "override '~train.epoch': unknown key 'train.epoch'; did you mean "
                  "'train.epochs'?\n"},
+    {DATA, .overrides = {"~extends"},
+     .expected = "override '~extends': extends cannot be removed by an override: it is read only in "
+                 "recipe files; edit the recipe, or name the base recipe itself\n"},
+    {DATA, .overrides = {"data.dataset=../../evil"},
+     .expected = "override 'data.dataset=../../evil': data.dataset: '../../evil' is not a data set name: "
+                 "a folder under datasets/, of at most 63 letters, digits, '.', '_' or '-', not starting "
+                 "with '.' (no '/')\n"},
+    {DATA, .overrides = {"data.dataset=.hidden"},
+     .expected = "override 'data.dataset=.hidden': data.dataset: '.hidden' is not a data set name: "
+                 "a folder under datasets/, of at most 63 letters, digits, '.', '_' or '-', not starting "
+                 "with '.' (no '/')\n"},
     {DATA, .overrides = {"extends=base.yaml"},
      .expected = "override 'extends=base.yaml': extends is read only in recipe files\n"},
     {DATA, .overrides = {"model.layers=0"},

@@ -433,6 +433,9 @@ static void apply_override(struct loader *ld, const char *text)
         const char *path = text + 1;
         if (!valid_path(path, strlen(path))) {
             report(&at, NULL, "expected ~KEY, such as ~train.steps");
+        } else if (!strcmp(path, "extends")) {   /* not a key: "did you mean 'extends'?" misled */
+            report(&at, NULL, "extends cannot be removed by an override: it is read only in recipe "
+                   "files; edit the recipe, or name the base recipe itself");
         } else if (tr_key_find(path) >= 0 || tr_section_exists(path)) {
             at.layer.kind = TR_ORIGIN_RESET;
             reset_section(&at, path, TR_ORIGIN_RESET);
