@@ -81,6 +81,9 @@ nest 524280 'budget: ' >deep.conf
 run timeout 10 env TRAINRUN_CONF="$scratch/deep.conf" "$TRAINRUN" check "$recipes/mlp.yaml"
 expect_rc 2 "a 1 MiB nested TRAINRUN_CONF"
 expect_in "$err" "deep.conf:1:72: invalid YAML: collections nested" "a nested conf is refused"
+run timeout 10 env TRAINRUN_DEVICES="$scratch/deep.yaml" "$TRAINRUN" plan "$recipes/mlp.yaml" --device-profile a100
+expect_rc 2 "a 1 MiB nested TRAINRUN_DEVICES"
+expect_in "$err" "deep.yaml:1:71: collections nested more than 64 levels deep" "nested device profiles are refused"
 mkdir -p sets/deep
 nest 524280 'class_names: ' >sets/deep/dataset.yaml
 run timeout 10 env TRAINRUN_DATASETS="$scratch/sets" "$TRAINRUN" plan "$recipes/mlp.yaml" data.dataset=deep
