@@ -123,7 +123,7 @@ START_TEST(missing_file_is_eio)
     ck_assert_str_eq(names, "");
     /* A folder opens, but is no file (libyaml would say only "input error"). */
     ck_assert_int_eq(tr_device_profile("/", "t4", &d, &err), TR_EIO);
-    ck_assert_str_eq(tr_diag_last(&err), "cannot read /: not a regular file");
+    ck_assert_str_eq(tr_diag_last(&err), "cannot read /: not a regular file (a directory)");
     tr_diag_free(&err);
 }
 END_TEST

@@ -47,6 +47,35 @@ START_TEST(a_line_names_its_place)
 }
 END_TEST
 
+/* Input bytes never reach a terminal as escapes: control characters in a message, a file's
+ * name or an override are written \xNN (a tab stays, and a message's own line breaks); an
+ * override is echoed up to 200 bytes. */
+START_TEST(control_characters_are_escaped)
+{
+    struct tr_diag d = {0};
+    tr_fail_file(&d, TR_EDATA, "t.csv", 2, 3, "'\x1b]0;pwned\x07' is not a number");
+    tr_fail_at(&d, TR_EINVAL, (struct tr_where){.arg = "seed=\r1\n"}, "two\nlines\tand\x7f");
+    tr_fail_file(&d, TR_EDATA, "a\x1b[2Jb.csv", 0, 0, "is empty");
+    char *long_arg = malloc(1001);
+    memset(long_arg, '[', 1000);
+    long_arg[1000] = '\0';
+    tr_fail_at(&d, TR_EINVAL, (struct tr_where){.arg = long_arg}, "too deep");
+    const char *want[] = {"t.csv:2:3: '\\x1b]0;pwned\\x07' is not a number",
+                          "override 'seed=\\x0d1\\x0a': two\nlines\tand\\x7f", "a\\x1b[2Jb.csv: is empty"};
+    for (int i = 0; i < 3; i++) {
+        char *line = tr_diag_line(&d, i);
+        ck_assert_str_eq(line, want[i]);
+        free(line);
+    }
+    char *line = tr_diag_line(&d, 3);
+    ck_assert_uint_eq(strlen(line), strlen("override '") + 200 + strlen("…': too deep"));
+    ck_assert_ptr_nonnull(strstr(line, "[[…': too deep"));
+    free(line);
+    free(long_arg);
+    tr_diag_free(&d);
+}
+END_TEST
+
 START_TEST(a_path_too_long_is_refused_not_cut)
 {
     char *name = malloc(5001);
@@ -104,6 +133,7 @@ int main(void)
     TCase *tc = tcase_create("error");
     tcase_add_test(tc, fail_returns_the_code_and_keeps_the_first);
     tcase_add_test(tc, a_line_names_its_place);
+    tcase_add_test(tc, control_characters_are_escaped);
     tcase_add_test(tc, a_path_too_long_is_refused_not_cut);
     tcase_add_test(tc, every_code_has_its_exit_status);
     suite_add_tcase(s, tc);

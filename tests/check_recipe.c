@@ -479,7 +479,7 @@ START_TEST(layering_missing_files)
     src = (struct tr_recipe_sources){.recipe = "folder.yaml"};
     ck_assert_int_eq(tr_recipe_load(&r, &src, &diag), TR_EINVAL);
     got = unit_diag_text(&diag);
-    ck_assert_str_eq(got, "cannot read folder.yaml: not a regular file\n");
+    ck_assert_str_eq(got, "cannot read folder.yaml: not a regular file (a directory)\n");
     free(got);
     tr_diag_free(&diag);
     tr_recipe_free(&r);
@@ -1119,6 +1119,17 @@ static const struct bad_case bad_cases[] = {
     {DATA, .overrides = {"~train.epoch"},
      .expected = "override '~train.epoch': unknown key 'train.epoch'; did you mean "
                  "'train.epochs'?\n"},
+    {DATA, .overrides = {"~extends"},
+     .expected = "override '~extends': extends cannot be removed by an override: it is read only in "
+                 "recipe files; edit the recipe, or name the base recipe itself\n"},
+    {DATA, .overrides = {"data.dataset=../../evil"},
+     .expected = "override 'data.dataset=../../evil': data.dataset: '../../evil' is not a data set name: "
+                 "a folder under datasets/, of at most 63 letters, digits, '.', '_' or '-', not starting "
+                 "with '.' (no '/')\n"},
+    {DATA, .overrides = {"data.dataset=.hidden"},
+     .expected = "override 'data.dataset=.hidden': data.dataset: '.hidden' is not a data set name: "
+                 "a folder under datasets/, of at most 63 letters, digits, '.', '_' or '-', not starting "
+                 "with '.' (no '/')\n"},
     {DATA, .overrides = {"extends=base.yaml"},
      .expected = "override 'extends=base.yaml': extends is read only in recipe files\n"},
     {DATA, .overrides = {"model.layers=0"},
@@ -1211,6 +1222,87 @@ START_TEST(messages_capped)
 }
 END_TEST
 
+/* text of n opening brackets after prefix, and their n closing ones (caller frees). */
+static char *nested(const char *prefix, size_t n)
+{
+    size_t p = strlen(prefix);
+    char *t = malloc(p + 2 * n + 2);
+    memcpy(t, prefix, p);
+    memset(t + p, '[', n);
+    memset(t + p + n, ']', n);
+    strcpy(t + p + 2 * n, "\n");
+    return t;
+}
+
+static char *first_line(const char *yaml, const char *const *overrides)
+{
+    struct tr_recipe r;
+    struct tr_diag diag = {0};
+    ck_assert_int_eq(load_text(&r, yaml, overrides, &diag), TR_EINVAL);
+    char *line = tr_diag_line(&diag, 0);
+    tr_diag_free(&diag);
+    tr_recipe_free(&r);
+    return line;
+}
+
+/* libyaml's scanner is quadratic in nesting (1 MiB of [[[…]]] took over 900 s, a 120 KB
+ * override 17.7 s) and its composer in anchors: past 64 levels, 100,000 values (aliases
+ * expanded: "billion laughs"), 256 anchors or 4,096 aliases, the text is refused at the place
+ * it went past, before it is composed. */
+START_TEST(yaml_limits)
+{
+    char *text = nested("model: ", 63), *line = first_line(text, NULL);   /* 64 levels: read */
+    ck_assert_msg(strstr(line, "r.yaml:1:8: model is a section") && strstr(line, "got a list of 1"), "%s", line);
+    free(line), free(text);
+    text = nested("model: ", (1 << 20) / 2 - 8), line = first_line(text, NULL);
+    ck_assert_str_eq(line, "r.yaml:1:71: invalid YAML: collections nested more than 64 levels deep; "
+                           "trainrun reads at most 64");
+    free(line), free(text);
+    text = nested("model.layers=", 120 * 1024 / 2);
+    text[strlen(text) - 1] = '\0';
+    line = first_line("model: {arch: mlp}\n", (const char *const[]){text, NULL});
+    ck_assert_ptr_nonnull(strstr(line, "': invalid YAML: collections nested more than 64 levels deep"));
+    free(line), free(text);
+    char *deep = nested("", 63);   /* 63 [ then 63 ]: an alias inside makes 65 levels with b's own */
+    text = tr_strdup_printf("a: &a [1]\nb: %.63s*a%s", deep, deep + 63);
+    free(deep);
+    line = first_line(text, NULL);
+    free(text);
+    ck_assert_str_eq(line, "r.yaml:2:67: invalid YAML: an alias whose value would nest more than 64 "
+                           "levels deep; trainrun reads at most 64");
+    free(line);
+
+    char *laughs = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&laughs, &len);
+    fprintf(f, "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+    for (int i = 1; i < 10; i++)
+        fprintf(f, "a%d: &a%d [*a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d]\n", i, i,
+                i - 1, i - 1, i - 1, i - 1, i - 1, i - 1, i - 1, i - 1, i - 1, i - 1);
+    fclose(f);
+    line = first_line(laughs, NULL);
+    ck_assert_str_eq(line, "r.yaml:5:45: invalid YAML: more than 100000 values, counting all that aliases repeat");
+    free(line), free(laughs);
+
+    f = open_memstream(&laughs, &len);
+    for (int i = 0; i < 257; i++)
+        fprintf(f, "- &a%d x\n", i);
+    fclose(f);
+    line = first_line(laughs, NULL);
+    ck_assert_str_eq(line, "r.yaml:257:3: invalid YAML: more than 256 anchors (&name)");
+    free(line), free(laughs);
+
+    f = open_memstream(&laughs, &len);
+    fprintf(f, "- &a x\n");
+    for (int i = 0; i < 4097; i++)
+        fprintf(f, "- *a\n");
+    fclose(f);
+    line = first_line(laughs, NULL);
+    ck_assert_str_eq(line, "r.yaml:4098:3: invalid YAML: more than 4096 aliases (*name)");
+    free(line), free(laughs);
+}
+END_TEST
+
 #define N(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 static Suite *recipe_suite(void)
@@ -1261,6 +1353,7 @@ static Suite *recipe_suite(void)
     tcase_add_loop_test(tc, bad_input, 0, N(bad_cases));
     tcase_add_test(tc, messages_stay_on_one_line);
     tcase_add_test(tc, messages_capped);
+    tcase_add_test(tc, yaml_limits);
     suite_add_tcase(s, tc);
     return s;
 }

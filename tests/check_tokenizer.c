@@ -383,7 +383,7 @@ START_TEST(vocabulary_errors)
         free(want);
         free(path);
     }
-    char *folder = tr_strdup_printf("%s: cannot read: Is a directory\n", dir);
+    char *folder = tr_strdup_printf("%s: cannot read: not a regular file (a directory)\n", dir);
     expect_open_error(TR_TOK_WORDPIECE, dir, folder);
     free(folder);
     expect_open_error(TR_TOK_WORDPIECE, NULL,

@@ -2,6 +2,8 @@
  * every stage shares. */
 #include "core/error.h"
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -98,17 +100,50 @@ void tr_diag_add(struct tr_diag *d, struct tr_where where, const char *fmt, ...)
     va_end(ap);
 }
 
+/* s, at most max bytes of it (then "…"), with control characters written \xNN: bytes from an
+ * input (a CSV cell holding ESC ] 0 ; … BEL, a recipe key) never reach a terminal as escapes.
+ * newlines: keep '\n', which trainrun puts between the lines of its own messages. */
+static void put_escaped(FILE *out, const char *s, size_t max, bool newlines)
+{
+    size_t n = 0;   /* past max, to the end of the character under way */
+    for (; *s && (n < max || ((unsigned char)*s & 0xC0) == 0x80); s++, n++) {
+        unsigned char c = (unsigned char)*s;
+        if ((c < 0x20 && c != '\t' && !(c == '\n' && newlines)) || c == 0x7f)
+            fprintf(out, "\\x%02x", c);
+        else
+            fputc(c, out);
+    }
+    if (*s)
+        fputs("…", out);
+}
+
+/* An override or a file's name is echoed up to this many bytes: a 120 KB argument is named,
+ * not repeated. */
+#define ECHO_MAX 200
+
 char *tr_diag_line(const struct tr_diag *d, int i)
 {
     const struct tr_diag_item *it = &d->items[i];
     const struct tr_where *w = &it->where;
-    if (w->arg)
-        return tr_strdup_printf("override '%s': %s", w->arg, it->message);
-    if (w->file && w->line > 0)
-        return tr_strdup_printf("%s:%d:%d: %s", w->file, w->line, w->col, it->message);
-    if (w->file)
-        return tr_strdup_printf("%s: %s", w->file, it->message);
-    return tr_strdup(it->message);
+    char *line = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&line, &len);
+    if (!out)
+        out_of_memory();
+    if (w->arg) {
+        fputs("override '", out);
+        put_escaped(out, w->arg, ECHO_MAX, false);
+        fputs("': ", out);
+    } else if (w->file) {
+        put_escaped(out, w->file, TR_PATH_MAX, false);
+        if (w->line > 0)
+            fprintf(out, ":%d:%d", w->line, w->col);
+        fputs(": ", out);
+    }
+    put_escaped(out, it->message, SIZE_MAX, true);
+    if (fclose(out))
+        out_of_memory();
+    return line;
 }
 
 void tr_diag_print(const struct tr_diag *d, FILE *out)

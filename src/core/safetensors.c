@@ -437,7 +437,7 @@ int tr_st_open(struct tr_safetensors *st, const char *path, struct tr_diag *d)
 int tr_st_open_with(struct tr_safetensors *st, const char *path, unsigned flags, struct tr_diag *d)
 {
     memset(st, 0, sizeof *st);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);   /* a FIFO: refused below, not waited on */
     if (fd < 0)
         return fail(d, TR_EIO, path, "cannot open: %s", strerror(errno));
     struct stat sb;

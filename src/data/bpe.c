@@ -17,6 +17,8 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include "core/input.h"
+
 
 /* GPT-2's pattern (encoder.py) with \s spelled \p{White_Space}: tokenizers runs it in
  * Oniguruma, whose \s is Unicode's White_Space, while PCRE2's \s also takes U+180E (Mongolian
@@ -163,9 +165,10 @@ static void utf8_of_byte_character(uint32_t cp, char out[3])
  * read or is empty. */
 static int read_whole(const char *path, char **text, size_t *len, struct tr_diag *diag)
 {
-    FILE *f = fopen(path, "rb");
+    struct tr_diag why = {0};
+    FILE *f = tr_fopen_regular(path, &why);   /* a FIFO would block, /dev/zero never end */
     if (!f)
-        return tr_fail_file(diag, TR_EDATA, path, 0, 0, "cannot read: %s", strerror(errno));
+        return tr_fail_because(diag, TR_EDATA, &why, "%s: cannot read", path);
     size_t cap = 1 << 16, n = 0, got;
     char *buf = tr_xmalloc(cap);
     do {

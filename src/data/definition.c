@@ -14,10 +14,12 @@
 #include <unistd.h>
 #include <yaml.h>
 
+#include "core/input.h"
 #include "data/cache.h"
 #include "data/fetch.h"
 #include "recipe/recipe.h"
 #include "recipe/units.h"
+#include "recipe/yaml_load.h"
 
 #define MAX_DEFINITION_BYTES (1 << 20)   /* a definition is a page of YAML */
 #define MAX_CLASSES (1 << 24)
@@ -835,9 +837,10 @@ static void check_definition(struct parser *p, const yaml_node_t *root)
 
 static char *read_small_file(const char *path, size_t *len, struct tr_diag *diag)
 {
-    FILE *f = fopen(path, "rb");
+    struct tr_diag why = {0};
+    FILE *f = tr_fopen_regular(path, &why);   /* a FIFO would block, /dev/zero never end */
     if (!f) {
-        tr_diag_add(diag, (struct tr_where){.file = path}, "cannot read: %s", strerror(errno));
+        tr_fail_because(diag, TR_EIO, &why, "%s: cannot read", path);
         return NULL;
     }
     char *text = tr_xmalloc(MAX_DEFINITION_BYTES + 1);
@@ -859,7 +862,7 @@ static int load_document(struct parser *p, const char *text, size_t len)
     yaml_parser_t parser;
     yaml_parser_initialize(&parser);
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-    int ok = yaml_parser_load(&parser, &p->doc);
+    int ok = tr_yaml_load(&parser, text, len, &p->doc);   /* within the depth and alias limits */
     if (!ok) {
         yaml_node_t at = {.start_mark = parser.problem_mark};
         problem(p, &at, "invalid YAML: %s", parser.problem ? parser.problem : "syntax error");

@@ -5,13 +5,18 @@
 #include "data/files.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <float.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <jansson.h>
 #include <utf8proc.h>
 #include <zlib.h>
 
+#include "core/input.h"
 #include "data/cache.h"
 #include "data/csv.h"
 #include "data/sha256.h"
@@ -82,9 +87,9 @@ static int read_all(gzFile gz, const char *path, unsigned char **buf, size_t *le
         return TR_EIO;
     }
     if (errnum != Z_OK && errnum != Z_STREAM_END) {
-        size_t skip = strlen(path);   /* zlib says "path: problem" */
-        if (!strncmp(msg, path, skip) && !strncmp(msg + skip, ": ", 2))
-            msg += skip + 2;
+        const char *gt = strchr(msg, '>');   /* zlib says "<fd:N>: problem" (gzdopen) */
+        if (!strncmp(msg, "<fd:", 4) && gt && !strncmp(gt, ">: ", 3))
+            msg = gt + 3;
         int rc = tr_fail_file(diag, TR_EINVAL, path, 0, 0, "corrupt or truncated gzip data: %s", msg);
         free(b);
         return rc;
@@ -106,10 +111,18 @@ static int read_checked(const struct tr_data_file *f, const char *package, unsig
                         char sha256[65], struct tr_diag *diag)
 {
     *len = 0;
-    errno = 0;
-    gzFile gz = gzopen(f->path, "rb");
-    if (!gz)
-        return cannot_open(f, package, errno ? errno : ENOMEM, diag);
+    struct tr_diag why = {0};
+    int fd = tr_open_regular(f->path, O_RDONLY, &why);   /* a FIFO would block, /dev/zero never end */
+    int err = fd < 0 ? errno : ENOMEM;
+    if (fd == TR_EINVAL)
+        return tr_fail_because(diag, TR_EIO, &why, "%s: cannot read", f->path);
+    tr_diag_free(&why);
+    gzFile gz = fd < 0 ? NULL : gzdopen(fd, "rb");
+    if (!gz) {
+        if (fd >= 0)
+            close(fd);
+        return cannot_open(f, package, err, diag);
+    }
     char hex[65];
     int rc = read_all(gz, f->path, buf, len, hex, diag);
     int closed = gzclose_r(gz);

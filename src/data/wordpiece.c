@@ -11,6 +11,7 @@
 #include <string.h>
 #include <utf8proc.h>
 
+#include "core/input.h"
 
 #define MAX_VOCAB_BYTES (256 << 20)   /* BERT's vocab.txt is 0.2 MB; refuse what cannot be one */
 #define MAX_WORD_CHARS 100            /* a longer word is one [UNK] (max_input_chars_per_word) */
@@ -41,10 +42,11 @@ struct tr_wordpiece {
 
 static int read_whole(const char *path, char **text, size_t *len, struct tr_diag *diag)
 {
-    FILE *f = fopen(path, "rb");
+    struct tr_diag why = {0};
+    FILE *f = tr_fopen_regular(path, &why);   /* a FIFO would block, /dev/zero never end */
     if (!f) {
-        tr_diag_add(diag, (struct tr_where){.file = path}, "cannot read: %s", strerror(errno));
-        return TR_EDATA;
+        tr_fail_because(diag, TR_EDATA, &why, "%s: cannot read", path);
+        return TR_EDATA;   /* spelt out: gcc cannot see that the call returns it */
     }
     size_t cap = 1 << 16, n = 0, got;
     char *buf = tr_xmalloc(cap);

@@ -7,11 +7,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <yaml.h>
 
 #include "core/error.h"
+#include "core/input.h"
 #include "plan/device.h"
+#include "recipe/yaml_load.h"
 #include "recipe/units.h"
 
 /* One profile being read: where it is, and where a problem goes. */
@@ -22,31 +23,38 @@ struct profile_reader {
     struct tr_diag *diag;
 };
 
+#define MAX_PROFILES_BYTES (1 << 20)   /* a page of profiles; a megabyte is a mistake */
+
 static const char *const precision_keys[TR_NPRECISIONS] = {"fp32", "bf16", "fp16"};
 
 /* ---- the file -------------------------------------------------------------------------- */
 /* Parses path into doc. 0, TR_EIO (cannot open) or TR_EINVAL (not YAML, or not a mapping). */
 static int load_document(const char *path, yaml_document_t *doc, struct tr_diag *diag)
 {
-    FILE *f = fopen(path, "rb");
+    struct tr_diag why = {0};
+    FILE *f = tr_fopen_regular(path, &why);   /* a FIFO would block, /dev/zero never end */
     if (!f)
-        return tr_fail(diag, TR_EIO, "cannot read %s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return tr_fail(diag, TR_EIO, "cannot read %s: not a regular file", path);
+        return tr_fail_because(diag, TR_EIO, &why, "cannot read %s", path);
+    char *text = tr_xmalloc(MAX_PROFILES_BYTES + 1);   /* read whole: tr_yaml_load checks it first */
+    size_t len = fread(text, 1, MAX_PROFILES_BYTES + 1, f);
+    bool unread = ferror(f) || len > MAX_PROFILES_BYTES;
+    fclose(f);
+    if (unread) {
+        free(text);
+        return tr_fail(diag, TR_EIO, "cannot read %s: %s", path,
+                       len > MAX_PROFILES_BYTES ? "larger than 1 MiB" : "read error");
     }
     yaml_parser_t parser;
     yaml_parser_initialize(&parser);
-    yaml_parser_set_input_file(&parser, f);
-    int ok = yaml_parser_load(&parser, doc);
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    int ok = tr_yaml_load(&parser, text, len, doc);   /* within the depth and alias limits */
     int rc = 0;
     if (!ok)
         rc = tr_fail(diag, parser.error == YAML_READER_ERROR ? TR_EIO : TR_EINVAL,
                      "%s:%zu:%zu: %s", path, parser.problem_mark.line + 1,
                      parser.problem_mark.column + 1, parser.problem ? parser.problem : "invalid YAML");
     yaml_parser_delete(&parser);
-    fclose(f);
+    free(text);
     if (rc)
         return rc;
     yaml_node_t *root = yaml_document_get_root_node(doc);

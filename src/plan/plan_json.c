@@ -5,6 +5,8 @@
 #include <jansson.h>
 #include <string.h>
 
+#include "core/input.h"
+
 static const char *const remat_names[] = {"none", "selective", "full"};
 
 static json_t *candidate_json(const struct tr_plan *p, const struct tr_candidate *c)
@@ -70,7 +72,12 @@ static int name_index(const char *name, const char *const *names, int n)
 int tr_plan_read_knobs(const char *path, struct tr_knobs *k, struct tr_diag *diag)
 {
     json_error_t je;
-    json_t *j = json_load_file(path, 0, &je), *buckets = NULL;
+    struct tr_diag why = {0};
+    FILE *in = tr_fopen_regular(path, &why);   /* a FIFO would block, /dev/zero never end */
+    if (!in)
+        return tr_fail_because(diag, TR_EIO, &why, "%s", path);
+    json_t *j = json_loadf(in, 0, &je), *buckets = NULL;
+    fclose(in);
     if (!j) {
         return tr_fail(diag, TR_EIO, "%s:%d: %s", path, je.line, je.text);
     }

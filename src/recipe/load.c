@@ -5,14 +5,15 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <yaml.h>
 
+#include "core/input.h"
 #include "recipe/recipe.h"
 #include "recipe/schema.h"
 #include "recipe/units.h"
 #include "recipe/validate.h"
 #include "recipe/value.h"
+#include "recipe/yaml_load.h"
 
 #define MAX_FILE_BYTES (1 << 20)   /* a recipe is a page of YAML; a megabyte is a mistake */
 #define MAX_EXTENDS 8
@@ -122,7 +123,7 @@ static int parse_yaml(struct loader *ld, const char *text, size_t len, yaml_docu
     yaml_parser_t parser;
     yaml_parser_initialize(&parser);
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-    int ok = yaml_parser_load(&parser, doc);
+    int ok = tr_yaml_load(&parser, text, len, doc);   /* within the depth and alias limits */
     if (!ok) {
         report_syntax(ld, &parser, text, len);
     } else if (yaml_document_get_root_node(doc)) {
@@ -296,16 +297,12 @@ static void walk_mapping(struct loader *ld, const char *section, yaml_document_t
 static char *read_file(struct loader *ld, const char *path, size_t *len, bool missing_ok,
                        const yaml_node_t *from)
 {
-    FILE *f = fopen(path, "rb");
-    struct stat st;
+    struct tr_diag why = {0};
+    FILE *f = tr_fopen_regular(path, &why);   /* a FIFO or /dev/zero: refused, not read */
     if (!f) {
         if (!(missing_ok && errno == ENOENT))
-            report(ld, from, "cannot read %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) {
-        report(ld, from, "cannot read %s: not a regular file", path);
-        fclose(f);
+            report(ld, from, "cannot read %s: %s", path, tr_diag_last(&why));
+        tr_diag_free(&why);
         return NULL;
     }
     char *buf = tr_xmalloc(MAX_FILE_BYTES + 1);
@@ -436,6 +433,9 @@ static void apply_override(struct loader *ld, const char *text)
         const char *path = text + 1;
         if (!valid_path(path, strlen(path))) {
             report(&at, NULL, "expected ~KEY, such as ~train.steps");
+        } else if (!strcmp(path, "extends")) {   /* not a key: "did you mean 'extends'?" misled */
+            report(&at, NULL, "extends cannot be removed by an override: it is read only in recipe "
+                   "files; edit the recipe, or name the base recipe itself");
         } else if (tr_key_find(path) >= 0 || tr_section_exists(path)) {
             at.layer.kind = TR_ORIGIN_RESET;
             reset_section(&at, path, TR_ORIGIN_RESET);

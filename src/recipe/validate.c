@@ -130,6 +130,11 @@ static void check_data(struct checker *c)
                  "dataset.yaml says which); drop %s, or give the training data inline too", key,
                  i ? "test" : "validation", key);
     }
+    const char *set = r->data.dataset;
+    if (named && (!*set || set[0] == '.' || strlen(set) >= 64 ||
+                  strspn(set, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != strlen(set)))
+        fail(c, "data.dataset", "data.dataset: '%s' is not a data set name: a folder under datasets/, of at "
+             "most 63 letters, digits, '.', '_' or '-', not starting with '.' (no '/')", set);
     check_source(c, "train");
     check_source(c, "valid");
     check_source(c, "test");

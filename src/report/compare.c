@@ -16,6 +16,7 @@
 
 #include "core/alloc.h"
 #include "core/atomic.h"
+#include "core/input.h"
 #include "report/svg.h"
 
 /* A rounding's worth of slack, so a change of exactly the limit (0.98 after 1.00, at 2 %) is
@@ -501,7 +502,7 @@ void tr_regression_limits_read(const char *run_dir, struct tr_regression_limits 
     *lim = TR_REGRESSION_DEFAULTS;
     struct tr_path path;
     char line[512];
-    FILE *f = tr_path_set(&path, NULL, "%s/recipe.yaml", run_dir) ? NULL : fopen(path.s, "r");
+    FILE *f = tr_path_set(&path, NULL, "%s/recipe.yaml", run_dir) ? NULL : tr_fopen_regular(path.s, NULL);
     if (!f)
         return;
     int in_report = 0, in_regression = 0;

@@ -16,6 +16,7 @@
 
 #include "core/alloc.h"
 #include "core/exit.h"
+#include "core/input.h"
 
 /* Loss spikes: a logged train/loss above SPIKE_RATIO × the median of the SPIKE_WINDOW logged
  * before it (fewer than SPIKE_MIN_HISTORY: too early to tell). Data-bound: waiting for data
@@ -586,7 +587,7 @@ int tr_run_report_load(const char *dir, const struct tr_run_outcome *outcome, st
     struct tr_path path;
     if (tr_path_set(&rep->dir, d, "%s", dir) || tr_path_set(&path, d, "%s/metrics.jsonl", dir))
         return TR_EINVAL;
-    FILE *metrics = fopen(path.s, "r");
+    FILE *metrics = tr_fopen_regular(path.s, NULL);   /* a FIFO would block */
     tr_path_set(&path, NULL, "%s/plan.json", dir);   /* no longer than metrics.jsonl's */
     int has_plan = !access(path.s, F_OK);
     if (!metrics && !has_plan) {
@@ -623,7 +624,7 @@ int tr_run_report_load(const char *dir, const struct tr_run_outcome *outcome, st
         fclose(labels);
     }
     tr_path_set(&path, NULL, "%s/recipe.yaml", dir);
-    FILE *recipe = fopen(path.s, "r");
+    FILE *recipe = tr_fopen_regular(path.s, NULL);
     if (recipe) {
         read_recipe(rep, recipe);
         fclose(recipe);
