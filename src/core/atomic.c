@@ -109,6 +109,10 @@ int tr_atomic_write_json(const char *path, const struct json_t *j, size_t flags,
 
 int tr_file_sync(FILE *f, const char *path, struct tr_diag *d)
 {
+    /* ferror: a line whose flush failed earlier (a full disk) is gone, though this flush has
+     * nothing left to fail on */
+    if (ferror(f))
+        return tr_fail(d, TR_EIO, "%s: a write failed since the last sync: lines are missing", path);
     if (fflush(f) != 0 || fsync(fileno(f)) < 0)
         return tr_fail(d, TR_EIO, "%s: cannot sync: %s", path, strerror(errno));
     return 0;
