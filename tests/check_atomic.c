@@ -186,6 +186,14 @@ START_TEST(file_sync_says_when_it_fails)
         ck_assert_int_eq(tr_file_sync(full, "/dev/full", &d), TR_EIO);
         ck_assert_msg(strstr(tr_diag_last(&d), "/dev/full: cannot sync"), "%s", tr_diag_last(&d));
         fclose(full);
+        /* a line whose own flush failed (the run folder flushes each line) is lost: the sync
+         * after it, with nothing left to flush, must still fail */
+        full = fopen("/dev/full", "w");
+        fputs("a line\n", full);
+        ck_assert_int_ne(fflush(full), 0);
+        ck_assert_int_eq(tr_file_sync(full, "/dev/full", &d), TR_EIO);
+        ck_assert_msg(strstr(tr_diag_last(&d), "a write failed since the last sync"), "%s", tr_diag_last(&d));
+        fclose(full);
     }
     tr_diag_free(&d);
     ck_assert_int_eq(tr_sync_folder_of(path, &d), 0);

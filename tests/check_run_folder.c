@@ -1,5 +1,5 @@
 /* The run-folder stage alone (src/train/run_folder.c): a fresh folder with its recipe, log,
- * metrics and plan.json, `latest` pointed at it, a second run in the same second beside it, and
+ * metrics and plan.json, `latest` pointed at it once its record begins, a second run in the same second beside it, and
  * a resumed run appending to the first; and evaluation's ranking of the truth among logits. */
 #include "runner.h"
 #include "unit.h"
@@ -50,9 +50,13 @@ START_TEST(fresh_folder_writes_its_files)
     ck_assert_msg(strncmp(f.dir.s, recipe_dir, strlen(recipe_dir)) == 0, "%s not under %s", f.dir.s, recipe_dir);
     const char *name = strrchr(f.dir.s, '/') + 1;
     ck_assert(tr_runs_is_run_name(name));
-    char target[256];
+    char target[256];   /* latest names a run once it has begun (run.json), never one whose set-up failed */
+    ck_assert_int_eq(tr_runs_link_target(recipe_dir, "latest", target, sizeof target), -1);
+    ck_assert_int_eq(tr_runs_state(f.dir.s), TR_RUN_NEVER_STARTED);
+    ck_assert_int_eq(tr_run_folder_begin_record(&f, &r, 0, NULL, &d), 0);
     ck_assert_int_eq(tr_runs_link_target(recipe_dir, "latest", target, sizeof target), 0);
     ck_assert_str_eq(target, name);
+    ck_assert_int_eq(tr_runs_state(f.dir.s), TR_RUN_INTERRUPTED);
 
     tr_run_folder_say(&f, "hello %d\n", 42);
     tr_run_folder_metric(&f, json_pack("{sIsf}", "step", (json_int_t)3, "train/loss", 0.5), true);

@@ -104,7 +104,7 @@ START_TEST(how_runs_ended)
 {
     char *root = unit_mkdtemp(), dir[4200];
     static const struct { const char *record; enum tr_run_state state; } cases[] = {
-        {NULL, TR_RUN_INTERRUPTED},   /* killed before run.json */
+        {NULL, TR_RUN_NEVER_STARTED},   /* set-up failed or was killed before run.json */
         {"{\"segments\": [{\"exit_code\": null}]}", TR_RUN_INTERRUPTED},
         {"{\"segments\": [{\"exit_code\": 130}]}", TR_RUN_INTERRUPTED},
         {"{\"segments\": [{\"exit_code\": 130}, {\"exit_code\": null}]}", TR_RUN_INTERRUPTED},

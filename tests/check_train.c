@@ -5,11 +5,15 @@
 
 #include <check.h>
 #include <math.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "graph/memplan.h"
 #include "recipe/recipe.h"
+#include "train/checkpoint.h"
 #include "train/optim.h"
 #include "train/scaler.h"
 
@@ -281,6 +285,45 @@ START_TEST(loss_scaler)
 }
 END_TEST
 
+/* The checkpoint reader lists every file of the folder: 5,001 of them (the reader once stopped
+ * at 4,096, and a warm start loaded an older step), newest first, and only names trainrun
+ * writes ("step-N.safetensors", N in decimal without sign or leading zero). Empty files: each
+ * is tried and passed over, which is what the count and the order show. */
+START_TEST(checkpoint_reader_lists_every_file)
+{
+    char dir[] = "/tmp/trainrun-check-train.XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char path[256];
+    for (int step = 1; step <= 5001; step++) {
+        snprintf(path, sizeof path, "%s/step-%d.safetensors", dir, step);
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0666);
+        ck_assert_int_ge(fd, 0);
+        close(fd);
+    }
+    static const char *const not_ours[] = {"step-007.safetensors", "step-+9000.safetensors", "step--5.safetensors",
+                                           "step-9000.safetensors.damaged", "step-.safetensors", "step-9000.json"};
+    for (size_t i = 0; i < sizeof not_ours / sizeof *not_ours; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, not_ours[i]);
+        close(open(path, O_WRONLY | O_CREAT | O_EXCL, 0666));
+    }
+    struct tr_checkpoint c;
+    struct tr_diag skipped = {0}, d = {0};
+    ck_assert_int_eq(tr_checkpoint_open_newest(dir, NULL, &c, &skipped, &d), 0);
+    ck_assert(!c.found);
+    ck_assert_int_eq(c.files, 5001);
+    ck_assert_int_eq(skipped.n, 5001);
+    snprintf(path, sizeof path, "%s/step-5001.safetensors", dir);
+    ck_assert_msg(strstr(skipped.items[0].message, path), "first tried: %s", skipped.items[0].message);
+    snprintf(path, sizeof path, "%s/step-1.safetensors", dir);
+    ck_assert_msg(strstr(skipped.items[5000].message, path), "last tried: %s", skipped.items[5000].message);
+    tr_checkpoint_close(&c);
+    tr_diag_free(&skipped), tr_diag_free(&d);
+    char *rm = tr_strdup_printf("rm -rf '%s'", dir);
+    ck_assert_int_eq(system(rm), 0);
+    free(rm);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("train");
@@ -293,5 +336,8 @@ int main(void)
     tcase_add_test(tc, unscale_checks_overflow);
     tcase_add_test(tc, loss_scaler);
     suite_add_tcase(s, tc);
+    TCase *files = tcase_create("checkpoint files");
+    tcase_add_test(files, checkpoint_reader_lists_every_file);
+    suite_add_tcase(s, files);
     return unit_run(s);
 }

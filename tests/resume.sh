@@ -2,7 +2,7 @@
 # Crash and resume, as cron meets it: a run killed with SIGKILL at 5 random moments and resumed
 # each time ends with the same weights and optimizer state, bit for bit, as a run never
 # interrupted; SIGTERM checkpoints and exits 130; a damaged newest checkpoint is passed over;
-# Lion's state round-trips as AdamW's does.
+# Lion's state round-trips as AdamW's does; a folder that never started is not resumed.
 . "$srcdir/tests/lib.sh"
 recipe="$srcdir/recipes/mlp.yaml"
 set -- train.checkpoint_every=20 data.num_workers=1 --quiet
@@ -11,6 +11,9 @@ reference=$(ls "$scratch"/a/mlp/latest/checkpoints/step-600.safetensors)
 
 # A random delay in seconds between 0.05 and 0.8, different each call (awk's srand uses time).
 delay() { awk -v seed="$(od -An -N4 -tu4 /dev/urandom)" 'BEGIN { srand(seed); printf "%.2f", 0.05 + rand() * 0.75 }'; }
+# The first run folder that began training (has run.json); one killed while being set up never
+# started, and resume refuses it: the test then starts a new run, as cron's --resume auto does.
+started() { for d in "$scratch"/b/mlp/2*; do [ -f "$d/run.json" ] && echo "$d" && break; done; }
 kills=0
 "$TRAINRUN" "$recipe" report.dir="$scratch/b" "$@" >/dev/null 2>&1 &
 pid=$!
@@ -18,16 +21,19 @@ while [ "$kills" -lt 5 ]; do
   sleep "$(delay)"
   if kill -KILL "$pid" 2>/dev/null; then kills=$((kills + 1)); fi
   wait "$pid" 2>/dev/null
-  dir=$(ls -d "$scratch"/b/mlp/2* 2>/dev/null | head -n 1)
-  if [ -n "$dir" ] && [ -f "$dir/recipe.yaml" ]; then
+  dir=$(started)
+  if [ -n "$dir" ]; then
     "$TRAINRUN" resume "$dir" --quiet >/dev/null 2>&1 &
-  else   # killed before the run folder existed: start again
+  else   # killed before a run folder began: start again
     "$TRAINRUN" "$recipe" report.dir="$scratch/b" "$@" >/dev/null 2>&1 &
   fi
   pid=$!
 done
 wait "$pid"
-dir=$(ls -d "$scratch"/b/mlp/2* | head -n 1)
+dir=$(started)
+if [ -z "$dir" ]; then   # every kill came during set-up: the last process was a fresh run that finished
+  dir=$(ls -d "$scratch"/b/mlp/2* | tail -n 1)
+fi
 run "$TRAINRUN" resume "$dir" --quiet   # finished already, or finishes now
 expect_rc 0 "the last resume"
 checks=$((checks + 1))
@@ -62,7 +68,7 @@ else
   expect_in "$(cat "$dir/report.json")" '"status": "finished"' "the resumed run's report"
 fi
 # The killed and resumed run: each process that got going left its part in run.json.
-json=$(cat "$(ls -d "$scratch"/b/mlp/2* | head -n 1)/run.json")
+json=$(cat "$(started)/run.json")
 checks=$((checks + 1))
 [ "$(printf '%s' "$json" | grep -c '"from_step"')" -ge 2 ] || fail "run.json of a run resumed $kills times has one part"
 
@@ -94,4 +100,15 @@ cmp -s "$scratch/lion-600" "$dir/checkpoints/step-600.safetensors" || fail "resu
 run "$TRAINRUN" resume "$scratch/nowhere"
 expect_rc 2 "resume of a folder that is not a run"
 expect_in "$err" "is not a run folder" "the message says why"
+
+# A run folder whose setting up was cut short (no run.json): resume says it never started, and
+# --resume auto passes it by and starts a new run.
+dir=$(ls -d "$scratch"/a/mlp/2*)
+rm "$dir/run.json"
+run "$TRAINRUN" resume "$dir"
+expect_rc 2 "resume of a folder that never started"
+expect_in "$err" "$dir never started: it has no run.json" "the message says so"
+run "$TRAINRUN" "$recipe" report.dir="$scratch/a" train.steps=20 --resume auto
+expect_rc 0 "--resume auto past a folder that never started"
+expect_in "$out" "never started" "--resume auto says why it starts a new run"
 finish

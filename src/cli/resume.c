@@ -2,6 +2,7 @@
  * newest checkpoint that verifies, with the recipe it recorded (RUN_DIR/recipe.yaml, already
  * resolved: conf files are not read again, so a changed conf cannot change a run halfway).
  * It holds the recipe's lock as a run does; `trainrun RECIPE --resume auto` comes here too. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "cli/cli.h"
 #include "cli/exit.h"
 #include "recipe/recipe.h"
+#include "train/run_folder.h"
 #include "train/runs.h"
 
 static const char usage[] = "usage: trainrun resume RUN_DIR [--quiet]\n";
@@ -26,8 +28,8 @@ int tr_cli_resume_dir(const char *dir, const struct tr_args *a, struct tr_diag *
         free(path);
         return TR_EXIT_USAGE;
     }
-    if (tr_recipe_load(&recipe, &src, diag)) {
-        tr_diag_print(diag, stderr);
+    if (tr_recipe_load(&recipe, &src, diag) || tr_run_folder_check_recipe(dir, &recipe, diag)) {
+        tr_diag_print(diag, stderr);   /* an edited recipe.yaml: refused before anything is touched */
         rc = TR_EXIT_USAGE;
     } else {
         rc = tr_cli_train(&recipe, a, dir, diag);
@@ -64,6 +66,21 @@ static int run_folder(const char *given, struct tr_path *out, struct tr_diag *d)
     return rc;
 }
 
+/* A run folder whose setting up failed (a full disk) or was killed before training began: it
+ * holds some of a run's first files, but no run.json. */
+static bool never_started(const char *dir)
+{
+    static const char *const firsts[] = {"recipe.yaml", "checkpoints", "log.txt", "plan.json", NULL};
+    struct stat st;
+    bool some = false;
+    for (int i = 0; firsts[i] && !some; i++) {
+        char *path = tr_strdup_printf("%s/%s", dir, firsts[i]);
+        some = lstat(path, &st) == 0;
+        free(path);
+    }
+    return some && tr_runs_state(dir) == TR_RUN_NEVER_STARTED;
+}
+
 int tr_cmd_resume(int argc, char **argv)
 {
     static const char *const flags[] = {"--quiet", "-q", "--help", "-h", NULL};
@@ -85,6 +102,11 @@ int tr_cmd_resume(int argc, char **argv)
         rc = tr_runs_parent(dir.s, &runs, &diag);
     if (rc) {
         fprintf(stderr, "trainrun: %s\n", tr_diag_last(&diag));
+    } else if (never_started(dir.s)) {
+        fprintf(stderr, "trainrun: %s never started: it has no run.json (setting it up failed, or was cut short, "
+                "before training began), so there is nothing to resume; start a new run of its recipe instead\n",
+                args.recipe);
+        rc = TR_EINVAL;
     } else if (access(path.s, R_OK)) {   /* before the lock: a wrong folder gets no .lock beside it */
         fprintf(stderr, "trainrun: %s is not a run folder: it has no readable recipe.yaml\n", args.recipe);
         rc = TR_EINVAL;

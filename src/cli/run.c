@@ -49,7 +49,8 @@ static int same_recipe(const char *dir, const struct tr_recipe *now)
 }
 
 /* --resume auto: the newest run folder of the recipe in runs when it was interrupted (killed,
- * or stopped by a signal: run.json's last part has no exit code, or 130), recorded this recipe
+ * or stopped by a signal: run.json's last part has no exit code, or 130; a folder without
+ * run.json never started, and is passed by), recorded this recipe
  * and its data has not changed since, into dir; 0 when a new run should start (none, it
  * finished, it failed, or it would read other data than it began with). */
 static int interrupted_run(const char *runs, const struct tr_recipe *r, int quiet, struct tr_path *dir)
@@ -71,7 +72,9 @@ static int interrupted_run(const char *runs, const struct tr_recipe *r, int quie
     enum tr_run_state state = tr_runs_state(dir->s);
     const char *why = NULL, *detail = NULL;
     char changed[1024];
-    if (state == TR_RUN_FINISHED)
+    if (state == TR_RUN_NEVER_STARTED)
+        why = "never started (its setting up failed or was cut short)";
+    else if (state == TR_RUN_FINISHED)
         why = "finished";
     else if (state == TR_RUN_FAILED)
         why = "failed (a failed run is not resumed)";

@@ -17,9 +17,13 @@ int tr_atomic_open(struct tr_atomic *a, const char *path, struct tr_diag *d)
         rc = tr_path_set(&a->tmp, d, "%s.tmp.%ld", path, (long)getpid());
     if (rc)
         return rc;
-    int fd = open(a->tmp.s, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    /* O_EXCL creates or fails, even on a dangling link; O_NOFOLLOW says so outright. A
+     * temporary of our pid that a crash left (or a link planted there) is unlinked itself,
+     * never its target. */
+    const int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+    int fd = open(a->tmp.s, flags, 0666);
     if (fd < 0 && errno == EEXIST && unlink(a->tmp.s) == 0)
-        fd = open(a->tmp.s, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        fd = open(a->tmp.s, flags, 0666);
     if (fd < 0) {
         a->error = errno;
         return tr_fail(d, TR_EIO, "%s: cannot create %s: %s", path, a->tmp.s, strerror(a->error));
@@ -105,6 +109,10 @@ int tr_atomic_write_json(const char *path, const struct json_t *j, size_t flags,
 
 int tr_file_sync(FILE *f, const char *path, struct tr_diag *d)
 {
+    /* ferror: a line whose flush failed earlier (a full disk) is gone, though this flush has
+     * nothing left to fail on */
+    if (ferror(f))
+        return tr_fail(d, TR_EIO, "%s: a write failed since the last sync: lines are missing", path);
     if (fflush(f) != 0 || fsync(fileno(f)) < 0)
         return tr_fail(d, TR_EIO, "%s: cannot sync: %s", path, strerror(errno));
     return 0;

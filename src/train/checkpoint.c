@@ -7,8 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/atomic.h"
 #include "core/safetensors.h"
 #include "data/sha256.h"
 #include "recipe/optimizers.h"
@@ -73,18 +75,67 @@ static void free_entries(struct entries *e)
     free(e->names), free(e->t);
 }
 
-/* SHA-256 over each tensor's name (with its NUL) and bytes, in list order. */
-static void checksum(const struct tr_st_tensor *t, int n, const void *const *data, char hex[65])
+/* Format 2's checksum: SHA-256 over every tensor in name order — its name, dtype and shape as
+ * text, each ended by a NUL, then its bytes — and then every metadata pair but the checksum's
+ * own in key order, key and value each ended by a NUL. It covers the whole header, so a step
+ * or trainer state rewritten by hand is caught as surely as a flipped bit in a weight, and it
+ * needs no layout: any reader can check any checkpoint. */
+struct checked {
+    const struct tr_st_tensor *const *t;   /* by name */
+    int n;
+    const char *const *kv;                 /* key, value, …, NULL */
+};
+
+static int tensor_by_name(const void *a, const void *b)
 {
+    return strcmp((*(const struct tr_st_tensor *const *)a)->name, (*(const struct tr_st_tensor *const *)b)->name);
+}
+
+static int pair_by_key(const void *a, const void *b)
+{
+    return strcmp(**(const char *const *const *)a, **(const char *const *const *)b);
+}
+
+static void hash_text(struct tr_sha256 *s, const char *text)
+{
+    tr_sha256_update(s, text, strlen(text) + 1);
+}
+
+static void checksum(const struct tr_st_tensor *t, int n, const char *const *kv, char hex[65])
+{
+    const struct tr_st_tensor **order = tr_xcalloc((size_t)n + 1, sizeof *order);
+    for (int i = 0; i < n; i++)
+        order[i] = &t[i];
+    qsort(order, (size_t)n, sizeof *order, tensor_by_name);
+    int npairs = 0;
+    while (kv[2 * npairs])
+        npairs++;
+    const char *const **pairs = tr_xcalloc((size_t)npairs + 1, sizeof *pairs);
+    for (int i = 0; i < npairs; i++)
+        pairs[i] = &kv[2 * i];
+    qsort(pairs, (size_t)npairs, sizeof *pairs, pair_by_key);
     struct tr_sha256 s;
     unsigned char digest[32];
     tr_sha256_init(&s);
     for (int i = 0; i < n; i++) {
-        tr_sha256_update(&s, t[i].name, strlen(t[i].name) + 1);
-        tr_sha256_update(&s, data ? data[i] : t[i].data, t[i].bytes);
+        char shape[32 * TR_MAX_RANK] = "";
+        for (int k = 0; k < order[i]->rank; k++)
+            snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%" PRId64, k ? "," : "",
+                     order[i]->shape[k]);
+        hash_text(&s, order[i]->name);
+        hash_text(&s, tr_st_dtype_name(order[i]->dtype));
+        hash_text(&s, shape);
+        tr_sha256_update(&s, order[i]->data, order[i]->bytes);
     }
+    for (int i = 0; i < npairs; i++)
+        if (strcmp(pairs[i][0], "trainrun.sha256")) {
+            hash_text(&s, pairs[i][0]);
+            hash_text(&s, pairs[i][1]);
+        }
     tr_sha256_final(&s, digest);
     tr_sha256_hex(digest, hex);
+    free(pairs);
+    free(order);
 }
 
 int tr_checkpoint_write(const char *dir, struct tr_exec *x, struct tr_optim *o, int64_t step,
@@ -104,56 +155,169 @@ int tr_checkpoint_write(const char *dir, struct tr_exec *x, struct tr_optim *o, 
     struct tr_checkpoint_layout l = layout_of(x, o);
     list_entries(&e, &l, x, tr_optim_host_state(o));
     char hex[65], steps[32], ostep[32];
-    checksum(e.t, e.n, NULL, hex);
     snprintf(steps, sizeof steps, "%" PRId64, step);
     snprintf(ostep, sizeof ostep, "%" PRId64, o->step);
     const char *meta[] = {"format", "pt", "trainrun.format_version", TR_CHECKPOINT_VERSION,
                           "trainrun.step", steps, "trainrun.optimizer_step", ostep,
-                          "trainrun.recipe", recipe_name, "trainrun.sha256", hex,
-                          "trainrun.trainer_state", trainer_state ? trainer_state : "", NULL};
+                          "trainrun.recipe", recipe_name, "trainrun.trainer_state", trainer_state ? trainer_state : "",
+                          "trainrun.sha256", hex, NULL};
+    meta[12] = NULL;   /* the checksum covers every pair before its own */
+    checksum(e.t, e.n, meta, hex);
+    meta[12] = "trainrun.sha256";
     rc = tr_st_write(path.s, e.t, e.n, meta, d);
     free_entries(&e);
     return rc;
 }
 
-/* Whether the open st is a checkpoint of l: the format, each tensor there with its size, and
- * the checksum over them in l's order. 0, or TR_EDATA with "path: why" in d. */
-static int verify(const struct tr_safetensors *st, const struct tr_checkpoint_layout *l, const char *path,
-                  struct tr_diag *d)
+/* ---- verifying ------------------------------------------------------------------------------- */
+
+/* A step as trainrun writes it: decimal digits, no sign, no leading zero, within int64. */
+static bool parse_step(const char *s, size_t len, int64_t *out)
+{
+    if (len == 0 || len > 18 || (s[0] == '0' && len > 1))
+        return false;
+    int64_t v = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        v = v * 10 + (s[i] - '0');
+    }
+    *out = v;
+    return true;
+}
+
+/* The step a checkpoint's file name says: "step-N.safetensors" exactly. */
+static bool step_of_name(const char *name, int64_t *step)
+{
+    static const char head[] = "step-", tail[] = ".safetensors";
+    size_t n = strlen(name), h = sizeof head - 1, t = sizeof tail - 1;
+    return n > h + t && !strncmp(name, head, h) && !strcmp(name + n - t, tail) && parse_step(name + h, n - h - t, step);
+}
+
+/* Quoted for a message, cut to a few characters: a damaged field may hold anything. */
+static const char *shown(const char *s, char out[40])
+{
+    if (!s)
+        return "missing";
+    out[0] = '\'';
+    size_t i = 0;
+    for (; s[i] && i < 30; i++)
+        out[1 + i] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
+    snprintf(out + 1 + i, 40 - 1 - i, "%s'", s[i] ? "…" : "");
+    return out;
+}
+
+/* Format 2's fields: the step the file's name says, an optimizer step no further than it, a
+ * checksum of 64 hex digits. TR_EDATA (damaged) with "path: why". */
+static int check_fields(const struct tr_safetensors *st, int64_t name_step, const char *path, struct tr_diag *d)
+{
+    char q[40];
+    const char *step = tr_st_metadata(st, "trainrun.step"), *ostep = tr_st_metadata(st, "trainrun.optimizer_step");
+    const char *sum = tr_st_metadata(st, "trainrun.sha256");
+    int64_t s, o;
+    if (!step || !parse_step(step, strlen(step), &s) || s != name_step)
+        return tr_fail(d, TR_EDATA, "%s: trainrun.step is %s, not the step %" PRId64 " its name says: the file is "
+                       "damaged", path, shown(step, q), name_step);
+    if (!ostep || !parse_step(ostep, strlen(ostep), &o) || o > s)
+        return tr_fail(d, TR_EDATA, "%s: trainrun.optimizer_step is %s, not a step from 0 to %" PRId64 ": the file "
+                       "is damaged", path, shown(ostep, q), s);
+    if (!tr_st_metadata(st, "trainrun.trainer_state") || !tr_st_metadata(st, "trainrun.recipe"))
+        return tr_fail(d, TR_EDATA, "%s: trainrun.trainer_state or trainrun.recipe is missing: the file is damaged",
+                       path);
+    if (!sum || strlen(sum) != 64 || strspn(sum, "0123456789abcdef") != 64)
+        return tr_fail(d, TR_EDATA, "%s: trainrun.sha256 is %s, not a checksum: the file is damaged", path,
+                       shown(sum, q));
+    return 0;
+}
+
+/* Format 2 with its fields in range. A file of format 1 (trainrun before its checksum covered
+ * the metadata) is TR_EINVAL: whole, perhaps, but its step and trainer state cannot be
+ * trusted, so a resume refuses it rather than pass it over; any other failure is TR_EDATA
+ * (damaged). "path: why" in d. */
+static int check_header(const struct tr_safetensors *st, int64_t name_step, const char *path, struct tr_diag *d)
 {
     const char *version = tr_st_metadata(st, "trainrun.format_version");
+    char q[40];
+    if (version && !strcmp(version, "1") && tr_st_metadata(st, "trainrun.sha256"))
+        return tr_fail(d, TR_EINVAL, "%s: written by an older trainrun (checkpoint format 1, whose checksum does "
+                       "not cover its step and trainer state): resume cannot trust it; finish this run with the "
+                       "trainrun that began it, or start a new run (model.init.path still loads its weights)", path);
     if (!version || strcmp(version, TR_CHECKPOINT_VERSION))
-        return tr_fail(d, TR_EDATA, "%s: not a trainrun checkpoint of format %s", path, TR_CHECKPOINT_VERSION);
+        return tr_fail(d, TR_EDATA, "%s: trainrun.format_version is %s: not a trainrun checkpoint of format %s", path,
+                       shown(version, q), TR_CHECKPOINT_VERSION);
+    return check_fields(st, name_step, path, d);
+}
+
+/* The checksum over a file check_header passed. */
+static int check_sum(const struct tr_safetensors *st, const char *path, struct tr_diag *d)
+{
+    char hex[65];
+    checksum(st->tensors, st->n, st->metadata, hex);
+    if (strcmp(hex, tr_st_metadata(st, "trainrun.sha256")))
+        return tr_fail(d, TR_EDATA, "%s: the checksum does not match: the file is damaged", path);
+    return 0;
+}
+
+static void shape_text(const int64_t *shape, int rank, char out[160])
+{
+    snprintf(out, 160, "[");
+    for (int k = 0; k < rank; k++)
+        snprintf(out + strlen(out), 160 - strlen(out), "%s%" PRId64, k ? ", " : "", shape[k]);
+    snprintf(out + strlen(out), 160 - strlen(out), "]");
+}
+
+/* A whole checkpoint is of l's model: each tensor l lists there with its dtype and shape, and
+ * none besides. TR_EINVAL with "path: what differs": the run's recipe or model changed since
+ * the file was written, and a resume must refuse rather than call it damaged. */
+static int check_layout(const struct tr_safetensors *st, const struct tr_checkpoint_layout *l, const char *path,
+                        struct tr_diag *d)
+{
     struct entries e;
     list_entries(&e, l, NULL, NULL);
-    const void **data = tr_xcalloc((size_t)e.n + 1, sizeof *data);
     int rc = 0;
     for (int i = 0; i < e.n && !rc; i++) {
         const struct tr_st_tensor *t = tr_st_find(st, e.t[i].name);
-        if (!t || t->dtype != e.t[i].dtype || t->bytes != e.t[i].bytes)
-            rc = tr_fail(d, TR_EDATA, "%s: %s is missing or has another shape than the recipe's model", path,
-                         e.t[i].name);
-        else
-            data[i] = t->data;
+        char have[160], want[160];
+        shape_text(e.t[i].shape, e.t[i].rank, want);
+        if (!t)
+            rc = tr_fail(d, TR_EINVAL, "%s: it holds no %s, which the recipe's model has (%s): the checkpoint is of "
+                         "another model or optimizer", path, e.t[i].name, want);
+        else if (t->dtype != e.t[i].dtype || t->rank != e.t[i].rank ||
+                 memcmp(t->shape, e.t[i].shape, sizeof t->shape[0] * (size_t)t->rank)) {
+            shape_text(t->shape, t->rank, have);
+            rc = tr_fail(d, TR_EINVAL, "%s: %s is %s %s in the checkpoint but %s %s in the recipe's model: the "
+                         "checkpoint is of another model", path, e.t[i].name, tr_st_dtype_name(t->dtype), have,
+                         tr_st_dtype_name(e.t[i].dtype), want);
+        }
     }
-    char hex[65];
-    const char *want = tr_st_metadata(st, "trainrun.sha256");
-    if (!rc)
-        checksum(e.t, e.n, data, hex);
-    if (!rc && (!want || strcmp(want, hex) || !tr_st_metadata(st, "trainrun.step") ||
-                !tr_st_metadata(st, "trainrun.optimizer_step")))
-        rc = tr_fail(d, TR_EDATA, "%s: the checksum does not match: the file is damaged", path);
-    free(data);
+    if (!rc && st->n != e.n)
+        for (int i = 0; i < st->n && !rc; i++) {
+            bool listed = false;
+            for (int k = 0; k < e.n && !listed; k++)
+                listed = !strcmp(st->tensors[i].name, e.t[k].name);
+            if (!listed)
+                rc = tr_fail(d, TR_EINVAL, "%s: it holds %s, which the recipe's model does not: the checkpoint is "
+                             "of another model or optimizer", path, st->tensors[i].name);
+        }
     free_entries(&e);
     return rc;
 }
 
-/* A warm start's check, for a checkpoint of another run: it opened, and trainrun wrote it. */
-static int ours(const struct tr_safetensors *st, const char *path, struct tr_diag *d)
+/* A warm start's check, for a checkpoint of another run (whose graph this one need not share):
+ * whole, or of format 1 (its metadata is not used; its tensors' names and shapes are checked
+ * as it loads). */
+static int warm_startable(const struct tr_safetensors *st, int64_t name_step, const char *path, struct tr_diag *d)
 {
-    if (tr_st_metadata(st, "trainrun.sha256"))
-        return 0;
-    return tr_fail(d, TR_EDATA, "%s: not a trainrun checkpoint", path);
+    struct tr_diag why = {0};
+    int rc = check_header(st, name_step, path, &why);
+    if (rc == TR_EINVAL)   /* format 1 */
+        rc = 0;
+    else if (!rc)
+        rc = check_sum(st, path, &why);
+    else if (rc)
+        tr_fail(d, rc, "%s", tr_diag_last(&why));
+    tr_diag_free(&why);
+    return rc;
 }
 
 static int by_step_descending(const void *a, const void *b)
@@ -162,59 +326,102 @@ static int by_step_descending(const void *a, const void *b)
     return (x < y) - (x > y);
 }
 
-/* The steps of dir's checkpoints, newest first, at most max; with tidy, the temporary files of
- * writes a crash cut short are removed. −1 with errno when dir cannot be read. */
-static int list_steps(const char *dir, int64_t *steps, int max, int tidy)
+/* The steps of dir's checkpoints, newest first, every one the folder holds (*steps, freed by
+ * the caller); with tidy, the temporary files of writes a crash cut short are removed. The
+ * count, or −1 with errno when dir cannot be read. */
+static int list_steps(const char *dir, int64_t **steps, int tidy)
 {
+    *steps = NULL;
     DIR *d = opendir(dir);
     if (!d)
         return -1;
-    int n = 0;
+    int n = 0, cap = 0;
     struct dirent *de;
     struct tr_diag unreachable = {0};   /* a name too long to join to dir cannot be ours */
-    while ((de = readdir(d)) && n < max) {
+    while ((de = readdir(d))) {
         int64_t s;
-        char tail[32];
         struct tr_path path;
-        if (sscanf(de->d_name, "step-%" SCNd64 ".%31s", &s, tail) == 2 && !strcmp(tail, "safetensors"))
-            steps[n++] = s;
-        else if (tidy && strstr(de->d_name, ".tmp.") && !tr_path_set(&path, &unreachable, "%s/%s", dir, de->d_name))
+        if (step_of_name(de->d_name, &s)) {
+            if (n == cap)
+                *steps = tr_xrealloc(*steps, (size_t)(cap = cap ? 2 * cap : 64) * sizeof **steps);
+            (*steps)[n++] = s;
+        } else if (tidy && strstr(de->d_name, ".tmp.") && !tr_path_set(&path, &unreachable, "%s/%s", dir, de->d_name)) {
             unlink(path.s);
+        }
     }
     closedir(d);
     tr_diag_free(&unreachable);
-    qsort(steps, (size_t)n, sizeof *steps, by_step_descending);
+    qsort(*steps, (size_t)n, sizeof **steps, by_step_descending);
     return n;
 }
 
-/* The reader, tidying dir first when asked (resume, the one reader that also writes there). */
-static int open_newest(const char *dir, const struct tr_checkpoint_layout *l, int tidy, struct tr_checkpoint *c,
-                       struct tr_diag *skipped, struct tr_diag *d)
+/* How the reader goes through a folder: for sample and warm starts, passing over what does not
+ * fit; for a resume, refusing what is whole but does not fit, tidying, listing the damaged. */
+enum reading { BROWSING, RESUMING };
+
+/* Checks the open file at c->path, of step, for the reader: 0 (it is the one), TR_EDATA
+ * (damaged: passed over) or TR_EINVAL (whole, but not of l's model or of format 1). */
+static int check_file(struct tr_checkpoint *c, const struct tr_checkpoint_layout *l, int64_t step,
+                      struct tr_diag *skipped)
 {
-    int64_t steps[4096];
+    if (!l)
+        return warm_startable(&c->st, step, c->path.s, skipped);
+    int rc = check_header(&c->st, step, c->path.s, skipped);
+    if (!rc)
+        rc = check_sum(&c->st, c->path.s, skipped);
+    return rc ? rc : check_layout(&c->st, l, c->path.s, skipped);
+}
+
+/* A FIFO or a device named like a checkpoint would block the reader or feed it forever: only a
+ * regular file (a link to one, too) is opened; anything else is damaged, with that reason. */
+static bool regular(const char *path, struct tr_diag *skipped)
+{
+    struct stat st;
+    int failed = stat(path, &st);
+    if (!failed && S_ISREG(st.st_mode))
+        return true;
+    tr_fail(skipped, TR_EDATA, "%s: %s", path, failed ? strerror(errno) : "not a regular file");
+    return false;
+}
+
+/* The reader. Resuming, a whole file that cannot be resumed from (another model, format 1)
+ * stops it with TR_EINVAL in d — a resume must refuse, not start again over the run's
+ * checkpoints — and the damaged files newer than the one found are listed in c->damaged;
+ * browsing, such a file is passed over like a damaged one. */
+static int open_newest(const char *dir, const struct tr_checkpoint_layout *l, enum reading how,
+                       struct tr_checkpoint *c, struct tr_diag *skipped, struct tr_diag *d)
+{
+    int64_t *steps;
+    bool resuming = how == RESUMING;
     *c = (struct tr_checkpoint){0};
-    int n = list_steps(dir, steps, 4096, tidy);
+    int n = list_steps(dir, &steps, resuming);
     if (n < 0)
         return tr_fail(d, TR_EIO, "cannot read %s: %s", dir, strerror(errno));
     c->files = n;
-    for (int i = 0; i < n && !c->found; i++) {   /* each one passed over is said in skipped */
+    c->damaged = resuming ? tr_xcalloc((size_t)n + 1, sizeof *c->damaged) : NULL;
+    int rc = 0;
+    for (int i = 0; i < n && !c->found && !rc; i++) {   /* each one passed over is said in skipped */
         if (tr_path_set(&c->path, skipped, "%s/step-%" PRId64 ".safetensors", dir, steps[i]))
             continue;
-        if (tr_st_open(&c->st, c->path.s, skipped))   /* its sentence names the file */
-            continue;
-        if ((l ? verify(&c->st, l, c->path.s, skipped) : ours(&c->st, c->path.s, skipped)) == 0) {
+        int why = !regular(c->path.s, skipped) || tr_st_open(&c->st, c->path.s, skipped)
+                      ? TR_EDATA : check_file(c, l, steps[i], skipped);
+        if (why == 0)
             c->found = true;
-            break;
-        }
-        tr_st_close(&c->st);
+        else
+            tr_st_close(&c->st);
+        if (why == TR_EINVAL && resuming)
+            rc = tr_fail(d, TR_EINVAL, "%s; no checkpoint was moved or overwritten", tr_diag_last(skipped));
+        else if (why && resuming)
+            c->damaged[c->ndamaged++] = steps[i];
     }
-    return 0;
+    free(steps);
+    return rc;
 }
 
 int tr_checkpoint_open_newest(const char *dir, const struct tr_checkpoint_layout *l, struct tr_checkpoint *c,
                               struct tr_diag *skipped, struct tr_diag *d)
 {
-    return open_newest(dir, l, 0, c, skipped, d);
+    return open_newest(dir, l, BROWSING, c, skipped, d);
 }
 
 void tr_checkpoint_close(struct tr_checkpoint *c)
@@ -222,6 +429,9 @@ void tr_checkpoint_close(struct tr_checkpoint *c)
     if (c->found)
         tr_st_close(&c->st);
     c->found = false;
+    free(c->damaged);
+    c->damaged = NULL;
+    c->ndamaged = 0;
 }
 
 /* The files passed over, "; "-joined into warn as far as they fit whole. */
@@ -237,8 +447,39 @@ static void join_skipped(const struct tr_diag *skipped, char *warn, size_t warns
     }
 }
 
+/* A resume goes on from an older checkpoint than these damaged ones, and will write their
+ * steps again: each is first renamed to step-N.safetensors.damaged (or .damaged.2, …: link
+ * and unlink, so no file is ever replaced), kept for whoever wants to look, never overwritten.
+ * What was done is added to warn. */
+static void move_damaged_aside(const char *dir, const struct tr_checkpoint *c, char *warn, size_t warnsize)
+{
+    for (int i = 0; i < c->ndamaged; i++) {
+        struct tr_path from, to;
+        struct tr_diag unused = {0};
+        int moved = -1;
+        if (!tr_path_set(&from, &unused, "%s/step-%" PRId64 ".safetensors", dir, c->damaged[i]))
+            for (int k = 1; k <= 100 && moved < 0; k++) {
+                if (tr_path_set(&to, &unused, "%s.damaged%s%.0d", from.s, k > 1 ? "." : "", k > 1 ? k : 0))
+                    break;
+                moved = link(from.s, to.s);
+                if (moved < 0 && errno != EEXIST)
+                    break;
+            }
+        tr_diag_free(&unused);
+        size_t used = warn && warnsize ? strlen(warn) : 0;
+        const char *name = moved == 0 ? strrchr(to.s, '/') + 1 : NULL;
+        if (moved == 0 && unlink(from.s) == 0 && used + strlen(name) + 40 < warnsize)
+            snprintf(warn + used, warnsize - used, "%skept as %s", used ? "; " : "", name);
+    }
+    if (c->ndamaged) {
+        struct tr_diag unused = {0};
+        tr_sync_folder_of(c->path.s, &unused);
+        tr_diag_free(&unused);
+    }
+}
+
 /* The verified file's tensors into the host's views, pushed to the device, with its step,
- * the optimizer's step and the trainer's state. */
+ * the optimizer's step and the trainer's state (fields the reader checked). */
 static int load(struct tr_checkpoint *c, struct tr_exec *x, struct tr_optim *o, int64_t *step, char *state,
                 size_t statesize, struct tr_diag *d)
 {
@@ -251,12 +492,11 @@ static int load(struct tr_checkpoint *c, struct tr_exec *x, struct tr_optim *o, 
     int rc = 0;
     struct tr_diag why = {0};
     if (tr_exec_push(x, TR_PARAM, &why) || tr_optim_push(o, &why))
-        rc = tr_fail(d, TR_EINVAL, "%s: %s", c->path.s, tr_diag_last(&why));
+        rc = tr_fail(d, TR_EFAIL, "%s: %s", c->path.s, tr_diag_last(&why));
     tr_diag_free(&why);
     o->step = strtoll(tr_st_metadata(&c->st, "trainrun.optimizer_step"), NULL, 10);
     *step = strtoll(tr_st_metadata(&c->st, "trainrun.step"), NULL, 10);
-    const char *trainer = tr_st_metadata(&c->st, "trainrun.trainer_state");
-    snprintf(state, statesize, "%s", trainer ? trainer : "");
+    snprintf(state, statesize, "%s", tr_st_metadata(&c->st, "trainrun.trainer_state"));
     return rc;
 }
 
@@ -269,9 +509,11 @@ int tr_checkpoint_resume(const char *dir, struct tr_exec *x, struct tr_optim *o,
     struct tr_checkpoint c;
     struct tr_diag skipped = {0};
     struct tr_checkpoint_layout l = layout_of(x, o);
-    int rc = open_newest(dir, &l, 1, &c, &skipped, d);
+    int rc = open_newest(dir, &l, RESUMING, &c, &skipped, d);
     join_skipped(&skipped, warn, warnsize);
     tr_diag_free(&skipped);
+    if (!rc)
+        move_damaged_aside(dir, &c, warn, warnsize);
     if (!rc && c.found)
         rc = load(&c, x, o, step, state, statesize, d);
     tr_checkpoint_close(&c);
@@ -283,7 +525,7 @@ int tr_checkpoint_newest(const char *dir, char *path, size_t pathsize, char *war
 {
     struct tr_checkpoint c;
     struct tr_diag skipped = {0}, unread = {0};
-    open_newest(dir, NULL, 0, &c, &skipped, &unread);   /* a folder that cannot be read holds none */
+    open_newest(dir, NULL, BROWSING, &c, &skipped, &unread);   /* a folder that cannot be read holds none */
     join_skipped(&skipped, warn, warnsize);
     tr_diag_free(&skipped), tr_diag_free(&unread);
     int found = c.found;

@@ -1,8 +1,9 @@
 /* Checkpoints (DESIGN.md §6): the weights, batch-norm statistics and optimizer state of a run in
  * one safetensors file (PyTorch's safetensors.torch.load_file reads it), with the trainer's
- * position, a format version and a SHA-256 of every tensor in its metadata. Written atomically;
- * read by one reader (tr_checkpoint_open_newest) for resume, sample and warm starts: a
- * checkpoint that does not verify is never loaded, and the one before it is used instead. */
+ * position, a format version and a SHA-256 over every tensor and all of the metadata. Written
+ * atomically; read by one reader (tr_checkpoint_open_newest) for resume, sample and warm
+ * starts: a checkpoint that does not verify is never loaded, and the one before it is used
+ * instead; one that is whole but of another model makes a resume refuse. */
 #ifndef TR_CHECKPOINT_H
 #define TR_CHECKPOINT_H
 
@@ -12,11 +13,13 @@
 #include "core/safetensors.h"
 #include "train/optim.h"
 
-#define TR_CHECKPOINT_VERSION "1"
+/* 2: the checksum covers the metadata too (the step, the trainer's state); 1 is refused by a
+ * resume (checkpoint.c, trainrun(1) FILES). */
+#define TR_CHECKPOINT_VERSION "2"
 
-/* What a checkpoint of a run holds, in the order its checksum covers: g's parameters and
- * state as g lists them, then each parameter's nstate optimizer state tensors
- * ("optimizer.<state>.<parameter>", recipe/optimizers.h). */
+/* What a checkpoint of a run holds: g's parameters and state as g lists them, then each
+ * parameter's nstate optimizer state tensors ("optimizer.<state>.<parameter>",
+ * recipe/optimizers.h). */
 struct tr_checkpoint_layout {
     const struct tr_graph *g;
     int optimizer;   /* enum tr_optimizer */
@@ -29,13 +32,17 @@ struct tr_checkpoint {
     int files;                 /* the step-N.safetensors files the folder holds */
     struct tr_path path;
     struct tr_safetensors st;
+    int64_t *damaged;          /* a resume's reader: the steps of the files it passed over */
+    int ndamaged;
 };
 
-/* The reader: opens in c the newest dir/step-N.safetensors that verifies against l — its
- * format version, every tensor of l there with its shape, the checksum over them — or, with
- * l NULL (a warm start's source, of a run whose graph this one need not share), the newest
- * that opens and is a trainrun checkpoint. Each file passed over is one item of skipped,
- * "path: why". 0 (c->found false when none passed), or TR_EIO when dir cannot be read. */
+/* The reader: opens in c the newest dir/step-N.safetensors (of every file the folder holds)
+ * that verifies against l — format 2, its step the one its name says, the checksum over its
+ * tensors and metadata, every tensor of l there with its shape and none besides — or, with l
+ * NULL (a warm start's source, of a run whose graph this one need not share), the newest that
+ * is whole (or of format 1: only its weights are used). Each file passed over is one item of
+ * skipped, "path: why". 0 (c->found false when none passed), or TR_EIO when dir cannot be
+ * read. */
 int tr_checkpoint_open_newest(const char *dir, const struct tr_checkpoint_layout *l, struct tr_checkpoint *c,
                               struct tr_diag *skipped, struct tr_diag *d);
 void tr_checkpoint_close(struct tr_checkpoint *c);
@@ -45,9 +52,12 @@ void tr_checkpoint_close(struct tr_checkpoint *c);
 int tr_checkpoint_write(const char *dir, struct tr_exec *x, struct tr_optim *o, int64_t step,
                         const char *recipe_name, const char *trainer_state, struct tr_diag *d);
 /* Loads the newest checkpoint in dir that verifies into the regions and the optimizer; sets
- * *step (0 when dir holds none) and copies its trainer state into state. Files that do not
- * verify are named in warn (if not NULL); the temporaries of writes a crash cut short are
- * removed. */
+ * *step (0 when dir holds none that verifies) and copies its trainer state into state. Files
+ * that do not verify are named in warn (if not NULL) and renamed to step-N.safetensors.damaged
+ * (the run will write their steps again, and never over a file it did not write); the
+ * temporaries of writes a crash cut short are removed. TR_EINVAL, loading nothing and moving
+ * nothing, when the newest file that is not damaged is whole but of another model or of
+ * format 1: the run's recipe or model changed since, and a resume must refuse. */
 int tr_checkpoint_resume(const char *dir, struct tr_exec *x, struct tr_optim *o, int64_t *step,
                          char *state, size_t statesize, char *warn, size_t warnsize, struct tr_diag *d);
 /* The newest checkpoint in dir that is whole (the reader with no layout): its path into path;

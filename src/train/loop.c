@@ -78,7 +78,7 @@ int tr_loop_resume(struct tr_loop *l, struct tr_session *s, struct tr_run_folder
         return TR_EINVAL;
     struct tr_diag why = {0};
     if (tr_checkpoint_resume(dir.s, &s->train.x, &s->optim, start, state, sizeof state, warn, sizeof warn, &why))
-        return tr_fail_because(d, TR_EFAIL, &why, "resume");
+        return tr_fail_because(d, why.code == TR_EINVAL ? TR_EINVAL : TR_EFAIL, &why, "resume");   /* refused: 2 */
     long long best_step, bad;
     int stopped;
     if (*start && sscanf(state, "early_stop best=%lf best_step=%lld bad=%lld stopped=%d", &l->early.best,

@@ -3,6 +3,7 @@
 #include "train/run_folder.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,16 +28,35 @@ void tr_run_folder_init(struct tr_run_folder *f, bool quiet)
     *f = (struct tr_run_folder){.events = {.fd = -1}, .quiet = quiet, .tty = isatty(STDOUT_FILENO)};
 }
 
-/* log.txt and metrics.jsonl, new ("w") or appended to ("a"). */
-static int open_appended(struct tr_run_folder *f, const char *mode, struct tr_diag *d)
+/* One appended file of the run folder, new or appended to: never through a symbolic link (a
+ * link planted there would have its target written), and only a regular file. */
+static FILE *open_appended_file(const char *path, bool fresh, struct tr_diag *d)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (fresh ? O_TRUNC : 0),
+                  0666);
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) || !S_ISREG(st.st_mode))) {
+        close(fd);
+        fd = -1, errno = EINVAL;
+    }
+    FILE *f = fd >= 0 ? fdopen(fd, "a") : NULL;
+    if (!f && fd >= 0)
+        close(fd);
+    if (!f)
+        tr_fail(d, TR_EIO, "cannot write %s: %s", path,
+                errno == ELOOP ? "it is a symbolic link; refused, and its target left as it is"
+                : errno == EINVAL ? "it is not a regular file; refused" : strerror(errno));
+    return f;
+}
+
+/* log.txt and metrics.jsonl, new (fresh) or appended to. */
+static int open_appended(struct tr_run_folder *f, bool fresh, struct tr_diag *d)
 {
     struct tr_path log, metrics;
     if (tr_path_set(&log, d, "%s/log.txt", f->dir.s) || tr_path_set(&metrics, d, "%s/metrics.jsonl", f->dir.s))
         return TR_EINVAL;
-    f->log = fopen(log.s, mode);
-    f->metrics = fopen(metrics.s, mode);
-    if (!f->log || !f->metrics)
-        return tr_fail(d, TR_EIO, "cannot write in %s: %s", f->dir.s, strerror(errno));
+    if (!(f->log = open_appended_file(log.s, fresh, d)) || !(f->metrics = open_appended_file(metrics.s, fresh, d)))
+        return TR_EIO;
     return 0;
 }
 
@@ -54,7 +74,7 @@ static int fresh_name(struct tr_run_folder *f, const struct tr_recipe *r, struct
 
 static int create(struct tr_run_folder *f, const struct tr_recipe *r, struct tr_diag *d)
 {
-    struct tr_path path, runs;
+    struct tr_path path;
     int rc = fresh_name(f, r, d);
     if (rc || (rc = tr_path_set(&path, d, "%s/checkpoints", f->dir.s)))
         return rc;
@@ -65,12 +85,19 @@ static int create(struct tr_run_folder *f, const struct tr_recipe *r, struct tr_
     if ((rc = tr_path_set(&path, d, "%s/recipe.yaml", f->dir.s)) || (rc = tr_atomic_open(&a, path.s, d)))
         return rc;
     tr_recipe_write_yaml(r, a.f);
-    if ((rc = tr_atomic_commit(&a, d)) || (rc = open_appended(f, "w", d)) ||
-        (rc = tr_path_set(&runs, d, "%s/%s", r->report.dir, r->name)))
-        return rc;
-    if (tr_runs_link_set(runs.s, "latest", strrchr(f->dir.s, '/') + 1))
+    return (rc = tr_atomic_commit(&a, d)) ? rc : open_appended(f, true, d);
+}
+
+/* NAME/latest at a fresh run once it has begun (run.json written): never at a folder whose
+ * setting up failed. */
+static void point_latest(struct tr_run_folder *f, const struct tr_recipe *r)
+{
+    struct tr_path runs;
+    struct tr_diag why = {0};
+    if (tr_path_set(&runs, &why, "%s/%s", r->report.dir, r->name) == 0 &&
+        tr_runs_link_set(runs.s, "latest", strrchr(f->dir.s, '/') + 1))
         tr_run_folder_say(f, "warning: cannot point %s/latest at the new run: %s\n", runs.s, strerror(errno));
-    return 0;
+    tr_diag_free(&why);
 }
 
 int tr_run_folder_open(struct tr_run_folder *f, const struct tr_recipe *r, const char *resume_dir,
@@ -79,7 +106,8 @@ int tr_run_folder_open(struct tr_run_folder *f, const struct tr_recipe *r, const
     if (!resume_dir)
         return create(f, r, d);
     int rc = tr_path_set(&f->dir, d, "%s", resume_dir);
-    return rc ? rc : open_appended(f, "a", d);
+    f->resumed = true;
+    return rc ? rc : open_appended(f, false, d);
 }
 
 /* ---- the data's files ------------------------------------------------------------------------ */
@@ -170,8 +198,18 @@ void tr_run_folder_say(struct tr_run_folder *f, const char *fmt, ...)
     }
 }
 
+/* A resume refused before its record began leaves the folder's files as they were. */
+static bool refused_resume(const struct tr_run_folder *f)
+{
+    return f->resumed && !f->record;
+}
+
 void tr_run_folder_metric(struct tr_run_folder *f, json_t *line, bool events)
 {
+    if (refused_resume(f)) {
+        json_decref(line);
+        return;
+    }
     char *text = json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER);
     fprintf(f->metrics, "%s\n", text);
     fflush(f->metrics);
@@ -217,6 +255,17 @@ static void recipe_hash(const struct tr_recipe *r, char hash[65])
     free(recipe);
 }
 
+/* The recipe's values, without where each came from: what a resume compares. */
+static json_t *recipe_values(const struct tr_recipe *r)
+{
+    char *text = tr_recipe_to_json(r);
+    json_t *doc = json_loads(text, 0, NULL);
+    free(text);
+    json_t *values = json_incref(json_object_get(doc, "recipe"));
+    json_decref(doc);
+    return values;
+}
+
 json_t *tr_run_folder_plan_json(const struct tr_session *s, const struct tr_recipe *r, const struct tr_data *data)
 {
     char hash[65];
@@ -230,7 +279,97 @@ json_t *tr_run_folder_plan_json(const struct tr_session *s, const struct tr_reci
     json_object_set_new(j, "data", json_pack("{sI sI sf}", "train_samples", (json_int_t)train->n, "max_len",
                                              (json_int_t)s->job.seq, "mean_len", mean_len));
     json_object_set_new(j, "timeline", tr_plan_timeline_json(&s->train.b, TIMELINE_POINTS));
+    json_object_set_new(j, "recipe", recipe_values(r));
     return j;
+}
+
+/* A value for a message: compact JSON, cut short. */
+static void shown_value(const json_t *v, char out[80])
+{
+    char *text = v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(17)) : NULL;
+    snprintf(out, 80, "%s", text ? text : "not set");
+    if (text && strlen(text) >= 80)
+        snprintf(out + 72, 8, "…");
+    free(text);
+}
+
+/* The keys whose values differ between now and then (objects compared key by key), as
+ * "key is X, was Y" items of diff, path the dotted key so far. */
+static void differences(const char *path, const json_t *now, const json_t *then, struct tr_diag *diff)
+{
+    if (json_is_object(now) && json_is_object(then)) {
+        const char *key;
+        json_t *v;
+        json_object_foreach((json_t *)now, key, v) {
+            char *sub = *path ? tr_strdup_printf("%s.%s", path, key) : tr_strdup(key);
+            differences(sub, v, json_object_get(then, key), diff);
+            free(sub);
+        }
+        json_object_foreach((json_t *)then, key, v)
+            if (!json_object_get(now, key)) {
+                char *sub = *path ? tr_strdup_printf("%s.%s", path, key) : tr_strdup(key);
+                differences(sub, NULL, v, diff);
+                free(sub);
+            }
+        return;
+    }
+    if (now && then && json_equal((json_t *)now, (json_t *)then))
+        return;
+    char a[80], b[80];
+    shown_value(now, a), shown_value(then, b);
+    tr_fail(diff, TR_EINVAL, "%s is %s, was %s", path, a, b);
+}
+
+/* plan.json as a resume reads it back: a regular file (a FIFO would block), JSON. NULL and
+ * *missing when there is none. */
+static json_t *read_plan(const char *path, bool *missing, struct tr_diag *d)
+{
+    *missing = false;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 && errno == ENOENT)
+        return *missing = true, NULL;
+    if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+        tr_fail(d, TR_EINVAL, "%s: %s", path, fd < 0 ? strerror(errno) : "not a regular file");
+        if (fd >= 0)
+            close(fd);
+        return NULL;
+    }
+    json_error_t e;
+    json_t *plan = json_loadfd(fd, 0, &e);
+    close(fd);
+    if (!plan)
+        tr_fail(d, TR_EINVAL, "%s:%d:%d: %s", path, e.line, e.column, e.text);
+    return plan;
+}
+
+int tr_run_folder_check_recipe(const char *run_dir, const struct tr_recipe *r, struct tr_diag *d)
+{
+    struct tr_path path;
+    bool missing;
+    if (tr_path_set(&path, d, "%s/plan.json", run_dir))
+        return TR_EINVAL;
+    json_t *plan = read_plan(path.s, &missing, d);
+    if (!plan)
+        return missing ? 0 : TR_EINVAL;
+    json_t *then = json_object_get(plan, "recipe"), *now = recipe_values(r);
+    struct tr_diag diff = {0};
+    if (then)   /* a plan.json of a trainrun before it kept the recipe: the checkpoints' shapes are checked */
+        differences("", now, then, &diff);
+    int rc = 0;
+    if (diff.n) {
+        char more[40] = "";
+        if (diff.n > 3)
+            snprintf(more, sizeof more, "; and %d more", diff.n - 3);
+        rc = tr_fail(d, TR_EINVAL, "resume: %s/recipe.yaml is not the recipe this run began with (kept in %s): "
+                     "%s%s%s%s%s%s; a resumed run goes on as it began: put recipe.yaml back as it was, or start "
+                     "a new run with the edited recipe; nothing was changed", run_dir, path.s, diff.items[0].message,
+                     diff.n > 1 ? "; " : "", diff.n > 1 ? diff.items[1].message : "", diff.n > 2 ? "; " : "",
+                     diff.n > 2 ? diff.items[2].message : "", more);
+    }
+    tr_diag_free(&diff);
+    json_decref(now), json_decref(plan);
+    return rc;
 }
 
 int tr_run_folder_write_plan(struct tr_run_folder *f, json_t *plan, json_t *warnings, int64_t step,
@@ -243,6 +382,8 @@ int tr_run_folder_write_plan(struct tr_run_folder *f, json_t *plan, json_t *warn
         tr_events_text(&f->events, "warnings", step, json_string_value(w));
     }
     json_object_set_new(plan, "warnings", warnings);
+    if (refused_resume(f))
+        return json_decref(plan), 0;
     struct tr_path path;
     struct tr_atomic a;
     int rc = tr_path_set(&path, d, "%s/plan.json", f->dir.s);
@@ -282,6 +423,8 @@ int tr_run_folder_begin_record(struct tr_run_folder *f, const struct tr_recipe *
         json_decref(warm_start);
         return rc;
     }
+    if (!f->resumed)
+        point_latest(f, r);
     return warm_start ? tr_run_record_note(f->record, f->dir.s, "warm_start", warm_start, d) : 0;
 }
 
@@ -305,7 +448,7 @@ void tr_run_folder_end(struct tr_run_folder *f, const char *report_dir, const st
     else if (!f->log || !f->record)
         json_decref(end->leak);
     tr_diag_free(&why);
-    if (f->log) {   /* the report is for people: failing to write it does not fail the run */
+    if (f->log && f->record) {   /* the report is for people: failing to write it does not fail the run */
         struct tr_run_outcome outcome = {.exit_code = end->exit_status, .seconds = end->seconds};
         if (tr_run_report_render(f->dir.s, &outcome, &why))
             tr_run_folder_say(f, "warning: report: %s\n", tr_diag_last(&why));

@@ -22,6 +22,8 @@ struct tr_run_folder {
     FILE *log, *metrics;       /* log.txt, metrics.jsonl; NULL until opened */
     struct tr_events events;   /* report.tensorboard; fd −1 when off */
     json_t *record;            /* run.json, once begun */
+    bool resumed;              /* an existing folder, opened to go on: until this part's record
+                                * begins (a resume refused before it), only log.txt is written */
     bool quiet;                /* lines for people go to log.txt only */
     bool tty;                  /* stdout is a terminal: a progress bar, redrawn in place */
 };
@@ -46,9 +48,15 @@ void tr_run_folder_metric(struct tr_run_folder *f, json_t *line, bool events);
 /* The failure's sentences in log.txt, "error: …" each. */
 void tr_run_folder_log_errors(struct tr_run_folder *f, const struct tr_diag *d);
 
-/* plan.json's contents: the plan as `trainrun plan --json` prints it, the training data's shape
- * and the memory timeline of one step; the caller may add measurements before writing it. */
+/* plan.json's contents: the plan as `trainrun plan --json` prints it, the training data's shape,
+ * the memory timeline of one step and the recipe's values; the caller may add measurements
+ * before writing it. */
 json_t *tr_run_folder_plan_json(const struct tr_session *s, const struct tr_recipe *r, const struct tr_data *data);
+/* A resume's first check: run_dir/plan.json keeps the recipe's values the run began with
+ * ("recipe"); the recipe now in run_dir/recipe.yaml (r) must have the same. 0 (also when there
+ * is no plan.json yet, or one without "recipe"), or TR_EINVAL naming each key that differs
+ * with both values. */
+int tr_run_folder_check_recipe(const char *run_dir, const struct tr_recipe *r, struct tr_diag *d);
 /* Writes plan (taken) with its "warnings" (taken: each said and sent to TensorBoard at step). */
 int tr_run_folder_write_plan(struct tr_run_folder *f, json_t *plan, json_t *warnings, int64_t step,
                              struct tr_diag *d);

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,15 +54,21 @@ static void first_missing(const char *path, struct tr_path *out)
 static int lock_file(const char *path, int *fd_out)
 {
     for (int attempt = 0; attempt < 100; attempt++) {
-        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+        /* never through a link (its target would be truncated and written) nor into a FIFO */
+        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0666);
         if (fd < 0)
             return -1;
+        struct stat mine, now;
+        if (fstat(fd, &mine) || !S_ISREG(mine.st_mode)) {
+            close(fd);
+            errno = EINVAL;
+            return -1;
+        }
         if (flock(fd, LOCK_EX | LOCK_NB)) {
             *fd_out = fd;
             return 1;
         }
-        struct stat mine, now;
-        if (fstat(fd, &mine) == 0 && stat(path, &now) == 0 && mine.st_ino == now.st_ino && mine.st_dev == now.st_dev) {
+        if (stat(path, &now) == 0 && mine.st_ino == now.st_ino && mine.st_dev == now.st_dev) {
             *fd_out = fd;
             return 0;
         }
@@ -83,6 +90,9 @@ int tr_runs_lock(const char *dir, struct tr_runs_lock *lock, struct tr_diag *d)
     if (e)
         return tr_fail(d, TR_EIO, "cannot create %s: %s", dir, strerror(e));
     int fd, held = lock_file(path.s, &fd);
+    if (held < 0 && (errno == ELOOP || errno == EINVAL))
+        return tr_fail(d, TR_EIO, "cannot lock %s: it is %s, not a regular file; refused, and left as it is", path.s,
+                       errno == ELOOP ? "a symbolic link" : "something else");
     if (held < 0)
         return tr_fail(d, TR_EIO, "cannot lock %s: %s", path.s, strerror(errno));
     if (held) {
@@ -256,9 +266,11 @@ enum tr_run_state tr_runs_state(const char *run_dir)
 {
     char *path = tr_strdup_printf("%s/run.json", run_dir);
     json_t *record = json_load_file(path, 0, NULL);
+    struct stat st;
+    bool absent = !record && lstat(path, &st) && errno == ENOENT;
     free(path);
-    if (!record)   /* killed before its record was opened: it never got going */
-        return TR_RUN_INTERRUPTED;
+    if (!record)   /* absent: its record was never opened, it never got going */
+        return absent ? TR_RUN_NEVER_STARTED : TR_RUN_INTERRUPTED;
     json_t *segments = json_object_get(record, "segments");
     json_t *last = json_array_get(segments, json_array_size(segments) - 1);
     json_t *code = json_object_get(last, "exit_code");

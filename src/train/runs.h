@@ -46,10 +46,12 @@ int tr_runs_link_set(const char *dir, const char *link, const char *target);
 
 /* How a run folder's last process ended, from its run.json. */
 enum tr_run_state {
-    TR_RUN_FINISHED,      /* exit 0, or 6 (finished but not promoted) */
-    TR_RUN_INTERRUPTED,   /* killed (no exit code recorded, or no run.json yet) or stopped by a signal (130)
-                           * or by budget.time (8) */
-    TR_RUN_FAILED,        /* any other exit code: diverged, data, budget, I/O… */
+    TR_RUN_FINISHED,        /* exit 0, or 6 (finished but not promoted) */
+    TR_RUN_INTERRUPTED,     /* killed (no exit code recorded) or stopped by a signal (130)
+                             * or by budget.time (8) */
+    TR_RUN_FAILED,          /* any other exit code: diverged, data, budget, I/O… */
+    TR_RUN_NEVER_STARTED,   /* no run.json: setting the folder up failed (a full disk) or was cut
+                             * short before training began; nothing in it to resume */
 };
 enum tr_run_state tr_runs_state(const char *run_dir);
 
