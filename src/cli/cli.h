@@ -11,6 +11,12 @@ int tr_cmd_plan(int argc, char **argv);
 int tr_cmd_calibrate(int argc, char **argv);
 int tr_cmd_report(int argc, char **argv);
 
+/* Before OpenBLAS loads and any thread starts (limits.c): under a finite RLIMIT_AS or
+ * RLIMIT_DATA, whether what the subcommand will reserve fits — when not, OpenBLAS is kept from
+ * loading and the planner names the limit that would do. calibrate lifts its soft limits.
+ * TR_EXIT_OK, or the exit status to end with (the sentence said). */
+int tr_cli_limits_start(const char *subcommand);
+
 /* Splits argv into the recipe, its key=value / ~key overrides and the options listed in
  * flags (each "--name"); unknown options and stray words are usage errors (message printed). */
 struct tr_args {

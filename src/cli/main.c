@@ -11,6 +11,7 @@
 #include "cli/cli.h"
 #include "config.h"
 #include "cli/exit.h"
+#include "core/blas.h"
 #ifdef HAVE_CUDA
 #include "backend/cuda/probe.h"
 #endif
@@ -48,7 +49,8 @@ static void usage(FILE *out)
 static void version(void)
 {
     printf("trainrun %s (git %s)\n", PACKAGE_VERSION, TR_GIT_REVISION);
-    printf("CPU backend: OpenBLAS %s kernels, OpenMP %d threads\n", tr_cpu_blas_core(),
+    printf("CPU backend: OpenBLAS %s kernels, OpenMP %d threads\n",
+           tr_blas_loaded() ? tr_cpu_blas_core() : "(not loaded: no room under the address-space limit)",
            omp_get_max_threads());
 #ifdef HAVE_CUDA
     struct tr_cuda_info info;
@@ -62,6 +64,27 @@ static void version(void)
 #else
     puts("CUDA backend: not built (configure found no CUDA toolkit, or --without-cuda)");
 #endif
+}
+
+/* Before the engine: the address-space limits checked (limits.c), then OpenBLAS loaded — not
+ * linked, as its start-up code would reserve its buffers before any check — and its kernels
+ * picked (blas.c). A limit that leaves no room keeps it unloaded, for the planner to say so. */
+static int start_engine(const char *subcommand, char **argv)
+{
+    int rc = tr_cli_limits_start(subcommand);
+    if (rc)
+        return rc;
+    struct tr_diag d = {0};
+    rc = tr_blas_load(&d);
+    if (rc && rc != TR_ENOFIT) {
+        fprintf(stderr, "trainrun: %s\n", tr_diag_last(&d));
+        tr_diag_free(&d);
+        return TR_EXIT_FAILURE;
+    }
+    tr_diag_free(&d);
+    if (rc == 0)
+        tr_cpu_blas_pick_core(argv);
+    return TR_EXIT_OK;
 }
 
 /* Help and version go to stdout; a failed write (a full disk, a closed pipe) is a failure. */
@@ -87,23 +110,24 @@ int main(int argc, char **argv)
     const char *first = argv[1];
     struct stat st;
     if (stat(first, &st) == 0 && !S_ISDIR(st.st_mode)) {
-        tr_cpu_blas_pick_core(argv);
-        return tr_cmd_run(argc - 1, argv + 1);
+        int rc = start_engine("run", argv);
+        return rc ? rc : tr_cmd_run(argc - 1, argv + 1);
     }
     if (!strcmp(first, "--help") || !strcmp(first, "-h")) {
         usage(stdout);
         return flushed(TR_EXIT_OK);
     }
     if (!strcmp(first, "--version") || !strcmp(first, "-V")) {
-        tr_cpu_blas_pick_core(argv);
+        int rc = start_engine("--version", argv);
+        if (rc)
+            return rc;
         version();
         return flushed(TR_EXIT_OK);
     }
     for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
         if (!strcmp(first, subcommands[i].name)) {
-            if (subcommands[i].computes)
-                tr_cpu_blas_pick_core(argv);
-            return subcommands[i].fn(argc - 2, argv + 2);
+            int rc = subcommands[i].computes ? start_engine(first, argv) : TR_EXIT_OK;
+            return rc ? rc : subcommands[i].fn(argc - 2, argv + 2);
         }
     if (first[0] == '-')
         fprintf(stderr, "trainrun: unknown option '%s'\n", first);

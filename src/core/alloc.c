@@ -311,6 +311,11 @@ int64_t tr_process_rss(void)
     return proc_status_bytes("VmRSS");
 }
 
+struct tr_space tr_process_space(void)
+{
+    return (struct tr_space){proc_status_bytes("VmSize"), proc_status_bytes("VmData")};
+}
+
 int tr_process_reset_peak(void)
 {
     int fd = open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC);

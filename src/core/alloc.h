@@ -104,6 +104,13 @@ void tr_format_bytes(uint64_t bytes, char out[32]);
  * comes from getrusage (ru_maxrss) and the current one is TR_EIO. */
 int64_t tr_process_peak_rss(void);
 int64_t tr_process_rss(void);
+/* Address space, not resident memory: what RLIMIT_AS counts (VmSize: every mapping, reserved
+ * or touched) and what RLIMIT_DATA counts (VmData: private writable mappings), in bytes. */
+struct tr_space {
+    int64_t size, data;
+};
+/* This process's now; both TR_EIO without /proc. */
+struct tr_space tr_process_space(void);
 /* Resets the peak to the current resident set (writes "5" to /proc/self/clear_refs, Linux ≥
  * 4.0), so that a later phase's peak is its own. TR_EIO when not permitted or not there. */
 int tr_process_reset_peak(void);

@@ -3,7 +3,7 @@
  * the new positions only, the earlier ones' keys and values read back from the cache. */
 #include "models/gpt_decode.h"
 
-#include <cblas.h>
+#include "core/blas.h"
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -168,7 +168,7 @@ static void conv1d(const float *x, int64_t n, int64_t in, const float *w, const 
 {
     for (int64_t i = 0; i < n; i++)
         memcpy(y + i * out, b, (size_t)out * sizeof *y);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)out, (int)in, 1, x, (int)in, w, (int)out,
+    tr_blas.sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)out, (int)in, 1, x, (int)in, w, (int)out,
                 1, y, (int)out);
 }
 
@@ -201,7 +201,7 @@ static void attend(struct tr_gpt_decoder *d, int layer, int64_t t0, int64_t n)
             memcpy(V + (t0 + i) * Dh, d->qkv + i * 3 * D + 2 * D + h * Dh, (size_t)Dh * sizeof(float));
         }
         memset(d->scores, 0, (size_t)(n * T) * sizeof(float));
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)T, (int)Dh, scale, d->qkv + h * Dh,
+        tr_blas.sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)T, (int)Dh, scale, d->qkv + h * Dh,
                     (int)(3 * D), K, (int)Dh, 1, d->scores, (int)T);
         for (int64_t i = 0; i < n; i++) {
             float *s = d->scores + i * T, max = -INFINITY, sum = 0;
@@ -217,7 +217,7 @@ static void attend(struct tr_gpt_decoder *d, int layer, int64_t t0, int64_t n)
         }
         for (int64_t i = 0; i < n; i++)
             memset(d->attn + i * D + h * Dh, 0, (size_t)Dh * sizeof(float));
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)Dh, (int)T, 1, d->scores, (int)T, V,
+        tr_blas.sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)Dh, (int)T, 1, d->scores, (int)T, V,
                     (int)Dh, 1, d->attn + h * Dh, (int)D);
     }
 }
@@ -264,7 +264,7 @@ int tr_gpt_decoder_feed(struct tr_gpt_decoder *d, const int32_t *ids, int64_t n,
     /* Only the last row's logits are wanted: ln_f on it, then the tied head, logits = wte·x. */
     layernorm(d->x + (n - 1) * D, d->ln_f_w, d->ln_f_b, 1, D, d->normed);
     memset(d->logits, 0, (size_t)d->vocab * sizeof(float));
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)d->vocab, (int)D, 1, d->wte, (int)D, d->normed, 1, 1, d->logits, 1);
+    tr_blas.sgemv(CblasRowMajor, CblasNoTrans, (int)d->vocab, (int)D, 1, d->wte, (int)D, d->normed, 1, 1, d->logits, 1);
     return 0;
 }
 

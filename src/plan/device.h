@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "backend/backend.h"   /* enum tr_device_kind: the backend a device trains on */
+#include "core/alloc.h"      /* struct tr_space */
 #include "core/error.h"
 
 /* Rates by the precision GEMMs read: [0] fp32 (TF32 where the profile says the engine uses
@@ -38,7 +39,14 @@ struct tr_device {
     uint64_t thread_bytes;    /* CPU: what BLAS and OpenMP threads take once they have run (their
                                * buffers and stacks), for `threads` threads */
     uint64_t library_workspace;   /* cuBLAS/cuDNN workspaces the engine does not plan */
+    /* CPU: address space (RLIMIT_AS, RLIMIT_DATA) reserved beyond what is touched, measured
+     * by `trainrun calibrate` as /proc/self/status VmSize and VmData deltas: loading OpenBLAS
+     * (its segments, a buffer per thread), OpenMP's threads' first parallel region and GEMM
+     * (stacks, malloc arenas, the calling thread's BLAS buffer), one more thread (a loader
+     * worker: its stack and arena). Zeros for a profile. */
+    struct tr_space blas_space, thread_space, worker_space;
     int threads;              /* CPU: the threads the engine runs with */
+    bool this_host;           /* this host (tr_device_host), not a profile of another machine */
     char source[512];         /* where the numbers come from: a measurement and its date, or the
                                * profile's cited sources */
     struct tr_path path;      /* the profile file, or the calibration cache, read; "" when none */

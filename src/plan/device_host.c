@@ -4,11 +4,12 @@
  * already there) and cached per host, so that nightly runs plan alike. */
 #include "plan/device.h"
 
-#include <cblas.h>
+#include "core/blas.h"
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,7 @@
 #include "core/error.h"
 #include "data/cache.h"
 
-#define CALIBRATION_VERSION 3
+#define CALIBRATION_VERSION 4   /* 4: the address space reserved */
 
 static double now(void)
 {
@@ -48,46 +49,7 @@ static void cpu_model(char *out, size_t size)
         fclose(f);
 }
 
-static uint64_t read_number(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    unsigned long long v = 0;
-    if (f && fscanf(f, "%llu", &v) != 1)
-        v = 0;
-    if (f)
-        fclose(f);
-    return v;
-}
-
-/* The memory cgroup's limit on this process (v2, else v1), or 0 when none is set. */
-static uint64_t cgroup_limit(void)
-{
-    FILE *f = fopen("/proc/self/cgroup", "r");
-    char line[1024];
-    struct tr_path path;
-    uint64_t limit = 0;
-    while (f && fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\n")] = '\0';
-        char *rel = strrchr(line, ':');
-        if (!rel)
-            continue;
-        int named = 0;
-        if (!strncmp(line, "0::", 3))
-            named = !tr_path_set(&path, NULL, "/sys/fs/cgroup%s/memory.max", rel + 1);
-        else if (strstr(line, ":memory:"))
-            named = !tr_path_set(&path, NULL, "/sys/fs/cgroup/memory%s/memory.limit_in_bytes", rel + 1);
-        if (!named)
-            continue;
-        uint64_t v = read_number(path.s);   /* "max" reads as 0 */
-        if (v && v < ((uint64_t)1 << 60) && (!limit || v < limit))
-            limit = v;
-    }
-    if (f)
-        fclose(f);
-    return limit;
-}
-
-/* MemTotal, or the cgroup's limit when lower. */
+/* MemTotal: a memory cgroup's limit is a ceiling the planner applies and says (ceiling.c). */
 static uint64_t host_memory(void)
 {
     FILE *f = fopen("/proc/meminfo", "r");
@@ -98,8 +60,7 @@ static uint64_t host_memory(void)
             break;
     if (f)
         fclose(f);
-    uint64_t mem = (uint64_t)kib * 1024, limit = cgroup_limit();
-    return limit && (limit < mem || !mem) ? limit : mem;
+    return (uint64_t)kib * 1024;
 }
 
 static void host_identity(struct tr_device *d)
@@ -108,6 +69,7 @@ static void host_identity(struct tr_device *d)
     gethostname(host, sizeof host - 1);
     cpu_model(model, sizeof model);
     d->kind = TR_DEVICE_CPU;
+    d->this_host = true;
     d->threads = omp_get_max_threads();
     snprintf(d->name, sizeof d->name, "cpu");
     snprintf(d->description, sizeof d->description, "this host (%.60s): %.60s, %d threads", host, model, d->threads);
@@ -132,7 +94,7 @@ static double time_gemm(int M, int N, int K)
     double best = 1e30;
     for (int r = 0; r < 6; r++) {
         double t0 = now();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, a, K, b, N, 0.0f, c, N);
+        tr_blas.sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, a, K, b, N, 0.0f, c, N);
         double t = now() - t0;
         if (r > 0 && t < best)
             best = t;
@@ -199,14 +161,85 @@ static double measure_special(void)
     return best / n;
 }
 
+static struct tr_space space_since(struct tr_space before)
+{
+    struct tr_space now = tr_process_space();
+    return (struct tr_space){now.size - before.size, now.data - before.data};
+}
+
+/* What OpenMP's threads reserve once they have run: their stacks, the malloc arena each
+ * thread's first allocation creates (64 MiB of address space, little of it touched), and the
+ * buffer OpenBLAS reserves for the thread calling a multithreaded GEMM. Must run before any
+ * other parallel region of this process. */
+static struct tr_space measure_thread_space(void)
+{
+    struct tr_space before = tr_process_space();
+#pragma omp parallel
+    {
+        void *volatile small = malloc(64);   /* volatile: not optimised away */
+        free(small);
+    }
+    const int n = 256;   /* 2 × 256³ FLOPs: past OpenBLAS's threshold for threads */
+    float *a = tr_xcalloc((size_t)n * n, sizeof *a), *b = tr_xcalloc((size_t)n * n, sizeof *b);
+    float *c = tr_xcalloc((size_t)n * n, sizeof *c);
+    tr_blas.sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+    free(a), free(b), free(c);   /* mmapped (256 KiB each), so given back: not counted */
+    return space_since(before);
+}
+
+struct worker_probe {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int stage;   /* 1: the worker has allocated; 2: it may end */
+};
+
+static void *probe_worker(void *arg)
+{
+    struct worker_probe *p = arg;
+    void *volatile small = malloc(64);
+    pthread_mutex_lock(&p->lock);
+    p->stage = 1;
+    pthread_cond_broadcast(&p->cond);
+    while (p->stage != 2)
+        pthread_cond_wait(&p->cond, &p->lock);
+    pthread_mutex_unlock(&p->lock);
+    free(small);
+    return NULL;
+}
+
+/* What one more thread reserves while it lives (a data loader's worker): its stack and arena. */
+static struct tr_space measure_worker_space(void)
+{
+    struct worker_probe p = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    struct tr_space before = tr_process_space(), cost = {0, 0};
+    pthread_t t;
+    if (pthread_create(&t, NULL, probe_worker, &p))
+        return cost;
+    pthread_mutex_lock(&p.lock);
+    while (p.stage != 1)
+        pthread_cond_wait(&p.cond, &p.lock);
+    cost = space_since(before);
+    p.stage = 2;
+    pthread_cond_broadcast(&p.cond);
+    pthread_mutex_unlock(&p.lock);
+    pthread_join(t, NULL);
+    return cost;
+}
+
 int tr_device_measure(struct tr_device *d, struct tr_diag *diag)
 {
     memset(d, 0, sizeof *d);
     host_identity(d);
+    if (!tr_blas_loaded() && tr_blas_load(diag))   /* main loaded it; a test may not have */
+        return TR_EIO;
     int64_t before = tr_process_rss();
     if (before < 0) {
         return tr_fail(diag, TR_EIO, "cannot read this process's resident set (/proc/self/status)");
     }
+    /* the threads' first region is here, inside the resident set's before and after */
+    d->blas_space = tr_blas_load_cost();
+    d->thread_space = measure_thread_space();
+    d->worker_space = measure_worker_space();
     /* the sustained rate from a large GEMM; a small one's excess time is the fixed cost */
     double flops = 2.0 * 1024 * 1024 * 1024 / time_gemm(1024, 1024, 1024);
     double small = time_gemm(64, 256, 256) - 2.0 * 64 * 256 * 256 / flops;
@@ -223,7 +256,8 @@ int tr_device_measure(struct tr_device *d, struct tr_diag *diag)
     strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&t));
     snprintf(d->source, sizeof d->source, "measured on this host by `trainrun calibrate` at %s: sgemm 1024³ "
              "and 64 × 256 × 256 best of 5, memcpy 64 MiB best of 4, a 4096-float parallel loop, GELU's erf over 4 Mi floats, "
-             "resident set before and after", date);
+             "resident set before and after, address space (VmSize, VmData) around loading OpenBLAS, the threads' first "
+             "region and GEMM, one more thread", date);
     return 0;
 }
 
@@ -233,11 +267,34 @@ static json_t *to_json(const struct tr_device *d)
 {
     char model[256];
     cpu_model(model, sizeof model);
-    return json_pack("{si ss ss si sf sf sf sf sf sI ss}", "version", CALIBRATION_VERSION, "cpu", model,
-                     "description", d->description, "threads", d->threads, "gemm_flops", d->gemm_flops[0],
-                     "gemm_seconds", d->gemm_seconds,
-                     "bandwidth", d->bandwidth, "node_seconds", d->node_seconds, "special_seconds",
-                     d->special_seconds, "thread_bytes", (json_int_t)d->thread_bytes, "source", d->source);
+    json_t *j = json_pack("{si ss ss si sf sf sf sf sf sI ss}", "version", CALIBRATION_VERSION, "cpu", model,
+                          "description", d->description, "threads", d->threads, "gemm_flops", d->gemm_flops[0],
+                          "gemm_seconds", d->gemm_seconds,
+                          "bandwidth", d->bandwidth, "node_seconds", d->node_seconds, "special_seconds",
+                          d->special_seconds, "thread_bytes", (json_int_t)d->thread_bytes, "source", d->source);
+    json_object_set_new(j, "address_space",
+                        json_pack("{s[II] s[II] s[II]}", "blas", (json_int_t)d->blas_space.size,
+                                  (json_int_t)d->blas_space.data, "threads", (json_int_t)d->thread_space.size,
+                                  (json_int_t)d->thread_space.data, "worker", (json_int_t)d->worker_space.size,
+                                  (json_int_t)d->worker_space.data));
+    return j;
+}
+
+/* The address-space figures ({"blas": [VmSize, VmData], "threads": …, "worker": …}) into d, or
+ * −1 when one is missing or negative. */
+static int read_spaces(json_t *j, struct tr_device *d)
+{
+    json_int_t v[6] = {-1, -1, -1, -1, -1, -1};
+    if (!j || json_unpack(j, "{s[II] s[II] s[II]}", "blas", &v[0], &v[1], "threads", &v[2], &v[3], "worker",
+                          &v[4], &v[5]))
+        return -1;
+    for (int i = 0; i < 6; i++)
+        if (v[i] < 0)
+            return -1;
+    d->blas_space = (struct tr_space){v[0], v[1]};
+    d->thread_space = (struct tr_space){v[2], v[3]};
+    d->worker_space = (struct tr_space){v[4], v[5]};
+    return 0;
 }
 
 /* The calibration in j for this host, or −1 when it is another's or another version's. */
@@ -252,7 +309,7 @@ static int from_json(json_t *j, struct tr_device *d)
                           &threads, "gemm_flops", &flops, "gemm_seconds", &gemm, "bandwidth", &bandwidth, "node_seconds", &node, "special_seconds",
                           &special, "thread_bytes", &thread_bytes, "source", &source) ||
         version != CALIBRATION_VERSION || strcmp(cpu, model) || threads != d->threads || flops <= 0 ||
-        bandwidth <= 0 || node < 0 || thread_bytes < 0)
+        bandwidth <= 0 || node < 0 || thread_bytes < 0 || read_spaces(json_object_get(j, "address_space"), d))
         return -1;
     for (int p = 0; p < TR_NPRECISIONS; p++)
         d->gemm_flops[p] = flops;

@@ -89,5 +89,8 @@ int tr_plan_job_init(struct tr_plan_job *job, const struct tr_recipe *r, const s
         job->base_bytes = ((uint64_t)now + grain - 1) / grain * grain;
         job->prior_peak = peak > 0 ? ((uint64_t)peak + grain - 1) / grain * grain : 0;
     }
+    tr_plan_ceiling(job, job->budget, &job->ceiling);   /* a cgroup's or an address-space limit */
+    if (job->ceiling.kind != TR_CEILING_NONE)
+        job->budget = job->ceiling.bytes;
     return 0;
 }

@@ -532,9 +532,18 @@ static void choose(struct tr_plan *p)
         }
         describe(p, &p->cand[p->smallest], what, sizeof what);
         tr_format_bytes(p->cand[p->smallest].footprint, size);
-        snprintf(p->reason, sizeof p->reason, "nothing fits in %s: the smallest footprint is %s (%s); "
-                 "budget.memory=%llu or more would fit", budget, size, what,
-                 (unsigned long long)p->cand[p->smallest].footprint);
+        char raise[512] = "";
+        if (p->ceiling.kind != TR_CEILING_NONE)
+            tr_plan_ceiling_refusal(&p->ceiling, p->cand[p->smallest].footprint, raise, sizeof raise);
+        if (p->ceiling.kind == TR_CEILING_SPACE)
+            snprintf(p->reason, sizeof p->reason, "%s (the smallest footprint is %s: %s)", raise, size, what);
+        else if (*raise)
+            snprintf(p->reason, sizeof p->reason, "nothing fits in %s, the %s of this process's cgroup: the smallest "
+                     "footprint is %s (%s); %s", budget, p->ceiling.name, size, what, raise);
+        else
+            snprintf(p->reason, sizeof p->reason, "nothing fits in %s: the smallest footprint is %s (%s); "
+                     "budget.memory=%llu or more would fit", budget, size, what,
+                     (unsigned long long)p->cand[p->smallest].footprint);
         return;
     }
     double fastest = p->cand[p->chosen].step_seconds;
@@ -572,6 +581,7 @@ static void start(struct tr_plan *p, const struct tr_plan_job *job)
     memset(p, 0, sizeof *p);
     p->dev = *job->dev;
     p->budget = job->budget;
+    p->ceiling = job->ceiling;
     p->batch = job->r->train.batch_size;
     p->seq = job->seq;
     p->chosen = p->smallest = -1;

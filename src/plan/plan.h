@@ -48,6 +48,20 @@ struct tr_built {
     int remat_nodes;          /* recompute nodes the remat pass added */
 };
 
+/* A ceiling on the footprint below the recipe's budget, from this host (ceiling.c): a memory
+ * cgroup's memory.max or memory.high, or an address-space limit (RLIMIT_AS, RLIMIT_DATA),
+ * which counts what threads and OpenBLAS reserve beyond what they touch. */
+enum tr_ceiling_kind { TR_CEILING_NONE, TR_CEILING_CGROUP, TR_CEILING_SPACE };
+struct tr_ceiling {
+    int kind;                 /* enum tr_ceiling_kind */
+    uint64_t bytes;           /* the footprint must stay within it */
+    uint64_t limit;           /* the limit itself: memory.max (or .high), or the rlimit */
+    int64_t overhead;         /* SPACE: address space the run reserves beyond its footprint (so a
+                               * footprint F needs a limit of F + overhead) */
+    char name[32];            /* "memory.max", "memory.high", "RLIMIT_AS", "RLIMIT_DATA" */
+    char said[1024];          /* the sentence `trainrun plan` prints: which, how much, why */
+};
+
 /* What the planner knows of the job: the recipe, the loaded data and the device. */
 struct tr_plan_job {
     const struct tr_recipe *r;
@@ -59,6 +73,8 @@ struct tr_plan_job {
                                * libraries, the loaded data); 0 for a profile */
     uint64_t prior_peak;      /* CPU host: its peak so far (loading held more for a while): no
                                * footprint is below it */
+    struct tr_ceiling ceiling;   /* CPU host: the tightest of the host's ceilings, when below the
+                                  * budget (the budget then is its bytes) */
 };
 
 /* Bytes a candidate takes outside the regions, by cause: modelled, never measured here. */
@@ -100,9 +116,29 @@ struct tr_plan {
     int chosen;                    /* index into cand, or −1 when nothing fits */
     int smallest;                  /* the candidate with the smallest footprint (nothing fits: what
                                     * would, at which budget) */
-    char reason[512];              /* the decision in one sentence */
+    char reason[1024];             /* the decision in one sentence */
     bool replayed;                 /* from --plan FILE rather than searched */
+    struct tr_ceiling ceiling;     /* the job's: what the budget was lowered to, and why */
 };
+
+/* This host's ceilings (ceiling.c). The tightest on a job's footprint, for a CPU host's job
+ * whose base is measured; kind TR_CEILING_NONE when none is below budget. */
+void tr_plan_ceiling(const struct tr_plan_job *job, uint64_t budget, struct tr_ceiling *out);
+/* Why nothing fits under a ceiling: the limit a footprint needs, as a sentence, into out. */
+void tr_plan_ceiling_refusal(const struct tr_ceiling *c, uint64_t footprint, char *out, size_t size);
+/* The address space this process has yet to reserve before its first step: OpenBLAS's load
+ * unless loaded, the threads' first region unless one ran (dev's calibration). */
+struct tr_space tr_plan_space_pending(const struct tr_device *dev);
+/* The tightest finite address-space limit (name "RLIMIT_AS" or "RLIMIT_DATA", bytes), or
+ * bytes 0 when neither is set. */
+struct tr_limit {
+    const char *name;
+    uint64_t bytes;
+};
+struct tr_limit tr_plan_space_limits(void);
+/* Whether this process, with pending and extra more reserved, goes over an address-space
+ * limit: 1 with the sentence naming the limit that would do into why, else 0. */
+int tr_plan_space_refusal(struct tr_space pending, struct tr_space extra, char *why, size_t size);
 
 /* The device: the named profile (from $TRAINRUN_DEVICES, else etc/devices.yaml in a checkout,
  * else the installed devices.yaml), or with profile NULL this host, calibrated once and cached

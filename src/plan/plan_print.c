@@ -238,6 +238,8 @@ void tr_plan_print(const struct tr_plan *p, const struct tr_plan_job *job, bool 
             *p->dev.path.s ? "\n  from: " : "", p->dev.path.s);
     fprintf(out, "budget: %s for the footprint (regions + what lives outside them + a reserve of 2%%, at least "
             "16 MiB)\n", budget);
+    if (p->ceiling.kind != TR_CEILING_NONE)
+        fprintf(out, "  %s\n", p->ceiling.said);
     fprintf(out, "job: batch %lld, %s %lld; %d checkpointable blocks\n\n", (long long)p->batch,
             job->data->kind == TR_DATA_FEATURES ? "feature rows of" : "sequences up to", (long long)p->seq,
             p->blocks);

@@ -5,7 +5,7 @@
  * the linker drops it (--as-needed) and it is not listed: asking its version would load it. */
 #include "report/environment.h"
 
-#include <cblas.h>
+#include "core/blas.h"
 #include <gnu/libc-version.h>
 #include <omp.h>
 #include <stdarg.h>
@@ -175,7 +175,7 @@ static json_t *libraries(void)
     if (pcre2_config(PCRE2_CONFIG_VERSION, pcre2) < 0)
         pcre2[0] = '\0';
     json_t *j = json_object();
-    json_object_set_new(j, "openblas", text(openblas_get_config()));
+    json_object_set_new(j, "openblas", text(tr_blas.get_config()));
 #if JANSSON_VERSION_HEX >= 0x020d00
     json_object_set_new(j, "jansson", text(jansson_version_str()));
 #else

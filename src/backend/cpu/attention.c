@@ -2,7 +2,7 @@
  * in attention.inc for f32 and f64. One query row at a time, so the scores never need more
  * than a row of S numbers on the stack and the kernel needs no workspace; the backward
  * recomputes the probabilities from q, k and the saved lse (flash-attention style). */
-#include <cblas.h>
+#include "core/blas.h"
 #include <math.h>
 
 #include "backend/cpu/cpu.h"

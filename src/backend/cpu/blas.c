@@ -4,7 +4,7 @@
  * its GEMMs there at a fifth of the speed (18 against 97 GFLOP/s on one core, sgemm 256³).
  * OPENBLAS_CORETYPE names the kernels instead, but only before the library loads, so when the
  * kernels chosen lack AVX2 on a CPU that has it, trainrun sets it and executes itself again. */
-#include <cblas.h>
+#include "core/blas.h"
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -39,13 +39,13 @@ static const char *core_for_this_cpu(void)
 
 const char *tr_cpu_blas_core(void)
 {
-    return openblas_get_corename();
+    return tr_blas.get_corename();
 }
 
 void tr_cpu_blas_pick_core(char **argv)
 {
     const char *better = core_for_this_cpu();
-    if (!better || getenv("OPENBLAS_CORETYPE") || core_is_modern(openblas_get_corename()))
+    if (!better || getenv("OPENBLAS_CORETYPE") || core_is_modern(tr_blas.get_corename()))
         return;
     if (setenv("OPENBLAS_CORETYPE", better, 1) == 0)
         execv("/proc/self/exe", argv);

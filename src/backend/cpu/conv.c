@@ -9,7 +9,7 @@
  * The filter gradient sums over images. The batch is cut into CONV_CHUNKS fixed runs of images
  * (how many depends on N only); each run is summed in image order into its own partial, and the
  * partials are added in run order: the same bits on any number of threads. */
-#include <cblas.h>
+#include "core/blas.h"
 #include <omp.h>
 #include <string.h>
 

@@ -5,7 +5,7 @@
 #error "define TR_KERNEL_BODY before including backend/cpu/instantiate.h"
 #endif
 
-#include <cblas.h>
+#include "core/blas.h"
 #include <math.h>
 
 #define REAL float
@@ -15,9 +15,9 @@
 #define SQRT sqrtf
 #define TANH tanhf
 #define ERF erff
-#define GEMM cblas_sgemm
-#define GEMV cblas_sgemv
-#define GER cblas_sger
+#define GEMM tr_blas.sgemm
+#define GEMV tr_blas.sgemv
+#define GER tr_blas.sger
 #include TR_KERNEL_BODY
 #undef REAL
 #undef SFX
@@ -37,9 +37,9 @@
 #define SQRT sqrt
 #define TANH tanh
 #define ERF erf
-#define GEMM cblas_dgemm
-#define GEMV cblas_dgemv
-#define GER cblas_dger
+#define GEMM tr_blas.dgemm
+#define GEMV tr_blas.dgemv
+#define GER tr_blas.dger
 #include TR_KERNEL_BODY
 #undef REAL
 #undef SFX

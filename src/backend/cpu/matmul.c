@@ -12,7 +12,7 @@
  * The parallel region must be active (two threads or more) even for one tile: inside an
  * inactive one OpenBLAS starts a nested team of its own threads for every call, which made the
  * MLP recipe 7× slower on 2 threads. */
-#include <cblas.h>
+#include "core/blas.h"
 #include <omp.h>
 
 #include "backend/cpu/cpu.h"
