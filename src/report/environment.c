@@ -219,7 +219,7 @@ json_t *tr_environment(const char *recipe_sha256)
     json_object_set_new(env, "cpu", text_free(cpu));
     json_object_set_new(env, "cpus", cpus > 0 ? json_integer(cpus) : json_null());
     json_object_set_new(env, "threads", json_integer(omp_get_max_threads()));
-    json_object_set_new(env, "blas_kernels", text(openblas_get_corename()));
+    json_object_set_new(env, "blas_kernels", text(tr_blas.get_corename()));
     json_object_set_new(env, "settings", settings());
     json_object_set_new(env, "memory_bytes", memory_bytes());
     json_t *gpus = json_array(), *libs = libraries();
