@@ -228,7 +228,7 @@ cp "$srcdir/datasets/iris/iris.csv" "$scratch/www/big.csv"
 define capped "$url/big.csv"
 TRAINRUN_FETCH_MAX_BYTES=1000 train capped
 expect_rc 4 "a file larger than TRAINRUN_FETCH_MAX_BYTES"
-expect_in "$err" "bytes or more: more than TRAINRUN_FETCH_MAX_BYTES allows" "the cap is named"
+expect_in "$err" "bytes or more: more than the cap of 1000 bytes (TRAINRUN_FETCH_MAX_BYTES) allows" "the cap is named"
 checks=$((checks + 1))
 [ -z "$(ls "$downloads" | grep big.csv | grep -v "\.lock$")" ] || fail "a refused download left files: $(ls "$downloads")"
 TRAINRUN_FETCH_MAX_BYTES=$(($(stat -c %s "$scratch/www/big.csv") + 1)) train capped

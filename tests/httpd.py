@@ -14,6 +14,11 @@ decremented as it is used (the file rewritten):
     {"fail": N, "status": 503, "retry_after": S}   the next N requests answer status
     {"cut": N, "cut_after": K}    the next N bodies stop after K bytes, the connection dropped
     {"stall": N, "stall_seconds": S}   the next N bodies send one byte, then nothing for S s
+    {"endless": N, "endless_seconds": S}   the next N answers are 200 without a Content-Length
+                                  and a body that never ends: the file, then zeros, 64 KiB at a
+                                  time, until the client hangs up (or S s, 60 by default, pass)
+    {"slow": N, "slow_seconds": S}   the next N bodies take S s (10 by default): the file sent in
+                                  100 pieces, one every S/100 s
 """
 import email.utils
 import hashlib
@@ -116,7 +121,41 @@ class Handler(BaseHTTPRequestHandler):
             validators.append(("Content-Range", "bytes %d-%d/%d" % (start, end - 1, len(data))))
         self.send_body(status, validators, data[start:end])
 
+    def send_endless(self, body, seconds):
+        """200 with no length: the connection's end would end the body, and it never comes."""
+        self.log(200)
+        self.send_response(200)
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        chunk = b"\0" * 65536
+        until = time.monotonic() + seconds
+        try:
+            self.wfile.write(body)
+            while time.monotonic() < until:
+                self.wfile.write(chunk)
+        except OSError:   # the client hung up: what a capped download does
+            pass
+
+    def send_slow(self, status, headers, body, seconds):
+        if not self.begin(status, headers, len(body)):
+            return
+        step = max(1, (len(body) + 99) // 100)
+        try:
+            for i in range(0, len(body), step):
+                self.wfile.write(body[i:i + step])
+                self.wfile.flush()
+                time.sleep(seconds / 100)
+        except OSError:   # the client hung up: a signal stopped it
+            self.close_connection = True
+
     def send_body(self, status, headers, body):
+        endless = take("endless")
+        if endless:
+            return self.send_endless(body, endless.get("endless_seconds", 60))
+        slow = take("slow")
+        if slow:
+            return self.send_slow(status, headers, body, slow.get("slow_seconds", 10))
         cut, stall = take("cut"), None
         if not cut:
             stall = take("stall")

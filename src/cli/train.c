@@ -10,6 +10,7 @@
 
 #include "cli/cli.h"
 #include "cli/exit.h"
+#include "core/stop.h"
 #include "recipe/recipe.h"
 #include "report/notify.h"
 #include "train/finish.h"
@@ -36,10 +37,12 @@ int tr_cli_lock(const char *dir, struct tr_runs_lock *lock)
 
 /* The data stage: the recipe's data loaded (fetched, verified, tokenized). A resumed run reads
  * the data it began with, or it would not end as an uninterrupted one. */
-static int load_data(const struct tr_recipe *r, const char *resume_dir, struct tr_data *data, struct tr_diag *d)
+static int load_data(const struct tr_recipe *r, const char *resume_dir, bool quiet, struct tr_data *data,
+                     struct tr_diag *d)
 {
-    if (tr_data_load(r, tr_cli_datasets_dir(), data, d))
-        return TR_EDATA;
+    int rc = tr_data_load_showing(r, tr_cli_datasets_dir(), quiet ? NULL : stderr, data, d);
+    if (rc)
+        return rc == TR_EINTERRUPTED ? rc : TR_EDATA;   /* a signal during a download or prepare */
     char what[1024];
     if (resume_dir && tr_data_changed_since(data, resume_dir, what, sizeof what))
         return tr_fail(d, TR_EDATA, "resume: the data changed since this run began (%.900s differs from "
@@ -84,7 +87,7 @@ static int train(const struct tr_recipe *r, const char *resume_dir, const char *
     struct tr_weights w = {0};
     struct tr_loop loop = {0};
     int64_t start = 0;
-    int rc = load_data(r, resume_dir, &data, d);                         /* data */
+    int rc = load_data(r, resume_dir, folder->quiet, &data, d);          /* data */
     tr_loop_init(&loop, r, &data);
     if (!rc)
         rc = tr_session_plan(&s, r, &data, plan_file, resume_dir, d);    /* plan */
@@ -125,6 +128,8 @@ int tr_cli_train(const struct tr_recipe *r, const struct tr_args *a, const char 
                  struct tr_diag *diag)
 {
     bool quiet = tr_args_has(a, "--quiet") || tr_args_has(a, "-q");
+    struct tr_stop_catch caught;   /* from the data stage to the webhook, a signal asks for a stop */
+    tr_stop_catch_begin(&caught);
     struct tr_run_folder folder;
     struct tr_train_result res = {0};
     tr_run_folder_init(&folder, quiet);
@@ -136,7 +141,8 @@ int tr_cli_train(const struct tr_recipe *r, const struct tr_args *a, const char 
     else if (status == TR_EXIT_OK && quiet)
         printf("%s: test accuracy %.4f, run folder %s\n", r->name, res.test.accuracy, dir);
     fflush(stdout);   /* the result line first, then the webhook's wait */
-    tr_notify_run_end(r, *dir ? dir : resume_dir, status);
+    if (tr_notify_run_end(r, *dir ? dir : resume_dir, status) == TR_EINTERRUPTED)
+        status = TR_EXIT_INTERRUPTED;
     tr_run_folder_close(&folder);
-    return status;
+    return status;   /* still caught: a stop asked for now ends the process this way, not by its signal */
 }
