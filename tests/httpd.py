@@ -12,11 +12,12 @@ matter (range=..., if-range=..., if-none-match=..., if-modified-since=...).
 CONTROL_FILE, a JSON object read at every request, misbehaves on purpose; each counter is
 decremented as it is used (the file rewritten):
     {"fail": N, "status": 503, "retry_after": S}   the next N requests answer status
+    {"fail": N, "status": 404, "body": "endless"}   ... with an endless error page (as below)
     {"cut": N, "cut_after": K}    the next N bodies stop after K bytes, the connection dropped
     {"stall": N, "stall_seconds": S}   the next N bodies send one byte, then nothing for S s
     {"endless": N, "endless_seconds": S}   the next N answers are 200 without a Content-Length
                                   and a body that never ends: the file, then zeros, 64 KiB at a
-                                  time, until the client hangs up (or S s, 60 by default, pass)
+                                  time, until the client hangs up (or S s, 20 by default, pass)
     {"slow": N, "slow_seconds": S}   the next N bodies take S s (10 by default): the file sent in
                                   100 pieces, one every S/100 s
 """
@@ -85,6 +86,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):
         failing = take("fail")
+        if failing and failing.get("body") == "endless":
+            return self.send_endless(b"failing on purpose\n", failing.get("endless_seconds", 20),
+                                     failing.get("status", 503))
         if failing:
             extra = [("Retry-After", str(failing["retry_after"]))] if "retry_after" in failing else []
             return self.answer(failing.get("status", 503), extra, b"failing on purpose\n")
@@ -121,10 +125,10 @@ class Handler(BaseHTTPRequestHandler):
             validators.append(("Content-Range", "bytes %d-%d/%d" % (start, end - 1, len(data))))
         self.send_body(status, validators, data[start:end])
 
-    def send_endless(self, body, seconds):
-        """200 with no length: the connection's end would end the body, and it never comes."""
-        self.log(200)
-        self.send_response(200)
+    def send_endless(self, body, seconds, status=200):
+        """No length: the connection's end would end the body, and it never comes."""
+        self.log(status)
+        self.send_response(status)
         self.send_header("Connection", "close")
         self.end_headers()
         self.close_connection = True
@@ -152,7 +156,7 @@ class Handler(BaseHTTPRequestHandler):
     def send_body(self, status, headers, body):
         endless = take("endless")
         if endless:
-            return self.send_endless(body, endless.get("endless_seconds", 60))
+            return self.send_endless(body, endless.get("endless_seconds", 20))
         slow = take("slow")
         if slow:
             return self.send_slow(status, headers, body, slow.get("slow_seconds", 10))
