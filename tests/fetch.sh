@@ -323,17 +323,20 @@ for word in hunter2 S1G bob; do
 done
 
 # A signal during a download (or the wait before a retry) ends it within a second or two: exit
-# 130, the URL named, the part kept for the next run to resume.
-for sig in TERM INT HUP; do
-  cp "$srcdir/datasets/iris/iris.csv" "$scratch/www/slow-$sig.csv"
-  define "slow$sig" "$url/slow-$sig.csv"
+# 130, the URL named, the part kept for the next run to resume; --if-data-changed's refresh too.
+for case in TERM INT HUP refresh; do
+  sig=$case changed=
+  [ "$case" = refresh ] && sig=TERM changed=--if-data-changed
+  file=slow-$case.csv
+  cp "$srcdir/datasets/iris/iris.csv" "$scratch/www/$file"
+  define "slow$case" "$url/$file"
   echo '{"slow": 1, "slow_seconds": 60}' >"$scratch/control"
   : >"$scratch/log"
-  "$TRAINRUN" "$srcdir/recipes/mlp.yaml" data.dataset="slow$sig" train.steps=5 data.num_workers=0 \
-    report.dir="$scratch/runs" >"$scratch/sig.out" 2>"$scratch/sig.err" &
+  "$TRAINRUN" "$srcdir/recipes/mlp.yaml" data.dataset="slow$case" train.steps=5 data.num_workers=0 \
+    report.dir="$scratch/runs" $changed >"$scratch/sig.out" 2>"$scratch/sig.err" &
   pid=$!
   i=0
-  while ! grep -q "slow-$sig" "$scratch/log" && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+  while ! grep -q "$file" "$scratch/log" && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
   sleep 1
   t0=$(date +%s)
   kill -"$sig" "$pid"
@@ -341,10 +344,10 @@ for sig in TERM INT HUP; do
   rc=$?
   took=$(($(date +%s) - t0))
   err=$(cat "$scratch/sig.err")
-  expect_rc 130 "SIG$sig during a download"
-  expect_in "$err" "fetching $url/slow-$sig.csv: stopped by signal" "SIG$sig: the message names the URL"
+  expect_rc 130 "SIG$sig during a download ($case)"
+  expect_in "$err" "fetching $url/$file: stopped by signal" "SIG$sig ($case): the message names the URL"
   checks=$((checks + 1))
-  [ "$took" -le 5 ] || fail "SIG$sig during a download: trainrun took $took s to end"
+  [ "$took" -le 5 ] || fail "SIG$sig during a download ($case): trainrun took $took s to end"
 done
 echo '{"fail": 1, "status": 503}' >"$scratch/control"
 TRAINRUN_FETCH_BACKOFF=60 "$TRAINRUN" "$srcdir/recipes/mlp.yaml" data.dataset=slowTERM train.steps=5 \

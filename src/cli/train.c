@@ -128,8 +128,7 @@ int tr_cli_train(const struct tr_recipe *r, const struct tr_args *a, const char 
                  struct tr_diag *diag)
 {
     bool quiet = tr_args_has(a, "--quiet") || tr_args_has(a, "-q");
-    struct tr_stop_catch caught;   /* from the data stage to the webhook, a signal asks for a stop */
-    tr_stop_catch_begin(&caught);
+    tr_stop_catch_always();   /* from the data stage to the webhook, a signal asks for a stop */
     struct tr_run_folder folder;
     struct tr_train_result res = {0};
     tr_run_folder_init(&folder, quiet);
@@ -144,5 +143,5 @@ int tr_cli_train(const struct tr_recipe *r, const struct tr_args *a, const char 
     if (tr_notify_run_end(r, *dir ? dir : resume_dir, status) == TR_EINTERRUPTED)
         status = TR_EXIT_INTERRUPTED;
     tr_run_folder_close(&folder);
-    return status;   /* still caught: a stop asked for now ends the process this way, not by its signal */
+    return status;
 }

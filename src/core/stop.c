@@ -17,6 +17,12 @@ int tr_stop_requested(void)
     return stop_signal;
 }
 
+void tr_stop_catch_always(void)
+{
+    struct tr_stop_catch forever;   /* the old handlers are not wanted back */
+    tr_stop_catch_begin(&forever);
+}
+
 void tr_stop_catch_begin(struct tr_stop_catch *c)
 {
     struct sigaction sa = {.sa_handler = tr_stop_request};

@@ -12,6 +12,10 @@ void tr_stop_request(int sig);
 /* The signal that asked for a stop, or 0 when none has. */
 int tr_stop_requested(void);
 
+/* For the rest of the process (a run, from its data stage to its webhook), SIGINT, SIGTERM and
+ * SIGHUP call tr_stop_request: the run ends the documented way (exit 130), never by the signal. */
+void tr_stop_catch_always(void);
+
 /* The signals that stop a run, caught while a phase that polls tr_stop_requested() runs. */
 struct tr_stop_catch {
     struct sigaction old[3];   /* SIGINT, SIGTERM, SIGHUP as they were */

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/stop.h"
 #include "data/loader.h"
 #include "recipe/schema.h"
 #include "train/checkpoint.h"
@@ -424,7 +425,7 @@ int tr_loop_run(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f
     tr_leak_init(&l->leak, warmup(&c));
     struct sigaction sa = {.sa_handler = on_signal}, old_int, old_term;
     sigemptyset(&sa.sa_mask);
-    stop_signal = 0;
+    stop_signal = tr_stop_requested();   /* a stop asked for before the loop: after its first step */
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
     rc = run_steps(&c);
