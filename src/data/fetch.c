@@ -246,17 +246,18 @@ static void progress_show(struct progress *pr, int64_t done, int64_t whole)
 {
     double t = monotonic();
     pr->done = done;
-    if (!pr->out || t - pr->began < PROGRESS_QUIET || t - pr->last < (pr->tty ? PROGRESS_TTY_EVERY : PROGRESS_PLAIN_EVERY))
+    double every = pr->tty ? PROGRESS_TTY_EVERY : PROGRESS_PLAIN_EVERY;
+    if (!pr->out || t - pr->began < PROGRESS_QUIET || t - pr->last < every)
         return;
     pr->last = t;
     pr->drawn = true;
     double mib = (double)done / 1048576.0, rate = mib / (t - pr->began);
+    const char *redraw = pr->tty ? "\r\033[K" : "", *end = pr->tty ? "" : "\n";
     if (whole > 0)
-        fprintf(pr->out, "%strainrun: fetching %s: %.1f of %.1f MiB (%.0f %%), %.1f MiB/s%s", pr->tty ? "\r\033[K" : "",
-                pr->shown, mib, (double)whole / 1048576.0, 100.0 * (double)done / (double)whole, rate, pr->tty ? "" : "\n");
+        fprintf(pr->out, "%strainrun: fetching %s: %.1f of %.1f MiB (%.0f %%), %.1f MiB/s%s", redraw, pr->shown, mib,
+                (double)whole / 1048576.0, 100.0 * (double)done / (double)whole, rate, end);
     else
-        fprintf(pr->out, "%strainrun: fetching %s: %.1f MiB, %.1f MiB/s%s", pr->tty ? "\r\033[K" : "", pr->shown,
-                mib, rate, pr->tty ? "" : "\n");
+        fprintf(pr->out, "%strainrun: fetching %s: %.1f MiB, %.1f MiB/s%s", redraw, pr->shown, mib, rate, end);
     fflush(pr->out);
 }
 
@@ -265,8 +266,8 @@ static void progress_end(struct progress *pr, bool ok)
 {
     if (!pr->drawn)
         return;
-    fprintf(pr->out, "%strainrun: fetch%s %s: %.1f MiB in %.1f s\n", pr->tty ? "\r\033[K" : "", ok ? "ed" : "ing stopped",
-            pr->shown, (double)pr->done / 1048576.0, monotonic() - pr->began);
+    fprintf(pr->out, "%strainrun: fetch%s %s: %.1f MiB in %.1f s\n", pr->tty ? "\r\033[K" : "",
+            ok ? "ed" : "ing stopped", pr->shown, (double)pr->done / 1048576.0, monotonic() - pr->began);
     fflush(pr->out);
 }
 
@@ -301,9 +302,9 @@ static void reset_headers(struct attempt *a)
     a->retry_after = 0;
 }
 
-/* The most the part may grow to: the cap (data.max_download, TRAINRUN_FETCH_MAX_BYTES), and what the file system holding
- * it can take while keeping TR_FETCH_KEEP_FREE free (a nightly fetch of a file grown huge
- * must not fill the disk that the runs write to). */
+/* The most the part may grow to: the cap (data.max_download, TRAINRUN_FETCH_MAX_BYTES), and
+ * what the file system holding it can take while keeping TR_FETCH_KEEP_FREE free (a nightly
+ * fetch of a file grown huge must not fill the disk that the runs write to). */
 static void limit_of(struct attempt *a, const struct tr_fetch_options *o)
 {
     a->limit = INT64_MAX;
