@@ -6,7 +6,10 @@
 # cache as it was; 503s are retried, a cut download resumes with a Range (206), in the same run
 # or the next, a stalled one times out and is retried; a recipe's inline source may be a URL;
 # file:// works, ftp:// is refused, and a definition in the download cache may not name a
-# prepare script.
+# prepare script; an endless body stops at data.max_download (the recipe's or a conf file's),
+# an endless error page is cut; a URL's credentials show nowhere; SIGTERM, SIGINT and SIGHUP
+# end a download or a retry's wait with exit 130; progress shows on a terminal, in plain lines
+# otherwise, not with --quiet; an invalid TRAINRUN_FETCH_RETRIES is refused (exit 2).
 . "$srcdir/tests/lib.sh"
 command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 runs the test's HTTP server"; exit 77; }
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY ALL_PROXY all_proxy

@@ -2,7 +2,9 @@
  * file NAME: NAME (the verified copy), NAME.json (its metadata), NAME.part and NAME.part.json
  * (a download in progress and the validators it began with, so a later attempt can resume it
  * with Range + If-Range), NAME.lock (held while fetching: two runs never write one file).
- * Downloads are written 0644 and renamed into place only after their sha256 is checked. */
+ * Downloads are written 0644 and renamed into place only after their sha256 is checked; the
+ * metadata and the lock 0600, the URL in them without its credentials (core/url.h). A download
+ * stops at the cap (data.max_download), and at a stop asked for by a signal (core/stop.h). */
 #include "data/fetch.h"
 
 #include <curl/curl.h>
