@@ -1,6 +1,7 @@
 /* The stop flag (stop.h) and the handlers that set it. */
 #include "core/stop.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 
 static volatile sig_atomic_t stop_signal;
@@ -17,18 +18,30 @@ int tr_stop_requested(void)
     return stop_signal;
 }
 
+/* Installs the handler for each stop signal, the old actions into c; a signal that was ignored
+ * stays ignored where ignored says so. */
+static void catch_signals(struct tr_stop_catch *c, bool keep_ignored_hup, bool keep_ignored)
+{
+    struct sigaction sa = {.sa_handler = tr_stop_request};
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < 3; i++) {
+        sigaction(stop_signals[i], NULL, &c->old[i]);
+        bool ignored = c->old[i].sa_handler == SIG_IGN && !(c->old[i].sa_flags & SA_SIGINFO);
+        if (ignored && (keep_ignored || (keep_ignored_hup && stop_signals[i] == SIGHUP)))
+            continue;
+        sigaction(stop_signals[i], &sa, NULL);
+    }
+}
+
 void tr_stop_catch_always(void)
 {
-    struct tr_stop_catch forever;   /* the old handlers are not wanted back */
-    tr_stop_catch_begin(&forever);
+    struct tr_stop_catch forever;   /* the old actions are not wanted back */
+    catch_signals(&forever, true, false);
 }
 
 void tr_stop_catch_begin(struct tr_stop_catch *c)
 {
-    struct sigaction sa = {.sa_handler = tr_stop_request};
-    sigemptyset(&sa.sa_mask);
-    for (int i = 0; i < 3; i++)
-        sigaction(stop_signals[i], &sa, &c->old[i]);
+    catch_signals(c, true, true);
 }
 
 void tr_stop_catch_end(struct tr_stop_catch *c)

@@ -13,14 +13,18 @@ void tr_stop_request(int sig);
 int tr_stop_requested(void);
 
 /* For the rest of the process (a run, from its data stage to its webhook), SIGINT, SIGTERM and
- * SIGHUP call tr_stop_request: the run ends the documented way (exit 130), never by the signal. */
+ * SIGHUP call tr_stop_request: the run ends the documented way (exit 130), never by the signal.
+ * A SIGHUP that was ignored stays ignored: `nohup trainrun …` asked for that. SIGINT and
+ * SIGTERM are caught even when ignored (a shell ignores SIGINT for its background jobs; `kill
+ * -INT` is still meant), as the training loop always has. */
 void tr_stop_catch_always(void);
 
 /* The signals that stop a run, caught while a phase that polls tr_stop_requested() runs. */
 struct tr_stop_catch {
     struct sigaction old[3];   /* SIGINT, SIGTERM, SIGHUP as they were */
 };
-/* From now on SIGINT, SIGTERM and SIGHUP call tr_stop_request instead of ending the process. */
+/* From now on SIGINT, SIGTERM and SIGHUP call tr_stop_request instead of ending the process;
+ * one that was ignored stays ignored (the phase then ends as the process would have). */
 void tr_stop_catch_begin(struct tr_stop_catch *c);
 /* Puts the old handlers back. A stop that came meanwhile, for a signal whose old action was the
  * default (nobody else would have caught it: `trainrun plan`), is then delivered again, so the

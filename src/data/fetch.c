@@ -243,6 +243,16 @@ static void progress_begin(struct progress *pr, FILE *out, const char *shown)
     pr->last = pr->began;
 }
 
+/* bytes in the unit that shows it best: "812 B", "2.7 KiB", "41.3 MiB", "4.0 GiB". */
+static void in_units(double bytes, char out[24])
+{
+    static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (bytes >= 1024 && u < 4)
+        bytes /= 1024, u++;
+    snprintf(out, 24, u ? "%.1f %s" : "%.0f %s", bytes, unit[u]);
+}
+
 /* done bytes of whole (-1: the server did not say). */
 static void progress_show(struct progress *pr, int64_t done, int64_t whole)
 {
@@ -253,13 +263,16 @@ static void progress_show(struct progress *pr, int64_t done, int64_t whole)
         return;
     pr->last = t;
     pr->drawn = true;
-    double mib = (double)done / 1048576.0, rate = mib / (t - pr->began);
+    char got[24], all[24], rate[24];
+    in_units((double)done, got);
+    in_units((double)whole, all);
+    in_units((double)done / (t - pr->began), rate);
     const char *redraw = pr->tty ? "\r\033[K" : "", *end = pr->tty ? "" : "\n";
     if (whole > 0)
-        fprintf(pr->out, "%strainrun: fetching %s: %.1f of %.1f MiB (%.0f %%), %.1f MiB/s%s", redraw, pr->shown, mib,
-                (double)whole / 1048576.0, 100.0 * (double)done / (double)whole, rate, end);
+        fprintf(pr->out, "%strainrun: fetching %s: %s of %s (%.0f %%), %s/s%s", redraw, pr->shown, got, all,
+                100.0 * (double)done / (double)whole, rate, end);
     else
-        fprintf(pr->out, "%strainrun: fetching %s: %.1f MiB, %.1f MiB/s%s", redraw, pr->shown, mib, rate, end);
+        fprintf(pr->out, "%strainrun: fetching %s: %s, %s/s%s", redraw, pr->shown, got, rate, end);
     fflush(pr->out);
 }
 
@@ -268,8 +281,10 @@ static void progress_end(struct progress *pr, bool ok)
 {
     if (!pr->drawn)
         return;
-    fprintf(pr->out, "%strainrun: fetch%s %s: %.1f MiB in %.1f s\n", pr->tty ? "\r\033[K" : "",
-            ok ? "ed" : "ing stopped", pr->shown, (double)pr->done / 1048576.0, monotonic() - pr->began);
+    char got[24];
+    in_units((double)pr->done, got);
+    fprintf(pr->out, "%strainrun: fetch%s %s: %s in %.1f s\n", pr->tty ? "\r\033[K" : "", ok ? "ed" : "ing stopped",
+            pr->shown, got, monotonic() - pr->began);
     fflush(pr->out);
 }
 
