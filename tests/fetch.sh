@@ -297,9 +297,13 @@ expect_in "$out" "max_download: 4GiB" "the default cap"
 
 # An endless error page is cut too, and its status is what fails the download.
 echo '{"fail": 1, "status": 404, "body": "endless"}' >"$scratch/control"
+started=$(date +%s)
 train endless
+took=$(($(date +%s) - started))
 expect_rc 4 "an endless error page"
 expect_in "$err" "cannot fetch $url/endless.csv: HTTP 404" "the endless error page's status"
+checks=$((checks + 1))
+[ "$took" -lt 15 ] || fail "an endless error page held the run $took s (the server gives up after 20)"
 
 # Credentials in a URL never show: not in messages, data-sources.json or the cache's metadata
 # (which only its owner may read).
