@@ -63,7 +63,7 @@ START_TEST(schemes)
     ck_assert(!tr_fetch_is_url("a:b/c"));
     ck_assert(!tr_fetch_is_url("://x"));
     struct tr_fetch_options o;
-    tr_fetch_options_default(&o);
+    ck_assert_int_eq(tr_fetch_options_from_env(&o, 0, NULL, NULL), 0);
     struct tr_fetch_result res;
     struct tr_diag diag = {0}, warnings = {0};
     ck_assert_int_eq(tr_fetch("ftp://example.org/x", NULL, NULL, "/nonexistent", &o, &res, &diag, &warnings),
@@ -81,27 +81,79 @@ START_TEST(backoff_schedule)
     unsetenv("TRAINRUN_FETCH_BACKOFF");
     unsetenv("TRAINRUN_FETCH_RETRIES");
     unsetenv("TRAINRUN_FETCH_TIMEOUT");
+    unsetenv("TRAINRUN_FETCH_MAX_BYTES");
     struct tr_fetch_options o;
-    tr_fetch_options_default(&o);
+    ck_assert_int_eq(tr_fetch_options_from_env(&o, 123, "data.max_download", NULL), 0);
     ck_assert_int_eq(o.timeout, 30);
     ck_assert_int_eq(o.retries, 4);
+    ck_assert_int_eq(o.max_bytes, 123);
+    ck_assert_str_eq(o.max_bytes_from, "data.max_download");
     const double want[] = {2, 4, 8, 16, 32, 60, 60};
     for (int i = 0; i < 7; i++)
         ck_assert_double_eq(tr_fetch_backoff(&o, i), want[i]);
     ck_assert_double_eq(tr_fetch_backoff(&o, 1000), 60);   /* no overflow */
     setenv("TRAINRUN_FETCH_BACKOFF", "0.5", 1);
     setenv("TRAINRUN_FETCH_RETRIES", "0", 1);
-    setenv("TRAINRUN_FETCH_TIMEOUT", "bad", 1);          /* ignored: the default stays */
-    tr_fetch_options_default(&o);
+    setenv("TRAINRUN_FETCH_MAX_BYTES", "1000", 1);
+    ck_assert_int_eq(tr_fetch_options_from_env(&o, 123, "data.max_download", NULL), 0);
     ck_assert_double_eq(tr_fetch_backoff(&o, 0), 0.5);
     ck_assert_double_eq(tr_fetch_backoff(&o, 3), 4);
     ck_assert_int_eq(o.retries, 0);
     ck_assert_int_eq(o.timeout, 30);
+    ck_assert_int_eq(o.max_bytes, 1000);   /* the variable wins over the recipe's cap */
+    ck_assert_str_eq(o.max_bytes_from, "TRAINRUN_FETCH_MAX_BYTES");
     unsetenv("TRAINRUN_FETCH_BACKOFF");
     unsetenv("TRAINRUN_FETCH_RETRIES");
-    unsetenv("TRAINRUN_FETCH_TIMEOUT");
+    unsetenv("TRAINRUN_FETCH_MAX_BYTES");
 }
 END_TEST
+
+/* A value the variable cannot mean is refused with its name, its value and the range: never
+ * remapped to a default in silence (a cron job's "RETRIES=-1" once meant 4 retries). */
+START_TEST(invalid_environment_refused)
+{
+    static const char *const cases[][3] = {
+        {"TRAINRUN_FETCH_RETRIES", "-1", "TRAINRUN_FETCH_RETRIES=-1: not a whole number from 0 to 100"},
+        {"TRAINRUN_FETCH_RETRIES", "abc", "TRAINRUN_FETCH_RETRIES=abc: not a whole number from 0 to 100"},
+        {"TRAINRUN_FETCH_RETRIES", "2.5", "TRAINRUN_FETCH_RETRIES=2.5: not a whole number from 0 to 100"},
+        {"TRAINRUN_FETCH_RETRIES", "1e9", "TRAINRUN_FETCH_RETRIES=1e9: not a whole number from 0 to 100"},
+        {"TRAINRUN_FETCH_RETRIES", "3x", "TRAINRUN_FETCH_RETRIES=3x: not a whole number from 0 to 100"},
+        {"TRAINRUN_FETCH_TIMEOUT", "0", "TRAINRUN_FETCH_TIMEOUT=0: not a number from 1 to 86400"},
+        {"TRAINRUN_FETCH_TIMEOUT", "nan", "TRAINRUN_FETCH_TIMEOUT=nan: not a number from 1 to 86400"},
+        {"TRAINRUN_FETCH_BACKOFF", "-2", "TRAINRUN_FETCH_BACKOFF=-2: not a number from 0 to 3600"},
+        {"TRAINRUN_FETCH_MAX_BYTES", "10GiB", "TRAINRUN_FETCH_MAX_BYTES=10GiB: not a whole number from 0 to"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        setenv(cases[i][0], cases[i][1], 1);
+        struct tr_fetch_options o;
+        struct tr_diag d = {0};
+        ck_assert_int_eq(tr_fetch_options_from_env(&o, 0, NULL, &d), TR_EINVAL);
+        ck_assert_msg(strstr(tr_diag_last(&d), cases[i][2]), "%s", tr_diag_last(&d));
+        tr_diag_free(&d);
+        unsetenv(cases[i][0]);
+    }
+    setenv("TRAINRUN_FETCH_RETRIES", "100", 1);   /* the ends of the range are valid */
+    struct tr_fetch_options o;
+    ck_assert_int_eq(tr_fetch_options_from_env(&o, 0, NULL, NULL), 0);
+    ck_assert_int_eq(o.retries, 100);
+    setenv("TRAINRUN_FETCH_RETRIES", "", 1);      /* set but empty: the default */
+    ck_assert_int_eq(tr_fetch_options_from_env(&o, 0, NULL, NULL), 0);
+    ck_assert_int_eq(o.retries, 4);
+    unsetenv("TRAINRUN_FETCH_RETRIES");
+}
+END_TEST
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return tr_strdup("(missing)");
+    char *buf = tr_xcalloc(1, 1 << 16);
+    size_t n = fread(buf, 1, (1 << 16) - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
 
 START_TEST(metadata_round_trip)
 {
@@ -128,23 +180,25 @@ START_TEST(metadata_round_trip)
         ck_assert_ptr_null(r.url);
     }
     ck_assert_int_eq(tr_fetch_meta_read("/nonexistent/x.json", &r), -1);
+
+    /* A URL with credentials is written without them, to a file only its owner reads. */
+    m.url = "https://bob:hunter2@example.org/x.csv?token=T0K3N&v=2";
+    ck_assert_int_eq(tr_fetch_meta_write(path, &m), 0);
+    ck_assert_int_eq(tr_fetch_meta_read(path, &r), 0);
+    ck_assert_str_eq(r.url, "https://***@example.org/x.csv?token=***&v=2");
+    tr_fetch_meta_free(&r);
+    char *text = slurp(path);
+    ck_assert_msg(!strstr(text, "hunter2") && !strstr(text, "T0K3N") && !strstr(text, "bob"), "%s", text);
+    free(text);
+    struct stat st;
+    ck_assert_int_eq(stat(path, &st), 0);
+    ck_assert_int_eq(st.st_mode & 0777, 0600);
     unit_rmtree(dir);
     free(dir);
     free(path);
 }
 END_TEST
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return tr_strdup("(missing)");
-    char *buf = tr_xcalloc(1, 1 << 16);
-    size_t n = fread(buf, 1, (1 << 16) - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
 
 START_TEST(file_urls_are_fetched_and_verified)
 {
@@ -154,7 +208,7 @@ START_TEST(file_urls_are_fetched_and_verified)
     char *copy = tr_strdup_printf("%s/%s", cache, name), *meta = tr_strdup_printf("%s.json", copy);
     tr_sha256_of("1,2,0\n3,4,1\n", 12, hex);
     struct tr_fetch_options o;
-    tr_fetch_options_default(&o);
+    ck_assert_int_eq(tr_fetch_options_from_env(&o, 0, NULL, NULL), 0);
     o.retries = 0;
     struct tr_fetch_result res;
     struct tr_diag diag = {0}, warnings = {0};
@@ -266,6 +320,14 @@ START_TEST(data_sources_compare)
     k = tr_data_sources_json(&e);
     ck_assert(!tr_data_sources_same(k, k));
     json_decref(k);
+    /* A URL's credentials never reach the file. */
+    struct tr_data_origin secret = {.source = "https://u:pw@example.org/a.csv?X-Amz-Signature=S1G&n=1", .path = "/c/a"};
+    memset(secret.sha256, 'a', 64);
+    struct tr_data s1 = {.origins = &secret, .norigins = 1, .name = "set"};
+    k = tr_data_sources_json(&s1);
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(json_object_get(k, "sources"), 0), "source")),
+                     "https://***@example.org/a.csv?X-Amz-Signature=***&n=1");
+    json_decref(k);
     json_t *junk = json_pack("{s[{ss}]}", "sources", "source", "b.csv");   /* no sha256 */
     ck_assert(!tr_data_sources_same(junk, junk));
     ck_assert(!tr_data_sources_same(NULL, j));
@@ -281,6 +343,7 @@ static Suite *fetch_suite(void)
     tcase_add_test(tc, cache_names);
     tcase_add_test(tc, schemes);
     tcase_add_test(tc, backoff_schedule);
+    tcase_add_test(tc, invalid_environment_refused);
     tcase_add_test(tc, metadata_round_trip);
     tcase_add_test(tc, data_sources_compare);
     suite_add_tcase(s, tc);

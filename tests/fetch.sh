@@ -6,7 +6,10 @@
 # cache as it was; 503s are retried, a cut download resumes with a Range (206), in the same run
 # or the next, a stalled one times out and is retried; a recipe's inline source may be a URL;
 # file:// works, ftp:// is refused, and a definition in the download cache may not name a
-# prepare script.
+# prepare script; an endless body stops at data.max_download (the recipe's or a conf file's),
+# an endless error page is cut; a URL's credentials show nowhere; SIGTERM, SIGINT and SIGHUP
+# end a download or a retry's wait with exit 130; progress shows on a terminal, in plain lines
+# otherwise, not with --quiet; an invalid TRAINRUN_FETCH_RETRIES is refused (exit 2).
 . "$srcdir/tests/lib.sh"
 command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 runs the test's HTTP server"; exit 77; }
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY ALL_PROXY all_proxy
@@ -228,7 +231,7 @@ cp "$srcdir/datasets/iris/iris.csv" "$scratch/www/big.csv"
 define capped "$url/big.csv"
 TRAINRUN_FETCH_MAX_BYTES=1000 train capped
 expect_rc 4 "a file larger than TRAINRUN_FETCH_MAX_BYTES"
-expect_in "$err" "bytes or more: more than TRAINRUN_FETCH_MAX_BYTES allows" "the cap is named"
+expect_in "$err" "bytes or more: more than the cap of 1000 bytes (TRAINRUN_FETCH_MAX_BYTES) allows" "the cap is named"
 checks=$((checks + 1))
 [ -z "$(ls "$downloads" | grep big.csv | grep -v "\.lock$")" ] || fail "a refused download left files: $(ls "$downloads")"
 TRAINRUN_FETCH_MAX_BYTES=$(($(stat -c %s "$scratch/www/big.csv") + 1)) train capped
@@ -272,4 +275,135 @@ expect_rc 4 "a prepare script at a URL"
 expect_in "$err" "prepare: '$url/prepare' is a URL" "a prepare URL is refused"
 checks=$((checks + 1))
 [ ! -e "$scratch/ran" ] || fail "a fetched prepare script was run"
+# An endless body (200, no Content-Length) stops at data.max_download: exit 4 naming the URL and
+# the cap, nothing of it kept; the cap may come from a conf file too.
+cp "$srcdir/datasets/iris/iris.csv" "$scratch/www/endless.csv"
+define endless "$url/endless.csv"
+echo '{"endless": 1}' >"$scratch/control"
+train endless data.max_download=1MiB
+expect_rc 4 "an endless body"
+expect_in "$err" "cannot fetch $url/endless.csv: the file has" "the endless body's message names the URL"
+expect_in "$err" "more than the cap of 1048576 bytes (data.max_download) allows" "the message names the cap"
+checks=$((checks + 1))
+[ -z "$(ls "$downloads" | grep endless.csv | grep -v "\.lock$")" ] || fail "an endless body left files: $(ls "$downloads")"
+printf 'data:\n  max_download: 2MiB\n' >"$scratch/capped.conf"
+echo '{"endless": 1}' >"$scratch/control"
+TRAINRUN_CONF=$scratch/capped.conf train endless
+expect_rc 4 "an endless body, the cap from a conf file"
+expect_in "$err" "more than the cap of 2097152 bytes (data.max_download) allows" "the conf file's cap"
+unset TRAINRUN_CONF
+run "$TRAINRUN" check "$srcdir/recipes/mlp.yaml"
+expect_in "$out" "max_download: 4GiB" "the default cap"
+
+# An endless error page is cut too, and its status is what fails the download.
+echo '{"fail": 1, "status": 404, "body": "endless"}' >"$scratch/control"
+started=$(date +%s)
+train endless
+took=$(($(date +%s) - started))
+expect_rc 4 "an endless error page"
+expect_in "$err" "cannot fetch $url/endless.csv: HTTP 404" "the endless error page's status"
+checks=$((checks + 1))
+[ "$took" -lt 15 ] || fail "an endless error page held the run $took s (the server gives up after 20)"
+
+# Credentials in a URL never show: not in messages, data-sources.json or the cache's metadata
+# (which only its owner may read).
+port=$(cat "$scratch/port")
+define secret "http://bob:hunter2@127.0.0.1:$port/iris.csv?token=T0K3N&v=1"
+train secret
+expect_rc 0 "a URL with credentials"
+shown="http://***@127.0.0.1:$port/iris.csv?token=***&v=1"
+expect_in "$(cat "$scratch/runs/mlp/latest/data-sources.json")" "\"source\": \"$shown\"" \
+  "data-sources.json names the URL without its credentials"
+for word in hunter2 T0K3N bob; do
+  checks=$((checks + 1))
+  leaks=$(grep -rl "$word" "$downloads" "$scratch/runs/mlp/latest" 2>/dev/null | grep -v '\.csv$')
+  [ -z "$leaks" ] || fail "'$word' of the URL is written in: $leaks"
+done
+checks=$((checks + 1))
+[ -z "$(find "$downloads" -name '*.json' ! -perm 600)" ] || fail "cache metadata readable by others: $(ls -l "$downloads")"
+define secret404 "http://bob:hunter2@127.0.0.1:$port/nowhere.csv?sig=S1G&v=1"
+train secret404
+expect_rc 4 "a missing file at a URL with credentials"
+expect_in "$err" "cannot fetch http://***@127.0.0.1:$port/nowhere.csv?sig=***&v=1: HTTP 404" "the message redacts the URL"
+for word in hunter2 S1G bob; do
+  expect_not_in "$err" "$word" "the message shows the URL's '$word'"
+done
+
+# A signal during a download (or the wait before a retry) ends it within a second or two: exit
+# 130, the URL named, the part kept for the next run to resume; --if-data-changed's refresh too.
+for case in TERM INT HUP refresh; do
+  sig=$case changed=
+  [ "$case" = refresh ] && sig=TERM changed=--if-data-changed
+  file=slow-$case.csv
+  cp "$srcdir/datasets/iris/iris.csv" "$scratch/www/$file"
+  define "slow$case" "$url/$file"
+  echo '{"slow": 1, "slow_seconds": 60}' >"$scratch/control"
+  : >"$scratch/log"
+  "$TRAINRUN" "$srcdir/recipes/mlp.yaml" data.dataset="slow$case" train.steps=5 data.num_workers=0 \
+    report.dir="$scratch/runs" $changed >"$scratch/sig.out" 2>"$scratch/sig.err" &
+  pid=$!
+  i=0
+  while ! grep -q "$file" "$scratch/log" && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+  sleep 1
+  t0=$(date +%s)
+  kill -"$sig" "$pid"
+  wait "$pid"
+  rc=$?
+  took=$(($(date +%s) - t0))
+  err=$(cat "$scratch/sig.err")
+  expect_rc 130 "SIG$sig during a download ($case)"
+  expect_in "$err" "fetching $url/$file: stopped by signal" "SIG$sig ($case): the message names the URL"
+  checks=$((checks + 1))
+  [ "$took" -le 5 ] || fail "SIG$sig during a download ($case): trainrun took $took s to end"
+done
+echo '{"fail": 1, "status": 503}' >"$scratch/control"
+TRAINRUN_FETCH_BACKOFF=60 "$TRAINRUN" "$srcdir/recipes/mlp.yaml" data.dataset=slowTERM train.steps=5 \
+  data.num_workers=0 report.dir="$scratch/runs" >"$scratch/sig.out" 2>"$scratch/sig.err" &
+pid=$!
+i=0
+while ! grep -q "retrying in 60 s" "$scratch/sig.err" && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+kill -TERM "$pid"
+wait "$pid"
+rc=$?
+err=$(cat "$scratch/sig.err")
+expect_rc 130 "SIGTERM while waiting to retry"
+expect_in "$err" "stopped by signal 15 (Terminated) while waiting to retry" "the wait is cut short"
+
+# Progress: plain lines when stderr is no terminal, one line redrawn on a terminal, none with
+# --quiet.
+for how in plain tty quiet; do
+  cp "$srcdir/datasets/iris/iris.csv" "$scratch/www/progress-$how.csv"
+  define "progress$how" "$url/progress-$how.csv"
+  echo '{"slow": 1, "slow_seconds": 7}' >"$scratch/control"
+  case $how in
+    plain) train "progress$how"; shown=$err ;;
+    quiet) train "progress$how" --quiet; shown=$err ;;
+    tty)
+      if ! command -v script >/dev/null 2>&1; then
+        echo '{}' >"$scratch/control"
+        continue
+      fi
+      shown=$(script -qec "\"$TRAINRUN\" \"$srcdir/recipes/mlp.yaml\" data.dataset=progresstty train.steps=5 \
+        data.num_workers=0 report.dir=\"$scratch/runs\" >/dev/null" /dev/null | tr '\r\033' '#@')
+      rc=0 ;;
+  esac
+  expect_rc 0 "a slow download ($how)"
+  case $how in
+    plain)
+      expect_in "$shown" "trainrun: fetching $url/progress-plain.csv: " "a plain progress line"
+      expect_in "$shown" "trainrun: fetched $url/progress-plain.csv: " "the plain last line"
+      expect_not_in "$shown" "$(printf '\r')" "no carriage return without a terminal" ;;
+    tty)
+      expect_in "$shown" "#@[Ktrainrun: fetching $url/progress-tty.csv: " "a line redrawn on a terminal" ;;
+    quiet) expect_not_in "$shown" "fetching" "--quiet shows no progress" ;;
+  esac
+done
+
+# An invalid TRAINRUN_FETCH_RETRIES is refused before anything runs, not remapped.
+for value in -1 abc 2.5 101; do
+  TRAINRUN_FETCH_RETRIES=$value train remote
+  expect_rc 2 "TRAINRUN_FETCH_RETRIES=$value"
+  expect_in "$err" "TRAINRUN_FETCH_RETRIES=$value: not a whole number from 0 to 100" "the variable, value and range"
+done
+unset TRAINRUN_FETCH_RETRIES
 finish

@@ -12,8 +12,14 @@ matter (range=..., if-range=..., if-none-match=..., if-modified-since=...).
 CONTROL_FILE, a JSON object read at every request, misbehaves on purpose; each counter is
 decremented as it is used (the file rewritten):
     {"fail": N, "status": 503, "retry_after": S}   the next N requests answer status
+    {"fail": N, "status": 404, "body": "endless"}   ... with an endless error page (as below)
     {"cut": N, "cut_after": K}    the next N bodies stop after K bytes, the connection dropped
     {"stall": N, "stall_seconds": S}   the next N bodies send one byte, then nothing for S s
+    {"endless": N, "endless_seconds": S}   the next N answers are 200 without a Content-Length
+                                  and a body that never ends: the file, then zeros, 64 KiB at a
+                                  time, until the client hangs up (or S s, 20 by default, pass)
+    {"slow": N, "slow_seconds": S}   the next N bodies take S s (10 by default): the file sent in
+                                  100 pieces, one every S/100 s
 """
 import email.utils
 import hashlib
@@ -80,6 +86,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):
         failing = take("fail")
+        if failing and failing.get("body") == "endless":
+            return self.send_endless(b"failing on purpose\n", failing.get("endless_seconds", 20),
+                                     failing.get("status", 503))
         if failing:
             extra = [("Retry-After", str(failing["retry_after"]))] if "retry_after" in failing else []
             return self.answer(failing.get("status", 503), extra, b"failing on purpose\n")
@@ -116,7 +125,41 @@ class Handler(BaseHTTPRequestHandler):
             validators.append(("Content-Range", "bytes %d-%d/%d" % (start, end - 1, len(data))))
         self.send_body(status, validators, data[start:end])
 
+    def send_endless(self, body, seconds, status=200):
+        """No length: the connection's end would end the body, and it never comes."""
+        self.log(status)
+        self.send_response(status)
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        chunk = b"\0" * 65536
+        until = time.monotonic() + seconds
+        try:
+            self.wfile.write(body)
+            while time.monotonic() < until:
+                self.wfile.write(chunk)
+        except OSError:   # the client hung up: what a capped download does
+            pass
+
+    def send_slow(self, status, headers, body, seconds):
+        if not self.begin(status, headers, len(body)):
+            return
+        step = max(1, (len(body) + 99) // 100)
+        try:
+            for i in range(0, len(body), step):
+                self.wfile.write(body[i:i + step])
+                self.wfile.flush()
+                time.sleep(seconds / 100)
+        except OSError:   # the client hung up: a signal stopped it
+            self.close_connection = True
+
     def send_body(self, status, headers, body):
+        endless = take("endless")
+        if endless:
+            return self.send_endless(body, endless.get("endless_seconds", 20))
+        slow = take("slow")
+        if slow:
+            return self.send_slow(status, headers, body, slow.get("slow_seconds", 10))
         cut, stall = take("cut"), None
         if not cut:
             stall = take("stall")

@@ -121,6 +121,29 @@ expect_in "$err" "trainrun: warning: could not notify http://127.0.0.1:$port of 
   "the hang is a warning"
 expect_in "$(cat "$scratch"/hang/mlp/2*/log.txt)" "warning: could not notify" "log.txt: the hang"
 
+# 5b. A signal while the webhook hangs ends the wait at once: exit 130, said in log.txt, not a
+#     silent death by the signal (143) after run.json said 0.
+for sig in TERM HUP; do
+  rm -rf "$scratch/cut"
+  "$TRAINRUN" "$srcdir/recipes/mlp.yaml" train.steps=20 --quiet report.dir="$scratch/cut" \
+    "report.notify={url: 'http://127.0.0.1:$port/', on: [success], timeout: 60s}" >"$scratch/cut.out" 2>"$scratch/cut.err" &
+  pid=$!
+  i=0   # the run is done once its result line is out; the webhook then hangs
+  while [ ! -s "$scratch/cut.out" ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done
+  sleep 0.5
+  t0=$(now_ms)
+  kill -"$sig" "$pid"
+  wait "$pid"
+  rc=$?
+  waited=$(($(now_ms) - t0))
+  err=$(cat "$scratch/cut.err")
+  expect_rc 130 "SIG$sig while the webhook hangs"
+  checks=$((checks + 1))
+  [ "$waited" -le 5000 ] || fail "SIG$sig while the webhook hangs: trainrun took $waited ms to end"
+  expect_in "$err" "notifying http://127.0.0.1:$port of the success: stopped by signal" "SIG$sig: the message"
+  expect_in "$(cat "$scratch"/cut/mlp/2*/log.txt)" "stopped by signal" "SIG$sig: log.txt says the webhook was cut"
+done
+
 # 6. 500, 500, then 200: tried again, delivered.
 start_hook flaky --mode fail-first --failures 2
 mlp report.dir="$scratch/flaky" "report.notify={url: 'http://127.0.0.1:$port/', on: [success]}"
@@ -137,7 +160,7 @@ wait ${hooks##* } 2>/dev/null
 mlp report.dir="$scratch/down" \
   "report.notify={url: 'http://127.0.0.1:$down/hooks/T0/B0/PATHSECRET?token=URLSECRET', on: [success], timeout: 3s}"
 expect_rc 0 "a run whose webhook is down"
-expect_in "$err" "warning: could not notify http://127.0.0.1:$down/…?<redacted> of the success:" "the redacted URL"
+expect_in "$err" "warning: could not notify http://127.0.0.1:$down/…?*** of the success:" "the redacted URL"
 log=$(cat "$scratch"/down/mlp/2*/log.txt)
 for word in URLSECRET PATHSECRET; do
   expect_not_in "$out$err" "$word" "the URL's secrets on the terminal"

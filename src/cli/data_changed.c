@@ -81,9 +81,10 @@ static json_t *last_good_sources(const char *dir, char **which)
 int tr_cli_data_unchanged(const struct tr_recipe *r, struct tr_diag *diag)
 {
     struct tr_data data;
-    if (tr_data_refresh(r, tr_cli_datasets_dir(), &data, diag)) {
+    int err = tr_data_refresh(r, tr_cli_datasets_dir(), &data, diag);
+    if (err) {
         tr_cli_print_diag(diag);
-        return TR_EXIT_DATA;
+        return err == TR_EINTERRUPTED ? TR_EXIT_INTERRUPTED : TR_EXIT_DATA;
     }
     tr_data_print_warnings(&data, stderr);
     char *runs = tr_strdup_printf("%s/%s", r->report.dir, r->name), *which;

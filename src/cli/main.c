@@ -12,6 +12,7 @@
 #include "config.h"
 #include "cli/exit.h"
 #include "core/blas.h"
+#include "data/fetch.h"
 #ifdef HAVE_CUDA
 #include "backend/cuda/probe.h"
 #endif
@@ -97,6 +98,19 @@ static int flushed(int status)
     return status;
 }
 
+/* A TRAINRUN_FETCH_* variable that says nothing trainrun can use is refused before anything
+ * runs, as an invalid recipe is: never remapped to a default in silence. */
+static bool fetch_environment_invalid(void)
+{
+    struct tr_fetch_options o;
+    struct tr_diag d = {0};
+    bool invalid = tr_fetch_options_from_env(&o, 0, NULL, &d) != 0;
+    if (invalid)
+        tr_cli_print_diag(&d);
+    tr_diag_free(&d);
+    return invalid;
+}
+
 int main(int argc, char **argv)
 {
     /* A file grown past RLIMIT_FSIZE (ulimit -f; a quota does the same with EDQUOT) then fails
@@ -107,6 +121,8 @@ int main(int argc, char **argv)
         usage(stderr);
         return TR_EXIT_USAGE;
     }
+    if (fetch_environment_invalid())
+        return TR_EXIT_USAGE;
     const char *first = argv[1];
     struct stat st;
     if (stat(first, &st) == 0 && !S_ISDIR(st.st_mode)) {

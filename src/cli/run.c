@@ -13,6 +13,7 @@
 
 #include "cli/cli.h"
 #include "cli/exit.h"
+#include "core/stop.h"
 #include "recipe/recipe.h"
 #include "report/notify.h"
 #include "train/finish.h"
@@ -115,6 +116,8 @@ int tr_cmd_run(int argc, char **argv)
     }
     if (rc == TR_EXIT_OK)
         rc = tr_cli_lock(runs.s, &lock);
+    if (rc == TR_EXIT_OK)
+        tr_stop_catch_always();   /* a signal during a refresh below ends the run with 130 too */
     int resumed = rc == TR_EXIT_OK && resume && interrupted_run(runs.s, &recipe, quiet, &dir);
     if (resumed)   /* an interrupted run goes on as it began, data and all */
         rc = tr_cli_resume_dir(dir.s, &args, &diag);

@@ -38,12 +38,13 @@ int tr_cli_lock(const char *dir, struct tr_runs_lock *lock)
 
 /* The data stage: the recipe's data loaded (fetched, verified, tokenized). A resumed run reads
  * the data it began with, or it would not end as an uninterrupted one. */
-static int load_data(const struct tr_recipe *r, const char *resume_dir, struct tr_data *data, struct tr_diag *d)
+static int load_data(const struct tr_recipe *r, const char *resume_dir, bool quiet, struct tr_data *data,
+                     struct tr_diag *d)
 {
-    int rc = tr_data_load(r, tr_cli_datasets_dir(), data, d);
+    int rc = tr_data_load_showing(r, tr_cli_datasets_dir(), quiet ? NULL : stderr, data, d);
     if (rc == TR_ENOMEM)   /* out of memory is the host's failure (1), not the data's (4): trainrun(1) */
         return TR_ENOMEM;
-    if (rc)   /* a stop signal the data's preparation saw (tr_stop_check) stays one */
+    if (rc)   /* a stop signal seen during a download, a prepare script or tokenising stays one */
         return rc == TR_EINTERRUPTED || d->code == TR_EINTERRUPTED ? TR_EINTERRUPTED : TR_EDATA;
     char what[1024];
     if (resume_dir && tr_data_changed_since(data, resume_dir, what, sizeof what))
@@ -98,7 +99,7 @@ static int train(const struct tr_recipe *r, const char *resume_dir, const char *
     struct tr_weights w = {0};
     struct tr_loop loop = {0};
     int64_t start = 0;
-    int rc = load_data(r, resume_dir, &data, d);                         /* data */
+    int rc = load_data(r, resume_dir, folder->quiet, &data, d);          /* data */
     tr_loop_init(&loop, r, &data, started);
     if (!rc && !(rc = tr_stop_check(d, "the data's loading")))
         rc = tr_session_plan(&s, r, &data, plan_file, resume_dir, d);    /* plan */
@@ -154,7 +155,8 @@ int tr_cli_train(const struct tr_recipe *r, const struct tr_args *a, const char 
     else if (status == TR_EXIT_OK && quiet)
         printf("%s: test accuracy %.4f, run folder %s\n", r->name, res.test.accuracy, dir);
     fflush(stdout);   /* the result line first, then the webhook's wait */
-    tr_notify_run_end(r, *dir ? dir : resume_dir, status);
+    if (tr_notify_run_end(r, *dir ? dir : resume_dir, status) == TR_EINTERRUPTED)
+        status = TR_EXIT_INTERRUPTED;
     tr_stop_uninstall();
     tr_run_folder_close(&folder);
     return status;

@@ -10,13 +10,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/progress.h"
@@ -26,12 +23,12 @@
 #include "data/definition.h"
 #include "data/fetch.h"
 #include "data/files.h"
+#include "data/prepare.h"
 #include "data/shuffle.h"
 #include "data/sources.h"
 #include "data/tokenizer.h"
 #include "recipe/schema.h"
 
-extern char **environ;
 
 int64_t tr_split_features(const struct tr_split *s)
 {
@@ -328,117 +325,6 @@ static int normalize(const struct tr_data_def *def, struct tr_data *d, struct tr
             standardize_split(splits[s], f, d->norm.mean, d->norm.std);
     }
     return 0;
-}
-
-/* ---- prepare ----------------------------------------------------------------------------- */
-
-#define STDERR_KEPT 1000   /* bytes of a failing script's stderr quoted: its last words */
-
-/* Everything fd gives until its end, keeping the last STDERR_KEPT bytes, on one line. */
-static char *read_tail(int fd)
-{
-    char buf[2 * STDERR_KEPT + 1];
-    size_t n = 0;
-    for (;;) {
-        if (n == sizeof buf - 1) {   /* keep the newer half */
-            memmove(buf, buf + STDERR_KEPT, STDERR_KEPT);
-            n = STDERR_KEPT;
-        }
-        ssize_t got = read(fd, buf + n, sizeof buf - 1 - n);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0)
-            break;
-        n += (size_t)got;
-    }
-    while (n && strchr(" \t\r\n", buf[n - 1]))
-        n--;
-    size_t from = n > STDERR_KEPT ? n - STDERR_KEPT : 0;
-    for (size_t i = from; i < n; i++)
-        if (buf[i] == '\n' || buf[i] == '\r' || buf[i] == '\t')
-            buf[i] = ' ';   /* a diagnostic is one line */
-    buf[n] = '\0';
-    return tr_strdup_printf("%s%s", from ? "…" : "", buf + from);
-}
-
-/* Runs `/bin/sh <prepare> <prepared_dir>` and waits for it. Its stdout is dropped (the data
- * stage prints nothing); its stderr is quoted when it fails. */
-static int run_prepare(const struct tr_data_def *def, struct tr_diag *diag)
-{
-    int err = tr_make_folders(def->prepared_dir), fds[2] = {-1, -1};
-    if (err || pipe2(fds, O_CLOEXEC) != 0) {
-        tr_diag_add(diag, def->prepare_at, "prepare: cannot %s %s: %s", err ? "create" : "run",
-                    err ? def->prepared_dir : def->prepare, strerror(err ? err : errno));
-        return TR_EIO;
-    }
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
-    char *argv[] = {"/bin/sh", def->prepare, def->prepared_dir, NULL};
-    pid_t pid;
-    err = posix_spawn(&pid, "/bin/sh", &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    close(fds[1]);
-    char *said = err ? NULL : read_tail(fds[0]);
-    close(fds[0]);
-    int status = 0;
-    while (!err && waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR)
-            err = errno;
-    int rc = 0;
-    if (err) {
-        tr_diag_add(diag, def->prepare_at, "prepare: cannot run /bin/sh %s: %s", def->prepare, strerror(err));
-        rc = TR_EIO;
-    } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        char how[64];
-        if (WIFEXITED(status))
-            snprintf(how, sizeof how, "exit status %d", WEXITSTATUS(status));
-        else
-            snprintf(how, sizeof how, "killed by signal %d, %s", WTERMSIG(status), strsignal(WTERMSIG(status)));
-        tr_diag_add(diag, def->prepare_at, "prepare: sh %s %s failed (%s)%s%s", def->prepare, def->prepared_dir,
-                    how, *said ? ": " : " and wrote nothing on stderr", said);
-        rc = TR_EINVAL;
-    }
-    free(said);
-    return rc;
-}
-
-/* Whether every file of every split is there and matches its sha256; the first that is not
- * goes to diag. */
-static bool files_ready(const struct tr_data_def *def, struct tr_diag *diag)
-{
-    const struct tr_data_source *src[4] = {&def->all, &def->train, &def->valid, &def->test};
-    for (int s = 0; s < 4; s++) {
-        for (int i = 0; i < src[s]->nfiles; i++)
-            if (tr_data_check(&src[s]->files[i], NULL, NULL, diag))
-                return false;
-        if (src[s]->labels.path && tr_data_check(&src[s]->labels, NULL, NULL, diag))
-            return false;
-    }
-    return true;
-}
-
-/* Runs the definition's prepare script when a file is missing or stale, then checks again:
- * still wrong is a data error. Every load checks, so a second one runs nothing. */
-static int ensure_prepared(const struct tr_data_def *def, struct tr_diag *diag)
-{
-    if (!def->prepare)
-        return 0;
-    struct tr_diag first = {0};
-    bool ready = files_ready(def, &first);
-    tr_diag_free(&first);   /* a missing or stale file is what prepare is for: not an error yet */
-    if (ready)
-        return 0;
-    int rc = run_prepare(def, diag);
-    if (rc)
-        return rc;
-    if (files_ready(def, diag))
-        return 0;
-    tr_diag_add(diag, def->prepare_at, "prepare: sh %s %s ran, but the file above is still missing or "
-                "unlike its sha256", def->prepare, def->prepared_dir);
-    return TR_EINVAL;
 }
 
 /* ---- text -------------------------------------------------------------------------------- */
@@ -930,12 +816,13 @@ static int load_text(const struct tr_data_def *def, const struct text_setup *ts,
 
 /* The data refresh: URL sources fetched, prepare run where files are missing, and what
  * identifies each file recorded in out->origins. */
-static int refresh(struct tr_data_def *def, struct tr_data *out, struct tr_diag *diag)
+static int refresh(struct tr_data_def *def, const struct tr_data_refresh_options *o, struct tr_data *out,
+                   struct tr_diag *diag)
 {
     set_name(def, out);
-    int rc = tr_data_fetch_sources(def, out, diag);
+    int rc = tr_data_fetch_sources(def, o, out, diag);
     if (!rc)
-        rc = ensure_prepared(def, diag);
+        rc = tr_data_ensure_prepared(def, o->prepare_timeout, diag);
     if (!rc)
         rc = tr_data_record_origins(def, out, diag);
     return rc;
@@ -991,10 +878,10 @@ static int classes_from_labels(struct tr_data_def *def, struct tr_diag *diag)
     return rc;
 }
 
-static int load_def(struct tr_data_def *def, const struct text_setup *ts, struct tr_data *out,
-                    struct tr_diag *diag)
+static int load_def(struct tr_data_def *def, const struct text_setup *ts, const struct tr_data_refresh_options *o,
+                    struct tr_data *out, struct tr_diag *diag)
 {
-    int rc = refresh(def, out, diag);
+    int rc = refresh(def, o, out, diag);
     if (!rc)
         rc = classes_from_labels(def, diag);
     if (rc)
@@ -1036,8 +923,10 @@ int tr_data_load_definition(const char *path, struct tr_data *out, struct tr_dia
     int rc = tr_data_def_parse(path, &def, diag);
     if (!rc)
         rc = definition_text_setup(&def, &ts, diag);
+    struct tr_data_refresh_options o;
+    tr_data_refresh_options_of(NULL, &o);
     if (!rc)
-        rc = load_def(&def, &ts, out, diag);
+        rc = load_def(&def, &ts, &o, out, diag);
     text_setup_free(&ts);
     tr_data_def_free(&def);
     if (rc)
@@ -1164,6 +1053,12 @@ static int recipe_definition(const struct tr_recipe *r, const char *dir, struct 
 int tr_data_load(const struct tr_recipe *r, const char *datasets_dir, struct tr_data *out,
                  struct tr_diag *diag)
 {
+    return tr_data_load_showing(r, datasets_dir, stderr, out, diag);
+}
+
+int tr_data_load_showing(const struct tr_recipe *r, const char *datasets_dir, FILE *progress, struct tr_data *out,
+                         struct tr_diag *diag)
+{
     memset(out, 0, sizeof *out);
     const char *dir = datasets_dir ? datasets_dir : "datasets";
     struct tr_data_def def;
@@ -1171,8 +1066,11 @@ int tr_data_load(const struct tr_recipe *r, const char *datasets_dir, struct tr_
     int rc = recipe_definition(r, dir, &def, diag);
     if (!rc)
         rc = recipe_text_setup(r, dir, &def, &ts, diag);
+    struct tr_data_refresh_options o;
+    tr_data_refresh_options_of(r, &o);
+    o.progress = progress;
     if (!rc)
-        rc = load_def(&def, &ts, out, diag);
+        rc = load_def(&def, &ts, &o, out, diag);
     text_setup_free(&ts);
     tr_data_def_free(&def);
     if (rc)
@@ -1186,8 +1084,10 @@ int tr_data_refresh(const struct tr_recipe *r, const char *datasets_dir, struct 
     memset(out, 0, sizeof *out);
     struct tr_data_def def;
     int rc = recipe_definition(r, datasets_dir ? datasets_dir : "datasets", &def, diag);
+    struct tr_data_refresh_options o;
+    tr_data_refresh_options_of(r, &o);
     if (!rc)
-        rc = refresh(&def, out, diag);
+        rc = refresh(&def, &o, out, diag);
     tr_data_def_free(&def);
     if (rc)
         tr_data_free(out);

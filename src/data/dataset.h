@@ -102,6 +102,11 @@ int tr_data_load(const struct tr_recipe *r, const char *datasets_dir, struct tr_
  * formats, fields and options; trainrun check): 0, or TR_EINVAL with the reasons at their
  * recipe keys in diag. 0 for a recipe without inline data. */
 int tr_data_check_inline(const struct tr_recipe *r, struct tr_diag *diag);
+/* tr_data_load with the downloads' progress on progress (NULL: quiet, for --quiet), where
+ * tr_data_load shows it on stderr. A signal during a download or a prepare script ends the load
+ * with TR_EINTERRUPTED (core/stop.h), which is no data error. */
+int tr_data_load_showing(const struct tr_recipe *r, const char *datasets_dir, FILE *progress, struct tr_data *out,
+                         struct tr_diag *diag);
 /* The same from a definition file (dataset.yaml, or any name); relative sources are found
  * beside it. Text is read with the definition's own tokenizer: and model.max_len's default. */
 int tr_data_load_definition(const char *path, struct tr_data *out, struct tr_diag *diag);

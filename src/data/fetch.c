@@ -2,7 +2,9 @@
  * file NAME: NAME (the verified copy), NAME.json (its metadata), NAME.part and NAME.part.json
  * (a download in progress and the validators it began with, so a later attempt can resume it
  * with Range + If-Range), NAME.lock (held while fetching: two runs never write one file).
- * Downloads are written 0644 and renamed into place only after their sha256 is checked. */
+ * Downloads are written 0644 and renamed into place only after their sha256 is checked; the
+ * metadata and the lock 0600, the URL in them without its credentials (core/url.h). A download
+ * stops at the cap (data.max_download), and at a stop asked for by a signal (core/stop.h). */
 #include "data/fetch.h"
 
 #include <curl/curl.h>
@@ -21,33 +23,52 @@
 
 #include "config.h"
 #include "core/atomic.h"
+#include "core/stop.h"
+#include "core/url.h"
 #include "data/cache.h"
 #include "data/definition.h"
 #include "data/files.h"
 #include "data/sha256.h"
 
 #define FILE_MODE 0644            /* data: never executable */
+#define META_MODE 0600            /* what the cache knows of a URL: the owner's business alone */
 #define MAX_BACKOFF_DEFAULT 60.0
+#define ERROR_PAGE_MAX (1 << 20)  /* bytes of an error page read (and dropped) before giving up */
 
 /* ---- options ---------------------------------------------------------------------------------- */
 
-static double env_number(const char *name, double def, double min)
+/* One TRAINRUN_FETCH_* variable: its number in [min, max] (whole when whole), def when unset or
+ * empty; a value that is not such a number is refused, naming it and the range. */
+static int env_number(const char *name, double def, double min, double max, bool whole, double *v,
+                      struct tr_diag *d)
 {
     const char *s = getenv(name);
+    *v = def;
     if (!s || !*s)
-        return def;
+        return 0;
     char *end;
-    double v = strtod(s, &end);
-    return *end || !isfinite(v) || v < min ? def : v;
+    errno = 0;
+    double x = strtod(s, &end);
+    if (end == s || *end || errno || !isfinite(x) || x < min || x > max || (whole && x != floor(x)))
+        return tr_fail(d, TR_EINVAL, "%s=%s: not %s from %g to %g", name, s, whole ? "a whole number" : "a number",
+                       min, max);
+    *v = x;
+    return 0;
 }
 
-void tr_fetch_options_default(struct tr_fetch_options *o)
+int tr_fetch_options_from_env(struct tr_fetch_options *o, int64_t max_bytes, const char *max_bytes_from,
+                              struct tr_diag *d)
 {
-    o->timeout = (long)env_number("TRAINRUN_FETCH_TIMEOUT", 30, 1);
-    o->retries = (int)env_number("TRAINRUN_FETCH_RETRIES", 4, 0);
-    o->backoff = env_number("TRAINRUN_FETCH_BACKOFF", 2, 0);
-    o->backoff_max = MAX_BACKOFF_DEFAULT > o->backoff ? MAX_BACKOFF_DEFAULT : o->backoff;
-    o->max_bytes = (int64_t)env_number("TRAINRUN_FETCH_MAX_BYTES", 0, 0);
+    double timeout, retries, backoff, cap;
+    int rc = env_number("TRAINRUN_FETCH_TIMEOUT", 30, 1, 86400, false, &timeout, d);
+    rc = rc ? rc : env_number("TRAINRUN_FETCH_RETRIES", 4, 0, 100, true, &retries, d);
+    rc = rc ? rc : env_number("TRAINRUN_FETCH_BACKOFF", 2, 0, 3600, false, &backoff, d);
+    rc = rc ? rc : env_number("TRAINRUN_FETCH_MAX_BYTES", -1, 0, 9007199254740992.0, true, &cap, d);
+    *o = (struct tr_fetch_options){.timeout = (long)ceil(timeout), .retries = (int)retries, .backoff = backoff,
+                                   .backoff_max = MAX_BACKOFF_DEFAULT > backoff ? MAX_BACKOFF_DEFAULT : backoff,
+                                   .max_bytes = cap >= 0 ? (int64_t)cap : max_bytes,
+                                   .max_bytes_from = cap >= 0 ? "TRAINRUN_FETCH_MAX_BYTES" : max_bytes_from};
+    return rc;
 }
 
 double tr_fetch_backoff(const struct tr_fetch_options *o, int retry)
@@ -105,11 +126,14 @@ static void utc_now(char out[32])
 
 int tr_fetch_meta_write(const char *path, const struct tr_fetch_meta *m)
 {
-    json_t *j = json_pack("{ss ss* ss* ss sI ss}", "url", m->url ? m->url : "", "etag", m->etag,
+    char *shown = tr_url_redact(m->url ? m->url : "", TR_URL_CREDENTIALS);
+    json_t *j = json_pack("{ss ss* ss* ss sI ss}", "url", shown, "etag", m->etag,
                           "last_modified", m->last_modified, "sha256", m->sha256, "bytes", (json_int_t)m->bytes,
                           "fetched", m->fetched);
-    if (!j)
+    if (!j) {
+        free(shown);
         return EINVAL;
+    }
     json_object_set_new(j, "etag", m->etag ? json_string(m->etag) : json_null());
     json_object_set_new(j, "last_modified", m->last_modified ? json_string(m->last_modified) : json_null());
     struct tr_atomic a;   /* the one atomic writer (core/atomic.h); its sentence is the caller's to word */
@@ -118,13 +142,14 @@ int tr_fetch_meta_write(const char *path, const struct tr_fetch_meta *m)
     errno = 0;
     if (tr_atomic_open(&a, path, &said))
         err = a.error;
-    else if (json_dumpf(j, a.f, JSON_INDENT(2) | JSON_PRESERVE_ORDER)) {
+    else if (fchmod(fileno(a.f), META_MODE) || json_dumpf(j, a.f, JSON_INDENT(2) | JSON_PRESERVE_ORDER)) {
         err = errno ? errno : EIO;
         tr_atomic_abort(&a);
     } else if (tr_atomic_commit(&a, &said))
         err = a.error;
     tr_diag_free(&said);
     json_decref(j);
+    free(shown);
     return err;
 }
 
@@ -156,6 +181,16 @@ int tr_fetch_meta_read(const char *path, struct tr_fetch_meta *m)
     return 0;
 }
 
+/* Whether metadata's url (as written: redacted) is url's. The file's name holds a hash of the
+ * whole URL, so two URLs that differ in their secrets alone still have files of their own. */
+static bool same_url(const char *recorded, const char *url)
+{
+    char *shown = tr_url_redact(url, TR_URL_CREDENTIALS);
+    bool same = recorded && !strcmp(recorded, shown);
+    free(shown);
+    return same;
+}
+
 void tr_fetch_meta_free(struct tr_fetch_meta *m)
 {
     free(m->url);
@@ -178,6 +213,81 @@ struct paths {
     char *file, *meta, *part, *part_meta, *lock;
 };
 
+/* ---- progress ----------------------------------------------------------------------------------- */
+
+#define PROGRESS_QUIET 1.0        /* seconds: a download done sooner shows nothing */
+#define PROGRESS_TTY_EVERY 0.25   /* seconds between redraws of the terminal's line */
+#define PROGRESS_PLAIN_EVERY 5.0  /* seconds between plain lines (a log, a pipe) */
+
+/* A download's progress on its stream (stderr unless quiet): one line redrawn in place on a
+ * terminal, a plain line every PROGRESS_PLAIN_EVERY seconds otherwise. */
+struct progress {
+    FILE *out;            /* NULL: quiet */
+    bool tty;
+    const char *shown;    /* the URL, redacted */
+    double began, last;
+    bool drawn;           /* a line was written */
+    int64_t done;         /* bytes so far */
+};
+
+static double monotonic(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void progress_begin(struct progress *pr, FILE *out, const char *shown)
+{
+    *pr = (struct progress){.out = out, .tty = out && isatty(fileno(out)), .shown = shown, .began = monotonic()};
+    pr->last = pr->began;
+}
+
+/* bytes in the unit that shows it best: "812 B", "2.7 KiB", "41.3 MiB", "4.0 GiB". */
+static void in_units(double bytes, char out[24])
+{
+    static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (bytes >= 1024 && u < 4)
+        bytes /= 1024, u++;
+    snprintf(out, 24, u ? "%.1f %s" : "%.0f %s", bytes, unit[u]);
+}
+
+/* done bytes of whole (-1: the server did not say). */
+static void progress_show(struct progress *pr, int64_t done, int64_t whole)
+{
+    double t = monotonic();
+    pr->done = done;
+    double every = pr->tty ? PROGRESS_TTY_EVERY : PROGRESS_PLAIN_EVERY;
+    if (!pr->out || t - pr->began < PROGRESS_QUIET || t - pr->last < every)
+        return;
+    pr->last = t;
+    pr->drawn = true;
+    char got[24], all[24], rate[24];
+    in_units((double)done, got);
+    in_units((double)whole, all);
+    in_units((double)done / (t - pr->began), rate);
+    const char *redraw = pr->tty ? "\r\033[K" : "", *end = pr->tty ? "" : "\n";
+    if (whole > 0)
+        fprintf(pr->out, "%strainrun: fetching %s: %s of %s (%.0f %%), %s/s%s", redraw, pr->shown, got, all,
+                100.0 * (double)done / (double)whole, rate, end);
+    else
+        fprintf(pr->out, "%strainrun: fetching %s: %s, %s/s%s", redraw, pr->shown, got, rate, end);
+    fflush(pr->out);
+}
+
+/* The line's last word, when one was shown: the terminal's line ends. */
+static void progress_end(struct progress *pr, bool ok)
+{
+    if (!pr->drawn)
+        return;
+    char got[24];
+    in_units((double)pr->done, got);
+    fprintf(pr->out, "%strainrun: fetch%s %s: %s in %.1f s\n", pr->tty ? "\r\033[K" : "", ok ? "ed" : "ing stopped",
+            pr->shown, got, monotonic() - pr->began);
+    fflush(pr->out);
+}
+
 /* What one request saw: the final response's headers, and the body written to the part. */
 struct attempt {
     CURL *curl;
@@ -194,7 +304,10 @@ struct attempt {
     int64_t limit;             /* the most the part may hold (the cap, the disk's room) */
     char limit_why[96];        /* that limit in words */
     bool too_big;              /* the transfer was stopped at the limit: no retry helps */
+    int64_t dropped;           /* bytes of an error page read and dropped */
     char problem[256];         /* why the write callback stopped the transfer */
+    int stopped_by;            /* the signal that stopped the transfer (core/stop.h), or 0 */
+    struct progress *progress; /* where the transfer shows how far it is, or NULL */
 };
 
 static void reset_headers(struct attempt *a)
@@ -206,15 +319,16 @@ static void reset_headers(struct attempt *a)
     a->retry_after = 0;
 }
 
-/* The most the part may grow to: TRAINRUN_FETCH_MAX_BYTES, and what the file system holding
- * it can take while keeping TR_FETCH_KEEP_FREE free (a nightly fetch of a file grown huge
- * must not fill the disk that the runs write to). */
+/* The most the part may grow to: the cap (data.max_download, TRAINRUN_FETCH_MAX_BYTES), and
+ * what the file system holding it can take while keeping TR_FETCH_KEEP_FREE free (a nightly
+ * fetch of a file grown huge must not fill the disk that the runs write to). */
 static void limit_of(struct attempt *a, const struct tr_fetch_options *o)
 {
     a->limit = INT64_MAX;
     if (o->max_bytes > 0) {
         a->limit = o->max_bytes;
-        snprintf(a->limit_why, sizeof a->limit_why, "more than TRAINRUN_FETCH_MAX_BYTES allows");
+        snprintf(a->limit_why, sizeof a->limit_why, "more than the cap of %lld bytes (%s) allows",
+                 (long long)o->max_bytes, o->max_bytes_from ? o->max_bytes_from : "data.max_download");
     }
     struct statvfs fs;
     if (fstatvfs(a->fd, &fs) == 0) {
@@ -324,8 +438,10 @@ static size_t on_body(char *data, size_t size, size_t count, void *ctx)
     size_t len = size * count;
     if (!a->body_seen && !begin_body(a))
         return 0;   /* CURLE_WRITE_ERROR, with a->problem */
-    if (!a->keep)
-        return len;
+    if (!a->keep) {   /* an error page, dropped; an endless one is cut (its status is the error) */
+        a->dropped += (int64_t)len;
+        return a->dropped > ERROR_PAGE_MAX ? 0 : len;
+    }
     if (too_big(a, a->offset + (int64_t)len))
         return 0;
     a->offset += (int64_t)len;   /* the part's size from here on */
@@ -342,10 +458,25 @@ static size_t on_body(char *data, size_t size, size_t count, void *ctx)
     return len;
 }
 
+/* libcurl's progress callback, called at least once a second even while nothing arrives: a
+ * stop (SIGINT, SIGTERM, SIGHUP) ends the transfer here, within that second. */
+static int on_progress(void *ctx, curl_off_t total, curl_off_t now, curl_off_t up_total, curl_off_t up_now)
+{
+    (void)up_total, (void)up_now;
+    struct attempt *a = ctx;
+    a->stopped_by = tr_stop_requested();
+    if (a->stopped_by)
+        return 1;   /* CURLE_ABORTED_BY_CALLBACK */
+    if (a->progress && a->keep)
+        progress_show(a->progress, a->offset, total > 0 ? a->offset - (int64_t)now + (int64_t)total : -1);
+    return 0;
+}
+
 enum outcome {
     GOT_FILE,          /* the whole file is in the part */
     NOT_MODIFIED,      /* 304: the cached copy is current */
     TRANSIENT,         /* worth another attempt */
+    STOPPED,           /* a signal asked for a stop: no more attempts */
     RESTART,           /* the part is useless: delete it and try again at once */
     FAILED,            /* give up: the reason is in diag */
 };
@@ -412,6 +543,9 @@ static void set_options(CURL *curl, struct attempt *a, const struct tr_fetch_opt
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(curl, CURLOPT_WRITEDATA, a);
     curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
+    curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(curl, CURLOPT_XFERINFODATA, a);
     if (offset > 0) {
         char range[32];
         snprintf(range, sizeof range, "%lld-", (long long)offset);
@@ -426,7 +560,7 @@ static int64_t resumable_offset(const struct paths *p, const char *url, bool is_
     struct stat st;
     tr_fetch_meta_free(pm);
     bool ok = !is_file && stat(p->part, &st) == 0 && st.st_size > 0 && tr_fetch_meta_read(p->part_meta, pm) == 0 &&
-              !strcmp(pm->url, url) && ((pm->etag && strncmp(pm->etag, "W/", 2)) || pm->last_modified);
+              same_url(pm->url, url) && ((pm->etag && strncmp(pm->etag, "W/", 2)) || pm->last_modified);
     if (ok)
         return st.st_size;
     tr_fetch_meta_free(pm);
@@ -437,12 +571,14 @@ static int64_t resumable_offset(const struct paths *p, const char *url, bool is_
 /* One request: its outcome, and on GOT_FILE the validators it came with in *got. */
 static enum outcome attempt_once(CURL *curl, const char *url, const struct paths *p,
                                  const struct tr_fetch_meta *cached, const struct tr_fetch_options *o,
-                                 struct tr_fetch_meta *got, double *retry_after, char *why, size_t why_size)
+                                 struct progress *progress, struct tr_fetch_meta *got, double *retry_after,
+                                 char *why, size_t why_size)
 {
     bool is_file = !strncasecmp(url, "file://", 7);
     struct tr_fetch_meta pm = {0};
     int64_t offset = resumable_offset(p, url, is_file, &pm);
-    struct attempt a = {.curl = curl, .is_file = is_file, .offset = offset, .range_start = -1, .paths = p, .url = url};
+    struct attempt a = {.curl = curl, .is_file = is_file, .offset = offset, .range_start = -1, .paths = p, .url = url,
+                        .progress = progress};
     a.fd = open(p->part, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (offset ? 0 : O_TRUNC), FILE_MODE);
     if (a.fd < 0) {
         snprintf(why, why_size, "cannot write %s: %s", p->part, strerror(errno));
@@ -465,7 +601,12 @@ static enum outcome attempt_once(CURL *curl, const char *url, const struct paths
     tr_fetch_meta_free(&pm);
     enum outcome out;
     *retry_after = a.retry_after;
-    if (c == CURLE_WRITE_ERROR && a.problem[0]) {
+    if (c == CURLE_WRITE_ERROR && !a.problem[0] && a.dropped > ERROR_PAGE_MAX)
+        c = CURLE_OK;   /* an endless error page, cut: what counts is its status */
+    if (c == CURLE_ABORTED_BY_CALLBACK && a.stopped_by) {
+        snprintf(why, why_size, "stopped by signal %d (%s)", a.stopped_by, strsignal(a.stopped_by));
+        out = STOPPED;
+    } else if (c == CURLE_WRITE_ERROR && a.problem[0]) {
         snprintf(why, why_size, "%s", a.problem);
         out = strncmp(a.problem, "cannot write", 12) && !a.too_big ? RESTART : FAILED;
     } else if (c != CURLE_OK) {
@@ -518,7 +659,7 @@ static bool cached_copy(const struct paths *p, const char *url, struct tr_fetch_
     struct tr_data_file f = {.path = p->file};
     char hex[65];
     struct tr_diag ignored = {0};
-    bool ok = !strcmp(m->url, url) && stat(p->file, &st) == 0 && st.st_size == m->bytes &&
+    bool ok = same_url(m->url, url) && stat(p->file, &st) == 0 && st.st_size == m->bytes &&
               tr_data_check(&f, NULL, hex, &ignored) == 0 && !strcmp(hex, m->sha256);
     tr_diag_free(&ignored);
     if (!ok)
@@ -526,15 +667,17 @@ static bool cached_copy(const struct paths *p, const char *url, struct tr_fetch_
     return ok;
 }
 
-static void sleep_seconds(double s)
+/* Sleeps s seconds; true when a stop cut the sleep short. */
+static bool sleep_unless_stopped(double s)
 {
     struct timespec ts = {.tv_sec = (time_t)s, .tv_nsec = (long)((s - floor(s)) * 1e9)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    while (!tr_stop_requested() && nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
+    return tr_stop_requested() != 0;
 }
 
 /* The downloaded part: hashed, checked against the pin, renamed into place with its metadata. */
-static int install(const char *url, const struct paths *p, const char *sha256, const char *pinned_by,
+static int install(const char *url, const char *shown, const struct paths *p, const char *sha256, const char *pinned_by,
                    struct tr_fetch_meta *got, struct tr_fetch_result *res, struct tr_diag *diag)
 {
     struct tr_data_file f = {.path = p->part};
@@ -542,7 +685,7 @@ static int install(const char *url, const struct paths *p, const char *sha256, c
     int rc = tr_data_check(&f, NULL, got->sha256, diag);
     if (!rc && sha256 && *sha256 && strcmp(got->sha256, sha256)) {
         tr_diag_add(diag, (struct tr_where){0}, "%s: sha256 mismatch: expected %s (%s), got %s; the download "
-                    "was deleted and the cached copy left as it was", url, sha256, pinned_by ? pinned_by : "pinned",
+                    "was deleted and the cached copy left as it was", shown, sha256, pinned_by ? pinned_by : "pinned",
                     got->sha256);
         rc = TR_EINVAL;
     }
@@ -577,8 +720,9 @@ static int install(const char *url, const struct paths *p, const char *sha256, c
     return 0;
 }
 
-/* Attempts until one succeeds, fails for good, or the retries are spent. */
-static int fetch_locked(CURL *curl, const char *url, const struct paths *p, const char *sha256,
+/* Attempts until one succeeds, fails for good, the retries are spent, or a stop is asked for.
+ * shown: the URL as messages show it. */
+static int fetch_locked(CURL *curl, const char *url, const char *shown, const struct paths *p, const char *sha256,
                         const char *pinned_by, const struct tr_fetch_options *o, struct tr_fetch_result *res,
                         struct tr_diag *diag, struct tr_diag *warnings)
 {
@@ -586,15 +730,17 @@ static int fetch_locked(CURL *curl, const char *url, const struct paths *p, cons
     bool have = cached_copy(p, url, &cached);
     /* A copy that a changed pin disowns is not asked after: the server's 304 would keep it. */
     bool ask_conditionally = have && !(sha256 && *sha256 && strcmp(cached.sha256, sha256));
+    struct progress progress;
+    progress_begin(&progress, o->progress, shown);
     int rc = TR_EIO;
     char why[512] = "";
     for (int attempt = 0, retry = 0;; attempt++) {
         struct tr_fetch_meta got = {0};
         double retry_after = 0;
-        enum outcome out = attempt_once(curl, url, p, ask_conditionally ? &cached : NULL, o, &got, &retry_after, why,
-                                        sizeof why);
+        enum outcome out = attempt_once(curl, url, p, ask_conditionally ? &cached : NULL, o, &progress, &got,
+                                        &retry_after, why, sizeof why);
         if (out == GOT_FILE) {
-            rc = install(url, p, sha256, pinned_by, &got, res, diag);
+            rc = install(url, shown, p, sha256, pinned_by, &got, res, diag);
             tr_fetch_meta_free(&got);
             break;
         }
@@ -609,8 +755,12 @@ static int fetch_locked(CURL *curl, const char *url, const struct paths *p, cons
             rc = 0;
             break;
         }
+        if (out == STOPPED) {   /* the part, if any, is resumed by the next run */
+            rc = tr_fail(diag, TR_EINTERRUPTED, "fetching %s: %s", shown, why);
+            break;
+        }
         if (out == FAILED) {   /* a 404's part, or one that cannot be written: of no use */
-            tr_diag_add(diag, (struct tr_where){0}, "cannot fetch %s: %s", url, why);
+            tr_diag_add(diag, (struct tr_where){0}, "cannot fetch %s: %s", shown, why);
             discard_part(p);
             rc = TR_EINVAL;
             break;
@@ -618,8 +768,8 @@ static int fetch_locked(CURL *curl, const char *url, const struct paths *p, cons
         if (out == RESTART)
             discard_part(p);
         if (retry >= o->retries || attempt > 2 * o->retries + 4) {
-            tr_diag_add(diag, (struct tr_where){0}, "cannot fetch %s: %s (after %d attempt%s)", url, why, attempt + 1,
-                        attempt ? "s" : "");
+            tr_diag_add(diag, (struct tr_where){0}, "cannot fetch %s: %s (after %d attempt%s)", shown, why,
+                        attempt + 1, attempt ? "s" : "");
             rc = TR_EIO;
             break;
         }
@@ -627,16 +777,66 @@ static int fetch_locked(CURL *curl, const char *url, const struct paths *p, cons
             double wait = tr_fetch_backoff(o, retry);
             if (retry_after > wait)
                 wait = retry_after < o->backoff_max ? retry_after : o->backoff_max;
-            tr_diag_add(warnings, (struct tr_where){0}, "%s: %s; retrying in %g s (retry %d of %d)", url, why, wait,
+            tr_diag_add(warnings, (struct tr_where){0}, "%s: %s; retrying in %g s (retry %d of %d)", shown, why, wait,
                         retry + 1, o->retries);
-            sleep_seconds(wait);
+            if (sleep_unless_stopped(wait)) {
+                int sig = tr_stop_requested();
+                rc = tr_fail(diag, TR_EINTERRUPTED, "fetching %s: stopped by signal %d (%s) while waiting to retry",
+                             shown, sig, strsignal(sig));
+                break;
+            }
             retry++;
         }
     }
+    progress_end(&progress, rc == 0);
     struct stat st;
     if (rc && stat(p->part, &st) == 0 && st.st_size == 0)   /* a non-empty one waits to be resumed */
         discard_part(p);
     tr_fetch_meta_free(&cached);
+    return rc;
+}
+
+/* The cache's files for url in folder. */
+static void paths_of(struct paths *p, const char *folder, const char *url)
+{
+    char *name = tr_fetch_cache_name(url);
+    p->file = tr_strdup_printf("%s/%s", folder, name);
+    p->meta = tr_strdup_printf("%s.json", p->file);
+    p->part = tr_strdup_printf("%s.part", p->file);
+    p->part_meta = tr_strdup_printf("%s.part.json", p->file);
+    p->lock = tr_strdup_printf("%s.lock", p->file);
+    free(name);
+}
+
+/* The fetch with the cache's lock held, which a stop may end while it waits for another run. */
+static int fetch_in(const char *folder, const char *url, const char *shown, const char *sha256,
+                    const char *pinned_by, const struct tr_fetch_options *o, struct tr_fetch_result *res,
+                    struct tr_diag *diag, struct tr_diag *warnings)
+{
+    struct paths p;
+    paths_of(&p, folder, url);
+    int rc = TR_EIO;
+    int lock = open(p.lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, META_MODE);
+    int locked = lock >= 0 ? flock(lock, LOCK_EX) : -1;
+    while (locked && errno == EINTR && !tr_stop_requested())   /* a signal that asks for no stop */
+        locked = flock(lock, LOCK_EX);
+    CURL *curl = locked ? NULL : curl_easy_init();
+    if (locked && errno == EINTR)
+        rc = tr_fail(diag, TR_EINTERRUPTED, "fetching %s: stopped by signal %d while waiting for another run's "
+                     "download", shown, tr_stop_requested());
+    else if (locked)
+        tr_diag_add(diag, (struct tr_where){.file = p.lock}, "cannot lock the download cache: %s", strerror(errno));
+    else if (!curl)
+        tr_diag_add(diag, (struct tr_where){0}, "cannot fetch %s: libcurl could not start", shown);
+    else
+        rc = fetch_locked(curl, url, shown, &p, sha256, pinned_by, o, res, diag, warnings);
+    if (curl)
+        curl_easy_cleanup(curl);
+    if (lock >= 0)
+        close(lock);   /* and the lock with it */
+    if (!rc)
+        res->path = tr_strdup(p.file);
+    paths_free(&p);
     return rc;
 }
 
@@ -645,47 +845,27 @@ int tr_fetch(const char *url, const char *sha256, const char *pinned_by, const c
              struct tr_diag *warnings)
 {
     memset(res, 0, sizeof *res);
-    if (!tr_fetch_scheme_allowed(url)) {
-        tr_diag_add(diag, (struct tr_where){0}, "%s: trainrun fetches https://, http:// and file:// URLs only", url);
-        return TR_EINVAL;
-    }
+    char *shown = tr_url_redact(url, TR_URL_CREDENTIALS);
     char *folder = dir ? tr_strdup(dir) : tr_cache_path("downloads");
-    if (!folder) {
-        tr_diag_add(diag, (struct tr_where){0}, "cannot fetch %s: neither XDG_CACHE_HOME nor HOME is set, so "
-                    "there is no download cache", url);
-        return TR_EIO;
-    }
-    int err = tr_make_folders(folder);
-    if (err) {
-        tr_diag_add(diag, (struct tr_where){.file = folder}, "cannot create the download cache: %s", strerror(err));
-        free(folder);
-        return TR_EIO;
-    }
-    char *name = tr_fetch_cache_name(url);
-    struct paths p = {.file = tr_strdup_printf("%s/%s", folder, name)};
-    p.meta = tr_strdup_printf("%s.json", p.file);
-    p.part = tr_strdup_printf("%s.part", p.file);
-    p.part_meta = tr_strdup_printf("%s.part.json", p.file);
-    p.lock = tr_strdup_printf("%s.lock", p.file);
-    free(name);
-    free(folder);
+    int err = folder ? tr_make_folders(folder) : 0;
     int rc = TR_EIO;
-    int lock = open(p.lock, O_RDWR | O_CREAT | O_CLOEXEC, FILE_MODE);
-    CURL *curl = curl_easy_init();
-    if (lock < 0 || flock(lock, LOCK_EX) != 0)
-        tr_diag_add(diag, (struct tr_where){.file = p.lock}, "cannot lock the download cache: %s", strerror(errno));
-    else if (!curl)
-        tr_diag_add(diag, (struct tr_where){0}, "cannot fetch %s: libcurl could not start", url);
-    else
-        rc = fetch_locked(curl, url, &p, sha256, pinned_by, o, res, diag, warnings);
-    if (curl)
-        curl_easy_cleanup(curl);
-    if (lock >= 0)
-        close(lock);   /* and the lock with it */
-    if (!rc)
-        res->path = tr_strdup(p.file);
-    else
+    if (!tr_fetch_scheme_allowed(url)) {
+        tr_diag_add(diag, (struct tr_where){0}, "%s: trainrun fetches https://, http:// and file:// URLs only", shown);
+        rc = TR_EINVAL;
+    } else if (!folder) {
+        tr_diag_add(diag, (struct tr_where){0}, "cannot fetch %s: neither XDG_CACHE_HOME nor HOME is set, so "
+                    "there is no download cache", shown);
+    } else if (err) {
+        tr_diag_add(diag, (struct tr_where){.file = folder}, "cannot create the download cache: %s", strerror(err));
+    } else {
+        struct tr_stop_catch caught;   /* a signal ends the transfer cleanly, then trainrun */
+        tr_stop_catch_begin(&caught);
+        rc = fetch_in(folder, url, shown, sha256, pinned_by, o, res, diag, warnings);
+        tr_stop_catch_end(&caught);
+    }
+    if (rc)
         tr_fetch_result_free(res);
-    paths_free(&p);
+    free(folder);
+    free(shown);
     return rc;
 }

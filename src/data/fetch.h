@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "core/error.h"
 
@@ -22,15 +23,24 @@ struct tr_fetch_options {
     double backoff_max;      /* never longer than this */
     int64_t max_bytes;       /* a download stops (and fails) past this size; 0: no cap but the
                               * disk's: it never leaves less than TR_FETCH_KEEP_FREE free */
+    const char *max_bytes_from;   /* where that cap was set, for its message */
+    FILE *progress;          /* where a download shows how far it is; NULL: quiet */
 };
+
+/* The default cap on one download: larger than any data set trainrun ships or lists, small
+ * enough that an endless body stops long before it fills a disk (data.max_download). */
+#define TR_FETCH_MAX_DEFAULT ((int64_t)4 << 30)
 
 /* What a download leaves free on the download cache's file system, at least: 1 GiB. */
 #define TR_FETCH_KEEP_FREE ((int64_t)1 << 30)
 
-/* The defaults (30 s, 4 retries, 2 s doubling up to 60 s, no cap), with TRAINRUN_FETCH_TIMEOUT,
- * TRAINRUN_FETCH_RETRIES, TRAINRUN_FETCH_BACKOFF and TRAINRUN_FETCH_MAX_BYTES from the
- * environment where set. */
-void tr_fetch_options_default(struct tr_fetch_options *o);
+/* The defaults (30 s, 4 retries, 2 s doubling up to 60 s, the cap max_bytes set by
+ * max_bytes_from, quiet), with TRAINRUN_FETCH_TIMEOUT (1 to 86400 s), TRAINRUN_FETCH_RETRIES
+ * (0 to 100), TRAINRUN_FETCH_BACKOFF (0 to 3600 s) and TRAINRUN_FETCH_MAX_BYTES (bytes; 0: no
+ * cap) from the environment where set. A value out of its range, or not a number, is refused:
+ * TR_EINVAL naming the variable, its value and the range (the defaults are then in o). */
+int tr_fetch_options_from_env(struct tr_fetch_options *o, int64_t max_bytes, const char *max_bytes_from,
+                              struct tr_diag *d);
 /* Seconds to wait before retry number retry (0 for the first): backoff · 2^retry, at most
  * backoff_max. */
 double tr_fetch_backoff(const struct tr_fetch_options *o, int retry);
@@ -55,7 +65,8 @@ struct tr_fetch_meta {
     char fetched[32];        /* when it was downloaded, UTC, ISO 8601 */
 };
 
-/* Writes m to path atomically (a temporary file renamed over it): 0 or an errno. */
+/* Writes m to path atomically (a temporary file renamed over it), mode 0600, its url without
+ * credentials (core/url.h): 0 or an errno. */
 int tr_fetch_meta_write(const char *path, const struct tr_fetch_meta *m);
 /* Reads path into m: 0, or −1 when it is missing or not such a file (m then zeroed). */
 int tr_fetch_meta_read(const char *path, struct tr_fetch_meta *m);
@@ -72,8 +83,11 @@ struct tr_fetch_result {
  * its metadata are left exactly as they were. Otherwise the content's hash is recorded. The
  * file is renamed into place only once complete and verified. Returns 0, or TR_EINVAL (a URL
  * trainrun does not fetch, an HTTP error, a sha256 mismatch) or TR_EIO (no connection after the
- * retries, the cache cannot be written), with the reason in diag; each retry is a line in
- * warnings. res is zeroed on failure (tr_fetch_result_free is harmless). */
+ * retries, the cache cannot be written) or TR_EINTERRUPTED (SIGINT, SIGTERM or SIGHUP came:
+ * core/stop.h; a part already fetched is kept to be resumed), with the reason in diag, the URL
+ * shown without its credentials; each retry is a line in warnings. While it runs, those signals
+ * ask for a stop (as they do during a run), and one that nothing else catches is delivered again
+ * after it. res is zeroed on failure (tr_fetch_result_free is harmless). */
 int tr_fetch(const char *url, const char *sha256, const char *pinned_by, const char *dir,
              const struct tr_fetch_options *o, struct tr_fetch_result *res, struct tr_diag *diag,
              struct tr_diag *warnings);

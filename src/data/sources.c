@@ -10,24 +10,28 @@
 #include <unistd.h>
 
 #include "core/atomic.h"
+#include "core/url.h"
 #include "data/fetch.h"
 #include "data/files.h"
+#include "recipe/schema.h"
+#include "recipe/units.h"
 
 #define SOURCES_VERSION 1
 
 /* The splits' files in the definition's order: each split's files, then its IDX labels. */
-typedef int file_fn(struct tr_data_file *f, const struct tr_data_def *def, struct tr_data *out,
-                    struct tr_diag *diag);
+typedef int file_fn(struct tr_data_file *f, const struct tr_data_def *def, const struct tr_data_refresh_options *o,
+                    struct tr_data *out, struct tr_diag *diag);
 
-static int each_file(const struct tr_data_def *def, file_fn *fn, struct tr_data *out, struct tr_diag *diag)
+static int each_file(const struct tr_data_def *def, file_fn *fn, const struct tr_data_refresh_options *o,
+                     struct tr_data *out, struct tr_diag *diag)
 {
     const struct tr_data_source *src[4] = {&def->all, &def->train, &def->valid, &def->test};
     int rc = 0;
     for (int s = 0; s < 4 && !rc; s++) {
         for (int i = 0; i < src[s]->nfiles && !rc; i++)
-            rc = fn(&src[s]->files[i], def, out, diag);
+            rc = fn(&src[s]->files[i], def, o, out, diag);
         if (!rc && (src[s]->labels.path || src[s]->labels.url))
-            rc = fn((struct tr_data_file *)&src[s]->labels, def, out, diag);
+            rc = fn((struct tr_data_file *)&src[s]->labels, def, o, out, diag);
     }
     return rc;
 }
@@ -50,9 +54,24 @@ static struct tr_data_origin *add_origin(struct tr_data *d, const char *source, 
     return o;
 }
 
-static int fetch_one(struct tr_data_file *f, const struct tr_data_def *def, struct tr_data *out,
-                     struct tr_diag *diag)
+void tr_data_refresh_options_of(const struct tr_recipe *r, struct tr_data_refresh_options *o)
 {
+    *o = (struct tr_data_refresh_options){.progress = stderr};
+    if (r) {
+        o->max_download = (int64_t)r->data.max_download;
+        o->prepare_timeout = r->data.prepare_timeout;
+        return;
+    }
+    uint64_t bytes = 0;
+    tr_parse_size(tr_keys[tr_key_find("data.max_download")].def, &bytes);
+    o->max_download = (int64_t)bytes;
+    tr_parse_duration(tr_keys[tr_key_find("data.prepare_timeout")].def, &o->prepare_timeout);
+}
+
+static int fetch_one(struct tr_data_file *f, const struct tr_data_def *def, const struct tr_data_refresh_options *ro,
+                     struct tr_data *out, struct tr_diag *diag)
+{
+    (void)def;
     if (!f->url)
         return 0;
     const struct tr_data_origin *seen = find_origin(out, f->url);
@@ -61,10 +80,12 @@ static int fetch_one(struct tr_data_file *f, const struct tr_data_def *def, stru
         return 0;
     }
     struct tr_fetch_options o;
-    tr_fetch_options_default(&o);
-    struct tr_fetch_result res;
+    struct tr_fetch_result res = {0};
     struct tr_diag why = {0};
-    int rc = tr_fetch(f->url, f->sha256, f->pinned_by, NULL, &o, &res, &why, &out->warnings);
+    int rc = tr_fetch_options_from_env(&o, ro->max_download, "data.max_download", &why);
+    o.progress = ro->progress;
+    if (!rc)
+        rc = tr_fetch(f->url, f->sha256, f->pinned_by, NULL, &o, &res, &why, &out->warnings);
     for (int i = 0; i < why.n; i++)   /* placed at the source: that names the URL */
         tr_diag_add(diag, f->source_at, "%s", why.items[i].message);
     tr_diag_free(&why);
@@ -80,14 +101,16 @@ static int fetch_one(struct tr_data_file *f, const struct tr_data_def *def, stru
     return 0;
 }
 
-int tr_data_fetch_sources(struct tr_data_def *def, struct tr_data *out, struct tr_diag *diag)
+int tr_data_fetch_sources(struct tr_data_def *def, const struct tr_data_refresh_options *o, struct tr_data *out,
+                          struct tr_diag *diag)
 {
-    return each_file(def, fetch_one, out, diag);
+    return each_file(def, fetch_one, o, out, diag);
 }
 
-static int record_one(struct tr_data_file *f, const struct tr_data_def *def, struct tr_data *out,
-                      struct tr_diag *diag)
+static int record_one(struct tr_data_file *f, const struct tr_data_def *def, const struct tr_data_refresh_options *o,
+                      struct tr_data *out, struct tr_diag *diag)
 {
+    (void)o;
     if (f->url || find_origin(out, f->path))
         return 0;
     char sha256[65];
@@ -100,7 +123,7 @@ static int record_one(struct tr_data_file *f, const struct tr_data_def *def, str
 
 int tr_data_record_origins(const struct tr_data_def *def, struct tr_data *out, struct tr_diag *diag)
 {
-    return each_file(def, record_one, out, diag);
+    return each_file(def, record_one, NULL, out, diag);
 }
 
 void tr_data_origins_free(struct tr_data *d)
@@ -129,7 +152,9 @@ json_t *tr_data_sources_json(const struct tr_data *d)
     for (int i = 0; i < d->norigins; i++) {
         const struct tr_data_origin *o = &d->origins[i];
         json_t *j = json_object();
-        json_object_set_new(j, "source", json_string(o->source));
+        char *shown = tr_url_redact(o->source, TR_URL_CREDENTIALS);   /* a path is kept as it is */
+        json_object_set_new(j, "source", json_string(shown));
+        free(shown);
         json_object_set_new(j, "path", json_string(o->path));
         json_object_set_new(j, "sha256", json_string(o->sha256));
         json_object_set_new(j, "etag", string_or_null(o->etag));

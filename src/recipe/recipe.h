@@ -89,6 +89,8 @@ struct tr_recipe {
         int64_t num_workers, prefetch_factor;
         int pin_memory;   /* enum tr_tristate */
         bool shuffle;
+        uint64_t max_download;    /* bytes; 0 when null (no cap but the disk's) */
+        double prepare_timeout;   /* seconds; 0 when null (no limit) */
     } data;
     struct {
         int64_t batch_size, epochs, steps;   /* exactly one is null (0): epochs or steps */

@@ -99,6 +99,11 @@ const struct tr_key tr_keys[] = {
      "page-locked loader buffers (auto: on when training on a GPU)"},
     {"data.shuffle", TR_T_BOOL, OFF(data.shuffle), "true", 0, 0, NULL, 0, 0, 0,
      "a new order of the training samples every epoch, from the seed (false: the split's order)"},
+    {"data.max_download", TR_T_SIZE, OFF(data.max_download), "4GiB", 1, BIG, NULL, TR_NULLABLE, 0, 0,
+     "the largest file a URL source may bring (null: no cap but the disk's, 1 GiB kept free)"},
+    {"data.prepare_timeout", TR_T_DURATION, OFF(data.prepare_timeout), "30m", 0, 31536000, NULL,
+     TR_NULLABLE | TR_MIN_OPEN, 0, 0,
+     "how long a data set's prepare script may run before it and its processes are ended (null: no limit)"},
 
     {"train.batch_size", TR_T_INT, OFF(train.batch_size), "32", 1, 16777216, NULL, 0, 0, 0,
      "the target (effective) batch per optimizer step, in samples"},

@@ -18,6 +18,8 @@
 #include "config.h"
 #include "core/error.h"
 #include "core/exit.h"
+#include "core/stop.h"
+#include "core/url.h"
 #include "recipe/schema.h"
 
 enum {
@@ -156,16 +158,12 @@ static void url_parts_free(struct url_parts *p)
     memset(p, 0, sizeof *p);
 }
 
-void tr_notify_redact_url(const char *url, char *out, size_t size)
+/* url as messages show it (core/url.h): scheme://host:port, the rest hidden. */
+static void redact_webhook(const char *url, char *out, size_t size)
 {
-    struct url_parts p;
-    if (url_split(url, &p))
-        snprintf(out, size, "<a URL that does not parse>");
-    else
-        snprintf(out, size, "%s://%s%s%s%s%s%s%s", p.scheme, p.user || p.password ? "<redacted>@" : "", p.host,
-                 p.port ? ":" : "", p.port ? p.port : "", p.path && strcmp(p.path, "/") ? "/…" : "",
-                 p.query ? "?<redacted>" : "", p.fragment ? "#<redacted>" : "");
-    url_parts_free(&p);
+    char *shown = tr_url_redact(url, TR_URL_WEBHOOK);
+    snprintf(out, size, "%s", shown);
+    free(shown);
 }
 
 /* The texts a request carries that messages must not: header lines from the environment, and
@@ -188,7 +186,7 @@ static void secrets_free(struct secrets *s)
     s->n = 0;
 }
 
-/* msg with every secret replaced by <redacted>, longest first (a URL before its parts). Frees msg. */
+/* msg with every secret replaced by ***, longest first (a URL before its parts). Frees msg. */
 static char *scrub(char *msg, const struct secrets *s)
 {
     for (int pass = 0; pass < s->n; pass++) {
@@ -202,7 +200,7 @@ static char *scrub(char *msg, const struct secrets *s)
         char *out = tr_xmalloc(cap);
         for (const char *p = msg; *p;) {
             if (!strncmp(p, longest, n)) {
-                len += (size_t)sprintf(out + len, "<redacted>");   /* 10 bytes for at least 3 */
+                len += (size_t)sprintf(out + len, "***");   /* 3 bytes for at least 3 */
                 p += n;
             } else {
                 out[len++] = *p++;
@@ -278,6 +276,14 @@ static int add_headers(struct post *post, const struct tr_strs *names, struct tr
     return post->headers ? 0 : TR_ENOMEM;
 }
 
+/* libcurl's progress callback, at least once a second: a stop (SIGINT, SIGTERM, SIGHUP) ends
+ * the request at once, not after report.notify.timeout. */
+static int stop_asked(void *user, curl_off_t down_total, curl_off_t down, curl_off_t up_total, curl_off_t up)
+{
+    (void)user, (void)down_total, (void)down, (void)up_total, (void)up;
+    return tr_stop_requested() != 0;
+}
+
 static size_t discard(char *data, size_t size, size_t n, void *user)
 {
     (void)data;
@@ -288,7 +294,7 @@ static size_t discard(char *data, size_t size, size_t n, void *user)
 static int post_open(struct post *post, const struct tr_recipe *r, struct tr_diag *d)
 {
     const char *url = r->report.notify.url;
-    tr_notify_redact_url(url, post->where, sizeof post->where);
+    redact_webhook(url, post->where, sizeof post->where);
     struct url_parts p;
     if (url_split(url, &p) == 0) {
         secret_add(&post->secrets, url);
@@ -312,6 +318,8 @@ static int post_open(struct post *post, const struct tr_recipe *r, struct tr_dia
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, post->curl_error);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);   /* no SIGALRM for timeouts: we may not own signals */
+    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, stop_asked);
 #if LIBCURL_VERSION_NUM >= 0x075500
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
 #endif
@@ -334,10 +342,11 @@ static bool worth_retrying(CURLcode code, long http)
     return code != CURLE_URL_MALFORMAT && code != CURLE_UNSUPPORTED_PROTOCOL && code != CURLE_OUT_OF_MEMORY;
 }
 
+/* Sleeps, unless a stop is asked for: a signal that asks for none sleeps the rest. */
 static void sleep_for(double seconds)
 {
     struct timespec t = {.tv_sec = (time_t)seconds, .tv_nsec = (long)((seconds - (double)(time_t)seconds) * 1e9)};
-    while (nanosleep(&t, &t))   /* a signal: sleep the rest */
+    while (nanosleep(&t, &t) && !tr_stop_requested())
         ;
 }
 
@@ -362,7 +371,7 @@ static int post_send(struct post *post, const char *body, double deadline, const
         curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, left_ms);
         curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, left_ms < CONNECT_TIMEOUT_MS ? left_ms : (long)CONNECT_TIMEOUT_MS);
         post->curl_error[0] = '\0';
-        CURLcode code = curl_easy_perform(c);
+        CURLcode code = tr_stop_requested() ? CURLE_ABORTED_BY_CALLBACK : curl_easy_perform(c);
         long http = 0;
         curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &http);
         res->attempts = attempt;
@@ -371,6 +380,10 @@ static int post_send(struct post *post, const char *body, double deadline, const
             res->delivered = true;
             return 0;
         }
+        int sig = tr_stop_requested();
+        if (sig)
+            return tr_fail(d, TR_EINTERRUPTED, "notifying %s of the %s: stopped by signal %d (%s) after %.1f s",
+                           post->where, outcome, sig, strsignal(sig), now() - began);
         double backoff = first_backoff * (double)(1 << (attempt - 1));
         if (attempt == MAX_ATTEMPTS || !worth_retrying(code, http) || deadline - now() < backoff + least_attempt) {
             char *why = attempt_error(post, code, http);
@@ -419,14 +432,14 @@ int tr_notify(const struct tr_recipe *r, const char *run_dir, int exit_code, str
     return rc;
 }
 
-void tr_notify_run_end(const struct tr_recipe *r, const char *run_dir, int exit_code)
+int tr_notify_run_end(const struct tr_recipe *r, const char *run_dir, int exit_code)
 {
     struct tr_notify_result res;
     struct tr_diag d = {0};
     struct tr_path path;
     int rc = tr_notify(r, run_dir, exit_code, &res, &d);
     if (rc == 0 && !res.delivered)
-        return;
+        return 0;
     FILE *log = NULL;
     if (run_dir && *run_dir && tr_path_set(&path, NULL, "%s/log.txt", run_dir) == 0)
         log = fopen(path.s, "a");
@@ -436,7 +449,7 @@ void tr_notify_run_end(const struct tr_recipe *r, const char *run_dir, int exit_
             fprintf(log, "warning: %s\n", tr_diag_last(&d));
     } else if (log) {
         char where[512];
-        tr_notify_redact_url(r->report.notify.url, where, sizeof where);
+        redact_webhook(r->report.notify.url, where, sizeof where);
         fprintf(log, "notified %s of the %s (HTTP %ld, %d attempt%s in %.1f s)\n", where,
                 outcome_name(tr_notify_outcome(exit_code)), res.http_status, res.attempts,
                 res.attempts == 1 ? "" : "s", res.seconds);
@@ -444,4 +457,5 @@ void tr_notify_run_end(const struct tr_recipe *r, const char *run_dir, int exit_
     if (log)
         fclose(log);
     tr_diag_free(&d);
+    return rc == TR_EINTERRUPTED ? rc : 0;
 }

@@ -22,10 +22,6 @@ const char *tr_notify_outcome_name(int outcome);
  * not hold one: a run that failed before its folder existed), else from r and exit_code. */
 json_t *tr_notify_body(const struct tr_recipe *r, const char *run_dir, int exit_code);
 
-/* url as messages may show it: scheme://host:port, then "/…" for a path, "?<redacted>" for a
- * query, "#<redacted>" for a fragment and "<redacted>@" for a user — where webhooks keep
- * their tokens. */
-void tr_notify_redact_url(const char *url, char *out, size_t size);
 
 struct tr_notify_result {
     bool delivered;     /* false with 0 returned: notifications off, or this outcome not listed */
@@ -42,7 +38,9 @@ int tr_notify(const struct tr_recipe *r, const char *run_dir, int exit_code, str
               struct tr_diag *d);
 
 /* tr_notify at the end of a run: a delivery is noted in run_dir/log.txt; a failure is a
- * warning there and on stderr. The run's exit status is never changed. */
-void tr_notify_run_end(const struct tr_recipe *r, const char *run_dir, int exit_code);
+ * warning there and on stderr. Returns 0, or TR_EINTERRUPTED when a signal (core/stop.h) cut
+ * the notification short, which the caller's exit status then says (130); a failed delivery
+ * never changes it. Messages show the URL as core/url.h's TR_URL_WEBHOOK does. */
+int tr_notify_run_end(const struct tr_recipe *r, const char *run_dir, int exit_code);
 
 #endif
