@@ -523,7 +523,7 @@ static const char css[] =
     "body{font-family:system-ui,sans-serif;max-width:56em;margin:0 auto;padding:0 1em;line-height:1.4;color:#222}"
     "table{border-collapse:collapse;width:100%;margin:.5em 0}"
     "th,td{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top;overflow-wrap:break-word}"
-    "svg{width:100%;max-width:40em;height:auto;margin:.5em 0}.environment td,.compare td{overflow-wrap:anywhere}"
+    "svg{width:100%;max-width:40em;height:auto;margin:.5em 0}.environment td,.compare td,.plan td{overflow-wrap:anywhere}"
     ".finished{color:#1a7f37}.failed,.unknown,.interrupted,.killed,.regression{color:#b3261e}.running,.time-limit{color:#8a4b00}"
     ".warnings li{color:#8a4b00}.regressions li{color:#b3261e;font-weight:bold}.none{color:#555}"
     "pre{overflow-x:auto}.plots{display:grid;grid-template-columns:repeat(auto-fit,minmax(20em,1fr));gap:0 1em}"
