@@ -55,10 +55,14 @@ text)
 idx)
     ;;
 wordpiece)
-    seed "$src"/datasets/vocab/bert-base-uncased/vocab.txt ;;
+    # BERT's whole vocab.txt (30,522 lines) takes 2.5 s under ASan to open three ways, and would
+    # end every round as a timeout: its first 3,000 lines (make check replays it all).
+    head -n 3000 "$src/datasets/vocab/bert-base-uncased/vocab.txt" >"$work/corpus/seed-bert-vocab-3000" ;;
 bpe)
-    max_len=1600000   # GPT-2's encoder.json and vocab.bpe together: 1.5 MB
-    seed "$src"/datasets/vocab/gpt2/encoder.json ;;
+    # GPT-2's encoder.json and vocab.bpe together: 1.5 MB. They are not seeds: opening them takes
+    # over 2 s under ASan on a loaded machine, and every round would end on them (make check
+    # replays them, tests/fuzz-replay.sh); the seeds are small vocabularies of the same form.
+    max_len=1600000 ;;
 safetensors)
     seed "$src"/tests/fixtures/*.safetensors "$src"/tests/fixtures/hf/*/model.safetensors \
         "$src"/tests/fixtures/parity/*.safetensors ;;
@@ -69,9 +73,10 @@ plan)
     echo "run.sh: no harness for '$reader'" >&2
     exit 1 ;;
 esac
-for d in "$src/tests/fuzz/seeds/$reader" "$src/tests/fuzz/regressions-$reader"; do
-    [ -d "$d" ] && cp "$d"/* "$work/corpus/" 2>/dev/null
-done
+# (Not the regressions: a hang kept there until its fix is merged would end every round.)
+if [ -d "$src/tests/fuzz/seeds/$reader" ]; then
+    cp "$src/tests/fuzz/seeds/$reader"/* "$work/corpus/"
+fi
 
 # libFuzzer stops at its first finding (kept in artifacts/): start it again, with the corpus it
 # has grown, until the time is up. (Fork mode would reload the whole corpus in every job, which
