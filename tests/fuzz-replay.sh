@@ -25,9 +25,10 @@ for reader in recipe dataset tsv jsonl text idx wordpiece bpe safetensors plan; 
     done
     echo "== $reader: $(echo $inputs | wc -w) inputs"
     # shellcheck disable=SC2086  # the inputs are paths without blanks (the tree's own files)
-    if ! "$replay" $inputs >"$out" 2>&1; then
+    # A hang kept as a regression must not hold make check for long: each harness gets 300 s.
+    if ! timeout "${FUZZ_REPLAY_HARNESS_SECONDS:-300}" "$replay" $inputs >"$out" 2>&1; then
         tail -30 "$out"
-        echo "FAIL: $reader"
+        echo "FAIL: $reader (a timeout stops at the input after the last one listed)"
         status=1
     fi
     grep '^SLOW' "$out"
