@@ -104,5 +104,9 @@ int tr_cmd_plan(int argc, char **argv)
     tr_diag_free(&diag);
     tr_recipe_free(&recipe);
     tr_args_free(&args);
+    if (fflush(stdout) || ferror(stdout)) {   /* a plan that was not written is no plan shown */
+        perror("trainrun: writing the output");
+        return TR_EXIT_FAILURE;
+    }
     return rc;
 }

@@ -5,20 +5,11 @@
  * agree with shapes, and a failure leaves a message naming the file and an empty struct. Each
  * input is parsed twice: strictly, and with TR_ST_ANY_DTYPE (model.init's reading), which
  * accepts whatever the strict parse accepts. */
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#include "fuzz.h"
 
 #include "core/safetensors.h"
 
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            fprintf(stderr, "fuzz_safetensors: %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-            abort();                                                                 \
-        }                                                                            \
-    } while (0)
+#define CHECK FUZZ_CHECK
 
 static volatile unsigned sink;   /* keeps the reads of every byte from being optimized out */
 
@@ -70,8 +61,6 @@ static void check_opened(const struct tr_safetensors *st, const uint8_t *data, s
     CHECK(st->metadata[2 * st->n_metadata] == NULL);
     sink = sum;
 }
-
-int LLVMFuzzerTestOneInput(const uint8_t *input, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *input, size_t size)
 {

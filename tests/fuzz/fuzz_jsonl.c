@@ -1,0 +1,7 @@
+/* libFuzzer harness for JSON Lines text-classification files (make fuzz-jsonl); see fuzz_fields.h. */
+#include "fuzz_fields.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    return fuzz_fields(data, size, TR_FMT_JSONL, "fuzz.jsonl");
+}
