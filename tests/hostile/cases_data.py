@@ -26,8 +26,8 @@ csv_cases = {
     "blank-lines": ("\n\n\n", 4, ["train.csv"], None),
     "ragged": ("\n".join(good[:3] + ["1.0,2.0,3.0"] + good[3:]) + "\n", 4, ["train.csv:4:"], None),
     "text-cell": ("\n".join(good[:5] + ["1.0,abc,3.0,4.0,1"] + good[5:]) + "\n", 4, ["train.csv:6:"], None),
-    "negative-label": ("\n".join(good[:2] + ["1.0,2.0,3.0,4.0,-1"] + good[2:]) + "\n", 4, ["train.csv:3:"], None),
-    "fractional-label": ("\n".join(good[:2] + ["1.0,2.0,3.0,4.0,1.5"] + good[2:]) + "\n", 4, ["train.csv:3:"], None),
+    "negative-label": ("\n".join(good[:2] + ["1.0,2.0,3.0,4.0,-1"] + good[2:]) + "\n", 0, [], None),
+    "fractional-label": ("\n".join(good[:2] + ["1.0,2.0,3.0,4.0,1.5"] + good[2:]) + "\n", 0, [], None),
     "nan-cell": ("\n".join(good[:2] + ["nan,2.0,3.0,4.0,1"] + good[2:]) + "\n", 4, ["train.csv:3:"], "csv"),
     "na-cell": ("\n".join(good[:2] + ["NA,2.0,3.0,4.0,1"] + good[2:]) + "\n", 4, ["train.csv:3:"], "csv"),
     "empty-cell": ("\n".join(good[:2] + [",2.0,3.0,4.0,1"] + good[2:]) + "\n", 4, ["train.csv:3:"], None),
@@ -35,12 +35,15 @@ csv_cases = {
     "overflow-cell": ("\n".join(good[:2] + ["1e999,2.0,3.0,4.0,1"] + good[2:]) + "\n", 4, ["train.csv:3:"], "csv"),
     "nul-byte": ("\n".join(good[:2] + ["1.0,2\x00.0,3.0,4.0,1"] + good[2:]) + "\n", 4, ["train.csv:3:"], None),
     "invalid-utf8": ("\n".join(good[:2] + ["1.0,\xff\xfe,3.0,4.0,1"] + good[2:]) + "\n", 4, ["train.csv:3:"], None),
+    # A label that is not a whole number from 0 to 2^31 - 1 makes every label a class name
+    # (trainrun-dataset(5), csv): "-1", "1.5" and "99999999999" are classes beside "0" and "1".
     "one-column": ("1\n2\n3\n", 4, ["train.csv"], None),
-    "huge-label": ("\n".join(good[:2] + ["1.0,2.0,3.0,4.0,99999999999"] + good[2:]) + "\n", 4, ["train.csv:3:"], None),
+    "huge-label": ("\n".join(good[:2] + ["1.0,2.0,3.0,4.0,99999999999"] + good[2:]) + "\n", 0, [], None),
 }
 for name, (text, rc, needles, after) in csv_cases.items():
     plan("csv/" + name, {"train.csv": text.encode("latin-1") if "\xff" in text else text}, rc, needles, after=after)
-plan("csv/line-2MiB", {"train.csv": "1.0," * (1 << 19) + "0\n"}, 3, ["budget.memory"])   # 512 Ki features
+plan("csv/line-2MiB", {"train.csv": "1.0," * (1 << 19) + "0\n"}, 3, ["budget.memory"],   # 512 Ki features
+     argv=["TR", "plan", "r.yaml", "budget.memory=128MiB"])   # its smallest footprint is 211 MiB
 plan("csv/crlf", {"train.csv": TRAIN_CSV.replace("\n", "\r\n")}, 0)
 plan("csv/no-final-newline", {"train.csv": TRAIN_CSV.rstrip("\n")}, 0)
 plan("csv/string-labels-header", {"train.csv": "a,b,c,d,species\n" + "\n".join(
@@ -81,7 +84,7 @@ corpus = "It is a truth universally acknowledged, that a single man in possessio
 plan("inline/text", {"corpus/train.txt": corpus}, 0, recipe=GPT, after="csv")
 plan("inline/text-check", {"corpus/train.txt": corpus}, 0, recipe=GPT, argv=["TR", "check", "r.yaml"])
 plan("inline/text-missing", {}, 4, ["corpus/train.txt"], recipe=GPT, after="csv")
-plan("inline/text-invalid-utf8", {"corpus/train.txt": b"fine\n\xc3\x28 broken\n" * 40}, 4, ["corpus/train.txt:1:"],
+plan("inline/text-invalid-utf8", {"corpus/train.txt": b"fine\n\xc3\x28 broken\n" * 40}, 4, ["corpus/train.txt:2:1:"],
      recipe=GPT, after="csv")
 BERT = ("name: tiny-bert\ndevice: cpu\nmodel: {arch: bert, layers: 1, hidden: 16, heads: 2, ffn: 32, max_len: 16}\n"
         "data:\n  train: {source: t.%s, format: %s, text: text, label: label}\n  tokenizer: {kind: bytes}\n"

@@ -19,7 +19,7 @@ def limit(name, argv, rc, names=(), shell=None, after=None, timeout=60, quick=Tr
                       quick=quick, check=check, changes=changes))
 
 
-for budget in ("1MiB", "16MiB", "64MiB", "128MiB"):
+for budget in ("1MiB", "16MiB", "24MiB", "32MiB"):   # the tiny recipe's smallest footprint: 34.65 MiB
     limit("budget/plan-" + budget, ["TR", "plan", "r.yaml", "budget.memory=" + budget], 3, names=("budget.memory",),
           changes=())
     limit("budget/run-" + budget, ["TR", "r.yaml", "--quiet", "budget.memory=" + budget], 3,
@@ -30,7 +30,7 @@ for mb in (200, 400):
     for sub in (["plan", "r.yaml"], ["r.yaml", "--quiet"]):
         limit("rlimit-as-%dMB/%s" % (mb, sub[0]), ["TR"] + sub, 3, names=("RLIMIT_AS",),
               shell="ulimit -v %d;" % (mb * 1000), after="limits", timeout=30)
-limit("rlimit-data-300MB/plan", ["TR", "plan", "r.yaml"], 3, names=("RLIMIT_DATA",), shell="ulimit -d 300000;",
+limit("rlimit-data-200MB/plan", ["TR", "plan", "r.yaml"], 3, names=("RLIMIT_DATA",), shell="ulimit -d 200000;",
       after="limits", timeout=30)
 limit("rlimit-as-8GB/plan", ["TR", "plan", "r.yaml"], 0, shell="ulimit -v 8000000;", changes=())
 

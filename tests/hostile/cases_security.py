@@ -29,7 +29,8 @@ case("escape/override-key", ["TR", "check", "r.yaml", ESC + "=1"], 2, controls=T
 case("escape/csv-cell", ["TR", "plan", "r.yaml"], 4, names=("train.csv:3:",),
      files={"train.csv": "\n".join(TRAIN_CSV.splitlines()[:2] + ["1.0,%s,3.0,4.0,1" % ESC]) + "\n"}, controls=True,
      after="inputs")
-case("escape/file-name", ["TR", "plan", "r.yaml", "data.train.source=x%s.csv" % ESC], 4, controls=True,
+# YAML itself refuses the control character in the override: exit 2, the override escaped.
+case("escape/file-name", ["TR", "plan", "r.yaml", "data.train.source=x%s.csv" % ESC], 2, controls=True,
      after="inputs")
 case("escape/dataset-yaml", ["TR", "plan", "r.yaml", "~data.train", "data.dataset=mine"], 4, controls=True,
      files={"ds/mine/dataset.yaml": "name: mine\nformat: csv\n%s: 1\ntrain: {source: a.csv}\n" % ESC},

@@ -174,6 +174,21 @@ def make_files(root, files):
             raise ValueError("%s: unknown file kind %r" % (rel, what))
 
 
+def trimmable_bytes(path, name):
+    """A run's logs, which a resume cuts back to the checkpoint it starts from (the steps after
+    it are trained and logged again, so none is held twice): their bytes, to tell a cut from a
+    change. None for every other file."""
+    if name == "metrics.jsonl" or name.startswith("events.out.tfevents."):
+        with open(path, "rb") as f:
+            return f.read()
+    return None
+
+
+def trimmed(was, now):
+    """now is was cut back: the same file, a prefix of its old bytes."""
+    return was[0] == now[0] == "file" and was[3] is not None and now[3] is not None and was[3].startswith(now[3])
+
+
 def snapshot(root):
     """Every entry under root: its kind and, for files, a hash of the bytes; links not followed."""
     seen = {}
@@ -187,7 +202,7 @@ def snapshot(root):
                 with open(path, "rb") as f:
                     for block in iter(lambda: f.read(1 << 20), b""):
                         h.update(block)
-                seen[rel] = ("file", h.hexdigest(), st.st_ino)
+                seen[rel] = ("file", h.hexdigest(), st.st_ino, trimmable_bytes(path, name))
             elif stat.S_ISLNK(st.st_mode):
                 seen[rel] = ("link", os.readlink(path), st.st_ino)
             else:
@@ -291,6 +306,8 @@ def judge(case, res, scratch, before):
         if any(rel == c or rel.startswith(c.rstrip("/") + "/") for c in case.changes):
             continue
         now = after.get(rel)
+        if now is not None and trimmed(was, now):
+            continue
         if now is None or now[:2] != was[:2]:   # kind and content; a directory's inode may change
             res.lost = True
             p.append("data lost: %s %s" % (rel, "vanished" if now is None else "changed"))
