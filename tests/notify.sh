@@ -142,6 +142,10 @@ for sig in TERM HUP; do
   [ "$waited" -le 5000 ] || fail "SIG$sig while the webhook hangs: trainrun took $waited ms to end"
   expect_in "$err" "notifying http://127.0.0.1:$port of the success: stopped by signal" "SIG$sig: the message"
   expect_in "$(cat "$scratch"/cut/mlp/2*/log.txt)" "stopped by signal" "SIG$sig: log.txt says the webhook was cut"
+  record=$(tr -d ' \n' <"$(ls -d "$scratch"/cut/mlp/2*/)run.json")
+  expect_in "$record" "\"exit_code\":130,\"outcome\":\"interrupted\",\"signal\":\"SIG$sig\"" \
+    "SIG$sig: run.json ends as the process did"
+  expect_in "$record" "\"notification\":\"cutbySIG$sig\"" "SIG$sig: run.json says the notification was cut"
 done
 
 # 6. 500, 500, then 200: tried again, delivered.

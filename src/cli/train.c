@@ -155,8 +155,12 @@ int tr_cli_train(const struct tr_recipe *r, const struct tr_args *a, const char 
     else if (status == TR_EXIT_OK && quiet)
         printf("%s: test accuracy %.4f, run folder %s\n", r->name, res.test.accuracy, dir);
     fflush(stdout);   /* the result line first, then the webhook's wait */
-    if (tr_notify_run_end(r, *dir ? dir : resume_dir, status) == TR_EINTERRUPTED)
-        status = TR_EXIT_INTERRUPTED;
+    if (tr_notify_run_end(r, *dir ? dir : resume_dir, status) == TR_EINTERRUPTED) {
+        status = TR_EXIT_INTERRUPTED;   /* run.json says so too, or it would claim the end it had */
+        struct tr_diag why = {0};
+        if (tr_run_folder_notification_cut(&folder, status, tr_stop_requested(), &why))
+            tr_cli_print_diag(&why);
+    }
     tr_stop_uninstall();
     tr_run_folder_close(&folder);
     return status;

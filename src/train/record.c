@@ -196,6 +196,17 @@ int tr_run_record_end(json_t *record, const char *dir, const struct tr_record_en
     return write_record(record, dir, d);
 }
 
+int tr_run_record_cut(json_t *record, const char *dir, int exit_code, int signal, struct tr_diag *d)
+{
+    json_t *segments = json_object_get(record, "segments"), *last = json_array_get(segments, json_array_size(segments) - 1);
+    struct tr_record_end end = {.exit_code = exit_code, .signal = signal};
+    if (last)
+        set_ending(last, &end);
+    set_ending(record, &end);
+    json_object_set_new(record, "notification", json_sprintf("cut by %s", tr_stop_signal_name(signal)));
+    return write_record(record, dir, d);
+}
+
 int tr_run_record_note(json_t *record, const char *dir, const char *key, json_t *value, struct tr_diag *d)
 {
     json_object_set_new(record, key, value);

@@ -85,6 +85,11 @@ struct tr_record_end {
 };
 int tr_run_record_end(json_t *record, const char *dir, const struct tr_record_end *end, json_t *leak,
                       struct tr_diag *d);
+/* The run's end amended when a signal cut its notification (the webhook, after the record was
+ * closed): its exit status (130: cli/exit.c chooses), "interrupted" and the signal, as the process ends, and
+ * "notification": "cut by SIGTERM"; `--resume auto` then goes on from the last checkpoint,
+ * evaluates and notifies again. */
+int tr_run_record_cut(json_t *record, const char *dir, int exit_code, int signal, struct tr_diag *d);
 /* Sets record's key to value (taken) and writes the file at once: what a nightly run decided
  * ("warm_start": where its first weights came from; "promotion": the gate's decision). */
 int tr_run_record_note(json_t *record, const char *dir, const char *key, json_t *value, struct tr_diag *d);

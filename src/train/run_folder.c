@@ -465,6 +465,11 @@ void tr_run_folder_end(struct tr_run_folder *f, const char *report_dir, const st
         tr_run_folder_say(f, "warning: TensorBoard events: %s\n", tr_events_error(&f->events));
 }
 
+int tr_run_folder_notification_cut(struct tr_run_folder *f, int exit_status, int signal, struct tr_diag *d)
+{
+    return f->record ? tr_run_record_cut(f->record, f->dir.s, exit_status, signal, d) : 0;
+}
+
 void tr_run_folder_close(struct tr_run_folder *f)
 {
     json_decref(f->record);

@@ -90,6 +90,9 @@ struct tr_run_end {
  * (a failure is a warning: the report is for people), and the TensorBoard session ended
  * (unless interrupted: the session goes on when resumed) and closed. */
 void tr_run_folder_end(struct tr_run_folder *f, const char *report_dir, const struct tr_run_end *end);
+/* A signal cut the run's notification after its end was recorded: run.json says so
+ * (tr_run_record_cut); 0 when no record was begun. */
+int tr_run_folder_notification_cut(struct tr_run_folder *f, int exit_status, int signal, struct tr_diag *d);
 void tr_run_folder_close(struct tr_run_folder *f);
 
 #endif
