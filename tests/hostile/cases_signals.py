@@ -43,7 +43,9 @@ for sig, after in ((signal.SIGINT, "signals"), (signal.SIGTERM, "signals"), (sig
 # During the final evaluation of a big test split: still 130 with a checkpoint.
 big = dict(TINY_FILES)
 big["test.csv"] = "".join(TINY_FILES["train.csv"] for _ in range(3000))
-CASES.append(Case(F, "evaluate/SIGTERM", ["TR", "r.yaml", "--quiet", "data.test.source=test.csv", "train.steps=5"],
+# A wide model, so that the evaluation of its 120,000 rows outlasts the signal's 6 s on any host.
+CASES.append(Case(F, "evaluate/SIGTERM", ["TR", "r.yaml", "--quiet", "data.test.source=test.csv", "train.steps=5",
+                                          "model.hidden=1024", "model.layers=4"],
                   130, files=big, signal=(signal.SIGTERM, 6), timeout=120, changes=("runs",), after="signals",
                   check=run_json_names(signal.SIGTERM), quick=False))
 # During a download that stalls.
