@@ -155,7 +155,7 @@ START_TEST(defaults_documented)
     ck_assert_int_eq(r.data.train.format, TR_FMT_AUTO);
     ck_assert_int_eq(r.data.tokenizer.kind, TR_TOK_NONE);
     ck_assert(r.data.tokenizer.lowercase);
-    ck_assert_int_eq(r.data.num_workers, 2);
+    ck_assert_int_eq(tr_recipe_num_workers(&r, 8), 2);
     ck_assert_int_eq(r.data.prefetch_factor, 2);
     ck_assert_int_eq(r.data.pin_memory, TR_AUTO);
     ck_assert_int_eq(r.train.batch_size, 32);
@@ -1303,6 +1303,25 @@ START_TEST(yaml_limits)
 }
 END_TEST
 
+/* data.num_workers: auto is half the cores, at least 1 (the seed's 50–75 %, its lower end: the
+ * step's threads share the cores); a number stays the number. */
+START_TEST(num_workers_auto_from_cores)
+{
+    ck_assert_int_eq(tr_num_workers_auto(1), 1);
+    ck_assert_int_eq(tr_num_workers_auto(2), 1);
+    ck_assert_int_eq(tr_num_workers_auto(3), 1);
+    ck_assert_int_eq(tr_num_workers_auto(16), 8);
+    ck_assert_int_ge(tr_num_workers_auto(0), 1);   /* this host's */
+    struct tr_recipe r;
+    load_ok(&r, "name: t\n" DATA, (const char *const[]){"data.num_workers=auto", NULL});
+    ck_assert_int_eq(tr_recipe_num_workers(&r, 12), 6);
+    tr_recipe_free(&r);
+    load_ok(&r, "name: t\n" DATA, (const char *const[]){"data.num_workers=5", NULL});
+    ck_assert_int_eq(tr_recipe_num_workers(&r, 12), 5);
+    tr_recipe_free(&r);
+}
+END_TEST
+
 #define N(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 static Suite *recipe_suite(void)
@@ -1311,6 +1330,7 @@ static Suite *recipe_suite(void)
     TCase *tc = tcase_create("defaults");
     tcase_add_checked_fixture(tc, scratch_setup, scratch_teardown);
     tcase_add_test(tc, defaults_documented);
+    tcase_add_test(tc, num_workers_auto_from_cores);
     tcase_add_test(tc, each_default_reads_back);
     tcase_add_test(tc, defaults_round_trip);
     tcase_add_test(tc, full_round_trip);

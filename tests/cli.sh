@@ -232,4 +232,14 @@ if [ -w /dev/full ]; then
   expect_rc 1 "writing to a full device"
   expect_in "$err" "writing the output" "the write error is reported"
 fi
+# data.num_workers: auto is half the cores (at least 1): the plan sizes the loader with it, the
+# report's loader row names the number (trainrun-recipe(5)).
+run "$TRAINRUN" check "$srcdir/recipes/mlp.yaml" data.num_workers=auto
+expect_rc 0 "data.num_workers=auto"
+run "$TRAINRUN" "$srcdir/recipes/mlp.yaml" data.num_workers=auto train.steps=20 report.dir="$scratch/nw" --quiet
+expect_rc 0 "a run with data.num_workers=auto"
+cores=$(getconf _NPROCESSORS_ONLN)
+workers=$((cores / 2)); [ "$workers" -ge 1 ] || workers=1
+expect_in "$(cat "$scratch"/nw/mlp/2*/report.md)" "| $workers worker" "auto: half of the $cores cores in the loader row"
+expect_in "$(cat "$scratch"/nw/mlp/2*/report.md)" "(auto: half the cores)" "the row says the number came from auto"
 finish

@@ -118,7 +118,7 @@ static void space_ceiling(const struct tr_plan_job *job, struct tr_ceiling *best
     struct tr_space now = tr_process_space();
     if (now.size < 0)
         return;
-    struct tr_space pending = plus(tr_plan_space_pending(dev), dev->worker_space, job->r->data.num_workers);
+    struct tr_space pending = plus(tr_plan_space_pending(dev), dev->worker_space, tr_recipe_num_workers(job->r, 0));
     for (size_t i = 0; i < NLIMITS; i++) {
         uint64_t limit = limit_bytes(i);
         if (!limit)

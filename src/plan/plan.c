@@ -157,7 +157,7 @@ static struct tr_loader_options loader_options(const struct tr_plan_job *job, co
                                       .buckets = k->dynamic ? k->buckets : NULL,
                                       .nbuckets = k->dynamic ? k->nbuckets : 0,
                                       .pool = r->optimize.dynamic_batching.pool, .seed = (uint64_t)r->seed,
-                                      .shuffle = r->data.shuffle, .num_workers = (int)r->data.num_workers,
+                                      .shuffle = r->data.shuffle, .num_workers = (int)tr_recipe_num_workers(r, 0),
                                       .prefetch = (int)r->data.prefetch_factor,
                                       .hold = tr_plan_backend(job->dev) && tr_plan_backend(job->dev)->copy_ahead ? 2 : 1};
 }

@@ -86,7 +86,8 @@ struct tr_recipe {
         char *dataset;
         struct tr_source train, valid, test;
         struct { int kind; char *vocab, *merges; bool lowercase; } tokenizer;
-        int64_t num_workers, prefetch_factor;
+        struct tr_choice num_workers;     /* auto (name 0: tr_recipe_num_workers), or a number */
+        int64_t prefetch_factor;
         int pin_memory;   /* enum tr_tristate */
         bool shuffle;
         uint64_t max_download;    /* bytes; 0 when null (no cap but the disk's) */
@@ -151,6 +152,11 @@ struct tr_recipe_sources {
 
 /* Fills the defaults, then applies each layer; collects every problem into diag.
  * Returns 0, or TR_EINVAL when diag holds errors (the recipe is then unusable). */
+/* data.num_workers as a number: `auto` is half of the cores online (at least 1), the lower end of
+ * the seed's 50–75 %: the step's own threads run on the same cores. cores ≤ 0: asks the system. */
+int64_t tr_recipe_num_workers(const struct tr_recipe *r, long cores);
+int64_t tr_num_workers_auto(long cores);   /* what `auto` is on a host of that many cores */
+
 int tr_recipe_load(struct tr_recipe *r, const struct tr_recipe_sources *src, struct tr_diag *diag);
 /* The same from in-memory YAML, for tests and the fuzzer ("file" names it in messages). */
 int tr_recipe_load_string(struct tr_recipe *r, const char *yaml, size_t len, const char *file,

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "recipe/schema.h"
 
@@ -222,4 +223,16 @@ void tr_recipe_validate(const struct tr_recipe *r, struct tr_diag *diag)
     check_train(&c);
     check_optimize(&c);
     check_report(&c);
+}
+
+int64_t tr_recipe_num_workers(const struct tr_recipe *r, long cores)
+{
+    return r->data.num_workers.name != 0 ? r->data.num_workers.n : tr_num_workers_auto(cores);
+}
+
+int64_t tr_num_workers_auto(long cores)
+{
+    if (cores <= 0)
+        cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return cores >= 2 ? cores / 2 : 1;
 }

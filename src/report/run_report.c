@@ -17,6 +17,7 @@
 #include "core/alloc.h"
 #include "core/exit.h"
 #include "core/input.h"
+#include "recipe/recipe.h"
 
 /* Loss spikes: a logged train/loss above SPIKE_RATIO × the median of the SPIKE_WINDOW logged
  * before it (fewer than SPIKE_MIN_HISTORY: too early to tell). Data-bound: waiting for data
@@ -138,7 +139,7 @@ static void read_recipe(struct tr_run_report *rep, FILE *f)
         else if (!strcmp(dotted, "data.pin_memory"))
             snprintf(rep->pin_memory, sizeof rep->pin_memory, "%s", value);
         else if (!strcmp(dotted, "data.num_workers"))
-            rep->workers = atoll(value);
+            rep->workers = strcmp(value, "auto") ? atoll(value) : -1;   /* -1: auto, sized at the run */
         else if (!strcmp(dotted, "data.prefetch_factor"))
             rep->prefetch = atoll(value);
         else if (!strcmp(dotted, "train.batch_size"))
@@ -364,8 +365,15 @@ static void amp_and_loader_rows(struct tr_run_report *rep)
      * on the CPU nothing is copied to a device, so there is nothing to pin. */
     const char *device = json_string_value(json_object_get(json_object_get(rep->plan, "device"), "name"));
     bool gpu = device && strcmp(device, "cpu");
-    snprintf(r->setting, sizeof r->setting, "%lld worker%s, prefetch %lld, pin_memory %s", rep->workers,
-             rep->workers == 1 ? "" : "s", rep->prefetch, gpu ? "on" : "off");
+    long cores = (long)json_integer_value(json_object_get(json_object_get(rep->record, "environment"), "cpus"));
+    long long workers = rep->workers >= 0 ? rep->workers : cores > 0 ? (long long)tr_num_workers_auto(cores) : -1;
+    if (workers < 0)
+        snprintf(r->setting, sizeof r->setting, "auto workers, prefetch %lld, pin_memory %s", rep->prefetch,
+                 gpu ? "on" : "off");
+    else
+        snprintf(r->setting, sizeof r->setting, "%lld worker%s%s, prefetch %lld, pin_memory %s", workers,
+                 workers == 1 ? "" : "s", rep->workers < 0 ? " (auto: half the cores)" : "", rep->prefetch,
+                 gpu ? "on" : "off");
     double wait = mean(tr_run_report_series(rep, "data/wait_fraction"));
     int at = isfinite(wait) ? snprintf(r->detail, sizeof r->detail, "data wait %.1f%% of the time on average", 100 * wait)
                             : snprintf(r->detail, sizeof r->detail, "no data wait measured");

@@ -460,7 +460,7 @@ static int open_loader(struct loop_run *c)
     struct tr_loader_options o = {.batch = r->train.batch_size, .micro = k->micro,
                                   .buckets = k->dynamic ? k->buckets : NULL, .nbuckets = k->dynamic ? k->nbuckets : 0,
                                   .pool = r->optimize.dynamic_batching.pool, .seed = (uint64_t)r->seed,
-                                  .shuffle = r->data.shuffle, .num_workers = (int)r->data.num_workers,
+                                  .shuffle = r->data.shuffle, .num_workers = (int)tr_recipe_num_workers(r, 0),
                                   .prefetch = (int)r->data.prefetch_factor, .memory = c->s->be->host_memory,
                                   .hold = tr_backend_copies_ahead(c->s->be) ? 2 : 1};
     int err = tr_loader_open(&c->loader, &c->data->train, &o, c->d);
