@@ -205,7 +205,8 @@ static void run_dropout(const struct tr_node *n, const struct tr_rng_ctx *rng, s
 }
 
 /* Each element against the key backend.h gives, drawn here with tr_rng_uniform4 directly:
- * rank 3 [rows, positions, features], rank 2 [rows, features], rank 4 [rows, positions, a, b]. */
+ * rank 3 [rows, positions, features], rank 2 [rows, features], rank 4 [rows, positions, a, b];
+ * wide rows take the kernel's batched Philox (dropout.c), narrow ones its one-call path. */
 static void check_dropout_key(int rank, const int64_t *dims)
 {
     uint64_t seed = 21;
@@ -232,6 +233,9 @@ START_TEST(dropout_key_layout)
     check_dropout_key(3, GC_DIMS(3, 4, 5));
     check_dropout_key(2, GC_DIMS(3, 9));
     check_dropout_key(4, GC_DIMS(2, 3, 2, 2));
+    /* features past one batch of 16 Philox lanes (64 features), with a ragged rest */
+    check_dropout_key(3, GC_DIMS(2, 3, 133));
+    check_dropout_key(2, GC_DIMS(3, 256));
 }
 END_TEST
 

@@ -35,16 +35,42 @@ static struct dropout_layout dropout_layout_of(const struct tr_tensor *x)
     return l;
 }
 
-/* keep[j] = uniform4(seed, step, sample, position, group, stream)[j] ≥ p for the features
- * 4·group + j: one Philox call draws four features (rng.h). */
-static inline void dropout_keeps4(const struct dropout_key *k, int64_t row, int64_t position, int64_t group,
-                                  bool keep[4])
+/* Philox for DROPOUT_LANES consecutive groups at once: the same ten rounds as rng.h's
+ * tr_philox4x32, written across lanes so that the compiler runs the lanes in vector registers
+ * (vpmuludq takes four 32 × 32 → 64-bit products at a time); one call per group cost as much
+ * as the rest of the step's elementwise work. words[w][l] is word w of the call whose counter
+ * holds group g0 + l; check_kernels compares it with tr_rng_uniform4 bit for bit. */
+#define DROPOUT_LANES 16
+
+struct dropout_lanes {
+    uint32_t words[4][DROPOUT_LANES];
+};
+
+static inline void dropout_philox_lanes(const struct dropout_key *k, uint64_t sample, uint32_t position,
+                                        uint32_t g0, struct dropout_lanes *out)
 {
-    uint64_t sample = k->sample_ids ? (uint64_t)k->sample_ids[row] : (uint64_t)row;
-    float u[4];
-    tr_rng_uniform4(k->seed, k->step, sample, (uint32_t)position, (uint32_t)group, k->stream, u);
-    for (int j = 0; j < 4; j++)
-        keep[j] = u[j] >= k->p;
+    uint32_t x0[DROPOUT_LANES], x1[DROPOUT_LANES], x2[DROPOUT_LANES], x3[DROPOUT_LANES];
+    uint32_t c3 = (uint32_t)(sample >> 32) ^ ((uint32_t)k->step << 16) ^ (uint32_t)(k->step >> 16);
+    uint32_t k0 = (uint32_t)k->seed ^ k->stream * 0x85EBCA6Bu, k1 = (uint32_t)(k->seed >> 32) ^ (uint32_t)k->step;
+    for (int l = 0; l < DROPOUT_LANES; l++)
+        x0[l] = g0 + (uint32_t)l, x1[l] = position, x2[l] = (uint32_t)sample, x3[l] = c3;
+    for (int round = 0; round < 10; round++) {
+        for (int l = 0; l < DROPOUT_LANES; l++) {
+            uint64_t p0 = (uint64_t)TR_PHILOX_M0 * x0[l], p1 = (uint64_t)TR_PHILOX_M1 * x2[l];
+            uint32_t y0 = (uint32_t)(p1 >> 32) ^ x1[l] ^ k0, y1 = (uint32_t)p1;
+            uint32_t y2 = (uint32_t)(p0 >> 32) ^ x3[l] ^ k1, y3 = (uint32_t)p0;
+            x0[l] = y0, x1[l] = y1, x2[l] = y2, x3[l] = y3;
+        }
+        k0 += TR_PHILOX_W0, k1 += TR_PHILOX_W1;
+    }
+    for (int l = 0; l < DROPOUT_LANES; l++)
+        out->words[0][l] = x0[l], out->words[1][l] = x1[l], out->words[2][l] = x2[l], out->words[3][l] = x3[l];
+}
+
+/* keep: the word's uniform (its top 24 bits, as rng.h makes it) ≥ p. */
+static inline bool dropout_keeps_word(uint32_t word, float p)
+{
+    return (float)(word >> 8) * (1.0f / 16777216.0f) >= p;
 }
 
 #define TR_KERNEL_BODY "backend/cpu/dropout.inc"

@@ -8,6 +8,12 @@
 #include "core/blas.h"
 #include <math.h>
 
+#include "backend/cpu/vmath.h"
+
+/* The f64 forms of vmath.h's functions, from libm. */
+static inline double tr_two_phi(double x) { return erfc(-x * 0.70710678118654752); }
+static inline double tr_sigmoid(double x) { return 1 / (1 + exp(-x)); }
+
 #define REAL float
 #define SFX f32
 #define EXP expf
@@ -15,6 +21,9 @@
 #define SQRT sqrtf
 #define TANH tanhf
 #define ERF erff
+#define VEXP tr_vexpf
+#define VTWO_PHI tr_vtwo_phif
+#define VSIGMOID tr_vsigmoidf
 #define GEMM tr_blas.sgemm
 #define GEMV tr_blas.sgemv
 #define GER tr_blas.sger
@@ -26,6 +35,9 @@
 #undef SQRT
 #undef TANH
 #undef ERF
+#undef VEXP
+#undef VTWO_PHI
+#undef VSIGMOID
 #undef GEMM
 #undef GEMV
 #undef GER
@@ -37,6 +49,9 @@
 #define SQRT sqrt
 #define TANH tanh
 #define ERF erf
+#define VEXP exp
+#define VTWO_PHI tr_two_phi
+#define VSIGMOID tr_sigmoid
 #define GEMM tr_blas.dgemm
 #define GEMV tr_blas.dgemv
 #define GER tr_blas.dger
@@ -48,6 +63,9 @@
 #undef SQRT
 #undef TANH
 #undef ERF
+#undef VEXP
+#undef VTWO_PHI
+#undef VSIGMOID
 #undef GEMM
 #undef GEMV
 #undef GER
