@@ -38,6 +38,7 @@ static int count_targets(const struct tr_kernel_args *a, const int32_t *targets,
 #define LCE_TILE_M 256
 #define LCE_TILE_N 512
 #define LCE_TILE_DX 64
+#define LCE_LANES 16
 
 static int64_t lce_rows(const struct tr_node *node, int64_t rows, int64_t classes, size_t elem)
 {
