@@ -174,6 +174,13 @@ struct tr_backend_ops {
      * for devices this machine does not have. */
     size_t (*workspace_bytes)(const struct tr_node *node, const struct tr_tensor *in,
                               const struct tr_tensor *out);
+    /* Makes what the instance keeps for one node at its bound shapes (in, out: node->nin and
+     * node->nout tensors, data NULL) before the first step — the CPU's oneDNN primitives — so
+     * the step makes none; g says which sizes vary with the micro-batch. Called for every node of
+     * every bucket's plan (tr_backend_prepare_program); NULL: the kind keeps nothing. 0, or a
+     * code with a sentence in d. */
+    int (*prepare)(const struct tr_backend *be, const struct tr_graph *g, const struct tr_node *node,
+                   const struct tr_tensor *in, const struct tr_tensor *out, struct tr_diag *d);
     /* host_visible: the host may read and write the regions directly (the CPU); otherwise every
      * access goes through copy and fill. */
     bool host_visible;
@@ -308,6 +315,11 @@ int tr_backend_open(int device_kind, int device, struct tr_backend **out, struct
 int tr_backend_open_ops(const struct tr_backend_ops *ops, int device, struct tr_backend **out, struct tr_diag *d);
 /* Releases the instance and everything it made; NULL is ignored. */
 void tr_backend_close(struct tr_backend *be);
+
+/* Prepares the instance for every node of a schedule at each of nplans bucket sizes (B[i],
+ * S[i]) of graph g (backend.h: prepare); nothing where the kind keeps nothing. */
+int tr_backend_prepare_program(const struct tr_backend *be, const struct tr_graph *g, const int *schedule, int n,
+                               const int64_t *B, const int64_t *S, int nplans, struct tr_diag *d);
 
 /* Runs one node's kernel on bound tensors (the executor's and the tests' single entry point):
  * sets args->be; 0, or a code with the sentence in args->diag. */

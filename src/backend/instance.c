@@ -5,6 +5,8 @@
 #include <ctype.h>
 #include <stdlib.h>
 
+#include "graph/memplan.h"
+
 int tr_backend_open_ops(const struct tr_backend_ops *ops, int device, struct tr_backend **out, struct tr_diag *d)
 {
     struct tr_backend *be = tr_xcalloc(1, sizeof *be);
@@ -44,4 +46,21 @@ int tr_backend_run(const struct tr_backend *be, struct tr_kernel_args *args)
     if (!fn)
         return no_kernel(be, args);
     return be->ops->run ? be->ops->run(fn, args) : fn(args);
+}
+
+int tr_backend_prepare_program(const struct tr_backend *be, const struct tr_graph *g, const int *schedule, int n,
+                               const int64_t *B, const int64_t *S, int nplans, struct tr_diag *d)
+{
+    if (!be->ops->prepare)
+        return 0;
+    for (int p = 0; p < nplans; p++)
+        for (int i = 0; i < n; i++) {
+            const struct tr_node *node = &g->nodes[schedule[i]];
+            struct tr_tensor in[TR_MAX_IN], out[TR_MAX_OUT];
+            tr_bind_shapes(g, node, B[p], S[p], in, out);
+            int rc = be->ops->prepare(be, g, node, in, out, d);
+            if (rc)
+                return rc;
+        }
+    return 0;
 }

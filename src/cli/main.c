@@ -53,6 +53,9 @@ static void version(void)
     printf("CPU backend: OpenBLAS %s kernels, OpenMP %d threads\n",
            tr_blas_loaded() ? tr_cpu_blas_core() : "(not loaded: no room under the address-space limit)",
            omp_get_max_threads());
+    char onednn[160];
+    tr_onednn_describe(onednn, sizeof onednn);
+    printf("CPU backend: %s\n", onednn);
 #ifdef HAVE_CUDA
     struct tr_cuda_info info;
     tr_cuda_probe(&info);

@@ -42,10 +42,23 @@ int tr_session_plan(struct tr_session *s, const struct tr_recipe *r, const struc
     return 0;
 }
 
+/* The backend's preparation for every bucket's shapes (the CPU's oneDNN primitives), before
+ * the first step: the step makes none. */
+static int prepare(const struct tr_session *s, const struct tr_program *p, struct tr_diag *d)
+{
+    int64_t B[TR_PLAN_MAX_BUCKETS], S[TR_PLAN_MAX_BUCKETS];
+    for (int i = 0; i < p->nbuckets && i < TR_PLAN_MAX_BUCKETS; i++)
+        B[i] = p->buckets[i].B, S[i] = p->buckets[i].S;
+    int n = p->nbuckets < TR_PLAN_MAX_BUCKETS ? p->nbuckets : TR_PLAN_MAX_BUCKETS;
+    return tr_backend_prepare_program(s->be, p->graph, p->schedule, p->n, B, S, n, d) ? TR_EFAIL : 0;
+}
+
 /* The chosen plan's program, training or evaluation, and an executor over its regions. */
 static int build_side(struct tr_session *s, struct tr_side *side, bool training, struct tr_diag *d)
 {
     int rc = tr_build(&side->b, &s->job, &s->k, training, d);
+    if (!rc)
+        rc = prepare(s, &side->b.p, d);
     if (rc)
         return rc;
     side->lm = s->job.data->kind == TR_DATA_TEXT_LM;

@@ -1,8 +1,11 @@
-/* The CPU backend's table: one kernel per op (cpu.h lists them), OpenBLAS for every GEMM and
- * OpenMP for the rest, sharing one thread pool (configure insists on OpenBLAS's OpenMP build).
- * The CPU keeps no state: its instance's state is NULL, and one const instance serves callers
- * that open none (tr_backend_cpu). */
+/* The CPU backend's table: one kernel per op (cpu.h lists them), OpenBLAS for the GEMMs that
+ * oneDNN does not take (onednn.h) and OpenMP for the rest, sharing one thread pool (configure
+ * insists on OpenBLAS's OpenMP build). An instance's state is its oneDNN cache; the one const
+ * instance that serves callers opening none (tr_backend_cpu) has none, and runs every GEMM on
+ * OpenBLAS. */
 #include "backend/cpu/cpu.h"
+
+#include "backend/cpu/onednn.h"
 
 /* The kernels that need scratch of their own, for the dtypes they are given (NULL: none). */
 static const tr_cpu_workspace_fn kernel_workspace_of[TR_NOPS] = {
@@ -20,9 +23,14 @@ static size_t kernel_workspace(const struct tr_node *node, const struct tr_tenso
     return fn ? fn(node, in, out) : 0;
 }
 
+/* Enough for either path a node may take — oneDNN's scratchpads, or the default path's
+ * copies and scratch — since which one runs is known only at prepare (a kernel may be
+ * missing), and the planner sizes workspaces before that. */
 size_t tr_cpu_workspace_bytes(const struct tr_node *node, const struct tr_tensor *in, const struct tr_tensor *out)
 {
-    return tr_cpu_widened_workspace(node, in, out, kernel_workspace);
+    size_t plain = tr_cpu_widened_workspace(node, in, out, kernel_workspace);
+    size_t onednn = tr_onednn_workspace(node, in, out);
+    return plain > onednn ? plain : onednn;
 }
 
 const tr_kernel_fn tr_cpu_kernels[TR_NOPS] = {
@@ -81,18 +89,45 @@ const tr_kernel_fn tr_cpu_kernels[TR_NOPS] = {
 
 static int cpu_open(struct tr_backend *be, struct tr_diag *d)
 {
-    (void)d;
     be->memory = be->host_memory = &tr_cpu_memory;
-    return 0;
+    struct tr_onednn *o = NULL;
+    int rc = tr_onednn_open(&o, d);
+    be->state = o;
+    return rc;
 }
 
-static void cpu_close(struct tr_backend *be) { (void)be; }
+static void cpu_close(struct tr_backend *be)
+{
+    tr_onednn_close(be->state);
+    be->state = NULL;
+}
+
+static int cpu_prepare(const struct tr_backend *be, const struct tr_graph *g, const struct tr_node *node,
+                       const struct tr_tensor *in, const struct tr_tensor *out, struct tr_diag *d)
+{
+    return tr_onednn_prepare(be->state, g, node, in, out, tr_cpu_workspace_bytes(node, in, out), d);
+}
+
+/* A MATMUL goes to oneDNN when its node is one oneDNN takes (16-bit tensors as they are);
+ * everything else, 16-bit tensors through f32 copies (widen.c). */
+static int cpu_run(tr_kernel_fn kernel, const struct tr_kernel_args *a)
+{
+    bool ran = false;
+    int rc = a->node->op == TR_OP_MATMUL ? tr_onednn_matmul(a->be->state, a, &ran) : 0;
+    return ran ? rc : tr_cpu_run_widened(kernel, a);
+}
+
+struct tr_onednn_counts tr_cpu_onednn_counts(const struct tr_backend *be)
+{
+    return tr_onednn_counts_of(be->ops == &tr_cpu_ops ? be->state : NULL);
+}
 
 const struct tr_backend_ops tr_cpu_ops = {
     .name = "cpu",
     .kernels = tr_cpu_kernels,
-    .run = tr_cpu_run_widened,
+    .run = cpu_run,
     .workspace_bytes = tr_cpu_workspace_bytes,
+    .prepare = cpu_prepare,
     .host_visible = true,
     .open = cpu_open,
     .close = cpu_close,

@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/onednn.h"
 #include "core/error.h"
 
 /* Every kernel of the CPU table (cpu.c), named tr_cpu_<op>. */
@@ -112,6 +113,10 @@ int tr_cpu_synchronize(const struct tr_backend *be, struct tr_diag *d);
 int tr_cpu_optim_step(const struct tr_backend *be, const struct tr_optim_args *a);
 int tr_cpu_grad_sumsq(const struct tr_backend *be, const struct tr_optim_args *a, double *sumsq);
 int tr_cpu_grad_scale(const struct tr_backend *be, const struct tr_optim_args *a, float factor, bool *finite);
+
+/* What the instance's oneDNN cache holds (onednn.h); zeros for the shared instance, the fenced
+ * backend's and a build without oneDNN. */
+struct tr_onednn_counts tr_cpu_onednn_counts(const struct tr_backend *be);
 
 /* Adds the sentence to a->diag (when there is one) and returns TR_EINVAL (fail.c). */
 int tr_cpu_fail(const struct tr_kernel_args *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -1,0 +1,54 @@
+/* oneDNN in the CPU backend: MATMUL's GEMMs as oneDNN matmul primitives, made when a program is
+ * prepared (backend.h: prepare) and kept in the instance's cache, never in a global. bf16
+ * operands compute in bf16 with f32 accumulation where the CPU has the instructions (AVX-512
+ * BF16, AMX); f32 stays on OpenBLAS unless TR_CPU_GEMM=onednn asks for oneDNN (a diagnostic:
+ * it runs the cache and the tiles on any machine). Every other node, and every node oneDNN
+ * cannot take, runs as before (OpenBLAS, 16-bit through f32 copies): decided at prepare. */
+#ifndef TR_CPU_ONEDNN_H
+#define TR_CPU_ONEDNN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+
+struct tr_onednn;   /* an instance's engine, streams, primitives and counts */
+
+/* What the cache holds and when it was filled: prepare's primitives, and those a kernel had to
+ * make itself because its node was not prepared at these shapes (each one is a creation inside
+ * a training step: zero when the trainer prepared every bucket). */
+struct tr_onednn_counts {
+    int64_t primitives;       /* made, at prepare and in kernels */
+    int64_t made_in_kernels;  /* of those, made by a kernel: not prepared */
+    int64_t native_nodes;     /* nodes whose GEMMs run on oneDNN */
+    int64_t fallback_nodes;   /* nodes oneDNN would take but cannot (no kernel, scratch over budget) */
+};
+
+/* The instance's oneDNN (*out; NULL when trainrun is built without it): 0, or TR_EFAIL. */
+int tr_onednn_open(struct tr_onednn **out, struct tr_diag *d);
+void tr_onednn_close(struct tr_onednn *o);
+
+/* Makes the primitives one node needs at its bound shapes (in, out: node->nin, node->nout
+ * tensors), g saying which sizes vary with the micro-batch: those get primitives for every
+ * piece they can be cut into (onednn.c), so smaller batches need none made in the step.
+ * workspace: the node's workspace at these shapes (tr_cpu_workspace_bytes); a node whose
+ * scratchpads would not fit it, or that oneDNN has no kernel for, stays on the default path. 0. */
+int tr_onednn_prepare(struct tr_onednn *o, const struct tr_graph *g, const struct tr_node *node,
+                      const struct tr_tensor *in, const struct tr_tensor *out, size_t workspace, struct tr_diag *d);
+
+/* Runs a MATMUL on oneDNN when its node is one oneDNN takes (*ran set; the code returned),
+ * else leaves it to the caller (*ran false, 0). o NULL: never. */
+int tr_onednn_matmul(struct tr_onednn *o, const struct tr_kernel_args *a, bool *ran);
+
+/* The workspace a node takes on oneDNN at these shapes (its scratchpads, one per thread), 0 for
+ * nodes it does not take: a function of the shapes, this CPU and TR_CPU_GEMM alone, as the
+ * planner needs (backend.h: workspace_bytes). */
+size_t tr_onednn_workspace(const struct tr_node *node, const struct tr_tensor *in, const struct tr_tensor *out);
+
+struct tr_onednn_counts tr_onednn_counts_of(const struct tr_onednn *o);
+
+/* "oneDNN 2.6.3, avx2 ISA" for --version; "not built" without it. */
+void tr_onednn_describe(char *buf, size_t n);
+
+#endif

@@ -1,0 +1,271 @@
+/* MATMUL through oneDNN (src/backend/cpu/onednn.c) against the OpenBLAS path: f32 (TR_CPU_GEMM=
+ * onednn) within a stated bound, every transpose, batched and shared B, accumulation; the same
+ * bits on 1, 2 and 3 threads; a program prepared for its buckets making no primitive in its
+ * steps, at micro-batches smaller than the buckets too; bf16 and f16 where this CPU has no
+ * 16-bit kernel: the widened path's bits exactly. Runs under any ONEDNN_MAX_CPU_ISA
+ * (tests/isa.sh); a CPU below the ISA forced simply caps oneDNN lower. */
+#include "runner.h"
+#include "gradcheck.h"
+
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/cpu.h"
+#include "backend/exec.h"
+#include "config.h"
+#include "graph/program.h"
+
+#ifdef HAVE_ONEDNN
+#include <dnnl.h>
+#endif
+
+static struct tr_backend *open_cpu(void)
+{
+    struct tr_backend *be = NULL;
+    struct tr_diag why = {0};
+    ck_assert_msg(tr_backend_open_ops(&tr_cpu_ops, 0, &be, &why) == 0, "%s", tr_diag_last(&why));
+    return be;
+}
+
+/* Runs a node on be with a workspace of the size the planner would give it. */
+static void run_on(const struct tr_backend *be, struct tr_kernel_args *a)
+{
+    size_t need = tr_cpu_ops.workspace_bytes(a->node, a->in, a->out);
+    a->workspace = need ? malloc(need) : NULL, a->workspace_bytes = need;
+    char error[GC_ERROR_MAX];
+    ck_assert_msg(gc_kernel(be, a, error) == 0, "%s", error);
+    free(a->workspace);
+    a->workspace = NULL, a->workspace_bytes = 0;
+}
+
+#ifdef HAVE_ONEDNN   /* the f32 path, which only oneDNN has */
+/* f32 on oneDNN and on OpenBLAS: each within K·2^-24·Σ|a||b| of the exact product (both
+ * accumulate K terms in f32), so they differ by at most twice that. Shapes of several tiles
+ * with partial edge tiles both ways, of one tile, batched and shared B, each transpose, and
+ * accumulation into y. */
+START_TEST(f32_agrees_with_openblas)
+{
+    setenv("TR_CPU_GEMM", "onednn", 1);
+    struct tr_backend *be = open_cpu();
+    const int64_t shapes[3][4] = {{2, 300, 200, 700}, {1, 32, 400, 72}, {3, 17, 5, 9}};   /* P, M, K, N */
+    for (int s = 0; s < 3; s++)
+        for (int form = 0; form < 6; form++) {
+            const int64_t P = shapes[s][0], M = shapes[s][1], K = shapes[s][2], N = shapes[s][3];
+            int ta = form & 1, tb = form >> 1 & 1, batched = form >= 4;
+            uint64_t seed = 7;
+            struct tr_tensor a = ta ? gc_make(TR_F32, P, K, M) : gc_make(TR_F32, P, M, K);
+            struct tr_tensor b = batched ? (tb ? gc_make(TR_F32, P, N, K) : gc_make(TR_F32, P, K, N))
+                                         : (tb ? gc_make(TR_F32, N, K) : gc_make(TR_F32, K, N));
+            struct tr_tensor y = gc_make(TR_F32, P, M, N), ref = gc_make(TR_F32, P, M, N), first = gc_make(TR_F32, P, M, N);
+            gc_fill(&a, &seed, -1, 1), gc_fill(&b, &seed, -1, 1), gc_fill(&first, &seed, -1, 1);
+            struct tr_node mm = {.op = TR_OP_MATMUL, .nin = 2, .nout = 1, .attrs.matmul = {(uint8_t)ta, (uint8_t)tb},
+                                 .accumulate = (uint8_t)(form == 3 || form == 5)};
+            size_t bytes = tr_tensor_bytes(&y);
+            memcpy(y.data, first.data, bytes), memcpy(ref.data, first.data, bytes);
+            struct tr_kernel_args on = {.node = &mm, .in = {a, b}, .out = {y}, .nin = 2, .nout = 1};
+            struct tr_kernel_args blas = {.node = &mm, .in = {a, b}, .out = {ref}, .nin = 2, .nout = 1};
+            int64_t made = tr_cpu_onednn_counts(be).primitives;
+            run_on(be, &on);
+            run_on(tr_backend_cpu(), &blas);
+            ck_assert_msg(tr_cpu_onednn_counts(be).primitives > made || made > 0, "oneDNN made no primitive");
+            const float *A = a.data, *B = b.data, *Y = y.data, *R = ref.data;
+            for (int64_t p = 0; p < P; p++)
+                for (int64_t i = 0; i < M; i++)
+                    for (int64_t j = 0; j < N; j++) {
+                        double mass = 0;
+                        for (int64_t k = 0; k < K; k++) {
+                            double x = ta ? A[p * K * M + k * M + i] : A[p * M * K + i * K + k];
+                            int64_t bp = batched ? p * K * N : 0;
+                            double w = tb ? B[bp + j * K + k] : B[bp + k * N + j];
+                            mass += fabs(x * w);
+                        }
+                        int64_t at = p * M * N + i * N + j;
+                        double bound = 2 * (double)(K + 1) * 0x1p-24 * (mass + fabs(((float *)first.data)[at]));
+                        ck_assert_msg(fabs(Y[at] - R[at]) <= bound,
+                                      "ta=%d tb=%d batched=%d acc=%d [%ld,%ld,%ld]: oneDNN %.9g OpenBLAS %.9g (bound %g)",
+                                      ta, tb, batched, mm.accumulate, (long)p, (long)i, (long)j, Y[at], R[at], bound);
+                    }
+            gc_free(&a), gc_free(&b), gc_free(&y), gc_free(&ref), gc_free(&first);
+        }
+    struct tr_onednn_counts c = tr_cpu_onednn_counts(be);
+    ck_assert_int_gt(c.native_nodes + c.primitives, 0);
+    tr_backend_close(be);
+    unsetenv("TR_CPU_GEMM");
+}
+END_TEST
+
+/* Pieces of fixed shapes, one single-threaded primitive each: 1, 2 and 3 threads give the
+ * same bits (oneDNN's own threads would split the reduction). */
+START_TEST(same_bits_on_any_thread_count)
+{
+    setenv("TR_CPU_GEMM", "onednn", 1);
+    struct tr_backend *be = open_cpu();
+    for (int form = 0; form < 6; form++) {
+        const int64_t P = 2, M = 600, K = 300, N = 1100;
+        int ta = form & 1, tb = form >> 1 & 1, batched = form >= 4;
+        uint64_t seed = 11;
+        struct tr_tensor a = ta ? gc_make(TR_F32, P, K, M) : gc_make(TR_F32, P, M, K);
+        struct tr_tensor b = batched ? (tb ? gc_make(TR_F32, P, N, K) : gc_make(TR_F32, P, K, N))
+                                     : (tb ? gc_make(TR_F32, N, K) : gc_make(TR_F32, K, N));
+        struct tr_tensor y = gc_make(TR_F32, P, M, N), first = gc_make(TR_F32, P, M, N);
+        gc_fill(&a, &seed, -1, 1), gc_fill(&b, &seed, -1, 1), gc_fill(&first, &seed, -1, 1);
+        struct tr_node mm = {.op = TR_OP_MATMUL, .nin = 2, .nout = 1, .attrs.matmul = {(uint8_t)ta, (uint8_t)tb},
+                             .accumulate = (uint8_t)(form == 3)};
+        struct tr_kernel_args args = {.node = &mm, .in = {a, b}, .out = {y}, .nin = 2, .nout = 1};
+        size_t bytes = tr_tensor_bytes(&y);
+        char *result[3];
+        for (int threads = 1; threads <= 3; threads++) {
+            memcpy(y.data, first.data, bytes);
+            omp_set_num_threads(threads);
+            run_on(be, &args);
+            result[threads - 1] = memcpy(malloc(bytes), y.data, bytes);
+        }
+        omp_set_num_threads(1);
+        for (int i = 1; i < 3; i++)
+            ck_assert_msg(memcmp(result[0], result[i], bytes) == 0, "ta=%d tb=%d batched=%d: 1 and %d threads differ",
+                          ta, tb, batched, i + 1);
+        for (int i = 0; i < 3; i++)
+            free(result[i]);
+        gc_free(&a), gc_free(&b), gc_free(&y), gc_free(&first);
+    }
+    ck_assert_int_gt(tr_cpu_onednn_counts(be).native_nodes + tr_cpu_onednn_counts(be).primitives, 0);
+    tr_backend_close(be);
+    unsetenv("TR_CPU_GEMM");
+}
+END_TEST
+
+/* A two-layer model over x [B, S, 48], differentiated (its weight gradients reduce over B·S),
+ * planned for two buckets and prepared: steps at the buckets and at smaller micro-batches make
+ * no primitive, and their loss matches OpenBLAS's. */
+static double run_program(const struct tr_backend *be, struct tr_graph *g, struct tr_program *prog, int64_t B,
+                          int64_t S)
+{
+    char *base[TR_NKINDS];
+    for (int k = 0; k < TR_NKINDS; k++)
+        base[k] = calloc(prog->region_bytes[k] + 64, 1);
+    const struct tr_memplan *plan = tr_program_plan_for(prog, B, S);
+    ck_assert_ptr_nonnull(plan);
+    struct tr_exec x = {.g = g, .schedule = prog->schedule, .n = prog->n, .plan = plan, .be = be};
+    memcpy(x.base, base, sizeof base);
+    x.workspace = prog->workspace_bytes ? malloc(prog->workspace_bytes) : NULL;
+    uint64_t seed = 5;
+    for (int v = 0; v < g->nvalues; v++)
+        if (g->values[v].kind == TR_PARAM || g->values[v].kind == TR_INPUT) {
+            float *d = tr_exec_data(&x, v);
+            size_t n = plan->bytes[v] / sizeof(float);
+            for (size_t i = 0; i < n; i++)
+                d[i] = (float)gc_uniform(&seed, -1, 1);
+        }
+    struct tr_diag why = {0};
+    ck_assert_msg(tr_exec_run(&x, B, S, &why) == 0, "%s", tr_diag_last(&why));
+    double loss = *(float *)tr_exec_data(&x, g->loss);
+    free(x.workspace);
+    for (int k = 0; k < TR_NKINDS; k++)
+        free(base[k]);
+    return loss;
+}
+
+START_TEST(no_primitive_made_in_a_step)
+{
+    setenv("TR_CPU_GEMM", "onednn", 1);
+    struct tr_graph g;
+    tr_graph_init(&g);
+    int x = tr_input(&g, "x", TR_F32, 3, (struct tr_dim[]){tr_dim_B(1), tr_dim_S(1), tr_dim_const(48)});
+    int w1 = tr_param(&g, "w1", TR_F32, 2, (struct tr_dim[]){tr_dim_const(80), tr_dim_const(48)});
+    int w2 = tr_param(&g, "w2", TR_F32, 2, (struct tr_dim[]){tr_dim_const(600), tr_dim_const(80)});
+    int h = tr_gelu(&g, tr_linear(&g, x, w1, -1), 0);
+    tr_graph_set_loss(&g, tr_sum(&g, tr_linear(&g, h, w2, -1), -1));
+    ck_assert_int_ge(tr_autodiff(&g), 0);
+    const struct tr_bucket buckets[2] = {{8, 40}, {2, 300}};
+    struct tr_program prog;
+    ck_assert_int_eq(tr_program_plan(&prog, &g, buckets, 2, &g.loss, 1, tr_cpu_ops.workspace_bytes), 0);
+    struct tr_backend *be = open_cpu();
+    int64_t B[2] = {8, 2}, S[2] = {40, 300};
+    struct tr_diag why = {0};
+    ck_assert_int_eq(tr_backend_prepare_program(be, &g, prog.schedule, prog.n, B, S, 2, &why), 0);
+    struct tr_onednn_counts prepared = tr_cpu_onednn_counts(be);
+    ck_assert_int_gt(prepared.native_nodes, 2);   /* the forward and backward GEMMs */
+    ck_assert_int_eq(prepared.made_in_kernels, 0);
+    const int64_t steps[6][2] = {{8, 40}, {2, 300}, {7, 33}, {1, 299}, {3, 1}, {2, 129}};
+    for (int i = 0; i < 6; i++) {
+        double on = run_program(be, &g, &prog, steps[i][0], steps[i][1]);
+        double blas = run_program(tr_backend_cpu(), &g, &prog, steps[i][0], steps[i][1]);
+        ck_assert_msg(fabs(on - blas) <= 1e-4 * (1 + fabs(blas)), "B=%ld S=%ld: oneDNN %.7g OpenBLAS %.7g",
+                      (long)steps[i][0], (long)steps[i][1], on, blas);
+    }
+    struct tr_onednn_counts after = tr_cpu_onednn_counts(be);
+    ck_assert_int_eq(after.made_in_kernels, 0);
+    ck_assert_int_eq(after.primitives, prepared.primitives);
+    tr_backend_close(be);
+    tr_program_free(&prog);
+    tr_graph_free(&g);
+    unsetenv("TR_CPU_GEMM");
+}
+END_TEST
+
+#endif
+
+/* bf16 and f16 operands: where oneDNN has no 16-bit kernel on this CPU (2.6.3: bf16 below
+ * AVX-512 BF16, f16 everywhere) the node stays on the widened path, decided when it is first
+ * met — the same bits as the instance without oneDNN; where it has one, within bf16's
+ * rounding of it (f32 accumulation, one rounding at the end: 2^-8 relative, with K·2^-24
+ * of accumulation besides). */
+START_TEST(sixteen_bit_native_or_widened)
+{
+    struct tr_backend *be = open_cpu();
+    bool native_bf16 = false;
+#ifdef HAVE_ONEDNN
+    native_bf16 = (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
+#endif
+    const int64_t M = 300, K = 64, N = 520;
+    for (int type = 0; type < 2; type++) {
+        enum tr_dtype t = type ? TR_F16 : TR_BF16;
+        uint16_t (*to16)(float) = type ? tr_f32_to_f16 : tr_f32_to_bf16;
+        float (*from16)(uint16_t) = type ? tr_f16_to_f32 : tr_bf16_to_f32;
+        uint64_t seed = 3;
+        struct tr_tensor a = gc_make(t, M, K), b = gc_make(t, N, K), y = gc_make(t, M, N), ref = gc_make(t, M, N);
+        for (int64_t i = 0; i < M * K; i++)
+            ((uint16_t *)a.data)[i] = to16((float)gc_uniform(&seed, -2, 2));
+        for (int64_t i = 0; i < N * K; i++)
+            ((uint16_t *)b.data)[i] = to16((float)gc_uniform(&seed, -2, 2));
+        struct tr_node mm = {.op = TR_OP_MATMUL, .nin = 2, .nout = 1, .attrs.matmul = {0, 1}};
+        struct tr_kernel_args on = {.node = &mm, .in = {a, b}, .out = {y}, .nin = 2, .nout = 1};
+        struct tr_kernel_args widened = {.node = &mm, .in = {a, b}, .out = {ref}, .nin = 2, .nout = 1};
+        int64_t before = tr_cpu_onednn_counts(be).primitives;
+        run_on(be, &on);
+        run_on(tr_backend_cpu(), &widened);
+        bool native = t == TR_BF16 && native_bf16;
+        if (!native) {
+            ck_assert_int_eq(tr_cpu_onednn_counts(be).primitives, before);
+            ck_assert_msg(memcmp(y.data, ref.data, tr_tensor_bytes(&y)) == 0, "%s: not the widened path's bits",
+                          tr_dtype_name(t));
+        } else {
+            ck_assert_int_gt(tr_cpu_onednn_counts(be).primitives, before);
+            for (int64_t i = 0; i < M * N; i++) {
+                double got = from16(((uint16_t *)y.data)[i]), want = from16(((uint16_t *)ref.data)[i]);
+                ck_assert_msg(fabs(got - want) <= 0x1p-7 * fabs(want) + K * 4 * 0x1p-20, "bf16 [%ld]: %g against %g",
+                              (long)i, got, want);
+            }
+        }
+        gc_free(&a), gc_free(&b), gc_free(&y), gc_free(&ref);
+    }
+    tr_backend_close(be);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("onednn");
+    TCase *tc = tcase_create("matmul");
+    tcase_set_timeout(tc, 300);
+#ifdef HAVE_ONEDNN   /* without it, only the 16-bit case: every GEMM on the default path */
+    tcase_add_test(tc, f32_agrees_with_openblas);
+    tcase_add_test(tc, same_bits_on_any_thread_count);
+    tcase_add_test(tc, no_primitive_made_in_a_step);
+#endif
+    tcase_add_test(tc, sixteen_bit_native_or_widened);
+    suite_add_tcase(s, tc);
+    return unit_run(s);
+}
