@@ -29,6 +29,34 @@ import statistics
 import sys
 import time
 
+
+def run_limited(limit, argv):
+    """bench/run-steps.sh's runner (steps.py --exec SECONDS CMD…), before torch is imported:
+    runs CMD in a session of its own for at most SECONDS; its output passes through, then
+    "exec: rc=… peak_rss_mib=… wall_s=…" ("exec: timeout …" when killed, status 124). The peak
+    resident set is the child's own (wait4): posix_spawn shares no pages with this process."""
+    import signal
+    t0 = time.perf_counter()
+    pid = os.posix_spawnp(argv[0], argv, os.environ, setsid=True)
+    while True:
+        done, status, usage = os.wait4(pid, os.WNOHANG)
+        if done:
+            rc, what = os.waitstatus_to_exitcode(status), ""
+            break
+        if time.perf_counter() - t0 > limit:
+            os.killpg(pid, signal.SIGKILL)
+            _, status, usage = os.wait4(pid, 0)
+            rc, what = 124, f"timeout after {limit:g} s "
+            break
+        time.sleep(0.05)
+    print(f"exec: {what or 'rc=%d ' % rc}peak_rss_mib={usage.ru_maxrss / 1024:.1f} wall_s={time.perf_counter() - t0:.1f}",
+          flush=True)
+    return rc
+
+
+if __name__ == "__main__" and len(sys.argv) > 3 and sys.argv[1] == "--exec":
+    sys.exit(run_limited(float(sys.argv[2]), sys.argv[3:]))
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -266,7 +294,54 @@ def profile_report(prof, wall_s, top):
           f"({total / 1e6:.2f} s in ops of {wall_s:.2f} s)")
 
 
+def checkpoint_shapes(path):
+    """The parameters of a trainrun checkpoint (its safetensors header): optimizer state and
+    batch norm's running statistics left out, as PyTorch's parameters() leaves its buffers."""
+    import json
+    import struct
+    with open(path, "rb") as f:
+        header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+    return [tuple(v["shape"]) for k, v in header.items() if k != "__metadata__" and not k.startswith("optimizer.")
+            and not k.endswith(("running_mean", "running_var"))]
+
+
+def compare_params(model, path):
+    """One line: both sides' parameter counts and whether the shapes agree (each shape's dims
+    sorted: GPT-2's Conv1D stores [in, out] where nn.Linear has [out, in])."""
+    ours = sorted(tuple(sorted(s)) for s in checkpoint_shapes(path))
+    theirs = sorted(tuple(sorted(p.shape)) for p in model.parameters())
+    count = lambda shapes: sum(math.prod(s) for s in shapes)
+    same = "the same shapes" if ours == theirs else "DIFFERENT shapes: trainrun %s, pytorch %s" % (
+        sorted(set(ours) - set(theirs)), sorted(set(theirs) - set(ours)))
+    print(f"params: trainrun {count(ours)} in {len(ours)} tensors, pytorch {count(theirs)} in {len(theirs)}: {same}")
+
+
+def trainrun_metrics(folder, warmup):
+    """trainrun's side, from its run folder: the median of the per-step wall times
+    (metrics.jsonl's time/wall with report.log_every=1: data, feeding, forward, backward, the
+    optimizer, the record itself) past the warm-up steps, leaving out steps with evaluation or
+    a checkpoint (the last step's record holds the test pass), and the items a step (tokens for
+    text, samples otherwise: the record's rate times its wall time)."""
+    import json
+    times, items = [], []
+    for line in open(os.path.join(folder, "metrics.jsonl")):
+        r = json.loads(line)
+        rate = r.get("train/tokens_per_s") or r.get("train/samples_per_s")
+        if r.get("time/wall") is None or not rate or r["step"] <= warmup or r.get("time/evaluation") \
+                or r.get("time/checkpointing"):
+            continue
+        times.append(r["time/wall"])
+        items.append(rate * r["time/wall"])
+    if not times:
+        raise SystemExit(f"steps.py: no steps past {warmup} in {folder}/metrics.jsonl")
+    step, n = statistics.median(times), statistics.median(items)
+    print(f"step_ms={step * 1e3:.2f} items_per_s={n / step:.1f} items={n:.0f} "
+          f"steps_ms=[{' '.join('%.1f' % (t * 1e3) for t in times)}]")
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--metrics":   # --metrics RUN_FOLDER WARMUP
+        return trainrun_metrics(sys.argv[2], int(sys.argv[3]))
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("recipe")
     ap.add_argument("overrides", nargs="*", help="key=value, as trainrun takes them")
@@ -274,6 +349,7 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     ap.add_argument("--steps", type=int, default=10, help="timed steps")
+    ap.add_argument("--checkpoint", metavar="FILE", help="a trainrun checkpoint of the same recipe: compare parameters")
     ap.add_argument("--profile", type=int, nargs="?", const=15, default=0, metavar="TOP",
                     help="profile the timed steps; print the TOP ops (default 15)")
     args = ap.parse_args()
@@ -283,6 +359,8 @@ def main():
     model, batches, batch, seq, unit = build(r)
     model.train()
     params = sum(p.numel() for p in model.parameters())
+    if args.checkpoint:
+        compare_params(model, args.checkpoint)
     opt, sched, clip = optimizer(r, model, args.warmup + args.steps)
     amp = torch.autocast("cpu", dtype=torch.bfloat16) if args.dtype == "bf16" else contextlib.nullcontext()
 
