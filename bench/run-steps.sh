@@ -82,7 +82,8 @@ for name in $recipes; do
   for dtype in $dtypes; do
     w=$warmup n=$steps amp=off
     [ "$dtype" = bf16 ] && w=1 n=$bf16_steps amp=bf16
-    ours= theirs= ours_ms= theirs_ms= ours_rss= theirs_rss= ours_params=? theirs_params=? unit=?
+    ours= theirs= ours_ms= theirs_ms= ours_rss= theirs_rss= ours_params=? theirs_params=? unit=tokens
+    case $name in mlp) unit=samples ;; resnet) unit=images ;; esac
     for r in $(seq "$rounds"); do
       dir="$work/runs/$name-$dtype-$r"
       out=$($py bench/steps.py --exec "$limit" ./trainrun "$file" "$@" device=cpu train.steps=$((w + n + 1)) \
@@ -104,7 +105,7 @@ for name in $recipes; do
       if echo "$out" | grep -q '^exec: rc=0 '; then
         line=$(echo "$out" | grep '^pytorch ')
         theirs="$theirs $(echo " $line" | field items_per_s)" theirs_ms="$theirs_ms $(echo " $line" | field step_ms)"
-        theirs_rss="$theirs_rss $(echo "$out" | field peak_rss_mib)" unit=$(echo " $line" | field unit)
+        theirs_rss="$theirs_rss $(echo "$out" | field peak_rss_mib)"
         theirs_params=$(echo " $line" | field params)
         echo "$name $dtype round $r: $line" >&2
       else

@@ -220,6 +220,18 @@ class Gpt(nn.Module):
         return F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), y.reshape(-1))
 
 
+def init_transformer(model):
+    """BERT's and GPT-2's initialisation, as trainrun's (src/models/bert.c, gpt.c): N(0, 0.02)
+    weights and embeddings, zero biases, unit norms (PyTorch's own N(0, 1) embeddings give the
+    tied GPT head logits in the hundreds)."""
+    for m in model.modules():
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, std=0.02)
+        if isinstance(m, nn.Linear):
+            nn.init.zeros_(m.bias)
+    return model
+
+
 def build(r):
     """The model, its batches (4, made once) and what a step's items are."""
     m = section(r, "model", DEFAULTS["model"])
@@ -241,13 +253,13 @@ def build(r):
     vocab = VOCAB[(data.get("tokenizer") or {}).get("kind", "wordpiece")]
     seq = m["max_len"]
     if arch == "gpt":
-        model = Gpt(m, vocab)
+        model = init_transformer(Gpt(m, vocab))
         batches = []
         for _ in range(4):
             ids = torch.randint(0, vocab, (batch, seq + 1), generator=g)
             batches.append((ids[:, :-1].contiguous(), ids[:, 1:].contiguous()))
     else:
-        model = Bert(m, vocab, ds["classes"])
+        model = init_transformer(Bert(m, vocab, ds["classes"]))
         batches = [(torch.randint(0, vocab, (batch, seq), generator=g), torch.randint(0, ds["classes"], (batch,), generator=g))
                    for _ in range(4)]
     return model, batches, batch, seq, "tokens"
