@@ -12,6 +12,14 @@
 #include "backend/cpu/onednn.h"
 #include "core/error.h"
 
+/* Loops over fewer elements than this run on the calling thread (`#pragma omp parallel for
+ * if (n >= TR_CPU_GRAIN)`): opening a parallel region costs microseconds, and on a loaded
+ * machine the wait for a descheduled thread at its join — the MLP recipe's step was mostly
+ * that. 32768 is PyTorch's grain too. Only loops that split independent outputs carry it (the
+ * bits never depend on it), and none that calls BLAS (outside an active region OpenBLAS would
+ * start threads of its own). */
+#define TR_CPU_GRAIN 32768
+
 /* Every kernel of the CPU table (cpu.c), named tr_cpu_<op>. */
 int tr_cpu_matmul(const struct tr_kernel_args *a);
 int tr_cpu_bias_add(const struct tr_kernel_args *a);

@@ -58,7 +58,7 @@ static void adamw(const struct tr_optim_args *a, const struct tr_param_span *sp)
     float decay = (float)(1 - a->lr * (sp->decay ? a->weight_decay : 0)), b1 = (float)a->beta1, b2 = (float)a->beta2;
     float step = (float)(a->lr / c1), root_c2 = (float)sqrt(c2), eps = (float)a->eps;
     int64_t n = sp->numel;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= TR_CPU_GRAIN)
     for (int64_t i = 0; i < n; i++) {
         p[i] *= decay;
         m[i] = b1 * m[i] + (1 - b1) * g[i];
@@ -75,7 +75,7 @@ static void sgd(const struct tr_optim_args *a, const struct tr_param_span *sp)
     float wd = sp->decay ? (float)a->weight_decay : 0, mu = (float)a->momentum, rate = (float)a->lr;
     int first = a->step == 1, nesterov = a->nesterov;
     int64_t n = sp->numel;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= TR_CPU_GRAIN)
     for (int64_t i = 0; i < n; i++) {
         float d = g[i] + wd * p[i];
         if (buf) {
@@ -95,7 +95,7 @@ static void lion(const struct tr_optim_args *a, const struct tr_param_span *sp)
     float decay = (float)(1 - a->lr * (sp->decay ? a->weight_decay : 0)), b1 = (float)a->beta1, b2 = (float)a->beta2;
     float rate = (float)a->lr;
     int64_t n = sp->numel;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= TR_CPU_GRAIN)
     for (int64_t i = 0; i < n; i++) {
         float c = b1 * m[i] + (1 - b1) * g[i];
         p[i] *= decay;
