@@ -115,7 +115,7 @@ static int64_t attn_plan_threads(const struct tr_kernel_args *a, const struct tr
 }
 
 /* exp for f32 written out, so that the loops over a tile's row vectorise (glibc's expf is a
- * call per element: a fifth of the forward at S 512): Cody–Waite reduction x = n·ln 2 + r,
+ * call per element: a fifth of forward + backward at S 512): Cody–Waite reduction x = n·ln 2 + r,
  * |r| ≤ ln 2 / 2, Cephes's degree-6 polynomial for exp(r), and 2ⁿ built in the exponent bits.
  * x must be clamped to −88 or above first: from −87.7 down (−∞, a hidden key, included) n is
  * −127, whose 2ⁿ has exponent bits 0, so the result is exactly 0 (exp(−87.7) is 8e−39, under
