@@ -396,6 +396,14 @@ struct attn_case {
     struct tr_kernel_args fa, ba;
 };
 
+/* (Re)binds the workspace the CPU backend asks for on the current thread count. */
+static void attn_workspace(struct tr_kernel_args *a)
+{
+    free(a->workspace);
+    a->workspace_bytes = tr_cpu_ops.workspace_bytes(a->node, a->in, a->out);
+    a->workspace = a->workspace_bytes ? malloc(a->workspace_bytes) : NULL;
+}
+
 static void attn_setup(struct attn_case *c, enum tr_dtype t, int causal, int masked, int64_t B,
                        int64_t H, int64_t S, int64_t D, uint64_t seed)
 {
@@ -415,6 +423,8 @@ static void attn_setup(struct attn_case *c, enum tr_dtype t, int causal, int mas
                                     .out = {c->o, c->lse}, .nin = 3 + nmask, .nout = 2};
     c->ba = (struct tr_kernel_args){.node = &c->bwd, .in = {c->dout, c->q, c->k, c->v, c->o, c->lse, c->mask},
                                     .out = {c->dq, c->dk, c->dv}, .nin = 6 + nmask, .nout = 3};
+    c->fwd.nin = (uint8_t)c->fa.nin, c->fwd.nout = 2, c->bwd.nin = (uint8_t)c->ba.nin, c->bwd.nout = 3;
+    attn_workspace(&c->fa), attn_workspace(&c->ba);
 }
 
 static void attn_free(struct attn_case *c)
@@ -422,37 +432,69 @@ static void attn_free(struct attn_case *c)
     struct tr_tensor *all[] = {&c->q, &c->k, &c->v, &c->mask, &c->o, &c->lse, &c->dout, &c->dq, &c->dk, &c->dv};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         gc_free(all[i]);
+    free(c->fa.workspace), free(c->ba.workspace);
 }
 
-/* softmax written out: P_ij = exp(s_ij)/Σ_j exp(s_ij) over the visible keys, o = P·v,
- * lse = log Σ_j exp(s_ij); no visible key: o = 0, lse = −∞. */
-static void attn_naive(const struct attn_case *c, int causal, int masked, double *o, double *lse)
+/* softmax written out, with the S × S matrix: P_ij = exp(s_ij)/Σ_j exp(s_ij) over the visible
+ * keys, o = P·v, lse = log Σ_j exp(s_ij); no visible key: o = 0, lse = −∞. The backward by the
+ * textbook rule: dP = do·vᵀ, dS = P∘(dP − rowsum(P∘dP)), dq = scale·dS·k, dk = scale·dSᵀ·q,
+ * dv = Pᵀ·do (any of o, lse, dq, dk, dv may be NULL). */
+static void attn_naive_all(const struct attn_case *c, int causal, int masked, double *o, double *lse, double *dq,
+                           double *dk, double *dv)
 {
+    int64_t B = c->q.dim[0], H = c->q.dim[1], S = c->q.dim[2], D = c->q.dim[3];
     const uint8_t *mask = c->mask.data;
     float attr = c->fwd.attrs.attention.scale;   /* 0: 1/√D */
-    double scale = attr ? (double)attr : 1 / sqrt((double)AD);
-    for (int b = 0; b < AB; b++)
-        for (int h = 0; h < AH; h++)
-            for (int i = 0; i < AS; i++) {
-                const double *q = F64(c->q) + ((b * AH + h) * AS + i) * AD;
-                double e[AS] = {0}, sum = 0;
-                for (int j = 0; j < AS; j++) {
-                    if ((causal && j > i) || (masked && !mask[b * AS + j]))
-                        continue;
-                    const double *k = F64(c->k) + ((b * AH + h) * AS + j) * AD;
-                    double s = 0;
-                    for (int d = 0; d < AD; d++)
-                        s += q[d] * k[d] * scale;
-                    sum += e[j] = exp(s);
-                }
-                lse[(b * AH + h) * AS + i] = sum > 0 ? log(sum) : -INFINITY;
-                for (int d = 0; d < AD; d++) {
-                    double acc = 0;
-                    for (int j = 0; j < AS; j++)
-                        acc += sum > 0 ? e[j] / sum * F64(c->v)[((b * AH + h) * AS + j) * AD + d] : 0;
-                    o[((b * AH + h) * AS + i) * AD + d] = acc;
-                }
+    double scale = attr ? (double)attr : 1 / sqrt((double)D);
+    double *p = calloc((size_t)S, sizeof *p), *dp = calloc((size_t)S, sizeof *dp);
+    for (int64_t i = 0; dk && i < B * H * S * D; i++)
+        dk[i] = 0, dv[i] = 0;
+    for (int64_t bh = 0; bh < B * H; bh++)
+        for (int64_t i = 0; i < S; i++) {
+            const double *q = F64(c->q) + (bh * S + i) * D, *dout = F64(c->dout) + (bh * S + i) * D;
+            double sum = 0, rowsum = 0;
+            for (int64_t j = 0; j < S; j++) {
+                p[j] = 0;
+                if ((causal && j > i) || (masked && !mask[bh / H * S + j]))
+                    continue;
+                const double *k = F64(c->k) + (bh * S + j) * D;
+                double s = 0;
+                for (int64_t d = 0; d < D; d++)
+                    s += q[d] * k[d] * scale;
+                sum += p[j] = exp(s);
             }
+            for (int64_t j = 0; j < S; j++) {
+                p[j] = sum > 0 ? p[j] / sum : 0;
+                dp[j] = 0;
+                for (int64_t d = 0; d < D; d++)
+                    dp[j] += dout[d] * F64(c->v)[(bh * S + j) * D + d];
+                rowsum += p[j] * dp[j];
+            }
+            if (lse)
+                lse[bh * S + i] = sum > 0 ? log(sum) : -INFINITY;
+            for (int64_t d = 0; d < D; d++) {
+                double acc = 0, grad = 0;
+                for (int64_t j = 0; j < S; j++) {
+                    acc += p[j] * F64(c->v)[(bh * S + j) * D + d];
+                    grad += scale * p[j] * (dp[j] - rowsum) * F64(c->k)[(bh * S + j) * D + d];
+                }
+                if (o)
+                    o[(bh * S + i) * D + d] = acc;
+                if (dq)
+                    dq[(bh * S + i) * D + d] = grad;
+            }
+            for (int64_t j = 0; dk && j < S; j++)
+                for (int64_t d = 0; d < D; d++) {
+                    dk[(bh * S + j) * D + d] += scale * p[j] * (dp[j] - rowsum) * q[d];
+                    dv[(bh * S + j) * D + d] += p[j] * dout[d];
+                }
+        }
+    free(p), free(dp);
+}
+
+static void attn_naive(const struct attn_case *c, int causal, int masked, double *o, double *lse)
+{
+    attn_naive_all(c, causal, masked, o, lse, NULL, NULL, NULL);
 }
 
 START_TEST(attention_values)
@@ -547,42 +589,162 @@ START_TEST(attention_accumulate)
 }
 END_TEST
 
-/* Outputs bit for bit the same on 1, 2 and 3 threads. */
+/* Outputs bit for bit the same on 1, 2 and 3 threads, each with the workspace planned for its
+ * thread count: one query tile and one key tile (S 67), and several with a ragged last one
+ * (S 300: query tiles 4 × 64 and 44; key tiles 256 and 44); causal with padding, and neither. */
 START_TEST(attention_threads)
 {
-    struct attn_case c;
-    attn_setup(&c, TR_F32, 1, 1, 2, 3, 67, 16, 51);
-    const struct tr_tensor *outs[5] = {&c.o, &c.lse, &c.dq, &c.dk, &c.dv};
-    struct tr_tensor first[5];
-    for (int threads = 1; threads <= 3; threads++) {
-        omp_set_num_threads(threads);
-        gc_run(&c.fa), gc_run(&c.ba);
-        for (int k = 0; k < 5; k++) {
-            if (threads == 1) {
-                first[k] = gc_tensor(TR_F32, outs[k]->rank, outs[k]->dim);
-                memcpy(first[k].data, outs[k]->data, tr_tensor_bytes(outs[k]));
-            } else {
-                assert_same_bits(outs[k], &first[k], "attention output with more threads");
+    static const struct { int causal, masked; int64_t B, H, S, D; } shapes[] = {
+        {1, 1, 2, 3, 67, 16}, {1, 1, 2, 2, 300, 64}, {0, 0, 1, 3, 300, 64}, {0, 1, 3, 1, 300, 8},
+    };
+    for (size_t at = 0; at < sizeof shapes / sizeof *shapes; at++) {
+        struct attn_case c;
+        attn_setup(&c, TR_F32, shapes[at].causal, shapes[at].masked, shapes[at].B, shapes[at].H, shapes[at].S,
+                   shapes[at].D, 51 + at);
+        const struct tr_tensor *outs[5] = {&c.o, &c.lse, &c.dq, &c.dk, &c.dv};
+        struct tr_tensor first[5];
+        for (int threads = 1; threads <= 3; threads++) {
+            omp_set_num_threads(threads);
+            attn_workspace(&c.fa), attn_workspace(&c.ba);
+            gc_run(&c.fa), gc_run(&c.ba);
+            for (int k = 0; k < 5; k++) {
+                if (threads == 1) {
+                    first[k] = gc_tensor(TR_F32, outs[k]->rank, outs[k]->dim);
+                    memcpy(first[k].data, outs[k]->data, tr_tensor_bytes(outs[k]));
+                } else {
+                    ck_assert_msg(memcmp(outs[k]->data, first[k].data, tr_tensor_bytes(outs[k])) == 0,
+                                  "attention S %lld: output %d differs on %d threads", (long long)shapes[at].S, k,
+                                  threads);
+                }
             }
         }
+        omp_set_num_threads(1);
+        for (int k = 0; k < 5; k++)
+            gc_free(&first[k]);
+        attn_free(&c);
     }
+}
+END_TEST
+
+/* Forward and backward against the naive sums with the S × S matrix, on shapes that cut into
+ * tiles unevenly: S 1; S 63, 65 and 257 around the 64-row query tile and the 256-key tile;
+ * BERT's S 512 with D 64 (8 query tiles × 2 key tiles); every combination of causal and padding
+ * (the setup pads every seventh key, and a batch row all padding below). */
+START_TEST(attention_tiled_shapes)
+{
+    static const struct { int64_t B, H, S, D; } shapes[] = {
+        {2, 2, 1, 3}, {1, 2, 63, 5}, {2, 1, 65, 64}, {2, 1, 257, 16}, {1, 1, 512, 64},
+    };
+    for (size_t at = 0; at < sizeof shapes / sizeof *shapes; at++)
+        for (int causal = 0; causal < 2; causal++)
+            for (int masked = 0; masked < 2; masked++) {
+                int64_t B = shapes[at].B, H = shapes[at].H, S = shapes[at].S, D = shapes[at].D, n = B * H * S * D;
+                struct attn_case c;
+                attn_setup(&c, TR_F64, causal, masked, B, H, S, D, 90 + at);
+                if (B > 1)   /* the last batch row all padding: its rows see no key */
+                    memset((uint8_t *)c.mask.data + (B - 1) * S, 0, (size_t)S);
+                gc_run(&c.fa), gc_run(&c.ba);
+                double *want = malloc(sizeof(double) * (size_t)(4 * n + B * H * S));
+                attn_naive_all(&c, causal, masked, want, want + 4 * n, want + n, want + 2 * n, want + 3 * n);
+                const struct tr_tensor *got[4] = {&c.o, &c.dq, &c.dk, &c.dv};
+                for (int k = 0; k < 4; k++)
+                    for (int64_t i = 0; i < n; i++)
+                        ck_assert_msg(fabs(F64(*got[k])[i] - want[k * n + i]) <= 1e-12 * (1 + fabs(want[k * n + i])),
+                                      "S %lld D %lld causal %d masked %d: output %d [%lld] = %.17g, not %.17g",
+                                      (long long)S, (long long)D, causal, masked, k, (long long)i,
+                                      F64(*got[k])[i], want[k * n + i]);
+                for (int64_t i = 0; i < B * H * S; i++) {
+                    double l = want[4 * n + i];
+                    ck_assert_msg(isinf(l) ? F64(c.lse)[i] == -INFINITY : fabs(F64(c.lse)[i] - l) <= 1e-12 * (1 + fabs(l)),
+                                  "S %lld: lse[%lld] = %g, not %g", (long long)S, (long long)i, F64(c.lse)[i], l);
+                }
+                free(want);
+                attn_free(&c);
+            }
+}
+END_TEST
+
+/* Finite differences over several tiles: S 257 (query tiles 4 × 64 and 1; key tiles 256 and 1),
+ * the keys from 200 on padding (the second key tile is skipped whole): their dk and dv are 0. */
+START_TEST(attention_gradients_tiled)
+{
+    for (int causal = 0; causal < 2; causal++) {
+        struct attn_case c;
+        attn_setup(&c, TR_F64, causal, 1, 1, 1, 257, 1, 95 + (uint64_t)causal);
+        uint8_t *mask = c.mask.data;
+        for (int64_t j = 0; j < 257; j++)
+            mask[j] = j < 200 && j % 7 != 3;
+        gc_run(&c.fa), gc_run(&c.ba);
+        struct tr_tensor weights[2] = {c.dout, {0}};
+        for (int input = 0; input < 3; input++)
+            grad_check(&c.fa, input, weights, input == 0 ? &c.dq : input == 1 ? &c.dk : &c.dv,
+                       causal ? "attention tiled causal" : "attention tiled");
+        for (int64_t i = 200; i < 257; i++)
+            ck_assert(F64(c.dk)[i] == 0 && F64(c.dv)[i] == 0);
+        attn_free(&c);
+    }
+}
+END_TEST
+
+/* The workspace: per thread, tq·tk scores + tq·D output sums + 2·tq row statistics forward,
+ * 2·tq·tk + tq backward (tiles 64 × 256, capped by S), in whole cache lines, for as many
+ * threads as there are units (query tiles forward, heads backward) up to OpenMP's. One short of
+ * a thread's scratch is refused with a sentence; a workspace for one thread gives the bits of
+ * one for three. */
+START_TEST(attention_workspace)
+{
+    struct attn_case c;
+    attn_setup(&c, TR_F32, 1, 1, 1, 2, 300, 64, 53);
+    size_t fwd_one = (64 * 256 + 64 * 64 + 2 * 64) * 4, bwd_one = (2 * 64 * 256 + 64) * 4;   /* 82432, 131328 */
+    omp_set_num_threads(3);
+    ck_assert_uint_eq(tr_cpu_ops.workspace_bytes(&c.fwd, c.fa.in, c.fa.out), 3 * fwd_one);   /* 10 units */
+    ck_assert_uint_eq(tr_cpu_ops.workspace_bytes(&c.bwd, c.ba.in, c.ba.out), 2 * bwd_one);   /* 2 heads */
+    c.fa.in[0].dim[2] = c.ba.in[1].dim[2] = 5;   /* S 5: 5 × 5 tiles; one unit backward per head */
+    ck_assert_uint_eq(tr_cpu_ops.workspace_bytes(&c.fwd, c.fa.in, c.fa.out), 2 * 1472);   /* 355 floats: 1420 bytes */
+    ck_assert_uint_eq(tr_cpu_ops.workspace_bytes(&c.bwd, c.ba.in, c.ba.out), 2 * 256);    /* 55 floats: 220 bytes */
+    c.fa.in[0].dim[2] = c.ba.in[1].dim[2] = 300;
+    attn_workspace(&c.fa), attn_workspace(&c.ba);
+    gc_run(&c.fa), gc_run(&c.ba);
+    const struct tr_tensor *outs[5] = {&c.o, &c.lse, &c.dq, &c.dk, &c.dv};
+    struct tr_tensor three[5];
+    for (int k = 0; k < 5; k++) {
+        three[k] = gc_tensor(TR_F32, outs[k]->rank, outs[k]->dim);
+        memcpy(three[k].data, outs[k]->data, tr_tensor_bytes(outs[k]));
+    }
+    c.fa.workspace_bytes = fwd_one, c.ba.workspace_bytes = bwd_one;   /* one thread's */
+    gc_run(&c.fa), gc_run(&c.ba);
     for (int k = 0; k < 5; k++)
-        gc_free(&first[k]);
+        assert_same_bits(outs[k], &three[k], "attention output in one thread's workspace");
+    char error[GC_ERROR_MAX] = "";
+    c.fa.workspace_bytes = fwd_one - 1;
+    ck_assert_int_eq(gc_kernel(tr_backend_cpu(), &c.fa, error), TR_EINVAL);
+    ck_assert_str_eq(error, "attention: the workspace holds 82431 bytes but one thread's scratch needs 82432");
+    void *bwd_workspace = c.ba.workspace;
+    c.ba.workspace = NULL;
+    ck_assert_int_eq(gc_kernel(tr_backend_cpu(), &c.ba, error), TR_EINVAL);
+    ck_assert_str_eq(error, "attention_bwd: the workspace holds 0 bytes but one thread's scratch needs 131328");
+    c.ba.workspace = bwd_workspace;
+    omp_set_num_threads(1);
+    for (int k = 0; k < 5; k++)
+        gc_free(&three[k]);
     attn_free(&c);
 }
 END_TEST
 
-/* Over the row-at-a-time limit: TR_EINVAL with a sentence, for both kernels. */
-START_TEST(attention_too_long)
+/* No limit on S: 4,097 keys (over the row-at-a-time kernel's old 4,096) give the naive values. */
+START_TEST(attention_long)
 {
     struct attn_case c;
-    attn_setup(&c, TR_F32, 0, 0, 1, 1, 4097, 1, 52);
-    char error[GC_ERROR_MAX] = "";
-    ck_assert_int_eq(gc_kernel(tr_backend_cpu(), &c.fa, error), TR_EINVAL);
-    ck_assert_msg(strstr(error, "attention: sequence length 4097") != NULL, "got: %s", error);
-    error[0] = 0;
-    ck_assert_int_eq(gc_kernel(tr_backend_cpu(), &c.ba, error), TR_EINVAL);
-    ck_assert_msg(strstr(error, "attention_bwd: sequence length 4097") != NULL, "got: %s", error);
+    attn_setup(&c, TR_F64, 0, 1, 1, 1, 4097, 2, 52);
+    gc_run(&c.fa);
+    double *o = malloc(sizeof(double) * 4097 * 2), *lse = malloc(sizeof(double) * 4097);
+    attn_naive(&c, 0, 1, o, lse);
+    for (int64_t i = 0; i < 4097; i++) {
+        ck_assert_double_eq_tol(F64(c.lse)[i], lse[i], 1e-11 * (1 + fabs(lse[i])));
+        for (int d = 0; d < 2; d++)
+            ck_assert_double_eq_tol(F64(c.o)[i * 2 + d], o[i * 2 + d], 1e-12);
+    }
+    free(o), free(lse);
     attn_free(&c);
 }
 END_TEST
@@ -663,7 +825,10 @@ int main(void)
     tcase_add_test(tc, attention_scale);
     tcase_add_test(tc, attention_accumulate);
     tcase_add_test(tc, attention_threads);
-    tcase_add_test(tc, attention_too_long);
+    tcase_add_test(tc, attention_tiled_shapes);
+    tcase_add_test(tc, attention_gradients_tiled);
+    tcase_add_test(tc, attention_workspace);
+    tcase_add_test(tc, attention_long);
     tcase_add_test(tc, layernorm_f32_agrees_with_f64);
     tcase_add_test(tc, attention_f32_agrees_with_f64);
     suite_add_tcase(s, tc);

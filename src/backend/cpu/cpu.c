@@ -14,6 +14,8 @@ static const tr_cpu_workspace_fn kernel_workspace_of[TR_NOPS] = {
     [TR_OP_CONV2D_BWD_FILTER] = tr_cpu_conv2d_workspace,
     [TR_OP_LINEAR_CROSS_ENTROPY] = tr_cpu_linear_cross_entropy_workspace,
     [TR_OP_LINEAR_CROSS_ENTROPY_BWD] = tr_cpu_linear_cross_entropy_workspace,
+    [TR_OP_ATTENTION] = tr_cpu_attention_workspace,
+    [TR_OP_ATTENTION_BWD] = tr_cpu_attention_workspace,
 };
 
 static size_t kernel_workspace(const struct tr_node *node, const struct tr_tensor *in,

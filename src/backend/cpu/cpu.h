@@ -79,13 +79,16 @@ extern const tr_kernel_fn tr_cpu_kernels[TR_NOPS];
  * tensors. */
 size_t tr_cpu_workspace_bytes(const struct tr_node *node, const struct tr_tensor *in, const struct tr_tensor *out);
 
-/* Workspace of the kernels that need scratch (conv2d's im2col, the fused classifier's logits). */
+/* Workspace of the kernels that need scratch (conv2d's im2col, the fused classifier's logits,
+ * attention's tiles). */
 typedef size_t (*tr_cpu_workspace_fn)(const struct tr_node *node, const struct tr_tensor *in,
                                       const struct tr_tensor *out);
 size_t tr_cpu_conv2d_workspace(const struct tr_node *node, const struct tr_tensor *in,
                                const struct tr_tensor *out);
 size_t tr_cpu_linear_cross_entropy_workspace(const struct tr_node *node, const struct tr_tensor *in,
                                              const struct tr_tensor *out);
+size_t tr_cpu_attention_workspace(const struct tr_node *node, const struct tr_tensor *in,
+                                  const struct tr_tensor *out);
 
 /* 16-bit storage (widen.c): runs the kernel on f32 copies of the node's bf16/f16 tensors,
  * placed at the start of the workspace, unless the op takes them as they are (shape.c's). */
