@@ -9,6 +9,8 @@
 /* Columns per task of the dgamma/dbeta sums: a task walks every row once for its block, its
  * 64 partial sums staying in L1 (D = 768 makes 12 tasks). */
 #define LN_COL_BLOCK 64
+/* Running sums of a row's mean, variance and backward dot products (layernorm.inc). */
+#define LN_LANES 16
 
 #define TR_KERNEL_BODY "backend/cpu/layernorm.inc"
 #include "backend/cpu/instantiate.h"

@@ -6,9 +6,9 @@
  * tests, which want the last digit.
  *
  * TR_CPU_SIMD marks a function built once per ISA level — baseline x86-64 (SSE2), AVX2 + FMA
- * (x86-64-v3) and AVX-512 (x86-64-v4) — and picked at load time for the CPU it runs on. A
- * given CPU always runs the same build, so the bits never depend on the thread count; two CPUs
- * of different ISA levels may differ in the last bit (FMA contracts a·b + c), as ENGINE.md says.
+ * (x86-64-v3) and AVX-512 (x86-64-v4) — and picked at load time for the CPU it runs on. The
+ * builds give the same bits: configure's -ffp-contract=off keeps a·b + c two roundings in all
+ * three, and the lanes of every sum are fixed in the code, not by the vector width.
  * Only leaf functions carry it: GCC clones after OpenMP has outlined its regions, so a
  * parallel region calls a clone, never contains one. */
 #ifndef TR_CPU_VMATH_H
