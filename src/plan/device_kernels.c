@@ -436,7 +436,7 @@ static void summarise(const struct calibration *c, int window, struct tr_kernel_
     double v[64], overhead = 0;
     for (int i = 0; i < c->nruns; i++) {
         const struct probe_run *r = &c->runs[i];
-        double sum_nodes = 0;
+        int kernels = 0;
         for (int step = 0; step < r->n; step++) {
             const struct tr_node *n = &r->g.nodes[r->schedule[step]];
             if (tr_op_is_view(n->op))
@@ -450,11 +450,17 @@ static void summarise(const struct calibration *c, int window, struct tr_kernel_
             tr_bind_shapes(&r->g, n, r->B, r->S, in, out);
             int cls = tr_cost_class(n, in, out, &work), prec = tr_cost_precision(in, n->nin);
             curve_add(&k->curve[cls][prec], work, s, weight[cls][prec]);
-            sum_nodes += s, nodes++;
+            kernels++;
         }
-        for (int j = 0; j < window; j++)
-            v[j] = r->wall[from + j];
-        overhead += fmax(0, median(v, window) - sum_nodes);
+        /* the executor's own time: a round's wall beyond its nodes' (their waits are theirs), the least */
+        double least = INFINITY;
+        for (int j = from; j < c->rounds; j++) {
+            double in_nodes = 0;
+            for (int step = 0; step < r->n; step++)
+                in_nodes += r->rounds[j][step];
+            least = fmin(least, fmax(0, r->wall[j] - in_nodes));
+        }
+        overhead += least, nodes += kernels;
     }
     free(weight);
     k->exec_node_seconds = nodes ? overhead / nodes : 0;
