@@ -3,8 +3,8 @@
  * a two-layer perceptron, GEMMs of each shape class — differentiated and run in f32, bf16 and
  * fp16 through the CPU backend's kernel table by the executor, every node timed, at two or
  * three sizes each; the optimizer's passes run on a flat buffer. Rounds repeat until each
- * probe's last rounds agree (the stability rule); each node's time is the least of those
- * rounds, the optimizer's their median. Whatever the kernels are today is what is measured: nothing here knows their speed. */
+ * probe's last rounds agree (the stability rule); each node's time is the least of the
+ * rounds, the optimizer's the median of the last. Whatever the kernels are today is what is measured: nothing here knows their speed. */
 #include "plan/device.h"
 
 #include <math.h>
@@ -90,12 +90,13 @@ double tr_cost_curve_seconds(const struct tr_cost_curve *c, double work)
 }
 
 /* A measured point into the curve, kept rising in work; points within 5 % of each other's work
- * are one point (the mean of their seconds); past TR_COST_POINTS the nearest neighbours merge. */
+ * are one point (the least of their seconds: the same computation, the one least disturbed);
+ * past TR_COST_POINTS the nearest neighbours merge (their mean). */
 static void curve_add(struct tr_cost_curve *c, double work, double seconds, int *weight)
 {
     for (int i = 0; i < c->n; i++)
         if (fabs(c->work[i] - work) <= 0.05 * fmax(c->work[i], work)) {
-            c->seconds[i] = (c->seconds[i] * weight[i] + seconds) / (weight[i] + 1);
+            c->seconds[i] = fmin(c->seconds[i], seconds);
             weight[i]++;
             return;
         }
@@ -426,7 +427,7 @@ static bool settled(const struct calibration *c, const struct tr_calibration_rul
     return all;
 }
 
-/* The least of the last `window` rounds of each node into its class's curve; the executor's own
+/* The least of the rounds of each node into its class's curve; the executor's own
  * cost a node from the walls against the nodes' sum; the optimizer's rates. */
 static void summarise(const struct calibration *c, int window, struct tr_kernel_costs *k)
 {
@@ -441,11 +442,11 @@ static void summarise(const struct calibration *c, int window, struct tr_kernel_
             const struct tr_node *n = &r->g.nodes[r->schedule[step]];
             if (tr_op_is_view(n->op))
                 continue;
-            /* the least of the rounds: a node of a few microseconds waits a time slice whenever
+            /* the least of all rounds: a node of a few microseconds waits a time slice whenever
              * another process holds a core its threads need; that wait is the machine's, not the kernel's */
             double s = INFINITY, work;
-            for (int j = 0; j < window; j++)
-                s = fmin(s, r->rounds[from + j][step]);
+            for (int j = 0; j < c->rounds; j++)
+                s = fmin(s, r->rounds[j][step]);
             struct tr_tensor in[TR_MAX_IN], out[TR_MAX_OUT];
             tr_bind_shapes(&r->g, n, r->B, r->S, in, out);
             int cls = tr_cost_class(n, in, out, &work), prec = tr_cost_precision(in, n->nin);
