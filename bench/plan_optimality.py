@@ -108,7 +108,7 @@ def replay(trainrun, recipe, overrides, cand_file, steps, workdir):
         return "no longer fits"
     if p.returncode != 0:
         return "exit %d: %s" % (p.returncode, " ".join(p.stderr.strip().splitlines()[-1:]))
-    name = os.listdir(workdir)[0]
+    name = [d for d in os.listdir(workdir) if os.path.isdir(os.path.join(workdir, d))][0]   # not runs/index.html
     got = step_seconds(os.path.join(workdir, name, "latest"))
     shutil.rmtree(workdir, ignore_errors=True)   # the final checkpoint alone is 170 MB for bert-small
     return got

@@ -39,7 +39,8 @@ try:
             if p.returncode:
                 print("# %s: exit %d %s" % (name, p.returncode, p.stderr.strip().splitlines()[-1:]))
                 continue
-            run = os.path.join(out, os.listdir(out)[0], "latest")
+            name_dir = [d for d in os.listdir(out) if os.path.isdir(os.path.join(out, d))][0]
+            run = os.path.join(out, name_dir, "latest")
             plan = json.load(open(os.path.join(run, "plan.json")))
             pred[name] = plan["predicted_step_seconds"]
             if plan.get("measured_step_seconds"):

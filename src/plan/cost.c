@@ -8,6 +8,8 @@
  * the plan is for the padded (B, S). */
 #include "plan/plan.h"
 
+#include <math.h>
+
 #include "core/tensor.h"
 #include "graph/ops.h"
 
@@ -55,6 +57,25 @@ int tr_cost_class(const struct tr_node *n, const struct tr_tensor *in, const str
     double f = tr_ops[n->op].flops(n, in, out);
     *work = f > 0 ? f : node_bytes(n, in, out);
     return n->op == TR_OP_MATMUL ? gemm_class(n, in, out) : (int)n->op;
+}
+
+/* The curve between its points, the first segment's line below them, the last point's rate above. */
+double tr_cost_curve_seconds(const struct tr_cost_curve *c, double work)
+{
+    if (c->n <= 0)
+        return -1;
+    if (c->n == 1 || work >= c->work[c->n - 1]) {   /* at the largest point's rate beyond it */
+        int i = c->n - 1;
+        return c->work[i] > 0 ? c->seconds[i] * work / c->work[i] : c->seconds[i];
+    }
+    int i = 1;
+    while (i < c->n - 1 && work > c->work[i])
+        i++;
+    double w0 = c->work[i - 1], w1 = c->work[i], s0 = c->seconds[i - 1], s1 = c->seconds[i];
+    double t = w1 > w0 ? s0 + (s1 - s0) * (work - w0) / (w1 - w0) : s0;
+    /* below the first point the line may fall under zero: no kernel is free */
+    double floor_s = 0.25 * s0 * (w0 > 0 ? fmin(1, work / w0) : 1);
+    return t > floor_s ? t : floor_s;
 }
 
 /* A profile's node: FLOPs at the GEMM rate, bytes at the bandwidth, fixed costs. */

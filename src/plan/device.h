@@ -66,7 +66,7 @@ struct tr_device {
                                * read as they are (0) */
     struct tr_kernel_costs kernels;   /* this host: each kernel class measured; a profile: none */
     bool stable;              /* this host: the calibration's rounds agreed within its tolerance */
-    double spread;            /* the largest spread of a probe's last rounds, (max − min) / median */
+    double spread;            /* the larger spread of the last rounds (device_kernels.c), (max − min) / median */
     /* What lives on the device outside the regions. */
     uint64_t context_bytes;   /* CUDA: the context and loaded modules; CPU: 0 (measured as the
                                * process's resident set at planning) */
@@ -113,8 +113,9 @@ int64_t tr_device_in_use(const struct tr_device *d);
  * and CPU model) so that nightly runs plan alike. force: measure again. 0, or TR_E… with diag. */
 int tr_device_host(struct tr_device *d, const char *exe, const char *cache_dir, bool force,
                    struct tr_diag *diag);
-/* How `trainrun calibrate` measures: rounds of every probe until the last `window` rounds of
- * each probe lie within `tolerance` of their median ((max − min) / median), at most
+/* How `trainrun calibrate` measures: rounds of every probe until the last `window` rounds (the
+ * probes' time together, the optimizer's passes' together) lie within `tolerance` of their
+ * median ((max − min) / median), at most
  * max_rounds (the default: the window, for the planner's own first calibration; `trainrun
  * calibrate` waits longer). A measurement that never settles is not cached. */
 struct tr_calibration_rule {
@@ -138,7 +139,7 @@ json_t *tr_kernel_costs_json(const struct tr_kernel_costs *k);
 int tr_kernel_costs_from_json(json_t *j, struct tr_kernel_costs *k);
 /* How many (class, precision) curves hold points. */
 int tr_kernel_classes_measured(const struct tr_kernel_costs *k);
-/* A curve's seconds at work (struct tr_cost_curve); −1 when the curve has no points. */
+/* A curve's seconds at work (struct tr_cost_curve; cost.c); −1 when the curve has no points. */
 double tr_cost_curve_seconds(const struct tr_cost_curve *c, double work);
 
 /* The measurement itself, in this process (the calibrate subcommand): GEMM rate, bandwidth,

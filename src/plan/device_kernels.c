@@ -71,24 +71,6 @@ struct tr_calibration_rule tr_calibration_rule_from_env(void)
 
 /* ---- curves ------------------------------------------------------------------------------- */
 
-double tr_cost_curve_seconds(const struct tr_cost_curve *c, double work)
-{
-    if (c->n <= 0)
-        return -1;
-    if (c->n == 1 || work >= c->work[c->n - 1]) {   /* at the largest point's rate beyond it */
-        int i = c->n - 1;
-        return c->work[i] > 0 ? c->seconds[i] * work / c->work[i] : c->seconds[i];
-    }
-    int i = 1;
-    while (i < c->n - 1 && work > c->work[i])
-        i++;
-    double w0 = c->work[i - 1], w1 = c->work[i], s0 = c->seconds[i - 1], s1 = c->seconds[i];
-    double t = w1 > w0 ? s0 + (s1 - s0) * (work - w0) / (w1 - w0) : s0;
-    /* below the first point the line may fall under zero: no kernel is free */
-    double floor_s = 0.25 * s0 * (w0 > 0 ? fmin(1, work / w0) : 1);
-    return t > floor_s ? t : floor_s;
-}
-
 /* A measured point into the curve, kept rising in work; points within 5 % of each other's work
  * are one point (the least of their seconds: the same computation, the one least disturbed);
  * past TR_COST_POINTS the nearest neighbours merge (their mean). */
@@ -408,23 +390,23 @@ static int open_runs(struct calibration *c, int max_rounds, struct tr_diag *d)
     return 0;
 }
 
-/* The largest spread over the series the rule watches: each probe run's wall, the optimizer's. */
+/* Whether the rounds settled, and the larger spread of the two series the rule watches: a
+ * round's probes together, and its optimizer passes together. Not each probe alone: one of a
+ * millisecond moves by a scheduler's tick, and its nodes' times are the least of the rounds. */
 static bool settled(const struct calibration *c, const struct tr_calibration_rule *rule, double *worst)
 {
-    bool all = true;
-    *worst = 0;
-    double series[64], spread;
-    for (int i = 0; i < c->nruns; i++) {
-        all &= tr_calibration_stable(c->runs[i].wall, c->rounds, rule, &spread);
-        *worst = fmax(*worst, spread);
+    double together[64], optimizer[64], a, b;
+    int n = c->rounds < 64 ? c->rounds : 64;
+    for (int r = 0; r < n; r++) {
+        together[r] = optimizer[r] = 0;
+        for (int i = 0; i < c->nruns; i++)
+            together[r] += c->runs[i].wall[c->rounds - n + r];
+        for (int k = 0; k < 4; k++)
+            optimizer[r] += c->opt[c->rounds - n + r][k];
     }
-    for (int k = 0; k < 4; k++) {
-        for (int r = 0; r < c->rounds && r < 64; r++)
-            series[r] = c->opt[r][k];
-        all &= tr_calibration_stable(series, c->rounds < 64 ? c->rounds : 64, rule, &spread);
-        *worst = fmax(*worst, spread);
-    }
-    return all;
+    bool stable = tr_calibration_stable(together, n, rule, &a) & tr_calibration_stable(optimizer, n, rule, &b);
+    *worst = fmax(a, b);
+    return stable;
 }
 
 /* The least of the rounds of each node into its class's curve; the executor's own
@@ -490,25 +472,12 @@ int tr_device_measure_kernels(struct tr_device *d, const struct tr_calibration_r
             rc = time_optimizer(c.opt[c.rounds], diag);
         if (!rc)
             c.rounds++, stable = settled(&c, rule, &worst);
-        if (getenv("TRAINRUN_CALIBRATE_DEBUG")) {
-            for (int i = 0; i < c.nruns; i++)
-                fprintf(stderr, "%s p%d %lldx%lld %.4f\n", "run", c.runs[i].precision, (long long)c.runs[i].B,
-                        (long long)c.runs[i].S, c.runs[i].wall[c.rounds - 1]);
-            for (int i = 0; i < c.nruns && getenv("TRAINRUN_CALIBRATE_DEBUG")[0] == '2'; i++)
-                for (int st = 0; st < c.runs[i].n; st++)
-                    if (c.runs[i].rounds[c.rounds - 1][st] > 0.01)
-                        fprintf(stderr, "  run %d %s %.4f\n", i, tr_op_name(c.runs[i].g.nodes[st].op),
-                                c.runs[i].rounds[c.rounds - 1][st]);
-            for (int q = 0; q < 4; q++)
-                fprintf(stderr, "opt%d %.5f\n", q, c.opt[c.rounds - 1][q]);
-            fprintf(stderr, "round %d worst %.3f\n", c.rounds, worst);
-        }
     }
     if (!rc)
         summarise(&c, c.rounds < rule->window ? c.rounds : rule->window, &d->kernels);
     d->stable = !rc && stable, d->spread = worst;
     for (int i = 0; i < c.nruns; i++)
-        probe_close(&c.runs[i], c.rounds);
+        probe_close(&c.runs[i], rule->max_rounds);   /* rounds a failure left half-taken too */
     free(c.runs), free(c.opt);
     return rc;
 }
