@@ -108,7 +108,7 @@ def replay(trainrun, recipe, overrides, cand_file, steps, workdir):
         return "no longer fits"
     if p.returncode != 0:
         return "exit %d: %s" % (p.returncode, " ".join(p.stderr.strip().splitlines()[-1:]))
-    name = os.listdir(workdir)[0]
+    name = [d for d in os.listdir(workdir) if os.path.isdir(os.path.join(workdir, d))][0]   # not runs/index.html
     got = step_seconds(os.path.join(workdir, name, "latest"))
     shutil.rmtree(workdir, ignore_errors=True)   # the final checkpoint alone is 170 MB for bert-small
     return got
@@ -216,7 +216,7 @@ def run(args, scratch):
 
 def report(args, pairs):
     header = ["pair", "candidate", "precision", "checkpointing", "batching", "predicted_s", "measured_s",
-              "measured_min_s", "measured_max_s", "token_normalised_s", "runs", "chosen"]
+              "forecast_error", "measured_min_s", "measured_max_s", "token_normalised_s", "runs", "chosen"]
     lines = ["\t".join(header)]
     summaries = []
     for p in pairs:
@@ -227,7 +227,8 @@ def report(args, pairs):
             norm = statistics.median(t["per_token"]) if t["per_token"] else None
             rows.append((t, med, norm))
             lines.append("\t".join([p["name"], str(t["index"]), *describe(c), "%.4f" % c["predicted_step_seconds"],
-                                    fmt(med), fmt(min(t["secs"]) if t["secs"] else None),
+                                    fmt(med), fmt(forecast_error(c, med), "%+.1f%%"),
+                                    fmt(min(t["secs"]) if t["secs"] else None),
                                     fmt(max(t["secs"]) if t["secs"] else None), fmt(norm),
                                     str(len(t["secs"])) if not t["failed"] else t["failed"],
                                     "yes" if t["chosen"] else "no"]))
@@ -240,6 +241,13 @@ def report(args, pairs):
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
     print("# written to %s" % args.out)
+
+
+def forecast_error(cand, measured):
+    """(predicted − measured) / measured in percent: the time model's miss on this candidate."""
+    if not measured:
+        return None
+    return 100.0 * (cand["predicted_step_seconds"] - measured) / measured
 
 
 def summary(p, rows):
@@ -261,6 +269,9 @@ def summary(p, rows):
                    "PASS" if nratio <= PASS_RATIO else "FAIL"]
     rho = spearman([t["cand"]["predicted_step_seconds"] for t, m, n in measured], [m for t, m, n in measured])
     fields.append("spearman=%s" % fmt(rho, "%.2f"))
+    errors = [abs(forecast_error(t["cand"], m)) for t, m, n in measured]
+    fields.append("forecast_error max=%.1f%% median=%.1f%% within_25%%=%d/%d" % (
+        max(errors), statistics.median(errors), sum(e <= 25 for e in errors), len(errors)))
     if normed:
         rho_n = spearman([t["cand"]["predicted_step_seconds"] for t, n in normed], [n for t, n in normed])
         fields.append("spearman_token_normalised=%s" % fmt(rho_n, "%.2f"))

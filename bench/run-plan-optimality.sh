@@ -2,8 +2,9 @@
 # The planner's optimality check (not run in CI): for 5 (recipe, budget) pairs, every feasible
 # candidate of `trainrun plan --json` replayed with `trainrun RECIPE --plan FILE` for a few steps,
 # round-robin over the candidates; per candidate the median seconds a step (first step untimed),
-# per pair the chosen plan's against the fastest measured (PASS within 10%) and the rank
-# correlation of predicted and measured. The work is bench/plan_optimality.py's.
+# per pair the chosen plan's against the fastest measured (PASS within 10%), the rank
+# correlation of predicted and measured, and the forecast error per candidate ((predicted −
+# measured) / measured; the pair's largest and median in its summary). The work is bench/plan_optimality.py's.
 #   bench/run-plan-optimality.sh [THREADS] [ROUNDS] [STEPS] [PAIRS] [OUT]   (from the checkout,
 #   after building; PAIRS: the first N of the list, or names joined by commas; OUT defaults to
 #   bench/plan-optimality.tsv)

@@ -256,6 +256,75 @@ START_TEST(small_error_buffer)
 }
 END_TEST
 
+/* ---- the calibration's rule, curves and cache form (device_kernels.c) ---------------------- */
+
+/* A series whose last three rounds agree within 5 % settles; one still moving, or too short,
+ * does not, whatever came before the window. */
+START_TEST(stability_rule)
+{
+    struct tr_calibration_rule rule = {3, 8, 0.05};
+    double spread;
+    static const double settled[] = {2.0, 1.3, 1.00, 1.02, 1.01};
+    ck_assert(tr_calibration_stable(settled, 5, &rule, &spread));
+    ck_assert_double_eq_tol(spread, 0.02 / 1.01, 1e-9);
+    static const double moving[] = {1.00, 1.02, 1.01, 1.30, 1.00};   /* a busy spell in the window */
+    ck_assert(!tr_calibration_stable(moving, 5, &rule, &spread));
+    ck_assert(spread > 0.25);
+    ck_assert(!tr_calibration_stable(settled, 2, &rule, &spread));   /* fewer rounds than the window */
+    ck_assert(isinf(spread));
+    static const double zeros[] = {0, 0, 0};   /* nothing measured is not a measurement */
+    ck_assert(!tr_calibration_stable(zeros, 3, &rule, &spread));
+    rule.tolerance = 0.5;   /* a wider tolerance takes the busy spell */
+    ck_assert(tr_calibration_stable(moving, 5, &rule, &spread));
+}
+END_TEST
+
+/* A curve is read on the line between its points, the first segment's line below them (never
+ * below a quarter of the first point) and the last point's rate above. */
+START_TEST(curve_reading)
+{
+    struct tr_cost_curve c = {3, {100, 1000, 10000}, {2e-6, 5e-6, 40e-6}};
+    ck_assert_double_eq_tol(tr_cost_curve_seconds(&c, 100), 2e-6, 1e-15);
+    ck_assert_double_eq_tol(tr_cost_curve_seconds(&c, 550), 3.5e-6, 1e-15);
+    ck_assert_double_eq_tol(tr_cost_curve_seconds(&c, 20000), 80e-6, 1e-15);
+    ck_assert_double_eq_tol(tr_cost_curve_seconds(&c, 10), 2e-6 - 3e-6 * 90 / 900, 1e-15);
+    ck_assert(tr_cost_curve_seconds(&c, 0) > 0);
+    struct tr_cost_curve none = {0};
+    ck_assert(tr_cost_curve_seconds(&none, 5) < 0);
+}
+END_TEST
+
+/* The kernel costs survive the cache's JSON; a curve out of order or a point without time is
+ * refused, so a damaged cache is measured again rather than believed. */
+START_TEST(kernel_costs_round_trip)
+{
+    struct tr_kernel_costs k = {.measured = true, .exec_node_seconds = 1.5e-6, .optimizer_byte_seconds = {1e-9, 2e-9},
+                                .sumsq_byte_seconds = 3e-10, .fill_byte_seconds = 4e-10};
+    k.curve[TR_OP_LAYERNORM][1] = (struct tr_cost_curve){2, {1e5, 1e6}, {1e-5, 6e-5}};
+    k.curve[TR_COST_CLASSES - 1][0] = (struct tr_cost_curve){3, {1e6, 1e8, 1e9}, {1e-5, 6e-4, 5e-3}};
+    json_t *j = tr_kernel_costs_json(&k);
+    ck_assert_ptr_nonnull(json_object_get(json_object_get(j, "curves"), "layernorm.bf16"));
+    ck_assert_ptr_nonnull(json_object_get(json_object_get(j, "curves"), "matmul.tn.large.fp32"));
+    struct tr_kernel_costs back;
+    ck_assert_int_eq(tr_kernel_costs_from_json(j, &back), 0);
+    ck_assert(back.measured);
+    ck_assert_int_eq(tr_kernel_classes_measured(&back), 2);
+    ck_assert_mem_eq(&back.curve[TR_OP_LAYERNORM][1], &k.curve[TR_OP_LAYERNORM][1], sizeof(struct tr_cost_curve));
+    ck_assert_mem_eq(&back.curve[TR_COST_CLASSES - 1][0], &k.curve[TR_COST_CLASSES - 1][0],
+                     sizeof(struct tr_cost_curve));
+    ck_assert_double_eq(back.optimizer_byte_seconds[1], 2e-9);
+    ck_assert_double_eq(back.exec_node_seconds, 1.5e-6);
+    json_t *points = json_object_get(json_object_get(j, "curves"), "layernorm.bf16");
+    json_array_append_new(points, json_pack("[ff]", 10.0, 1e-6));   /* work falling */
+    ck_assert_int_eq(tr_kernel_costs_from_json(j, &back), -1);
+    json_array_remove(points, 2);
+    json_array_set_new(points, 0, json_pack("[ff]", 1e5, 0.0));   /* no time */
+    ck_assert_int_eq(tr_kernel_costs_from_json(j, &back), -1);
+    ck_assert_int_eq(tr_kernel_costs_from_json(NULL, &back), -1);
+    json_decref(j);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("device");
@@ -270,5 +339,10 @@ int main(void)
     tcase_add_loop_test(tc, broken_profile_named, 0, NCASES);
     tcase_add_test(tc, small_error_buffer);
     suite_add_tcase(s, tc);
+    TCase *cal = tcase_create("calibration");
+    tcase_add_test(cal, stability_rule);
+    tcase_add_test(cal, curve_reading);
+    tcase_add_test(cal, kernel_costs_round_trip);
+    suite_add_tcase(s, cal);
     return unit_run(s);
 }

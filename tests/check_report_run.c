@@ -135,7 +135,7 @@ START_TEST(json_fields)
     ck_assert_int_eq(json_integer_value(json_object_get(plan, "data_workers")), 1);
     ck_assert_int_eq(json_integer_value(json_object_get(plan, "budget_bytes")), 536870912);
     ck_assert_str_eq(json_string_value(json_object_get(json_object_get(plan, "checkpointing"), "mode")), "none");
-    ck_assert_uint_eq(json_array_size(json_object_get(j, "checklist")), 8);   /* + the environment */
+    ck_assert_uint_eq(json_array_size(json_object_get(j, "checklist")), 9);   /* + the environment */
     ck_assert_uint_eq(json_array_size(json_object_get(j, "warnings")), 0);
     /* Version 2: the key metric, the data the planner saw, where the time went, the leak
      * check, one step's memory, the environment and every series. */
@@ -184,6 +184,7 @@ START_TEST(markdown_checklist)
                                        "budget 512.00 MiB without recomputing; checkpointing would bring it to 181.26 MiB but "
                                        "cost 0.000834 s a step instead of 0.000784 s |", "| Dynamic batching | off |",
                                        "| Accumulation | 64 × 1 |", "| Memory | regions 1.63 MiB predicted",
+                                       "| Step time | 0.000784 s predicted, 0.0019 s measured | the measured median step is +142% off",
                                        "# mlp: finished", "exit code 0", "| test/accuracy | 95.54 % |", "| eval/accuracy | 97.22 % | 97.22 % at step 200 |",
                                        "| Leak check | constant after warm-up |", "## Time", "| forward |",
                                        "## Memory over one step", "^ backward from node", "## Environment",

@@ -116,6 +116,35 @@ expect_in "$err" "could not be cached: $scratch/not-a-folder/trainrun/calibratio
   "calibrate: the message names the cache"
 run "$TRAINRUN" calibrate --bogus
 expect_rc 2 "calibrate: an unknown option"
+run "$TRAINRUN" calibrate --tolerance
+expect_rc 2 "calibrate: --tolerance without its percentage"
+run "$TRAINRUN" calibrate --rounds 2
+expect_rc 2 "calibrate: fewer rounds than the stability window"
+
+# Each kernel class is measured (version 5), and the plan reads it: a predicted step time.
+cache=$(ls "$XDG_CACHE_HOME"/trainrun/calibration/*.json)
+expect_in "$(cat "$cache")" '"version": 5' "the cache is version 5"
+expect_in "$(cat "$cache")" '"matmul.nt.' "the cache holds the GEMMs' curves"
+expect_in "$(cat "$cache")" '"layernorm.bf16"' "… and the other kernels', per precision"
+expect_in "$(cat "$cache")" '"optimizer_byte_seconds"' "… and the optimizer's pass"
+run "$TRAINRUN" plan "$recipes/mlp.yaml" --json
+expect_rc 0 "plan on the calibration"
+predicted=$(printf '%s\n' "$out" | sed -n 's/^  "predicted_step_seconds": \([0-9.e-]*\),*$/\1/p' | head -1)
+case $predicted in [0-9]*) ;; *) fail "plan --json predicts a step time (got '$predicted')" ;; esac
+checks=$((checks + 1))
+# A measurement whose rounds never settle is refused (exit 9), and the cache stays as it was.
+# Three rounds agreeing within a millionth of a percent: no machine does that.
+cp "$cache" "$scratch/cache-before.json"
+run "$TRAINRUN" calibrate --force --tolerance 0.000001 --rounds 3
+expect_rc 9 "calibrate: an unsettled measurement"
+expect_in "$err" "not cached: the measurement did not settle" "calibrate says it did not settle"
+cmp -s "$cache" "$scratch/cache-before.json" || fail "an unsettled measurement left the cache as it was"
+checks=$((checks + 1))
+# A cache of an older version is measured again and rewritten.
+sed 's/"version": 5/"version": 4/' "$scratch/cache-before.json" >"$cache"
+run "$TRAINRUN" plan "$recipes/mlp.yaml"
+expect_rc 0 "plan on a stale calibration"
+expect_in "$(cat "$cache")" '"version": 5' "a stale calibration is measured again"
 
 # BERT-base (the seed's recipe): planned under a second.
 if [ -s "$srcdir/datasets/wordnet-senses/train.tsv" ] || [ -d "$XDG_CACHE_HOME" ]; then

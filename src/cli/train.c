@@ -120,7 +120,7 @@ static int train(const struct tr_recipe *r, const char *resume_dir, const char *
     if ((!rc || rc == TR_ETIMEUP) && data.test.n)                        /* evaluation, on the clock's */
         rc = test(&loop, &s, r, &data, res, rc, d);                      /* stop too */
     tr_finish_say_done(folder, &data, res, rc, d);                       /* finish */
-    int measured = tr_finish_measured_plan(folder, &s, r, &data, res->steps, d);
+    int measured = tr_finish_measured_plan(folder, &s, r, &data, res, d);
     rc = rc ? rc : measured;
     if (!rc)
         rc = tr_finish_promote(folder, r, d);                            /* nightly: the gate */

@@ -1,9 +1,14 @@
-/* The planner's time model (plan.h): a micro-step is the sum over its nodes of the FLOPs at
- * the device's GEMM rate for the precision the node reads, the bytes it reads and writes at
- * the device's bandwidth, and a fixed cost per kernel; each op's FLOPs and special-function
- * evaluations are its rules in the op table (ops.c). Recomputation is in the schedule, so it
- * is counted; so is padding, since the plan is for the padded (B, S). */
+/* The planner's time model (plan.h): a micro-step is the sum over its scheduled nodes of each
+ * node's time. On this host each node's kernel class (its op; a GEMM's variant and shape) was
+ * measured by `trainrun calibrate` as a curve of seconds against work — FLOPs for the ops the
+ * op table (ops.c) gives FLOPs, bytes read and written for the rest — so a node's time is its
+ * class's curve at its work, plus the executor's own cost a node. A device profile has no
+ * curves: there a node is its FLOPs at the GEMM rate, its bytes at the bandwidth and a fixed
+ * cost per kernel. Recomputation is in the schedule, so it is counted; so is padding, since
+ * the plan is for the padded (B, S). */
 #include "plan/plan.h"
+
+#include <math.h>
 
 #include "core/tensor.h"
 #include "graph/ops.h"
@@ -16,12 +21,95 @@ static int64_t numel(const struct tr_tensor *t)
     return n;
 }
 
-/* Which rate a node computes at: the precision of its first operand. */
-static int node_precision(const struct tr_tensor *in, int nin)
+int tr_cost_precision(const struct tr_tensor *in, int nin)
 {
     if (nin < 1)
         return TR_PREC_FP32;
     return in[0].dtype == TR_BF16 ? TR_PREC_BF16 : in[0].dtype == TR_F16 ? TR_PREC_FP16 : TR_PREC_FP32;
+}
+
+static double node_bytes(const struct tr_node *n, const struct tr_tensor *in, const struct tr_tensor *out)
+{
+    double b = 0;
+    for (int i = 0; i < n->nin; i++)
+        b += (double)numel(&in[i]) * (double)tr_dtype_size(in[i].dtype);
+    for (int i = 0; i < n->nout; i++)
+        b += (double)numel(&out[i]) * (double)tr_dtype_size(out[i].dtype) * (n->accumulate ? 2 : 1);
+    return b;
+}
+
+/* A GEMM's class: a·bᵀ is the forward's linear layer, aᵀ·b a weight's gradient, a·b the rest;
+ * its shape by the smallest of M, N and K, where packing and threads stop paying. */
+static int gemm_class(const struct tr_node *n, const struct tr_tensor *in, const struct tr_tensor *out)
+{
+    int ta = n->attrs.matmul.trans_a, tb = n->attrs.matmul.trans_b;
+    int variant = ta && !tb ? TR_GEMM_TN : tb ? TR_GEMM_NT : TR_GEMM_NN;
+    const struct tr_tensor *a = &in[0], *y = &out[0];
+    int64_t M = y->dim[y->rank - 2], N = y->dim[y->rank - 1], K = a->dim[a->rank - (ta ? 2 : 1)];
+    int64_t least = M < N ? M : N;
+    least = K < least ? K : least;
+    int shape = least < 96 ? TR_GEMM_SMALL : least < 384 ? TR_GEMM_MEDIUM : TR_GEMM_LARGE;
+    return TR_NOPS + variant * TR_GEMM_SHAPES + shape;
+}
+
+int tr_cost_class(const struct tr_node *n, const struct tr_tensor *in, const struct tr_tensor *out, double *work)
+{
+    double f = tr_ops[n->op].flops(n, in, out);
+    *work = f > 0 ? f : node_bytes(n, in, out);
+    return n->op == TR_OP_MATMUL ? gemm_class(n, in, out) : (int)n->op;
+}
+
+/* The curve between its points, the first segment's line below them, the last point's rate above. */
+double tr_cost_curve_seconds(const struct tr_cost_curve *c, double work)
+{
+    if (c->n <= 0)
+        return -1;
+    if (c->n == 1 || work >= c->work[c->n - 1]) {   /* at the largest point's rate beyond it */
+        int i = c->n - 1;
+        return c->work[i] > 0 ? c->seconds[i] * work / c->work[i] : c->seconds[i];
+    }
+    int i = 1;
+    while (i < c->n - 1 && work > c->work[i])
+        i++;
+    double w0 = c->work[i - 1], w1 = c->work[i], s0 = c->seconds[i - 1], s1 = c->seconds[i];
+    double t = w1 > w0 ? s0 + (s1 - s0) * (work - w0) / (w1 - w0) : s0;
+    /* below the first point the line may fall under zero: no kernel is free */
+    double floor_s = 0.25 * s0 * (w0 > 0 ? fmin(1, work / w0) : 1);
+    return t > floor_s ? t : floor_s;
+}
+
+/* A profile's node: FLOPs at the GEMM rate, bytes at the bandwidth, fixed costs. */
+static double profile_seconds(const struct tr_node *n, const struct tr_tensor *in, const struct tr_tensor *out,
+                              const struct tr_device *dev, double f, double *b)
+{
+    int prec = tr_cost_precision(in, n->nin);
+    if (f > 0 && prec != TR_PREC_FP32 && dev->widen_16bit > 0)   /* read 2 bytes, write and read 4 */
+        for (int i = 0; i < n->nin; i++)
+            if (tr_dtype_is_16bit(in[i].dtype))
+                *b += dev->widen_16bit * 10.0 * (double)numel(&in[i]);
+    double rate = dev->gemm_flops[prec] > 0 ? dev->gemm_flops[prec] : dev->gemm_flops[TR_PREC_FP32];
+    return f / rate + (f > 0 ? dev->gemm_seconds : 0) + *b / dev->bandwidth + dev->node_seconds +
+           tr_ops[n->op].specials(n, in, out) * dev->special_seconds;
+}
+
+/* A calibrated node: its class's curve at its precision (fp16: bf16's), else at fp32 (widening aside, a
+ * 16-bit node runs the f32 kernel), else the profile's formula. */
+static double measured_seconds(const struct tr_node *n, const struct tr_tensor *in, const struct tr_tensor *out,
+                               const struct tr_device *dev, double f, double *b)
+{
+    double work;
+    int cls = tr_cost_class(n, in, out, &work), prec = tr_cost_precision(in, n->nin);
+    double t = tr_cost_curve_seconds(&dev->kernels.curve[cls][prec], work);
+    if (t < 0 && prec == TR_PREC_FP16)   /* calibrate measures 16-bit nodes in bf16 (device_kernels.c) */
+        t = tr_cost_curve_seconds(&dev->kernels.curve[cls][TR_PREC_BF16], work);
+    if (t < 0)
+        t = tr_cost_curve_seconds(&dev->kernels.curve[cls][TR_PREC_FP32], work);
+    if (t < 0 && n->op == TR_OP_MATMUL)   /* another shape class of the same variant */
+        for (int c = TR_NOPS; c < TR_COST_CLASSES && t < 0; c++)
+            t = tr_cost_curve_seconds(&dev->kernels.curve[c][TR_PREC_FP32], work);
+    if (t < 0)
+        t = profile_seconds(n, in, out, dev, f, b);
+    return t + dev->kernels.exec_node_seconds;
 }
 
 double tr_plan_step_seconds(const struct tr_graph *g, int64_t B, int64_t S, const struct tr_device *dev,
@@ -34,19 +122,9 @@ double tr_plan_step_seconds(const struct tr_graph *g, int64_t B, int64_t S, cons
         if (tr_op_is_view(n->op))   /* no kernel */
             continue;
         tr_bind_shapes(g, n, B, S, in, out);
-        double f = tr_ops[n->op].flops(n, in, out), b = 0;
-        for (int i = 0; i < n->nin; i++)
-            b += (double)numel(&in[i]) * (double)tr_dtype_size(in[i].dtype);
-        for (int i = 0; i < n->nout; i++)
-            b += (double)numel(&out[i]) * (double)tr_dtype_size(out[i].dtype) * (n->accumulate ? 2 : 1);
-        int prec = node_precision(in, n->nin);
-        if (f > 0 && prec != TR_PREC_FP32 && dev->widen_16bit > 0)   /* read 2 bytes, write and read 4 */
-            for (int i = 0; i < n->nin; i++)
-                if (tr_dtype_is_16bit(in[i].dtype))
-                    b += dev->widen_16bit * 10.0 * (double)numel(&in[i]);
-        double rate = dev->gemm_flops[prec] > 0 ? dev->gemm_flops[prec] : dev->gemm_flops[TR_PREC_FP32];
-        seconds += f / rate + (f > 0 ? dev->gemm_seconds : 0) + b / dev->bandwidth + dev->node_seconds +
-                   tr_ops[n->op].specials(n, in, out) * dev->special_seconds;
+        double f = tr_ops[n->op].flops(n, in, out), b = node_bytes(n, in, out);
+        seconds += dev->kernels.measured ? measured_seconds(n, in, out, dev, f, &b)
+                                         : profile_seconds(n, in, out, dev, f, &b);
         f_sum += f, b_sum += b;
     }
     if (flops)
@@ -54,4 +132,15 @@ double tr_plan_step_seconds(const struct tr_graph *g, int64_t B, int64_t S, cons
     if (bytes)
         *bytes = b_sum;
     return seconds;
+}
+
+double tr_plan_optimizer_seconds(const struct tr_device *dev, int nstate, double param_bytes, double grad_bytes,
+                                 double state_bytes)
+{
+    const struct tr_kernel_costs *k = &dev->kernels;
+    if (!k->measured)   /* the update reads and writes each parameter and its state, and reads and zeroes its gradient */
+        return (4 * param_bytes + 2 * state_bytes) / dev->bandwidth;
+    /* the gradients zeroed, their norm taken (every step: clipping and the divergence check), the update */
+    return grad_bytes * (k->fill_byte_seconds + k->sumsq_byte_seconds) +
+           param_bytes * k->optimizer_byte_seconds[nstate >= 2];
 }

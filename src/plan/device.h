@@ -5,6 +5,7 @@
 #ifndef TR_DEVICE_H
 #define TR_DEVICE_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -12,10 +13,40 @@
 #include "backend/backend.h"   /* enum tr_device_kind: the backend a device trains on */
 #include "core/alloc.h"      /* struct tr_space */
 #include "core/error.h"
+#include "graph/graph.h"   /* TR_NOPS: a class per op */
 
 /* Rates by the precision GEMMs read: [0] fp32 (TF32 where the profile says the engine uses
  * it), [1] bf16, [2] fp16 — index by enum tr_plan_precision. */
 #define TR_NPRECISIONS 3
+
+/* The time model's kernel classes (cost.c: tr_cost_class): one per op of the op table, and a
+ * GEMM's by its variant (a·b, a·bᵀ as the forward's linear layers, aᵀ·b as their weight
+ * gradients) and its shape (its smallest dimension below 96, below 384, or larger). */
+enum { TR_GEMM_NN, TR_GEMM_NT, TR_GEMM_TN, TR_GEMM_VARIANTS };
+enum { TR_GEMM_SMALL, TR_GEMM_MEDIUM, TR_GEMM_LARGE, TR_GEMM_SHAPES };
+#define TR_COST_CLASSES (TR_NOPS + TR_GEMM_VARIANTS * TR_GEMM_SHAPES)
+#define TR_COST_POINTS 8
+
+/* A kernel class's measured time as a function of its work (FLOPs where the op table gives the
+ * op FLOPs, else the bytes it reads and writes): points (work, seconds) rising in work, read
+ * as a line between neighbours, the first segment's line below them (its intercept is the
+ * per-call cost), the last point's rate above them. n = 0: not measured. */
+struct tr_cost_curve {
+    int n;
+    double work[TR_COST_POINTS], seconds[TR_COST_POINTS];
+};
+
+/* What `trainrun calibrate` measured by running the CPU backend's kernels on probe graphs of
+ * its own (device_kernels.c), by class and by the precision the node reads. */
+struct tr_kernel_costs {
+    bool measured;
+    struct tr_cost_curve curve[TR_COST_CLASSES][TR_NPRECISIONS];
+    double exec_node_seconds;    /* the executor's own cost a node, beyond its kernel */
+    double optimizer_byte_seconds[2];   /* the update a byte of f32 parameters: [0] SGD-like
+                                         * (one state tensor or none), [1] AdamW-like (two) */
+    double sumsq_byte_seconds;   /* the gradients' norm, a byte of gradients */
+    double fill_byte_seconds;    /* zeroing the gradients, a byte */
+};
 
 struct tr_device {
     char name[64];            /* "cpu" (this host), "rtx3090", … */
@@ -33,6 +64,9 @@ struct tr_device {
                                * all threads together; 0 where such ops are bound by bytes (GPUs) */
     double widen_16bit;       /* CPU: 16-bit operands are widened to f32 before a GEMM (1), or
                                * read as they are (0) */
+    struct tr_kernel_costs kernels;   /* this host: each kernel class measured; a profile: none */
+    bool stable;              /* this host: the calibration's rounds agreed within its tolerance */
+    double spread;            /* the larger spread of the last rounds (device_kernels.c), (max − min) / median */
     /* What lives on the device outside the regions. */
     uint64_t context_bytes;   /* CUDA: the context and loaded modules; CPU: 0 (measured as the
                                * process's resident set at planning) */
@@ -52,6 +86,7 @@ struct tr_device {
     struct tr_path path;      /* the profile file, or the calibration cache, read; "" when none */
     char unsaved[512];        /* why a calibration measured now could not be cached ("path: why"),
                                * for `trainrun calibrate`; "" when it was, or no cache was asked for */
+    bool unsettled;           /* … because its rounds did not settle (not stable) */
 };
 
 /* The profile `name` from the profiles file at path (etc/devices.yaml). 0, or TR_EINVAL when
@@ -78,9 +113,38 @@ int64_t tr_device_in_use(const struct tr_device *d);
  * and CPU model) so that nightly runs plan alike. force: measure again. 0, or TR_E… with diag. */
 int tr_device_host(struct tr_device *d, const char *exe, const char *cache_dir, bool force,
                    struct tr_diag *diag);
+/* How `trainrun calibrate` measures: rounds of every probe until the last `window` rounds (the
+ * probes' time together, the optimizer's passes' together) lie within `tolerance` of their
+ * median ((max − min) / median), at most
+ * max_rounds (the default: the window, for the planner's own first calibration; `trainrun
+ * calibrate` waits longer). A measurement that never settles is not cached. */
+struct tr_calibration_rule {
+    int window, max_rounds;
+    double tolerance;
+};
+#define TR_CALIBRATION_RULE_DEFAULT ((struct tr_calibration_rule){3, 3, 0.05})
+#define TR_CALIBRATE_ROUNDS 8   /* `trainrun calibrate`'s cap on rounds */
+/* The rule on one series of a probe's round times (oldest first, n of them): true when its
+ * last rule->window values lie within the tolerance; *spread gets their spread (∞ when there
+ * are fewer than window). */
+bool tr_calibration_stable(const double *series, int n, const struct tr_calibration_rule *rule, double *spread);
+/* The kernels' part of the measurement (device_kernels.c): the probes run in rounds under
+ * rule; sets d->kernels, d->stable and d->spread. 0 or TR_E… with diag. */
+int tr_device_measure_kernels(struct tr_device *d, const struct tr_calibration_rule *rule, struct tr_diag *diag);
+/* The rule from the environment of `trainrun calibrate` (its options travel to the child that
+ * measures as TRAINRUN_CALIBRATE_TOLERANCE and TRAINRUN_CALIBRATE_ROUNDS). */
+struct tr_calibration_rule tr_calibration_rule_from_env(void);
+/* The kernel costs as the cache keeps them, and back: −1 when j is not such an object. */
+json_t *tr_kernel_costs_json(const struct tr_kernel_costs *k);
+int tr_kernel_costs_from_json(json_t *j, struct tr_kernel_costs *k);
+/* How many (class, precision) curves hold points. */
+int tr_kernel_classes_measured(const struct tr_kernel_costs *k);
+/* A curve's seconds at work (struct tr_cost_curve; cost.c); −1 when the curve has no points. */
+double tr_cost_curve_seconds(const struct tr_cost_curve *c, double work);
+
 /* The measurement itself, in this process (the calibrate subcommand): GEMM rate, bandwidth,
  * per-kernel cost and what the threads take. Writes the fields tr_device_host caches. */
-int tr_device_measure(struct tr_device *d, struct tr_diag *diag);
+int tr_device_measure(struct tr_device *d, const struct tr_calibration_rule *rule, struct tr_diag *diag);
 /* That measurement as JSON, as the cache keeps it and `trainrun calibrate --json` prints it;
  * caller frees. */
 char *tr_device_calibration_json(const struct tr_device *d);

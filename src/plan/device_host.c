@@ -22,7 +22,8 @@
 #include "core/error.h"
 #include "data/cache.h"
 
-#define CALIBRATION_VERSION 4   /* 4: the address space reserved */
+#define CALIBRATION_VERSION 5   /* 4: the address space reserved; 5: each kernel class measured, and
+                                 * whether the rounds settled */
 
 static double now(void)
 {
@@ -226,7 +227,7 @@ static struct tr_space measure_worker_space(void)
     return cost;
 }
 
-int tr_device_measure(struct tr_device *d, struct tr_diag *diag)
+int tr_device_measure(struct tr_device *d, const struct tr_calibration_rule *rule, struct tr_diag *diag)
 {
     memset(d, 0, sizeof *d);
     host_identity(d);
@@ -249,6 +250,9 @@ int tr_device_measure(struct tr_device *d, struct tr_diag *diag)
     d->special_seconds = measure_special();
     int64_t after = tr_process_rss();   /* the matrices are back with the OS: what stays is the threads' */
     d->thread_bytes = after > before ? (uint64_t)(after - before) : 0;
+    int rc = tr_device_measure_kernels(d, rule, diag);   /* after the resident set: its buffers are its own */
+    if (rc)
+        return rc;
     for (int p = 0; p < TR_NPRECISIONS; p++)
         d->gemm_flops[p] = flops;
     time_t t = time(NULL);
@@ -257,7 +261,9 @@ int tr_device_measure(struct tr_device *d, struct tr_diag *diag)
     snprintf(d->source, sizeof d->source, "measured on this host by `trainrun calibrate` at %s: sgemm 1024³ "
              "and 64 × 256 × 256 best of 5, memcpy 64 MiB best of 4, a 4096-float parallel loop, GELU's erf over 4 Mi floats, "
              "resident set before and after, address space (VmSize, VmData) around loading OpenBLAS, the threads' first "
-             "region and GEMM, one more thread", date);
+             "region and GEMM, one more thread; every kernel class on probe graphs in fp32 and bf16 (fp16 read as bf16), rounds until "
+             "the last %d agree within %.0f%% (at most %d)", date, rule->window, rule->tolerance * 100,
+             rule->max_rounds);
     return 0;
 }
 
@@ -272,6 +278,9 @@ static json_t *to_json(const struct tr_device *d)
                           "gemm_seconds", d->gemm_seconds,
                           "bandwidth", d->bandwidth, "node_seconds", d->node_seconds, "special_seconds",
                           d->special_seconds, "thread_bytes", (json_int_t)d->thread_bytes, "source", d->source);
+    json_object_set_new(j, "stable", json_boolean(d->stable));
+    json_object_set_new(j, "spread", json_real(isfinite(d->spread) ? d->spread : -1));
+    json_object_set_new(j, "kernels", tr_kernel_costs_json(&d->kernels));
     json_object_set_new(j, "address_space",
                         json_pack("{s[II] s[II] s[II]}", "blas", (json_int_t)d->blas_space.size,
                                   (json_int_t)d->blas_space.data, "threads", (json_int_t)d->thread_space.size,
@@ -309,8 +318,12 @@ static int from_json(json_t *j, struct tr_device *d)
                           &threads, "gemm_flops", &flops, "gemm_seconds", &gemm, "bandwidth", &bandwidth, "node_seconds", &node, "special_seconds",
                           &special, "thread_bytes", &thread_bytes, "source", &source) ||
         version != CALIBRATION_VERSION || strcmp(cpu, model) || threads != d->threads || flops <= 0 ||
-        bandwidth <= 0 || node < 0 || thread_bytes < 0 || read_spaces(json_object_get(j, "address_space"), d))
+        bandwidth <= 0 || node < 0 || thread_bytes < 0 || read_spaces(json_object_get(j, "address_space"), d) ||
+        tr_kernel_costs_from_json(json_object_get(j, "kernels"), &d->kernels))
         return -1;
+    json_t *spread = json_object_get(j, "spread");
+    d->stable = json_is_true(json_object_get(j, "stable"));
+    d->spread = json_is_number(spread) && json_number_value(spread) >= 0 ? json_number_value(spread) : INFINITY;
     for (int p = 0; p < TR_NPRECISIONS; p++)
         d->gemm_flops[p] = flops;
     d->bandwidth = bandwidth, d->node_seconds = node, d->special_seconds = special, d->gemm_seconds = gemm;
@@ -390,7 +403,11 @@ int tr_device_host(struct tr_device *d, const char *exe, const char *cache_dir, 
         return tr_fail(diag, TR_EIO, "calibration: %s calibrate printed something else than this host's "
                        "calibration", exe);
     }
-    if (*path) {   /* a cache that cannot be written: measured again next time; calibrate says so */
+    if (!d->stable) {   /* used for this plan, never kept: a loaded machine's numbers would stick */
+        snprintf(d->unsaved, sizeof d->unsaved, "the measurement did not settle: its rounds still differed by "
+                 "%.0f%% after the last round (the machine is busy?)", d->spread * 100);
+        d->unsettled = true;
+    } else if (*path) {   /* a cache that cannot be written: measured again next time; calibrate says so */
         struct tr_diag unsaved = {0};
         int folder_err = tr_make_folders(cache_dir);
         if (folder_err)

@@ -10,6 +10,7 @@
 
 #include "backend/exec.h"
 #include "core/tensor.h"
+#include "recipe/optimizers.h"
 
 #define NEAR_TIE 0.03                       /* candidates within 3 % of the fastest tie */
 #define RESERVE_FRACTION 0.02               /* the footprint's stated reserve … */
@@ -296,9 +297,9 @@ static int open_pair(struct pair *p, const struct tr_plan_job *job, const struct
     for (int i = 0; i < p->train.g.nnodes; i++)
         if (p->train.g.nodes[i].op == TR_OP_BATCHNORM)
             p->min_micro = batch < TR_PLAN_BN_MIN_MICRO ? batch : TR_PLAN_BN_MIN_MICRO;
-    /* the update reads and writes each parameter and its state, and reads and zeroes its gradient */
     double params = (double)tr_plan_param_bytes(&p->train.g);
-    p->optimizer_seconds = (4 * params + 2 * (double)p->optimizer) / job->dev->bandwidth;
+    p->optimizer_seconds = tr_plan_optimizer_seconds(job->dev, tr_optimizer_nstate(job->r), params, params,
+                                                     (double)p->optimizer);
     return 0;
 }
 

@@ -188,6 +188,15 @@ size_t tr_plan_optimizer_bytes(const struct tr_recipe *r, const struct tr_graph 
 double tr_plan_step_seconds(const struct tr_graph *g, int64_t B, int64_t S, const struct tr_device *dev,
                             double *flops, double *bytes);
 
+/* The time model's view of one node bound at its sizes (cost.c): its kernel class (device.h:
+ * TR_COST_CLASSES) with the work its curve is read at, and the precision it computes in. */
+int tr_cost_class(const struct tr_node *n, const struct tr_tensor *in, const struct tr_tensor *out, double *work);
+int tr_cost_precision(const struct tr_tensor *in, int nin);
+/* The optimizer's part of a step on dev: zeroing the gradients, their norm, the update with
+ * nstate state tensors a parameter. */
+double tr_plan_optimizer_seconds(const struct tr_device *dev, int nstate, double param_bytes, double grad_bytes,
+                                 double state_bytes);
+
 /* Words for people: "fp32", "bf16", "fp16"; the checkpointing ("none", "selective", "full 3/12"). */
 const char *tr_precision_name(int precision);
 void tr_knobs_remat_words(const struct tr_knobs *k, int blocks, char *out, size_t size);

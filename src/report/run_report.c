@@ -526,6 +526,29 @@ static void memory_row(struct tr_run_report *rep)
     snprintf(r->detail, sizeof r->detail, "footprint %s predicted, %s measured; budget %s", pf, mf, budget);
 }
 
+/* The time model against the run: plan.json's predicted step time and the median step the run
+ * measured (train/finish.c), as the memory row sets the regions against their prediction. */
+static void step_time_row(struct tr_run_report *rep)
+{
+    json_t *p = json_object_get(rep->plan, "predicted_step_seconds"), *m = json_object_get(rep->plan, "measured_step_seconds");
+    struct tr_check_row *r = row(rep, "Step time");
+    if (!json_is_number(p)) {
+        snprintf(r->setting, sizeof r->setting, "not recorded");
+        snprintf(r->detail, sizeof r->detail, "this run's plan.json predicts no step time");
+        return;
+    }
+    double predicted = json_number_value(p);
+    if (!json_is_number(m)) {
+        snprintf(r->setting, sizeof r->setting, "%.3g s predicted, not measured", predicted);
+        snprintf(r->detail, sizeof r->detail, "the run ended before a second step (the first is a warm-up)");
+        return;
+    }
+    double measured = json_number_value(m);
+    snprintf(r->setting, sizeof r->setting, "%.3g s predicted, %.3g s measured", predicted, measured);
+    snprintf(r->detail, sizeof r->detail, "the measured median step is %+.0f%% off the prediction (the time model "
+             "from `trainrun calibrate`; a busy machine's steps are slower)", 100 * (measured - predicted) / predicted);
+}
+
 /* run.json's leak check in a sentence; growth is a warning. */
 static void leak_row(struct tr_run_report *rep)
 {
@@ -647,6 +670,7 @@ int tr_run_report_load(const char *dir, const struct tr_run_outcome *outcome, st
     amp_and_loader_rows(rep);
     batching_rows(rep);
     memory_row(rep);
+    step_time_row(rep);
     leak_row(rep);
     environment_row(rep);
     return 0;

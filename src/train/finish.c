@@ -61,9 +61,31 @@ static json_t *missed(const struct tr_session *s, const struct tr_alloc_stats *s
     return warnings;
 }
 
-int tr_finish_measured_plan(struct tr_run_folder *f, const struct tr_session *s, const struct tr_recipe *r,
-                            const struct tr_data *data, int64_t step, struct tr_diag *d)
+/* The step time predicted against the median measured: the log's line, plan.json's
+ * measured_step_seconds and run.json's "step_seconds". No warning when they differ: a busy
+ * machine's steps are slower than any forecast, and a warning would come and go with the load. */
+static void step_time(struct tr_run_folder *f, const struct tr_candidate *c, const struct tr_train_result *res,
+                      json_t *plan)
 {
+    bool measured = res->timed_steps > 0 && isfinite(res->step_seconds);
+    double error = measured && c->step_seconds > 0 ? (res->step_seconds - c->step_seconds) / c->step_seconds : NAN;
+    json_object_set_new(plan, "measured_step_seconds", measured ? json_real(res->step_seconds) : json_null());
+    tr_run_folder_note(f, "step_seconds", json_pack("{sf so sI}", "predicted", c->step_seconds, "measured",
+                                                    measured ? json_real(res->step_seconds) : json_null(),
+                                                    "timed_steps", (json_int_t)res->timed_steps));
+    if (!measured) {
+        tr_run_folder_say(f, "time: a step predicted %.3g s; not measured (the first step is a warm-up)\n",
+                          c->step_seconds);
+        return;
+    }
+    tr_run_folder_say(f, "time: a step took %.3g s (median of %lld), predicted %.3g s (%+.0f%%)\n",
+                      res->step_seconds, (long long)res->timed_steps, c->step_seconds, 100 * error);
+}
+
+int tr_finish_measured_plan(struct tr_run_folder *f, const struct tr_session *s, const struct tr_recipe *r,
+                            const struct tr_data *data, const struct tr_train_result *res, struct tr_diag *d)
+{
+    int64_t step = res->steps;
     struct tr_alloc_stats st;
     tr_alloc_stats(&s->alloc, &st);
     if (!f->log || s->plan.chosen < 0 || !st.allocs)
@@ -82,6 +104,7 @@ int tr_finish_measured_plan(struct tr_run_folder *f, const struct tr_session *s,
     tr_run_folder_say(f, "memory: regions peaked at %s (predicted %s); footprint %s (predicted %s)\n", w.rp, w.rq,
                       w.fp, w.fq);
     json_t *warnings = missed(s, &st, foot, &w);
+    step_time(f, c, res, j);
     tr_run_folder_metric(f, json_pack("{sIsfsf}", "step", (json_int_t)step, "memory/measured_peak", (double)st.peak,
                                       "memory/measured_footprint", (double)foot), true);
     return tr_run_folder_write_plan(f, j, warnings, step, d);

@@ -14,11 +14,11 @@
  * in the log. Stopped by a signal or the clock, a line says how to continue. */
 void tr_finish_say_done(struct tr_run_folder *f, const struct tr_data *data, struct tr_train_result *res, int rc,
                         const struct tr_diag *d);
-/* plan.json once more, with what the allocator and the OS measured and a warning for each
- * prediction missed (regions off by more than 1 %, a footprint above its prediction); nothing
- * when no region was ever allocated. 0 or TR_EIO. */
+/* plan.json once more, with what the allocator and the OS measured and the median step time
+ * (res), a warning for each prediction missed (regions off by more than 1 %, a footprint above
+ * its prediction); the step time predicted and measured into run.json too; nothing when no region was ever allocated. 0 or TR_EIO. */
 int tr_finish_measured_plan(struct tr_run_folder *f, const struct tr_session *s, const struct tr_recipe *r,
-                            const struct tr_data *data, int64_t step, struct tr_diag *d);
+                            const struct tr_data *data, const struct tr_train_result *res, struct tr_diag *d);
 /* report.promote: the finished run against the promoted one (no metric named: no gate). 0,
  * TR_EREGRESSION (worse: the promoted run stays) or TR_EIO. */
 int tr_finish_promote(struct tr_run_folder *f, const struct tr_recipe *r, struct tr_diag *d);

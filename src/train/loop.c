@@ -398,6 +398,7 @@ static int run_steps(struct loop_run *c)
         struct step_outcome o = {.loss = NAN, .grad_norm = NAN};
         struct tr_alloc_stats held;
         int64_t gauge[TR_NGAUGES];
+        double step_began = tr_now();
         tr_alloc_stats(&c->s->alloc, &held);
         tr_leak_sample(&c->l->leak, t, (int64_t)held.current, gauge);
         if (ahead && t > c->start + 1)
@@ -408,6 +409,7 @@ static int run_steps(struct loop_run *c)
         if (has_next)
             tr_loader_next(c->loader, &next);
         rc = train_step(c, &st, has_next ? &next : NULL, t, &o);
+        tr_step_times_add(&c->l->step_times, tr_now() - step_began);
         if (!rc && r->report.histograms_every && t % r->report.histograms_every == 0)
             rc = histograms(c, t);
         c->since.samples += st.n, c->since.tokens += st.tokens, c->since.slots += st.slots;
@@ -497,6 +499,7 @@ int tr_loop_run(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f
     l->timer.wait_seen = res->data_wait_seconds;
     tr_loader_close(c.loader);
     res->seconds = tr_now() - c.began;
+    res->step_seconds = tr_step_times_median(&l->step_times, &res->timed_steps);
     if (l->profile.per_op)
         tr_exec_profile_print(stderr, &l->profile, res->steps - start, "step");
     return rc;

@@ -26,6 +26,7 @@ struct tr_loop {
     double deadline;           /* budget.time: when it is up (tr_now's clock), 0 for none */
     int64_t checkpointed;      /* the step of the checkpoint written or resumed from last; -1 none */
     bool eval_pending;         /* the validation after the checkpoint's step is still to do */
+    struct tr_step_times step_times;   /* each step's batch and training, for the measured step time */
 };
 
 /* What the run did, for the caller's result line. */
@@ -33,6 +34,8 @@ struct tr_train_result {
     int64_t steps;
     double seconds, data_wait_seconds;   /* the loop's */
     double train_loss;                   /* the last step's */
+    double step_seconds;                 /* the median step (record.h: tr_step_times), NAN: none */
+    int64_t timed_steps;                 /* the steps that median is of */
     struct tr_eval valid, test;
     const char *run_dir;                 /* the run folder, once its first files are written */
 };

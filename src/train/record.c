@@ -2,6 +2,7 @@
 #include "train/record.h"
 
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,34 @@ void tr_timer_line(struct tr_timer *t, json_t *line, double now, double wait_tot
     for (int i = 0; i < TR_NTIME; i++)
         json_object_set_new(line, tr_time_key(i), json_real(t->spent[i]));
     tr_timer_start(t, now, wait_total);
+}
+
+/* ---- the steps' times ------------------------------------------------------------------------ */
+
+void tr_step_times_add(struct tr_step_times *t, double seconds)
+{
+    if (t->seen++ > 0)   /* the first: caches, pages and threads warming up */
+        t->seconds[(t->seen - 2) % TR_STEP_TIMES] = seconds;
+}
+
+static int by_seconds(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+double tr_step_times_median(const struct tr_step_times *t, int64_t *count)
+{
+    int64_t n = t->seen - 1 < TR_STEP_TIMES ? t->seen - 1 : TR_STEP_TIMES;
+    *count = n > 0 ? n : 0;
+    if (n <= 0)
+        return NAN;
+    double *v = tr_xmalloc((size_t)n * sizeof *v);
+    memcpy(v, t->seconds, (size_t)n * sizeof *v);
+    qsort(v, (size_t)n, sizeof *v, by_seconds);
+    double m = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    free(v);
+    return m;
 }
 
 /* ---- the leak check -------------------------------------------------------------------------- */

@@ -37,6 +37,18 @@ void tr_timer_start(struct tr_timer *t, double now, double wait_total);
 /* Adds the interval's "time/wall" and each "time/…" to line and starts a new interval. */
 void tr_timer_line(struct tr_timer *t, json_t *line, double now, double wait_total);
 
+/* The training steps' own times (the loader's batch and the step, not evaluation or
+ * checkpoints), the first of a process left out as its warm-up: the last TR_STEP_TIMES kept,
+ * for the measured step time set against the plan's prediction. */
+enum { TR_STEP_TIMES = 4096 };
+struct tr_step_times {
+    double seconds[TR_STEP_TIMES];
+    int64_t seen;          /* steps offered, the warm-up included */
+};
+void tr_step_times_add(struct tr_step_times *t, double seconds);
+/* The median of those kept, and how many (0 and NAN before the second step). */
+double tr_step_times_median(const struct tr_step_times *t, int64_t *count);
+
 /* The leak check: at the start of every step the allocator's bytes, the process's heap in use
  * (mallinfo2) and its resident set are sampled; after warm-up (the first logged line,
  * evaluation and checkpoint have all happened once, and at least TR_LEAK_MIN_WARMUP steps) the

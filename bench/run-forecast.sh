@@ -1,0 +1,58 @@
+#!/bin/sh
+# The time model's forecast against the measured step (not run in CI): for every shipped recipe
+# and two shapes nobody tuned on, a short run of the planner's choice, interleaved round by round;
+# per case the plan's predicted step time, the median measured (the run's plan.json:
+# measured_step_seconds, the first step a warm-up) over the rounds, and the error.
+#   bench/run-forecast.sh [THREADS] [ROUNDS] [STEPS]      (from the checkout, after building and
+#   `trainrun calibrate`; ~15 minutes on 2 quiet cores with 2 rounds of 5 steps)
+set -eu
+threads=${1:-$(nproc)}
+rounds=${2:-2}
+steps=${3:-5}
+export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
+echo "threads=$threads rounds=$rounds steps=$steps $(date -u +%Y-%m-%dT%H:%MZ) $(git rev-parse --short HEAD 2>/dev/null || true)"
+echo "cpu: $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)"
+exec /usr/bin/python3 - "$rounds" "$steps" <<'PY'
+import json, os, shutil, statistics, subprocess, sys, tempfile
+rounds, steps = int(sys.argv[1]), int(sys.argv[2])
+CASES = [  # (name, recipe, overrides); the last two are shapes the model was not tuned on
+    ("mlp", "recipes/mlp.yaml", []),
+    ("resnet", "recipes/resnet.yaml", []),
+    ("bert-small", "recipes/bert-small.yaml", []),
+    ("gpt-small", "recipes/gpt-small.yaml", []),
+    ("bert 2x(up to 512)", "recipes/bert.yaml", ["train.batch_size=2"]),
+    ("bert-small 8x128 (untuned)", "recipes/bert-small.yaml", ["train.batch_size=8"]),
+    ("gpt-small 4x256 (untuned)", "recipes/gpt-small.yaml", ["train.batch_size=4", "model.max_len=256"]),
+]
+SHORT = ["train.epochs=null", "train.eval_every=0", "train.eval_samples=8", "train.checkpoint_every=0",
+         "report.tensorboard=false"]
+got = {c[0]: [] for c in CASES}
+pred = {}
+scratch = tempfile.mkdtemp(prefix="forecast.")
+try:
+    for r in range(rounds):
+        for name, recipe, over in (CASES if r % 2 == 0 else CASES[::-1]):
+            out = os.path.join(scratch, "run")
+            shutil.rmtree(out, ignore_errors=True)
+            p = subprocess.run(["./trainrun", recipe, *over, "train.steps=%d" % steps, *SHORT, "report.dir=" + out,
+                                "--quiet"], capture_output=True, text=True)
+            if p.returncode:
+                print("# %s: exit %d %s" % (name, p.returncode, p.stderr.strip().splitlines()[-1:]))
+                continue
+            name_dir = [d for d in os.listdir(out) if os.path.isdir(os.path.join(out, d))][0]
+            run = os.path.join(out, name_dir, "latest")
+            plan = json.load(open(os.path.join(run, "plan.json")))
+            pred[name] = plan["predicted_step_seconds"]
+            if plan.get("measured_step_seconds"):
+                got[name].append(plan["measured_step_seconds"])
+            print("# round %d %s: predicted %.3f s, measured %s s" % (r + 1, name, pred[name],
+                  plan.get("measured_step_seconds")), flush=True)
+finally:
+    shutil.rmtree(scratch, ignore_errors=True)
+print("| case | predicted s/step | measured s/step (median) | error |")
+print("| --- | ---: | ---: | ---: |")
+for name, _, _ in CASES:
+    if got[name]:
+        m = statistics.median(got[name])
+        print("| %s | %.3f | %.3f | %+.0f%% |" % (name, pred[name], m, 100 * (pred[name] - m) / m))
+PY
