@@ -2,7 +2,10 @@
  * per stage) on 28×28 grey images, one training step's forward + backward timed on the CPU
  * backend — the engine's side of bench/run-resnet.sh (PyTorch's side: bench/resnet.py).
  *   bench/resnet B ITERS   → prints "trainrun resnet B=… ms=<median>"; with TR_PROFILE set,
- *                            the time per op goes to stderr */
+ *                            the time per op goes to stderr
+ *   bench/resnet B ITERS ab → the convolutions on im2col + OpenBLAS and on oneDNN
+ *                            (TR_CPU_CONV), alternating step by step: one line and one
+ *                            profile each. Runs on a prepared CPU instance, as a training does. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,7 +68,7 @@ static void fill_values(const struct tr_graph *g, struct tr_exec *ex, const stru
     }
 }
 
-static int resnet(int64_t B, int iters)
+static int resnet(int64_t B, int iters, bool ab)
 {
     static const char yaml[] = "model: {arch: resnet, layers: 2, hidden: 16}\ndata: {dataset: x}\n";
     struct tr_recipe r;
@@ -89,33 +92,55 @@ static int resnet(int64_t B, int iters)
         fprintf(stderr, "resnet: planning failed\n");
         return 1;
     }
-    struct tr_exec ex = {.g = &g, .schedule = p.schedule, .n = p.n, .plan = &p.plans[0], .be = tr_backend_cpu()};
+    struct tr_backend *be = NULL;
+    struct tr_diag why = {0};
+    if (tr_backend_open_ops(&tr_cpu_ops, 0, &be, &why) ||
+        tr_backend_prepare_program(be, &g, p.schedule, p.n, &B, (const int64_t[]){1}, 1, &why)) {
+        fprintf(stderr, "resnet: %s\n", tr_diag_last(&why));
+        return 1;
+    }
+    struct tr_exec ex = {.g = &g, .schedule = p.schedule, .n = p.n, .plan = &p.plans[0], .be = be};
     for (int k = 0; k < TR_NKINDS; k++)
         ex.base[k] = aligned_alloc(64, (p.region_bytes[k] + 127) / 64 * 64);
     ex.workspace = aligned_alloc(64, (p.workspace_bytes + 127) / 64 * 64);
     fill_values(&g, &ex, &m);
     *(float *)tr_exec_data(&ex, scale) = 1;
-    double *t = calloc((size_t)iters, sizeof *t);
-    struct tr_exec_profile profile = {.per_op = getenv("TR_PROFILE") != NULL};
-    if (profile.per_op)
-        ex.hook = tr_exec_profiler(&profile);
-    struct tr_diag why = {0};
-    for (int i = -1; i < iters; i++) {   /* one warm-up run */
-        double t0 = now_ms();
-        if (tr_exec_run(&ex, B, 1, &why)) {
-            fprintf(stderr, "resnet: %s\n", tr_diag_last(&why));
-            return 1;
+    int sides = ab ? 2 : 1;
+    static const char *const conv[2] = {"im2col", "onednn"};
+    double *t[2] = {calloc((size_t)iters, sizeof(double)), calloc((size_t)iters, sizeof(double))};
+    struct tr_exec_profile profile[2] = {{.per_op = getenv("TR_PROFILE") != NULL}, {.per_op = getenv("TR_PROFILE") != NULL}};
+    int64_t made = tr_cpu_onednn_counts(be).made_in_kernels;
+    for (int i = -1; i < iters; i++)   /* one warm-up run */
+        for (int side = 0; side < sides; side++) {
+            if (ab)
+                setenv("TR_CPU_CONV", conv[side], 1);
+            ex.hook = profile[side].per_op ? tr_exec_profiler(&profile[side]) : (struct tr_exec_hook){0};
+            double t0 = now_ms();
+            if (tr_exec_run(&ex, B, 1, &why)) {
+                fprintf(stderr, "resnet: %s\n", tr_diag_last(&why));
+                return 1;
+            }
+            if (i >= 0)
+                t[side][i] = now_ms() - t0;
         }
-        if (i >= 0)
-            t[i] = now_ms() - t0;
+    for (int side = 0; side < sides; side++) {
+        if (profile[side].per_op)
+            fprintf(stderr, "%s%s\n", ab ? "convolutions on " : "", ab ? conv[side] : "");
+        tr_exec_profile_print(stderr, &profile[side], iters + 1, "run");
+        printf("trainrun resnet B=%lld%s%s ms=%.2f loss=%.4f workspace_kib=%.0f arena_mib=%.1f\n", (long long)B,
+               ab ? " conv=" : "", ab ? conv[side] : "", median(t[side], iters), *(float *)tr_exec_data(&ex, m.loss),
+               (double)p.workspace_bytes / 1024.0, (double)p.region_bytes[TR_ACT] / 1048576.0);
     }
-    tr_exec_profile_print(stderr, &profile, iters + 1, "run");
-    printf("trainrun resnet B=%lld ms=%.2f loss=%.4f workspace_kib=%.0f arena_mib=%.1f\n", (long long)B,
-           median(t, iters), *(float *)tr_exec_data(&ex, m.loss), (double)p.workspace_bytes / 1024.0,
-           (double)p.region_bytes[TR_ACT] / 1048576.0);
+    struct tr_onednn_counts c = tr_cpu_onednn_counts(be);
+    fprintf(stderr, "oneDNN: %lld nodes native, %lld fallback, %lld primitives\n", (long long)c.native_nodes,
+            (long long)c.fallback_nodes, (long long)c.primitives);
+    if (tr_cpu_onednn_counts(be).made_in_kernels != made)
+        fprintf(stderr, "resnet: oneDNN made %lld primitives in the steps\n",
+                (long long)(tr_cpu_onednn_counts(be).made_in_kernels - made));
     for (int k = 0; k < TR_NKINDS; k++)
         free(ex.base[k]);
-    free(ex.workspace), free(t);
+    free(ex.workspace), free(t[0]), free(t[1]);
+    tr_backend_close(be);
     tr_program_free(&p);
     tr_graph_free(&g);
     tr_recipe_free(&r);
@@ -125,8 +150,8 @@ static int resnet(int64_t B, int iters)
 int main(int argc, char **argv)
 {
     tr_cpu_blas_pick_core(argv);   /* the kernels trainrun runs (blas.c) */
-    if (argc == 3)
-        return resnet(atoll(argv[1]), atoi(argv[2]));
-    fprintf(stderr, "usage: bench/resnet B ITERS\n");
+    if (argc == 3 || (argc == 4 && !strcmp(argv[3], "ab")))
+        return resnet(atoll(argv[1]), atoi(argv[2]), argc == 4);
+    fprintf(stderr, "usage: bench/resnet B ITERS [ab]\n");
     return 2;
 }

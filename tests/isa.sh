@@ -1,8 +1,9 @@
 #!/bin/sh
 # oneDNN forced to lower instruction sets (ONEDNN_MAX_CPU_ISA), as CI runs the CPUs it may
-# meet: AVX2, and AVX-512 without AMX or BF16. Under each, the oneDNN, kernel and 16-bit kernel
-# unit tests pass, --version names the set in effect, and a short MLP training with every GEMM on
-# oneDNN (TR_CPU_GEMM=onednn) gives the same weights on 1 and 2 threads. On a CPU below the set
+# meet: AVX2, and AVX-512 without AMX or BF16. Under each, the oneDNN (GEMM and convolution),
+# kernel, convolution kernel and 16-bit kernel unit tests pass, --version names the set in
+# effect, and a short MLP training with every GEMM on oneDNN (TR_CPU_GEMM=onednn) gives the same
+# weights on 1 and 2 threads. On a CPU below the set
 # forced oneDNN simply keeps to what the CPU has (this test then runs that set twice). Each set
 # takes under a minute on two cores.
 . "$srcdir/tests/lib.sh"
@@ -10,7 +11,7 @@
 "$TRAINRUN" --version | grep -q "oneDNN not built" && { echo "SKIP: built without oneDNN"; exit 77; }
 for isa in AVX2 AVX512_CORE; do
   export ONEDNN_MAX_CPU_ISA=$isa
-  for t in check_onednn check_kernels check_kernels_16bit; do
+  for t in check_onednn check_onednn_conv check_kernels check_kernels_conv check_kernels_16bit; do
     run "$top_builddir/tests/$t"
     expect_rc 0 "$t under $isa"
   done

@@ -110,12 +110,17 @@ static int cpu_prepare(const struct tr_backend *be, const struct tr_graph *g, co
     return tr_onednn_prepare(be->state, g, node, in, out, tr_cpu_workspace_bytes(node, in, out), d);
 }
 
-/* A MATMUL goes to oneDNN when its node is one oneDNN takes (16-bit tensors as they are);
- * everything else, 16-bit tensors through f32 copies (widen.c). */
+/* A MATMUL goes to oneDNN when its node is one oneDNN takes (16-bit tensors as they are), an
+ * f32 convolution too; everything else, 16-bit tensors through f32 copies (widen.c). */
 static int cpu_run(tr_kernel_fn kernel, const struct tr_kernel_args *a)
 {
     bool ran = false;
-    int rc = a->node->op == TR_OP_MATMUL ? tr_onednn_matmul(a->be->state, a, &ran) : 0;
+    enum tr_op op = a->node->op;
+    int rc = 0;
+    if (op == TR_OP_MATMUL)
+        rc = tr_onednn_matmul(a->be->state, a, &ran);
+    else if (op == TR_OP_CONV2D || op == TR_OP_CONV2D_BWD_DATA || op == TR_OP_CONV2D_BWD_FILTER)
+        rc = tr_onednn_conv(a->be->state, a, &ran);
     return ran ? rc : tr_cpu_run_widened(kernel, a);
 }
 

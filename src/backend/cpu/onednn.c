@@ -26,15 +26,14 @@
 #include "backend/cpu/cpu.h"
 
 #ifdef HAVE_ONEDNN
-#include <dnnl.h>
 #include <omp.h>
 #include <stdlib.h>
+
+#include "backend/cpu/onednn_impl.h"
 
 /* 256 × 512 as OpenBLAS's tiles (matmul.c): a BERT-base layer's GEMMs give 12 to 24 of them. */
 #define TILE_M 256
 #define TILE_N 512
-#define SCRATCH_ALIGN 64
-#define MAX_STREAMS 256
 /* Piece shapes of one node: heights (TILE_M, then 128 … 1) × widths, with room to spare. */
 #define MAX_SIZES 12
 #define MAX_PIECES (MAX_SIZES * MAX_SIZES)
@@ -71,17 +70,6 @@ struct entry {
     bool varies_m, varies_n, varies_k;
     enum mode mode;
     int gemm[MAX_PIECES], npieces;   /* indices into gemms */
-};
-
-struct tr_onednn {
-    dnnl_engine_t engine;
-    dnnl_stream_t streams[MAX_STREAMS];   /* one per thread slot: a stream is not shared */
-    int nstreams;
-    struct gemm *gemms;
-    int ngemms, cap_gemms;
-    struct entry *entries;   /* open addressing on the node's address */
-    int nentries, cap_entries;
-    struct tr_onednn_counts counts;
 };
 
 /* TR_CPU_GEMM: "onednn" sends f32 GEMMs to oneDNN too, "openblas" keeps every GEMM there. */
@@ -143,25 +131,17 @@ static enum mode geom_of(const struct tr_node *node, const struct tr_tensor *in,
 
 /* ---- cutting a size into pieces ----------------------------------------------------------------- */
 
-/* A size cut into `full` tiles of `tile` and the rest: in one piece, or (binary) in powers of two,
- * largest first. */
-struct cut {
-    int64_t full, tile, rest;
-    bool binary;
-};
-
-static struct cut cut_of(int64_t size, int64_t tile, bool binary)
+struct cut tr_onednn_cut_of(int64_t size, int64_t tile, bool binary)
 {
     return (struct cut){size / tile, tile, size % tile, binary};
 }
 
-static int cut_count(const struct cut *c)
+int tr_onednn_cut_count(const struct cut *c)
 {
     return (int)c->full + (c->binary ? __builtin_popcountll((unsigned long long)c->rest) : c->rest > 0);
 }
 
-/* Piece i's offset and size. */
-static int64_t cut_at(const struct cut *c, int64_t i, int64_t *size)
+int64_t tr_onednn_cut_at(const struct cut *c, int64_t i, int64_t *size)
 {
     if (i < c->full || !c->binary) {
         *size = i < c->full ? c->tile : c->rest;
@@ -248,13 +228,22 @@ static dnnl_primitive_desc_t piece_pd(dnnl_engine_t engine, const struct gemm_ke
     if (ok && k->acc)   /* C += A·B: the sum post-op reads C first */
         ok = dnnl_post_ops_create(&ops) == dnnl_success && dnnl_post_ops_append_sum(ops, 1.0f) == dnnl_success &&
              dnnl_primitive_attr_set_post_ops(attr, ops) == dnnl_success;
-    int threads = omp_get_max_threads();
-    omp_set_num_threads(1);
-    if (ok && dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL) != dnnl_success)
-        pd = NULL;
-    omp_set_num_threads(threads);
+    if (ok)
+        pd = tr_onednn_one_thread_pd(&desc, attr, engine, NULL);
     dnnl_post_ops_destroy(ops);
     dnnl_primitive_attr_destroy(attr);
+    return pd;
+}
+
+dnnl_primitive_desc_t tr_onednn_one_thread_pd(const_dnnl_op_desc_t desc, const_dnnl_primitive_attr_t attr,
+                                              dnnl_engine_t engine, const_dnnl_primitive_desc_t hint)
+{
+    dnnl_primitive_desc_t pd = NULL;
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    if (dnnl_primitive_desc_create(&pd, desc, attr, engine, hint) != dnnl_success)
+        pd = NULL;
+    omp_set_num_threads(threads);
     const char *impl = NULL;
     if (pd && (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) || !impl ||
                !strncmp(impl, "ref", 3))) {
@@ -264,7 +253,16 @@ static dnnl_primitive_desc_t piece_pd(dnnl_engine_t engine, const struct gemm_ke
     return pd;
 }
 
-static size_t aligned(size_t bytes)
+dnnl_status_t tr_onednn_one_thread_primitive(dnnl_primitive_t *prim, const_dnnl_primitive_desc_t pd)
+{
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    dnnl_status_t st = dnnl_primitive_create(prim, pd);
+    omp_set_num_threads(threads);
+    return st;
+}
+
+size_t tr_onednn_aligned(size_t bytes)
 {
     return (bytes + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN;
 }
@@ -281,11 +279,8 @@ static int gemm_for(struct tr_onednn *o, const struct gemm_key *key, bool in_ker
         return -1;
     struct gemm made = {.key = *key};
     made.scratch_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-    made.scratch = aligned(dnnl_memory_desc_get_size(&made.scratch_md));
-    int threads = omp_get_max_threads();
-    omp_set_num_threads(1);
-    dnnl_status_t st = dnnl_primitive_create(&made.prim, pd);
-    omp_set_num_threads(threads);
+    made.scratch = tr_onednn_aligned(dnnl_memory_desc_get_size(&made.scratch_md));
+    dnnl_status_t st = tr_onednn_one_thread_primitive(&made.prim, pd);
     dnnl_primitive_desc_destroy(pd);
     if (st != dnnl_success)
         return -1;
@@ -360,8 +355,7 @@ static bool fits(const struct entry *e, const struct geom *g)
            (e->varies_k || p->K == g->K);
 }
 
-/* The thread slots a node's scratchpads are counted for: two at least (an active region). */
-static int slots(void)
+int tr_onednn_slots(void)
 {
     int t = omp_get_max_threads();
     return t > 2 ? t : 2;
@@ -383,7 +377,7 @@ static bool add_pieces(struct tr_onednn *o, struct entry *e, const struct geom *
                 have++;
             if (have == e->npieces && e->npieces < MAX_PIECES)
                 e->gemm[e->npieces++] = k;
-            if (o->gemms[k].scratch * (size_t)slots() > budget)
+            if (o->gemms[k].scratch * (size_t)tr_onednn_slots() > budget)
                 return false;
         }
     return true;
@@ -416,14 +410,14 @@ void tr_onednn_close(struct tr_onednn *o)
         return;
     for (int i = 0; i < o->ngemms; i++)
         dnnl_primitive_destroy(o->gemms[i].prim);
+    tr_onednn_conv_free(o);
     for (int i = 0; i < o->nstreams; i++)
         dnnl_stream_destroy(o->streams[i]);
     dnnl_engine_destroy(o->engine);
     free(o->gemms), free(o->entries), free(o);
 }
 
-/* Whether a size of the value (its dims from..to, exclusive) varies with B or S. */
-static bool dims_vary(const struct tr_graph *g, int v, int from, int to)
+bool tr_onednn_dims_vary(const struct tr_graph *g, int v, int from, int to)
 {
     const struct tr_shape *s = &g->values[v].shape;
     for (int i = from; i < to && i < s->rank; i++)
@@ -436,6 +430,8 @@ int tr_onednn_prepare(struct tr_onednn *o, const struct tr_graph *graph, const s
                       const struct tr_tensor *in, const struct tr_tensor *out, size_t workspace, struct tr_diag *d)
 {
     struct geom g;
+    if (o && (node->op == TR_OP_CONV2D || node->op == TR_OP_CONV2D_BWD_DATA || node->op == TR_OP_CONV2D_BWD_FILTER))
+        return tr_onednn_conv_prepare(o, graph, node, in, out, workspace);
     if (!o || node->op != TR_OP_MATMUL)
         return 0;
     enum mode mode = geom_of(node, in, out, &g);
@@ -447,9 +443,9 @@ int tr_onednn_prepare(struct tr_onednn *o, const struct tr_graph *graph, const s
         return 0;   /* another bucket found it cannot: it stays on the default path */
     int yr = out[0].rank, ar = in[0].rank;
     bool merged = !g.ta && in[1].rank == 2;   /* M is every leading dim of y (geom_of) */
-    e->varies_m = e->varies_m || dims_vary(graph, node->out[0], merged ? 0 : yr - 2, yr - 1);
-    e->varies_n = e->varies_n || dims_vary(graph, node->out[0], yr - 1, yr);
-    e->varies_k = e->varies_k || dims_vary(graph, node->in[0], g.ta ? ar - 2 : ar - 1, g.ta ? ar - 1 : ar);
+    e->varies_m = e->varies_m || tr_onednn_dims_vary(graph, node->out[0], merged ? 0 : yr - 2, yr - 1);
+    e->varies_n = e->varies_n || tr_onednn_dims_vary(graph, node->out[0], yr - 1, yr);
+    e->varies_k = e->varies_k || tr_onednn_dims_vary(graph, node->in[0], g.ta ? ar - 2 : ar - 1, g.ta ? ar - 1 : ar);
     if (first || g.M > e->g.M || g.N > e->g.N || g.K > e->g.K)
         e->g = g;   /* the largest bucket's shapes: the bound of the varying sizes */
     e->mode = mode;
@@ -496,10 +492,10 @@ static struct entry *entry_in_kernel(struct tr_onednn *o, const struct tr_kernel
  * last full tile, then the remainder's pieces). */
 static bool has_pieces(const struct tr_onednn *o, const struct entry *e, const struct cut *rows, const struct cut *cols)
 {
-    for (int i = rows->full ? (int)rows->full - 1 : 0; i < cut_count(rows); i++)
-        for (int j = cols->full ? (int)cols->full - 1 : 0; j < cut_count(cols); j++) {
+    for (int i = rows->full ? (int)rows->full - 1 : 0; i < tr_onednn_cut_count(rows); i++)
+        for (int j = cols->full ? (int)cols->full - 1 : 0; j < tr_onednn_cut_count(cols); j++) {
             int64_t m, n;
-            cut_at(rows, i, &m), cut_at(cols, j, &n);
+            tr_onednn_cut_at(rows, i, &m), tr_onednn_cut_at(cols, j, &n);
             if (!piece_gemm(o, e, m, n))
                 return false;
         }
@@ -553,8 +549,8 @@ int tr_onednn_matmul(struct tr_onednn *o, const struct tr_kernel_args *a, bool *
         e = entry_in_kernel(o, a, &g, mode);
     if (e->mode == MODE_DEFAULT)
         return 0;
-    struct cut rows = cut_of(g.M, TILE_M, e->varies_m), cols = cut_of(g.N, TILE_N, e->varies_n);
-    int nrows = cut_count(&rows), ncols = cut_count(&cols);
+    struct cut rows = tr_onednn_cut_of(g.M, TILE_M, e->varies_m), cols = tr_onednn_cut_of(g.N, TILE_N, e->varies_n);
+    int nrows = tr_onednn_cut_count(&rows), ncols = tr_onednn_cut_count(&cols);
     if (!has_pieces(o, e, &rows, &cols) && (e = entry_in_kernel(o, a, &g, mode))->mode == MODE_DEFAULT)
         return 0;
     size_t stride = 0;
@@ -576,7 +572,7 @@ int tr_onednn_matmul(struct tr_onednn *o, const struct tr_kernel_args *a, bool *
 #pragma omp parallel for schedule(static) num_threads(threads) reduction(| : failed)
     for (int64_t t = 0; t < tiles; t++) {
         int64_t b = t / (nrows * ncols), m, n;
-        int64_t i = cut_at(&rows, t / ncols % nrows, &m), j = cut_at(&cols, t % ncols, &n);
+        int64_t i = tr_onednn_cut_at(&rows, t / ncols % nrows, &m), j = tr_onednn_cut_at(&cols, t % ncols, &n);
         const struct gemm *p = piece_gemm(o, e, m, n);
         failed |= run_piece(o, p, &g, a, b, i, j, m, n, omp_get_thread_num(), stride) != dnnl_success;
     }
@@ -587,6 +583,8 @@ int tr_onednn_matmul(struct tr_onednn *o, const struct tr_kernel_args *a, bool *
 size_t tr_onednn_workspace(const struct tr_node *node, const struct tr_tensor *in, const struct tr_tensor *out)
 {
     struct geom g;
+    if ((node->op == TR_OP_CONV2D || node->op == TR_OP_CONV2D_BWD_DATA || node->op == TR_OP_CONV2D_BWD_FILTER))
+        return tr_onednn_conv_workspace(node, in, out);
     if (geom_of(node, in, out, &g) == MODE_DEFAULT)
         return 0;
     /* the largest piece's scratchpad: prepare takes a node only where all of its pieces fit */
@@ -595,10 +593,10 @@ size_t tr_onednn_workspace(const struct tr_node *node, const struct tr_tensor *i
         return 0;
     struct gemm_key key = key_of(&g, g.M < TILE_M ? g.M : TILE_M, g.N < TILE_N ? g.N : TILE_N, false, false, false);
     dnnl_primitive_desc_t pd = piece_pd(engine, &key);
-    size_t scratch = pd ? aligned(dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0))) : 0;
+    size_t scratch = pd ? tr_onednn_aligned(dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0))) : 0;
     dnnl_primitive_desc_destroy(pd);
     dnnl_engine_destroy(engine);
-    return scratch * (size_t)slots();
+    return scratch * (size_t)tr_onednn_slots();
 }
 
 struct tr_onednn_counts tr_onednn_counts_of(const struct tr_onednn *o)

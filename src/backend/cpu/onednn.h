@@ -1,4 +1,5 @@
-/* oneDNN in the CPU backend: MATMUL's GEMMs as oneDNN matmul primitives, made when a program is
+/* oneDNN in the CPU backend: MATMUL's GEMMs as oneDNN matmul primitives (and f32 convolutions,
+ * onednn_conv.c, unless TR_CPU_CONV=im2col), made when a program is
  * prepared (backend.h: prepare) and kept in the instance's cache, never in a global. bf16
  * operands compute in bf16 with f32 accumulation where the CPU has the instructions (AVX-512
  * BF16, AMX); f32 stays on OpenBLAS unless TR_CPU_GEMM=onednn asks for oneDNN (a diagnostic:
@@ -40,6 +41,10 @@ int tr_onednn_prepare(struct tr_onednn *o, const struct tr_graph *g, const struc
 /* Runs a MATMUL on oneDNN when its node is one oneDNN takes (*ran set; the code returned),
  * else leaves it to the caller (*ran false, 0). o NULL: never. */
 int tr_onednn_matmul(struct tr_onednn *o, const struct tr_kernel_args *a, bool *ran);
+
+/* Runs a CONV2D, CONV2D_BWD_DATA or CONV2D_BWD_FILTER on oneDNN when its node is one oneDNN
+ * takes (f32; onednn_conv.c), as tr_onednn_matmul does. */
+int tr_onednn_conv(struct tr_onednn *o, const struct tr_kernel_args *a, bool *ran);
 
 /* The workspace a node takes on oneDNN at these shapes (its scratchpads, one per thread), 0 for
  * nodes it does not take: a function of the shapes, this CPU and TR_CPU_GEMM alone, as the
