@@ -579,6 +579,10 @@ END_TEST
 
 int main(void)
 {
+    /* The widened path against the f32 kernel it widens to: an f32 convolution may otherwise
+     * take oneDNN (a workspace of its own, tests/check_onednn_conv.c), which 16-bit ones never do. */
+    setenv("TR_CPU_CONV", "im2col", 1);
+    setenv("TR_CPU_GEMM", "openblas", 1);
     Suite *s = suite_create("kernels_16bit");
     TCase *tc = tcase_create("16-bit storage");
     tcase_set_timeout(tc, 120);
