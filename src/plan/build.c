@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/onednn.h"
 #include "recipe/optimizers.h"
 
 /* The remat pass for the knobs: mode in the first remat_blocks blocks, the rest kept. The
@@ -35,10 +36,13 @@ int tr_build(struct tr_built *b, const struct tr_plan_job *job, const struct tr_
     b->loss_scale = -1;
     tr_graph_init(&b->g);
     tr_model_build(&b->g, job->r, split->rank, split->dims, job->data->nclasses, job->data->vocab, training, &b->m);
-    /* 16-bit working copies of the weights are what 16-bit GEMM hardware reads; the CPU's
-     * kernels would widen them back to f32, so there the weights stay f32 (amp.c) */
+    /* 16-bit working copies of the weights are what 16-bit GEMM hardware reads: a GPU's, and a
+     * CPU's bf16 on oneDNN (AVX-512 BF16, AMX); elsewhere the CPU's kernels would widen them
+     * back to f32, so there the weights stay f32 (amp.c) */
+    bool copies = job->dev->kind == TR_DEVICE_CUDA ||
+                  (job->dev->kind == TR_DEVICE_CPU && k->precision == TR_PREC_BF16 && tr_onednn_computes_bf16());
     if (!b->g.error && k->precision != TR_PREC_FP32)
-        tr_amp(&b->g, low[k->precision], &b->m.logits, b->m.logits >= 0, job->dev->kind == TR_DEVICE_CUDA);
+        tr_amp(&b->g, low[k->precision], &b->m.logits, b->m.logits >= 0, copies);
     if (training && !b->g.error)
         b->loss_scale = tr_autodiff(&b->g);
     if (training && !b->g.error)

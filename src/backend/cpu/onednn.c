@@ -87,6 +87,8 @@ static bool cpu_has_bf16(void)
     return (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
 }
 
+bool tr_onednn_computes_bf16(void) { return cpu_has_bf16() && strcmp(gemm_choice(), "openblas") != 0; }
+
 static dnnl_data_type_t dnnl_type(enum tr_dtype t)
 {
     return t == TR_F32 ? dnnl_f32 : t == TR_BF16 ? dnnl_bf16 : t == TR_F16 ? dnnl_f16 : dnnl_data_type_undef;
@@ -664,6 +666,8 @@ struct tr_onednn_counts tr_onednn_counts_of(const struct tr_onednn *o)
     (void)o;
     return (struct tr_onednn_counts){0};
 }
+
+bool tr_onednn_computes_bf16(void) { return false; }
 
 void tr_onednn_describe(char *buf, size_t n) { snprintf(buf, n, "oneDNN not built (configure --without-onednn or no libdnnl-dev)"); }
 

@@ -53,6 +53,11 @@ size_t tr_onednn_workspace(const struct tr_node *node, const struct tr_tensor *i
 
 struct tr_onednn_counts tr_onednn_counts_of(const struct tr_onednn *o);
 
+/* Whether this CPU multiplies bf16 matrices in bf16 (AVX-512 BF16 or AMX, and TR_CPU_GEMM not
+ * openblas): then the planner gives bf16 plans 16-bit working copies of the weights, which
+ * those GEMMs read as they are (plan/build.c); elsewhere they would only be widened back. */
+bool tr_onednn_computes_bf16(void);
+
 /* "oneDNN 2.6.3, avx2 ISA" for --version; "not built" without it. */
 void tr_onednn_describe(char *buf, size_t n);
 
