@@ -1,0 +1,93 @@
+/* The pieces oneDNN's MATMUL (onednn.c) and convolutions (onednn_conv.c) share: how a varying
+ * size is cut into the pieces primitives are made for, primitives made on one thread, the
+ * scratch alignment and the thread slots. A file of its own so that the two depend on it and
+ * not on each other (tests/includes.sh: no circles between files). */
+#include "config.h"
+
+#ifdef HAVE_ONEDNN
+#include <omp.h>
+#include <string.h>
+
+#include "backend/cpu/onednn_impl.h"
+
+/* ---- cutting a size into pieces ----------------------------------------------------------------- */
+
+struct cut tr_onednn_cut_of(int64_t size, int64_t tile, bool binary)
+{
+    return (struct cut){size / tile, tile, size % tile, binary};
+}
+
+int tr_onednn_cut_count(const struct cut *c)
+{
+    return (int)c->full + (c->binary ? __builtin_popcountll((unsigned long long)c->rest) : c->rest > 0);
+}
+
+int64_t tr_onednn_cut_at(const struct cut *c, int64_t i, int64_t *size)
+{
+    if (i < c->full || !c->binary) {
+        *size = i < c->full ? c->tile : c->rest;
+        return i * c->tile;
+    }
+    int64_t offset = c->full * c->tile;
+    for (int bit = 62; bit >= 0; bit--) {
+        int64_t p = (int64_t)1 << bit;
+        if (!(c->rest & p))
+            continue;
+        if (i == c->full) {
+            *size = p;
+            return offset;
+        }
+        offset += p, i--;
+    }
+    *size = 0;
+    return offset;
+}
+
+dnnl_primitive_desc_t tr_onednn_one_thread_pd(const_dnnl_op_desc_t desc, const_dnnl_primitive_attr_t attr,
+                                              dnnl_engine_t engine, const_dnnl_primitive_desc_t hint)
+{
+    dnnl_primitive_desc_t pd = NULL;
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    if (dnnl_primitive_desc_create(&pd, desc, attr, engine, hint) != dnnl_success)
+        pd = NULL;
+    omp_set_num_threads(threads);
+    const char *impl = NULL;
+    if (pd && (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) || !impl ||
+               !strncmp(impl, "ref", 3))) {
+        dnnl_primitive_desc_destroy(pd);
+        pd = NULL;
+    }
+    return pd;
+}
+
+dnnl_status_t tr_onednn_one_thread_primitive(dnnl_primitive_t *prim, const_dnnl_primitive_desc_t pd)
+{
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    dnnl_status_t st = dnnl_primitive_create(prim, pd);
+    omp_set_num_threads(threads);
+    return st;
+}
+
+size_t tr_onednn_aligned(size_t bytes)
+{
+    return (bytes + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN;
+}
+
+int tr_onednn_slots(void)
+{
+    int t = omp_get_max_threads();
+    return t > 2 ? t : 2;
+}
+
+bool tr_onednn_dims_vary(const struct tr_graph *g, int v, int from, int to)
+{
+    const struct tr_shape *s = &g->values[v].shape;
+    for (int i = from; i < to && i < s->rank; i++)
+        if (s->dim[i].b || s->dim[i].s)
+            return true;
+    return false;
+}
+
+#endif
