@@ -122,7 +122,7 @@ struct tr_calibration_rule {
     int window, max_rounds;
     double tolerance;
 };
-#define TR_CALIBRATION_RULE_DEFAULT ((struct tr_calibration_rule){3, 3, 0.05})
+#define TR_CALIBRATION_RULE_DEFAULT ((struct tr_calibration_rule){3, 3, 0.10})
 #define TR_CALIBRATE_ROUNDS 8   /* `trainrun calibrate`'s cap on rounds */
 /* The rule on one series of a probe's round times (oldest first, n of them): true when its
  * last rule->window values lie within the tolerance; *spread gets their spread (∞ when there

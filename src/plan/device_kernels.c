@@ -339,29 +339,33 @@ static void probe_close(struct probe_run *r, int rounds)
     tr_graph_free(&r->g);
 }
 
-/* One pass, every node's time into round `round` (round < 0: a warm-up, not kept), in memory
- * of its own: a warm pass first (first touches, primitive caches), then the timed one. */
+/* One pass of a held probe, every node's time into round `round`. */
 static int probe_pass(struct probe_run *r, int round, struct tr_diag *d)
 {
-    int rc = probe_hold(r, d);
-    if (!rc)
-        rc = tr_exec_run(&r->x, r->B, r->S, d);   /* warm */
-    if (rc) {
-        probe_release(r);
-        return rc;
-    }
     if (r->plan.region_bytes[TR_GRAD])
         memset(r->x.base[TR_GRAD], 0, r->plan.region_bytes[TR_GRAD]);
     double t0 = now();
-    rc = tr_exec_run(&r->x, r->B, r->S, d);
+    int rc = tr_exec_run(&r->x, r->B, r->S, d);
     double wall = now() - t0;
-    probe_release(r);
-    if (rc || round < 0)
+    if (rc)
         return rc;
     r->wall[round] = wall;
     r->rounds[round] = tr_xmalloc((size_t)r->n * sizeof **r->rounds);
     memcpy(r->rounds[round], r->node_seconds, (size_t)r->n * sizeof **r->rounds);
     return 0;
+}
+
+/* Every round of one probe in a row, in memory held for them alone: a warm pass first (first
+ * touches, caches), then `rounds` timed ones. */
+static int probe_rounds(struct probe_run *r, int rounds, struct tr_diag *d)
+{
+    int rc = probe_hold(r, d);
+    if (!rc)
+        rc = tr_exec_run(&r->x, r->B, r->S, d);
+    for (int round = 0; round < rounds && !rc; round++)
+        rc = probe_pass(r, round, d);
+    probe_release(r);
+    return rc;
 }
 
 /* ---- the optimizer's passes ------------------------------------------------------------------- */
@@ -414,8 +418,6 @@ static int open_runs(struct calibration *c, int max_rounds, struct tr_diag *d)
                     return rc;
                 r->rounds = tr_xcalloc((size_t)max_rounds, sizeof *r->rounds);
                 r->wall = tr_xcalloc((size_t)max_rounds, sizeof *r->wall);
-                if ((rc = probe_pass(r, -1, d)))   /* warm: the code, the caches */
-                    return rc;
             }
     return 0;
 }
@@ -494,15 +496,14 @@ int tr_device_measure_kernels(struct tr_device *d, const struct tr_calibration_r
     int rc = open_runs(&c, rule->max_rounds, diag);
     bool stable = false;
     double worst = INFINITY;
-    while (!rc && c.rounds < rule->max_rounds && !stable) {
-        /* a round visits every probe once, so that a slow spell of the machine falls on all */
-        for (int i = 0; i < c.nruns && !rc; i++)
-            rc = probe_pass(&c.runs[i], c.rounds, diag);
-        if (!rc)
-            rc = time_optimizer(c.opt[c.rounds], diag);
-        if (!rc)
-            c.rounds++, stable = settled(&c, rule, &worst);
-    }
+    /* each probe's rounds in a row, its memory held only for them (probe_hold), then the
+     * optimizer's; every round is taken, and the last `window` must agree */
+    for (int i = 0; i < c.nruns && !rc; i++)
+        rc = probe_rounds(&c.runs[i], rule->max_rounds, diag);
+    for (int round = 0; round < rule->max_rounds && !rc; round++)
+        rc = time_optimizer(c.opt[round], diag);
+    if (!rc)
+        c.rounds = rule->max_rounds, stable = settled(&c, rule, &worst);
     if (!rc)
         summarise(&c, c.rounds < rule->window ? c.rounds : rule->window, &d->kernels);
     d->stable = !rc && stable, d->spread = worst;
