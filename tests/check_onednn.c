@@ -21,25 +21,6 @@
 #include <dnnl.h>
 #endif
 
-static struct tr_backend *open_cpu(void)
-{
-    struct tr_backend *be = NULL;
-    struct tr_diag why = {0};
-    ck_assert_msg(tr_backend_open_ops(&tr_cpu_ops, 0, &be, &why) == 0, "%s", tr_diag_last(&why));
-    return be;
-}
-
-/* Runs a node on be with a workspace of the size the planner would give it. */
-static void run_on(const struct tr_backend *be, struct tr_kernel_args *a)
-{
-    size_t need = tr_cpu_ops.workspace_bytes(a->node, a->in, a->out);
-    a->workspace = need ? malloc(need) : NULL, a->workspace_bytes = need;
-    char error[GC_ERROR_MAX];
-    ck_assert_msg(gc_kernel(be, a, error) == 0, "%s", error);
-    free(a->workspace);
-    a->workspace = NULL, a->workspace_bytes = 0;
-}
-
 #ifdef HAVE_ONEDNN   /* the f32 path, which only oneDNN has */
 /* f32 on oneDNN and on OpenBLAS: each within K·2^-24·Σ|a||b| of the exact product (both
  * accumulate K terms in f32), so they differ by at most twice that. Shapes of several tiles
@@ -48,7 +29,7 @@ static void run_on(const struct tr_backend *be, struct tr_kernel_args *a)
 START_TEST(f32_agrees_with_openblas)
 {
     setenv("TR_CPU_GEMM", "onednn", 1);
-    struct tr_backend *be = open_cpu();
+    struct tr_backend *be = gc_open_cpu();
     const int64_t shapes[3][4] = {{2, 300, 200, 700}, {1, 32, 400, 72}, {3, 17, 5, 9}};   /* P, M, K, N */
     for (int s = 0; s < 3; s++)
         for (int form = 0; form < 6; form++) {
@@ -67,8 +48,8 @@ START_TEST(f32_agrees_with_openblas)
             struct tr_kernel_args on = {.node = &mm, .in = {a, b}, .out = {y}, .nin = 2, .nout = 1};
             struct tr_kernel_args blas = {.node = &mm, .in = {a, b}, .out = {ref}, .nin = 2, .nout = 1};
             int64_t made = tr_cpu_onednn_counts(be).primitives;
-            run_on(be, &on);
-            run_on(tr_backend_cpu(), &blas);
+            gc_run_planned(be, &on);
+            gc_run_planned(tr_backend_cpu(), &blas);
             ck_assert_msg(tr_cpu_onednn_counts(be).primitives > made || made > 0, "oneDNN made no primitive");
             const float *A = a.data, *B = b.data, *Y = y.data, *R = ref.data;
             for (int64_t p = 0; p < P; p++)
@@ -101,7 +82,7 @@ END_TEST
 START_TEST(same_bits_on_any_thread_count)
 {
     setenv("TR_CPU_GEMM", "onednn", 1);
-    struct tr_backend *be = open_cpu();
+    struct tr_backend *be = gc_open_cpu();
     for (int form = 0; form < 6; form++) {
         const int64_t P = 2, M = 600, K = 300, N = 1100;
         int ta = form & 1, tb = form >> 1 & 1, batched = form >= 4;
@@ -119,7 +100,7 @@ START_TEST(same_bits_on_any_thread_count)
         for (int threads = 1; threads <= 3; threads++) {
             memcpy(y.data, first.data, bytes);
             omp_set_num_threads(threads);
-            run_on(be, &args);
+            gc_run_planned(be, &args);
             result[threads - 1] = memcpy(malloc(bytes), y.data, bytes);
         }
         omp_set_num_threads(1);
@@ -181,7 +162,7 @@ START_TEST(no_primitive_made_in_a_step)
     const struct tr_bucket buckets[2] = {{8, 40}, {2, 300}};
     struct tr_program prog;
     ck_assert_int_eq(tr_program_plan(&prog, &g, buckets, 2, &g.loss, 1, tr_cpu_ops.workspace_bytes), 0);
-    struct tr_backend *be = open_cpu();
+    struct tr_backend *be = gc_open_cpu();
     int64_t B[2] = {8, 2}, S[2] = {40, 300};
     struct tr_diag why = {0};
     ck_assert_int_eq(tr_backend_prepare_program(be, &g, prog.schedule, prog.n, B, S, 2, &why), 0);
@@ -214,7 +195,7 @@ END_TEST
  * of accumulation besides). */
 START_TEST(sixteen_bit_native_or_widened)
 {
-    struct tr_backend *be = open_cpu();
+    struct tr_backend *be = gc_open_cpu();
     bool native_bf16 = false;
 #ifdef HAVE_ONEDNN
     native_bf16 = (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
@@ -234,8 +215,8 @@ START_TEST(sixteen_bit_native_or_widened)
         struct tr_kernel_args on = {.node = &mm, .in = {a, b}, .out = {y}, .nin = 2, .nout = 1};
         struct tr_kernel_args widened = {.node = &mm, .in = {a, b}, .out = {ref}, .nin = 2, .nout = 1};
         int64_t before = tr_cpu_onednn_counts(be).primitives;
-        run_on(be, &on);
-        run_on(tr_backend_cpu(), &widened);
+        gc_run_planned(be, &on);
+        gc_run_planned(tr_backend_cpu(), &widened);
         bool native = t == TR_BF16 && native_bf16;
         if (!native) {
             ck_assert_int_eq(tr_cpu_onednn_counts(be).primitives, before);

@@ -18,25 +18,6 @@
 #include "models/models.h"
 #include "recipe/recipe.h"
 
-static struct tr_backend *open_cpu(void)
-{
-    struct tr_backend *be = NULL;
-    struct tr_diag why = {0};
-    ck_assert_msg(tr_backend_open_ops(&tr_cpu_ops, 0, &be, &why) == 0, "%s", tr_diag_last(&why));
-    return be;
-}
-
-/* Runs a node on be with a workspace of the size the planner would give it. */
-static void run_on(const struct tr_backend *be, struct tr_kernel_args *a)
-{
-    size_t need = tr_cpu_ops.workspace_bytes(a->node, a->in, a->out);
-    a->workspace = need ? malloc(need) : NULL, a->workspace_bytes = need;
-    char error[GC_ERROR_MAX];
-    ck_assert_msg(gc_kernel(be, a, error) == 0, "%s", error);
-    free(a->workspace);
-    a->workspace = NULL, a->workspace_bytes = 0;
-}
-
 /* One case: x [N, C, H, W], w [O, C, k, k], stride, pad. */
 struct conv_case {
     int64_t N, C, H, W, O, k, stride, pad;
@@ -112,7 +93,7 @@ static struct tr_tensor output_like(const struct conv_tensors *t, int op)
  * value (and accumulation adds one rounding of |first|): they differ by at most twice that. */
 START_TEST(agrees_with_im2col)
 {
-    struct tr_backend *be = open_cpu();
+    struct tr_backend *be = gc_open_cpu();
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
         for (int op = 0; op < 3; op++)
             for (int acc = 0; acc < 2; acc++) {
@@ -129,8 +110,8 @@ START_TEST(agrees_with_im2col)
                                        .accumulate = (uint8_t)acc};
                 struct tr_kernel_args on = args_of(&node, op, &t, got), ref = args_of(&node, op, &t, want);
                 int64_t made = tr_cpu_onednn_counts(be).primitives;
-                run_on(be, &on);
-                run_on(tr_backend_cpu(), &ref);
+                gc_run_planned(be, &on);
+                gc_run_planned(tr_backend_cpu(), &ref);
                 ck_assert_msg(tr_cpu_onednn_counts(be).primitives > made || made > 0, "oneDNN made no primitive");
                 int64_t values = tr_tensor_numel(&got);
                 double *mass = term_mass(c, &t, op, values);
@@ -144,7 +125,7 @@ START_TEST(agrees_with_im2col)
                 /* TR_CPU_CONV=im2col: the instance takes conv.c's path, bits and all */
                 setenv("TR_CPU_CONV", "im2col", 1);
                 memcpy(got.data, first.data, bytes);
-                run_on(be, &on);
+                gc_run_planned(be, &on);
                 unsetenv("TR_CPU_CONV");
                 ck_assert_msg(memcmp(got.data, want.data, bytes) == 0, "case %zu op %d: TR_CPU_CONV=im2col is not im2col",
                               ci, op);
@@ -161,7 +142,7 @@ END_TEST
  * in group order: 1, 2 and 3 threads give the same bits (37 images: 16, 16, 4, 1). */
 START_TEST(same_bits_on_any_thread_count)
 {
-    struct tr_backend *be = open_cpu();
+    struct tr_backend *be = gc_open_cpu();
     const struct conv_case c = {37, 16, 14, 14, 16, 3, 1, 1};
     for (int op = 0; op < 3; op++) {
         uint64_t seed = 11;
@@ -175,7 +156,7 @@ START_TEST(same_bits_on_any_thread_count)
         for (int threads = 1; threads <= 3; threads++) {
             memcpy(out.data, first.data, bytes);
             omp_set_num_threads(threads);
-            run_on(be, &a);
+            gc_run_planned(be, &a);
             result[threads - 1] = memcpy(malloc(bytes), out.data, bytes);
         }
         omp_set_num_threads(1);
@@ -240,7 +221,7 @@ START_TEST(no_primitive_made_in_a_step)
     const struct tr_bucket buckets[2] = {{40, 1}, {9, 1}};
     struct tr_program prog;
     ck_assert_int_eq(tr_program_plan(&prog, &g, buckets, 2, &g.loss, 1, tr_cpu_ops.workspace_bytes), 0);
-    struct tr_backend *be = open_cpu();
+    struct tr_backend *be = gc_open_cpu();
     int64_t B[2] = {40, 9}, S[2] = {1, 1};
     ck_assert_int_eq(tr_backend_prepare_program(be, &g, prog.schedule, prog.n, B, S, 2, &why), 0);
     struct tr_onednn_counts prepared = tr_cpu_onednn_counts(be);

@@ -84,6 +84,27 @@ static inline int gc_kernel(const struct tr_backend *be, struct tr_kernel_args *
     return rc;
 }
 
+/* A CPU backend instance of the test's own: unlike tr_backend_cpu()'s shared one, it keeps
+ * state (oneDNN's primitive cache). */
+static inline struct tr_backend *gc_open_cpu(void)
+{
+    struct tr_backend *be = NULL;
+    struct tr_diag why = {0};
+    ck_assert_msg(tr_backend_open_ops(&tr_cpu_ops, 0, &be, &why) == 0, "%s", tr_diag_last(&why));
+    return be;
+}
+
+/* Runs a node on be with a workspace of the size the planner would give it. */
+static inline void gc_run_planned(const struct tr_backend *be, struct tr_kernel_args *a)
+{
+    size_t need = tr_cpu_ops.workspace_bytes(a->node, a->in, a->out);
+    a->workspace = need ? malloc(need) : NULL, a->workspace_bytes = need;
+    char error[GC_ERROR_MAX];
+    ck_assert_msg(gc_kernel(be, a, error) == 0, "%s", error);
+    free(a->workspace);
+    a->workspace = NULL, a->workspace_bytes = 0;
+}
+
 /* Runs a node on bound tensors; fails the test with the kernel's sentence on error. */
 static inline void gc_run(struct tr_kernel_args *a)
 {
