@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend/cpu/onednn.h"
 #include "core/alloc.h"
 #include "core/atomic.h"
 #include "core/error.h"
@@ -24,6 +25,17 @@
 
 #define CALIBRATION_VERSION 5   /* 4: the address space reserved; 5: each kernel class measured, and
                                  * whether the rounds settled */
+
+/* The CPU backend's kernel choices, which the measured times belong to: oneDNN's ISA and where
+ * the f32 and bf16 GEMMs run (TR_CPU_GEMM), and TR_CPU_CONV. A calibration taken with other
+ * choices is another host's. */
+static void kernel_paths(char *out, size_t size)
+{
+    char onednn[256];
+    const char *conv = getenv("TR_CPU_CONV");
+    tr_onednn_describe(onednn, sizeof onednn);
+    snprintf(out, size, "%s; convolutions %s", onednn, conv && *conv ? conv : "default");
+}
 
 static double now(void)
 {
@@ -277,6 +289,9 @@ static json_t *to_json(const struct tr_device *d)
                           "gemm_seconds", d->gemm_seconds,
                           "bandwidth", d->bandwidth, "node_seconds", d->node_seconds, "special_seconds",
                           d->special_seconds, "thread_bytes", (json_int_t)d->thread_bytes, "source", d->source);
+    char paths[384];
+    kernel_paths(paths, sizeof paths);
+    json_object_set_new(j, "kernel_paths", json_string(paths));
     json_object_set_new(j, "stable", json_boolean(d->stable));
     json_object_set_new(j, "spread", json_real(isfinite(d->spread) ? d->spread : -1));
     json_object_set_new(j, "kernels", tr_kernel_costs_json(&d->kernels));
@@ -305,11 +320,16 @@ static int read_spaces(json_t *j, struct tr_device *d)
     return 0;
 }
 
-/* The calibration in j for this host, or −1 when it is another's or another version's. */
+/* The calibration in j for this host, or −1 when it is another's, another version's, or taken on other
+ * kernel paths (kernel_paths). */
 static int from_json(json_t *j, struct tr_device *d)
 {
-    char model[256];
+    char model[256], paths[384];
     cpu_model(model, sizeof model);
+    kernel_paths(paths, sizeof paths);
+    json_t *taken = json_object_get(j, "kernel_paths");
+    if (!json_is_string(taken) || strcmp(json_string_value(taken), paths))
+        return -1;
     json_int_t version = 0, threads = 0, thread_bytes = 0;
     double flops = 0, gemm = 0, bandwidth = 0, node = 0, special = 0;
     const char *cpu = NULL, *source = NULL;
@@ -375,7 +395,12 @@ static int cache_file(const char *cache_dir, const struct tr_device *d, struct t
     for (char *c = host; *c; c++)
         if (*c == '/')
             *c = '_';
-    return tr_path_set(out, diag, "%s/%s-%dt.json", cache_dir, host, d->threads);
+    char paths[384];   /* one file per set of kernel paths, so that switching them back finds the old one */
+    kernel_paths(paths, sizeof paths);
+    uint32_t h = 2166136261u;   /* FNV-1a */
+    for (const char *c = paths; *c; c++)
+        h = (h ^ (uint8_t)*c) * 16777619u;
+    return tr_path_set(out, diag, "%s/%s-%dt-%08x.json", cache_dir, host, d->threads, (unsigned)h);
 }
 
 int tr_device_host(struct tr_device *d, const char *exe, const char *cache_dir, bool force,

@@ -89,6 +89,19 @@ static bool cpu_has_bf16(void)
 
 bool tr_onednn_computes_bf16(void) { return cpu_has_bf16() && strcmp(gemm_choice(), "openblas") != 0; }
 
+/* f32 GEMMs go to oneDNN where its AVX-512 kernels beat OpenBLAS's (bench/README.md, "MATMUL on
+ * OpenBLAS against oneDNN": 1.0-1.4x on forward and backward data, 0.9-1.3x on the weight
+ * gradients of BERT's layers, Xeon with AVX-512) and the node's M and N are fixed (prepare
+ * keeps the others on OpenBLAS); on AVX2 OpenBLAS ties or wins, so it stays. TR_CPU_GEMM=onednn
+ * or openblas decides it on any CPU, for every node. */
+static bool f32_on_onednn(void)
+{
+    const char *choice = gemm_choice();
+    if (*choice)
+        return !strcmp(choice, "onednn");
+    return (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
+}
+
 static dnnl_data_type_t dnnl_type(enum tr_dtype t)
 {
     return t == TR_F32 ? dnnl_f32 : t == TR_BF16 ? dnnl_bf16 : t == TR_F16 ? dnnl_f16 : dnnl_data_type_undef;
@@ -110,7 +123,7 @@ static enum mode geom_of(const struct tr_node *node, const struct tr_tensor *in,
     enum mode mode = MODE_DEFAULT;
     if (!strcmp(choice, "openblas"))
         return MODE_DEFAULT;
-    if (a->dtype == TR_F32 && b->dtype == TR_F32 && y->dtype == TR_F32 && !strcmp(choice, "onednn"))
+    if (a->dtype == TR_F32 && b->dtype == TR_F32 && y->dtype == TR_F32 && f32_on_onednn())
         mode = MODE_F32;
     else if (a->dtype == TR_BF16 && b->dtype == TR_BF16 && (y->dtype == TR_BF16 || y->dtype == TR_F32) &&
              cpu_has_bf16())
@@ -376,6 +389,12 @@ int tr_onednn_prepare(struct tr_onednn *o, const struct tr_graph *graph, const s
     e->varies_k = e->varies_k || tr_onednn_dims_vary(graph, node->in[0], g.ta ? ar - 2 : ar - 1, g.ta ? ar - 1 : ar);
     if (first || g.M > e->g.M || g.N > e->g.N || g.K > e->g.K)
         e->g = g;   /* the largest bucket's shapes: the bound of the varying sizes */
+    if (mode == MODE_F32 && !*gemm_choice() && (e->varies_m || e->varies_n)) {
+        /* A size that varies is cut into power-of-two pieces, a call each, where OpenBLAS
+         * makes one: bert-small's length-bucketed step ran 10% slower so (bench/README.md). */
+        e->mode = MODE_DEFAULT, e->npieces = 0;
+        return 0;
+    }
     e->mode = mode;
     if (!add_pieces(o, e, &g, workspace, false)) {
         e->mode = MODE_DEFAULT, e->npieces = 0;
@@ -553,7 +572,7 @@ void tr_onednn_describe(char *buf, size_t n)
     const dnnl_version_t *v = dnnl_version();
     snprintf(buf, n, "oneDNN %d.%d.%d, %s ISA; bf16 GEMMs %s, f32 GEMMs on %s", v->major, v->minor, v->patch,
              isa_name(dnnl_get_effective_cpu_isa()), cpu_has_bf16() ? "in bf16" : "widened to f32",
-             !strcmp(gemm_choice(), "onednn") ? "oneDNN (TR_CPU_GEMM)" : "OpenBLAS");
+             !f32_on_onednn() ? "OpenBLAS" : *gemm_choice() ? "oneDNN (TR_CPU_GEMM)" : "oneDNN (AVX-512)");
 }
 
 #else /* !HAVE_ONEDNN: every GEMM on OpenBLAS */

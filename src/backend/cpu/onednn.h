@@ -2,8 +2,8 @@
  * onednn_conv.c, unless TR_CPU_CONV=im2col), made when a program is
  * prepared (backend.h: prepare) and kept in the instance's cache, never in a global. bf16
  * operands compute in bf16 with f32 accumulation where the CPU has the instructions (AVX-512
- * BF16, AMX); f32 stays on OpenBLAS unless TR_CPU_GEMM=onednn asks for oneDNN (a diagnostic:
- * it runs the cache and the tiles on any machine). Every other node, and every node oneDNN
+ * BF16, AMX); f32 runs on oneDNN where the CPU has AVX-512 and on OpenBLAS below, unless
+ * TR_CPU_GEMM (onednn, openblas) decides. Every other node, and every node oneDNN
  * cannot take, runs as before (OpenBLAS, 16-bit through f32 copies): decided at prepare. */
 #ifndef TR_CPU_ONEDNN_H
 #define TR_CPU_ONEDNN_H
