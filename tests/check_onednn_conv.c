@@ -138,6 +138,76 @@ START_TEST(agrees_with_im2col)
 }
 END_TEST
 
+/* A bf16 copy of an f32 tensor, and back. */
+static struct tr_tensor to_bf16(const struct tr_tensor *f)
+{
+    struct tr_tensor h = gc_tensor(TR_BF16, f->rank, f->dim);
+    for (int64_t i = 0; i < tr_tensor_numel(f); i++)
+        ((uint16_t *)h.data)[i] = tr_f32_to_bf16(((const float *)f->data)[i]);
+    return h;
+}
+
+static double bf16_at(const struct tr_tensor *h, int64_t i)
+{
+    return tr_bf16_to_f32(((const uint16_t *)h->data)[i]);
+}
+
+/* bf16 convolutions on a CPU that computes them (AVX-512 BF16, AMX): oneDNN's kernels against the
+ * widened im2col path. Both sum exact bf16 products in f32 (the f32 bound above) and round to bf16
+ * (half a unit in the last place, 2^-8 relative, each), oneDNN's accumulation rounding once more;
+ * a wrong layout or offset is off by the terms' mass. Elsewhere bf16 stays widened: no
+ * primitive is made. */
+START_TEST(bf16_agrees_with_widened)
+{
+    struct tr_backend *be = gc_open_cpu();
+    bool native = tr_onednn_computes_bf16();
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
+        for (int op = 0; op < 3; op++)
+            for (int acc = 0; acc < 2; acc++) {
+                const struct conv_case *c = &cases[ci];
+                if (op == 1 && c->C == 1)
+                    continue;
+                uint64_t seed = 23 + ci;
+                struct conv_tensors f = make_tensors(c, &seed);
+                struct tr_tensor first32 = output_like(&f, op);
+                gc_fill(&first32, &seed, -1, 1);
+                struct conv_tensors t = {to_bf16(&f.x), to_bf16(&f.w), to_bf16(&f.y)};
+                for (int64_t i = 0; i < tr_tensor_numel(&f.x); i++)   /* the mass of the rounded values */
+                    F32(f.x)[i] = (float)bf16_at(&t.x, i);
+                for (int64_t i = 0; i < tr_tensor_numel(&f.w); i++)
+                    F32(f.w)[i] = (float)bf16_at(&t.w, i);
+                for (int64_t i = 0; i < tr_tensor_numel(&f.y); i++)
+                    F32(f.y)[i] = (float)bf16_at(&t.y, i);
+                struct tr_tensor first = to_bf16(&first32), got = to_bf16(&first32), want = to_bf16(&first32);
+                struct tr_node node = {.attrs.conv = {.stride = (int)c->stride, .pad = (int)c->pad},
+                                       .accumulate = (uint8_t)acc};
+                struct tr_kernel_args on = args_of(&node, op, &t, got), ref = args_of(&node, op, &t, want);
+                int64_t made = tr_cpu_onednn_counts(be).primitives;
+                gc_run_planned(be, &on);
+                gc_run_planned(tr_backend_cpu(), &ref);
+                if (native)
+                    ck_assert_msg(tr_cpu_onednn_counts(be).primitives > made || made > 0, "oneDNN made no bf16 primitive");
+                else
+                    ck_assert_int_eq(tr_cpu_onednn_counts(be).primitives, made);
+                int64_t values = tr_tensor_numel(&got);
+                double *mass = term_mass(c, &f, op, values);
+                int64_t terms = op == 0 ? c->C * c->k * c->k : op == 1 ? c->O * c->k * c->k : c->N * t.y.dim[2] * t.y.dim[3];
+                for (int64_t i = 0; i < values; i++) {
+                    double G = bf16_at(&got, i), R = bf16_at(&want, i), F = acc ? fabs(bf16_at(&first, i)) : 0;
+                    double bound = 2 * (double)(terms + 1) * 0x1p-24 * (mass[i] + F) + 0x1p-7 * (fabs(R) + F) +
+                                   0x1p-8 * mass[i];
+                    ck_assert_msg(fabs(G - R) <= bound, "bf16 case %zu op %d acc %d [%ld]: oneDNN %.6g widened %.6g (bound %g)",
+                                  ci, op, acc, (long)i, G, R, bound);
+                }
+                free(mass);
+                gc_free(&f.x), gc_free(&f.w), gc_free(&f.y), gc_free(&first32);
+                gc_free(&t.x), gc_free(&t.w), gc_free(&t.y), gc_free(&got), gc_free(&want), gc_free(&first);
+            }
+    ck_assert_int_eq(tr_cpu_onednn_counts(be).fallback_nodes, 0);
+    tr_backend_close(be);
+}
+END_TEST
+
 /* Fixed image groups, one single-threaded primitive each, the filter gradient's partials added
  * in group order: 1, 2 and 3 threads give the same bits (37 images: 16, 16, 4, 1). */
 START_TEST(same_bits_on_any_thread_count)
@@ -252,6 +322,7 @@ int main(void)
     tcase_set_timeout(tc, 300);
 #ifdef HAVE_ONEDNN
     tcase_add_test(tc, agrees_with_im2col);
+    tcase_add_test(tc, bf16_agrees_with_widened);
     tcase_add_test(tc, same_bits_on_any_thread_count);
     tcase_add_test(tc, no_primitive_made_in_a_step);
 #endif

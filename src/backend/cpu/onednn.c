@@ -82,12 +82,12 @@ static const char *gemm_choice(void)
 /* bf16 computes natively from AVX-512 BF16 on (AMX includes it); below, 2.6.3 has no bf16
  * matmul kernel but its reference one, slower than widening. 2.6.3 has no f16 CPU kernels at
  * all (none for AVX512-FP16): f16 always widens. */
-static bool cpu_has_bf16(void)
+bool tr_onednn_isa_bf16(void)
 {
     return (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
 }
 
-bool tr_onednn_computes_bf16(void) { return cpu_has_bf16() && strcmp(gemm_choice(), "openblas") != 0; }
+bool tr_onednn_computes_bf16(void) { return tr_onednn_isa_bf16() && strcmp(gemm_choice(), "openblas") != 0; }
 
 /* f32 GEMMs go to oneDNN where its AVX-512 kernels beat OpenBLAS's (bench/README.md, "MATMUL on
  * OpenBLAS against oneDNN": 1.0-1.4x on forward and backward data, 0.9-1.3x on the weight
@@ -126,7 +126,7 @@ static enum mode geom_of(const struct tr_node *node, const struct tr_tensor *in,
     if (a->dtype == TR_F32 && b->dtype == TR_F32 && y->dtype == TR_F32 && f32_on_onednn())
         mode = MODE_F32;
     else if (a->dtype == TR_BF16 && b->dtype == TR_BF16 && (y->dtype == TR_BF16 || y->dtype == TR_F32) &&
-             cpu_has_bf16())
+             tr_onednn_isa_bf16())
         mode = MODE_BF16;
     if (mode == MODE_DEFAULT)
         return mode;
@@ -571,7 +571,7 @@ void tr_onednn_describe(char *buf, size_t n)
 {
     const dnnl_version_t *v = dnnl_version();
     snprintf(buf, n, "oneDNN %d.%d.%d, %s ISA; bf16 GEMMs %s, f32 GEMMs on %s", v->major, v->minor, v->patch,
-             isa_name(dnnl_get_effective_cpu_isa()), cpu_has_bf16() ? "in bf16" : "widened to f32",
+             isa_name(dnnl_get_effective_cpu_isa()), tr_onednn_isa_bf16() ? "in bf16" : "widened to f32",
              !f32_on_onednn() ? "OpenBLAS" : *gemm_choice() ? "oneDNN (TR_CPU_GEMM)" : "oneDNN (AVX-512)");
 }
 

@@ -1,6 +1,8 @@
-/* CONV2D, CONV2D_BWD_DATA and CONV2D_BWD_FILTER on oneDNN (onednn.h), f32, the graph's NCHW in
- * and out; f64, 16-bit tensors (widened), TR_CPU_CONV=im2col and whatever oneDNN refuses stay on
- * conv.c's im2col + OpenBLAS path, decided per node at prepare.
+/* CONV2D, CONV2D_BWD_DATA and CONV2D_BWD_FILTER on oneDNN (onednn.h), the graph's NCHW in and
+ * out: f32, and bf16 (f32 accumulation) where the CPU computes it (AVX-512 BF16, AMX); f64, f16,
+ * bf16 on other CPUs (widened), TR_CPU_CONV=im2col and whatever oneDNN refuses stay on conv.c's
+ * im2col + OpenBLAS path, decided per node at prepare. A bf16 filter gradient's pieces are f32
+ * partials, summed in f32 and rounded to bf16 once.
  *
  * Layouts: on AVX2 oneDNN 2.6.3's direct convolutions (jit:avx2, jit_1x1:avx2) want blocked
  * activations (nChw8c) and weights (OIhw8i8o); given NCHW it falls back to its own im2col + GEMM,
@@ -59,6 +61,7 @@ static const struct {
  * sizes, and whether the output is accumulated. */
 struct conv_shape {
     int op, acc;
+    dnnl_data_type_t dt;   /* every tensor's: f32 or bf16 */
     int64_t n, C, H, W, O, kh, kw, Ho, Wo, stride, pad;
 };
 
@@ -103,12 +106,13 @@ static bool is_conv(enum tr_op op)
     return op == TR_OP_CONV2D || op == TR_OP_CONV2D_BWD_DATA || op == TR_OP_CONV2D_BWD_FILTER;
 }
 
-/* The node's convolution when oneDNN takes it (f32 throughout, something to compute). */
+/* The node's convolution when oneDNN takes it (f32 throughout, or bf16 throughout on a CPU that
+ * computes it; something to compute). */
 static bool conv_takes(const struct tr_node *node, const struct tr_tensor *in, const struct tr_tensor *out,
                        struct conv_shape *s)
 {
-    if (!is_conv(node->op) || !conv_wanted() || in[0].dtype != TR_F32 || in[1].dtype != TR_F32 ||
-        out[0].dtype != TR_F32)
+    if (!is_conv(node->op) || !conv_wanted() || in[1].dtype != in[0].dtype || out[0].dtype != in[0].dtype ||
+        !(in[0].dtype == TR_F32 || (in[0].dtype == TR_BF16 && tr_onednn_isa_bf16())))
         return false;
     int op = node->op == TR_OP_CONV2D ? 0 : node->op == TR_OP_CONV2D_BWD_DATA ? 1 : 2;
     const struct tr_tensor *t[NROLES] = {&in[0], &in[1], &out[0]}, *x = NULL, *y = NULL, *w = NULL;
@@ -116,7 +120,8 @@ static bool conv_takes(const struct tr_node *node, const struct tr_tensor *in, c
         enum kind k = op_roles[op].kind[r];
         *(k == ACT_X ? &x : k == ACT_Y ? &y : &w) = t[r];
     }
-    *s = (struct conv_shape){.op = op, .acc = node->accumulate, .n = x->dim[0], .C = x->dim[1], .H = x->dim[2],
+    *s = (struct conv_shape){.op = op, .acc = node->accumulate, .dt = in[0].dtype == TR_F32 ? dnnl_f32 : dnnl_bf16,
+                             .n = x->dim[0], .C = x->dim[1], .H = x->dim[2],
                              .W = x->dim[3], .O = w->dim[0], .kh = w->dim[2], .kw = w->dim[3], .Ho = y->dim[2],
                              .Wo = y->dim[3], .stride = node->attrs.conv.stride, .pad = node->attrs.conv.pad};
     return s->n > 0 && s->C > 0 && s->H > 0 && s->W > 0 && s->O > 0 && s->Ho > 0 && s->Wo > 0;
@@ -124,19 +129,25 @@ static bool conv_takes(const struct tr_node *node, const struct tr_tensor *in, c
 
 static bool same_sizes(const struct conv_shape *a, const struct conv_shape *b)
 {
-    return a->op == b->op && a->acc == b->acc && a->C == b->C && a->H == b->H && a->W == b->W && a->O == b->O &&
+    return a->op == b->op && a->acc == b->acc && a->dt == b->dt && a->C == b->C && a->H == b->H && a->W == b->W && a->O == b->O &&
            a->kh == b->kh && a->kw == b->kw && a->Ho == b->Ho && a->Wo == b->Wo && a->stride == b->stride &&
            a->pad == b->pad;
 }
 
 /* ---- descriptors ------------------------------------------------------------------------------- */
 
-/* A tensor of the piece in the graph's layout (plain) or oneDNN's choice (any). */
-static void tensor_md(const struct conv_shape *s, enum kind k, bool any, dnnl_memory_desc_t *md)
+/* A tensor of the piece in the graph's layout (plain) or oneDNN's choice (any), of type dt. */
+static void typed_md(const struct conv_shape *s, enum kind k, bool any, dnnl_data_type_t dt, dnnl_memory_desc_t *md)
 {
     dnnl_dims_t x = {s->n, s->C, s->H, s->W}, y = {s->n, s->O, s->Ho, s->Wo}, w = {s->O, s->C, s->kh, s->kw};
     dnnl_format_tag_t tag = any ? dnnl_format_tag_any : k == WEIGHTS ? dnnl_oihw : dnnl_nchw;
-    dnnl_memory_desc_init_by_tag(md, 4, k == ACT_X ? x : k == ACT_Y ? y : w, dnnl_f32, tag);
+    dnnl_memory_desc_init_by_tag(md, 4, k == ACT_X ? x : k == ACT_Y ? y : w, dt, tag);
+}
+
+/* The same in the piece's type. */
+static void tensor_md(const struct conv_shape *s, enum kind k, bool any, dnnl_memory_desc_t *md)
+{
+    typed_md(s, k, any, s->dt, md);
 }
 
 /* The piece's primitive descriptor, activations in oneDNN's layouts and the weights in
@@ -147,7 +158,10 @@ static dnnl_primitive_desc_t conv_pd(dnnl_engine_t engine, const struct conv_sha
 {
     dnnl_memory_desc_t x, y, w, hint_w;
     tensor_md(s, ACT_X, true, &x), tensor_md(s, ACT_Y, true, &y), tensor_md(s, WEIGHTS, true, &hint_w);
-    w = weights ? *weights : hint_w;
+    if (weights)
+        w = *weights;
+    else   /* the filter gradient in f32 always: its pieces' partials are summed in f32 */
+        typed_md(s, WEIGHTS, true, s->op == 2 ? dnnl_f32 : s->dt, &w);
     if (s->op == 0)
         hint_w = w;   /* a backward's hint keeps its own choice: a layout for backward data may have no forward kernel */
     /* padding on both sides, as the op's contract: Ho = (H + 2·pad − kh) / stride + 1 */
@@ -518,10 +532,10 @@ static dnnl_status_t reorder(const struct tr_onednn *o, dnnl_primitive_t prim, i
                    (const dnnl_memory_desc_t *const[]){from, to}, (void *const[]){src, dst});
 }
 
-/* Values of one image of a kind of tensor. */
-static int64_t image_values(const struct conv_shape *s, enum kind k)
+/* Bytes of one image of a kind of tensor. */
+static size_t image_bytes(const struct conv_shape *s, enum kind k)
 {
-    return k == ACT_X ? s->C * s->H * s->W : s->O * s->Ho * s->Wo;
+    return (size_t)(k == ACT_X ? s->C * s->H * s->W : s->O * s->Ho * s->Wo) * (s->dt == dnnl_f32 ? 4 : 2);
 }
 
 /* Runs piece i (images from n0) on the calling thread's slot: its inputs reordered into the
@@ -542,7 +556,7 @@ static dnnl_status_t run_piece(const struct tr_onednn *o, const struct conv_prim
                                : buffered(m, op, r) ? weights : plain[r];
             continue;
         }
-        plain[r] = (float *)plain[r] + n0 * image_values(s, k);
+        plain[r] = (char *)plain[r] + (size_t)n0 * image_bytes(s, k);
         data[r] = buffered(m, op, r) ? slot + slot_offset(m, op, r) : plain[r];
         if (r != OUT && p->reorder[r])
             st = reorder(o, p->reorder[r], thread, &m->plain[r], plain[r], &m->blocked[r], data[r]);

@@ -39,6 +39,9 @@ int tr_onednn_cut_count(const struct cut *c);
 /* Piece i's offset and size. */
 int64_t tr_onednn_cut_at(const struct cut *c, int64_t i, int64_t *size);
 
+/* Whether oneDNN's effective ISA computes bf16 (AVX-512 BF16, AMX): below, 2.6.3 has only
+ * reference kernels for bf16 matmuls and convolutions. */
+bool tr_onednn_isa_bf16(void);
 /* The thread slots a node's scratchpads are counted for: two at least (an active region). */
 int tr_onednn_slots(void);
 size_t tr_onednn_aligned(size_t bytes);
