@@ -433,6 +433,13 @@ static const struct op_case large[] = {
      {T(H, -1, 1, 2, 2, 64, 32), T(H, -1.5, 1.5, 2, 2, 64, 32), T(H, -1.5, 1.5, 2, 2, 64, 32),
       T(H, -1, 1, 2, 2, 64, 32), T(H, 0, 0, 2, 2, 64, 32), T(F, 0, 0, 2, 2, 64), T(U, 0, 0, 2, 64)},
      {T(H, 0, 0, 2, 2, 64, 32), T(H, 0, 0, 2, 2, 64, 32), T(H, 0, 0, 2, 2, 64, 32)}, attn_saved, false},
+    /* streamed (widen.c): chunks of whole rows, or of elements, and a last short one */
+    {"bias_add", TR_OP_BIAS_ADD, {0}, 2, 1, {T(H, -1, 1, 301, 256), T(F, -1, 1, 256)}, {T(H, 0, 0, 301, 256)},
+     NULL, false},
+    {"gelu_bwd", TR_OP_GELU_BWD, {0}, 2, 1, {T(H, -1, 1, 3, 33333), T(H, -3, 3, 3, 33333)}, {T(H, 0, 0, 3, 33333)},
+     NULL, false},
+    {"add of 16-bit and f32", TR_OP_ADD, {0}, 2, 1, {T(H, -1, 1, 7, 9999), T(F, -1, 1, 7, 9999)},
+     {T(H, 0, 0, 7, 9999)}, NULL, false},
 };
 
 /* The same bits on 1 and 3 threads, accumulating into 16-bit outputs. */
