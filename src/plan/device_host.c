@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,6 +36,18 @@ static void kernel_paths(char *out, size_t size)
     const char *conv = getenv("TR_CPU_CONV");
     tr_onednn_describe(onednn, sizeof onednn);
     snprintf(out, size, "%s; convolutions %s", onednn, conv && *conv ? conv : "default");
+}
+
+/* The running binary's size and modification time: a rebuilt or upgraded trainrun has other
+ * kernels, so its calibration is measured again (into the same file). */
+static void binary_identity(char *out, size_t size)
+{
+    struct stat st;
+    if (stat("/proc/self/exe", &st))
+        snprintf(out, size, "unknown");
+    else
+        snprintf(out, size, "%lld bytes, modified %lld.%09ld", (long long)st.st_size, (long long)st.st_mtim.tv_sec,
+                 (long)st.st_mtim.tv_nsec);
 }
 
 static double now(void)
@@ -292,6 +305,9 @@ static json_t *to_json(const struct tr_device *d)
     char paths[384];
     kernel_paths(paths, sizeof paths);
     json_object_set_new(j, "kernel_paths", json_string(paths));
+    char binary[128];
+    binary_identity(binary, sizeof binary);
+    json_object_set_new(j, "binary", json_string(binary));
     json_object_set_new(j, "stable", json_boolean(d->stable));
     json_object_set_new(j, "spread", json_real(isfinite(d->spread) ? d->spread : -1));
     json_object_set_new(j, "kernels", tr_kernel_costs_json(&d->kernels));
@@ -327,8 +343,11 @@ static int from_json(json_t *j, struct tr_device *d)
     char model[256], paths[384];
     cpu_model(model, sizeof model);
     kernel_paths(paths, sizeof paths);
-    json_t *taken = json_object_get(j, "kernel_paths");
-    if (!json_is_string(taken) || strcmp(json_string_value(taken), paths))
+    char binary[128];
+    binary_identity(binary, sizeof binary);
+    json_t *taken = json_object_get(j, "kernel_paths"), *built = json_object_get(j, "binary");
+    if (!json_is_string(taken) || strcmp(json_string_value(taken), paths) || !json_is_string(built) ||
+        strcmp(json_string_value(built), binary))
         return -1;
     json_int_t version = 0, threads = 0, thread_bytes = 0;
     double flops = 0, gemm = 0, bandwidth = 0, node = 0, special = 0;

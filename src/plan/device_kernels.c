@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "backend/cpu/onednn.h"
 #include "backend/exec.h"
 #include "graph/memplan.h"
 #include "graph/ops.h"
@@ -224,8 +225,8 @@ static void build_gemm(struct tr_graph *g, const int *dims)
  * memory limit (tests/limits-cgroup.sh plans in a 256 MiB cgroup); the 768-wide GEMMs are
  * measured by gemm-768, and the rest of a BERT-base layer reads the per-byte curves. */
 static const struct probe probes[] = {
-    {"transformer-256", build_transformer, {256, 4, 2048}, {{2, 64}, {8, 128}}},
-    {"conv", build_conv, {16, 28}, {{8, 1}, {32, 1}}},
+    {"transformer-256", build_transformer, {256, 4, 16384}, {{2, 64}, {8, 128}}},
+    {"conv", build_conv, {16, 28}, {{8, 1}, {64, 1}}},
     {"mlp", build_mlp, {784, 256, 10}, {{32, 1}, {256, 1}}},
     {"gemm-64", build_gemm, {64, 64}, {{256, 1}, {4096, 1}}},
     {"gemm-256", build_gemm, {256, 1024}, {{128, 1}, {1024, 1}}},
@@ -279,7 +280,7 @@ static int probe_open(struct probe_run *r, const struct probe *p, int precision,
     tr_graph_init(&r->g);
     p->build(&r->g, p->dims);
     if (!r->g.error && precision != TR_PREC_FP32)
-        tr_amp(&r->g, low_of[precision], NULL, 0, false);
+        tr_amp(&r->g, low_of[precision], NULL, 0, low_of[precision] == TR_BF16 && tr_onednn_computes_bf16());
     if (!r->g.error)
         r->loss_scale = tr_autodiff(&r->g);
     if (r->g.error)
@@ -298,10 +299,10 @@ static int probe_open(struct probe_run *r, const struct probe *p, int precision,
 /* The probe's regions and workspace, held only while it runs (probe_pass): the probes' memory
  * together was 330 MiB, and the planner's calibration runs inside the job's own limit
  * (tests/limits-cgroup.sh plans in a 256 MiB cgroup); one at a time, the largest is 48 MiB. */
-static int probe_hold(struct probe_run *r, struct tr_diag *d)
+static int probe_hold(struct probe_run *r, const struct tr_backend *be, struct tr_diag *d)
 {
-    r->x = (struct tr_exec){.g = &r->g, .schedule = r->schedule, .n = r->n, .plan = &r->plan,
-                            .be = tr_backend_cpu(), .rng = &r->rng};
+    r->x = (struct tr_exec){.g = &r->g, .schedule = r->schedule, .n = r->n, .plan = &r->plan, .be = be,
+                            .rng = &r->rng};
     r->rng = (struct tr_rng_ctx){.seed = 1, .step = 1};
     tr_alloc_init(&r->alloc, NULL);
     int rc = tr_exec_alloc(&r->x, &r->alloc, r->plan.region_bytes, r->plan.workspace_bytes, d);
@@ -355,11 +356,15 @@ static int probe_pass(struct probe_run *r, int round, struct tr_diag *d)
     return 0;
 }
 
-/* Every round of one probe in a row, in memory held for them alone: a warm pass first (first
+/* Every round of one probe in a row, in memory held for them alone, on an instance of the CPU
+ * backend prepared for it as a training's is (its oneDNN primitives made first: the kernels a
+ * run takes, not the stateless instance's OpenBLAS and im2col): a warm pass first (first
  * touches, caches), then `rounds` timed ones. */
-static int probe_rounds(struct probe_run *r, int rounds, struct tr_diag *d)
+static int probe_rounds(struct probe_run *r, const struct tr_backend *be, int rounds, struct tr_diag *d)
 {
-    int rc = probe_hold(r, d);
+    int rc = tr_backend_prepare_program(be, &r->g, r->schedule, r->n, &r->B, &r->S, 1, d);
+    if (!rc)
+        rc = probe_hold(r, be, d);
     if (!rc)
         rc = tr_exec_run(&r->x, r->B, r->S, d);
     for (int round = 0; round < rounds && !rc; round++)
@@ -456,11 +461,13 @@ static void summarise(const struct calibration *c, int window, struct tr_kernel_
             const struct tr_node *n = &r->g.nodes[r->schedule[step]];
             if (tr_op_is_view(n->op))
                 continue;
-            /* the least of all rounds: a node of a few microseconds waits a time slice whenever
-             * another process holds a core its threads need; that wait is the machine's, not the kernel's */
-            double s = INFINITY, work;
+            /* the median of the rounds: a training's step meets the machine as the rounds did
+             * (a time slice lost to another process now and then), and the least of them
+             * forecast steps 20-30% short on a shared 2-vCPU host (bench/README.md) */
+            double s, work;
             for (int j = 0; j < c->rounds; j++)
-                s = fmin(s, r->rounds[j][step]);
+                v[j] = r->rounds[j][step];
+            s = median(v, c->rounds < 64 ? c->rounds : 64);
             struct tr_tensor in[TR_MAX_IN], out[TR_MAX_OUT];
             tr_bind_shapes(&r->g, n, r->B, r->S, in, out);
             int cls = tr_cost_class(n, in, out, &work), prec = tr_cost_precision(in, n->nin);
@@ -493,13 +500,16 @@ static void summarise(const struct calibration *c, int window, struct tr_kernel_
 int tr_device_measure_kernels(struct tr_device *d, const struct tr_calibration_rule *rule, struct tr_diag *diag)
 {
     struct calibration c = {0};
+    struct tr_backend *be = NULL;
     int rc = open_runs(&c, rule->max_rounds, diag);
+    if (!rc)
+        rc = tr_backend_open_ops(&tr_cpu_ops, 0, &be, diag);
     bool stable = false;
     double worst = INFINITY;
     /* each probe's rounds in a row, its memory held only for them (probe_hold), then the
      * optimizer's; every round is taken, and the last `window` must agree */
     for (int i = 0; i < c.nruns && !rc; i++)
-        rc = probe_rounds(&c.runs[i], rule->max_rounds, diag);
+        rc = probe_rounds(&c.runs[i], be, rule->max_rounds, diag);
     for (int round = 0; round < rule->max_rounds && !rc; round++)
         rc = time_optimizer(c.opt[round], diag);
     if (!rc)
@@ -509,6 +519,7 @@ int tr_device_measure_kernels(struct tr_device *d, const struct tr_calibration_r
     d->stable = !rc && stable, d->spread = worst;
     for (int i = 0; i < c.nruns; i++)
         probe_close(&c.runs[i], rule->max_rounds);   /* rounds a failure left half-taken too */
+    tr_backend_close(be);   /* after the probes: its primitives are keyed by their nodes */
     free(c.runs), free(c.opt);
     return rc;
 }
