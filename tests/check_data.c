@@ -107,14 +107,17 @@ static int load_named(const char *name, struct tr_data *d, char **text)
     return rc;
 }
 
+/* Every normalised value of s (tr_split_rows: floats, or images kept as bytes) within [lo, hi], both met. */
 static void expect_range(const struct tr_split *s, float lo, float hi)
 {
-    int64_t count = s->n * tr_split_features(s);
-    float min = INFINITY, max = -INFINITY;
-    for (int64_t i = 0; i < count; i++) {
-        min = fminf(min, s->x[i]);
-        max = fmaxf(max, s->x[i]);
+    int64_t f = tr_split_features(s);
+    float min = INFINITY, max = -INFINITY, *row = malloc((size_t)f * sizeof *row);
+    for (int64_t i = 0; i < s->n; i++) {
+        tr_split_rows(s, &i, 1, row);
+        for (int64_t j = 0; j < f; j++)
+            min = fminf(min, row[j]), max = fmaxf(max, row[j]);
     }
+    free(row);
     ck_assert_msg(min == lo && max == hi, "values from %g to %g, expected %g to %g", min, max, lo, hi);
 }
 
@@ -653,7 +656,15 @@ START_TEST(idx_reads_images_and_labels)
     ck_assert_int_eq(d.train.dims[0], 1);
     ck_assert_int_eq(d.train.dims[1], IDX_ROWS);
     ck_assert_int_eq(d.train.dims[2], IDX_COLS);
-    ck_assert_float_eq(d.train.x[7], 56.0f / 255.0f);   /* scaled */
+    /* kept as bytes (a quarter of floats' memory), given scaled as floats */
+    ck_assert_ptr_null(d.train.x);
+    ck_assert_ptr_nonnull(d.train.pixels);
+    float rows[2 * IDX_ROWS * IDX_COLS];
+    int64_t ids[2] = {0, 1};
+    tr_split_rows(&d.train, ids, 2, rows);
+    ck_assert_float_eq(rows[7], 56.0f / 255.0f);   /* scaled */
+    for (int j = 0; j < 2 * IDX_ROWS * IDX_COLS; j++)
+        ck_assert_float_eq(rows[j], (float)d.train.pixels[j] / 255.0f);
     ck_assert_int_eq(d.train.y[0], 2);
     ck_assert_int_eq(d.train.y[4], 1);
     ck_assert_int_eq(d.nclasses, 3);

@@ -38,6 +38,32 @@ int64_t tr_split_features(const struct tr_split *s)
     return f;
 }
 
+/* A grey level as normalize() would have made it: the same float operations, in this order. */
+static float pixel_value(const struct tr_split *s, uint8_t p, int64_t j)
+{
+    float v = (float)p;
+    if (s->pixel_norm.kind == TR_NORM_SCALE)
+        return v / s->pixel_norm.scale;
+    if (s->pixel_norm.kind == TR_NORM_STANDARDIZE)
+        return (v - s->pixel_norm.mean[j]) / s->pixel_norm.std[j];
+    return v;
+}
+
+void tr_split_rows(const struct tr_split *s, const int64_t *ids, int64_t n, float *out)
+{
+    int64_t f = tr_split_features(s);
+    for (int64_t i = 0; i < n; i++) {
+        float *o = out + i * f;
+        if (s->x) {
+            memcpy(o, s->x + ids[i] * f, (size_t)f * sizeof(float));
+            continue;
+        }
+        const uint8_t *p = s->pixels + ids[i] * f;
+        for (int64_t j = 0; j < f; j++)
+            o[j] = pixel_value(s, p[j], j);
+    }
+}
+
 /* ---- reading the tables ------------------------------------------------------------------ */
 
 /* The package to name when a file is missing: not when prepare makes the files, since the
@@ -186,16 +212,17 @@ static int take_rows(const struct tr_table *t, const int64_t *ids, int64_t n, st
     s->n = n;
     if (!n)
         return 0;
-    size_t f = (size_t)t->nfeatures;
-    s->x = malloc((size_t)n * f * sizeof(float));
+    size_t f = (size_t)t->nfeatures, size = t->pixels ? 1 : sizeof(float);
+    void *rows = malloc((size_t)n * f * size);
     s->y = malloc((size_t)n * sizeof(int32_t));
-    if (!s->x || !s->y) {
-        tr_diag_add(diag, (struct tr_where){0}, "out of memory splitting the data (%zu bytes)",
-                    (size_t)n * f * sizeof(float));
+    *(t->pixels ? (void **)&s->pixels : (void **)&s->x) = rows;
+    if (!rows || !s->y) {
+        tr_diag_add(diag, (struct tr_where){0}, "out of memory splitting the data (%zu bytes)", (size_t)n * f * size);
         return TR_ENOMEM;
     }
+    const char *from = t->pixels ? (const char *)t->pixels : (const char *)t->x;
     for (int64_t i = 0; i < n; i++) {
-        memcpy(s->x + (size_t)i * f, t->x + (size_t)ids[i] * f, f * sizeof(float));
+        memcpy((char *)rows + (size_t)i * f * size, from + (size_t)ids[i] * f * size, f * size);
         s->y[i] = t->y[ids[i]];
     }
     return 0;
@@ -206,6 +233,7 @@ static void adopt(struct tr_table *t, struct tr_split *s)
 {
     s->n = t->n;
     s->x = t->x;
+    s->pixels = t->pixels;
     s->y = t->y;
     s->tokens = t->tokens;
     s->offsets = t->offsets;
@@ -213,6 +241,7 @@ static void adopt(struct tr_table *t, struct tr_split *s)
     s->map = t->map;
     s->map_bytes = t->map_bytes;
     t->x = NULL;
+    t->pixels = NULL;
     t->y = NULL;
     t->tokens = NULL;
     t->offsets = NULL;
@@ -260,17 +289,26 @@ static int cut(const struct tr_data_def *def, struct tr_table *pool, int64_t nte
 
 /* ---- normalising ------------------------------------------------------------------------- */
 
+/* Images kept as bytes are normalised as they are read (tr_split_rows): their split only notes how. */
 static void scale_split(struct tr_split *s, int64_t f, float scale)
 {
-    for (int64_t i = 0; i < s->n * f; i++)
+    s->pixel_norm.kind = TR_NORM_SCALE, s->pixel_norm.scale = scale;
+    for (int64_t i = 0; s->x && i < s->n * f; i++)
         s->x[i] /= scale;
 }
 
 static void standardize_split(struct tr_split *s, int64_t f, const float *mean, const float *std)
 {
-    for (int64_t i = 0; i < s->n; i++)
+    s->pixel_norm.kind = TR_NORM_STANDARDIZE, s->pixel_norm.mean = mean, s->pixel_norm.std = std;
+    for (int64_t i = 0; s->x && i < s->n; i++)
         for (int64_t j = 0; j < f; j++)
             s->x[i * f + j] = (s->x[i * f + j] - mean[j]) / std[j];
+}
+
+/* Feature j of sample i as read, before normalising. */
+static float raw_feature(const struct tr_split *s, int64_t i, int64_t j, int64_t f)
+{
+    return s->x ? s->x[i * f + j] : (float)s->pixels[i * f + j];
 }
 
 /* Mean and population standard deviation (like scikit-learn's StandardScaler) of the train
@@ -290,12 +328,12 @@ static int train_statistics(const struct tr_split *train, int64_t f, struct tr_n
     }
     for (int64_t i = 0; i < train->n; i++)
         for (int64_t j = 0; j < f; j++)
-            sum[j] += train->x[i * f + j];
+            sum[j] += raw_feature(train, i, j, f);
     for (int64_t j = 0; j < f; j++)
         sum[j] /= (double)train->n;
     for (int64_t i = 0; i < train->n; i++)
         for (int64_t j = 0; j < f; j++) {
-            double dev = train->x[i * f + j] - sum[j];
+            double dev = raw_feature(train, i, j, f) - sum[j];
             sq[j] += dev * dev;
         }
     for (int64_t j = 0; j < f; j++) {
@@ -1097,6 +1135,7 @@ int tr_data_refresh(const struct tr_recipe *r, const char *datasets_dir, struct 
 static void free_split(struct tr_split *s)
 {
     free(s->x);
+    free(s->pixels);
     tr_cache_free(s->y, s->map, s->map_bytes);
     tr_cache_free(s->tokens, s->map, s->map_bytes);
     tr_cache_free(s->offsets, s->map, s->map_bytes);

@@ -24,7 +24,16 @@ struct tr_split {
     int64_t n;
     int rank;
     int64_t dims[TR_DATA_RANK_MAX];   /* per sample: [64] for digits, [1, 28, 28] for images */
-    float *x;                         /* n × prod(dims) floats, normalised; NULL for text */
+    float *x;                         /* n × prod(dims) floats, normalised; NULL for text and
+                                       * for images kept as bytes (pixels) */
+    uint8_t *pixels;                  /* IDX images: n × prod(dims) grey levels as stored, a
+                                       * quarter of the floats' memory; tr_split_rows gives
+                                       * them normalised by pixel_norm, as x would hold them */
+    struct {
+        int kind;                     /* enum tr_norm_kind */
+        float scale;                  /* TR_NORM_SCALE */
+        const float *mean, *std;      /* TR_NORM_STANDARDIZE: tr_data.norm's arrays */
+    } pixel_norm;
     int32_t *y;                       /* n labels in [0, nclasses); NULL for language modelling */
     /* Text (tr_data.kind != TR_DATA_FEATURES): */
     int32_t *tokens;                  /* every token id of the split, sample after sample */
@@ -141,6 +150,10 @@ void tr_data_print_warnings(const struct tr_data *d, FILE *out);
 char *tr_data_find_file(const char *path, const char *dir);
 /* prod(dims): the floats of one sample. */
 int64_t tr_split_features(const struct tr_split *s);
+
+/* Samples ids[0..n) of a feature split, normalised, into out (n × tr_split_features floats):
+ * x's rows, or pixels' through pixel_norm — the same floats either way. */
+void tr_split_rows(const struct tr_split *s, const int64_t *ids, int64_t n, float *out);
 
 /* dataset.yaml, one mapping (unknown keys are errors, with a "did you mean"; so are keys that
  * mean nothing for the format, such as label: for idx or tokenizer: for csv):

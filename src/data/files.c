@@ -257,15 +257,13 @@ int tr_idx_parse(const char *images_path, const unsigned char *images, size_t im
     t->rank = 3;
     t->dims[0] = 1, t->dims[1] = idims[1], t->dims[2] = idims[2];
     size_t count = (size_t)t->n * (size_t)t->nfeatures;
-    t->x = malloc(count * sizeof(float));
+    t->pixels = malloc(count);   /* kept as bytes: a quarter of floats' memory (dataset.h) */
     t->y = malloc((size_t)t->n * sizeof(int32_t));
-    if (!t->x || !t->y) {
+    if (!t->pixels || !t->y) {
         tr_table_free(t);
-        return out_of_memory(diag, images_path, count * sizeof(float));
+        return out_of_memory(diag, images_path, count);
     }
-    const unsigned char *pix = images + 16;
-    for (size_t i = 0; i < count; i++)
-        t->x[i] = (float)pix[i];
+    memcpy(t->pixels, images + 16, count);
     for (int64_t i = 0; i < t->n; i++)
         t->y[i] = lab[i];
     t->nclasses = nclasses ? nclasses : max + 1;
@@ -512,6 +510,7 @@ int tr_text_parse(const char *path, const char *text, size_t len, const struct t
 void tr_table_free(struct tr_table *t)
 {
     free(t->x);
+    free(t->pixels);
     tr_cache_free(t->y, t->map, t->map_bytes);
     tr_cache_free(t->tokens, t->map, t->map_bytes);
     tr_cache_free(t->offsets, t->map, t->map_bytes);

@@ -20,6 +20,7 @@ struct tr_table {
     int rank;
     int64_t dims[TR_DATA_RANK_MAX];   /* the file's own per-sample shape */
     float *x;
+    uint8_t *pixels;                  /* idx: n × nfeatures grey levels as stored (x NULL) */
     int32_t *y;
     int32_t *tokens;                  /* text: ntokens ids; NULL for features */
     int64_t *offsets;                 /* text: n + 1 */

@@ -227,11 +227,9 @@ static void fill_micro(const struct tr_loader *l, struct slot *slot, const int64
         return;
     }
     b->x = slot->x + r * l->features;
-    size_t row = (size_t)l->features * sizeof(float);
-    for (int64_t i = 0; i < n; i++) {
-        memcpy(b->x + i * l->features, l->s->x + b->ids[i] * l->features, row);
+    tr_split_rows(l->s, b->ids, n, b->x);
+    for (int64_t i = 0; i < n; i++)
         b->y[i] = l->s->y[b->ids[i]];
-    }
 }
 
 /* Copies step k's samples into slot, cut into its micro-batches; touches nothing shared but the

@@ -177,7 +177,8 @@ static void outside(const struct tr_plan_job *job, struct tr_candidate *c)
         c->outside[TR_OUT_LOADER] = tr_loader_memory_bytes(&job->data->train, &o);
         uint64_t rows = (uint64_t)c->k.eval_batch, cells = rows * (uint64_t)job->seq;
         c->outside[TR_OUT_EVAL] = rows * sizeof(int64_t) +
-                                  (job->data->kind != TR_DATA_FEATURES ? cells * 9 + rows * 4 : 0);
+                                  (job->data->kind != TR_DATA_FEATURES ? cells * 9 + rows * 4 : 0) +
+                                  (job->data->train.pixels ? rows * (uint64_t)tr_split_features(&job->data->train) * 4 : 0);
     }
     /* a backend for the device sizes its libraries' workspaces in the regions (the CUDA
      * backend's cuBLASLt and cuDNN ones); only a build without one counts the profile's */

@@ -47,14 +47,18 @@ struct eval_buffers {
     int64_t *ids;
     int32_t *tokens, *targets, *labels;
     uint8_t *mask;
+    float *x;                  /* images kept as bytes: the batch's normalised features */
     void *scores;              /* the logits (f32) or the fused head's ranks (i32) of a batch */
 };
 
-static void buffers_alloc(struct eval_buffers *e, int64_t batch, int64_t seq, int64_t classes, bool text)
+static void buffers_alloc(struct eval_buffers *e, int64_t batch, int64_t seq, int64_t classes, bool text,
+                          int64_t pixel_features)
 {
     int64_t cap = batch * seq;
     *e = (struct eval_buffers){0};
     e->ids = tr_xmalloc((size_t)batch * sizeof(int64_t));
+    if (pixel_features)
+        e->x = tr_xmalloc((size_t)(batch * pixel_features) * sizeof(float));
     e->scores = tr_xmalloc((size_t)(batch * (classes > seq ? classes : seq)) * 4);
     if (text) {
         e->tokens = tr_xmalloc((size_t)cap * sizeof(int32_t));
@@ -66,7 +70,7 @@ static void buffers_alloc(struct eval_buffers *e, int64_t batch, int64_t seq, in
 
 static void buffers_free(struct eval_buffers *e)
 {
-    free(e->ids), free(e->tokens), free(e->targets), free(e->labels), free(e->mask), free(e->scores);
+    free(e->ids), free(e->tokens), free(e->targets), free(e->labels), free(e->mask), free(e->scores), free(e->x);
 }
 
 /* Rows [start, start + rows) of split as a batch. */
@@ -83,8 +87,11 @@ static struct tr_batch batch_of(const struct tr_split *split, int lm, int64_t st
             b.targets = e->targets;
         else
             b.y = e->labels;
-    } else {
+    } else if (split->x) {
         b.x = split->x + start * f, b.y = split->y + start;
+    } else {
+        tr_split_rows(split, e->ids, rows, e->x);
+        b.x = e->x, b.y = split->y + start;
     }
     return b;
 }
@@ -95,7 +102,7 @@ int tr_evaluate(struct tr_session *s, const struct tr_data *data, const struct t
     int64_t f = split->tokens ? 0 : tr_split_features(split), correct = 0, in_top5 = 0, counted = 0;
     int64_t classes = data->nclasses, batch = s->k.eval_batch;
     struct eval_buffers e;
-    buffers_alloc(&e, batch, s->job.seq, classes, split->tokens != NULL);
+    buffers_alloc(&e, batch, s->job.seq, classes, split->tokens != NULL, split->pixels ? f : 0);
     double sum = 0;
     int rc = 0;
     int64_t n_eval = eval_samples && eval_samples < split->n ? eval_samples : split->n;

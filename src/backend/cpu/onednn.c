@@ -79,13 +79,8 @@ static const char *gemm_choice(void)
     return v ? v : "";
 }
 
-/* bf16 computes natively from AVX-512 BF16 on (AMX includes it); below, 2.6.3 has no bf16
- * matmul kernel but its reference one, slower than widening. 2.6.3 has no f16 CPU kernels at
- * all (none for AVX512-FP16): f16 always widens. */
-bool tr_onednn_isa_bf16(void)
-{
-    return (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
-}
+/* bf16 computes natively where tr_onednn_isa_bf16 (onednn_pieces.c) says so; 2.6.3 has no f16
+ * CPU kernels at all (none for AVX512-FP16): f16 always widens. */
 
 bool tr_onednn_computes_bf16(void) { return tr_onednn_isa_bf16() && strcmp(gemm_choice(), "openblas") != 0; }
 

@@ -75,6 +75,13 @@ size_t tr_onednn_aligned(size_t bytes)
     return (bytes + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN;
 }
 
+/* bf16 computes natively from AVX-512 BF16 on (AMX includes it); below, 2.6.3 has no bf16
+ * matmul or convolution kernel but its reference one, slower than widening. */
+bool tr_onednn_isa_bf16(void)
+{
+    return (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
+}
+
 int tr_onednn_slots(void)
 {
     int t = omp_get_max_threads();
