@@ -89,6 +89,25 @@ static struct tr_tensor output_like(const struct conv_tensors *t, int op)
     return r;
 }
 
+/* Runs op on t through be (oneDNN) into got and through the stateless instance (im2col) into
+ * want; whether be has made a primitive, now or for an earlier case. */
+static bool run_both(struct tr_backend *be, const struct conv_case *c, int op, int acc, const struct conv_tensors *t,
+                     struct tr_tensor got, struct tr_tensor want)
+{
+    struct tr_node node = {.attrs.conv = {.stride = (int)c->stride, .pad = (int)c->pad}, .accumulate = (uint8_t)acc};
+    struct tr_kernel_args on = args_of(&node, op, t, got), ref = args_of(&node, op, t, want);
+    int64_t made = tr_cpu_onednn_counts(be).primitives;
+    gc_run_planned(be, &on);
+    gc_run_planned(tr_backend_cpu(), &ref);
+    return tr_cpu_onednn_counts(be).primitives > made || made > 0;
+}
+
+/* The terms summed into each output value of op. */
+static int64_t terms_of(const struct conv_case *c, const struct conv_tensors *t, int op)
+{
+    return op == 0 ? c->C * c->k * c->k : op == 1 ? c->O * c->k * c->k : c->N * t->y.dim[2] * t->y.dim[3];
+}
+
 /* Both paths sum each value's terms in f32, so each lies within terms·2^-24·Σ|a·b| of the exact
  * value (and accumulation adds one rounding of |first|): they differ by at most twice that. */
 START_TEST(agrees_with_im2col)
@@ -106,16 +125,10 @@ START_TEST(agrees_with_im2col)
                 gc_fill(&first, &seed, -1, 1);
                 size_t bytes = tr_tensor_bytes(&got);
                 memcpy(got.data, first.data, bytes), memcpy(want.data, first.data, bytes);
-                struct tr_node node = {.attrs.conv = {.stride = (int)c->stride, .pad = (int)c->pad},
-                                       .accumulate = (uint8_t)acc};
-                struct tr_kernel_args on = args_of(&node, op, &t, got), ref = args_of(&node, op, &t, want);
-                int64_t made = tr_cpu_onednn_counts(be).primitives;
-                gc_run_planned(be, &on);
-                gc_run_planned(tr_backend_cpu(), &ref);
-                ck_assert_msg(tr_cpu_onednn_counts(be).primitives > made || made > 0, "oneDNN made no primitive");
+                ck_assert_msg(run_both(be, c, op, acc, &t, got, want), "oneDNN made no primitive");
                 int64_t values = tr_tensor_numel(&got);
                 double *mass = term_mass(c, &t, op, values);
-                int64_t terms = op == 0 ? c->C * c->k * c->k : op == 1 ? c->O * c->k * c->k : c->N * t.y.dim[2] * t.y.dim[3];
+                int64_t terms = terms_of(c, &t, op);
                 const float *G = got.data, *R = want.data, *F = first.data;
                 for (int64_t i = 0; i < values; i++) {
                     double bound = 2 * (double)(terms + 1) * 0x1p-24 * (mass[i] + (acc ? fabs(F[i]) : 0));
@@ -125,6 +138,9 @@ START_TEST(agrees_with_im2col)
                 /* TR_CPU_CONV=im2col: the instance takes conv.c's path, bits and all */
                 setenv("TR_CPU_CONV", "im2col", 1);
                 memcpy(got.data, first.data, bytes);
+                struct tr_node node = {.attrs.conv = {.stride = (int)c->stride, .pad = (int)c->pad},
+                                       .accumulate = (uint8_t)acc};
+                struct tr_kernel_args on = args_of(&node, op, &t, got);
                 gc_run_planned(be, &on);
                 unsetenv("TR_CPU_CONV");
                 ck_assert_msg(memcmp(got.data, want.data, bytes) == 0, "case %zu op %d: TR_CPU_CONV=im2col is not im2col",
@@ -152,6 +168,12 @@ static double bf16_at(const struct tr_tensor *h, int64_t i)
     return tr_bf16_to_f32(((const uint16_t *)h->data)[i]);
 }
 
+static void from_bf16(const struct tr_tensor *h, struct tr_tensor *f)
+{
+    for (int64_t i = 0; i < tr_tensor_numel(f); i++)
+        F32(*f)[i] = (float)bf16_at(h, i);
+}
+
 /* bf16 convolutions on a CPU that computes them (AVX-512 BF16, AMX): oneDNN's kernels against the
  * widened im2col path. Both sum exact bf16 products in f32 (the f32 bound above) and round to bf16
  * (half a unit in the last place, 2^-8 relative, each), oneDNN's accumulation rounding once more;
@@ -172,26 +194,17 @@ START_TEST(bf16_agrees_with_widened)
                 struct tr_tensor first32 = output_like(&f, op);
                 gc_fill(&first32, &seed, -1, 1);
                 struct conv_tensors t = {to_bf16(&f.x), to_bf16(&f.w), to_bf16(&f.y)};
-                for (int64_t i = 0; i < tr_tensor_numel(&f.x); i++)   /* the mass of the rounded values */
-                    F32(f.x)[i] = (float)bf16_at(&t.x, i);
-                for (int64_t i = 0; i < tr_tensor_numel(&f.w); i++)
-                    F32(f.w)[i] = (float)bf16_at(&t.w, i);
-                for (int64_t i = 0; i < tr_tensor_numel(&f.y); i++)
-                    F32(f.y)[i] = (float)bf16_at(&t.y, i);
+                from_bf16(&t.x, &f.x), from_bf16(&t.w, &f.w), from_bf16(&t.y, &f.y);   /* the rounded values' mass */
                 struct tr_tensor first = to_bf16(&first32), got = to_bf16(&first32), want = to_bf16(&first32);
-                struct tr_node node = {.attrs.conv = {.stride = (int)c->stride, .pad = (int)c->pad},
-                                       .accumulate = (uint8_t)acc};
-                struct tr_kernel_args on = args_of(&node, op, &t, got), ref = args_of(&node, op, &t, want);
-                int64_t made = tr_cpu_onednn_counts(be).primitives;
-                gc_run_planned(be, &on);
-                gc_run_planned(tr_backend_cpu(), &ref);
+                int64_t before = tr_cpu_onednn_counts(be).primitives;
+                bool made = run_both(be, c, op, acc, &t, got, want);
                 if (native)
-                    ck_assert_msg(tr_cpu_onednn_counts(be).primitives > made || made > 0, "oneDNN made no bf16 primitive");
+                    ck_assert_msg(made, "oneDNN made no bf16 primitive");
                 else
-                    ck_assert_int_eq(tr_cpu_onednn_counts(be).primitives, made);
+                    ck_assert_int_eq(tr_cpu_onednn_counts(be).primitives, before);
                 int64_t values = tr_tensor_numel(&got);
                 double *mass = term_mass(c, &f, op, values);
-                int64_t terms = op == 0 ? c->C * c->k * c->k : op == 1 ? c->O * c->k * c->k : c->N * t.y.dim[2] * t.y.dim[3];
+                int64_t terms = terms_of(c, &t, op);
                 for (int64_t i = 0; i < values; i++) {
                     double G = bf16_at(&got, i), R = bf16_at(&want, i), F = acc ? fabs(bf16_at(&first, i)) : 0;
                     double bound = 2 * (double)(terms + 1) * 0x1p-24 * (mass[i] + F) + 0x1p-7 * (fabs(R) + F) +

@@ -23,6 +23,7 @@
 #include "core/atomic.h"
 #include "core/error.h"
 #include "data/cache.h"
+#include "data/sha256.h"
 
 #define CALIBRATION_VERSION 5   /* 4: the address space reserved; 5: each kernel class measured, and
                                  * whether the rounds settled */
@@ -302,11 +303,9 @@ static json_t *to_json(const struct tr_device *d)
                           "gemm_seconds", d->gemm_seconds,
                           "bandwidth", d->bandwidth, "node_seconds", d->node_seconds, "special_seconds",
                           d->special_seconds, "thread_bytes", (json_int_t)d->thread_bytes, "source", d->source);
-    char paths[384];
-    kernel_paths(paths, sizeof paths);
+    char paths[384], binary[128];
+    kernel_paths(paths, sizeof paths), binary_identity(binary, sizeof binary);
     json_object_set_new(j, "kernel_paths", json_string(paths));
-    char binary[128];
-    binary_identity(binary, sizeof binary);
     json_object_set_new(j, "binary", json_string(binary));
     json_object_set_new(j, "stable", json_boolean(d->stable));
     json_object_set_new(j, "spread", json_real(isfinite(d->spread) ? d->spread : -1));
@@ -336,18 +335,22 @@ static int read_spaces(json_t *j, struct tr_device *d)
     return 0;
 }
 
+/* Whether j's string field key is want. */
+static bool string_is(json_t *j, const char *key, const char *want)
+{
+    json_t *v = json_object_get(j, key);
+    return json_is_string(v) && !strcmp(json_string_value(v), want);
+}
+
 /* The calibration in j for this host, or −1 when it is another's, another version's, or taken on other
  * kernel paths (kernel_paths). */
 static int from_json(json_t *j, struct tr_device *d)
 {
-    char model[256], paths[384];
+    char model[256], paths[384], binary[128];
     cpu_model(model, sizeof model);
     kernel_paths(paths, sizeof paths);
-    char binary[128];
     binary_identity(binary, sizeof binary);
-    json_t *taken = json_object_get(j, "kernel_paths"), *built = json_object_get(j, "binary");
-    if (!json_is_string(taken) || strcmp(json_string_value(taken), paths) || !json_is_string(built) ||
-        strcmp(json_string_value(built), binary))
+    if (!string_is(j, "kernel_paths", paths) || !string_is(j, "binary", binary))
         return -1;
     json_int_t version = 0, threads = 0, thread_bytes = 0;
     double flops = 0, gemm = 0, bandwidth = 0, node = 0, special = 0;
@@ -414,12 +417,10 @@ static int cache_file(const char *cache_dir, const struct tr_device *d, struct t
     for (char *c = host; *c; c++)
         if (*c == '/')
             *c = '_';
-    char paths[384];   /* one file per set of kernel paths, so that switching them back finds the old one */
+    char paths[384], hex[65];   /* one file per set of kernel paths: switching back finds the old one */
     kernel_paths(paths, sizeof paths);
-    uint32_t h = 2166136261u;   /* FNV-1a */
-    for (const char *c = paths; *c; c++)
-        h = (h ^ (uint8_t)*c) * 16777619u;
-    return tr_path_set(out, diag, "%s/%s-%dt-%08x.json", cache_dir, host, d->threads, (unsigned)h);
+    tr_sha256_of(paths, strlen(paths), hex);
+    return tr_path_set(out, diag, "%s/%s-%dt-%.8s.json", cache_dir, host, d->threads, hex);
 }
 
 int tr_device_host(struct tr_device *d, const char *exe, const char *cache_dir, bool force,

@@ -611,29 +611,6 @@ int tr_onednn_matmul(struct tr_onednn *o, const struct tr_kernel_args *a, bool *
     return 0;
 }
 
-/* A piece's scratchpad bytes, remembered by key (the planner asks for every node of every
- * candidate: a primitive descriptor each time made BERT-base's plan take 1.6 s). One table a
- * thread, so no lock; when it is full the oldest answer goes. */
-#define SCRATCH_MEMO 256
-static size_t scratch_of(const struct gemm_key *key)
-{
-    static _Thread_local struct { struct gemm_key key; size_t bytes; } memo[SCRATCH_MEMO];
-    static _Thread_local int used, next;
-    for (int i = 0; i < used; i++)
-        if (key_equal(&memo[i].key, key))
-            return memo[i].bytes;
-    dnnl_engine_t engine;
-    if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success)
-        return 0;
-    dnnl_primitive_desc_t pd = piece_pd(engine, key);
-    size_t bytes = pd ? tr_onednn_aligned(dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0))) : 0;
-    dnnl_primitive_desc_destroy(pd);
-    dnnl_engine_destroy(engine);
-    memo[next].key = *key, memo[next].bytes = bytes;
-    next = (next + 1) % SCRATCH_MEMO, used += used < SCRATCH_MEMO;
-    return bytes;
-}
-
 size_t tr_onednn_workspace(const struct tr_node *node, const struct tr_tensor *in, const struct tr_tensor *out)
 {
     (void)node, (void)in, (void)out;

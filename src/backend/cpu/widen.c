@@ -173,11 +173,12 @@ static const enum streamed streamed_ops[TR_NOPS] = {
 };
 #define STREAM_CHUNK 16384   /* elements of each tensor a thread holds at once: 64 KiB in f32 */
 
-/* How the node streams (WHOLE: it does not): every tensor of one size, or BIAS_ADD's rows. */
+/* How the node streams (WHOLE: it does not): every tensor of one size, or BIAS_ADD's rows by an
+ * f32 bias. */
 static enum streamed stream_kind(const struct tr_node *node, const struct tr_tensor *in, const struct tr_tensor *out)
 {
     enum streamed k = streamed_ops[node->op];
-    if (k == WHOLE || node->nout != 1 || out[0].rank < 1)
+    if (k == WHOLE || node->nout != 1 || out[0].rank < 1 || (k == ROWS && tr_dtype_is_16bit(in[1].dtype)))
         return WHOLE;
     int64_t n = tr_tensor_numel(&out[0]);
     for (int i = 0; i < node->nin; i++)
@@ -200,11 +201,17 @@ static int stream_slots(int64_t n, int64_t chunk)
     return (int)(chunks < t ? chunks : t > 1 ? t : 1);
 }
 
+/* One f32 chunk's buffer: whole cache lines. */
+static size_t stream_buffer_bytes(int64_t chunk)
+{
+    return ((size_t)chunk * sizeof(float) + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN;
+}
+
 /* One slot's bytes: an f32 chunk for each 16-bit tensor that is cut into chunks. */
 static size_t stream_slot_bytes(const struct tr_node *node, const struct tr_tensor *in, const struct tr_tensor *out,
                                 enum streamed k, int64_t chunk)
 {
-    size_t bytes = 0, one = ((size_t)chunk * sizeof(float) + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN;
+    size_t bytes = 0, one = stream_buffer_bytes(chunk);
     for (int i = 0; i < node->nin; i++)
         bytes += tr_dtype_is_16bit(in[i].dtype) && !(k == ROWS && i == 1) ? one : 0;
     return bytes + (tr_dtype_is_16bit(out[0].dtype) ? one : 0);
@@ -238,7 +245,7 @@ static int run_streamed(tr_kernel_fn kernel, const struct tr_kernel_args *a, enu
     for (int64_t c = 0; c < chunks; c++) {
         int64_t at = c * chunk, len = n - at < chunk ? n - at : chunk;
         char *buf = (char *)a->workspace + (size_t)omp_get_thread_num() * slot;
-        size_t one = ((size_t)chunk * sizeof(float) + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN;
+        size_t one = stream_buffer_bytes(chunk);
         struct tr_kernel_args v = *a;
         v.workspace = NULL, v.workspace_bytes = 0;
         for (int i = 0; i < a->nin; i++) {
@@ -269,7 +276,7 @@ size_t tr_cpu_widened_workspace(const struct tr_node *node, const struct tr_tens
     if (!needs_widening(node, in, node->nin, out, node->nout))
         return kernel_workspace(node, in, out);
     enum streamed k = stream_kind(node, in, out);
-    if (k != WHOLE && (k != ROWS || !tr_dtype_is_16bit(in[1].dtype))) {
+    if (k != WHOLE) {
         int64_t n = tr_tensor_numel(&out[0]), unit = k == ROWS ? out[0].dim[out[0].rank - 1] : 1;
         int64_t chunk = stream_chunk(n, unit);
         return (size_t)stream_slots(n, chunk) * stream_slot_bytes(node, in, out, k, chunk);
@@ -308,7 +315,7 @@ int tr_cpu_run_widened(tr_kernel_fn kernel, const struct tr_kernel_args *a)
     if (rc)
         return rc;
     enum streamed k = stream_kind(a->node, a->in, a->out);
-    if (k != WHOLE && (k != ROWS || !tr_dtype_is_16bit(a->in[1].dtype)))
+    if (k != WHOLE)
         return run_streamed(kernel, a, k);
     size_t scratch = copies_bytes(a->in, a->nin) + copies_bytes(a->out, a->nout);
     size_t have = a->workspace ? a->workspace_bytes : 0;
