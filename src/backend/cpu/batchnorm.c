@@ -35,5 +35,32 @@ static int bn_check(const struct tr_kernel_args *a, const struct tr_bn_geom *g)
 #define TR_KERNEL_BODY "backend/cpu/batchnorm.inc"
 #include "backend/cpu/instantiate.h"
 
-int tr_cpu_batchnorm(const struct tr_kernel_args *a) { return TR_CPU_BY_DTYPE(a, batchnorm); }
-int tr_cpu_batchnorm_bwd(const struct tr_kernel_args *a) { return TR_CPU_BY_DTYPE(a, batchnorm_bwd); }
+/* bf16 as stored: every tensor of the node bf16 (bn_check_dtypes), each value widened as it is
+ * read, so no f32 copy of x or dy is made (widen.c sends such nodes here as they are). */
+#define REAL float
+#define SFX bf16
+#define DATA uint16_t
+#define LD(v) tr_bf16_to_f32(v)
+#define TO(v) tr_f32_to_bf16(v)
+#include "backend/cpu/batchnorm.inc"
+#undef REAL
+#undef SFX
+#undef DATA
+#undef LD
+#undef TO
+
+static int by_dtype(const struct tr_kernel_args *a, const char *name, tr_kernel_fn f32, tr_kernel_fn f64,
+                    tr_kernel_fn bf16)
+{
+    return a->in[0].dtype == TR_BF16 ? bf16(a) : tr_cpu_by_dtype(a, name, f32, f64);
+}
+
+int tr_cpu_batchnorm(const struct tr_kernel_args *a)
+{
+    return by_dtype(a, "batchnorm", batchnorm_f32, batchnorm_f64, batchnorm_bf16);
+}
+
+int tr_cpu_batchnorm_bwd(const struct tr_kernel_args *a)
+{
+    return by_dtype(a, "batchnorm_bwd", batchnorm_bwd_f32, batchnorm_bwd_f64, batchnorm_bwd_bf16);
+}

@@ -75,7 +75,7 @@ static void narrow_tensor(const float *src, const struct tr_tensor *t)
  * bytes moved) — as long as their float tensors share one dtype; CAST converts between any
  * two itself. Every other op, and a shape op mixing float dtypes, computes on f32 copies —
  * GATHER too: it shares EMBEDDING's typed body (embedding.inc). */
-enum on_16bit { WIDENED, AS_STORED, AS_STORED_IF_ONE_DTYPE };   /* WIDENED (0): every op not named */
+enum on_16bit { WIDENED, AS_STORED, AS_STORED_IF_ONE_DTYPE, AS_STORED_IF_ALL_BF16 };   /* WIDENED (0): every op not named */
 static const enum on_16bit on_16bit[TR_NOPS] = {
     [TR_OP_CAST] = AS_STORED,
     [TR_OP_PERMUTE] = AS_STORED_IF_ONE_DTYPE,
@@ -83,11 +83,15 @@ static const enum on_16bit on_16bit[TR_NOPS] = {
     [TR_OP_SLICE_BWD] = AS_STORED_IF_ONE_DTYPE,
     [TR_OP_CONCAT] = AS_STORED_IF_ONE_DTYPE,
     [TR_OP_MASKED_FILL] = AS_STORED_IF_ONE_DTYPE,
+    /* a bf16 body that widens each value as it reads it (batchnorm.c); f16 is widened here */
+    [TR_OP_BATCHNORM] = AS_STORED_IF_ALL_BF16,
+    [TR_OP_BATCHNORM_BWD] = AS_STORED_IF_ALL_BF16,
 };
 
-static bool runs_on_16bit(enum tr_op op, bool one_float_dtype)
+static bool runs_on_16bit(enum tr_op op, bool one_float_dtype, enum tr_dtype first)
 {
-    return on_16bit[op] == AS_STORED || (on_16bit[op] == AS_STORED_IF_ONE_DTYPE && one_float_dtype);
+    return on_16bit[op] == AS_STORED || (on_16bit[op] == AS_STORED_IF_ONE_DTYPE && one_float_dtype) ||
+           (on_16bit[op] == AS_STORED_IF_ALL_BF16 && one_float_dtype && first == TR_BF16);
 }
 
 /* Whether the node's kernel must see f32 copies of its 16-bit tensors. */
@@ -105,7 +109,7 @@ static bool needs_widening(const struct tr_node *node, const struct tr_tensor *i
             first = t;
         one_float_dtype &= t == first;
     }
-    return any_16bit && !runs_on_16bit(node->op, one_float_dtype);
+    return any_16bit && !runs_on_16bit(node->op, one_float_dtype, first);
 }
 
 /* Inputs the kernel writes in place, which must go back to their 16-bit storage too: batch
