@@ -7,18 +7,44 @@
 #include "backend/cpu/cpu.h"
 
 
-/* The statistics and parameters are read as x's type: one of another type would be misread. */
+/* The activations (x, y, dy, dx) share x's type; the per-channel tensors are of that type too,
+ * or f32 beside bf16 activations (amp's: batchnorm.inc's bf16 body). One of another type would
+ * be misread. */
+static bool bn_is_activation(enum tr_op op, bool output, int i)
+{
+    return i == 0 || (op == TR_OP_BATCHNORM_BWD && !output && i == 1);
+}
+
+/* The dtype tensor k (an output or an input) must have beside activations of type t. */
+static enum tr_dtype bn_dtype_for(enum tr_op op, bool output, int k, enum tr_dtype t)
+{
+    return bn_is_activation(op, output, k) || t != TR_BF16 ? t : TR_F32;
+}
+
+bool tr_cpu_bn_takes_bf16(const struct tr_node *node, const struct tr_tensor *in, const struct tr_tensor *out)
+{
+    for (int i = 0; i < node->nin + node->nout; i++) {
+        bool output = i >= node->nin;
+        int k = output ? i - node->nin : i;
+        if ((output ? out[k].dtype : in[k].dtype) != bn_dtype_for(node->op, output, k, TR_BF16))
+            return false;
+    }
+    return true;
+}
+
 static int bn_check_dtypes(const struct tr_kernel_args *a)
 {
     enum tr_dtype t = a->in[0].dtype;
-    for (int i = 1; i < a->nin; i++)
-        if (a->in[i].dtype != t)
-            return tr_cpu_fail(a, "%s: input %d is %s but x is %s", tr_op_name(a->node->op), i,
-                               tr_dtype_name(a->in[i].dtype), tr_dtype_name(t));
-    for (int i = 0; i < a->nout; i++)
-        if (a->out[i].dtype != t)
-            return tr_cpu_fail(a, "%s: output %d is %s but x is %s", tr_op_name(a->node->op), i,
-                               tr_dtype_name(a->out[i].dtype), tr_dtype_name(t));
+    for (int i = 0; i < a->nin + a->nout; i++) {
+        bool output = i >= a->nin;
+        int k = output ? i - a->nin : i;
+        enum tr_dtype want = bn_dtype_for(a->node->op, output, k, t);
+        enum tr_dtype have = output ? a->out[k].dtype : a->in[k].dtype;
+        if (have != want)
+            return tr_cpu_fail(a, "%s: %s %d is %s but x is %s, so it must be %s", tr_op_name(a->node->op),
+                               output ? "output" : "input", k, tr_dtype_name(have), tr_dtype_name(t),
+                               tr_dtype_name(want));
+    }
     return 0;
 }
 
@@ -32,22 +58,11 @@ static int bn_check(const struct tr_kernel_args *a, const struct tr_bn_geom *g)
     return bn_check_dtypes(a);
 }
 
+/* bf16 activations as stored too (instantiate.h), beside f32 per-channel tensors (amp's), so no
+ * f32 copy of x or dy is made: widen.c sends such nodes here as they are. */
 #define TR_KERNEL_BODY "backend/cpu/batchnorm.inc"
+#define TR_KERNEL_BF16
 #include "backend/cpu/instantiate.h"
-
-/* bf16 as stored: every tensor of the node bf16 (bn_check_dtypes), each value widened as it is
- * read, so no f32 copy of x or dy is made (widen.c sends such nodes here as they are). */
-#define REAL float
-#define SFX bf16
-#define DATA uint16_t
-#define LD(v) tr_bf16_to_f32(v)
-#define TO(v) tr_f32_to_bf16(v)
-#include "backend/cpu/batchnorm.inc"
-#undef REAL
-#undef SFX
-#undef DATA
-#undef LD
-#undef TO
 
 static int by_dtype(const struct tr_kernel_args *a, const char *name, tr_kernel_fn f32, tr_kernel_fn f64,
                     tr_kernel_fn bf16)

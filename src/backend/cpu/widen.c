@@ -73,9 +73,11 @@ static void narrow_tensor(const float *src, const struct tr_tensor *t)
 /* The one place that says how an op meets 16-bit data. The ops of shape.c move elements and
  * are written over every dtype, so they run on 16-bit storage directly (no copies: half the
  * bytes moved) — as long as their float tensors share one dtype; CAST converts between any
- * two itself. Every other op, and a shape op mixing float dtypes, computes on f32 copies —
- * GATHER too: it shares EMBEDDING's typed body (embedding.inc). */
-enum on_16bit { WIDENED, AS_STORED, AS_STORED_IF_ONE_DTYPE, AS_STORED_IF_ALL_BF16 };   /* WIDENED (0): every op not named */
+ * two itself. The pointwise ops and batch norm have bf16 bodies that widen each value as they
+ * read it: a node of the dtypes they take runs there, with the bits of the widened run. Every
+ * other op, and those at other dtypes (f16 always), computes on f32 copies — GATHER too: it shares EMBEDDING's typed body (embedding.inc). */
+enum on_16bit { WIDENED, AS_STORED, AS_STORED_IF_ONE_DTYPE, AS_STORED_IF_ALL_BF16, AS_STORED_IF_BF16_BN };
+/* WIDENED (0): every op not named */
 static const enum on_16bit on_16bit[TR_NOPS] = {
     [TR_OP_CAST] = AS_STORED,
     [TR_OP_PERMUTE] = AS_STORED_IF_ONE_DTYPE,
@@ -83,15 +85,36 @@ static const enum on_16bit on_16bit[TR_NOPS] = {
     [TR_OP_SLICE_BWD] = AS_STORED_IF_ONE_DTYPE,
     [TR_OP_CONCAT] = AS_STORED_IF_ONE_DTYPE,
     [TR_OP_MASKED_FILL] = AS_STORED_IF_ONE_DTYPE,
-    /* a bf16 body that widens each value as it reads it (batchnorm.c); f16 is widened here */
-    [TR_OP_BATCHNORM] = AS_STORED_IF_ALL_BF16,
-    [TR_OP_BATCHNORM_BWD] = AS_STORED_IF_ALL_BF16,
+    /* a bf16 body that widens each value as it reads it (instantiate.h): batch norm's for bf16
+     * activations beside f32 per-channel tensors (amp's), the pointwise ops' for float tensors
+     * all bf16; f16 is widened here */
+    [TR_OP_BATCHNORM] = AS_STORED_IF_BF16_BN,
+    [TR_OP_BATCHNORM_BWD] = AS_STORED_IF_BF16_BN,
+    [TR_OP_ADD] = AS_STORED_IF_ALL_BF16,
+    [TR_OP_MUL] = AS_STORED_IF_ALL_BF16,
+    [TR_OP_SCALE] = AS_STORED_IF_ALL_BF16,
+    [TR_OP_ACCUMULATE] = AS_STORED_IF_ALL_BF16,
+    [TR_OP_BIAS_ADD] = AS_STORED_IF_ALL_BF16,
+    [TR_OP_BIAS_GRAD] = AS_STORED_IF_ALL_BF16,
+    [TR_OP_RELU] = AS_STORED_IF_ALL_BF16,
+    [TR_OP_RELU_BWD] = AS_STORED_IF_ALL_BF16,
+    [TR_OP_TANH] = AS_STORED_IF_ALL_BF16,
+    [TR_OP_TANH_BWD] = AS_STORED_IF_ALL_BF16,
+    [TR_OP_GELU] = AS_STORED_IF_ALL_BF16,
+    [TR_OP_GELU_BWD] = AS_STORED_IF_ALL_BF16,
 };
 
-static bool runs_on_16bit(enum tr_op op, bool one_float_dtype, enum tr_dtype first)
+static bool runs_on_16bit(const struct tr_node *node, const struct tr_tensor *in, const struct tr_tensor *out,
+                          bool one_float_dtype, enum tr_dtype first)
 {
-    return on_16bit[op] == AS_STORED || (on_16bit[op] == AS_STORED_IF_ONE_DTYPE && one_float_dtype) ||
-           (on_16bit[op] == AS_STORED_IF_ALL_BF16 && one_float_dtype && first == TR_BF16);
+    switch (on_16bit[node->op]) {
+    case AS_STORED: return true;
+    case AS_STORED_IF_ONE_DTYPE: return one_float_dtype;
+    case AS_STORED_IF_ALL_BF16: return one_float_dtype && first == TR_BF16;
+    case AS_STORED_IF_BF16_BN: return tr_cpu_bn_takes_bf16(node, in, out);
+    case WIDENED: break;
+    }
+    return false;
 }
 
 /* Whether the node's kernel must see f32 copies of its 16-bit tensors. */
@@ -109,7 +132,7 @@ static bool needs_widening(const struct tr_node *node, const struct tr_tensor *i
             first = t;
         one_float_dtype &= t == first;
     }
-    return any_16bit && !runs_on_16bit(node->op, one_float_dtype, first);
+    return any_16bit && !runs_on_16bit(node, in, out, one_float_dtype, first);
 }
 
 /* Inputs the kernel writes in place, which must go back to their 16-bit storage too: batch
