@@ -7,44 +7,24 @@
 #include "backend/cpu/cpu.h"
 
 
-/* The activations (x, y, dy, dx) share x's type; the per-channel tensors are of that type too,
- * or f32 beside bf16 activations (amp's: batchnorm.inc's bf16 body). One of another type would
+/* Every tensor shares x's type, or, beside bf16 activations (x, y, dy, dx), the per-channel
+ * tensors are f32 (amp's; batchnorm.inc's bf16 body, widen.c's table). One of another type would
  * be misread. */
-static bool bn_is_activation(enum tr_op op, bool output, int i)
-{
-    return i == 0 || (op == TR_OP_BATCHNORM_BWD && !output && i == 1);
-}
-
-/* The dtype tensor k (an output or an input) must have beside activations of type t. */
-static enum tr_dtype bn_dtype_for(enum tr_op op, bool output, int k, enum tr_dtype t)
-{
-    return bn_is_activation(op, output, k) || t != TR_BF16 ? t : TR_F32;
-}
-
-bool tr_cpu_bn_takes_bf16(const struct tr_node *node, const struct tr_tensor *in, const struct tr_tensor *out)
-{
-    for (int i = 0; i < node->nin + node->nout; i++) {
-        bool output = i >= node->nin;
-        int k = output ? i - node->nin : i;
-        if ((output ? out[k].dtype : in[k].dtype) != bn_dtype_for(node->op, output, k, TR_BF16))
-            return false;
-    }
-    return true;
-}
-
 static int bn_check_dtypes(const struct tr_kernel_args *a)
 {
     enum tr_dtype t = a->in[0].dtype;
-    for (int i = 0; i < a->nin + a->nout; i++) {
-        bool output = i >= a->nin;
-        int k = output ? i - a->nin : i;
-        enum tr_dtype want = bn_dtype_for(a->node->op, output, k, t);
-        enum tr_dtype have = output ? a->out[k].dtype : a->in[k].dtype;
-        if (have != want)
-            return tr_cpu_fail(a, "%s: %s %d is %s but x is %s, so it must be %s", tr_op_name(a->node->op),
-                               output ? "output" : "input", k, tr_dtype_name(have), tr_dtype_name(t),
-                               tr_dtype_name(want));
-    }
+    if (t == TR_BF16)
+        return tr_cpu_bf16_body_takes(a->node, a->in, a->out)
+                   ? 0
+                   : tr_cpu_fail(a, "%s: bf16 activations need f32 per-channel tensors", tr_op_name(a->node->op));
+    for (int i = 1; i < a->nin; i++)
+        if (a->in[i].dtype != t)
+            return tr_cpu_fail(a, "%s: input %d is %s but x is %s", tr_op_name(a->node->op), i,
+                               tr_dtype_name(a->in[i].dtype), tr_dtype_name(t));
+    for (int i = 0; i < a->nout; i++)
+        if (a->out[i].dtype != t)
+            return tr_cpu_fail(a, "%s: output %d is %s but x is %s", tr_op_name(a->node->op), i,
+                               tr_dtype_name(a->out[i].dtype), tr_dtype_name(t));
     return 0;
 }
 

@@ -152,24 +152,21 @@ static inline int tr_cpu_by_dtype(const struct tr_kernel_args *a, const char *na
 }
 #define TR_CPU_BY_DTYPE(a, op) tr_cpu_by_dtype(a, #op, op##_f32, op##_f64)
 
-/* The same for a body built for bf16 storage too (instantiate.h's TR_KERNEL_BF16), which widen.c
- * hands a node whose float tensors are all bf16, as they are stored. */
+/* Whether the op's bf16 body (instantiate.h's TR_KERNEL_BF16) takes the node as it is stored:
+ * its activations bf16, and in f32 the tensors amp keeps there beside them (a bias, batch
+ * norm's per-channel tensors; widen.c's table). */
+bool tr_cpu_bf16_body_takes(const struct tr_node *node, const struct tr_tensor *in, const struct tr_tensor *out);
+
+/* TR_CPU_BY_DTYPE for a body built for bf16 storage too, which widen.c hands the nodes it takes. */
 static inline int tr_cpu_by_dtype16(const struct tr_kernel_args *a, const char *name, tr_kernel_fn f32,
                                     tr_kernel_fn f64, tr_kernel_fn bf16)
 {
     if (a->in[0].dtype != TR_BF16)
         return tr_cpu_by_dtype(a, name, f32, f64);
-    for (int i = 0; i < a->nin + a->nout; i++) {
-        const struct tr_tensor *t = i < a->nin ? &a->in[i] : &a->out[i - a->nin];
-        if (tr_dtype_is_float(t->dtype) && t->dtype != TR_BF16)
-            return tr_cpu_fail(a, "%s: bf16 and %s tensors reach its bf16 body", name, tr_dtype_name(t->dtype));
-    }
+    if (!tr_cpu_bf16_body_takes(a->node, a->in, a->out))
+        return tr_cpu_fail(a, "%s: these dtypes do not reach its bf16 body", name);
     return bf16(a);
 }
 #define TR_CPU_BY_DTYPE16(a, op) tr_cpu_by_dtype16(a, #op, op##_f32, op##_f64, op##_bf16)
-
-/* Whether batch norm's bf16 body takes the node as it is stored: bf16 activations, f32
- * per-channel tensors (amp's; batchnorm.c). */
-bool tr_cpu_bn_takes_bf16(const struct tr_node *node, const struct tr_tensor *in, const struct tr_tensor *out);
 
 #endif

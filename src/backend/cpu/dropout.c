@@ -74,6 +74,7 @@ static inline bool dropout_keeps_word(uint32_t word, float p)
 }
 
 #define TR_KERNEL_BODY "backend/cpu/dropout.inc"
+#define TR_KERNEL_BF16   /* bf16 as stored too: widen.c hands it an all-bf16 node */
 #include "backend/cpu/instantiate.h"
 
-int tr_cpu_dropout(const struct tr_kernel_args *a) { return TR_CPU_BY_DTYPE(a, dropout); }
+int tr_cpu_dropout(const struct tr_kernel_args *a) { return TR_CPU_BY_DTYPE16(a, dropout); }

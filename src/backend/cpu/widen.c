@@ -73,11 +73,12 @@ static void narrow_tensor(const float *src, const struct tr_tensor *t)
 /* The one place that says how an op meets 16-bit data. The ops of shape.c move elements and
  * are written over every dtype, so they run on 16-bit storage directly (no copies: half the
  * bytes moved) — as long as their float tensors share one dtype; CAST converts between any
- * two itself. The pointwise ops and batch norm have bf16 bodies that widen each value as they
- * read it: a node of the dtypes they take runs there, with the bits of the widened run. Every
- * other op, and those at other dtypes (f16 always), computes on f32 copies — GATHER too: it shares EMBEDDING's typed body (embedding.inc). */
-enum on_16bit { WIDENED, AS_STORED, AS_STORED_IF_ONE_DTYPE, AS_STORED_IF_ALL_BF16, AS_STORED_IF_BF16_BN };
-/* WIDENED (0): every op not named */
+ * two itself. The pointwise ops, dropout, bias_add, bias_grad and batch norm have bf16 bodies
+ * (instantiate.h) that widen each value as they read it: a node of the dtypes they take runs
+ * there, with the bits of the widened run. Every other op, and those at other dtypes (f16
+ * always), computes on f32 copies — GATHER too: it shares EMBEDDING's typed body
+ * (embedding.inc). */
+enum on_16bit { WIDENED, AS_STORED, AS_STORED_IF_ONE_DTYPE, BF16_BODY };   /* WIDENED (0): every op not named */
 static const enum on_16bit on_16bit[TR_NOPS] = {
     [TR_OP_CAST] = AS_STORED,
     [TR_OP_PERMUTE] = AS_STORED_IF_ONE_DTYPE,
@@ -85,33 +86,56 @@ static const enum on_16bit on_16bit[TR_NOPS] = {
     [TR_OP_SLICE_BWD] = AS_STORED_IF_ONE_DTYPE,
     [TR_OP_CONCAT] = AS_STORED_IF_ONE_DTYPE,
     [TR_OP_MASKED_FILL] = AS_STORED_IF_ONE_DTYPE,
-    /* a bf16 body that widens each value as it reads it (instantiate.h): batch norm's for bf16
-     * activations beside f32 per-channel tensors (amp's), the pointwise ops' for float tensors
-     * all bf16; f16 is widened here */
-    [TR_OP_BATCHNORM] = AS_STORED_IF_BF16_BN,
-    [TR_OP_BATCHNORM_BWD] = AS_STORED_IF_BF16_BN,
-    [TR_OP_ADD] = AS_STORED_IF_ALL_BF16,
-    [TR_OP_MUL] = AS_STORED_IF_ALL_BF16,
-    [TR_OP_SCALE] = AS_STORED_IF_ALL_BF16,
-    [TR_OP_ACCUMULATE] = AS_STORED_IF_ALL_BF16,
-    [TR_OP_BIAS_ADD] = AS_STORED_IF_ALL_BF16,
-    [TR_OP_BIAS_GRAD] = AS_STORED_IF_ALL_BF16,
-    [TR_OP_RELU] = AS_STORED_IF_ALL_BF16,
-    [TR_OP_RELU_BWD] = AS_STORED_IF_ALL_BF16,
-    [TR_OP_TANH] = AS_STORED_IF_ALL_BF16,
-    [TR_OP_TANH_BWD] = AS_STORED_IF_ALL_BF16,
-    [TR_OP_GELU] = AS_STORED_IF_ALL_BF16,
-    [TR_OP_GELU_BWD] = AS_STORED_IF_ALL_BF16,
+    [TR_OP_ADD] = BF16_BODY,
+    [TR_OP_MUL] = BF16_BODY,
+    [TR_OP_SCALE] = BF16_BODY,
+    [TR_OP_ACCUMULATE] = BF16_BODY,
+    [TR_OP_BIAS_ADD] = BF16_BODY,
+    [TR_OP_BIAS_GRAD] = BF16_BODY,
+    [TR_OP_RELU] = BF16_BODY,
+    [TR_OP_RELU_BWD] = BF16_BODY,
+    [TR_OP_TANH] = BF16_BODY,
+    [TR_OP_TANH_BWD] = BF16_BODY,
+    [TR_OP_GELU] = BF16_BODY,
+    [TR_OP_GELU_BWD] = BF16_BODY,
+    [TR_OP_DROPOUT] = BF16_BODY,
+    [TR_OP_BATCHNORM] = BF16_BODY,
+    [TR_OP_BATCHNORM_BWD] = BF16_BODY,
 };
 
+/* A BF16_BODY op's tensors that stay f32 beside its bf16 activations, as amp keeps them: bit i
+ * of `in` (`out`) for input (output) i. Every other float tensor is bf16. */
+static const struct {
+    uint8_t in, out;
+} f32_beside_bf16[TR_NOPS] = {
+    [TR_OP_BIAS_ADD] = {0x2, 0},          /* the bias */
+    [TR_OP_BIAS_GRAD] = {0, 0x1},         /* dbias */
+    [TR_OP_BATCHNORM] = {0x1e, 0x2},      /* gamma, beta, the running statistics; saved */
+    [TR_OP_BATCHNORM_BWD] = {0xc, 0x6},   /* gamma, saved; dgamma, dbeta */
+};
+
+bool tr_cpu_bf16_body_takes(const struct tr_node *node, const struct tr_tensor *in, const struct tr_tensor *out)
+{
+    if (on_16bit[node->op] != BF16_BODY)
+        return false;
+    for (int i = 0; i < node->nin + node->nout; i++) {
+        bool output = i >= node->nin;
+        int k = output ? i - node->nin : i;
+        enum tr_dtype t = output ? out[k].dtype : in[k].dtype;
+        bool f32 = ((output ? f32_beside_bf16[node->op].out : f32_beside_bf16[node->op].in) >> k) & 1;
+        if (tr_dtype_is_float(t) && t != (f32 ? TR_F32 : TR_BF16))
+            return false;
+    }
+    return true;
+}
+
 static bool runs_on_16bit(const struct tr_node *node, const struct tr_tensor *in, const struct tr_tensor *out,
-                          bool one_float_dtype, enum tr_dtype first)
+                          bool one_float_dtype)
 {
     switch (on_16bit[node->op]) {
     case AS_STORED: return true;
     case AS_STORED_IF_ONE_DTYPE: return one_float_dtype;
-    case AS_STORED_IF_ALL_BF16: return one_float_dtype && first == TR_BF16;
-    case AS_STORED_IF_BF16_BN: return tr_cpu_bn_takes_bf16(node, in, out);
+    case BF16_BODY: return tr_cpu_bf16_body_takes(node, in, out);
     case WIDENED: break;
     }
     return false;
@@ -132,7 +156,7 @@ static bool needs_widening(const struct tr_node *node, const struct tr_tensor *i
             first = t;
         one_float_dtype &= t == first;
     }
-    return any_16bit && !runs_on_16bit(node, in, out, one_float_dtype, first);
+    return any_16bit && !runs_on_16bit(node, in, out, one_float_dtype);
 }
 
 /* Inputs the kernel writes in place, which must go back to their 16-bit storage too: batch
