@@ -3,8 +3,10 @@
  * 768 → 768, FFN1 768 → 3072, FFN2 3072 → 768), each layer's forward Y = X·Wᵀ and its two
  * backward GEMMs dX = dY·W and dW = dYᵀ·X, with the transposes autodiff gives them
  * (src/graph/graph.c's tr_linear, check_kernels' matmul gradients).
- *   trainrun: the CPU backend's MATMUL kernel through tr_backend_run on real tensors, so the
- *             tiling, the threads and (for bf16) the widening to f32 are in the time;
+ *   trainrun: the CPU backend's MATMUL kernel through tr_backend_run on real tensors, on a CPU
+ *             instance (tr_backend_open_ops) as training runs it — oneDNN's tiles where the
+ *             CPU computes bf16 (their primitives made by the first, untimed, call), else the
+ *             widening to f32 and OpenBLAS — so the tiling and the threads are in the time;
  *   oneDNN:   dnnl_matmul, the primitive made once per shape and dtype before timing, all
  *             threads (OpenMP's), its own scratchpad;
  *   OpenBLAS: sgemm on the whole matrix, multi-threaded (its own threads), f32 only (Debian's
@@ -152,6 +154,10 @@ static void prepare(struct operands *o, const struct gemm_case *c, enum tr_dtype
         o->status = dnnl_memory_create(&o->mc, &dc, engine, o->c);
 }
 
+/* The CPU instance trainrun's calls run on: oneDNN's primitives live in it (a stateless
+ * tr_backend_cpu() would widen bf16 to f32 and take OpenBLAS). */
+static struct tr_backend *instance;
+
 static void release(struct operands *o)
 {
     if (o->prim)
@@ -173,7 +179,7 @@ static int call(int engine, struct operands *o, const struct gemm_case *c, dnnl_
         struct tr_kernel_args args = {.node = &o->node, .in = {o->ta, o->tb}, .out = {o->tc}, .nin = 2, .nout = 1,
                                       .workspace = o->workspace, .workspace_bytes = o->workspace_bytes,
                                       .diag = &diag};
-        int err = tr_backend_run(tr_backend_cpu(), &args);
+        int err = tr_backend_run(instance, &args);
         if (err)
             fprintf(stderr, "gemm: %s\n", tr_diag_last(&diag));
         return err;
@@ -209,7 +215,7 @@ int main(int argc, char **argv)
         return 2;
     }
     struct tr_diag diag = {0};
-    if (tr_blas_load(&diag)) {
+    if (tr_blas_load(&diag) || tr_backend_open_ops(&tr_cpu_ops, 0, &instance, &diag)) {
         fprintf(stderr, "gemm: %s\n", tr_diag_last(&diag));
         return 1;
     }
@@ -313,5 +319,6 @@ int main(int argc, char **argv)
     }
     dnnl_stream_destroy(stream);
     dnnl_engine_destroy(engine);
+    tr_backend_close(instance);
     return 0;
 }
