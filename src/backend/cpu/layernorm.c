@@ -13,7 +13,8 @@
 #define LN_LANES 16
 
 #define TR_KERNEL_BODY "backend/cpu/layernorm.inc"
+#define TR_KERNEL_BF16   /* bf16 activations as stored too, beside f32 gamma, beta and stats */
 #include "backend/cpu/instantiate.h"
 
-int tr_cpu_layernorm(const struct tr_kernel_args *a) { return TR_CPU_BY_DTYPE(a, layernorm); }
-int tr_cpu_layernorm_bwd(const struct tr_kernel_args *a) { return TR_CPU_BY_DTYPE(a, layernorm_bwd); }
+int tr_cpu_layernorm(const struct tr_kernel_args *a) { return TR_CPU_BY_DTYPE16(a, layernorm); }
+int tr_cpu_layernorm_bwd(const struct tr_kernel_args *a) { return TR_CPU_BY_DTYPE16(a, layernorm_bwd); }

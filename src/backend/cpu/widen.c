@@ -73,9 +73,9 @@ static void narrow_tensor(const float *src, const struct tr_tensor *t)
 /* The one place that says how an op meets 16-bit data. The ops of shape.c move elements and
  * are written over every dtype, so they run on 16-bit storage directly (no copies: half the
  * bytes moved) — as long as their float tensors share one dtype; CAST converts between any
- * two itself. The pointwise ops, dropout, bias_add, bias_grad and batch norm have bf16 bodies
- * (instantiate.h) that widen each value as they read it: a node of the dtypes they take runs
- * there, with the bits of the widened run. Every other op, and those at other dtypes (f16
+ * two itself. The pointwise ops, dropout, bias_add, bias_grad, layer and batch norm have bf16
+ * bodies (instantiate.h) that widen each value as they read it: a node of the dtypes they take
+ * runs there, with the bits of the widened run. Every other op, and those at other dtypes (f16
  * always), computes on f32 copies — GATHER too: it shares EMBEDDING's typed body
  * (embedding.inc). */
 enum on_16bit { WIDENED, AS_STORED, AS_STORED_IF_ONE_DTYPE, BF16_BODY };   /* WIDENED (0): every op not named */
@@ -99,6 +99,8 @@ static const enum on_16bit on_16bit[TR_NOPS] = {
     [TR_OP_GELU] = BF16_BODY,
     [TR_OP_GELU_BWD] = BF16_BODY,
     [TR_OP_DROPOUT] = BF16_BODY,
+    [TR_OP_LAYERNORM] = BF16_BODY,
+    [TR_OP_LAYERNORM_BWD] = BF16_BODY,
     [TR_OP_BATCHNORM] = BF16_BODY,
     [TR_OP_BATCHNORM_BWD] = BF16_BODY,
 };
@@ -110,6 +112,8 @@ static const struct {
 } f32_beside_bf16[TR_NOPS] = {
     [TR_OP_BIAS_ADD] = {0x2, 0},          /* the bias */
     [TR_OP_BIAS_GRAD] = {0, 0x1},         /* dbias */
+    [TR_OP_LAYERNORM] = {0x6, 0x2},       /* gamma, beta; stats */
+    [TR_OP_LAYERNORM_BWD] = {0xc, 0x6},   /* gamma, stats; dgamma, dbeta */
     [TR_OP_BATCHNORM] = {0x1e, 0x2},      /* gamma, beta, the running statistics; saved */
     [TR_OP_BATCHNORM_BWD] = {0xc, 0x6},   /* gamma, saved; dgamma, dbeta */
 };
