@@ -47,19 +47,19 @@ static int plan_recipe(const struct tr_recipe *r, const struct tr_args *a, struc
     struct tr_plan plan = {0};
     struct tr_diag err = {0};
     const char *profile = tr_args_value(a, "--device-profile"), *saved = tr_args_value(a, "--plan");
-    if (profile ? tr_plan_device(&dev, profile, false, diag)   /* a machine one does not have */
-                : tr_plan_device_named(&dev, r->device, diag)) {    /* the recipe's own device */
+    struct tr_knobs knobs;
+    /* the plan file first: a bad one is refused before the device is measured (seconds) */
+    if (saved && tr_plan_read_knobs(saved, &knobs, &err)) {
+        tr_diag_add(diag, (struct tr_where){0}, "--plan: %s", tr_diag_last(&err));
+        rc = TR_EXIT_USAGE;
+    } else if (profile ? tr_plan_device(&dev, profile, false, diag)   /* a machine one does not have */
+                       : tr_plan_device_named(&dev, r->device, diag)) {    /* the recipe's own device */
         rc = profile ? TR_EXIT_USAGE : TR_EXIT_FAILURE;
     } else if (tr_plan_job_init(&job, r, &data, &dev, diag)) {
         rc = TR_EXIT_USAGE;
     }
-    double began = seconds_now(CLOCK_MONOTONIC), began_cpu = seconds_now(CLOCK_PROCESS_CPUTIME_ID);
-    struct tr_knobs knobs;
-    if (!rc && saved && tr_plan_read_knobs(saved, &knobs, &err)) {
-        tr_diag_add(diag, (struct tr_where){0}, "--plan: %s", tr_diag_last(&err));
-        rc = TR_EXIT_USAGE;
-    }
     tr_diag_free(&err);
+    double began = seconds_now(CLOCK_MONOTONIC), began_cpu = seconds_now(CLOCK_PROCESS_CPUTIME_ID);
     if (!rc && (saved ? tr_plan_replay(&plan, &job, &knobs, diag) : tr_plan_search(&plan, &job, diag)))
         rc = TR_EXIT_USAGE;
     double took = seconds_now(CLOCK_MONOTONIC) - began, cpu = seconds_now(CLOCK_PROCESS_CPUTIME_ID) - began_cpu;
