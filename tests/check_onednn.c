@@ -1,4 +1,4 @@
-/* MATMUL through oneDNN (src/backend/cpu/onednn.c) against the OpenBLAS path: f32 (TR_CPU_GEMM=
+/* MATMUL (and the fused classifier and loss in bf16) through oneDNN against the OpenBLAS path: f32 (TR_CPU_GEMM=
  * onednn) within a stated bound, every transpose, batched and shared B, accumulation; the same
  * bits on 1, 2 and 3 threads; a program prepared for its buckets making no primitive in its
  * steps, at micro-batches smaller than the buckets too; bf16 and f16 where this CPU has no
@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/onednn.h"
 #include "backend/exec.h"
 #include "config.h"
 #include "graph/program.h"
@@ -236,6 +237,109 @@ START_TEST(sixteen_bit_native_or_widened)
 }
 END_TEST
 
+/* LINEAR_CROSS_ENTROPY on bf16 x (w f32, GPT's tied embedding, or bf16) in chunks of 32 rows
+ * (two full, one of 6): on a CPU that computes bf16, prepared, its three GEMMs on oneDNN's bf16
+ * kernels — within bf16's rounding of w and of the logits' gradient (2^-9 relative each, a few
+ * of them adding up: 2^-6 normwise) of the widened f32 path, the same bits on 1 and 3 threads,
+ * and no primitive made by a run; elsewhere the widened path's bits exactly. */
+static double normwise_f32(const float *got, const float *want, int64_t n)
+{
+    double d = 0, w = 0;
+    for (int64_t i = 0; i < n; i++)
+        d += (got[i] - want[i]) * (double)(got[i] - want[i]), w += (double)want[i] * want[i];
+    return sqrt(d / (w > 0 ? w : 1));
+}
+
+static void widen16(const struct tr_tensor *t, float *dst)
+{
+    for (int64_t i = 0; i < tr_tensor_numel(t); i++)
+        dst[i] = t->dtype == TR_BF16 ? tr_bf16_to_f32(((uint16_t *)t->data)[i]) : ((float *)t->data)[i];
+}
+
+START_TEST(fused_head_in_bf16)
+{
+    struct tr_backend *be = gc_open_cpu();
+    bool native = tr_onednn_computes_bf16();
+    const int64_t N = 70, D = 40, V = 300;
+    enum tr_dtype wt = _i ? TR_BF16 : TR_F32;
+    uint64_t seed = 9;
+    struct tr_tensor x = gc_make(TR_BF16, N, D), w = gc_make(wt, V, D), t = gc_make(TR_I32, N);
+    for (int64_t i = 0; i < N * D; i++)
+        ((uint16_t *)x.data)[i] = tr_f32_to_bf16((float)gc_uniform(&seed, -2, 2));
+    for (int64_t i = 0; i < V * D; i++) {
+        float v = (float)gc_uniform(&seed, -1, 1);
+        if (wt == TR_BF16)
+            ((uint16_t *)w.data)[i] = tr_f32_to_bf16(v);
+        else
+            ((float *)w.data)[i] = v;
+    }
+    for (int64_t r = 0; r < N; r++)
+        ((int32_t *)t.data)[r] = r == 5 ? -100 : (int32_t)((r * 37) % V);
+    struct tr_node fwd = {.op = TR_OP_LINEAR_CROSS_ENTROPY, .nin = 3, .nout = 3, .attrs.cross_entropy = {-100, 32}};
+    struct tr_node bwd = {.op = TR_OP_LINEAR_CROSS_ENTROPY_BWD, .nin = 5, .nout = 2, .attrs.cross_entropy = {-100, 32}};
+    struct tr_tensor loss[2], lse[2], rank[2], dloss = gc_make(TR_F32, 1), dx[2], dw[2];
+    ((float *)dloss.data)[0] = 1.5f;
+    for (int k = 0; k < 2; k++) {
+        loss[k] = gc_make(TR_F32, 1), lse[k] = gc_make(TR_F32, N), rank[k] = gc_make(TR_I32, N);
+        dx[k] = gc_make(TR_BF16, N, D), dw[k] = gc_make(TR_F32, V, D);
+    }
+    struct tr_diag why = {0};
+    struct tr_tensor fin[3] = {x, w, t}, fout[3] = {loss[0], lse[0], rank[0]};
+    struct tr_tensor bin[5] = {dloss, x, w, t, lse[0]}, bout[2] = {dx[0], dw[0]};
+    ck_assert_int_eq(be->ops->prepare(be, NULL, &fwd, fin, fout, &why), 0);
+    ck_assert_int_eq(be->ops->prepare(be, NULL, &bwd, bin, bout, &why), 0);
+    struct tr_onednn_counts prepared = tr_cpu_onednn_counts(be);
+    ck_assert_int_eq(prepared.made_in_kernels, 0);
+    char *first[2] = {NULL, NULL};
+    for (int threads = 1; threads <= 3; threads += 2) {   /* on oneDNN (k 0), 1 and 3 threads */
+        omp_set_num_threads(threads);
+        struct tr_kernel_args f = {.node = &fwd, .in = {x, w, t}, .out = {loss[0], lse[0], rank[0]}, .nin = 3, .nout = 3};
+        gc_run_planned(be, &f);
+        struct tr_kernel_args b = {.node = &bwd, .in = {dloss, x, w, t, lse[0]}, .out = {dx[0], dw[0]}, .nin = 5,
+                                   .nout = 2};
+        gc_run_planned(be, &b);
+        size_t bytes = tr_tensor_bytes(&dw[0]);
+        if (threads == 1) {
+            first[0] = memcpy(malloc(bytes), dw[0].data, bytes);
+            first[1] = memcpy(malloc(tr_tensor_bytes(&dx[0])), dx[0].data, tr_tensor_bytes(&dx[0]));
+        } else {
+            ck_assert_msg(memcmp(first[0], dw[0].data, bytes) == 0, "dw differs between 1 and 3 threads");
+            ck_assert_msg(memcmp(first[1], dx[0].data, tr_tensor_bytes(&dx[0])) == 0, "dx differs between 1 and 3 threads");
+        }
+    }
+    omp_set_num_threads(1);
+    free(first[0]), free(first[1]);
+    struct tr_onednn_counts after = tr_cpu_onednn_counts(be);
+    ck_assert_int_eq(after.made_in_kernels, 0);
+    ck_assert_int_eq(after.primitives, prepared.primitives);
+    /* the widened path (k 1), on the instance without oneDNN's primitives */
+    struct tr_kernel_args f = {.node = &fwd, .in = {x, w, t}, .out = {loss[1], lse[1], rank[1]}, .nin = 3, .nout = 3};
+    gc_run_planned(tr_backend_cpu(), &f);
+    struct tr_kernel_args b = {.node = &bwd, .in = {dloss, x, w, t, lse[1]}, .out = {dx[1], dw[1]}, .nin = 5, .nout = 2};
+    gc_run_planned(tr_backend_cpu(), &b);
+    float *g[2] = {malloc((size_t)(N * D) * 4), malloc((size_t)(N * D) * 4)};
+    widen16(&dx[0], g[0]), widen16(&dx[1], g[1]);
+    double e_loss = fabs(((float *)loss[0].data)[0] - ((float *)loss[1].data)[0]) / fabs(((float *)loss[1].data)[0]);
+    double e_lse = normwise_f32(lse[0].data, lse[1].data, N), e_dx = normwise_f32(g[0], g[1], N * D);
+    double e_dw = normwise_f32(dw[0].data, dw[1].data, V * D);
+    if (native) {
+        ck_assert_int_gt(prepared.primitives, 0);
+        ck_assert_msg(e_loss <= 0x1p-7 && e_lse <= 0x1p-7 && e_dx <= 0x1p-6 && e_dw <= 0x1p-6,
+                      "w %s: loss %.3g, lse %.3g, dx %.3g, dw %.3g from the widened path", tr_dtype_name(wt), e_loss,
+                      e_lse, e_dx, e_dw);
+        ck_assert_msg(e_dw > 0 || wt == TR_BF16 || e_lse > 0, "w f32: oneDNN's path gave the widened bits");
+    } else {
+        ck_assert_int_eq(prepared.primitives, 0);
+        ck_assert_msg(e_loss == 0 && e_lse == 0 && e_dx == 0 && e_dw == 0, "not the widened path's bits");
+    }
+    free(g[0]), free(g[1]);
+    for (int k = 0; k < 2; k++)
+        gc_free(&loss[k]), gc_free(&lse[k]), gc_free(&rank[k]), gc_free(&dx[k]), gc_free(&dw[k]);
+    gc_free(&x), gc_free(&w), gc_free(&t), gc_free(&dloss);
+    tr_backend_close(be);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("onednn");
@@ -247,6 +351,7 @@ int main(void)
     tcase_add_test(tc, no_primitive_made_in_a_step);
 #endif
     tcase_add_test(tc, sixteen_bit_native_or_widened);
+    tcase_add_loop_test(tc, fused_head_in_bf16, 0, 2);
     suite_add_tcase(s, tc);
     return unit_run(s);
 }

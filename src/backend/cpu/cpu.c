@@ -31,7 +31,8 @@ static size_t kernel_workspace(const struct tr_node *node, const struct tr_tenso
 size_t tr_cpu_workspace_bytes(const struct tr_node *node, const struct tr_tensor *in, const struct tr_tensor *out)
 {
     size_t plain = tr_cpu_widened_workspace(node, in, out, kernel_workspace);
-    size_t onednn = tr_onednn_workspace(node, in, out);
+    size_t onednn = tr_onednn_workspace(node, in, out), lce = tr_cpu_lce_onednn_workspace(node, in, out);
+    onednn = lce > onednn ? lce : onednn;
     return plain > onednn ? plain : onednn;
 }
 
@@ -107,11 +108,14 @@ static void cpu_close(struct tr_backend *be)
 static int cpu_prepare(const struct tr_backend *be, const struct tr_graph *g, const struct tr_node *node,
                        const struct tr_tensor *in, const struct tr_tensor *out, struct tr_diag *d)
 {
+    if (node->op == TR_OP_LINEAR_CROSS_ENTROPY || node->op == TR_OP_LINEAR_CROSS_ENTROPY_BWD)
+        return tr_cpu_lce_onednn_prepare(be->state, node, in, out);
     return tr_onednn_prepare(be->state, g, node, in, out, tr_cpu_workspace_bytes(node, in, out), d);
 }
 
-/* A MATMUL goes to oneDNN when its node is one oneDNN takes (16-bit tensors as they are), an
- * f32 convolution too; everything else, 16-bit tensors through f32 copies (widen.c). */
+/* A MATMUL goes to oneDNN when its node is one oneDNN takes (16-bit tensors as they are), a
+ * convolution too, and the fused classifier and loss on bf16 (softmax.c); everything else,
+ * 16-bit tensors through widen.c. */
 static int cpu_run(tr_kernel_fn kernel, const struct tr_kernel_args *a)
 {
     bool ran = false;
@@ -121,6 +125,8 @@ static int cpu_run(tr_kernel_fn kernel, const struct tr_kernel_args *a)
         rc = tr_onednn_matmul(a->be->state, a, &ran);
     else if (op == TR_OP_CONV2D || op == TR_OP_CONV2D_BWD_DATA || op == TR_OP_CONV2D_BWD_FILTER)
         rc = tr_onednn_conv(a->be->state, a, &ran);
+    else if (op == TR_OP_LINEAR_CROSS_ENTROPY || op == TR_OP_LINEAR_CROSS_ENTROPY_BWD)
+        rc = tr_cpu_lce_onednn(a->be->state, a, &ran);
     return ran ? rc : tr_cpu_run_widened(kernel, a);
 }
 

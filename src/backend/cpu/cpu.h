@@ -85,6 +85,15 @@ typedef size_t (*tr_cpu_workspace_fn)(const struct tr_node *node, const struct t
                                       const struct tr_tensor *out);
 size_t tr_cpu_conv2d_workspace(const struct tr_node *node, const struct tr_tensor *in,
                                const struct tr_tensor *out);
+/* LINEAR_CROSS_ENTROPY and its backward on oneDNN's bf16 GEMMs (softmax.c): the workspace it
+ * needs (0: it does not take the node), its primitives made at prepare, and the run (*ran false:
+ * the widened path runs instead, nothing written). */
+struct tr_onednn;
+size_t tr_cpu_lce_onednn_workspace(const struct tr_node *node, const struct tr_tensor *in, const struct tr_tensor *out);
+int tr_cpu_lce_onednn_prepare(struct tr_onednn *o, const struct tr_node *node, const struct tr_tensor *in,
+                              const struct tr_tensor *out);
+int tr_cpu_lce_onednn(struct tr_onednn *o, const struct tr_kernel_args *a, bool *ran);
+
 size_t tr_cpu_linear_cross_entropy_workspace(const struct tr_node *node, const struct tr_tensor *in,
                                              const struct tr_tensor *out);
 size_t tr_cpu_attention_workspace(const struct tr_node *node, const struct tr_tensor *in,

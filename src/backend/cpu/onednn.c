@@ -447,19 +447,19 @@ static bool has_pieces(const struct tr_onednn *o, const struct entry *e, const s
 /* Runs one m × n piece at (p, i, j) on the calling thread: its memory objects made around the
  * handles (oneDNN's memory objects are small; the data is the regions'). */
 static dnnl_status_t run_piece(const struct tr_onednn *o, const struct gemm *p, const struct geom *g,
-                               const struct tr_kernel_args *a, int64_t b, int64_t i, int64_t j, int64_t m,
-                               int64_t n, int slot, size_t stride)
+                               const void *A0, const void *B0, void *C0, void *workspace, int64_t b, int64_t i,
+                               int64_t j, int64_t m, int64_t n, int slot, size_t stride)
 {
     struct gemm_key k = p->key;   /* the concrete sizes of this piece */
     k.m = m, k.n = n, k.k = g->K, k.lda = g->ta ? g->M : g->K, k.ldb = g->tb ? g->K : g->N, k.ldc = g->N;
     dnnl_memory_desc_t amd, bmd, cmd;
     piece_descs(&k, &amd, &bmd, &cmd);
     size_t as = type_size(g->at), bs = type_size(g->bt), ys = type_size(g->yt);
-    const char *A = (const char *)a->in[0].data + (size_t)(b * g->a_stride) * as;
-    const char *B = (const char *)a->in[1].data + (size_t)(b * g->b_stride) * bs;
+    const char *A = (const char *)A0 + (size_t)(b * g->a_stride) * as;
+    const char *B = (const char *)B0 + (size_t)(b * g->b_stride) * bs;
     A += (size_t)(g->ta ? i : i * g->K) * as;
     B += (size_t)(g->tb ? j * g->K : j) * bs;
-    char *C = (char *)a->out[0].data + (size_t)(b * g->M * g->N + i * g->N + j) * ys;
+    char *C = (char *)C0 + (size_t)(b * g->M * g->N + i * g->N + j) * ys;
     dnnl_memory_t mem[4] = {NULL, NULL, NULL, NULL};
     dnnl_status_t st = dnnl_memory_create(&mem[0], &amd, o->engine, (void *)A);
     if (st == dnnl_success)
@@ -467,7 +467,7 @@ static dnnl_status_t run_piece(const struct tr_onednn *o, const struct gemm *p, 
     if (st == dnnl_success)
         st = dnnl_memory_create(&mem[2], &cmd, o->engine, C);
     if (st == dnnl_success && p->scratch)
-        st = dnnl_memory_create(&mem[3], &p->scratch_md, o->engine, (char *)a->workspace + (size_t)slot * stride);
+        st = dnnl_memory_create(&mem[3], &p->scratch_md, o->engine, (char *)workspace + (size_t)slot * stride);
     dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, mem[0]}, {DNNL_ARG_WEIGHTS, mem[1]}, {DNNL_ARG_DST, mem[2]},
                                {DNNL_ARG_SCRATCHPAD, mem[3]}};
     if (st == dnnl_success)
@@ -516,10 +516,112 @@ int tr_onednn_matmul(struct tr_onednn *o, const struct tr_kernel_args *a, bool *
         int64_t b = t / (nrows * ncols), m, n;
         int64_t i = tr_onednn_cut_at(&rows, t / ncols % nrows, &m), j = tr_onednn_cut_at(&cols, t % ncols, &n);
         const struct gemm *p = piece_gemm(o, e, m, n);
-        failed |= run_piece(o, p, &g, a, b, i, j, m, n, omp_get_thread_num(), stride) != dnnl_success;
+        failed |= run_piece(o, p, &g, a->in[0].data, a->in[1].data, a->out[0].data, a->workspace, b, i, j, m, n,
+                            omp_get_thread_num(), stride) != dnnl_success;
     }
     *ran = true;
     return failed ? tr_cpu_fail(a, "MATMUL: a oneDNN matmul failed") : 0;
+}
+
+/* ---- GEMMs by shape, for kernels that multiply inside themselves ------------------------------- */
+
+static size_t scratch_of(const struct gemm_key *key);
+
+/* The service's shape as a node's geometry: one GEMM, nothing varies. */
+static struct geom geom_of_shape(const struct tr_onednn_gemm *s)
+{
+    struct geom g = {.ta = s->ta, .tb = s->tb, .acc = s->acc, .at = dnnl_type(s->at), .bt = dnnl_type(s->bt),
+                     .yt = dnnl_type(s->yt), .P = 1, .M = s->M, .N = s->N, .K = s->K};
+    g.a_stride = g.M * g.K;
+    return g;
+}
+
+/* The cache index of the primitive of each distinct piece of s (at most 4: the full tile and the
+ * remainders), made where none is when `make` (counted: at prepare, or in a kernel). */
+static int shape_pieces(struct tr_onednn *o, const struct tr_onednn_gemm *s, bool make, bool in_kernel,
+                        int idx[4][4], int64_t hm[4], int64_t wn[4], int *nh, int *nw)
+{
+    struct geom g = geom_of_shape(s);
+    *nh = cut_sizes(g.M, s->tm, false, hm), *nw = cut_sizes(g.N, s->tn, false, wn);
+    for (int i = 0; i < *nh; i++)
+        for (int j = 0; j < *nw; j++) {
+            struct gemm_key key = key_of(&g, hm[i], wn[j], false, false, false);
+            int k = -1;
+            for (int q = 0; q < o->ngemms && k < 0; q++)
+                if (key_equal(&o->gemms[q].key, &key))
+                    k = q;
+            if (k < 0 && make)
+                k = gemm_for(o, &key, in_kernel);
+            if (k < 0)
+                return -1;
+            idx[i][j] = k;
+        }
+    return 0;
+}
+
+bool tr_onednn_gemm_available(const struct tr_onednn_gemm *s)
+{
+    bool bf16 = s->at == TR_BF16 && s->bt == TR_BF16 && (s->yt == TR_BF16 || s->yt == TR_F32);
+    return bf16 && tr_onednn_computes_bf16() && s->M > 0 && s->N > 0 && s->K > 0 && s->tm > 0 && s->tn > 0;
+}
+
+int tr_onednn_gemm_prepare(struct tr_onednn *o, const struct tr_onednn_gemm *s)
+{
+    int idx[4][4], nh, nw;
+    int64_t hm[4], wn[4];
+    return o && tr_onednn_gemm_available(s) ? shape_pieces(o, s, true, false, idx, hm, wn, &nh, &nw) : -1;
+}
+
+bool tr_onednn_gemm_ready(struct tr_onednn *o, const struct tr_onednn_gemm *s)
+{
+    int idx[4][4], nh, nw;
+    int64_t hm[4], wn[4];
+    return o && tr_onednn_gemm_available(s) && shape_pieces(o, s, false, false, idx, hm, wn, &nh, &nw) == 0;
+}
+
+size_t tr_onednn_gemm_workspace(const struct tr_onednn_gemm *s)
+{
+    if (!tr_onednn_gemm_available(s))
+        return 0;
+    struct geom g = geom_of_shape(s);
+    struct gemm_key key = key_of(&g, s->M < s->tm ? s->M : s->tm, s->N < s->tn ? s->N : s->tn, false, false, false);
+    return scratch_of(&key) * (size_t)tr_onednn_slots();
+}
+
+int tr_onednn_gemm_run(struct tr_onednn *o, const struct tr_onednn_gemm *s, const void *A, const void *B, void *C,
+                       void *workspace, size_t workspace_bytes)
+{
+    int idx[4][4], nh, nw;
+    int64_t hm[4], wn[4];
+    if (!o || shape_pieces(o, s, false, true, idx, hm, wn, &nh, &nw))
+        return -1;   /* not prepared: the caller's own path */
+    struct geom g = geom_of_shape(s);
+    struct cut rows = tr_onednn_cut_of(g.M, s->tm, false), cols = tr_onednn_cut_of(g.N, s->tn, false);
+    int nrows = tr_onednn_cut_count(&rows), ncols = tr_onednn_cut_count(&cols);
+    size_t stride = 0;
+    for (int i = 0; i < nh; i++)
+        for (int j = 0; j < nw; j++)
+            stride = o->gemms[idx[i][j]].scratch > stride ? o->gemms[idx[i][j]].scratch : stride;
+    int64_t tiles = (int64_t)nrows * ncols;
+    int threads = omp_get_max_threads();
+    if (threads > 1 && tiles < threads)
+        threads = tiles > 2 ? (int)tiles : 2;
+    if (threads > o->nstreams)
+        threads = o->nstreams;
+    if (stride && (size_t)threads * stride > workspace_bytes)
+        threads = (int)(workspace_bytes / stride);
+    if (threads < 1)
+        return -1;
+    int failed = 0;
+#pragma omp parallel for schedule(static) num_threads(threads) reduction(| : failed)
+    for (int64_t t = 0; t < tiles; t++) {
+        int64_t m, n;
+        int64_t i = tr_onednn_cut_at(&rows, t / ncols, &m), j = tr_onednn_cut_at(&cols, t % ncols, &n);
+        int hi = m == hm[0] ? 0 : 1, wj = n == wn[0] ? 0 : 1;   /* the full tile, or the remainder */
+        failed |= run_piece(o, &o->gemms[idx[hi][wj]], &g, A, B, C, workspace, 0, i, j, m, n, omp_get_thread_num(),
+                            stride) != dnnl_success;
+    }
+    return failed ? 1 : 0;
 }
 
 /* A piece's scratchpad bytes, remembered by key (the planner asks for every node of every
@@ -624,6 +726,37 @@ struct tr_onednn_counts tr_onednn_counts_of(const struct tr_onednn *o)
 }
 
 bool tr_onednn_computes_bf16(void) { return false; }
+
+bool tr_onednn_gemm_available(const struct tr_onednn_gemm *s)
+{
+    (void)s;
+    return false;
+}
+
+int tr_onednn_gemm_prepare(struct tr_onednn *o, const struct tr_onednn_gemm *s)
+{
+    (void)o, (void)s;
+    return -1;
+}
+
+bool tr_onednn_gemm_ready(struct tr_onednn *o, const struct tr_onednn_gemm *s)
+{
+    (void)o, (void)s;
+    return false;
+}
+
+size_t tr_onednn_gemm_workspace(const struct tr_onednn_gemm *s)
+{
+    (void)s;
+    return 0;
+}
+
+int tr_onednn_gemm_run(struct tr_onednn *o, const struct tr_onednn_gemm *s, const void *A, const void *B, void *C,
+                       void *workspace, size_t workspace_bytes)
+{
+    (void)o, (void)s, (void)A, (void)B, (void)C, (void)workspace, (void)workspace_bytes;
+    return -1;
+}
 
 void tr_onednn_describe(char *buf, size_t n) { snprintf(buf, n, "oneDNN not built (configure --without-onednn or no libdnnl-dev)"); }
 

@@ -51,6 +51,30 @@ int tr_onednn_conv(struct tr_onednn *o, const struct tr_kernel_args *a, bool *ra
  * planner needs (backend.h: workspace_bytes). */
 size_t tr_onednn_workspace(const struct tr_node *node, const struct tr_tensor *in, const struct tr_tensor *out);
 
+/* One GEMM of fixed shapes for a kernel that multiplies inside itself (the fused classifier
+ * and loss): C (+= when acc) op(A)·op(B), row-major, [M, N] over K, cut into tm × tn tiles as
+ * MATMUL's are (single-threaded pieces, the bits independent of the threads). bf16 operands
+ * only, C bf16 or f32, where the CPU computes bf16. */
+struct tr_onednn_gemm {
+    int ta, tb, acc;
+    int64_t M, N, K, tm, tn;
+    enum tr_dtype at, bt, yt;
+};
+
+/* Whether oneDNN runs the shape on this CPU (a function of it alone, for the planner). */
+bool tr_onednn_gemm_available(const struct tr_onednn_gemm *s);
+/* Makes its primitives (at prepare): 0, or −1 when oneDNN cannot. */
+int tr_onednn_gemm_prepare(struct tr_onednn *o, const struct tr_onednn_gemm *s);
+/* Whether prepare made its primitives. */
+bool tr_onednn_gemm_ready(struct tr_onednn *o, const struct tr_onednn_gemm *s);
+/* Its scratchpads, one per thread: the workspace it needs besides the caller's own. */
+size_t tr_onednn_gemm_workspace(const struct tr_onednn_gemm *s);
+/* Runs it with the primitives prepare made (none is made here): 0; −1 when they are not there
+ * or the workspace is short (the caller takes its own path, nothing written); 1 when oneDNN
+ * failed. */
+int tr_onednn_gemm_run(struct tr_onednn *o, const struct tr_onednn_gemm *s, const void *A, const void *B, void *C,
+                       void *workspace, size_t workspace_bytes);
+
 struct tr_onednn_counts tr_onednn_counts_of(const struct tr_onednn *o);
 
 /* Whether this CPU multiplies bf16 matrices in bf16 (AVX-512 BF16 or AMX, and TR_CPU_GEMM not
