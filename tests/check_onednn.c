@@ -1,8 +1,9 @@
-/* MATMUL (and the fused classifier and loss in bf16) through oneDNN against the OpenBLAS path: f32 (TR_CPU_GEMM=
+/* MATMUL through oneDNN (src/backend/cpu/onednn.c) against the OpenBLAS path: f32 (TR_CPU_GEMM=
  * onednn) within a stated bound, every transpose, batched and shared B, accumulation; the same
  * bits on 1, 2 and 3 threads; a program prepared for its buckets making no primitive in its
  * steps, at micro-batches smaller than the buckets too; bf16 and f16 where this CPU has no
- * 16-bit kernel: the widened path's bits exactly. Runs under any ONEDNN_MAX_CPU_ISA
+ * 16-bit kernel: the widened path's bits exactly; the fused classifier and loss in bf16 (softmax.c)
+ * against its widened path. Runs under any ONEDNN_MAX_CPU_ISA
  * (tests/isa.sh); a CPU below the ISA forced simply caps oneDNN lower. */
 #include "runner.h"
 #include "gradcheck.h"
