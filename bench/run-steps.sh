@@ -75,7 +75,12 @@ for name in $recipes; do
   recipe_of "$name" >/dev/null || { echo "run-steps.sh: no recipe $name (mlp resnet bert-small gpt-small bert-base)" >&2; exit 2; }
 done
 field() { sed -n "s/.*[[:space:]]$1=\([^[:space:]]*\).*/\1/p" | head -n 1; }
-median() { [ $# -gt 0 ] && printf '%s\n' "$@" | sort -g | sed -n "$(( ($# + 1) / 2 ))p" || echo timeout; }
+# the middle value, or the mean of the two middle ones
+median() {
+  [ $# -gt 0 ] && printf '%s\n' "$@" | sort -g |
+    awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }' ||
+    echo timeout
+}
 max() { [ $# -gt 0 ] && printf '%s\n' "$@" | sort -g | tail -n 1 || echo -; }
 
 printf 'recipe\tdtype\tunit\ttrainrun_per_s\tpytorch_per_s\tspeed_ratio\ttrainrun_rss_mib\tpytorch_rss_mib\trss_ratio\ttrainrun_params\tpytorch_params\ttrainrun_step_ms\tpytorch_step_ms\n' >"$work/table.tsv"
