@@ -8,15 +8,13 @@
 
 
 /* Every tensor shares x's type, or, beside bf16 activations (x, y, dy, dx), the per-channel
- * tensors are f32 (amp's; batchnorm.inc's bf16 body, widen.c's table). One of another type would
- * be misread. */
+ * tensors are f32 (amp's; batchnorm.inc's bf16 body, which TR_CPU_BY_DTYPE16 reaches only with
+ * the dtypes widen.c's table gives it). One of another type would be misread. */
 static int bn_check_dtypes(const struct tr_kernel_args *a)
 {
     enum tr_dtype t = a->in[0].dtype;
     if (t == TR_BF16)
-        return tr_cpu_bf16_body_takes(a->node, a->in, a->out)
-                   ? 0
-                   : tr_cpu_fail(a, "%s: bf16 activations need f32 per-channel tensors", tr_op_name(a->node->op));
+        return 0;   /* checked by the dispatch */
     for (int i = 1; i < a->nin; i++)
         if (a->in[i].dtype != t)
             return tr_cpu_fail(a, "%s: input %d is %s but x is %s", tr_op_name(a->node->op), i,
@@ -44,18 +42,5 @@ static int bn_check(const struct tr_kernel_args *a, const struct tr_bn_geom *g)
 #define TR_KERNEL_BF16
 #include "backend/cpu/instantiate.h"
 
-static int by_dtype(const struct tr_kernel_args *a, const char *name, tr_kernel_fn f32, tr_kernel_fn f64,
-                    tr_kernel_fn bf16)
-{
-    return a->in[0].dtype == TR_BF16 ? bf16(a) : tr_cpu_by_dtype(a, name, f32, f64);
-}
-
-int tr_cpu_batchnorm(const struct tr_kernel_args *a)
-{
-    return by_dtype(a, "batchnorm", batchnorm_f32, batchnorm_f64, batchnorm_bf16);
-}
-
-int tr_cpu_batchnorm_bwd(const struct tr_kernel_args *a)
-{
-    return by_dtype(a, "batchnorm_bwd", batchnorm_bwd_f32, batchnorm_bwd_f64, batchnorm_bwd_bf16);
-}
+int tr_cpu_batchnorm(const struct tr_kernel_args *a) { return TR_CPU_BY_DTYPE16(a, batchnorm); }
+int tr_cpu_batchnorm_bwd(const struct tr_kernel_args *a) { return TR_CPU_BY_DTYPE16(a, batchnorm_bwd); }

@@ -218,11 +218,19 @@ static dnnl_primitive_desc_t piece_pd(dnnl_engine_t engine, const struct gemm_ke
 
 /* The index of the primitive for key in o->gemms, made when there is none (counted: at
  * prepare, or by a kernel); -1 when oneDNN cannot make it. */
-static int gemm_for(struct tr_onednn *o, const struct gemm_key *key, bool in_kernel)
+static int gemm_find(const struct tr_onednn *o, const struct gemm_key *key)
 {
     for (int i = 0; i < o->ngemms; i++)
         if (key_equal(&o->gemms[i].key, key))
             return i;
+    return -1;
+}
+
+static int gemm_for(struct tr_onednn *o, const struct gemm_key *key, bool in_kernel)
+{
+    int found = gemm_find(o, key);
+    if (found >= 0)
+        return found;
     dnnl_primitive_desc_t pd = piece_pd(o->engine, key);
     if (!pd)
         return -1;
@@ -500,14 +508,7 @@ int tr_onednn_matmul(struct tr_onednn *o, const struct tr_kernel_args *a, bool *
         if (o->gemms[e->gemm[i]].scratch > stride)
             stride = o->gemms[e->gemm[i]].scratch;
     int64_t tiles = g.P * nrows * ncols;
-    /* no more threads than tiles, streams or scratchpads, but two at least: an active region */
-    int threads = omp_get_max_threads();
-    if (threads > 1 && tiles < threads)
-        threads = tiles > 2 ? (int)tiles : 2;
-    if (threads > o->nstreams)
-        threads = o->nstreams;
-    if (stride && (size_t)threads * stride > a->workspace_bytes)
-        threads = (int)(a->workspace_bytes / stride);
+    int threads = tr_onednn_threads(o, tiles, stride, 0, a->workspace_bytes);
     if (threads < 1)
         return tr_cpu_fail(a, "MATMUL: oneDNN needs %zu bytes of workspace, has %zu", stride, a->workspace_bytes);
     int failed = 0;
@@ -536,25 +537,26 @@ static struct geom geom_of_shape(const struct tr_onednn_gemm *s)
     return g;
 }
 
-/* The cache index of the primitive of each distinct piece of s (at most 4: the full tile and the
- * remainders), made where none is when `make` (counted: at prepare, or in a kernel). */
-static int shape_pieces(struct tr_onednn *o, const struct tr_onednn_gemm *s, bool make, bool in_kernel,
-                        int idx[4][4], int64_t hm[4], int64_t wn[4], int *nh, int *nw)
+/* The primitives of a shape's distinct pieces: its cuts of fixed sizes have two piece sizes a
+ * side at most (the full tile, the remainder). */
+struct shape_prims {
+    int64_t h[2], w[2];
+    int nh, nw, idx[2][2];   /* indices into o->gemms */
+};
+
+/* Finds them, or makes them where they are missing when `make` (counted: at prepare); −1 when
+ * one is missing or cannot be made. */
+static int shape_prims_of(struct tr_onednn *o, const struct tr_onednn_gemm *s, bool make, struct shape_prims *sp)
 {
     struct geom g = geom_of_shape(s);
-    *nh = cut_sizes(g.M, s->tm, false, hm), *nw = cut_sizes(g.N, s->tn, false, wn);
-    for (int i = 0; i < *nh; i++)
-        for (int j = 0; j < *nw; j++) {
-            struct gemm_key key = key_of(&g, hm[i], wn[j], false, false, false);
-            int k = -1;
-            for (int q = 0; q < o->ngemms && k < 0; q++)
-                if (key_equal(&o->gemms[q].key, &key))
-                    k = q;
-            if (k < 0 && make)
-                k = gemm_for(o, &key, in_kernel);
+    sp->nh = cut_sizes(g.M, s->tm, false, sp->h), sp->nw = cut_sizes(g.N, s->tn, false, sp->w);
+    for (int i = 0; i < sp->nh; i++)
+        for (int j = 0; j < sp->nw; j++) {
+            struct gemm_key key = key_of(&g, sp->h[i], sp->w[j], false, false, false);
+            int k = make ? gemm_for(o, &key, false) : gemm_find(o, &key);
             if (k < 0)
                 return -1;
-            idx[i][j] = k;
+            sp->idx[i][j] = k;
         }
     return 0;
 }
@@ -567,16 +569,14 @@ bool tr_onednn_gemm_available(const struct tr_onednn_gemm *s)
 
 int tr_onednn_gemm_prepare(struct tr_onednn *o, const struct tr_onednn_gemm *s)
 {
-    int idx[4][4], nh, nw;
-    int64_t hm[4], wn[4];
-    return o && tr_onednn_gemm_available(s) ? shape_pieces(o, s, true, false, idx, hm, wn, &nh, &nw) : -1;
+    struct shape_prims sp;
+    return o && tr_onednn_gemm_available(s) ? shape_prims_of(o, s, true, &sp) : -1;
 }
 
 bool tr_onednn_gemm_ready(struct tr_onednn *o, const struct tr_onednn_gemm *s)
 {
-    int idx[4][4], nh, nw;
-    int64_t hm[4], wn[4];
-    return o && tr_onednn_gemm_available(s) && shape_pieces(o, s, false, false, idx, hm, wn, &nh, &nw) == 0;
+    struct shape_prims sp;
+    return o && tr_onednn_gemm_available(s) && shape_prims_of(o, s, false, &sp) == 0;
 }
 
 size_t tr_onednn_gemm_workspace(const struct tr_onednn_gemm *s)
@@ -591,25 +591,18 @@ size_t tr_onednn_gemm_workspace(const struct tr_onednn_gemm *s)
 int tr_onednn_gemm_run(struct tr_onednn *o, const struct tr_onednn_gemm *s, const void *A, const void *B, void *C,
                        void *workspace, size_t workspace_bytes)
 {
-    int idx[4][4], nh, nw;
-    int64_t hm[4], wn[4];
-    if (!o || shape_pieces(o, s, false, true, idx, hm, wn, &nh, &nw))
+    struct shape_prims sp;
+    if (!o || shape_prims_of(o, s, false, &sp))
         return -1;   /* not prepared: the caller's own path */
     struct geom g = geom_of_shape(s);
     struct cut rows = tr_onednn_cut_of(g.M, s->tm, false), cols = tr_onednn_cut_of(g.N, s->tn, false);
     int nrows = tr_onednn_cut_count(&rows), ncols = tr_onednn_cut_count(&cols);
     size_t stride = 0;
-    for (int i = 0; i < nh; i++)
-        for (int j = 0; j < nw; j++)
-            stride = o->gemms[idx[i][j]].scratch > stride ? o->gemms[idx[i][j]].scratch : stride;
+    for (int i = 0; i < sp.nh; i++)
+        for (int j = 0; j < sp.nw; j++)
+            stride = o->gemms[sp.idx[i][j]].scratch > stride ? o->gemms[sp.idx[i][j]].scratch : stride;
     int64_t tiles = (int64_t)nrows * ncols;
-    int threads = omp_get_max_threads();
-    if (threads > 1 && tiles < threads)
-        threads = tiles > 2 ? (int)tiles : 2;
-    if (threads > o->nstreams)
-        threads = o->nstreams;
-    if (stride && (size_t)threads * stride > workspace_bytes)
-        threads = (int)(workspace_bytes / stride);
+    int threads = tr_onednn_threads(o, tiles, stride, 0, workspace_bytes);
     if (threads < 1)
         return -1;
     int failed = 0;
@@ -617,9 +610,8 @@ int tr_onednn_gemm_run(struct tr_onednn *o, const struct tr_onednn_gemm *s, cons
     for (int64_t t = 0; t < tiles; t++) {
         int64_t m, n;
         int64_t i = tr_onednn_cut_at(&rows, t / ncols, &m), j = tr_onednn_cut_at(&cols, t % ncols, &n);
-        int hi = m == hm[0] ? 0 : 1, wj = n == wn[0] ? 0 : 1;   /* the full tile, or the remainder */
-        failed |= run_piece(o, &o->gemms[idx[hi][wj]], &g, A, B, C, workspace, 0, i, j, m, n, omp_get_thread_num(),
-                            stride) != dnnl_success;
+        const struct gemm *p = &o->gemms[sp.idx[m == sp.h[0] ? 0 : 1][n == sp.w[0] ? 0 : 1]];
+        failed |= run_piece(o, p, &g, A, B, C, workspace, 0, i, j, m, n, omp_get_thread_num(), stride) != dnnl_success;
     }
     return failed ? 1 : 0;
 }

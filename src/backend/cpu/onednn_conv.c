@@ -610,15 +610,8 @@ int tr_onednn_conv(struct tr_onednn *o, const struct tr_kernel_args *a, bool *ra
     if (!e->native)
         return 0;
     size_t stride, shared = node_bytes(o, e, s.n, pieces, &stride);
-    /* no more threads than pieces, streams or slots, but two at least: an active region */
-    int threads = omp_get_max_threads();
-    if (threads > 1 && pieces < threads)
-        threads = pieces > 2 ? pieces : 2;
-    if (threads > o->nstreams)
-        threads = o->nstreams;
     size_t have = a->workspace ? a->workspace_bytes : 0;
-    if (stride && (size_t)threads * stride + shared > have)
-        threads = have > shared ? (int)((have - shared) / stride) : 0;
+    int threads = tr_onednn_threads(o, pieces, stride, shared, have);
     if (threads < 1)
         return tr_cpu_fail(a, "%s: oneDNN needs %zu bytes of workspace, has %zu", tr_op_name(a->node->op),
                            shared + stride, have);

@@ -44,6 +44,11 @@ int64_t tr_onednn_cut_at(const struct cut *c, int64_t i, int64_t *size);
 bool tr_onednn_isa_bf16(void);
 /* The thread slots a node's scratchpads are counted for: two at least (an active region). */
 int tr_onednn_slots(void);
+/* Threads for `pieces` single-threaded pieces: no more than pieces, o's streams or the slots of
+ * `stride` bytes that `have` bytes of workspace hold after `shared`, but two at least (an active
+ * region); 0 when not one slot fits. */
+struct tr_onednn;
+int tr_onednn_threads(const struct tr_onednn *o, int64_t pieces, size_t stride, size_t shared, size_t have);
 size_t tr_onednn_aligned(size_t bytes);
 /* Whether a size of graph value v (its dims from..to, exclusive) varies with B or S. */
 bool tr_onednn_dims_vary(const struct tr_graph *g, int v, int from, int to);

@@ -88,6 +88,18 @@ int tr_onednn_slots(void)
     return t > 2 ? t : 2;
 }
 
+int tr_onednn_threads(const struct tr_onednn *o, int64_t pieces, size_t stride, size_t shared, size_t have)
+{
+    int threads = omp_get_max_threads();
+    if (threads > 1 && pieces < threads)
+        threads = pieces > 2 ? (int)pieces : 2;
+    if (threads > o->nstreams)
+        threads = o->nstreams;
+    if (stride && (size_t)threads * stride + shared > have)
+        threads = have > shared ? (int)((have - shared) / stride) : 0;
+    return threads;
+}
+
 bool tr_onednn_dims_vary(const struct tr_graph *g, int v, int from, int to)
 {
     const struct tr_shape *s = &g->values[v].shape;

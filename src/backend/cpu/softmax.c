@@ -250,17 +250,7 @@ static int lce16_forward(struct tr_onednn *o, const struct tr_kernel_args *a, co
         struct tr_onednn_gemm g = lce16_logits(l, rows);
         if (lce16_gemm(o, a, l, &g, x + r0 * l->D, w, lg))
             return tr_cpu_fail(a, "linear_cross_entropy: a oneDNN matmul failed");
-#pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < rows; i++) {
-            int64_t r = r0 + i;
-            if (t[r] == ignore)
-                lse[r] = 0, rank[r] = -1;
-            else
-                lse[r] = row_lse_rank_f32(lg + i * l->V, l->V, t[r], &rank[r]);
-        }
-        for (int64_t i = 0; i < rows; i++)
-            if (t[r0 + i] != ignore)
-                total += (double)lse[r0 + i] - (double)lg[i * l->V + t[r0 + i]];
+        total += lce_chunk_loss_f32(lg, r0, rows, l->V, t, ignore, lse, rank);
     }
     if (!rc)
         ((float *)a->out[0].data)[0] = count ? (float)(total / (double)count) : 0;
@@ -288,16 +278,9 @@ static int lce16_backward(struct tr_onednn *o, const struct tr_kernel_args *a, c
         if (lce16_gemm(o, a, l, &lg, x + r0 * l->D, w, g))
             return tr_cpu_fail(a, "linear_cross_entropy_bwd: a oneDNN matmul failed");
 #pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < rows; i++) {
-            int64_t r = r0 + i;
-            float *gr = g + i * l->V;
-            if (t[r] == ignore) {
-                memset(gr, 0, (size_t)l->V * sizeof(float));
-            } else {
-                scaled_softmax_f32(gr, l->V, lse[r], scale);
-                gr[t[r]] -= scale;
-            }
-            tr_cpu_narrow_run(gr, g16 + i * l->V, TR_BF16, l->V);
+        for (int64_t i = 0; i < rows; i++) {   /* each row rounded to bf16 while in cache */
+            lce_row_grad_f32(g + i * l->V, l->V, t[r0 + i], ignore, lse[r0 + i], scale);
+            tr_cpu_narrow_run(g + i * l->V, g16 + i * l->V, TR_BF16, l->V);
         }
         if (lce16_gemm(o, a, l, &dx, g16, w, (char *)a->out[0].data + (size_t)(r0 * l->D) * dx_size) ||
             lce16_gemm(o, a, l, &dw, g16, x + r0 * l->D, a->out[1].data))
