@@ -157,6 +157,9 @@ struct tr_optim_args {
     double lr, weight_decay, beta1, beta2, eps, momentum;
     int nesterov;
     int64_t step;            /* 1 at the first update */
+    float grad_factor;       /* optim_step: each gradient multiplied by it as the update reads it
+                              * (clipping, fused; the gradients in memory stay as they are);
+                              * 0 reads as 1 */
     struct tr_diag *diag;    /* a failure's sentence */
 };
 
@@ -209,9 +212,9 @@ struct tr_backend_ops {
     int (*copy_ahead)(const struct tr_backend *be, void *dst, const void *src, size_t bytes, struct tr_diag *d);
     int (*join)(const struct tr_backend *be, struct tr_diag *d);
 
-    /* The optimizer's passes over all gradients: the update; the sum of squares (each
-     * parameter's in order, then the parameters in order, in double: the same bits on any
-     * thread count); multiplying every gradient by factor and saying whether all of them are
+    /* The optimizer's passes over all gradients: the update (the gradients read times
+     * grad_factor); the sum of squares (in double, in an order fixed by the sizes alone: the
+     * same bits on any thread count); multiplying every gradient by factor and saying whether all of them are
      * finite afterwards (the fp16 unscale and overflow check fused; clipping). A failure's
      * sentence goes to a->diag. */
     int (*optim_step)(const struct tr_backend *be, const struct tr_optim_args *a);

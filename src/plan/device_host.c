@@ -25,8 +25,9 @@
 #include "data/cache.h"
 #include "data/sha256.h"
 
-#define CALIBRATION_VERSION 5   /* 4: the address space reserved; 5: each kernel class measured, and
-                                 * whether the rounds settled */
+#define CALIBRATION_VERSION 6   /* 4: the address space reserved; 5: each kernel class measured, and
+                                 * whether the rounds settled; 6: the optimizer's passes past the
+                                 * caches, the norm in parallel pieces and clipping in the update */
 
 /* The CPU backend's kernel choices, which the measured times belong to: oneDNN's ISA and where
  * the f32 and bf16 GEMMs run (TR_CPU_GEMM), and TR_CPU_CONV. A calibration taken with other

@@ -24,7 +24,7 @@ void tr_optim_init(struct tr_optim *o, const struct tr_recipe *r, const struct t
                            .weight_decay = r->train.optimizer.weight_decay,
                            .beta1 = r->train.optimizer.betas.v[0], .beta2 = r->train.optimizer.betas.v[1],
                            .eps = r->train.optimizer.eps, .momentum = r->train.optimizer.momentum,
-                           .nesterov = r->train.optimizer.nesterov};
+                           .nesterov = r->train.optimizer.nesterov, .grad_factor = 1};
     o->nstate = tr_optimizer_nstate(r);
     o->state_bytes = tr_plan_optimizer_bytes(r, g);
     for (int v = 0; v < g->nvalues; v++)
@@ -76,13 +76,14 @@ static struct tr_optim_args args_of(struct tr_optim *o, double lr, struct tr_dia
                                   .spans = o->spans, .nspans = o->nspans, .kind = o->kind, .lr = lr,
                                   .weight_decay = o->weight_decay, .beta1 = o->beta1, .beta2 = o->beta2,
                                   .eps = o->eps, .momentum = o->momentum, .nesterov = o->nesterov,
-                                  .step = o->step, .diag = d};
+                                  .step = o->step, .grad_factor = o->grad_factor, .diag = d};
 }
 
 int tr_optim_step(struct tr_optim *o, double lr, struct tr_diag *d)
 {
     o->step++;
     struct tr_optim_args a = args_of(o, lr, d);
+    o->grad_factor = 1;   /* a factor is for the step after the clipping that set it */
     return tr_backend_optim_step(o->be, &a);
 }
 
@@ -108,10 +109,9 @@ double tr_grad_clip(struct tr_optim *o, double clip, struct tr_diag *d)
     if (tr_backend_grad_sumsq(o->be, &a, &sum))
         return NAN;
     double norm = sqrt(sum);
-    bool finite;
-    if (clip > 0 && norm > clip && isfinite(norm) &&   /* PyTorch's clip_grad_norm_ */
-        tr_backend_grad_scale(o->be, &a, (float)(clip / (norm + 1e-6)), &finite))
-        return NAN;
+    o->grad_factor = 1;
+    if (clip > 0 && norm > clip && isfinite(norm))   /* PyTorch's clip_grad_norm_, in the update's pass */
+        o->grad_factor = (float)(clip / (norm + 1e-6));
     return norm;
 }
 

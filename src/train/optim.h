@@ -24,6 +24,7 @@ struct tr_optim {
     double weight_decay, beta1, beta2, eps, momentum;
     int nesterov;
     int64_t step;              /* optimizer steps taken */
+    float grad_factor;         /* clipping's factor for the next update (tr_grad_clip), else 1 */
 };
 
 /* The optimizer over g's parameters and gradients (at plan's offsets), its state in `state`
@@ -46,8 +47,9 @@ int tr_optim_step(struct tr_optim *o, double lr, struct tr_diag *d);
  * linear decay to 0 or cosine to 0. */
 double tr_schedule_lr(const struct tr_recipe *r, int64_t t, int64_t total);
 
-/* The global L2 norm of all gradients; with clip > 0 and a larger norm, scales them to clip.
- * Returns the norm before clipping (NaN or Inf if any gradient is); NaN with a sentence added to
+/* The global L2 norm of all gradients; with clip > 0 and a larger norm, the next
+ * tr_optim_step reads them scaled to clip (the scaling fused into the update's pass: the
+ * gradients in memory stay as they are). Returns the norm before clipping (NaN or Inf if any gradient is); NaN with a sentence added to
  * d when the backend failed. */
 double tr_grad_clip(struct tr_optim *o, double clip, struct tr_diag *d);
 /* Multiplies every gradient by inv (the fp16 loss scale's inverse) and says whether all of

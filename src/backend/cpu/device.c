@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "backend/cpu/vmath.h"
 #include "recipe/recipe.h"
 
 int tr_cpu_copy(const struct tr_backend *be, void *dst, const void *src, size_t bytes, enum tr_copy direction,
@@ -48,6 +49,13 @@ static float *state_of(const struct tr_optim_args *a, int k, const struct tr_par
     return k < a->nstate ? a->state + k * a->total + s->state : NULL;
 }
 
+/* What each gradient is multiplied by as an update reads it (clipping's factor; 0: none). The
+ * product rounds as the pass that multiplied the gradients in memory did, so the bits are the same. */
+static float grad_factor(const struct tr_optim_args *a)
+{
+    return a->grad_factor > 0 ? a->grad_factor : 1;
+}
+
 /* AdamW (Loshchilov & Hutter; PyTorch's torch.optim.AdamW):
  *   p ← p·(1 − lr·wd);  m ← β1·m + (1 − β1)·g;  v ← β2·v + (1 − β2)·g²;
  *   p ← p − lr·(m/(1 − β1ᵗ)) / (√(v/(1 − β2ᵗ)) + ε) */
@@ -56,13 +64,14 @@ static void adamw(const struct tr_optim_args *a, const struct tr_param_span *sp)
     float *p = param_of(a, sp), *g = grad_of(a, sp), *m = state_of(a, 0, sp), *s = state_of(a, 1, sp);
     double c1 = 1 - pow(a->beta1, (double)a->step), c2 = 1 - pow(a->beta2, (double)a->step);
     float decay = (float)(1 - a->lr * (sp->decay ? a->weight_decay : 0)), b1 = (float)a->beta1, b2 = (float)a->beta2;
-    float step = (float)(a->lr / c1), root_c2 = (float)sqrt(c2), eps = (float)a->eps;
+    float step = (float)(a->lr / c1), root_c2 = (float)sqrt(c2), eps = (float)a->eps, f = grad_factor(a);
     int64_t n = sp->numel;
 #pragma omp parallel for schedule(static) if (n >= TR_CPU_GRAIN)
     for (int64_t i = 0; i < n; i++) {
+        float gi = g[i] * f;
         p[i] *= decay;
-        m[i] = b1 * m[i] + (1 - b1) * g[i];
-        s[i] = b2 * s[i] + (1 - b2) * g[i] * g[i];
+        m[i] = b1 * m[i] + (1 - b1) * gi;
+        s[i] = b2 * s[i] + (1 - b2) * gi * gi;
         p[i] -= step * m[i] / (sqrtf(s[i]) / root_c2 + eps);
     }
 }
@@ -73,11 +82,12 @@ static void sgd(const struct tr_optim_args *a, const struct tr_param_span *sp)
 {
     float *p = param_of(a, sp), *g = grad_of(a, sp), *buf = state_of(a, 0, sp);
     float wd = sp->decay ? (float)a->weight_decay : 0, mu = (float)a->momentum, rate = (float)a->lr;
+    float f = grad_factor(a);
     int first = a->step == 1, nesterov = a->nesterov;
     int64_t n = sp->numel;
 #pragma omp parallel for schedule(static) if (n >= TR_CPU_GRAIN)
     for (int64_t i = 0; i < n; i++) {
-        float d = g[i] + wd * p[i];
+        float d = g[i] * f + wd * p[i];
         if (buf) {
             buf[i] = first ? d : mu * buf[i] + d;
             d = nesterov ? d + mu * buf[i] : buf[i];
@@ -93,14 +103,15 @@ static void lion(const struct tr_optim_args *a, const struct tr_param_span *sp)
 {
     float *p = param_of(a, sp), *g = grad_of(a, sp), *m = state_of(a, 0, sp);
     float decay = (float)(1 - a->lr * (sp->decay ? a->weight_decay : 0)), b1 = (float)a->beta1, b2 = (float)a->beta2;
-    float rate = (float)a->lr;
+    float rate = (float)a->lr, f = grad_factor(a);
     int64_t n = sp->numel;
 #pragma omp parallel for schedule(static) if (n >= TR_CPU_GRAIN)
     for (int64_t i = 0; i < n; i++) {
-        float c = b1 * m[i] + (1 - b1) * g[i];
+        float gi = g[i] * f;
+        float c = b1 * m[i] + (1 - b1) * gi;
         p[i] *= decay;
         p[i] -= rate * (c > 0 ? 1.0f : c < 0 ? -1.0f : c);
-        m[i] = b2 * m[i] + (1 - b2) * g[i];
+        m[i] = b2 * m[i] + (1 - b2) * gi;
     }
 }
 
@@ -121,17 +132,56 @@ int tr_cpu_optim_step(const struct tr_backend *be, const struct tr_optim_args *a
     return 0;
 }
 
+/* The sum of squares in fixed pieces: SUMSQ_PIECE values each (a parameter's last piece
+ * shorter), a piece summed in 8 lanes of double (value j into lane j mod 8) that are then
+ * added as a fixed tree, the pieces' sums added one after the other in the parameters' order.
+ * The pieces, not the threads, fix the order: the same bits on any thread count and ISA
+ * (TR_CPU_SIMD's builds, -ffp-contract=off). Was one serial chain of adds, 4 GB/s. */
+#define SUMSQ_PIECE 16384
+#define SUMSQ_BATCH 256   /* pieces a parallel region takes */
+
+TR_CPU_SIMD static double sumsq_piece(const float *g, int64_t n)
+{
+    double lane[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++)
+            lane[j] += (double)g[i + j] * g[i + j];
+    for (int j = 0; i < n; i++, j++)
+        lane[j] += (double)g[i] * g[i];
+    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
+/* Adds the sums of pieces [0, n) to *sum, in order. */
+static void sumsq_batch(const float *const *at, const int64_t *len, int n, double *sum)
+{
+    double part[SUMSQ_BATCH];
+    int64_t values = 0;
+    for (int j = 0; j < n; j++)
+        values += len[j];
+#pragma omp parallel for schedule(static) if (values >= TR_CPU_GRAIN)
+    for (int j = 0; j < n; j++)
+        part[j] = sumsq_piece(at[j], len[j]);
+    for (int j = 0; j < n; j++)
+        *sum += part[j];
+}
+
 int tr_cpu_grad_sumsq(const struct tr_backend *be, const struct tr_optim_args *a, double *sumsq)
 {
     (void)be;
+    const float *at[SUMSQ_BATCH];
+    int64_t len[SUMSQ_BATCH];
+    int n = 0;
     double sum = 0;
     for (int k = 0; k < a->nspans; k++) {
         const float *g = grad_of(a, &a->spans[k]);
-        double part = 0;   /* each parameter summed in order: the same bits on any thread count */
-        for (int64_t i = 0; i < a->spans[k].numel; i++)
-            part += (double)g[i] * g[i];
-        sum += part;
+        for (int64_t i = 0, numel = a->spans[k].numel; i < numel; i += SUMSQ_PIECE) {
+            at[n] = g + i, len[n] = numel - i < SUMSQ_PIECE ? numel - i : SUMSQ_PIECE;
+            if (++n == SUMSQ_BATCH)
+                sumsq_batch(at, len, n, &sum), n = 0;
+        }
     }
+    sumsq_batch(at, len, n, &sum);
     *sumsq = sum;
     return 0;
 }
@@ -139,15 +189,16 @@ int tr_cpu_grad_sumsq(const struct tr_backend *be, const struct tr_optim_args *a
 int tr_cpu_grad_scale(const struct tr_backend *be, const struct tr_optim_args *a, float factor, bool *finite)
 {
     (void)be;
-    bool all = true;
+    int bad = 0;   /* an OR of flags: the same answer in any order */
     for (int k = 0; k < a->nspans; k++) {
-        float *g = grad_of(a, &a->spans[k]), bad = 0;
-        for (int64_t i = 0, n = a->spans[k].numel; i < n; i++) {
+        float *g = grad_of(a, &a->spans[k]);
+        int64_t n = a->spans[k].numel;
+#pragma omp parallel for schedule(static) reduction(| : bad) if (n >= TR_CPU_GRAIN)
+        for (int64_t i = 0; i < n; i++) {
             g[i] *= factor;
-            bad += g[i] - g[i];   /* 0 for every finite value, NaN once one is not */
+            bad |= !(g[i] - g[i] == 0);   /* 0 for every finite value, NaN once one is not */
         }
-        all &= bad == 0;
     }
-    *finite = all;
+    *finite = !bad;
     return 0;
 }

@@ -168,6 +168,7 @@ struct optim_hyper {
     int nesterov, first;
     float lr, weight_decay, b1, b2, eps, momentum, step_size, root_c2;
     float decay;                   /* AdamW: 1 − lr·wd, rounded from double as the CPU's */
+    float grad_factor;             /* clipping's, fused: each gradient times it as read */
 };
 
 /* The span holding chunk c: the last whose first chunk is ≤ c (binary search). */
@@ -243,7 +244,7 @@ __global__ void optim_kernel(struct optim_hyper h)
         float *p = (float *)(h.params + s.param), *g = (float *)(h.grads + s.grad);
         float wd = s.decay ? h.weight_decay : 0, decay = s.decay ? h.decay : 1;
         for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
-            update(h, s, p, i, g[i], wd, decay);
+            update(h, s, p, i, g[i] * h.grad_factor, wd, decay);
     }
 }
 
@@ -335,6 +336,7 @@ static int prepare(const struct tr_backend *be, const struct tr_optim_args *a, s
     h->eps = (float)a->eps, h->momentum = (float)a->momentum;
     h->step_size = (float)(a->lr / c1), h->root_c2 = (float)sqrt(c2);
     h->decay = (float)(1 - a->lr * a->weight_decay);
+    h->grad_factor = a->grad_factor > 0 ? a->grad_factor : 1;
     *ctxp = ctx;
     return 0;
 }
