@@ -4,11 +4,13 @@
 # per case the plan's predicted step time, the median measured (the run's plan.json:
 # measured_step_seconds, the first step a warm-up) over the rounds, and the error.
 #   bench/run-forecast.sh [THREADS] [ROUNDS] [STEPS]      (from the checkout, after building and
-#   `trainrun calibrate`; ~15 minutes on 2 quiet cores with 2 rounds of 5 steps)
+#   `trainrun calibrate`; ~10 minutes on 2 quiet cores with 2 rounds of 20 steps)
+# STEPS defaults to 20: with dynamic batching a step's time depends on its bucket (bert-small on
+# wordnet-senses: 70–200 ms), and the forecast is their mean; a 4-step run measures 3 of them.
 set -eu
 threads=${1:-$(nproc)}
 rounds=${2:-2}
-steps=${3:-5}
+steps=${3:-20}
 export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
 echo "threads=$threads rounds=$rounds steps=$steps $(date -u +%Y-%m-%dT%H:%MZ) $(git rev-parse --short HEAD 2>/dev/null || true)"
 echo "cpu: $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)"
