@@ -163,6 +163,12 @@ struct tr_optim_args {
     struct tr_diag *diag;    /* a failure's sentence */
 };
 
+/* The factor an update multiplies each gradient by as it reads it (0 reads as 1). */
+static inline float tr_optim_grad_factor(const struct tr_optim_args *a)
+{
+    return a->grad_factor > 0 ? a->grad_factor : 1;
+}
+
 /* What a kind of backend is and does: one const table per kind (CPU, fenced CPU, CUDA). The
  * entries after workspace_bytes take the instance first. */
 struct tr_backend_ops {

@@ -49,13 +49,6 @@ static float *state_of(const struct tr_optim_args *a, int k, const struct tr_par
     return k < a->nstate ? a->state + k * a->total + s->state : NULL;
 }
 
-/* What each gradient is multiplied by as an update reads it (clipping's factor; 0: none). The
- * product rounds as the pass that multiplied the gradients in memory did, so the bits are the same. */
-static float grad_factor(const struct tr_optim_args *a)
-{
-    return a->grad_factor > 0 ? a->grad_factor : 1;
-}
-
 /* AdamW (Loshchilov & Hutter; PyTorch's torch.optim.AdamW):
  *   p ← p·(1 − lr·wd);  m ← β1·m + (1 − β1)·g;  v ← β2·v + (1 − β2)·g²;
  *   p ← p − lr·(m/(1 − β1ᵗ)) / (√(v/(1 − β2ᵗ)) + ε) */
@@ -64,7 +57,7 @@ static void adamw(const struct tr_optim_args *a, const struct tr_param_span *sp)
     float *p = param_of(a, sp), *g = grad_of(a, sp), *m = state_of(a, 0, sp), *s = state_of(a, 1, sp);
     double c1 = 1 - pow(a->beta1, (double)a->step), c2 = 1 - pow(a->beta2, (double)a->step);
     float decay = (float)(1 - a->lr * (sp->decay ? a->weight_decay : 0)), b1 = (float)a->beta1, b2 = (float)a->beta2;
-    float step = (float)(a->lr / c1), root_c2 = (float)sqrt(c2), eps = (float)a->eps, f = grad_factor(a);
+    float step = (float)(a->lr / c1), root_c2 = (float)sqrt(c2), eps = (float)a->eps, f = tr_optim_grad_factor(a);
     int64_t n = sp->numel;
 #pragma omp parallel for schedule(static) if (n >= TR_CPU_GRAIN)
     for (int64_t i = 0; i < n; i++) {
@@ -82,7 +75,7 @@ static void sgd(const struct tr_optim_args *a, const struct tr_param_span *sp)
 {
     float *p = param_of(a, sp), *g = grad_of(a, sp), *buf = state_of(a, 0, sp);
     float wd = sp->decay ? (float)a->weight_decay : 0, mu = (float)a->momentum, rate = (float)a->lr;
-    float f = grad_factor(a);
+    float f = tr_optim_grad_factor(a);
     int first = a->step == 1, nesterov = a->nesterov;
     int64_t n = sp->numel;
 #pragma omp parallel for schedule(static) if (n >= TR_CPU_GRAIN)
@@ -103,7 +96,7 @@ static void lion(const struct tr_optim_args *a, const struct tr_param_span *sp)
 {
     float *p = param_of(a, sp), *g = grad_of(a, sp), *m = state_of(a, 0, sp);
     float decay = (float)(1 - a->lr * (sp->decay ? a->weight_decay : 0)), b1 = (float)a->beta1, b2 = (float)a->beta2;
-    float rate = (float)a->lr, f = grad_factor(a);
+    float rate = (float)a->lr, f = tr_optim_grad_factor(a);
     int64_t n = sp->numel;
 #pragma omp parallel for schedule(static) if (n >= TR_CPU_GRAIN)
     for (int64_t i = 0; i < n; i++) {

@@ -336,7 +336,7 @@ static int prepare(const struct tr_backend *be, const struct tr_optim_args *a, s
     h->eps = (float)a->eps, h->momentum = (float)a->momentum;
     h->step_size = (float)(a->lr / c1), h->root_c2 = (float)sqrt(c2);
     h->decay = (float)(1 - a->lr * a->weight_decay);
-    h->grad_factor = a->grad_factor > 0 ? a->grad_factor : 1;
+    h->grad_factor = tr_optim_grad_factor(a);
     *ctxp = ctx;
     return 0;
 }
