@@ -3,7 +3,7 @@
  * bits on 1, 2 and 3 threads; a program prepared for its buckets making no primitive in its
  * steps, at micro-batches smaller than the buckets too; bf16 and f16 where this CPU has no
  * 16-bit kernel: the widened path's bits exactly; the fused classifier and loss in bf16 (softmax.c)
- * against its widened path. Runs under any ONEDNN_MAX_CPU_ISA
+ * against its widened path, attention in bf16 (attention.c) too. Runs under any ONEDNN_MAX_CPU_ISA
  * (tests/isa.sh); a CPU below the ISA forced simply caps oneDNN lower. */
 #include "runner.h"
 #include "gradcheck.h"
@@ -341,6 +341,163 @@ START_TEST(fused_head_in_bf16)
 }
 END_TEST
 
+/* ATTENTION and its backward on bf16 q, k, v (attention.c): on a CPU that computes bf16, the
+ * tiles' GEMMs on oneDNN's bf16 kernels — within bf16's rounding of the probabilities, ds and the
+ * outputs (2^-9 relative each, a few adding up: 2^-7 normwise; measured 1.6e-3 to 2.8e-3 on AVX-512 BF16) of the widened f32 path, lse within
+ * f32's accumulation (1e-5), the same bits on 1 and 3 threads, and no primitive made by a run,
+ * at the prepared S and, where S varies, at any S below it; elsewhere the widened path's bits.
+ * S 300: two key tiles (the second of 44 keys, rounded to 48) and a last query tile of 44 rows
+ * reaching past S (the zeroed copies). Cases: _i's bit 0 causal, bit 1 a key padding mask. */
+struct attn_case {
+    struct tr_tensor q, k, v, mask, o[2], lse[2], dout, d[2][3];
+};
+
+static void attn_case_make(struct attn_case *c, int64_t B, int64_t H, int64_t S, int64_t D, uint64_t seed)
+{
+    c->q = gc_make(TR_BF16, B, H, S, D), c->k = gc_make(TR_BF16, B, H, S, D), c->v = gc_make(TR_BF16, B, H, S, D);
+    c->dout = gc_make(TR_BF16, B, H, S, D), c->mask = gc_make(TR_U8, B, S);
+    struct tr_tensor *fill[4] = {&c->q, &c->k, &c->v, &c->dout};
+    for (int t = 0; t < 4; t++)
+        for (int64_t i = 0; i < B * H * S * D; i++)
+            ((uint16_t *)fill[t]->data)[i] = tr_f32_to_bf16((float)gc_uniform(&seed, -2, 2));
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t j = 0; j < S; j++)   /* batch 1: its last 23 keys padding, and one in the middle */
+            ((uint8_t *)c->mask.data)[b * S + j] = !(b == 1 && (j >= S - 23 || j == S / 3));
+    for (int k = 0; k < 2; k++) {
+        c->o[k] = gc_make(TR_BF16, B, H, S, D), c->lse[k] = gc_make(TR_F32, B, H, S);
+        for (int g = 0; g < 3; g++)
+            c->d[k][g] = gc_make(TR_BF16, B, H, S, D);
+    }
+}
+
+static void attn_case_free(struct attn_case *c)
+{
+    gc_free(&c->q), gc_free(&c->k), gc_free(&c->v), gc_free(&c->dout), gc_free(&c->mask);
+    for (int k = 0; k < 2; k++) {
+        gc_free(&c->o[k]), gc_free(&c->lse[k]);
+        for (int g = 0; g < 3; g++)
+            gc_free(&c->d[k][g]);
+    }
+}
+
+/* Forward into o[k], lse[k], then the backward (from the widened path's o and lse, k 1, so the
+ * backward's own error is measured) into d[k]. */
+static void attn_case_run(const struct tr_backend *be, struct attn_case *c, const struct tr_node *fwd,
+                          const struct tr_node *bwd, int k, bool widened_first)
+{
+    struct tr_kernel_args f = {.node = fwd, .in = {c->q, c->k, c->v, c->mask}, .out = {c->o[k], c->lse[k]},
+                               .nin = fwd->nin, .nout = 2};
+    gc_run_planned(be, &f);
+    int from = widened_first ? 1 : k;
+    struct tr_kernel_args b = {.node = bwd, .in = {c->dout, c->q, c->k, c->v, c->o[from], c->lse[from], c->mask},
+                               .out = {c->d[k][0], c->d[k][1], c->d[k][2]}, .nin = bwd->nin, .nout = 3};
+    gc_run_planned(be, &b);
+}
+
+static double attn_normwise(const struct tr_tensor *got, const struct tr_tensor *want)
+{
+    int64_t n = tr_tensor_numel(got);
+    float *g = malloc((size_t)n * 4), *w = malloc((size_t)n * 4);
+    widen16(got, g), widen16(want, w);
+    double e = normwise_f32(g, w, n);
+    free(g), free(w);
+    return e;
+}
+
+/* The node pair at this case's S: tensors re-viewed at S rows (a prefix of each [S_max] buffer is
+ * not a prefix of a [B, H, S] tensor, so each S gets its own case). */
+static void attn_compare(struct tr_backend *be, int64_t S, bool causal, bool masked, bool native)
+{
+    struct attn_case c;
+    attn_case_make(&c, 2, 3, S, 40, 11 + (uint64_t)S);
+    struct tr_node fwd = {.op = TR_OP_ATTENTION, .nin = masked ? 4 : 3, .nout = 2, .attrs.attention = {causal, masked, 0}};
+    struct tr_node bwd = {.op = TR_OP_ATTENTION_BWD, .nin = masked ? 7 : 6, .nout = 3, .attrs.attention = {causal, masked, 0}};
+    attn_case_run(tr_backend_cpu(), &c, &fwd, &bwd, 1, true);   /* the widened path */
+    char *first[4] = {NULL};
+    for (int threads = 1; threads <= 3; threads += 2) {
+        omp_set_num_threads(threads);
+        attn_case_run(be, &c, &fwd, &bwd, 0, true);
+        const struct tr_tensor *out[4] = {&c.o[0], &c.d[0][0], &c.d[0][1], &c.d[0][2]};
+        for (int t = 0; t < 4; t++) {
+            size_t bytes = tr_tensor_bytes(out[t]);
+            if (threads == 1)
+                first[t] = memcpy(malloc(bytes), out[t]->data, bytes);
+            else
+                ck_assert_msg(memcmp(first[t], out[t]->data, bytes) == 0, "S %ld: output %d differs between 1 and 3 threads",
+                              (long)S, t);
+        }
+    }
+    omp_set_num_threads(1);
+    for (int t = 0; t < 4; t++)
+        free(first[t]);
+    double e_o = attn_normwise(&c.o[0], &c.o[1]), e_dq = attn_normwise(&c.d[0][0], &c.d[1][0]);
+    double e_dk = attn_normwise(&c.d[0][1], &c.d[1][1]), e_dv = attn_normwise(&c.d[0][2], &c.d[1][2]);
+    double e_lse = 0, n_lse = 0;
+    for (int64_t i = 0; i < tr_tensor_numel(&c.lse[0]); i++) {
+        float a = ((float *)c.lse[0].data)[i], b = ((float *)c.lse[1].data)[i];
+        ck_assert_msg(isinf(a) == isinf(b), "lse[%ld]: %g against %g", (long)i, a, b);
+        if (!isinf(b))
+            e_lse += (a - b) * (double)(a - b), n_lse += (double)b * b;
+    }
+    e_lse = sqrt(e_lse / (n_lse > 0 ? n_lse : 1));
+    if (native) {
+        ck_assert_msg(e_o <= 0x1p-7 && e_dq <= 0x1p-7 && e_dk <= 0x1p-7 && e_dv <= 0x1p-7 && e_lse <= 1e-5,
+                      "S %ld causal %d mask %d: o %.3g, dq %.3g, dk %.3g, dv %.3g, lse %.3g from the widened path",
+                      (long)S, causal, masked, e_o, e_dq, e_dk, e_dv, e_lse);
+        ck_assert_msg(e_o > 0 || e_dq > 0, "S %ld: oneDNN's path gave the widened bits", (long)S);
+    } else {
+        ck_assert_msg(e_o == 0 && e_dq == 0 && e_dk == 0 && e_dv == 0 && e_lse == 0, "not the widened path's bits");
+    }
+    attn_case_free(&c);
+}
+
+START_TEST(attention_in_bf16)
+{
+    bool causal = _i & 1, masked = _i & 2, native = tr_onednn_computes_bf16();
+    /* S fixed: prepared at 300 alone */
+    struct tr_backend *be = gc_open_cpu();
+    struct attn_case c;
+    attn_case_make(&c, 2, 3, 300, 40, 5);
+    struct tr_node fwd = {.op = TR_OP_ATTENTION, .nin = masked ? 4 : 3, .nout = 2, .attrs.attention = {causal, masked, 0}};
+    struct tr_node bwd = {.op = TR_OP_ATTENTION_BWD, .nin = masked ? 7 : 6, .nout = 3, .attrs.attention = {causal, masked, 0}};
+    struct tr_diag why = {0};
+    struct tr_tensor fin[4] = {c.q, c.k, c.v, c.mask}, fout[2] = {c.o[0], c.lse[0]};
+    struct tr_tensor bin[7] = {c.dout, c.q, c.k, c.v, c.o[0], c.lse[0], c.mask}, bout[3] = {c.d[0][0], c.d[0][1], c.d[0][2]};
+    ck_assert_int_eq(be->ops->prepare(be, NULL, &fwd, fin, fout, &why), 0);
+    ck_assert_int_eq(be->ops->prepare(be, NULL, &bwd, bin, bout, &why), 0);
+    attn_case_free(&c);
+    struct tr_onednn_counts prepared = tr_cpu_onednn_counts(be);
+    ck_assert_int_eq(prepared.primitives > 0, native);
+    attn_compare(be, 300, causal, masked, native);
+    ck_assert_int_eq(tr_cpu_onednn_counts(be).primitives, prepared.primitives);
+    tr_backend_close(be);
+
+    /* S varying with the micro-batch: prepared at its bound, 300, it runs at 37 and 129 with no
+     * primitive made */
+    be = gc_open_cpu();
+    struct tr_graph g;
+    tr_graph_init(&g);
+    int qv = tr_input(&g, "q", TR_BF16, 4,
+                      (struct tr_dim[]){tr_dim_const(2), tr_dim_const(3), tr_dim_S(1), tr_dim_const(40)});
+    attn_case_make(&c, 2, 3, 300, 40, 5);
+    fwd.in[0] = qv, bwd.in[1] = qv;
+    struct tr_tensor fin2[4] = {c.q, c.k, c.v, c.mask}, fout2[2] = {c.o[0], c.lse[0]};
+    struct tr_tensor bin2[7] = {c.dout, c.q, c.k, c.v, c.o[0], c.lse[0], c.mask}, bout2[3] = {c.d[0][0], c.d[0][1], c.d[0][2]};
+    ck_assert_int_eq(be->ops->prepare(be, &g, &fwd, fin2, fout2, &why), 0);
+    ck_assert_int_eq(be->ops->prepare(be, &g, &bwd, bin2, bout2, &why), 0);
+    attn_case_free(&c);
+    prepared = tr_cpu_onednn_counts(be);
+    ck_assert_int_eq(prepared.made_in_kernels, 0);
+    attn_compare(be, 37, causal, masked, native);
+    attn_compare(be, 129, causal, masked, native);
+    struct tr_onednn_counts after = tr_cpu_onednn_counts(be);
+    ck_assert_int_eq(after.primitives, prepared.primitives);
+    ck_assert_int_eq(after.made_in_kernels, 0);
+    tr_graph_free(&g);
+    tr_backend_close(be);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("onednn");
@@ -353,6 +510,7 @@ int main(void)
 #endif
     tcase_add_test(tc, sixteen_bit_native_or_widened);
     tcase_add_loop_test(tc, fused_head_in_bf16, 0, 2);
+    tcase_add_loop_test(tc, attention_in_bf16, 0, 4);
     suite_add_tcase(s, tc);
     return unit_run(s);
 }

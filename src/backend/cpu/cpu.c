@@ -32,7 +32,9 @@ size_t tr_cpu_workspace_bytes(const struct tr_node *node, const struct tr_tensor
 {
     size_t plain = tr_cpu_widened_workspace(node, in, out, kernel_workspace);
     size_t onednn = tr_onednn_workspace(node, in, out), lce = tr_cpu_lce_onednn_workspace(node, in, out);
+    size_t attention = tr_cpu_attention_onednn_workspace(node, in, out);
     onednn = lce > onednn ? lce : onednn;
+    onednn = attention > onednn ? attention : onednn;
     return plain > onednn ? plain : onednn;
 }
 
@@ -110,11 +112,14 @@ static int cpu_prepare(const struct tr_backend *be, const struct tr_graph *g, co
 {
     if (node->op == TR_OP_LINEAR_CROSS_ENTROPY || node->op == TR_OP_LINEAR_CROSS_ENTROPY_BWD)
         return tr_cpu_lce_onednn_prepare(be->state, node, in, out);
+    if (node->op == TR_OP_ATTENTION || node->op == TR_OP_ATTENTION_BWD)
+        return tr_cpu_attention_onednn_prepare(be->state, g, node, in, out);
     return tr_onednn_prepare(be->state, g, node, in, out, tr_cpu_workspace_bytes(node, in, out), d);
 }
 
 /* A MATMUL goes to oneDNN when its node is one oneDNN takes (16-bit tensors as they are), a
- * convolution too, and the fused classifier and loss on bf16 (softmax.c); everything else,
+ * convolution too, and the fused classifier and loss (softmax.c) and attention (attention.c) on
+ * bf16; everything else,
  * 16-bit tensors through widen.c. */
 static int cpu_run(tr_kernel_fn kernel, const struct tr_kernel_args *a)
 {
@@ -127,6 +132,8 @@ static int cpu_run(tr_kernel_fn kernel, const struct tr_kernel_args *a)
         rc = tr_onednn_conv(a->be->state, a, &ran);
     else if (op == TR_OP_LINEAR_CROSS_ENTROPY || op == TR_OP_LINEAR_CROSS_ENTROPY_BWD)
         rc = tr_cpu_lce_onednn(a->be->state, a, &ran);
+    else if (op == TR_OP_ATTENTION || op == TR_OP_ATTENTION_BWD)
+        rc = tr_cpu_attention_onednn(a->be->state, a, &ran);
     return ran ? rc : tr_cpu_run_widened(kernel, a);
 }
 

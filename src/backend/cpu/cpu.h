@@ -94,6 +94,14 @@ int tr_cpu_lce_onednn_prepare(struct tr_onednn *o, const struct tr_node *node, c
                               const struct tr_tensor *out);
 int tr_cpu_lce_onednn(struct tr_onednn *o, const struct tr_kernel_args *a, bool *ran);
 
+/* ATTENTION and its backward on bf16 as stored, their tiles' GEMMs on oneDNN's bf16 kernels
+ * (attention.c), the same three entries. */
+size_t tr_cpu_attention_onednn_workspace(const struct tr_node *node, const struct tr_tensor *in,
+                                         const struct tr_tensor *out);
+int tr_cpu_attention_onednn_prepare(struct tr_onednn *o, const struct tr_graph *g, const struct tr_node *node,
+                                    const struct tr_tensor *in, const struct tr_tensor *out);
+int tr_cpu_attention_onednn(struct tr_onednn *o, const struct tr_kernel_args *a, bool *ran);
+
 size_t tr_cpu_linear_cross_entropy_workspace(const struct tr_node *node, const struct tr_tensor *in,
                                              const struct tr_tensor *out);
 size_t tr_cpu_attention_workspace(const struct tr_node *node, const struct tr_tensor *in,

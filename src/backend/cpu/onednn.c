@@ -452,22 +452,14 @@ static bool has_pieces(const struct tr_onednn *o, const struct entry *e, const s
     return true;
 }
 
-/* Runs one m × n piece at (p, i, j) on the calling thread: its memory objects made around the
- * handles (oneDNN's memory objects are small; the data is the regions'). */
-static dnnl_status_t run_piece(const struct tr_onednn *o, const struct gemm *p, const struct geom *g,
-                               const void *A0, const void *B0, void *C0, void *workspace, int64_t b, int64_t i,
-                               int64_t j, int64_t m, int64_t n, int slot, size_t stride)
+/* Executes primitive p on the calling thread at key k's concrete sizes (p's own key, or p's with its
+ * runtime sizes filled in), on stream `slot` with the scratchpad at `scratch`: its memory objects
+ * made around the handles (oneDNN's memory objects are small; the data is the regions'). */
+static dnnl_status_t piece_execute(const struct tr_onednn *o, const struct gemm *p, const struct gemm_key *k,
+                                   const void *A, const void *B, void *C, void *scratch, int slot)
 {
-    struct gemm_key k = p->key;   /* the concrete sizes of this piece */
-    k.m = m, k.n = n, k.k = g->K, k.lda = g->ta ? g->M : g->K, k.ldb = g->tb ? g->K : g->N, k.ldc = g->N;
     dnnl_memory_desc_t amd, bmd, cmd;
-    piece_descs(&k, &amd, &bmd, &cmd);
-    size_t as = type_size(g->at), bs = type_size(g->bt), ys = type_size(g->yt);
-    const char *A = (const char *)A0 + (size_t)(b * g->a_stride) * as;
-    const char *B = (const char *)B0 + (size_t)(b * g->b_stride) * bs;
-    A += (size_t)(g->ta ? i : i * g->K) * as;
-    B += (size_t)(g->tb ? j * g->K : j) * bs;
-    char *C = (char *)C0 + (size_t)(b * g->M * g->N + i * g->N + j) * ys;
+    piece_descs(k, &amd, &bmd, &cmd);
     dnnl_memory_t mem[4] = {NULL, NULL, NULL, NULL};
     dnnl_status_t st = dnnl_memory_create(&mem[0], &amd, o->engine, (void *)A);
     if (st == dnnl_success)
@@ -475,7 +467,7 @@ static dnnl_status_t run_piece(const struct tr_onednn *o, const struct gemm *p, 
     if (st == dnnl_success)
         st = dnnl_memory_create(&mem[2], &cmd, o->engine, C);
     if (st == dnnl_success && p->scratch)
-        st = dnnl_memory_create(&mem[3], &p->scratch_md, o->engine, (char *)workspace + (size_t)slot * stride);
+        st = dnnl_memory_create(&mem[3], &p->scratch_md, o->engine, scratch);
     dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, mem[0]}, {DNNL_ARG_WEIGHTS, mem[1]}, {DNNL_ARG_DST, mem[2]},
                                {DNNL_ARG_SCRATCHPAD, mem[3]}};
     if (st == dnnl_success)
@@ -485,6 +477,22 @@ static dnnl_status_t run_piece(const struct tr_onednn *o, const struct gemm *p, 
     for (int t = 0; t < 4; t++)
         dnnl_memory_destroy(mem[t]);
     return st;
+}
+
+/* Runs one m × n piece at (p, i, j) of the node's GEMM on the calling thread. */
+static dnnl_status_t run_piece(const struct tr_onednn *o, const struct gemm *p, const struct geom *g,
+                               const void *A0, const void *B0, void *C0, void *workspace, int64_t b, int64_t i,
+                               int64_t j, int64_t m, int64_t n, int slot, size_t stride)
+{
+    struct gemm_key k = p->key;   /* the concrete sizes of this piece */
+    k.m = m, k.n = n, k.k = g->K, k.lda = g->ta ? g->M : g->K, k.ldb = g->tb ? g->K : g->N, k.ldc = g->N;
+    size_t as = type_size(g->at), bs = type_size(g->bt), ys = type_size(g->yt);
+    const char *A = (const char *)A0 + (size_t)(b * g->a_stride) * as;
+    const char *B = (const char *)B0 + (size_t)(b * g->b_stride) * bs;
+    A += (size_t)(g->ta ? i : i * g->K) * as;
+    B += (size_t)(g->tb ? j * g->K : j) * bs;
+    char *C = (char *)C0 + (size_t)(b * g->M * g->N + i * g->N + j) * ys;
+    return piece_execute(o, p, &k, A, B, C, (char *)workspace + (size_t)slot * stride, slot);
 }
 
 int tr_onednn_matmul(struct tr_onednn *o, const struct tr_kernel_args *a, bool *ran)
@@ -615,6 +623,45 @@ int tr_onednn_gemm_run(struct tr_onednn *o, const struct tr_onednn_gemm *s, cons
     }
     return failed ? 1 : 0;
 }
+
+/* A shape multiplied whole is one piece: its primitive, when prepare made it. */
+static const struct gemm *whole_piece(struct tr_onednn *o, const struct tr_onednn_gemm *s)
+{
+    struct geom g = geom_of_shape(s);
+    struct gemm_key key = key_of(&g, s->M, s->N, false, false, false);
+    int k = o && tr_onednn_gemm_available(s) ? gemm_find(o, &key) : -1;
+    return k < 0 ? NULL : &o->gemms[k];
+}
+
+size_t tr_onednn_gemm_scratch(const struct tr_onednn_gemm *s)
+{
+    if (!tr_onednn_gemm_available(s))
+        return 0;
+    struct geom g = geom_of_shape(s);
+    struct gemm_key key = key_of(&g, s->M, s->N, false, false, false);
+    return scratch_of(&key);
+}
+
+const struct tr_onednn_piece *tr_onednn_gemm_piece(struct tr_onednn *o, const struct tr_onednn_gemm *s)
+{
+    return (const struct tr_onednn_piece *)whole_piece(o, s);
+}
+
+size_t tr_onednn_piece_scratch(const struct tr_onednn_piece *piece)
+{
+    return ((const struct gemm *)piece)->scratch;
+}
+
+int tr_onednn_piece_run(struct tr_onednn *o, const struct tr_onednn_piece *piece, const void *A, const void *B,
+                        void *C, void *scratch, int slot)
+{
+    const struct gemm *p = (const struct gemm *)piece;
+    if (slot < 0 || slot >= o->nstreams)
+        return 1;
+    return piece_execute(o, p, &p->key, A, B, C, scratch, slot) != dnnl_success;
+}
+
+int tr_onednn_streams(const struct tr_onednn *o) { return o ? o->nstreams : 0; }
 
 /* A piece's scratchpad bytes, remembered by key (the planner asks for every node of every
  * candidate: a primitive descriptor each time made BERT-base's plan take 1.6 s). One table a
@@ -748,6 +795,37 @@ int tr_onednn_gemm_run(struct tr_onednn *o, const struct tr_onednn_gemm *s, cons
 {
     (void)o, (void)s, (void)A, (void)B, (void)C, (void)workspace, (void)workspace_bytes;
     return -1;
+}
+
+size_t tr_onednn_gemm_scratch(const struct tr_onednn_gemm *s)
+{
+    (void)s;
+    return 0;
+}
+
+const struct tr_onednn_piece *tr_onednn_gemm_piece(struct tr_onednn *o, const struct tr_onednn_gemm *s)
+{
+    (void)o, (void)s;
+    return NULL;
+}
+
+size_t tr_onednn_piece_scratch(const struct tr_onednn_piece *piece)
+{
+    (void)piece;
+    return 0;
+}
+
+int tr_onednn_piece_run(struct tr_onednn *o, const struct tr_onednn_piece *piece, const void *A, const void *B,
+                        void *C, void *scratch, int slot)
+{
+    (void)o, (void)piece, (void)A, (void)B, (void)C, (void)scratch, (void)slot;
+    return 1;
+}
+
+int tr_onednn_streams(const struct tr_onednn *o)
+{
+    (void)o;
+    return 0;
 }
 
 void tr_onednn_describe(char *buf, size_t n) { snprintf(buf, n, "oneDNN not built (configure --without-onednn or no libdnnl-dev)"); }

@@ -75,6 +75,21 @@ size_t tr_onednn_gemm_workspace(const struct tr_onednn_gemm *s);
 int tr_onednn_gemm_run(struct tr_onednn *o, const struct tr_onednn_gemm *s, const void *A, const void *B, void *C,
                        void *workspace, size_t workspace_bytes);
 
+/* The same service for kernels that run their own threads (attention's tiles): a shape
+ * multiplied whole, as one single-threaded piece on the calling thread. prepare it as above with
+ * tm ≥ M and tn ≥ N; its piece (NULL when prepare did not make it) stays valid until the next
+ * prepare. tr_onednn_gemm_scratch: its scratchpad bytes for one thread, as the planner needs
+ * them (a function of the shape and this CPU). run: on stream `slot` (each thread its own, below
+ * tr_onednn_streams), the scratchpad at `scratch` (tr_onednn_piece_scratch bytes): 0, or 1 when
+ * oneDNN failed. */
+struct tr_onednn_piece;
+size_t tr_onednn_gemm_scratch(const struct tr_onednn_gemm *s);
+const struct tr_onednn_piece *tr_onednn_gemm_piece(struct tr_onednn *o, const struct tr_onednn_gemm *s);
+size_t tr_onednn_piece_scratch(const struct tr_onednn_piece *piece);
+int tr_onednn_piece_run(struct tr_onednn *o, const struct tr_onednn_piece *piece, const void *A, const void *B,
+                        void *C, void *scratch, int slot);
+int tr_onednn_streams(const struct tr_onednn *o);
+
 struct tr_onednn_counts tr_onednn_counts_of(const struct tr_onednn *o);
 
 /* Whether this CPU multiplies bf16 matrices in bf16 (AVX-512 BF16 or AMX, and TR_CPU_GEMM not
