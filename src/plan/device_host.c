@@ -25,9 +25,10 @@
 #include "data/cache.h"
 #include "data/sha256.h"
 
-#define CALIBRATION_VERSION 6   /* 4: the address space reserved; 5: each kernel class measured, and
+#define CALIBRATION_VERSION 7   /* 4: the address space reserved; 5: each kernel class measured, and
                                  * whether the rounds settled; 6: the optimizer's passes past the
-                                 * caches, the norm in parallel pieces and clipping in the update */
+                                 * caches, the norm in parallel pieces and clipping in the update;
+                                 * 7: bf16 attention on oneDNN's bf16 GEMMs */
 
 /* The CPU backend's kernel choices, which the measured times belong to: oneDNN's ISA and where
  * the f32 and bf16 GEMMs run (TR_CPU_GEMM), and TR_CPU_CONV. A calibration taken with other
