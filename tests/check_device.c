@@ -5,6 +5,8 @@
 #include "unit.h"
 
 #include "plan/device.h"
+#include "graph/graph.h"
+#include "plan/plan.h"
 
 static const char *const shipped[] = {"a100-40gb", "a100-80gb", "h100-80gb", "h200", "rtx3090",
                                        "rtx4090", "t4", "l4", "cpu"};
@@ -325,6 +327,40 @@ START_TEST(kernel_costs_round_trip)
 }
 END_TEST
 
+/* fp16 on a CPU that computes bf16 natively runs on widened f32 copies: its nodes cost fp32's
+ * curves plus the copies, so it is never forecast as fast as bf16 (the planner chose fp16 for
+ * BERT-base so, and its step ran at fp32's speed); where both are widened, fp16 reads bf16's. */
+static double linear_step(enum tr_dtype low, const struct tr_device *dev)
+{
+    struct tr_graph g;
+    tr_graph_init(&g);
+    int x = tr_input(&g, "x", TR_F32, 2, (struct tr_dim[]){tr_dim_B(1), tr_dim_const(256)});
+    int w = tr_param(&g, "w", TR_F32, 2, (struct tr_dim[]){tr_dim_const(256), tr_dim_const(256)});
+    tr_graph_set_loss(&g, tr_sum(&g, tr_linear(&g, x, w, -1), -1));
+    ck_assert_int_eq(low == TR_F32 ? 0 : tr_amp(&g, low, NULL, 0, false), 0);
+    double s = tr_plan_step_seconds(&g, 512, 1, dev, NULL, NULL);
+    tr_graph_free(&g);
+    return s;
+}
+
+START_TEST(fp16_widened_where_bf16_is_native)
+{
+    struct tr_device dev = {.kind = TR_DEVICE_CPU, .bandwidth = 1e10, .gemm_flops = {1e11, 1e11, 1e11},
+                            .node_seconds = 1e-6, .widen_16bit = 1};
+    dev.kernels.measured = true;
+    for (int c = TR_NOPS; c < TR_COST_CLASSES; c++) {   /* every GEMM class: bf16 4× fp32's rate */
+        dev.kernels.curve[c][0] = (struct tr_cost_curve){2, {1e6, 1e9}, {1e-5, 1e-2}};
+        dev.kernels.curve[c][1] = (struct tr_cost_curve){2, {1e6, 1e9}, {0.25e-5, 0.25e-2}};
+    }
+    double bf16 = linear_step(TR_BF16, &dev), fp16 = linear_step(TR_F16, &dev);
+    ck_assert_double_eq_tol(fp16, bf16, 1e-12);
+    dev.fp16_widened = true;
+    double widened = linear_step(TR_F16, &dev), fp32 = linear_step(TR_F32, &dev);
+    ck_assert_msg(widened > fp32 && fp32 > 2 * bf16, "fp16 %g s, fp32 %g s, bf16 %g s", widened, fp32, bf16);
+    ck_assert_double_eq_tol(linear_step(TR_BF16, &dev), bf16, 1e-12);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("device");
@@ -343,6 +379,7 @@ int main(void)
     tcase_add_test(cal, stability_rule);
     tcase_add_test(cal, curve_reading);
     tcase_add_test(cal, kernel_costs_round_trip);
+    tcase_add_test(cal, fp16_widened_where_bf16_is_native);
     suite_add_tcase(s, cal);
     return unit_run(s);
 }

@@ -9,6 +9,8 @@
 #include "plan/plan.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "core/tensor.h"
 #include "graph/ops.h"
@@ -92,13 +94,29 @@ static double profile_seconds(const struct tr_node *n, const struct tr_tensor *i
            tr_ops[n->op].specials(n, in, out) * dev->special_seconds;
 }
 
-/* A calibrated node: its class's curve at its precision (fp16: bf16's), else at fp32 (widening aside, a
- * 16-bit node runs the f32 kernel), else the profile's formula. */
+/* The widening of a node's 16-bit tensors to f32 copies and back: read 2 bytes, write and read 4,
+ * write 2, at the bandwidth. */
+static double widening_seconds(const struct tr_node *n, const struct tr_tensor *in, const struct tr_tensor *out,
+                               const struct tr_device *dev)
+{
+    double elements = 0;
+    for (int i = 0; i < n->nin; i++)
+        elements += tr_dtype_is_16bit(in[i].dtype) ? (double)numel(&in[i]) : 0;
+    for (int i = 0; i < n->nout; i++)
+        elements += tr_dtype_is_16bit(out[i].dtype) ? (double)numel(&out[i]) : 0;
+    return dev->bandwidth > 0 ? 12.0 * elements / dev->bandwidth : 0;
+}
+
+/* A calibrated node: its class's curve at its precision (fp16: bf16's, or fp32's plus the widening
+ * where bf16 runs natively and fp16 does not), else at fp32 (widening aside, a 16-bit node runs the
+ * f32 kernel), else the profile's formula. */
 static double measured_seconds(const struct tr_node *n, const struct tr_tensor *in, const struct tr_tensor *out,
                                const struct tr_device *dev, double f, double *b)
 {
-    double work;
+    double work, widening = 0;
     int cls = tr_cost_class(n, in, out, &work), prec = tr_cost_precision(in, n->nin);
+    if (prec == TR_PREC_FP16 && dev->fp16_widened)
+        prec = TR_PREC_FP32, widening = widening_seconds(n, in, out, dev);
     double t = tr_cost_curve_seconds(&dev->kernels.curve[cls][prec], work);
     if (t < 0 && prec == TR_PREC_FP16)   /* calibrate measures 16-bit nodes in bf16 (device_kernels.c) */
         t = tr_cost_curve_seconds(&dev->kernels.curve[cls][TR_PREC_BF16], work);
@@ -109,24 +127,31 @@ static double measured_seconds(const struct tr_node *n, const struct tr_tensor *
             t = tr_cost_curve_seconds(&dev->kernels.curve[c][TR_PREC_FP32], work);
     if (t < 0)
         t = profile_seconds(n, in, out, dev, f, b);
-    return t + dev->kernels.exec_node_seconds;
+    return t + widening + dev->kernels.exec_node_seconds;
 }
 
 double tr_plan_step_seconds(const struct tr_graph *g, int64_t B, int64_t S, const struct tr_device *dev,
                             double *flops, double *bytes)
 {
     struct tr_tensor in[TR_MAX_IN], out[TR_MAX_OUT];
-    double seconds = 0, f_sum = 0, b_sum = 0;
+    double seconds = 0, f_sum = 0, b_sum = 0, by_op[TR_NOPS] = {0};
     for (int node = 0; node < g->nnodes; node++) {   /* the schedule is creation order (program.c) */
         const struct tr_node *n = &g->nodes[node];
         if (tr_op_is_view(n->op))   /* no kernel */
             continue;
         tr_bind_shapes(g, n, B, S, in, out);
         double f = tr_ops[n->op].flops(n, in, out), b = node_bytes(n, in, out);
-        seconds += dev->kernels.measured ? measured_seconds(n, in, out, dev, f, &b)
+        double t = dev->kernels.measured ? measured_seconds(n, in, out, dev, f, &b)
                                          : profile_seconds(n, in, out, dev, f, &b);
+        seconds += t, by_op[n->op] += t;
         f_sum += f, b_sum += b;
     }
+    /* TR_FORECAST_OPS=1: the forecast per op on stderr, to set beside TR_PROFILE=1's measurement */
+    const char *per_op = getenv("TR_FORECAST_OPS");
+    for (int op = 0; per_op && *per_op == '1' && op < TR_NOPS; op++)
+        if (by_op[op] > 0)
+            fprintf(stderr, "  forecast %-22s %9.2f ms per micro-step (B %lld, S %lld)\n", tr_op_name(op), by_op[op] * 1e3,
+                    (long long)B, (long long)S);
     if (flops)
         *flops = f_sum;
     if (bytes)

@@ -64,6 +64,9 @@ struct tr_device {
                                * all threads together; 0 where such ops are bound by bytes (GPUs) */
     double widen_16bit;       /* CPU: 16-bit operands are widened to f32 before a GEMM (1), or
                                * read as they are (0) */
+    bool fp16_widened;        /* CPU: bf16 runs in bf16 (oneDNN, bf16 bodies) but fp16 on widened
+                               * f32 copies: fp16 nodes cost fp32's curves plus the widening, not
+                               * bf16's (cost.c); false: fp16 reads bf16's curves */
     struct tr_kernel_costs kernels;   /* this host: each kernel class measured; a profile: none */
     bool stable;              /* this host: the calibration's rounds agreed within its tolerance */
     double spread;            /* the larger spread of the last rounds (device_kernels.c), (max − min) / median */

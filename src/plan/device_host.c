@@ -107,6 +107,7 @@ static void host_identity(struct tr_device *d)
     for (int p = 0; p < TR_NPRECISIONS; p++)
         d->supports[p] = true;
     d->widen_16bit = 1;
+    d->fp16_widened = tr_onednn_computes_bf16();   /* oneDNN 2.6.3 has no f16 kernels for a CPU */
 }
 
 /* ---- the measurement ------------------------------------------------------------------------ */
@@ -289,7 +290,7 @@ int tr_device_measure(struct tr_device *d, const struct tr_calibration_rule *rul
     snprintf(d->source, sizeof d->source, "measured on this host by `trainrun calibrate` at %s: sgemm 1024³ "
              "and 64 × 256 × 256 best of 5, memcpy 64 MiB best of 4, a 4096-float parallel loop, GELU's erf over 4 Mi floats, "
              "resident set before and after, address space (VmSize, VmData) around loading OpenBLAS, the threads' first "
-             "region and GEMM, one more thread; every kernel class on probe graphs in fp32 and bf16 (fp16 read as bf16), %d rounds "
+             "region and GEMM, one more thread; every kernel class on probe graphs in fp32 and bf16 (fp16 read as bf16, or as fp32 widened where bf16 computes natively), %d rounds "
              "of each, the last %d within %.0f%%", date, rule->max_rounds, rule->window, rule->tolerance * 100);
     return 0;
 }
