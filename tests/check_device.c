@@ -361,6 +361,19 @@ START_TEST(fp16_widened_where_bf16_is_native)
 }
 END_TEST
 
+/* A node's precision by its first 16-bit input: a loss's backward takes the f32 dloss first. */
+START_TEST(precision_by_the_16bit_input)
+{
+    struct tr_tensor in[3] = {{.dtype = TR_F32}, {.dtype = TR_BF16}, {.dtype = TR_F32}};
+    ck_assert_int_eq(tr_cost_precision(in, 3), TR_PREC_BF16);
+    in[1].dtype = TR_F16;
+    ck_assert_int_eq(tr_cost_precision(in, 3), TR_PREC_FP16);
+    in[1].dtype = TR_I32;
+    ck_assert_int_eq(tr_cost_precision(in, 3), TR_PREC_FP32);
+    ck_assert_int_eq(tr_cost_precision(in, 0), TR_PREC_FP32);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("device");
@@ -380,6 +393,7 @@ int main(void)
     tcase_add_test(cal, curve_reading);
     tcase_add_test(cal, kernel_costs_round_trip);
     tcase_add_test(cal, fp16_widened_where_bf16_is_native);
+    tcase_add_test(cal, precision_by_the_16bit_input);
     suite_add_tcase(s, cal);
     return unit_run(s);
 }

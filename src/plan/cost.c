@@ -23,11 +23,15 @@ static int64_t numel(const struct tr_tensor *t)
     return n;
 }
 
+/* By the first 16-bit input, not by in[0]: a loss's backward takes the f32 dloss first and the
+ * 16-bit activations after it (the kernels pick by those too), and keyed by dloss its bf16 times
+ * went into the fp32 curve (the fused head's backward forecast at half gpt-small's measured). */
 int tr_cost_precision(const struct tr_tensor *in, int nin)
 {
-    if (nin < 1)
-        return TR_PREC_FP32;
-    return in[0].dtype == TR_BF16 ? TR_PREC_BF16 : in[0].dtype == TR_F16 ? TR_PREC_FP16 : TR_PREC_FP32;
+    for (int i = 0; i < nin; i++)
+        if (in[i].dtype == TR_BF16 || in[i].dtype == TR_F16)
+            return in[i].dtype == TR_BF16 ? TR_PREC_BF16 : TR_PREC_FP16;
+    return TR_PREC_FP32;
 }
 
 static double node_bytes(const struct tr_node *n, const struct tr_tensor *in, const struct tr_tensor *out)
