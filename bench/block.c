@@ -59,7 +59,7 @@ static int block(int64_t D, int64_t H, int64_t Fd, int64_t B, int64_t S, int ite
     }
     struct tr_program p;
     struct tr_bucket bucket = {B, S};
-    tr_program_plan(&p, &g, &bucket, 1, &g.loss, 1, tr_cpu_ops.workspace_bytes);
+    tr_program_plan(&p, &g, &bucket, 1, &g.loss, 1, tr_cpu_ops.workspace_bytes, false);
     struct tr_exec ex = {.g = &g, .schedule = p.schedule, .n = p.n, .plan = &p.plans[0], .be = tr_backend_cpu()};
     for (int k = 0; k < TR_NKINDS; k++)
         ex.base[k] = aligned_alloc(64, (p.region_bytes[k] + 127) / 64 * 64);

@@ -54,7 +54,7 @@ static int build(struct tr_graph *g, struct tr_model *m, struct tr_program *p, s
     tr_remat(g, modes, LAYERS);
     if (g->error || *scale < 0)
         return fprintf(stderr, "remat: %s\n", g->message), 1;
-    if (tr_program_plan(p, g, &(struct tr_bucket){B, S}, 1, &m->loss, 1, tr_cpu_ops.workspace_bytes))
+    if (tr_program_plan(p, g, &(struct tr_bucket){B, S}, 1, &m->loss, 1, tr_cpu_ops.workspace_bytes, false))
         return fprintf(stderr, "remat: planning failed\n"), 1;
     return 0;
 }

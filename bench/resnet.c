@@ -88,7 +88,7 @@ static int resnet(int64_t B, int iters, bool ab)
     }
     struct tr_program p;
     struct tr_bucket bucket = {B, 1};
-    if (tr_program_plan(&p, &g, &bucket, 1, &m.loss, 1, tr_cpu_ops.workspace_bytes)) {
+    if (tr_program_plan(&p, &g, &bucket, 1, &m.loss, 1, tr_cpu_ops.workspace_bytes, false)) {
         fprintf(stderr, "resnet: planning failed\n");
         return 1;
     }

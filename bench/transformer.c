@@ -78,7 +78,7 @@ static int bench(const char *arch, int64_t B, int64_t S, int iters, enum tr_dtyp
         return fprintf(stderr, "transformer: %s\n", g.message), 1;
     struct tr_program p;
     struct tr_bucket bucket = {B, S};
-    if (tr_program_plan(&p, &g, &bucket, 1, &m.loss, 1, tr_cpu_ops.workspace_bytes))
+    if (tr_program_plan(&p, &g, &bucket, 1, &m.loss, 1, tr_cpu_ops.workspace_bytes, false))
         return fprintf(stderr, "transformer: planning failed\n"), 1;
     struct tr_rng_ctx rng = {.seed = 1, .step = 1};
     struct tr_exec ex = {.g = &g, .schedule = p.schedule, .n = p.n, .plan = &p.plans[0], .be = tr_backend_cpu(),

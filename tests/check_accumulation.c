@@ -55,7 +55,7 @@ static void setup(struct harness *h, enum tr_arch arch)
     int scale = tr_autodiff(&h->g);
     ck_assert_msg(scale >= 0, "%s", h->g.message);
     int keep[2] = {h->m.loss, h->m.logits >= 0 ? h->m.logits : h->m.rank};
-    ck_assert_int_eq(tr_program_plan(&h->p, &h->g, buckets, 4, keep, 2, tr_cpu_ops.workspace_bytes), 0);
+    ck_assert_int_eq(tr_program_plan(&h->p, &h->g, buckets, 4, keep, 2, tr_cpu_ops.workspace_bytes, false), 0);
     h->rng = (struct tr_rng_ctx){.seed = 42};
     h->x = (struct tr_exec){.g = &h->g, .schedule = h->p.schedule, .n = h->p.n, .plan = &h->p.plans[0],
                             .be = tr_backend_cpu(), .rng = &h->rng, .debug = true};

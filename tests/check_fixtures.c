@@ -114,7 +114,7 @@ static double run_case(struct fx *c)
     int keep[5] = {g->loss};
     memcpy(keep + 1, c->outs, (size_t)c->nout * sizeof(int));
     struct tr_bucket bucket = {c->B, c->S};
-    ck_assert_int_eq(tr_program_plan(&p, g, &bucket, 1, keep, 1 + c->nout, tr_cpu_ops.workspace_bytes), 0);
+    ck_assert_int_eq(tr_program_plan(&p, g, &bucket, 1, keep, 1 + c->nout, tr_cpu_ops.workspace_bytes, false), 0);
     struct tr_exec x = {.g = g, .schedule = p.schedule, .n = p.n, .plan = &p.plans[0],
                         .be = tr_backend_cpu(), .debug = true};
     for (int k = 0; k < TR_NKINDS; k++)

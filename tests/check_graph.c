@@ -185,7 +185,7 @@ START_TEST(memplan_bert_base)
     for (int i = 0; i < g.nnodes; i++)
         schedule[i] = i;
     struct tr_memplan p;
-    tr_memplan_build(&p, &g, schedule, g.nnodes, 8, 512, &g.loss, 1, tr_cpu_ops.workspace_bytes);
+    tr_memplan_build(&p, &g, schedule, g.nnodes, 8, 512, &g.loss, 1, tr_cpu_ops.workspace_bytes, false);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
     double gib = 1073741824.0;
@@ -243,7 +243,7 @@ START_TEST(buckets_share_one_arena)
     }
     ck_assert_int_ge(tr_autodiff(&g), 0);
     struct tr_program prog;
-    ck_assert_int_eq(tr_program_plan(&prog, &g, buckets, 3, &g.loss, 1, tr_cpu_ops.workspace_bytes), 0);
+    ck_assert_int_eq(tr_program_plan(&prog, &g, buckets, 3, &g.loss, 1, tr_cpu_ops.workspace_bytes, false), 0);
     size_t biggest = 0;
     for (int b = 0; b < 3; b++)
         if (prog.plans[b].region_bytes[TR_ACT] > biggest)
@@ -328,7 +328,7 @@ static size_t blocks_arena(enum tr_dtype low, bool copies, struct tr_graph *g)
     for (int i = 0; i < g->nnodes; i++)
         schedule[i] = i;
     struct tr_memplan p;
-    tr_memplan_build(&p, g, schedule, g->nnodes, 8, 128, &g->loss, 1, tr_cpu_ops.workspace_bytes);
+    tr_memplan_build(&p, g, schedule, g->nnodes, 8, 128, &g->loss, 1, tr_cpu_ops.workspace_bytes, false);
     size_t arena = p.region_bytes[TR_ACT];
     tr_memplan_free(&p);
     free(schedule);

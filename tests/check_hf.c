@@ -69,7 +69,7 @@ static void model_open(struct model *mo, enum tr_arch arch, int64_t B, int64_t S
     tr_model_logits(&mo->g, &mo->m);   /* gpt's, otherwise fused with the loss */
     ck_assert_msg(!mo->g.error, "%s", mo->g.message);
     struct tr_bucket bucket = {B, S};
-    ck_assert_int_eq(tr_program_plan(&mo->p, &mo->g, &bucket, 1, &mo->m.logits, 1, tr_cpu_ops.workspace_bytes), 0);
+    ck_assert_int_eq(tr_program_plan(&mo->p, &mo->g, &bucket, 1, &mo->m.logits, 1, tr_cpu_ops.workspace_bytes, false), 0);
     mo->rng = (struct tr_rng_ctx){.seed = 1};
     mo->x = (struct tr_exec){.g = &mo->g, .schedule = mo->p.schedule, .n = mo->p.n, .plan = &mo->p.plans[0],
                              .be = tr_backend_cpu(), .rng = &mo->rng, .debug = true};

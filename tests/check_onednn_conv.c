@@ -303,7 +303,7 @@ START_TEST(no_primitive_made_in_a_step)
     ck_assert_int_ge(tr_autodiff(&g), 0);
     const struct tr_bucket buckets[2] = {{40, 1}, {9, 1}};
     struct tr_program prog;
-    ck_assert_int_eq(tr_program_plan(&prog, &g, buckets, 2, &g.loss, 1, tr_cpu_ops.workspace_bytes), 0);
+    ck_assert_int_eq(tr_program_plan(&prog, &g, buckets, 2, &g.loss, 1, tr_cpu_ops.workspace_bytes, false), 0);
     struct tr_backend *be = gc_open_cpu();
     int64_t B[2] = {40, 9}, S[2] = {1, 1};
     ck_assert_int_eq(tr_backend_prepare_program(be, &g, prog.schedule, prog.n, B, S, 2, &why), 0);

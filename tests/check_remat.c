@@ -3,7 +3,9 @@
  * training step under no checkpointing and under every setting (selective, full, a subset of
  * blocks, a mix); every parameter gradient and the loss must be the same bytes (memcmp), the
  * arena must be smaller and recompute nodes must exist. The executor runs in debug mode, which
- * poisons every value once it is dead: a copy that read a freed original would give NaN. */
+ * poisons every value once it is dead: a copy that read a freed original would give NaN.
+ * Gradients planned in the arena (memplan.h, one micro-batch a step) likewise: the same bytes,
+ * from an arena that starts as NaN bytes, and less memory than the arena and their region. */
 #include "runner.h"
 
 #include <stdio.h>
@@ -27,6 +29,7 @@ struct outcome {
     size_t state_bytes;
     float loss;
     size_t arena;         /* the plan's activation arena */
+    size_t grads_region;  /* the plan's gradients' region */
     int recompute;        /* nodes in phase TR_RECOMPUTE */
 };
 
@@ -95,8 +98,10 @@ static void feed(struct tr_exec *x, const struct tr_graph *g, const struct tr_mo
 }
 
 /* One training step of arch with activations in amp (TR_F32: none) and checkpointing mode[b]
- * for the first nmode blocks; NULL: none at all (the pass is not run). */
-static struct outcome step(enum tr_arch arch, enum tr_dtype amp, const uint8_t *mode, int nmode)
+ * for the first nmode blocks (NULL: none at all, the pass not run), the gradients in the arena
+ * or in their region. */
+static struct outcome step_planned(enum tr_arch arch, enum tr_dtype amp, const uint8_t *mode, int nmode,
+                                   bool grads_in_arena)
 {
     struct tr_recipe r = recipe_for(arch);
     struct tr_graph g;
@@ -114,7 +119,7 @@ static struct outcome step(enum tr_arch arch, enum tr_dtype amp, const uint8_t *
         ck_assert_msg(tr_remat(&g, mode, nmode) == 0, "%s", g.message);
     struct tr_program p;
     int keep[2] = {m.loss, m.logits >= 0 ? m.logits : m.rank};
-    ck_assert_int_eq(tr_program_plan(&p, &g, &(struct tr_bucket){B, S}, 1, keep, 2, tr_cpu_ops.workspace_bytes), 0);
+    ck_assert_int_eq(tr_program_plan(&p, &g, &(struct tr_bucket){B, S}, 1, keep, 2, tr_cpu_ops.workspace_bytes, grads_in_arena), 0);
     struct tr_rng_ctx rng = {.seed = 7, .step = 3};
     struct tr_exec x = {.g = &g, .schedule = p.schedule, .n = p.n, .plan = &p.plans[0],
                         .be = tr_backend_cpu(), .rng = &rng, .debug = true};
@@ -131,10 +136,13 @@ static struct outcome step(enum tr_arch arch, enum tr_dtype amp, const uint8_t *
     }
     feed(&x, &g, &m, &seed);
     *(float *)tr_exec_data(&x, scale) = 1;
+    if (grads_in_arena)   /* NaN bytes: a gradient the executor did not zero would show */
+        memset(x.base[TR_ACT], 0xff, p.region_bytes[TR_ACT]);
     struct tr_diag why = {0};
     ck_assert_msg(tr_exec_run(&x, B, S, &why) == 0, "%s", tr_diag_last(&why));
 
-    struct outcome o = {.arena = p.region_bytes[TR_ACT], .loss = *(float *)tr_exec_data(&x, m.loss)};
+    struct outcome o = {.arena = p.region_bytes[TR_ACT], .grads_region = p.region_bytes[TR_GRAD],
+                        .loss = *(float *)tr_exec_data(&x, m.loss)};
     for (int pass = 0; pass < 2; pass++) {   /* sizes, then bytes */
         size_t at_grad = 0, at_state = 0;
         for (int v = 0; v < g.nvalues; v++) {
@@ -162,6 +170,11 @@ static struct outcome step(enum tr_arch arch, enum tr_dtype amp, const uint8_t *
     tr_graph_free(&g);
     tr_recipe_free(&r);
     return o;
+}
+
+static struct outcome step(enum tr_arch arch, enum tr_dtype amp, const uint8_t *mode, int nmode)
+{
+    return step_planned(arch, amp, mode, nmode, false);
 }
 
 /* got has want's gradients, loss and running statistics, byte for byte. */
@@ -248,6 +261,43 @@ START_TEST(resnet_batchnorm_statistics_move_once)
 }
 END_TEST
 
+/* The gradients in the arena, with no checkpointing and with full: the same bytes as in their
+ * own region, none left there, and less memory for the two together (every model here frees
+ * activations in its backward before its last gradient is written). */
+static void check_grads_in_arena(enum tr_arch arch, enum tr_dtype amp, const char *model)
+{
+    struct tr_recipe r = recipe_for(arch);
+    int blocks = arch == TR_ARCH_RESNET ? 3 * (int)r.model.layers : (int)r.model.layers;
+    tr_recipe_free(&r);
+    uint8_t full[MAX_BLOCKS];
+    memset(full, TR_REMAT_FULL, sizeof full);
+    for (int f = 0; f < 2; f++) {
+        struct outcome own = step_planned(arch, amp, f ? full : NULL, blocks, false),
+                       in = step_planned(arch, amp, f ? full : NULL, blocks, true);
+        char what[96];
+        snprintf(what, sizeof what, "%s%s%s, gradients in the arena", model, amp == TR_BF16 ? " (bf16)" : "",
+                 f ? ", full" : "");
+        assert_same(&own, &in, what);
+        ck_assert_uint_gt(own.grads_region, 0);
+        ck_assert_uint_eq(in.grads_region, 0);
+        ck_assert_msg(in.arena < own.arena + own.grads_region, "%s: arena %zu bytes, not below %zu + %zu", what,
+                      in.arena, own.arena, own.grads_region);
+        printf("%s: arena %zu bytes, against %zu + %zu gradients; the same gradients\n", what, in.arena, own.arena,
+               own.grads_region);
+        outcome_free(&own), outcome_free(&in);
+    }
+}
+
+START_TEST(gradients_in_the_arena)
+{
+    check_grads_in_arena(TR_ARCH_BERT, TR_F32, "bert");
+    check_grads_in_arena(TR_ARCH_GPT, TR_F32, "gpt");
+    check_grads_in_arena(TR_ARCH_BERT, TR_BF16, "bert");
+    check_grads_in_arena(TR_ARCH_MLP, TR_F32, "mlp");
+    check_grads_in_arena(TR_ARCH_RESNET, TR_F32, "resnet");
+}
+END_TEST
+
 /* A full block keeps nothing of its own forward for the backward: every value the backward of
  * a checkpointed block reads from that block's forward is a copy. */
 START_TEST(full_backward_reads_only_copies)
@@ -297,6 +347,7 @@ int main(void)
     tcase_add_test(tc, mlp_every_setting_same_gradients);
     tcase_add_test(tc, resnet_batchnorm_statistics_move_once);
     tcase_add_test(tc, full_backward_reads_only_copies);
+    tcase_add_test(tc, gradients_in_the_arena);
     suite_add_tcase(s, tc);
     return unit_run(s);
 }

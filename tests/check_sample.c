@@ -54,7 +54,7 @@ static void graph_logits(const struct tr_recipe *r, float *out)
     struct tr_program p;
     int keep[2] = {m.loss, m.logits};
     struct tr_bucket bucket = {B, S};
-    ck_assert_int_eq(tr_program_plan(&p, &g, &bucket, 1, keep, 2, tr_cpu_ops.workspace_bytes), 0);
+    ck_assert_int_eq(tr_program_plan(&p, &g, &bucket, 1, keep, 2, tr_cpu_ops.workspace_bytes, false), 0);
     struct tr_rng_ctx rng = {.seed = 1, .step = 1};
     struct tr_exec x = {.g = &g, .schedule = p.schedule, .n = p.n, .plan = &p.plans[0],
                         .be = tr_backend_cpu(), .rng = &rng, .debug = true};

@@ -39,7 +39,7 @@ static void one_param(struct one_param *o, int64_t n, int no_decay)
     int *schedule = malloc((size_t)o->g.nnodes * sizeof(int));
     for (int i = 0; i < o->g.nnodes; i++)
         schedule[i] = i;
-    tr_memplan_build(&o->plan, &o->g, schedule, o->g.nnodes, 1, 1, &o->g.loss, 1, NULL);
+    tr_memplan_build(&o->plan, &o->g, schedule, o->g.nnodes, 1, 1, &o->g.loss, 1, NULL, false);
     free(schedule);
     o->params = calloc(o->plan.region_bytes[TR_PARAM] + 64, 1);
     o->grads = calloc(o->plan.region_bytes[TR_GRAD] + 64, 1);

@@ -30,7 +30,7 @@ static inline void harness_plan(struct harness *h, int64_t B, int64_t S, bool de
     h->schedule = malloc((size_t)h->n * sizeof(int));
     for (int i = 0; i < h->n; i++)
         h->schedule[i] = i;
-    tr_memplan_build(&h->plan, &h->g, h->schedule, h->n, B, S, &h->g.loss, 1, tr_cpu_ops.workspace_bytes);
+    tr_memplan_build(&h->plan, &h->g, h->schedule, h->n, B, S, &h->g.loss, 1, tr_cpu_ops.workspace_bytes, false);
     h->x = (struct tr_exec){.g = &h->g, .schedule = h->schedule, .n = h->n, .plan = &h->plan,
                             .be = tr_backend_cpu(), .rng = &h->rng, .debug = debug};
     tr_alloc_init(&h->alloc, NULL);

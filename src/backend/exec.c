@@ -14,7 +14,7 @@ void *tr_exec_data(const struct tr_exec *x, int v)
     int root = tr_storage_of(x->g, v);
     if (x->plan->offset[root] < 0)
         return NULL;
-    return x->base[tr_region_kind(x->g->values[root].kind)] + x->plan->offset[root];
+    return x->base[x->plan->region[root]] + x->plan->offset[root];
 }
 
 /* A copy's failure (its sentence in inner), passed on in d under the value it concerned. */
@@ -99,7 +99,7 @@ void *tr_exec_host(struct tr_exec *x, int v)
     int root = tr_storage_of(x->g, v);
     if (x->plan->offset[root] < 0)
         return NULL;
-    return mirror_of(x, tr_region_kind(x->g->values[root].kind)) + x->plan->offset[root];
+    return mirror_of(x, (enum tr_value_kind)x->plan->region[root]) + x->plan->offset[root];
 }
 
 static int mirror_copy(struct tr_exec *x, enum tr_value_kind kind, enum tr_copy direction, struct tr_diag *d)
@@ -146,7 +146,7 @@ static int poison(struct tr_exec *x, int step, struct tr_diag *d)
 {
     const struct tr_memplan *p = x->plan;
     for (int v = 0; v < x->g->nvalues; v++) {
-        if (x->g->values[v].kind != TR_ACT || x->g->values[v].view_of >= 0 || p->last[v] != step ||
+        if (!tr_memplan_in_arena(p, v) || x->g->values[v].view_of >= 0 || p->last[v] != step ||
             p->offset[v] < 0)
             continue;
         bool handed_on = false;   /* an in-place heir now owns the slot */
@@ -186,7 +186,7 @@ static int police(struct tr_exec *x, const struct tr_node *node, int step, struc
         return fail(node, step, why.code, &why, NULL, d);
     for (int i = 0; i < node->nout; i++) {
         int v = tr_storage_of(x->g, node->out[i]);
-        if (x->g->values[v].kind == TR_ACT && p->offset[v] >= 0)
+        if (tr_memplan_in_arena(p, v) && p->offset[v] >= 0)
             memcpy(x->shadow + p->offset[v], arena + p->offset[v], p->bytes[v]);
     }
     size_t size = p->region_bytes[TR_ACT];
@@ -198,7 +198,7 @@ static int police(struct tr_exec *x, const struct tr_node *node, int step, struc
     char what[160];
     snprintf(what, sizeof what, "wrote arena byte %zu, outside its outputs", at);
     for (int v = 0; v < x->g->nvalues; v++)
-        if (x->g->values[v].kind == TR_ACT && p->offset[v] >= 0 && x->g->values[v].view_of < 0 &&
+        if (tr_memplan_in_arena(p, v) && p->offset[v] >= 0 && x->g->values[v].view_of < 0 &&
             at >= (size_t)p->offset[v] && at < (size_t)p->offset[v] + p->bytes[v])
             snprintf(what, sizeof what, "wrote into value %d (live %d..%d), not its output", v,
                      p->first[v], p->last[v]);
@@ -238,8 +238,16 @@ int tr_exec_run(struct tr_exec *x, int64_t B, int64_t S, struct tr_diag *d)
         memcpy(x->shadow, arena, x->plan->region_bytes[TR_ACT]);
     }
     const struct tr_exec_hook *hook = x->hook.before || x->hook.after ? &x->hook : NULL;
-    for (int step = 0; step < x->n; step++) {
+    const struct tr_memplan *p = x->plan;
+    for (int step = 0, z = 0; step < x->n; step++) {
         const struct tr_node *node = &x->g->nodes[x->schedule[step]];
+        for (; z < p->nzero && p->first[p->zero[z]] == step; z++) {   /* gradients in the arena start at 0 */
+            int rc = tr_backend_fill(x->be, x->base[TR_ACT] + p->offset[p->zero[z]], 0, p->bytes[p->zero[z]], &why);
+            if (rc)
+                return fail(node, step, rc, &why, NULL, d);
+            if (x->debug)
+                memset(x->shadow + p->offset[p->zero[z]], 0, p->bytes[p->zero[z]]);
+        }
         if (!tr_op_is_view(node->op)) {   /* a view: nothing to run */
             struct tr_kernel_args a = {.node = node, .nin = node->nin, .nout = node->nout,
                                        .workspace = x->workspace,

@@ -146,6 +146,30 @@ static int in_place_donor(const struct tr_memplan *p, const struct tr_graph *g,
     return -1;
 }
 
+/* Each step's list of values (by first or last step): lists[s][0..count[s]-1]. */
+static void list_add(int **lists, int *count, int s, int v)
+{
+    lists[s] = tr_xrealloc(lists[s], (size_t)(count[s] + 1) * sizeof(int));
+    lists[s][count[s]++] = v;
+}
+
+/* grads_in_arena: every gradient from the step the backward first writes it (step 0 for one no
+ * node writes) to the schedule's end, and the list the executor zeroes them by. */
+static void grads_live(struct tr_memplan *p, const struct tr_graph *g, int n, int **born, int *nborn)
+{
+    p->zero = tr_xmalloc((size_t)(g->nvalues ? g->nvalues : 1) * sizeof *p->zero);
+    for (int v = 0; v < g->nvalues; v++)
+        if (p->region[v] == TR_ACT && g->values[v].kind == TR_GRAD) {
+            if (p->first[v] < 0)
+                p->first[v] = 0;
+            p->last[v] = n;
+            list_add(born, nborn, p->first[v], v);
+        }
+    for (int s = 0; s < n; s++)
+        for (int i = 0; i < nborn[s]; i++)
+            p->zero[p->nzero++] = born[s][i];
+}
+
 static void place_arena(struct tr_memplan *p, const struct tr_graph *g, const int *schedule, int n)
 {
     struct arena a = {0};
@@ -153,18 +177,21 @@ static void place_arena(struct tr_memplan *p, const struct tr_graph *g, const in
     for (int v = 0; v < g->nvalues; v++)
         if (g->values[v].view_of >= 0)
             has_views[g->values[v].view_of] = true;
-    int **dying = tr_xcalloc((size_t)n + 1, sizeof *dying);
-    int *ndying = tr_xcalloc((size_t)n + 1, sizeof *ndying);
+    int **dying = tr_xcalloc((size_t)n + 1, sizeof *dying), **born = tr_xcalloc((size_t)n + 1, sizeof *born);
+    int *ndying = tr_xcalloc((size_t)n + 1, sizeof *ndying), *nborn = tr_xcalloc((size_t)n + 1, sizeof *nborn);
+    if (p->grads_in_arena)
+        grads_live(p, g, n, born, nborn);
     for (int v = 0; v < g->nvalues; v++)
-        if (g->values[v].kind == TR_ACT && g->values[v].view_of < 0 && p->first[v] >= 0) {
-            int s = p->last[v];
-            dying[s] = tr_xrealloc(dying[s], (size_t)(ndying[s] + 1) * sizeof(int));
-            dying[s][ndying[s]++] = v;
-        }
+        if (g->values[v].kind == TR_ACT && g->values[v].view_of < 0 && p->first[v] >= 0)
+            list_add(dying, ndying, p->last[v], v);
     size_t live = 0;
     for (int step = 0; step < n; step++) {
         const struct tr_node *node = &g->nodes[schedule[step]];
         int donor = in_place_donor(p, g, node, step, has_views);
+        for (int i = 0; i < nborn[step]; i++) {   /* gradients: to the end, never released */
+            p->offset[born[step][i]] = (int64_t)arena_take(&a, p->bytes[born[step][i]]);
+            live += p->bytes[born[step][i]];
+        }
         for (int i = 0; i < node->nout; i++) {
             int v = node->out[i];
             if (g->values[v].kind != TR_ACT || g->values[v].view_of >= 0 || p->first[v] != step)
@@ -191,14 +218,14 @@ static void place_arena(struct tr_memplan *p, const struct tr_graph *g, const in
     }
     p->region_bytes[TR_ACT] = a.top;
     for (int s = 0; s <= n; s++)
-        free(dying[s]);
-    free(dying), free(ndying), free(has_views), free(a.free);
+        free(dying[s]), free(born[s]);
+    free(dying), free(ndying), free(born), free(nborn), free(has_views), free(a.free);
 }
 
 static void place_persistent(struct tr_memplan *p, const struct tr_graph *g)
 {
     for (int v = 0; v < g->nvalues; v++) {
-        enum tr_value_kind k = tr_region_kind(g->values[v].kind);
+        enum tr_value_kind k = (enum tr_value_kind)p->region[v];
         if (k == TR_ACT || g->values[v].view_of >= 0)
             continue;
         p->offset[v] = (int64_t)p->region_bytes[k];
@@ -207,20 +234,25 @@ static void place_persistent(struct tr_memplan *p, const struct tr_graph *g)
 }
 
 int tr_memplan_build(struct tr_memplan *p, const struct tr_graph *g, const int *schedule, int n,
-                     int64_t B, int64_t S, const int *keep, int nkeep, tr_workspace_fn workspace)
+                     int64_t B, int64_t S, const int *keep, int nkeep, tr_workspace_fn workspace,
+                     bool grads_in_arena)
 {
     memset(p, 0, sizeof *p);
     p->B = B, p->S = S;
     p->nvalues = g->nvalues;
-    p->offset = tr_xmalloc((size_t)g->nvalues * sizeof *p->offset);
-    p->bytes = tr_xmalloc((size_t)g->nvalues * sizeof *p->bytes);
-    p->first = tr_xmalloc((size_t)g->nvalues * sizeof *p->first);
-    p->last = tr_xmalloc((size_t)g->nvalues * sizeof *p->last);
+    p->grads_in_arena = grads_in_arena && n > 0;
+    size_t nv = (size_t)(g->nvalues ? g->nvalues : 1);
+    p->offset = tr_xmalloc(nv * sizeof *p->offset);
+    p->bytes = tr_xmalloc(nv * sizeof *p->bytes);
+    p->first = tr_xmalloc(nv * sizeof *p->first);
+    p->last = tr_xmalloc(nv * sizeof *p->last);
+    p->region = tr_xmalloc(nv * sizeof *p->region);
     for (int v = 0; v < g->nvalues; v++) {
         const struct tr_value *val = &g->values[v];
         p->offset[v] = -1;
         p->bytes[v] = align_up((size_t)tr_dim_eval(tr_shape_numel(&val->shape), B, S) * tr_dtype_size(val->dtype));
-        if (val->kind == TR_ACT && val->view_of < 0)
+        p->region[v] = (signed char)(p->grads_in_arena && val->kind == TR_GRAD ? TR_ACT : tr_region_kind(val->kind));
+        if (p->region[v] == TR_ACT && val->view_of < 0)
             p->arena_sum += p->bytes[v];
     }
     liveness(p, g, schedule, n, keep, nkeep);
@@ -242,6 +274,6 @@ int tr_memplan_build(struct tr_memplan *p, const struct tr_graph *g, const int *
 
 void tr_memplan_free(struct tr_memplan *p)
 {
-    free(p->offset), free(p->bytes), free(p->first), free(p->last);
+    free(p->offset), free(p->bytes), free(p->first), free(p->last), free(p->region), free(p->zero);
     memset(p, 0, sizeof *p);
 }

@@ -2,7 +2,11 @@
  * its region. Activations share one arena by liveness over the schedule — best-fit, with
  * elementwise ops writing in place over an input that dies there (the ggml-alloc idea) — and
  * the arena's size is the plan's peak. Parameters, gradients, state and inputs get fixed
- * offsets in their own regions. Nothing is allocated here: the plan says how much. */
+ * offsets in their own regions — except, where a step is one micro-batch (nothing to add up
+ * across runs of the schedule), the gradients: then they are arena values too, each from the
+ * step where the backward first writes it to the schedule's end (the optimizer reads them after
+ * it), over the activations the backward has freed by then — what PyTorch's
+ * zero_grad(set_to_none=True) gives, planned. Nothing is allocated here: the plan says how much. */
 #ifndef TR_MEMPLAN_H
 #define TR_MEMPLAN_H
 
@@ -20,6 +24,11 @@ struct tr_memplan {
     size_t arena_sum;           /* Σ sizes of arena values: what no reuse would take */
     size_t arena_live_peak;     /* the most bytes live at one step: the bound any packing meets */
     size_t workspace_bytes;     /* the largest scratch one node needs */
+    signed char *region;        /* per value: the region it lives in (tr_region_kind, or TR_ACT
+                                 * for a gradient in the arena) */
+    bool grads_in_arena;        /* the gradients are arena values (tr_memplan_build) */
+    int *zero, nzero;           /* grads_in_arena: the gradients by the step they start at (first),
+                                 * which the executor zeroes there before the node runs */
 };
 
 /* The scratch one node needs from its bound shapes: a backend's (backend.h, the ops'
@@ -28,9 +37,13 @@ typedef size_t (*tr_workspace_fn)(const struct tr_node *node, const struct tr_te
                                   const struct tr_tensor *out);
 
 /* Plans schedule[0..n-1] of g at (B, S). keep lists values that must outlive the schedule
- * (the loss, logits read by evaluation). workspace sizes the workspace (NULL: none). */
+ * (the loss, logits read by evaluation). workspace sizes the workspace (NULL: none).
+ * grads_in_arena: the gradients in the arena — only where each optimizer step runs the schedule
+ * once (one micro-batch a step), since the arena does not keep them from one run to the next; a
+ * gradient no node writes starts at step 0. */
 int tr_memplan_build(struct tr_memplan *p, const struct tr_graph *g, const int *schedule, int n,
-                     int64_t B, int64_t S, const int *keep, int nkeep, tr_workspace_fn workspace);
+                     int64_t B, int64_t S, const int *keep, int nkeep, tr_workspace_fn workspace,
+                     bool grads_in_arena);
 void tr_memplan_free(struct tr_memplan *p);
 
 /* The region a kind of value lives in: state (batch-norm statistics) sits with the parameters,
@@ -38,6 +51,12 @@ void tr_memplan_free(struct tr_memplan *p);
 static inline enum tr_value_kind tr_region_kind(enum tr_value_kind k)
 {
     return k == TR_STATE ? TR_PARAM : k;
+}
+
+/* Whether value v (a root: not a view) lives in the arena. */
+static inline bool tr_memplan_in_arena(const struct tr_memplan *p, int v)
+{
+    return p->region[v] == TR_ACT;
 }
 
 /* The value whose storage v uses: v itself, or the value it is a view of. */

@@ -7,10 +7,10 @@
 #include "core/error.h"
 
 int tr_program_plan(struct tr_program *p, struct tr_graph *g, const struct tr_bucket *buckets,
-                    int nbuckets, const int *keep, int nkeep, tr_workspace_fn workspace)
+                    int nbuckets, const int *keep, int nkeep, tr_workspace_fn workspace, bool grads_in_arena)
 {
     memset(p, 0, sizeof *p);
-    if (g->error || nbuckets < 1)
+    if (g->error || nbuckets < 1 || (grads_in_arena && nbuckets > 1))
         return TR_EINVAL;
     p->graph = g;
     p->n = g->nnodes;
@@ -22,7 +22,8 @@ int tr_program_plan(struct tr_program *p, struct tr_graph *g, const struct tr_bu
     memcpy(p->buckets, buckets, (size_t)nbuckets * sizeof *buckets);
     p->plans = tr_xcalloc((size_t)nbuckets, sizeof *p->plans);
     for (int b = 0; b < nbuckets; b++) {
-        tr_memplan_build(&p->plans[b], g, p->schedule, p->n, buckets[b].B, buckets[b].S, keep, nkeep, workspace);
+        tr_memplan_build(&p->plans[b], g, p->schedule, p->n, buckets[b].B, buckets[b].S, keep, nkeep, workspace,
+                         grads_in_arena);
         for (int k = 0; k < TR_NKINDS; k++)
             if (p->plans[b].region_bytes[k] > p->region_bytes[k])
                 p->region_bytes[k] = p->plans[b].region_bytes[k];

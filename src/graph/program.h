@@ -19,9 +19,10 @@ struct tr_program {
 };
 
 /* Plans g (already differentiated) for each bucket; keep: values that outlive the schedule;
- * workspace: the backend's scratch per node (memplan.h; NULL: none). */
+ * workspace: the backend's scratch per node (memplan.h; NULL: none); grads_in_arena: each
+ * optimizer step is one run of the schedule (memplan.h; one bucket only). */
 int tr_program_plan(struct tr_program *p, struct tr_graph *g, const struct tr_bucket *buckets,
-                    int nbuckets, const int *keep, int nkeep, tr_workspace_fn workspace);
+                    int nbuckets, const int *keep, int nkeep, tr_workspace_fn workspace, bool grads_in_arena);
 /* The plan for the smallest bucket that holds (B, S), or NULL if none does. */
 const struct tr_memplan *tr_program_plan_for(const struct tr_program *p, int64_t B, int64_t S);
 void tr_program_free(struct tr_program *p);

@@ -56,7 +56,8 @@ int tr_build(struct tr_built *b, const struct tr_plan_job *job, const struct tr_
         buckets[i] = training ? (struct tr_bucket){k->buckets[i].rows, k->buckets[i].len}
                               : (struct tr_bucket){k->eval_batch, job->seq};
     /* a profile's workspaces are its libraries', counted outside the regions */
-    if (tr_program_plan(&b->p, &b->g, buckets, n, keep, 2, tr_plan_workspace(job->dev)))
+    if (tr_program_plan(&b->p, &b->g, buckets, n, keep, 2, tr_plan_workspace(job->dev),
+                        training && tr_knobs_grads_in_arena(k)))
         return tr_fail(d, TR_EINVAL, "planning the %s program failed", training ? "training" : "evaluation");
     return 0;
 }

@@ -292,7 +292,7 @@ static int probe_open(struct probe_run *r, const struct probe *p, int precision,
     for (int i = 0; i < r->n; i++)
         r->schedule[i] = i;
     int keep = r->g.loss;
-    if (tr_memplan_build(&r->plan, &r->g, r->schedule, r->n, B, S, &keep, 1, tr_cpu_ops.workspace_bytes))
+    if (tr_memplan_build(&r->plan, &r->g, r->schedule, r->n, B, S, &keep, 1, tr_cpu_ops.workspace_bytes, false))
         return tr_fail(d, TR_EINVAL, "calibration probe %s: planning failed", p->name);
     r->node_seconds = tr_xcalloc((size_t)r->n, sizeof *r->node_seconds);
     return 0;

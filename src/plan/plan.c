@@ -132,10 +132,10 @@ static int *creation_order(int n)
 }
 
 static void plan_one(struct tr_memplan *mp, const struct tr_built *b, const int *schedule, int64_t B, int64_t S,
-                     const struct tr_device *dev)
+                     const struct tr_device *dev, bool grads_in_arena)
 {
     int keep[2] = {b->m.loss, b->m.logits >= 0 ? b->m.logits : b->m.rank};
-    tr_memplan_build(mp, &b->g, schedule, b->g.nnodes, B, S, keep, 2, tr_plan_workspace(dev));
+    tr_memplan_build(mp, &b->g, schedule, b->g.nnodes, B, S, keep, 2, tr_plan_workspace(dev), grads_in_arena);
 }
 
 static void take_max(size_t *regions, const struct tr_memplan *mp)
@@ -202,7 +202,8 @@ static void measure(struct pair *p, struct tr_candidate *c)
     memset(c->regions, 0, sizeof c->regions);
     for (int b = 0; b < c->k.nbuckets; b++) {
         struct tr_memplan mp;
-        plan_one(&mp, &p->train, p->schedule_train, c->k.buckets[b].rows, c->k.buckets[b].len, job->dev);
+        plan_one(&mp, &p->train, p->schedule_train, c->k.buckets[b].rows, c->k.buckets[b].len, job->dev,
+                 tr_knobs_grads_in_arena(&c->k));
         take_max(c->regions, &mp);
         tr_memplan_free(&mp);
     }
@@ -210,7 +211,7 @@ static void measure(struct pair *p, struct tr_candidate *c)
     if (!e || !p->eval_regions[e][TR_REGION_OPTIMIZER]) {   /* evaluation's regions, planned once a size */
         struct tr_memplan mp;
         size_t eval[TR_NREGIONS] = {0};
-        plan_one(&mp, &p->eval, p->schedule_eval, c->k.eval_batch, job->seq, job->dev);
+        plan_one(&mp, &p->eval, p->schedule_eval, c->k.eval_batch, job->seq, job->dev, false);
         take_max(eval, &mp);
         tr_memplan_free(&mp);
         eval[TR_REGION_OPTIMIZER] = 1;

@@ -38,6 +38,13 @@ struct tr_knobs {
     int64_t eval_batch;       /* rows an evaluation batch takes */
 };
 
+/* Whether every optimizer step under knobs k is one micro-batch, one run of the schedule: then
+ * the gradients are planned in the arena (memplan.h), since nothing adds up across runs. */
+static inline bool tr_knobs_grads_in_arena(const struct tr_knobs *k)
+{
+    return !k->dynamic && k->nbuckets == 1 && k->accumulation == 1;
+}
+
 /* A program built for a set of knobs: the training one (differentiated, checkpointed) or the
  * evaluation one (forward only). */
 struct tr_built {

@@ -29,6 +29,8 @@ static void print_breakdown(const struct tr_candidate *c, FILE *out)
     for (int r = 0; r < TR_NREGIONS; r++) {
         tr_format_bytes(c->regions[r], size);
         fprintf(out, "%s %s %s", r ? "," : "", tr_region_name(r), size);
+        if (r == TR_REGION_GRADS && tr_knobs_grads_in_arena(&c->k))
+            fputs(" (in the arena: one micro-batch a step)", out);
     }
     tr_format_bytes(c->peak, size);
     fprintf(out, "; total %s\n  outside (modelled):", size);

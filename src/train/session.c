@@ -95,8 +95,9 @@ static int allocate(struct tr_session *s, const struct tr_recipe *r, struct tr_d
     void *p = NULL;
     if (tr_alloc_region(&s->alloc, TR_REGION_OPTIMIZER, state, &p))
         return tr_fail(d, TR_ENOFIT, "memory budget: %s", tr_alloc_error(&s->alloc));
-    tr_optim_init(&s->optim, r, &s->train.b.g, s->train.x.plan, s->be, s->train.x.base[TR_PARAM],
-                  s->train.x.base[TR_GRAD], p);
+    const struct tr_memplan *plan = s->train.x.plan;   /* the gradients' offsets are in the arena where it holds them */
+    tr_optim_init(&s->optim, r, &s->train.b.g, plan, s->be, s->train.x.base[TR_PARAM],
+                  s->train.x.base[plan->grads_in_arena ? TR_ACT : TR_GRAD], p);
     return 0;
 }
 

@@ -104,7 +104,8 @@ int tr_step_gradients(const struct tr_step_runner *r, const struct tr_step *st, 
     for (int i = 0; i < st->nmicro; i++)
         total += tr_batch_targets(&st->micro[i], r->lm);
     struct tr_diag why = {0};
-    int rc = tr_backend_fill(x->be, x->base[TR_GRAD], 0, r->p->region_bytes[TR_GRAD], &why);
+    /* the gradients' region; those in the arena (one micro-batch a step) the executor zeroes */
+    int rc = r->p->region_bytes[TR_GRAD] ? tr_backend_fill(x->be, x->base[TR_GRAD], 0, r->p->region_bytes[TR_GRAD], &why) : 0;
     if (rc) {
         rc = tr_fail(d, rc, "zeroing the gradients: %s", tr_diag_last(&why));
         tr_diag_free(&why);
