@@ -146,7 +146,7 @@ static int in_place_donor(const struct tr_memplan *p, const struct tr_graph *g,
     return -1;
 }
 
-/* Each step's list of values (by first or last step): lists[s][0..count[s]-1]. */
+/* Each step's list of values (by last step): lists[s][0..count[s]-1]. */
 static void list_add(int **lists, int *count, int s, int v)
 {
     lists[s] = tr_xrealloc(lists[s], (size_t)(count[s] + 1) * sizeof(int));
@@ -154,20 +154,26 @@ static void list_add(int **lists, int *count, int s, int v)
 }
 
 /* grads_in_arena: every gradient from the step the backward first writes it (step 0 for one no
- * node writes) to the schedule's end, and the list the executor zeroes them by. */
-static void grads_live(struct tr_memplan *p, const struct tr_graph *g, int n, int **born, int *nborn)
+ * node writes) to the schedule's end, listed in p->zero by that step, then by value (a counting
+ * sort): the order the arena places them in and the executor zeroes them in. */
+static void grads_live(struct tr_memplan *p, const struct tr_graph *g, int n)
 {
-    p->zero = tr_xmalloc((size_t)(g->nvalues ? g->nvalues : 1) * sizeof *p->zero);
+    int *at = tr_xcalloc((size_t)n + 1, sizeof *at);   /* per step, then where its gradients start */
     for (int v = 0; v < g->nvalues; v++)
         if (p->region[v] == TR_ACT && g->values[v].kind == TR_GRAD) {
-            if (p->first[v] < 0)
-                p->first[v] = 0;
+            p->first[v] = p->first[v] < 0 ? 0 : p->first[v];
             p->last[v] = n;
-            list_add(born, nborn, p->first[v], v);
+            at[p->first[v]]++, p->nzero++;
         }
-    for (int s = 0; s < n; s++)
-        for (int i = 0; i < nborn[s]; i++)
-            p->zero[p->nzero++] = born[s][i];
+    for (int s = 0, sum = 0; s <= n; s++) {
+        int count = at[s];
+        at[s] = sum, sum += count;
+    }
+    p->zero = tr_xmalloc((size_t)(p->nzero ? p->nzero : 1) * sizeof *p->zero);
+    for (int v = 0; v < g->nvalues; v++)
+        if (p->region[v] == TR_ACT && g->values[v].kind == TR_GRAD)
+            p->zero[at[p->first[v]]++] = v;
+    free(at);
 }
 
 static void place_arena(struct tr_memplan *p, const struct tr_graph *g, const int *schedule, int n)
@@ -177,20 +183,20 @@ static void place_arena(struct tr_memplan *p, const struct tr_graph *g, const in
     for (int v = 0; v < g->nvalues; v++)
         if (g->values[v].view_of >= 0)
             has_views[g->values[v].view_of] = true;
-    int **dying = tr_xcalloc((size_t)n + 1, sizeof *dying), **born = tr_xcalloc((size_t)n + 1, sizeof *born);
-    int *ndying = tr_xcalloc((size_t)n + 1, sizeof *ndying), *nborn = tr_xcalloc((size_t)n + 1, sizeof *nborn);
+    int **dying = tr_xcalloc((size_t)n + 1, sizeof *dying);
+    int *ndying = tr_xcalloc((size_t)n + 1, sizeof *ndying);
     if (p->grads_in_arena)
-        grads_live(p, g, n, born, nborn);
+        grads_live(p, g, n);
     for (int v = 0; v < g->nvalues; v++)
         if (g->values[v].kind == TR_ACT && g->values[v].view_of < 0 && p->first[v] >= 0)
             list_add(dying, ndying, p->last[v], v);
     size_t live = 0;
-    for (int step = 0; step < n; step++) {
+    for (int step = 0, z = 0; step < n; step++) {
         const struct tr_node *node = &g->nodes[schedule[step]];
         int donor = in_place_donor(p, g, node, step, has_views);
-        for (int i = 0; i < nborn[step]; i++) {   /* gradients: to the end, never released */
-            p->offset[born[step][i]] = (int64_t)arena_take(&a, p->bytes[born[step][i]]);
-            live += p->bytes[born[step][i]];
+        for (; z < p->nzero && p->first[p->zero[z]] == step; z++) {   /* gradients: to the end, never released */
+            p->offset[p->zero[z]] = (int64_t)arena_take(&a, p->bytes[p->zero[z]]);
+            live += p->bytes[p->zero[z]];
         }
         for (int i = 0; i < node->nout; i++) {
             int v = node->out[i];
@@ -218,8 +224,8 @@ static void place_arena(struct tr_memplan *p, const struct tr_graph *g, const in
     }
     p->region_bytes[TR_ACT] = a.top;
     for (int s = 0; s <= n; s++)
-        free(dying[s]), free(born[s]);
-    free(dying), free(ndying), free(born), free(nborn), free(has_views), free(a.free);
+        free(dying[s]);
+    free(dying), free(ndying), free(has_views), free(a.free);
 }
 
 static void place_persistent(struct tr_memplan *p, const struct tr_graph *g)
