@@ -305,6 +305,53 @@ START_TEST(builder_errors)
 }
 END_TEST
 
+/* Images channels last (tr_graph_layout): convolutions, batch norms and the global pool read
+ * [N, H, W, C], record the layout, and pass it to their gradients; windowed pools refuse it. */
+START_TEST(channels_last_shapes)
+{
+    struct tr_graph g;
+    tr_graph_init(&g);
+    tr_graph_layout(&g, TR_NHWC);
+    int x = tr_input(&g, "x", TR_F32, 4, (struct tr_dim[]){tr_dim_B(1), tr_dim_const(9), tr_dim_const(7), tr_dim_const(3)});
+    int w = tr_param(&g, "w", TR_F32, 4, (struct tr_dim[]){tr_dim_const(8), tr_dim_const(3), tr_dim_const(3), tr_dim_const(3)});
+    int y = tr_conv2d(&g, x, w, 2, 1);
+    ck_assert_msg(y >= 0, "%s", g.message);
+    const struct tr_shape *sy = &g.values[y].shape;
+    ck_assert(sy->rank == 4 && sy->dim[1].k == 5 && sy->dim[2].k == 4 && sy->dim[3].k == 8);
+    struct tr_dim c[1] = {tr_dim_const(8)};
+    int bn = tr_batchnorm(&g, y, tr_param(&g, "g", TR_F32, 1, c), tr_param(&g, "b", TR_F32, 1, c),
+                          tr_state(&g, "m", TR_F32, 1, c), tr_state(&g, "v", TR_F32, 1, c), 1e-5f, 0.1f, 1);
+    ck_assert_msg(bn >= 0, "%s", g.message);
+    int pooled = tr_global_avgpool(&g, tr_relu(&g, bn));
+    ck_assert(g.values[pooled].shape.rank == 2 && g.values[pooled].shape.dim[1].k == 8);
+    int t = tr_input(&g, "t", TR_I32, 1, (struct tr_dim[]){tr_dim_B(1)});
+    tr_graph_set_loss(&g, tr_cross_entropy(&g, pooled, t, -100));
+    ck_assert_int_ge(tr_autodiff(&g), 0);
+    int marked = 0;
+    for (int i = 0; i < g.nnodes; i++) {
+        const struct tr_node *n = &g.nodes[i];
+        enum tr_op op = n->op;
+        if (op == TR_OP_CONV2D || op == TR_OP_CONV2D_BWD_DATA || op == TR_OP_CONV2D_BWD_FILTER)
+            marked += n->attrs.conv.channels_last == TR_NHWC;
+        else if (op == TR_OP_BATCHNORM || op == TR_OP_BATCHNORM_BWD)
+            marked += n->attrs.batchnorm.channels_last;
+        else if (op == TR_OP_GLOBAL_AVGPOOL || op == TR_OP_GLOBAL_AVGPOOL_BWD)
+            marked += n->attrs.pool.channels_last == TR_NHWC;
+    }
+    ck_assert_int_eq(marked, 2 + 2 + 2);   /* conv and bwd_filter (x takes no gradient), bn, pool */
+    ck_assert_int_eq(tr_maxpool(&g, y, 2, 2, 0), -1);
+    ck_assert_str_eq(g.message, "maxpool: images channels last are not supported; [N, C, H, W] only");
+    tr_graph_free(&g);
+    tr_graph_init(&g);
+    tr_graph_layout(&g, TR_NHWC);
+    x = tr_input(&g, "x", TR_F32, 4, (struct tr_dim[]){tr_dim_B(1), tr_dim_const(9), tr_dim_const(7), tr_dim_const(3)});
+    w = tr_param(&g, "w", TR_F32, 4, (struct tr_dim[]){tr_dim_const(8), tr_dim_const(7), tr_dim_const(3), tr_dim_const(3)});
+    ck_assert_int_eq(tr_conv2d(&g, x, w, 1, 1), -1);
+    ck_assert_str_eq(g.message, "conv2d: x [B, 9, 7, 3] and w [8, 7, 3, 3]: expected [N, H, W, C] and [O, C, kh, kw]");
+    tr_graph_free(&g);
+}
+END_TEST
+
 /* Two BERT blocks and a classifier, planned for [8, 128]: arena bytes, built as f32 or through
  * the amp pass (bf16 activations, the logits kept f32). */
 static size_t blocks_arena(enum tr_dtype low, bool copies, struct tr_graph *g)
@@ -385,6 +432,7 @@ int main(void)
     TCase *tc = tcase_create("program");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, builder_errors);
+    tcase_add_test(tc, channels_last_shapes);
     tcase_add_test(tc, amp_pass);
     tcase_add_test(tc, mlp_gradients);
     tcase_add_test(tc, gradients_accumulate);

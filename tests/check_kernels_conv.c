@@ -390,6 +390,147 @@ START_TEST(batchnorm_eval_mode)
 }
 END_TEST
 
+/* ---- channels last ------------------------------------------------------------------------- */
+
+/* x [N, C, H, W] as [N, H, W, C], and back (of any dtype's values: f64 here) */
+static struct tr_tensor nhwc_of(const struct tr_tensor *t)
+{
+    int64_t N = t->dim[0], C = t->dim[1], HW = t->dim[2] * t->dim[3];
+    struct tr_tensor h = gc_make(TR_F64, N, t->dim[2], t->dim[3], C);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t p = 0; p < HW; p++)
+                D(h)[(n * HW + p) * C + c] = D(*t)[(n * C + c) * HW + p];
+    return h;
+}
+
+static void assert_nhwc_close(const struct tr_tensor *h, const struct tr_tensor *t, double tol, const char *what)
+{
+    struct tr_tensor want = nhwc_of(t);
+    for (int64_t i = 0; i < tr_tensor_numel(&want); i++)
+        ck_assert_msg(fabs(D(*h)[i] - D(want)[i]) <= tol * (1 + fabs(D(want)[i])), "%s [%lld]: channels last %.17g, NCHW %.17g",
+                      what, (long long)i, D(*h)[i], D(want)[i]);
+    gc_free(&want);
+}
+
+static void assert_close_vec(const struct tr_tensor *a, const struct tr_tensor *b, double tol, const char *what)
+{
+    for (int64_t i = 0; i < tr_tensor_numel(b); i++)
+        ck_assert_msg(fabs(D(*a)[i] - D(*b)[i]) <= tol * (1 + fabs(D(*b)[i])), "%s [%lld]: channels last %.17g, NCHW %.17g",
+                      what, (long long)i, D(*a)[i], D(*b)[i]);
+}
+
+/* Batch norm (training, evaluation, backward; accumulating too) and global average pooling on
+ * images channels last compute what they do on [N, C, H, W]: the batch norm's sums run in
+ * another order (fixed runs of rows), so within f64 rounding; the pooling's in the same order,
+ * so the same bits. N·H·W = 288 rows: several runs. */
+START_TEST(channels_last_matches)
+{
+    const int64_t N = 4, C = 5, H = 8, W = 9;
+    for (int acc = 0; acc < 2; acc++)
+        for (int training = 0; training < 2; training++) {
+            uint64_t seed = 900 + (uint64_t)(2 * acc + training);
+            struct tr_tensor in[5], last[5];
+            bn_inputs(in, 1, N, C, &seed);
+            gc_free(&in[0]);
+            in[0] = gc_random(&seed, -2, 3, N, C, H, W);
+            for (int i = 0; i < 5; i++)
+                last[i] = i == 0 ? nhwc_of(&in[0]) : gc_random(&seed, 0, 1, C);
+            for (int i = 1; i < 5; i++)
+                memcpy(last[i].data, in[i].data, tr_tensor_bytes(&in[i]));
+            struct tr_tensor y = gc_random(&seed, -1, 1, N, C, H, W), saved = gc_make(TR_F64, 2, C);
+            struct tr_tensor y_last = nhwc_of(&y), saved_last = gc_make(TR_F64, 2, C);
+            struct tr_node f = {.op = TR_OP_BATCHNORM, .attrs.batchnorm = {BN_EPS, BN_MOMENTUM, (uint8_t)training, 0},
+                                .accumulate = (uint8_t)acc};
+            struct tr_node fl = f;
+            fl.attrs.batchnorm.channels_last = 1;
+            struct tr_kernel_args a = bind(&f, 5, in, 2, (struct tr_tensor[]){y, saved});
+            struct tr_kernel_args al = bind(&fl, 5, last, 2, (struct tr_tensor[]){y_last, saved_last});
+            gc_run(&a), gc_run(&al);
+            assert_nhwc_close(&y_last, &y, 1e-12, "batchnorm y");
+            assert_close_vec(&saved_last, &saved, 1e-12, "batchnorm saved");
+            assert_close_vec(&last[3], &in[3], 1e-12, "running mean");
+            assert_close_vec(&last[4], &in[4], 1e-12, "running var");
+            /* the backward from the saved statistics */
+            struct tr_tensor dy = gc_random(&seed, -1, 1, N, C, H, W), dx = gc_random(&seed, -1, 1, N, C, H, W);
+            struct tr_tensor dy_last = nhwc_of(&dy), dx_last = nhwc_of(&dx);
+            struct tr_tensor dg = gc_random(&seed, -1, 1, C), db = gc_random(&seed, -1, 1, C);
+            struct tr_tensor dg_last = gc_make(TR_F64, C), db_last = gc_make(TR_F64, C);
+            memcpy(dg_last.data, dg.data, tr_tensor_bytes(&dg)), memcpy(db_last.data, db.data, tr_tensor_bytes(&db));
+            struct tr_node b = {.op = TR_OP_BATCHNORM_BWD, .attrs = f.attrs, .accumulate = (uint8_t)acc}, bl = b;
+            bl.attrs.batchnorm.channels_last = 1;
+            struct tr_kernel_args ba = BIND(&b, ((struct tr_tensor[]){dy, in[0], in[1], saved}),
+                                            ((struct tr_tensor[]){dx, dg, db}));
+            struct tr_kernel_args bla = BIND(&bl, ((struct tr_tensor[]){dy_last, last[0], last[1], saved}),
+                                             ((struct tr_tensor[]){dx_last, dg_last, db_last}));
+            gc_run(&ba), gc_run(&bla);
+            assert_nhwc_close(&dx_last, &dx, 1e-12, "batchnorm_bwd dx");
+            assert_close_vec(&dg_last, &dg, 1e-12, "batchnorm_bwd dgamma");
+            assert_close_vec(&db_last, &db, 1e-12, "batchnorm_bwd dbeta");
+            /* global average pooling and its backward: the same bits */
+            struct tr_tensor p = gc_random(&seed, -1, 1, N, C), p_last = gc_make(TR_F64, N, C);
+            memcpy(p_last.data, p.data, tr_tensor_bytes(&p));
+            struct tr_node g = {.op = TR_OP_GLOBAL_AVGPOOL, .accumulate = (uint8_t)acc}, gl = g;
+            gl.attrs.pool.channels_last = 1;
+            struct tr_kernel_args ga = bind(&g, 1, &in[0], 1, &p), gla = bind(&gl, 1, &last[0], 1, &p_last);
+            gc_run(&ga), gc_run(&gla);
+            ck_assert_mem_eq(p_last.data, p.data, tr_tensor_bytes(&p));
+            struct tr_node gb = {.op = TR_OP_GLOBAL_AVGPOOL_BWD, .accumulate = (uint8_t)acc}, gbl = gb;
+            gbl.attrs.pool.channels_last = 1;
+            struct tr_kernel_args gba = bind(&gb, 1, &p, 1, &dx), gbla = bind(&gbl, 1, &p, 1, &dx_last);
+            gc_run(&gba), gc_run(&gbla);
+            assert_nhwc_close(&dx_last, &dx, acc ? 1e-12 : 0, "global_avgpool_bwd");   /* adds to the close dx above */
+            unbind(&a), unbind(&al), unbind(&ba), unbind(&bla), unbind(&ga), unbind(&gla), unbind(&gba), unbind(&gbla);
+            free_all(in, 5), free_all(last, 5);
+            gc_free(&y), gc_free(&saved), gc_free(&y_last), gc_free(&saved_last), gc_free(&dy), gc_free(&dx);
+            gc_free(&dy_last), gc_free(&dx_last), gc_free(&dg), gc_free(&db), gc_free(&dg_last), gc_free(&db_last);
+            gc_free(&p), gc_free(&p_last);
+        }
+}
+END_TEST
+
+/* The rows' batch norm gives the same bits on 1, 2 and 3 threads, f32 (its sums' runs depend on
+ * the rows alone). */
+START_TEST(channels_last_thread_independent)
+{
+    const int64_t N = 3, H = 10, W = 11, C = 24;   /* 330 rows: 5 runs */
+    uint64_t seed = 950;
+    struct tr_tensor x = gc_make(TR_F32, N, H, W, C), dy = gc_make(TR_F32, N, H, W, C);
+    gc_fill(&x, &seed, -2, 3), gc_fill(&dy, &seed, -1, 1);
+    struct tr_tensor gamma = gc_make(TR_F32, C), beta = gc_make(TR_F32, C), mean = gc_make(TR_F32, C),
+                     var = gc_make(TR_F32, C);
+    gc_fill(&gamma, &seed, 0.5, 1.5), gc_fill(&beta, &seed, -1, 1), gc_fill(&mean, &seed, 0, 0), gc_fill(&var, &seed, 1, 1);
+    struct tr_node f = {.op = TR_OP_BATCHNORM, .attrs.batchnorm = {BN_EPS, BN_MOMENTUM, 1, 1}};
+    struct tr_node b = {.op = TR_OP_BATCHNORM_BWD, .attrs = f.attrs};
+    char *runs[3];
+    size_t bytes = 0;
+    for (int threads = 1; threads <= 3; threads++) {
+        struct tr_tensor y = gc_make(TR_F32, N, H, W, C), saved = gc_make(TR_F32, 2, C), dx = gc_make(TR_F32, N, H, W, C),
+                         dg = gc_make(TR_F32, C), db = gc_make(TR_F32, C);
+        omp_set_num_threads(threads);
+        struct tr_kernel_args a = BIND(&f, ((struct tr_tensor[]){x, gamma, beta, mean, var}), ((struct tr_tensor[]){y, saved}));
+        gc_run(&a);
+        struct tr_kernel_args ba = BIND(&b, ((struct tr_tensor[]){dy, x, gamma, saved}), ((struct tr_tensor[]){dx, dg, db}));
+        gc_run(&ba);
+        struct tr_tensor all[5] = {y, saved, dx, dg, db};
+        bytes = 0;
+        for (int i = 0; i < 5; i++)
+            bytes += tr_tensor_bytes(&all[i]);
+        runs[threads - 1] = malloc(bytes);
+        for (int i = 0, at = 0; i < 5; at += (int)tr_tensor_bytes(&all[i]), i++)
+            memcpy(runs[threads - 1] + at, all[i].data, tr_tensor_bytes(&all[i]));
+        unbind(&a), unbind(&ba);
+        free_all(all, 5);
+    }
+    omp_set_num_threads(1);
+    ck_assert_mem_eq(runs[0], runs[1], bytes);
+    ck_assert_mem_eq(runs[0], runs[2], bytes);
+    for (int i = 0; i < 3; i++)
+        free(runs[i]);
+    gc_free(&x), gc_free(&dy), gc_free(&gamma), gc_free(&beta), gc_free(&mean), gc_free(&var);
+}
+END_TEST
+
 /* ---- pooling ------------------------------------------------------------------------------- */
 
 struct pool_case {
@@ -625,9 +766,9 @@ static void case_make(struct op_case *c, enum tr_op op, uint64_t seed)
     if (op == TR_OP_CONV2D || op == TR_OP_CONV2D_BWD_DATA || op == TR_OP_CONV2D_BWD_FILTER)
         c->node.attrs.conv.stride = 2, c->node.attrs.conv.pad = 1;
     else if (op == TR_OP_BATCHNORM || op == TR_OP_BATCHNORM_BWD)
-        c->node.attrs.batchnorm = (typeof(c->node.attrs.batchnorm)){BN_EPS, BN_MOMENTUM, 1};
+        c->node.attrs.batchnorm = (typeof(c->node.attrs.batchnorm)){BN_EPS, BN_MOMENTUM, 1, 0};
     else
-        c->node.attrs.pool = (typeof(c->node.attrs.pool)){3, 2, 1};
+        c->node.attrs.pool = (typeof(c->node.attrs.pool)){3, 2, 1, 0};
     c->args = bind(&c->node, nin, t, nout, &t[nin]);
 }
 
@@ -751,6 +892,8 @@ int main(void)
     tcase_add_test(tc, batchnorm_gradients);
     tcase_add_test(tc, batchnorm_running_statistics);
     tcase_add_test(tc, batchnorm_eval_mode);
+    tcase_add_test(tc, channels_last_matches);
+    tcase_add_test(tc, channels_last_thread_independent);
     tcase_add_test(tc, maxpool_gradients);
     tcase_add_test(tc, avgpool_gradients);
     tcase_add_test(tc, pool_padding);

@@ -223,17 +223,96 @@ END_TEST
 
 /* Fixed image groups, one single-threaded primitive each, the filter gradient's partials added
  * in group order: 1, 2 and 3 threads give the same bits (37 images: 16, 16, 4, 1). */
+/* t [N, C, H, W] as [N, H, W, C] (back: t [N, H, W, C] into [N, C, H, W] nchw) */
+static struct tr_tensor to_nhwc(const struct tr_tensor *t)
+{
+    int64_t N = t->dim[0], C = t->dim[1], HW = t->dim[2] * t->dim[3];
+    struct tr_tensor h = gc_make(TR_F32, N, t->dim[2], t->dim[3], C);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t p = 0; p < HW; p++)
+                F32(h)[(n * HW + p) * C + c] = F32(*t)[(n * C + c) * HW + p];
+    return h;
+}
+
+static void from_nhwc(const struct tr_tensor *h, struct tr_tensor *nchw)
+{
+    int64_t N = nchw->dim[0], C = nchw->dim[1], HW = nchw->dim[2] * nchw->dim[3];
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t p = 0; p < HW; p++)
+                F32(*nchw)[(n * C + c) * HW + p] = F32(*h)[(n * HW + p) * C + c];
+}
+
+/* Channels last (attrs.conv.channels_last): oneDNN's nhwc kernels and im2col's transposed GEMMs
+ * against im2col on the same images [N, C, H, W], within the bound above, accumulating too. */
+START_TEST(channels_last_agrees)
+{
+    struct tr_backend *be = gc_open_cpu();
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
+        for (int op = 0; op < 3; op++)
+            for (int acc = 0; acc < 2; acc++) {
+                const struct conv_case *c = &cases[ci];
+                if (op == 1 && c->C == 1)
+                    continue;
+                uint64_t seed = 41 + ci;
+                struct conv_tensors t = make_tensors(c, &seed);
+                struct tr_tensor want = output_like(&t, op), first = output_like(&t, op);
+                gc_fill(&first, &seed, -1, 1);
+                memcpy(want.data, first.data, tr_tensor_bytes(&want));
+                struct tr_node node = {.attrs.conv = {.stride = (int)c->stride, .pad = (int)c->pad},
+                                       .accumulate = (uint8_t)acc};
+                struct tr_kernel_args ref = args_of(&node, op, &t, want);
+                gc_run_planned(tr_backend_cpu(), &ref);
+                struct conv_tensors last = {to_nhwc(&t.x), t.w, to_nhwc(&t.y)};
+                double *mass = term_mass(c, &t, op, tr_tensor_numel(&want));
+                int64_t terms = terms_of(c, &t, op);
+                for (int path = 0; path < 2; path++) {   /* oneDNN, im2col */
+                    struct tr_tensor got = op == 2 ? output_like(&t, op) : to_nhwc(&first), back = output_like(&t, op);
+                    if (op == 2)
+                        memcpy(got.data, first.data, tr_tensor_bytes(&got));
+                    struct tr_node nhwc = node;
+                    nhwc.attrs.conv.channels_last = TR_NHWC;
+                    struct tr_kernel_args a = args_of(&nhwc, op, &last, got);
+                    gc_run_planned(path == 0 ? be : tr_backend_cpu(), &a);
+                    if (op == 2)
+                        memcpy(back.data, got.data, tr_tensor_bytes(&got));
+                    else
+                        from_nhwc(&got, &back);
+                    for (int64_t i = 0; i < tr_tensor_numel(&want); i++) {
+                        double bound = 2 * (double)(terms + 1) * 0x1p-24 * (mass[i] + (acc ? fabs(F32(first)[i]) : 0));
+                        ck_assert_msg(fabs(F32(back)[i] - F32(want)[i]) <= bound,
+                                      "case %zu op %d acc %d %s [%ld]: channels last %.9g, NCHW %.9g (bound %g)", ci, op,
+                                      acc, path ? "im2col" : "oneDNN", (long)i, F32(back)[i], F32(want)[i], bound);
+                    }
+                    gc_free(&got), gc_free(&back);
+                }
+                free(mass);
+                gc_free(&last.x), gc_free(&last.y);
+                gc_free(&t.x), gc_free(&t.w), gc_free(&t.y), gc_free(&want), gc_free(&first);
+            }
+    ck_assert_int_eq(tr_cpu_onednn_counts(be).fallback_nodes, 0);
+    tr_backend_close(be);
+}
+END_TEST
+
 START_TEST(same_bits_on_any_thread_count)
 {
     struct tr_backend *be = gc_open_cpu();
     const struct conv_case c = {37, 16, 14, 14, 16, 3, 1, 1};
-    for (int op = 0; op < 3; op++) {
+    for (int op = 0; op < 6; op++) {   /* 3–5: the same, channels last */
         uint64_t seed = 11;
         struct conv_tensors t = make_tensors(&c, &seed);
-        struct tr_tensor out = output_like(&t, op), first = output_like(&t, op);
+        if (op >= 3) {
+            struct conv_tensors nchw = t;
+            t = (struct conv_tensors){to_nhwc(&nchw.x), nchw.w, to_nhwc(&nchw.y)};
+            gc_free(&nchw.x), gc_free(&nchw.y);
+        }
+        struct tr_tensor out = output_like(&t, op % 3), first = output_like(&t, op % 3);
         gc_fill(&first, &seed, -1, 1);
-        struct tr_node node = {.attrs.conv = {.stride = 1, .pad = 1}, .accumulate = (uint8_t)(op == 2)};
-        struct tr_kernel_args a = args_of(&node, op, &t, out);
+        struct tr_node node = {.attrs.conv = {.stride = 1, .pad = 1, .channels_last = (uint8_t)(op >= 3)},
+                               .accumulate = (uint8_t)(op % 3 == 2)};
+        struct tr_kernel_args a = args_of(&node, op % 3, &t, out);
         size_t bytes = tr_tensor_bytes(&out);
         char *result[3];
         for (int threads = 1; threads <= 3; threads++) {
@@ -291,6 +370,7 @@ static double run_program(const struct tr_backend *be, struct tr_graph *g, struc
 
 START_TEST(no_primitive_made_in_a_step)
 {
+    enum tr_layout layout = (enum tr_layout)_i;   /* the loop's: NCHW, then channels last */
     static const char yaml[] = "model: {arch: resnet, layers: 1, hidden: 8}\ndata: {dataset: x}\n";
     struct tr_recipe r;
     struct tr_diag why = {0};
@@ -299,6 +379,7 @@ START_TEST(no_primitive_made_in_a_step)
     struct tr_graph g;
     struct tr_model m;
     tr_graph_init(&g);
+    tr_graph_layout(&g, layout);
     ck_assert_int_eq(tr_model_build(&g, &r, 3, (const int64_t[]){1, 12, 12}, 10, 0, 1, &m), 0);
     ck_assert_int_ge(tr_autodiff(&g), 0);
     const struct tr_bucket buckets[2] = {{40, 1}, {9, 1}};
@@ -336,8 +417,9 @@ int main(void)
 #ifdef HAVE_ONEDNN
     tcase_add_test(tc, agrees_with_im2col);
     tcase_add_test(tc, bf16_agrees_with_widened);
+    tcase_add_test(tc, channels_last_agrees);
     tcase_add_test(tc, same_bits_on_any_thread_count);
-    tcase_add_test(tc, no_primitive_made_in_a_step);
+    tcase_add_loop_test(tc, no_primitive_made_in_a_step, TR_NCHW, TR_NHWC + 1);
 #endif
     suite_add_tcase(s, tc);
     return unit_run(s);

@@ -286,14 +286,21 @@ static inline int tr_backend_grad_scale(const struct tr_backend *be, const struc
     return be->ops->grad_scale(be, a, factor, finite);
 }
 
-/* BATCHNORM's x seen as [N, C, S]: S = H·W, or 1 for x [N, C] (both backends' layout). */
+/* BATCHNORM's x seen as [N, C, S]: S = H·W, or 1 for x [N, C] (both backends' layout); x
+ * channels last [N, H, W, C] is N·H·W rows of C, as [N, C]. */
 struct tr_bn_geom {
     int64_t N, C, S;
 };
 
-static inline struct tr_bn_geom tr_bn_geom_of(const struct tr_tensor *x)
+static inline struct tr_bn_geom tr_bn_geom_of(const struct tr_node *node, const struct tr_tensor *x)
 {
     struct tr_bn_geom g = {x->dim[0], x->dim[1], 1};
+    if (node->attrs.batchnorm.channels_last) {
+        g.C = x->dim[x->rank - 1];
+        for (int d = 1; d < x->rank - 1; d++)
+            g.N *= x->dim[d];
+        return g;
+    }
     for (int d = 2; d < x->rank; d++)
         g.S *= x->dim[d];
     return g;

@@ -269,7 +269,7 @@ void tr_grad_avgpool(struct tr_autodiff *ad, const struct tr_node *n, int gy)
 
 void tr_grad_global_avgpool(struct tr_autodiff *ad, const struct tr_node *n, int gy)
 {
-    emit(ad, TR_OP_GLOBAL_AVGPOOL_BWD, &gy, 1, &n->in[0], 1, NULL);
+    emit(ad, TR_OP_GLOBAL_AVGPOOL_BWD, &gy, 1, &n->in[0], 1, &n->attrs);
 }
 
 void tr_grad_reshape(struct tr_autodiff *ad, const struct tr_node *n, int gy)

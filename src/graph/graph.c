@@ -35,6 +35,11 @@ void tr_graph_block(struct tr_graph *g, int b)
     g->block = b;
 }
 
+void tr_graph_layout(struct tr_graph *g, enum tr_layout layout)
+{
+    g->layout = (uint8_t)layout;
+}
+
 static int fail(struct tr_graph *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static int fail(struct tr_graph *g, const char *fmt, ...)
@@ -375,20 +380,37 @@ static struct tr_dim out_size(struct tr_dim in, int64_t kernel, int stride, int 
     return tr_dim_const((in.k + 2 * pad - kernel) / stride + 1);
 }
 
+/* The axes of an image's channels, height and width in the graph's layout. */
+static void image_axes(const struct tr_graph *g, int *c, int *h, int *w)
+{
+    bool last = g->layout == TR_NHWC;
+    *c = last ? 3 : 1, *h = last ? 1 : 2, *w = last ? 2 : 3;
+}
+
+/* "[N, C, H, W]" or "[N, H, W, C]" */
+static const char *image_dims(const struct tr_graph *g)
+{
+    return g->layout == TR_NHWC ? "[N, H, W, C]" : "[N, C, H, W]";
+}
+
 int tr_conv2d(struct tr_graph *g, int x, int w, int stride, int pad)
 {
     CHECK_VALUES(g, x, w);
     const struct tr_shape *sx = shape(g, x), *sw = shape(g, w);
     char bx[96], bw[96];
-    if (sx->rank != 4 || sw->rank != 4 || !tr_dim_equal(sx->dim[1], sw->dim[1]) || stride < 1 ||
-        pad < 0 || sx->dim[2].b || sx->dim[2].s || sx->dim[3].b || sx->dim[3].s ||
-        sx->dim[2].k + 2 * pad < sw->dim[2].k || sx->dim[3].k + 2 * pad < sw->dim[3].k)
-        return fail(g, "conv2d: x %s and w %s: expected [N, C, H, W] and [O, C, kh, kw]",
-                    describe(g, x, bx), describe(g, w, bw));
-    struct tr_shape s = tr_shape_make(4, (struct tr_dim[]){sx->dim[0], sw->dim[0],
-        out_size(sx->dim[2], sw->dim[2].k, stride, pad), out_size(sx->dim[3], sw->dim[3].k, stride, pad)});
+    int c, h, wd;
+    image_axes(g, &c, &h, &wd);
+    if (sx->rank != 4 || sw->rank != 4 || !tr_dim_equal(sx->dim[c], sw->dim[1]) || stride < 1 ||
+        pad < 0 || sx->dim[h].b || sx->dim[h].s || sx->dim[wd].b || sx->dim[wd].s ||
+        sx->dim[h].k + 2 * pad < sw->dim[2].k || sx->dim[wd].k + 2 * pad < sw->dim[3].k)
+        return fail(g, "conv2d: x %s and w %s: expected %s and [O, C, kh, kw]",
+                    describe(g, x, bx), describe(g, w, bw), image_dims(g));
+    struct tr_shape s = *sx;
+    s.dim[c] = sw->dim[0];
+    s.dim[h] = out_size(sx->dim[h], sw->dim[2].k, stride, pad);
+    s.dim[wd] = out_size(sx->dim[wd], sw->dim[3].k, stride, pad);
     return emit(g, TR_OP_CONV2D, (int[]){x, w}, 2, g->values[x].dtype, &s,
-                &(union tr_attrs){.conv = {stride, pad}});
+                &(union tr_attrs){.conv = {stride, pad, g->layout}});
 }
 
 int tr_batchnorm(struct tr_graph *g, int x, int gamma, int beta, int running_mean,
@@ -396,13 +418,14 @@ int tr_batchnorm(struct tr_graph *g, int x, int gamma, int beta, int running_mea
 {
     CHECK_VALUES(g, x, gamma, beta, running_mean, running_var);
     const struct tr_shape *sx = shape(g, x);
+    int c = sx->rank == 4 && g->layout == TR_NHWC ? 3 : 1;
     if ((sx->rank != 4 && sx->rank != 2) || shape(g, gamma)->rank != 1 ||
-        !tr_dim_equal(shape(g, gamma)->dim[0], sx->dim[1]))
-        return fail(g, "batchnorm: expected x [N, C, H, W] or [N, C] and parameters [C]");
-    struct tr_shape ss = tr_shape_make(2, (struct tr_dim[]){tr_dim_const(2), sx->dim[1]});
+        !tr_dim_equal(shape(g, gamma)->dim[0], sx->dim[c]))
+        return fail(g, "batchnorm: expected x %s or [N, C] and parameters [C]", image_dims(g));
+    struct tr_shape ss = tr_shape_make(2, (struct tr_dim[]){tr_dim_const(2), sx->dim[c]});
     int y = tr_value_add(g, TR_ACT, g->values[x].dtype, sx, NULL);
     int saved = tr_value_add(g, TR_ACT, stats_dtype(g, x), &ss, NULL);
-    union tr_attrs at = {.batchnorm = {eps, momentum, (uint8_t)training}};
+    union tr_attrs at = {.batchnorm = {eps, momentum, (uint8_t)training, (uint8_t)(c == 3)}};
     tr_node_add(g, TR_OP_BATCHNORM, (int[]){x, gamma, beta, running_mean, running_var}, 5,
                 (int[]){y, saved}, 2, &at);
     return y;
@@ -412,6 +435,8 @@ static int pool(struct tr_graph *g, enum tr_op op, int x, int kernel, int stride
 {
     CHECK_VALUES(g, x);
     const struct tr_shape *sx = shape(g, x);
+    if (g->layout != TR_NCHW)
+        return fail(g, "%s: images channels last are not supported; [N, C, H, W] only", tr_op_name(op));
     if (sx->rank != 4 || kernel < 1 || stride < 1 || pad < 0 || 2 * pad > kernel ||
         sx->dim[2].k + 2 * pad < kernel || sx->dim[3].k + 2 * pad < kernel)
         return fail(g, "%s: expected x [N, C, H, W] and a kernel that fits", tr_op_name(op));
@@ -441,9 +466,12 @@ int tr_global_avgpool(struct tr_graph *g, int x)
 {
     CHECK_VALUES(g, x);
     if (shape(g, x)->rank != 4)
-        return fail(g, "global_avgpool: expected x [N, C, H, W]");
-    struct tr_shape s = tr_shape_make(2, shape(g, x)->dim);
-    return emit(g, TR_OP_GLOBAL_AVGPOOL, &x, 1, g->values[x].dtype, &s, NULL);
+        return fail(g, "global_avgpool: expected x %s", image_dims(g));
+    int c, h, w;
+    image_axes(g, &c, &h, &w);
+    struct tr_shape s = tr_shape_make(2, (struct tr_dim[]){shape(g, x)->dim[0], shape(g, x)->dim[c]});
+    return emit(g, TR_OP_GLOBAL_AVGPOOL, &x, 1, g->values[x].dtype, &s,
+                &(union tr_attrs){.pool = {.channels_last = g->layout}});
 }
 
 /* ---- shapes -------------------------------------------------------------------------------- */

@@ -34,11 +34,12 @@ enum tr_op {
     TR_OP_EMBEDDING,      /* table [V, D], ids i32 [...] → [..., D] */
     TR_OP_DROPOUT,        /* counter-based mask: a pure function of (seed, step, sample, position, feature, stream) */
     TR_OP_ATTENTION,      /* q, k, v [B, H, S, D] (+ key padding mask u8 [B, S]) → out, lse [B, H, S] */
-    TR_OP_CONV2D,         /* x [N, C, H, W], w [O, C, kh, kw] → [N, O, H', W']; im2col + GEMM */
-    TR_OP_BATCHNORM,      /* x [N, C, H, W], gamma, beta, running mean/var → y, saved [2, C] */
+    TR_OP_CONV2D,         /* x [N, C, H, W], w [O, C, kh, kw] → [N, O, H', W'] (channels last:
+                           * x [N, H, W, C] → [N, H', W', O], the same w) */
+    TR_OP_BATCHNORM,      /* x [N, C, H, W] (or [N, H, W, C]), gamma, beta, running mean/var → y, saved [2, C] */
     TR_OP_MAXPOOL,        /* → y and argmax indices (i32) */
     TR_OP_AVGPOOL,
-    TR_OP_GLOBAL_AVGPOOL, /* [N, C, H, W] → [N, C] */
+    TR_OP_GLOBAL_AVGPOOL, /* [N, C, H, W] (or [N, H, W, C]) → [N, C] */
     TR_OP_RESHAPE,        /* same elements, new shape: a view, no copy */
     TR_OP_PERMUTE,        /* transpose of any axes, copied */
     TR_OP_SLICE,          /* a range along one axis */
@@ -90,9 +91,9 @@ union tr_attrs {
                         /* chunk: rows of logits held at once (0: the backend's choice);
                          * add_dw: LINEAR_CROSS_ENTROPY_BWD adds into dw (a parameter's
                          * gradient) whatever node->accumulate says of dx */
-    struct { int stride, pad; } conv;
-    struct { int kernel, stride, pad; } pool;
-    struct { float eps, momentum; uint8_t training; } batchnorm;
+    struct { int stride, pad; uint8_t channels_last; } conv;   /* channels_last: enum tr_layout */
+    struct { int kernel, stride, pad; uint8_t channels_last; } pool;
+    struct { float eps, momentum; uint8_t training, channels_last; } batchnorm;
     struct { int axis; int64_t start; } slice;          /* the length is the output's dim */
     struct { int perm[TR_MAX_RANK]; } permute;
     struct { int axis; uint8_t mean; } axis;            /* concat, sum, mean; sum_bwd (mean: ÷ n) */
@@ -131,11 +132,16 @@ struct tr_node {
     uint8_t accumulate; /* outputs are added into (+=), not overwritten */
 };
 
+/* How 4-D images lie in memory: [N, C, H, W], or channels last [N, H, W, C] (each pixel's
+ * channels together: oneDNN's CPU convolutions take it as it is, with no reorder either side). */
+enum tr_layout { TR_NCHW, TR_NHWC };
+
 struct tr_graph {
     struct tr_value *values;
     struct tr_node *nodes;
     int nvalues, nnodes, cap_values, cap_nodes;
     int block;          /* current block for new nodes (tr_graph_block) */
+    uint8_t layout;     /* enum tr_layout of the images new nodes take (tr_graph_layout) */
     int error;          /* first builder error (0: none): shapes that do not fit, and so on */
     char message[256];
     int loss;           /* the scalar loss value, once set; -1 before */
@@ -145,6 +151,9 @@ void tr_graph_init(struct tr_graph *g);
 void tr_graph_free(struct tr_graph *g);
 /* Nodes built after this belong to block b (-1: outside any block). */
 void tr_graph_block(struct tr_graph *g, int b);
+/* Convolutions, batch norms and pools built after this take and give images in this layout
+ * (TR_NCHW until set); the nodes record it, and their gradients follow. */
+void tr_graph_layout(struct tr_graph *g, enum tr_layout layout);
 
 /* Leaves. */
 int tr_param(struct tr_graph *g, const char *name, enum tr_dtype t, int rank, const struct tr_dim *dims);

@@ -1,4 +1,5 @@
-/* A residual network for small images (28×28 grey now, 32×32×3 as well): a 3×3 stem, three
+/* A residual network for small images (28×28 grey now, 32×32×3 as well), in the graph's image
+ * layout (the data's [N, C, H, W] made channels last first where that is it): a 3×3 stem, three
  * stages of model.layers basic blocks (conv3×3 → BN → ReLU → conv3×3 → BN, + shortcut, ReLU)
  * with widths w, 2w, 4w (w = model.hidden) and stride 2 at the start of stages 2 and 3, a
  * global average pool and a linear head. Batch norm uses batch statistics while training and
@@ -62,6 +63,10 @@ int tr_resnet_build(struct tr_graph *g, const struct tr_recipe *r, int x, const 
 {
     int64_t width = r->model.hidden, channels = width;
     int block = 0;
+    if (g->layout == TR_NHWC) {   /* the data's [N, C, H, W] images channels last */
+        struct tr_dim d[4] = {g->values[x].shape.dim[0], tr_dim_const(chw[1]), tr_dim_const(chw[2]), tr_dim_const(chw[0])};
+        x = chw[0] == 1 ? tr_reshape(g, x, 4, d) : tr_permute(g, x, (const int[]){0, 2, 3, 1});
+    }
     x = tr_relu(g, batchnorm(g, "stem.bn", conv(g, "stem.conv", x, chw[0], width, 3, 1), width, training));
     for (int stage = 0; stage < 3; stage++) {
         int64_t out = width << stage;

@@ -172,12 +172,14 @@ static int batchnorm(struct tr_graph *g, int x, int64_t C)
                         tr_state(g, "v", TR_F32, 1, c), 1e-5f, 0.1f, 1);
 }
 
-/* A residual convolutional stack over [B, C, W, W] images: 3×3 convolutions with batch norm
- * and ReLU, a strided one, max-pooling, global average pooling and a classifier. dims: C, W. */
+/* A residual convolutional stack over [B, W, W, C] images (channels last, as tr_build lays a
+ * model's images out on the CPU): 3×3 convolutions with batch norm and ReLU, a strided one,
+ * global average pooling and a classifier. dims: C, W. */
 static void build_conv(struct tr_graph *g, const int *dims)
 {
+    tr_graph_layout(g, TR_NHWC);
     int64_t C = dims[0], W = dims[1];
-    struct tr_dim img[4] = {DB(1), D(1), D(W), D(W)}, lab[1] = {DB(1)};
+    struct tr_dim img[4] = {DB(1), D(W), D(W), D(1)}, lab[1] = {DB(1)};
     struct tr_dim w1[4] = {D(C), D(1), D(3), D(3)}, w2[4] = {D(C), D(C), D(3), D(3)},
                   w3[4] = {D(2 * C), D(C), D(3), D(3)}, w4[4] = {D(2 * C), D(2 * C), D(3), D(3)};
     int x = tr_input(g, "x", TR_F32, 4, img);
@@ -189,7 +191,6 @@ static void build_conv(struct tr_graph *g, const int *dims)
     tr_graph_block(g, 1);
     x = tr_relu(g, batchnorm(g, tr_conv2d(g, x, tr_param(g, "w3", TR_F32, 4, w3), 2, 1), 2 * C));
     x = tr_relu(g, batchnorm(g, tr_conv2d(g, x, tr_param(g, "w4", TR_F32, 4, w4), 1, 1), 2 * C));
-    x = tr_maxpool(g, x, 2, 2, 0);
     tr_graph_block(g, -1);
     x = tr_global_avgpool(g, x);
     int logits = tr_linear(g, x, param(g, 2, D(10), D(2 * C)), param(g, 1, D(10), D(0)));

@@ -1,6 +1,7 @@
 /* BATCHNORM and its backward on the CPU (DESIGN.md §3): per-channel statistics over (N, H, W).
  * Threads split the channels and each channel's sums run in one fixed order, so any thread
- * count gives the same bits. Sums are kept in double: a channel of a batch of 224² images
+ * count gives the same bits; channels last (and x [N, C]), threads split fixed runs of rows
+ * instead (batchnorm.inc). Sums are kept in double: a channel of a batch of 224² images
  * holds millions of values, and an f32 running sum would keep only about 3 correct digits. */
 #include <math.h>
 
@@ -34,6 +35,27 @@ static int bn_check(const struct tr_kernel_args *a, const struct tr_bn_geom *g)
         return tr_cpu_fail(a, "batchnorm: training needs more than one value per channel, "
                               "got a batch of %lld×%lld", (long long)g->N, (long long)g->S);
     return bn_check_dtypes(a);
+}
+
+/* Runs of rows the sums over x [M, C] (bn_geom's S = 1) are cut into: at most 32, at least 64
+ * rows each, by M alone. */
+static int64_t tr_bn_row_chunks(int64_t M)
+{
+    int64_t chunks = M / 64;
+    return chunks < 1 ? 1 : chunks > 32 ? 32 : chunks;
+}
+
+/* Their double partials (two sums each) and p, q, r per channel, in doubles for any REAL. */
+static size_t tr_bn_rows_workspace(const struct tr_bn_geom *g)
+{
+    return g->S == 1 ? (size_t)(2 * tr_bn_row_chunks(g->N) + 3) * (size_t)g->C * sizeof(double) : 0;
+}
+
+size_t tr_cpu_batchnorm_workspace(const struct tr_node *node, const struct tr_tensor *in, const struct tr_tensor *out)
+{
+    (void)out;
+    struct tr_bn_geom g = tr_bn_geom_of(node, &in[node->op == TR_OP_BATCHNORM ? 0 : 1]);
+    return tr_bn_rows_workspace(&g);
 }
 
 /* bf16 activations as stored too (instantiate.h), beside f32 per-channel tensors (amp's), so no

@@ -15,10 +15,13 @@
 
 #include "backend/cpu/cpu.h"
 
-/* One convolution's sizes: x [N, C, H, W], w [O, C, kh, kw], y [N, O, Ho, Wo]. */
+/* One convolution's sizes: x [N, C, H, W], w [O, C, kh, kw], y [N, O, Ho, Wo]; channels last
+ * (nhwc) x [N, H, W, C] and y [N, Ho, Wo, O], whose images are the transposes of the GEMMs'
+ * operands, so the GEMMs transpose them instead (conv.inc). */
 struct conv_geom {
     int64_t N, C, H, W, O, kh, kw, Ho, Wo;
     int64_t stride, pad;
+    int nhwc;
 };
 
 /* Reads the sizes from whichever of x, w, y are the op's inputs and which its output. */
@@ -30,15 +33,22 @@ static struct conv_geom conv_geom_of(const struct tr_node *node, const struct tr
         y = &in[0], w = &in[1], x = &out[0];
     else if (node->op == TR_OP_CONV2D_BWD_FILTER)
         y = &in[0], x = &in[1], w = &out[0];
-    return (struct conv_geom){x->dim[0], x->dim[1], x->dim[2], x->dim[3], w->dim[0], w->dim[2],
-                              w->dim[3], y->dim[2], y->dim[3], node->attrs.conv.stride,
-                              node->attrs.conv.pad};
+    int last = node->attrs.conv.channels_last == TR_NHWC, c = last ? 3 : 1, h = last ? 1 : 2, wd = last ? 2 : 3;
+    return (struct conv_geom){x->dim[0], x->dim[c], x->dim[h], x->dim[wd], w->dim[0], w->dim[2],
+                              w->dim[3], y->dim[h], y->dim[wd], node->attrs.conv.stride,
+                              node->attrs.conv.pad, last};
 }
 
-/* A 1×1, stride-1, unpadded convolution's columns are the image itself: no copy needed. */
+/* A 1×1, stride-1, unpadded convolution's columns are the image itself (NCHW): no copy needed. */
 static int conv_is_pointwise(const struct conv_geom *g)
 {
-    return g->kh == 1 && g->kw == 1 && g->stride == 1 && g->pad == 0;
+    return g->kh == 1 && g->kw == 1 && g->stride == 1 && g->pad == 0 && !g->nhwc;
+}
+
+/* How far apart an image's neighbouring channels, rows and columns lie in x, in values. */
+static void conv_steps(const struct conv_geom *g, int64_t *sc, int64_t *sh, int64_t *sw)
+{
+    *sc = g->nhwc ? 1 : g->H * g->W, *sh = g->nhwc ? g->W * g->C : g->W, *sw = g->nhwc ? g->C : 1;
 }
 
 /* The output columns ow whose input column ow·s − p + j lies inside [0, W): [*lo, *hi). */

@@ -83,6 +83,8 @@ size_t tr_cpu_workspace_bytes(const struct tr_node *node, const struct tr_tensor
  * attention's tiles). */
 typedef size_t (*tr_cpu_workspace_fn)(const struct tr_node *node, const struct tr_tensor *in,
                                       const struct tr_tensor *out);
+size_t tr_cpu_batchnorm_workspace(const struct tr_node *node, const struct tr_tensor *in,
+                                  const struct tr_tensor *out);
 size_t tr_cpu_conv2d_workspace(const struct tr_node *node, const struct tr_tensor *in,
                                const struct tr_tensor *out);
 /* LINEAR_CROSS_ENTROPY and its backward on oneDNN's bf16 GEMMs (softmax.c): the workspace it

@@ -60,7 +60,7 @@ static const struct {
 /* A convolution piece: its op (0 forward, 1 backward data, 2 backward filter), n images, the
  * sizes, and whether the output is accumulated. */
 struct conv_shape {
-    int op, acc;
+    int op, acc, nhwc;   /* nhwc: the activations channels last (attrs.conv.channels_last) */
     dnnl_data_type_t dt;   /* every tensor's: f32 or bf16 */
     int64_t n, C, H, W, O, kh, kw, Ho, Wo, stride, pad;
 };
@@ -120,27 +120,33 @@ static bool conv_takes(const struct tr_node *node, const struct tr_tensor *in, c
         enum kind k = op_roles[op].kind[r];
         *(k == ACT_X ? &x : k == ACT_Y ? &y : &w) = t[r];
     }
-    *s = (struct conv_shape){.op = op, .acc = node->accumulate, .dt = in[0].dtype == TR_F32 ? dnnl_f32 : dnnl_bf16,
-                             .n = x->dim[0], .C = x->dim[1], .H = x->dim[2],
-                             .W = x->dim[3], .O = w->dim[0], .kh = w->dim[2], .kw = w->dim[3], .Ho = y->dim[2],
-                             .Wo = y->dim[3], .stride = node->attrs.conv.stride, .pad = node->attrs.conv.pad};
+    int last = node->attrs.conv.channels_last == TR_NHWC, h = last ? 1 : 2, wd = last ? 2 : 3;
+    *s = (struct conv_shape){.op = op, .acc = node->accumulate, .nhwc = last,
+                             .dt = in[0].dtype == TR_F32 ? dnnl_f32 : dnnl_bf16, .n = x->dim[0],
+                             .C = x->dim[last ? 3 : 1], .H = x->dim[h], .W = x->dim[wd], .O = w->dim[0],
+                             .kh = w->dim[2], .kw = w->dim[3], .Ho = y->dim[h], .Wo = y->dim[wd],
+                             .stride = node->attrs.conv.stride, .pad = node->attrs.conv.pad};
     return s->n > 0 && s->C > 0 && s->H > 0 && s->W > 0 && s->O > 0 && s->Ho > 0 && s->Wo > 0;
 }
 
 static bool same_sizes(const struct conv_shape *a, const struct conv_shape *b)
 {
-    return a->op == b->op && a->acc == b->acc && a->dt == b->dt && a->C == b->C && a->H == b->H && a->W == b->W && a->O == b->O &&
+    return a->op == b->op && a->acc == b->acc && a->nhwc == b->nhwc && a->dt == b->dt && a->C == b->C && a->H == b->H && a->W == b->W && a->O == b->O &&
            a->kh == b->kh && a->kw == b->kw && a->Ho == b->Ho && a->Wo == b->Wo && a->stride == b->stride &&
            a->pad == b->pad;
 }
 
 /* ---- descriptors ------------------------------------------------------------------------------- */
 
-/* A tensor of the piece in the graph's layout (plain) or oneDNN's choice (any), of type dt. */
+/* A tensor of the piece in the graph's layout (plain) or oneDNN's choice (any), of type dt.
+ * Channels last, the activations stay as they are: oneDNN's direct kernels take nhwc (AVX-512,
+ * AVX2) at the blocked layouts' speed, within 8% (Zen 4, one thread, the ResNet's shapes; bench/
+ * README), and the reorders either side cost more than that. */
 static void typed_md(const struct conv_shape *s, enum kind k, bool any, dnnl_data_type_t dt, dnnl_memory_desc_t *md)
 {
     dnnl_dims_t x = {s->n, s->C, s->H, s->W}, y = {s->n, s->O, s->Ho, s->Wo}, w = {s->O, s->C, s->kh, s->kw};
-    dnnl_format_tag_t tag = any ? dnnl_format_tag_any : k == WEIGHTS ? dnnl_oihw : dnnl_nchw;
+    dnnl_format_tag_t plain = k == WEIGHTS ? dnnl_oihw : s->nhwc ? dnnl_nhwc : dnnl_nchw;
+    dnnl_format_tag_t tag = any && (k == WEIGHTS || !s->nhwc) ? dnnl_format_tag_any : plain;
     dnnl_memory_desc_init_by_tag(md, 4, k == ACT_X ? x : k == ACT_Y ? y : w, dt, tag);
 }
 
@@ -148,6 +154,14 @@ static void typed_md(const struct conv_shape *s, enum kind k, bool any, dnnl_dat
 static void tensor_md(const struct conv_shape *s, enum kind k, bool any, dnnl_memory_desc_t *md)
 {
     typed_md(s, k, any, s->dt, md);
+}
+
+/* A forward channels last: oneDNN 2.6.3 lists its brgemm convolution first, but without AMX the
+ * direct one is faster on nhwc (Zen 4, one thread, the ResNet's shapes: bf16 5–18%, f32 2–7%;
+ * bench/README). With AMX, brgemm is the AMX kernel: kept. */
+static bool direct_unless_amx(const char *impl)
+{
+    return strncmp(impl, "brgconv:", 8) != 0 || strstr(impl, "amx") != NULL;
 }
 
 /* The piece's primitive descriptor, activations in oneDNN's layouts and the weights in
@@ -174,7 +188,8 @@ static dnnl_primitive_desc_t conv_pd(dnnl_engine_t engine, const struct conv_sha
         return NULL;
     dnnl_primitive_desc_t pd = NULL, hint = NULL;
     if (dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success)
-        hint = tr_onednn_one_thread_pd(&fwd, attr, engine, NULL);
+        hint = s->nhwc && s->op == 0 ? tr_onednn_one_thread_pd_preferring(&fwd, attr, engine, NULL, direct_unless_amx)
+                                     : tr_onednn_one_thread_pd(&fwd, attr, engine, NULL);
     dnnl_status_t st = dnnl_success;
     if (s->op == 1)
         st = dnnl_convolution_backward_data_desc_init(&bwd, dnnl_convolution_direct, &x, &w, &y, strides, pad, pad_r);
@@ -215,12 +230,13 @@ static void mds_of(const_dnnl_primitive_desc_t pd, const struct conv_shape *s, s
 }
 
 /* Whether role r is read or written through a buffer in the workspace: an input oneDNN wants in
- * another layout, or an activation output (always: the reorder back writes the graph's tensor). */
-static bool buffered(const struct conv_mds *m, int op, int r)
+ * another layout, or an activation output in another layout or accumulated (the reorder back
+ * writes the graph's tensor, adding to it). */
+static bool buffered(const struct conv_mds *m, int op, int acc, int r)
 {
-    if (r == OUT)
-        return op_roles[op].kind[OUT] != WEIGHTS;
-    return !dnnl_memory_desc_equal(&m->plain[r], &m->blocked[r]);
+    if (r == OUT && op_roles[op].kind[OUT] == WEIGHTS)
+        return false;
+    return (r == OUT && acc) || !dnnl_memory_desc_equal(&m->plain[r], &m->blocked[r]);
 }
 
 static size_t md_bytes(const dnnl_memory_desc_t *md)
@@ -252,25 +268,25 @@ static size_t shared_bytes(const struct conv_mds *m, int op, int pieces)
 {
     if (op == 2)
         return (size_t)pieces * md_bytes(&m->blocked[OUT]);
-    return buffered(m, op, IN1) ? md_bytes(&m->blocked[IN1]) : 0;
+    return buffered(m, op, 0, IN1) ? md_bytes(&m->blocked[IN1]) : 0;
 }
 
 /* One thread's slot: its buffered activations and the scratchpad. */
-static size_t slot_bytes(const struct conv_mds *m, int op)
+static size_t slot_bytes(const struct conv_mds *m, int op, int acc)
 {
     size_t bytes = md_bytes(&m->scratch);
     for (int r = 0; r < NROLES; r++)
-        if (op_roles[op].kind[r] != WEIGHTS && buffered(m, op, r))
+        if (op_roles[op].kind[r] != WEIGHTS && buffered(m, op, acc, r))
             bytes += md_bytes(&m->blocked[r]);
     return bytes;
 }
 
 /* Where role r of the slot's piece lies in it (roles in order, then the scratchpad). */
-static size_t slot_offset(const struct conv_mds *m, int op, int upto)
+static size_t slot_offset(const struct conv_mds *m, int op, int acc, int upto)
 {
     size_t at = 0;
     for (int r = 0; r < upto; r++)
-        if (op_roles[op].kind[r] != WEIGHTS && buffered(m, op, r))
+        if (op_roles[op].kind[r] != WEIGHTS && buffered(m, op, acc, r))
             at += md_bytes(&m->blocked[r]);
     return at;
 }
@@ -291,7 +307,7 @@ size_t tr_onednn_conv_workspace(const struct tr_node *node, const struct tr_tens
     if (pd) {
         struct conv_mds m;
         mds_of(pd, &piece, &m);
-        bytes = shared_bytes(&m, s.op, most_pieces(s.n)) + slot_bytes(&m, s.op) * (size_t)tr_onednn_slots();
+        bytes = shared_bytes(&m, s.op, most_pieces(s.n)) + slot_bytes(&m, s.op, s.acc) * (size_t)tr_onednn_slots();
     }
     dnnl_primitive_desc_destroy(pd);
     dnnl_engine_destroy(engine);
@@ -353,9 +369,9 @@ static bool prim_make(struct tr_onednn *o, const struct conv_shape *s, struct co
         o->counts.primitives++, o->counts.made_in_kernels += in_kernel;
     for (int r = 0; ok && r < NROLES; r++) {
         const struct conv_mds *m = &p->md;
-        if (r != OUT && buffered(m, s->op, r))
+        if (r != OUT && buffered(m, s->op, s->acc, r))
             ok = reorder_of(o, &m->plain[r], &m->blocked[r], false, &p->reorder[r], in_kernel);
-        else if (r == OUT)
+        else if (r == OUT && (buffered(m, s->op, s->acc, r) || op_roles[s->op].kind[OUT] == WEIGHTS))
             ok = reorder_of(o, &m->blocked[r], &m->plain[r], s->acc, &p->reorder[r], in_kernel);
     }
     if (!ok)
@@ -429,7 +445,7 @@ static size_t node_bytes(const struct tr_onednn *o, const struct conv_node *e, i
         const struct conv_prim *p = &o->conv->prims[e->prim[i]];
         if (p->key.n > n)
             continue;
-        size_t b = slot_bytes(&p->md, p->key.op), s = shared_bytes(&p->md, p->key.op, pieces);
+        size_t b = slot_bytes(&p->md, p->key.op, p->key.acc), s = shared_bytes(&p->md, p->key.op, pieces);
         slot = b > slot ? b : slot, shared = s > shared ? s : shared;
     }
     *stride = slot;
@@ -553,21 +569,21 @@ static dnnl_status_t run_piece(const struct tr_onednn *o, const struct conv_prim
         enum kind k = op_roles[op].kind[r];
         if (k == WEIGHTS) {
             data[r] = r == OUT ? weights + (size_t)i * md_bytes(&m->blocked[OUT])
-                               : buffered(m, op, r) ? weights : plain[r];
+                               : buffered(m, op, 0, r) ? weights : plain[r];
             continue;
         }
         plain[r] = (char *)plain[r] + (size_t)n0 * image_bytes(s, k);
-        data[r] = buffered(m, op, r) ? slot + slot_offset(m, op, r) : plain[r];
+        data[r] = buffered(m, op, s->acc, r) ? slot + slot_offset(m, op, s->acc, r) : plain[r];
         if (r != OUT && p->reorder[r])
             st = reorder(o, p->reorder[r], thread, &m->plain[r], plain[r], &m->blocked[r], data[r]);
     }
-    data[NROLES] = slot + slot_offset(m, op, NROLES);
+    data[NROLES] = slot + slot_offset(m, op, s->acc, NROLES);
     const int args[NROLES + 1] = {op_roles[op].arg[IN0], op_roles[op].arg[IN1], op_roles[op].arg[OUT],
                                   DNNL_ARG_SCRATCHPAD};
     const dnnl_memory_desc_t *mds[NROLES + 1] = {&m->blocked[IN0], &m->blocked[IN1], &m->blocked[OUT], &m->scratch};
     if (st == dnnl_success)
         st = execute(o, p->conv, thread, NROLES + 1, args, mds, data);
-    if (st == dnnl_success && op_roles[op].kind[OUT] != WEIGHTS)
+    if (st == dnnl_success && p->reorder[OUT] && op_roles[op].kind[OUT] != WEIGHTS)
         st = reorder(o, p->reorder[OUT], thread, &m->blocked[OUT], data[OUT], &m->plain[OUT], plain[OUT]);
     return st;
 }

@@ -57,6 +57,11 @@ bool tr_onednn_dims_vary(const struct tr_graph *g, int v, int from, int to);
  * descriptor is NULL when oneDNN has no kernel for it but its reference one. */
 dnnl_primitive_desc_t tr_onednn_one_thread_pd(const_dnnl_op_desc_t desc, const_dnnl_primitive_attr_t attr,
                                               dnnl_engine_t engine, const_dnnl_primitive_desc_t hint);
+/* The same, the first kernel in oneDNN's order that prefer() takes by its name, or the first one
+ * when prefer takes none. */
+dnnl_primitive_desc_t tr_onednn_one_thread_pd_preferring(const_dnnl_op_desc_t desc, const_dnnl_primitive_attr_t attr,
+                                                         dnnl_engine_t engine, const_dnnl_primitive_desc_t hint,
+                                                         bool (*prefer)(const char *impl));
 dnnl_status_t tr_onednn_one_thread_primitive(dnnl_primitive_t *prim, const_dnnl_primitive_desc_t pd);
 
 /* onednn_conv.c, called by onednn.c's entries for CONV2D and its backwards. */

@@ -61,6 +61,36 @@ dnnl_primitive_desc_t tr_onednn_one_thread_pd(const_dnnl_op_desc_t desc, const_d
     return pd;
 }
 
+dnnl_primitive_desc_t tr_onednn_one_thread_pd_preferring(const_dnnl_op_desc_t desc, const_dnnl_primitive_attr_t attr,
+                                                         dnnl_engine_t engine, const_dnnl_primitive_desc_t hint,
+                                                         bool (*prefer)(const char *impl))
+{
+    dnnl_primitive_desc_iterator_t it = NULL;
+    dnnl_primitive_desc_t first = NULL, chosen = NULL;
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    if (dnnl_primitive_desc_iterator_create(&it, desc, attr, engine, hint) == dnnl_success) {
+        do {
+            dnnl_primitive_desc_t pd = dnnl_primitive_desc_iterator_fetch(it);
+            const char *impl = NULL;
+            if (!pd || dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) || !impl ||
+                !strncmp(impl, "ref", 3))
+                dnnl_primitive_desc_destroy(pd);
+            else if (prefer(impl))
+                chosen = pd;
+            else if (!first)
+                first = pd;
+            else
+                dnnl_primitive_desc_destroy(pd);
+        } while (!chosen && dnnl_primitive_desc_iterator_next(it) == dnnl_success);
+        dnnl_primitive_desc_iterator_destroy(it);
+    }
+    omp_set_num_threads(threads);
+    if (chosen)
+        dnnl_primitive_desc_destroy(first);
+    return chosen ? chosen : first;
+}
+
 dnnl_status_t tr_onednn_one_thread_primitive(dnnl_primitive_t *prim, const_dnnl_primitive_desc_t pd)
 {
     int threads = omp_get_max_threads();

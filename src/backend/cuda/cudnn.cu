@@ -452,6 +452,8 @@ static int conv_run(const struct tr_kernel_args *a)
     struct cuda_context *ctx = cuda_begin(a);
     if (!ctx)
         return TR_EINVAL;
+    if (a->node->attrs.conv.channels_last)
+        return cuda_fail(a, "images channels last are not supported on the GPU yet: [N, C, H, W] only (tr_build lays them out so)");
     const struct tr_tensor *out = &a->out[0];
     if (tr_tensor_numel(out) == 0)
         return 0;
@@ -603,7 +605,9 @@ int tr_cuda_batchnorm(const struct tr_kernel_args *a)
     struct cuda_context *ctx = cuda_begin(a);
     if (!ctx)
         return TR_EINVAL;
-    struct tr_bn_geom g = tr_bn_geom_of(&a->in[0]);
+    if (a->node->attrs.batchnorm.channels_last)
+        return cuda_fail(a, "images channels last are not supported on the GPU yet: [N, C, H, W] only (tr_build lays them out so)");
+    struct tr_bn_geom g = tr_bn_geom_of(a->node, &a->in[0]);
     bool training = a->node->attrs.batchnorm.training;
     double eps = a->node->attrs.batchnorm.eps, momentum = a->node->attrs.batchnorm.momentum;
     if (training && g.N * g.S < 2)   /* the CPU's sentence: the unbiased variance divides by m − 1 */
@@ -651,7 +655,9 @@ int tr_cuda_batchnorm_bwd(const struct tr_kernel_args *a)
     struct cuda_context *ctx = cuda_begin(a);
     if (!ctx)
         return TR_EINVAL;
-    struct tr_bn_geom g = tr_bn_geom_of(&a->in[1]);
+    if (a->node->attrs.batchnorm.channels_last)
+        return cuda_fail(a, "images channels last are not supported on the GPU yet: [N, C, H, W] only (tr_build lays them out so)");
+    struct tr_bn_geom g = tr_bn_geom_of(a->node, &a->in[1]);
     if (g.C == 0)
         return 0;
     if (g.N * g.S == 0) {   /* no values: empty sums, dgamma = dbeta = 0 */

@@ -238,6 +238,8 @@ int tr_cuda_global_avgpool(const struct tr_kernel_args *a)
     struct cuda_context *ctx = cuda_begin(a);
     if (!ctx)
         return TR_EINVAL;
+    if (a->node->attrs.pool.channels_last)
+        return cuda_fail(a, "images channels last are not supported on the GPU yet: [N, C, H, W] only (tr_build lays them out so)");
     const struct tr_tensor *x = &a->in[0];
     int64_t planes = x->dim[0] * x->dim[1], size = x->dim[2] * x->dim[3];
     if (planes == 0)
@@ -260,6 +262,8 @@ int tr_cuda_global_avgpool_bwd(const struct tr_kernel_args *a)
     struct cuda_context *ctx = cuda_begin(a);
     if (!ctx)
         return TR_EINVAL;
+    if (a->node->attrs.pool.channels_last)
+        return cuda_fail(a, "images channels last are not supported on the GPU yet: [N, C, H, W] only (tr_build lays them out so)");
     const struct tr_tensor *dx = &a->out[0];
     int64_t planes = dx->dim[0] * dx->dim[1], size = dx->dim[2] * dx->dim[3];
     if (planes * size == 0)
