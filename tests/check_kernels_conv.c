@@ -291,6 +291,7 @@ static void check_batchnorm_grad(int rank4, int64_t N, int64_t C, uint64_t seed)
     check_grad(&fa, 0, weights, &t[8]);
     check_grad(&fa, 1, weights, &dgamma);
     check_grad(&fa, 2, weights, &dbeta);
+    unbind(&fa), unbind(&ba);
     free_all(t, 9), gc_free(&dgamma), gc_free(&dbeta);
 }
 
@@ -350,6 +351,7 @@ static void check_running_statistics(int rank4, int64_t N, uint64_t seed)
         ck_assert_double_eq_tol(D(t[4])[c], (1 - mom) * run_var[c] + mom * var_u, 1e-12);
         assert_normalised(t, c, mean, 1 / sqrt(var_b + eps));
     }
+    unbind(&fa);
     free_all(t, 7);
 }
 
@@ -377,6 +379,7 @@ START_TEST(batchnorm_eval_mode)
     ck_assert_mem_eq(t[4].data, run_var, sizeof run_var);
     for (int64_t c = 0; c < 3; c++)
         assert_normalised(t, c, run_mean[c], 1 / sqrt(run_var[c] + (double)BN_EPS));
+    unbind(&fa);
     free_all(t, 7);
 
     bn_inputs(t, 0, 1, 3, &seed);   /* x [1, 3] in training */
@@ -386,6 +389,7 @@ START_TEST(batchnorm_eval_mode)
     char error[GC_ERROR_MAX] = "";
     ck_assert_int_eq(gc_kernel(tr_backend_cpu(), &fa, error), TR_EINVAL);
     ck_assert_msg(strstr(error, "more than one value"), "%s", error);
+    unbind(&fa);
     free_all(t, 7);
 }
 END_TEST
