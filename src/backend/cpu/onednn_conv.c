@@ -1,14 +1,18 @@
-/* CONV2D, CONV2D_BWD_DATA and CONV2D_BWD_FILTER on oneDNN (onednn.h), the graph's NCHW in and
- * out: f32, and bf16 (f32 accumulation) where the CPU computes it (AVX-512 BF16, AMX); f64, f16,
+/* CONV2D, CONV2D_BWD_DATA and CONV2D_BWD_FILTER on oneDNN (onednn.h), the graph's layout in and
+ * out (NCHW or NHWC): f32, and bf16 (f32 accumulation) where the CPU computes it (AVX-512 BF16, AMX); f64, f16,
  * bf16 on other CPUs (widened), TR_CPU_CONV=im2col and whatever oneDNN refuses stay on conv.c's
  * im2col + OpenBLAS path, decided per node at prepare. A bf16 filter gradient's pieces are f32
  * partials, summed in f32 and rounded to bf16 once.
  *
- * Layouts: on AVX2 oneDNN 2.6.3's direct convolutions (jit:avx2, jit_1x1:avx2) want blocked
+ * Layouts: images channels last (attrs.conv.channels_last, the graph's on the CPU: plan/build.c)
+ * go to oneDNN as nhwc, read and written in place: no reorder but the weights' (Zen 4, the
+ * ResNet: the reorders below had been 14% of the f32 step, 18% of the bf16 one). An output is
+ * buffered only when accumulated (the reorder's sum post-op, dst = src + dst in f32). Images
+ * [N, C, H, W]: on AVX2 oneDNN 2.6.3's direct convolutions (jit:avx2, jit_1x1:avx2) want blocked
  * activations (nChw8c) and weights (OIhw8i8o); given NCHW it falls back to its own im2col + GEMM,
- * 2–3× slower (Zen 3, one thread, 16 images of the recipes' ResNet shapes). So each piece of
- * images is reordered into blocked buffers in the node's workspace, convolved and reordered back
- * (accumulation: the reorder's sum post-op, dst = src + dst in f32), the weights once per call.
+ * 2–3× slower (Zen 3, one thread, 16 images of the recipes' ResNet shapes). So there each piece
+ * of images is reordered into blocked buffers in the node's workspace, convolved and reordered
+ * back, the weights once per call.
  *
  * Determinism: the batch is cut into groups of GROUP images and the last group into powers of
  * two (tr_onednn_cut_of); each piece is one single-threaded primitive execution inside the OpenMP
