@@ -396,21 +396,9 @@ END_TEST
 
 /* ---- channels last ------------------------------------------------------------------------- */
 
-/* x [N, C, H, W] as [N, H, W, C], and back (of any dtype's values: f64 here) */
-static struct tr_tensor nhwc_of(const struct tr_tensor *t)
-{
-    int64_t N = t->dim[0], C = t->dim[1], HW = t->dim[2] * t->dim[3];
-    struct tr_tensor h = gc_make(TR_F64, N, t->dim[2], t->dim[3], C);
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t c = 0; c < C; c++)
-            for (int64_t p = 0; p < HW; p++)
-                D(h)[(n * HW + p) * C + c] = D(*t)[(n * C + c) * HW + p];
-    return h;
-}
-
 static void assert_nhwc_close(const struct tr_tensor *h, const struct tr_tensor *t, double tol, const char *what)
 {
-    struct tr_tensor want = nhwc_of(t);
+    struct tr_tensor want = gc_nhwc(t);
     for (int64_t i = 0; i < tr_tensor_numel(&want); i++)
         ck_assert_msg(fabs(D(*h)[i] - D(want)[i]) <= tol * (1 + fabs(D(want)[i])), "%s [%lld]: channels last %.17g, NCHW %.17g",
                       what, (long long)i, D(*h)[i], D(want)[i]);
@@ -439,11 +427,11 @@ START_TEST(channels_last_matches)
             gc_free(&in[0]);
             in[0] = gc_random(&seed, -2, 3, N, C, H, W);
             for (int i = 0; i < 5; i++)
-                last[i] = i == 0 ? nhwc_of(&in[0]) : gc_random(&seed, 0, 1, C);
+                last[i] = i == 0 ? gc_nhwc(&in[0]) : gc_random(&seed, 0, 1, C);
             for (int i = 1; i < 5; i++)
                 memcpy(last[i].data, in[i].data, tr_tensor_bytes(&in[i]));
             struct tr_tensor y = gc_random(&seed, -1, 1, N, C, H, W), saved = gc_make(TR_F64, 2, C);
-            struct tr_tensor y_last = nhwc_of(&y), saved_last = gc_make(TR_F64, 2, C);
+            struct tr_tensor y_last = gc_nhwc(&y), saved_last = gc_make(TR_F64, 2, C);
             struct tr_node f = {.op = TR_OP_BATCHNORM, .attrs.batchnorm = {BN_EPS, BN_MOMENTUM, (uint8_t)training, 0},
                                 .accumulate = (uint8_t)acc};
             struct tr_node fl = f;
@@ -457,7 +445,7 @@ START_TEST(channels_last_matches)
             assert_close_vec(&last[4], &in[4], 1e-12, "running var");
             /* the backward from the saved statistics */
             struct tr_tensor dy = gc_random(&seed, -1, 1, N, C, H, W), dx = gc_random(&seed, -1, 1, N, C, H, W);
-            struct tr_tensor dy_last = nhwc_of(&dy), dx_last = nhwc_of(&dx);
+            struct tr_tensor dy_last = gc_nhwc(&dy), dx_last = gc_nhwc(&dx);
             struct tr_tensor dg = gc_random(&seed, -1, 1, C), db = gc_random(&seed, -1, 1, C);
             struct tr_tensor dg_last = gc_make(TR_F64, C), db_last = gc_make(TR_F64, C);
             memcpy(dg_last.data, dg.data, tr_tensor_bytes(&dg)), memcpy(db_last.data, db.data, tr_tensor_bytes(&db));

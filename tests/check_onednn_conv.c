@@ -223,27 +223,6 @@ END_TEST
 
 /* Fixed image groups, one single-threaded primitive each, the filter gradient's partials added
  * in group order: 1, 2 and 3 threads give the same bits (37 images: 16, 16, 4, 1). */
-/* t [N, C, H, W] as [N, H, W, C] (back: t [N, H, W, C] into [N, C, H, W] nchw) */
-static struct tr_tensor to_nhwc(const struct tr_tensor *t)
-{
-    int64_t N = t->dim[0], C = t->dim[1], HW = t->dim[2] * t->dim[3];
-    struct tr_tensor h = gc_make(TR_F32, N, t->dim[2], t->dim[3], C);
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t c = 0; c < C; c++)
-            for (int64_t p = 0; p < HW; p++)
-                F32(h)[(n * HW + p) * C + c] = F32(*t)[(n * C + c) * HW + p];
-    return h;
-}
-
-static void from_nhwc(const struct tr_tensor *h, struct tr_tensor *nchw)
-{
-    int64_t N = nchw->dim[0], C = nchw->dim[1], HW = nchw->dim[2] * nchw->dim[3];
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t c = 0; c < C; c++)
-            for (int64_t p = 0; p < HW; p++)
-                F32(*nchw)[(n * C + c) * HW + p] = F32(*h)[(n * HW + p) * C + c];
-}
-
 /* Channels last (attrs.conv.channels_last): oneDNN's nhwc kernels and im2col's transposed GEMMs
  * against im2col on the same images [N, C, H, W], within the bound above, accumulating too. */
 START_TEST(channels_last_agrees)
@@ -264,11 +243,11 @@ START_TEST(channels_last_agrees)
                                        .accumulate = (uint8_t)acc};
                 struct tr_kernel_args ref = args_of(&node, op, &t, want);
                 gc_run_planned(tr_backend_cpu(), &ref);
-                struct conv_tensors last = {to_nhwc(&t.x), t.w, to_nhwc(&t.y)};
+                struct conv_tensors last = {gc_nhwc(&t.x), t.w, gc_nhwc(&t.y)};
                 double *mass = term_mass(c, &t, op, tr_tensor_numel(&want));
                 int64_t terms = terms_of(c, &t, op);
                 for (int path = 0; path < 2; path++) {   /* oneDNN, im2col */
-                    struct tr_tensor got = op == 2 ? output_like(&t, op) : to_nhwc(&first), back = output_like(&t, op);
+                    struct tr_tensor got = op == 2 ? output_like(&t, op) : gc_nhwc(&first), back = output_like(&t, op);
                     if (op == 2)
                         memcpy(got.data, first.data, tr_tensor_bytes(&got));
                     struct tr_node nhwc = node;
@@ -278,7 +257,7 @@ START_TEST(channels_last_agrees)
                     if (op == 2)
                         memcpy(back.data, got.data, tr_tensor_bytes(&got));
                     else
-                        from_nhwc(&got, &back);
+                        gc_permute_images(&back, &got, 1);
                     for (int64_t i = 0; i < tr_tensor_numel(&want); i++) {
                         double bound = 2 * (double)(terms + 1) * 0x1p-24 * (mass[i] + (acc ? fabs(F32(first)[i]) : 0));
                         ck_assert_msg(fabs(F32(back)[i] - F32(want)[i]) <= bound,
@@ -305,7 +284,7 @@ START_TEST(same_bits_on_any_thread_count)
         struct conv_tensors t = make_tensors(&c, &seed);
         if (op >= 3) {
             struct conv_tensors nchw = t;
-            t = (struct conv_tensors){to_nhwc(&nchw.x), nchw.w, to_nhwc(&nchw.y)};
+            t = (struct conv_tensors){gc_nhwc(&nchw.x), nchw.w, gc_nhwc(&nchw.y)};
             gc_free(&nchw.x), gc_free(&nchw.y);
         }
         struct tr_tensor out = output_like(&t, op % 3), first = output_like(&t, op % 3);

@@ -67,6 +67,29 @@ static inline void gc_free(struct tr_tensor *t)
     t->data = NULL;
 }
 
+/* Images of any dtype between [N, C, H, W] and channels last [N, H, W, C]: back 0 copies nchw's
+ * values into nhwc, back 1 copies nhwc's into nchw. Both tensors exist; nchw's dims name them. */
+static inline void gc_permute_images(struct tr_tensor *nchw, struct tr_tensor *nhwc, int back)
+{
+    size_t e = tr_dtype_size(nchw->dtype);
+    int64_t N = nchw->dim[0], C = nchw->dim[1], HW = nchw->dim[2] * nchw->dim[3];
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t p = 0; p < HW; p++) {
+                char *a = (char *)nchw->data + ((n * C + c) * HW + p) * e;
+                char *b = (char *)nhwc->data + ((n * HW + p) * C + c) * e;
+                memcpy(back ? a : b, back ? b : a, e);
+            }
+}
+
+/* A channels-last copy of images t [N, C, H, W], allocated. */
+static inline struct tr_tensor gc_nhwc(const struct tr_tensor *t)
+{
+    struct tr_tensor h = gc_make(t->dtype, t->dim[0], t->dim[2], t->dim[3], t->dim[1]);
+    gc_permute_images((struct tr_tensor *)t, &h, 0);
+    return h;
+}
+
 /* The longest sentence the tests keep of a kernel's failure. */
 #define GC_ERROR_MAX 256
 

@@ -380,13 +380,6 @@ static struct tr_dim out_size(struct tr_dim in, int64_t kernel, int stride, int 
     return tr_dim_const((in.k + 2 * pad - kernel) / stride + 1);
 }
 
-/* The axes of an image's channels, height and width in the graph's layout. */
-static void image_axes(const struct tr_graph *g, int *c, int *h, int *w)
-{
-    bool last = g->layout == TR_NHWC;
-    *c = last ? 3 : 1, *h = last ? 1 : 2, *w = last ? 2 : 3;
-}
-
 /* "[N, C, H, W]" or "[N, H, W, C]" */
 static const char *image_dims(const struct tr_graph *g)
 {
@@ -398,8 +391,8 @@ int tr_conv2d(struct tr_graph *g, int x, int w, int stride, int pad)
     CHECK_VALUES(g, x, w);
     const struct tr_shape *sx = shape(g, x), *sw = shape(g, w);
     char bx[96], bw[96];
-    int c, h, wd;
-    image_axes(g, &c, &h, &wd);
+    struct tr_image_axes a = tr_image_axes(g->layout);
+    int c = a.c, h = a.h, wd = a.w;
     if (sx->rank != 4 || sw->rank != 4 || !tr_dim_equal(sx->dim[c], sw->dim[1]) || stride < 1 ||
         pad < 0 || sx->dim[h].b || sx->dim[h].s || sx->dim[wd].b || sx->dim[wd].s ||
         sx->dim[h].k + 2 * pad < sw->dim[2].k || sx->dim[wd].k + 2 * pad < sw->dim[3].k)
@@ -418,7 +411,7 @@ int tr_batchnorm(struct tr_graph *g, int x, int gamma, int beta, int running_mea
 {
     CHECK_VALUES(g, x, gamma, beta, running_mean, running_var);
     const struct tr_shape *sx = shape(g, x);
-    int c = sx->rank == 4 && g->layout == TR_NHWC ? 3 : 1;
+    int c = sx->rank == 4 ? tr_image_axes(g->layout).c : 1;
     if ((sx->rank != 4 && sx->rank != 2) || shape(g, gamma)->rank != 1 ||
         !tr_dim_equal(shape(g, gamma)->dim[0], sx->dim[c]))
         return fail(g, "batchnorm: expected x %s or [N, C] and parameters [C]", image_dims(g));
@@ -467,8 +460,7 @@ int tr_global_avgpool(struct tr_graph *g, int x)
     CHECK_VALUES(g, x);
     if (shape(g, x)->rank != 4)
         return fail(g, "global_avgpool: expected x %s", image_dims(g));
-    int c, h, w;
-    image_axes(g, &c, &h, &w);
+    int c = tr_image_axes(g->layout).c;
     struct tr_shape s = tr_shape_make(2, (struct tr_dim[]){shape(g, x)->dim[0], shape(g, x)->dim[c]});
     return emit(g, TR_OP_GLOBAL_AVGPOOL, &x, 1, g->values[x].dtype, &s,
                 &(union tr_attrs){.pool = {.channels_last = g->layout}});

@@ -136,6 +136,13 @@ struct tr_node {
  * channels together: oneDNN's CPU convolutions take it as it is, with no reorder either side). */
 enum tr_layout { TR_NCHW, TR_NHWC };
 
+/* The axes of a 4-D image's channels, height and width in a layout. */
+struct tr_image_axes { int c, h, w; };
+static inline struct tr_image_axes tr_image_axes(int layout)
+{
+    return layout == TR_NHWC ? (struct tr_image_axes){3, 1, 2} : (struct tr_image_axes){1, 2, 3};
+}
+
 struct tr_graph {
     struct tr_value *values;
     struct tr_node *nodes;

@@ -33,10 +33,10 @@ static struct conv_geom conv_geom_of(const struct tr_node *node, const struct tr
         y = &in[0], w = &in[1], x = &out[0];
     else if (node->op == TR_OP_CONV2D_BWD_FILTER)
         y = &in[0], x = &in[1], w = &out[0];
-    int last = node->attrs.conv.channels_last == TR_NHWC, c = last ? 3 : 1, h = last ? 1 : 2, wd = last ? 2 : 3;
-    return (struct conv_geom){x->dim[0], x->dim[c], x->dim[h], x->dim[wd], w->dim[0], w->dim[2],
-                              w->dim[3], y->dim[h], y->dim[wd], node->attrs.conv.stride,
-                              node->attrs.conv.pad, last};
+    struct tr_image_axes a = tr_image_axes(node->attrs.conv.channels_last);
+    return (struct conv_geom){x->dim[0], x->dim[a.c], x->dim[a.h], x->dim[a.w], w->dim[0], w->dim[2],
+                              w->dim[3], y->dim[a.h], y->dim[a.w], node->attrs.conv.stride,
+                              node->attrs.conv.pad, node->attrs.conv.channels_last == TR_NHWC};
 }
 
 /* A 1×1, stride-1, unpadded convolution's columns are the image itself (NCHW): no copy needed. */

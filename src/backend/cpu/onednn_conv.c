@@ -124,11 +124,12 @@ static bool conv_takes(const struct tr_node *node, const struct tr_tensor *in, c
         enum kind k = op_roles[op].kind[r];
         *(k == ACT_X ? &x : k == ACT_Y ? &y : &w) = t[r];
     }
-    int last = node->attrs.conv.channels_last == TR_NHWC, h = last ? 1 : 2, wd = last ? 2 : 3;
-    *s = (struct conv_shape){.op = op, .acc = node->accumulate, .nhwc = last,
+    struct tr_image_axes a = tr_image_axes(node->attrs.conv.channels_last);
+    *s = (struct conv_shape){.op = op, .acc = node->accumulate,
+                             .nhwc = node->attrs.conv.channels_last == TR_NHWC,
                              .dt = in[0].dtype == TR_F32 ? dnnl_f32 : dnnl_bf16, .n = x->dim[0],
-                             .C = x->dim[last ? 3 : 1], .H = x->dim[h], .W = x->dim[wd], .O = w->dim[0],
-                             .kh = w->dim[2], .kw = w->dim[3], .Ho = y->dim[h], .Wo = y->dim[wd],
+                             .C = x->dim[a.c], .H = x->dim[a.h], .W = x->dim[a.w], .O = w->dim[0],
+                             .kh = w->dim[2], .kw = w->dim[3], .Ho = y->dim[a.h], .Wo = y->dim[a.w],
                              .stride = node->attrs.conv.stride, .pad = node->attrs.conv.pad};
     return s->n > 0 && s->C > 0 && s->H > 0 && s->W > 0 && s->O > 0 && s->Ho > 0 && s->Wo > 0;
 }

@@ -58,7 +58,7 @@ bool tr_onednn_dims_vary(const struct tr_graph *g, int v, int from, int to);
 dnnl_primitive_desc_t tr_onednn_one_thread_pd(const_dnnl_op_desc_t desc, const_dnnl_primitive_attr_t attr,
                                               dnnl_engine_t engine, const_dnnl_primitive_desc_t hint);
 /* The same, the first kernel in oneDNN's order that prefer() takes by its name, or the first one
- * when prefer takes none. */
+ * when prefer takes none (prefer NULL: the first one, as tr_onednn_one_thread_pd). */
 dnnl_primitive_desc_t tr_onednn_one_thread_pd_preferring(const_dnnl_op_desc_t desc, const_dnnl_primitive_attr_t attr,
                                                          dnnl_engine_t engine, const_dnnl_primitive_desc_t hint,
                                                          bool (*prefer)(const char *impl));

@@ -46,19 +46,7 @@ int64_t tr_onednn_cut_at(const struct cut *c, int64_t i, int64_t *size)
 dnnl_primitive_desc_t tr_onednn_one_thread_pd(const_dnnl_op_desc_t desc, const_dnnl_primitive_attr_t attr,
                                               dnnl_engine_t engine, const_dnnl_primitive_desc_t hint)
 {
-    dnnl_primitive_desc_t pd = NULL;
-    int threads = omp_get_max_threads();
-    omp_set_num_threads(1);
-    if (dnnl_primitive_desc_create(&pd, desc, attr, engine, hint) != dnnl_success)
-        pd = NULL;
-    omp_set_num_threads(threads);
-    const char *impl = NULL;
-    if (pd && (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) || !impl ||
-               !strncmp(impl, "ref", 3))) {
-        dnnl_primitive_desc_destroy(pd);
-        pd = NULL;
-    }
-    return pd;
+    return tr_onednn_one_thread_pd_preferring(desc, attr, engine, hint, NULL);
 }
 
 dnnl_primitive_desc_t tr_onednn_one_thread_pd_preferring(const_dnnl_op_desc_t desc, const_dnnl_primitive_attr_t attr,
@@ -76,7 +64,7 @@ dnnl_primitive_desc_t tr_onednn_one_thread_pd_preferring(const_dnnl_op_desc_t de
             if (!pd || dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) || !impl ||
                 !strncmp(impl, "ref", 3))
                 dnnl_primitive_desc_destroy(pd);
-            else if (prefer(impl))
+            else if (!prefer || prefer(impl))
                 chosen = pd;
             else if (!first)
                 first = pd;
