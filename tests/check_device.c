@@ -260,24 +260,29 @@ END_TEST
 
 /* ---- the calibration's rule, curves and cache form (device_kernels.c) ---------------------- */
 
-/* A series whose last three rounds agree within 5 % settles; one still moving, or too short,
- * does not, whatever came before the window. */
+/* A series with three rounds together around its median settles, whatever busy spells slowed
+ * the others (the median drops them); rounds strewn over a range, or too few, do not. */
 START_TEST(stability_rule)
 {
     struct tr_calibration_rule rule = {3, 8, 0.05};
     double spread;
-    static const double settled[] = {2.0, 1.3, 1.00, 1.02, 1.01};
+    static const double settled[] = {2.0, 1.3, 1.00, 1.02, 1.01};   /* median 1.02: 1.00–1.02 */
     ck_assert(tr_calibration_stable(settled, 5, &rule, &spread));
-    ck_assert_double_eq_tol(spread, 0.02 / 1.01, 1e-9);
-    static const double moving[] = {1.00, 1.02, 1.01, 1.30, 1.00};   /* a busy spell in the window */
-    ck_assert(!tr_calibration_stable(moving, 5, &rule, &spread));
-    ck_assert(spread > 0.25);
+    ck_assert_double_eq_tol(spread, 0.02 / 1.02, 1e-9);
+    static const double spell[] = {1.00, 1.02, 1.01, 2.30, 1.00};   /* a busy spell in one round */
+    ck_assert(tr_calibration_stable(spell, 5, &rule, &spread));
+    ck_assert_double_eq_tol(spread, 0.01 / 1.01, 1e-9);
+    static const double strewn[] = {1.00, 1.30, 1.10, 1.20, 1.40};   /* no three together */
+    ck_assert(!tr_calibration_stable(strewn, 5, &rule, &spread));
+    ck_assert_double_eq_tol(spread, 0.20 / 1.20, 1e-9);
+    static const double split[] = {1.00, 1.50, 1.01, 1.52, 1.02, 1.51};   /* two machines' speeds */
+    ck_assert(!tr_calibration_stable(split, 6, &rule, &spread));   /* median 1.26 between them */
     ck_assert(!tr_calibration_stable(settled, 2, &rule, &spread));   /* fewer rounds than the window */
     ck_assert(isinf(spread));
     static const double zeros[] = {0, 0, 0};   /* nothing measured is not a measurement */
     ck_assert(!tr_calibration_stable(zeros, 3, &rule, &spread));
-    rule.tolerance = 0.5;   /* a wider tolerance takes the busy spell */
-    ck_assert(tr_calibration_stable(moving, 5, &rule, &spread));
+    rule.tolerance = 0.5;   /* a wider tolerance takes the strewn rounds */
+    ck_assert(tr_calibration_stable(strewn, 5, &rule, &spread));
 }
 END_TEST
 

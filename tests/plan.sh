@@ -121,9 +121,9 @@ expect_rc 2 "calibrate: --tolerance without its percentage"
 run "$TRAINRUN" calibrate --rounds 2
 expect_rc 2 "calibrate: fewer rounds than the stability window"
 
-# Each kernel class is measured (version 9: a node keyed by its first 16-bit input, the convolutions channels last), and the plan reads it: a predicted step time.
+# Each kernel class is measured (version 10: every probe once a round, settled around the median), and the plan reads it: a predicted step time.
 cache=$(ls "$XDG_CACHE_HOME"/trainrun/calibration/*.json)
-expect_in "$(cat "$cache")" '"version": 9' "the cache is version 9"
+expect_in "$(cat "$cache")" '"version": 10' "the cache is version 10"
 expect_in "$(cat "$cache")" '"matmul.nt.' "the cache holds the GEMMs' curves"
 expect_in "$(cat "$cache")" '"layernorm.bf16"' "… and the other kernels', per precision"
 expect_in "$(cat "$cache")" '"linear_cross_entropy_bwd.bf16"' "… a loss's backward by its 16-bit input, not its f32 dloss"
@@ -142,10 +142,10 @@ expect_in "$err" "not cached: the measurement did not settle" "calibrate says it
 cmp -s "$cache" "$scratch/cache-before.json" || fail "an unsettled measurement left the cache as it was"
 checks=$((checks + 1))
 # A cache of an older version is measured again and rewritten.
-sed 's/"version": 9/"version": 8/' "$scratch/cache-before.json" >"$cache"
+sed 's/"version": 10/"version": 9/' "$scratch/cache-before.json" >"$cache"
 run "$TRAINRUN" plan "$recipes/mlp.yaml"
 expect_rc 0 "plan on a stale calibration"
-expect_in "$(cat "$cache")" '"version": 9' "a stale calibration is measured again"
+expect_in "$(cat "$cache")" '"version": 10' "a stale calibration is measured again"
 
 # BERT-base (the seed's recipe): planned under a second.
 if [ -s "$srcdir/datasets/wordnet-senses/train.tsv" ] || [ -d "$XDG_CACHE_HOME" ]; then

@@ -116,19 +116,19 @@ int64_t tr_device_in_use(const struct tr_device *d);
  * and CPU model) so that nightly runs plan alike. force: measure again. 0, or TR_E… with diag. */
 int tr_device_host(struct tr_device *d, const char *exe, const char *cache_dir, bool force,
                    struct tr_diag *diag);
-/* How `trainrun calibrate` measures: rounds of every probe until the last `window` rounds (the
- * probes' time together, the optimizer's passes' together) lie within `tolerance` of their
- * median ((max − min) / median), at most
- * max_rounds (the default: the window, for the planner's own first calibration; `trainrun
- * calibrate` waits longer). A measurement that never settles is not cached. */
+/* How `trainrun calibrate` measures: max_rounds rounds of every probe (the default: the window,
+ * for the planner's own first calibration; `trainrun calibrate` takes more), settled when the
+ * `window` rounds nearest the median (of the probes' time together, and of the optimizer's
+ * passes' together) lie within `tolerance` of it ((max − min) / median). A measurement that
+ * does not settle is not cached. */
 struct tr_calibration_rule {
     int window, max_rounds;
     double tolerance;
 };
 #define TR_CALIBRATION_RULE_DEFAULT ((struct tr_calibration_rule){3, 3, 0.10})
 #define TR_CALIBRATE_ROUNDS 8   /* `trainrun calibrate`'s cap on rounds */
-/* The rule on one series of a probe's round times (oldest first, n of them): true when its
- * last rule->window values lie within the tolerance; *spread gets their spread (∞ when there
+/* The rule on one series of round times (n of them, at most 64): true when the rule->window
+ * values nearest its median lie within the tolerance; *spread gets their spread (∞ when there
  * are fewer than window). */
 bool tr_calibration_stable(const double *series, int n, const struct tr_calibration_rule *rule, double *spread);
 /* The kernels' part of the measurement (device_kernels.c): the probes run in rounds under

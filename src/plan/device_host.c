@@ -25,13 +25,14 @@
 #include "data/cache.h"
 #include "data/sha256.h"
 
-#define CALIBRATION_VERSION 9   /* 4: the address space reserved; 5: each kernel class measured, and
+#define CALIBRATION_VERSION 10  /* 4: the address space reserved; 5: each kernel class measured, and
                                  * whether the rounds settled; 6: the optimizer's passes past the
                                  * caches, the norm in parallel pieces and clipping in the update;
                                  * 7: bf16 attention on oneDNN's bf16 GEMMs; 8: a node's
                                  * precision by its first 16-bit input (cost.c), the
                                  * optimizer's pass off a power of two (device_kernels.c); 9: the
-                                 * convolutional probe channels last, as the CPU runs it */
+                                 * convolutional probe channels last, as the CPU runs it; 10: every
+                                 * probe once a round, settled around the median */
 
 /* The CPU backend's kernel choices, which the measured times belong to: oneDNN's ISA and where
  * the f32 and bf16 GEMMs run (TR_CPU_GEMM), and TR_CPU_CONV. A calibration taken with other

@@ -2,9 +2,10 @@
  * small probe graphs of its own — a transformer layer with its heads, a convolutional stack,
  * a two-layer perceptron, GEMMs of each shape class — differentiated and run in f32, bf16 and
  * fp16 through the CPU backend's kernel table by the executor, every node timed, at two or
- * three sizes each; the optimizer's passes run on a flat buffer. Rounds repeat until each
- * probe's last rounds agree (the stability rule); each node's time is the least of the
- * rounds, the optimizer's the median of the last. Whatever the kernels are today is what is measured: nothing here knows their speed. */
+ * three sizes each; the optimizer's passes run on a flat buffer. A round runs every probe once
+ * and the optimizer's passes; the last rounds must agree (the stability rule). Each node's time
+ * is the median of the rounds, the optimizer's the median of the last. Whatever the kernels are
+ * today is what is measured: nothing here knows their speed. */
 #include "plan/device.h"
 
 #include <math.h>
@@ -41,21 +42,23 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/* The window of rounds nearest the median (the value the curves take: each node's median)
+ * must agree: a round that a busy spell slowed is dropped by the median and so does not
+ * unsettle it, while rounds strewn over a range, with no window of them together, do. */
 bool tr_calibration_stable(const double *series, int n, const struct tr_calibration_rule *rule, double *spread)
 {
     *spread = INFINITY;
-    if (rule->window < 2 || n < rule->window)
+    if (rule->window < 2 || n < rule->window || n > 64)
         return false;
-    double last[64];
-    int w = rule->window < 64 ? rule->window : 64;
-    memcpy(last, series + n - w, (size_t)w * sizeof *last);
-    double lo = last[0], hi = last[0];
-    for (int i = 1; i < w; i++)
-        lo = fmin(lo, last[i]), hi = fmax(hi, last[i]);
-    double mid = median(last, w);
+    double v[64];
+    memcpy(v, series, (size_t)n * sizeof *v);
+    double mid = median(v, n);   /* v sorted */
     if (!(mid > 0))
         return false;
-    *spread = (hi - lo) / mid;
+    int lo = 0, w = rule->window;   /* the w sorted values nearest mid: v[lo .. lo + w − 1] */
+    while (lo + w < n && mid - v[lo] > v[lo + w] - mid)
+        lo++;
+    *spread = (v[lo + w - 1] - v[lo]) / mid;
     return *spread <= rule->tolerance;
 }
 
@@ -359,18 +362,16 @@ static int probe_pass(struct probe_run *r, int round, struct tr_diag *d)
     return 0;
 }
 
-/* Every round of one probe in a row, in memory held for them alone, on an instance of the CPU
- * backend prepared for it as a training's is (its oneDNN primitives made first: the kernels a
- * run takes, not the stateless instance's OpenBLAS and im2col): a warm pass first (first
- * touches, caches), then `rounds` timed ones. */
-static int probe_rounds(struct probe_run *r, const struct tr_backend *be, int rounds, struct tr_diag *d)
+/* One round of a probe, in memory held for it alone: a warm pass first (first touches, caches),
+ * then the timed one. The backend instance was prepared for it as a training's is (its oneDNN
+ * primitives made first: the kernels a run takes, not the stateless instance's OpenBLAS and
+ * im2col). */
+static int probe_round(struct probe_run *r, const struct tr_backend *be, int round, struct tr_diag *d)
 {
-    int rc = tr_backend_prepare_program(be, &r->g, r->schedule, r->n, &r->B, &r->S, 1, d);
-    if (!rc)
-        rc = probe_hold(r, be, d);
+    int rc = probe_hold(r, be, d);
     if (!rc)
         rc = tr_exec_run(&r->x, r->B, r->S, d);
-    for (int round = 0; round < rounds && !rc; round++)
+    if (!rc)
         rc = probe_pass(r, round, d);
     probe_release(r);
     return rc;
@@ -517,12 +518,20 @@ int tr_device_measure_kernels(struct tr_device *d, const struct tr_calibration_r
         rc = tr_backend_open_ops(&tr_cpu_ops, 0, &be, diag);
     bool stable = false;
     double worst = INFINITY;
-    /* each probe's rounds in a row, its memory held only for them (probe_hold), then the
-     * optimizer's; every round is taken, and the last `window` must agree */
+    /* every probe once a round, then the optimizer's passes; every round is taken, and the last
+     * `window` must agree. Not each probe's rounds in a row: a disturbance of the machine a few
+     * hundred milliseconds long then fell on every round of one probe, and the only point of a
+     * class came out twice its time (bf16 GEMMs of 768 in one calibration of three, AMD EPYC Zen
+     * 4); spread over the rounds, it lands in one round of each probe, which the median drops. */
     for (int i = 0; i < c.nruns && !rc; i++)
-        rc = probe_rounds(&c.runs[i], be, rule->max_rounds, diag);
-    for (int round = 0; round < rule->max_rounds && !rc; round++)
-        rc = time_optimizer(c.opt[round], diag);
+        rc = tr_backend_prepare_program(be, &c.runs[i].g, c.runs[i].schedule, c.runs[i].n, &c.runs[i].B,
+                                        &c.runs[i].S, 1, diag);
+    for (int round = 0; round < rule->max_rounds && !rc; round++) {
+        for (int i = 0; i < c.nruns && !rc; i++)
+            rc = probe_round(&c.runs[i], be, round, diag);
+        if (!rc)
+            rc = time_optimizer(c.opt[round], diag);
+    }
     if (!rc)
         c.rounds = rule->max_rounds, stable = settled(&c, rule, &worst);
     if (!rc)
