@@ -5,6 +5,7 @@
 # plan's measured step time is set against the fastest measured. Standard library only.
 import argparse
 import json
+import math
 import os
 import re
 import shutil
@@ -33,6 +34,7 @@ SHORT_RUN = ["train.epochs=null", "train.eval_every=0", "train.eval_samples=32",
 KNOBS = ("precision", "checkpointing", "dynamic_batching", "micro_batch", "micro", "accumulation", "eval_batch")
 MAX_CANDIDATES = 12   # above this, only those within CAP_FACTOR of the predicted fastest (+ the choice)
 CAP_FACTOR = 3.0
+MAX_STEPS = 2000      # --min-seconds' cap on a run's steps
 PASS_RATIO = 1.10     # the chosen plan's measured time within 10% of the fastest measured
 
 
@@ -97,6 +99,13 @@ def step_seconds(run_dir):
     return secs, tokens, batch, mean_tokens
 
 
+def steps_for(args, cand):
+    """--steps, or more where the forecast says they would take less than --min-seconds."""
+    predicted = cand.get("predicted_step_seconds") or 0
+    wanted = math.ceil(args.min_seconds / predicted) + 1 if predicted > 0 else args.steps
+    return max(args.steps, min(MAX_STEPS, wanted))
+
+
 def replay(trainrun, recipe, overrides, cand_file, steps, workdir):
     """One short run of the candidate: (per-step seconds, tokens, batch, mean tokens), or a
     string saying why it did not run."""
@@ -158,6 +167,9 @@ def main():
     ap.add_argument("--trainrun", default="./trainrun")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=6, help="steps a run; the first is a warm-up, not timed")
+    ap.add_argument("--min-seconds", type=float, default=0.5,
+                    help="more steps for a fast candidate, so that its run lasts about this long by its "
+                         "forecast (at most %d steps): a 0.5 ms step's first few are its warm-up" % MAX_STEPS)
     ap.add_argument("--pairs", default=str(len(PAIRS)), help="the first N pairs, or names joined by commas")
     ap.add_argument("--out", default="bench/plan-optimality.tsv")
     args = ap.parse_args()
@@ -197,7 +209,7 @@ def run(args, scratch):
             for t in order:
                 if t["failed"]:
                     continue
-                got = replay(args.trainrun, p["recipe"], p["overrides"], t["file"], args.steps,
+                got = replay(args.trainrun, p["recipe"], p["overrides"], t["file"], steps_for(args, t["cand"]),
                              os.path.join(scratch, "run"))
                 if isinstance(got, str):
                     t["failed"] = got
@@ -208,8 +220,10 @@ def run(args, scratch):
                 t["secs"].append(statistics.median(timed))
                 if mean_tokens and all(tokens[1:]):
                     t["per_token"].append(sum(timed) / sum(tokens[1:]) * mean_tokens)
+                shown = " ".join("%.4f" % s for s in timed) if len(timed) <= 12 else \
+                    "median %.5f of %d" % (statistics.median(timed), len(timed))
                 print("# round %d %s #%d %s: %s s/step" % (r + 1, p["name"], t["index"],
-                      " ".join(describe(t["cand"])), " ".join("%.4f" % s for s in timed)), flush=True)
+                      " ".join(describe(t["cand"])), shown), flush=True)
     print("# %d rounds in %.0f s" % (args.rounds, time.time() - began))
     report(args, pairs)
 
@@ -237,9 +251,10 @@ def report(args, pairs):
         summaries.append(summary(p, rows))
         lines.append(summaries[-1])
     with open(args.out, "w") as f:
-        f.write("# %s, OMP_NUM_THREADS=%s, %d rounds of %d steps (the first untimed); %s\n" % (
-            time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime()), os.environ.get("OMP_NUM_THREADS", "?"),
-            args.rounds, args.steps, " ".join(sys.argv)))
+        f.write("# %s, OMP_NUM_THREADS=%s, %d rounds of %d steps, or %g s of forecast steps (the first "
+                "untimed); %s\n" % (time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime()),
+                                      os.environ.get("OMP_NUM_THREADS", "?"), args.rounds, args.steps,
+                                      args.min_seconds, " ".join(sys.argv)))
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
     print("# written to %s" % args.out)

@@ -7,6 +7,8 @@
 #   `trainrun calibrate`; ~10 minutes on 2 quiet cores with 2 rounds of 20 steps)
 # STEPS defaults to 20: with dynamic batching a step's time depends on its bucket (bert-small on
 # wordnet-senses: 70–200 ms), and the forecast is their mean; a 4-step run measures 3 of them.
+# A case whose forecast steps would take less than half a second runs more (at most 2000): the
+# MLP's 0.5 ms steps measured 0.84–0.95 ms as the median of 20, 0.45–0.56 ms of 300.
 set -eu
 threads=${1:-$(nproc)}
 rounds=${2:-2}
@@ -15,7 +17,7 @@ export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
 echo "threads=$threads rounds=$rounds steps=$steps $(date -u +%Y-%m-%dT%H:%MZ) $(git rev-parse --short HEAD 2>/dev/null || true)"
 echo "cpu: $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)"
 exec /usr/bin/python3 - "$rounds" "$steps" <<'PY'
-import json, os, shutil, statistics, subprocess, sys, tempfile
+import json, math, os, shutil, statistics, subprocess, sys, tempfile
 rounds, steps = int(sys.argv[1]), int(sys.argv[2])
 CASES = [  # (name, recipe, overrides); the last two are shapes the model was not tuned on
     ("mlp", "recipes/mlp.yaml", []),
@@ -28,6 +30,12 @@ CASES = [  # (name, recipe, overrides); the last two are shapes the model was no
 ]
 SHORT = ["train.epochs=null", "train.eval_every=0", "train.eval_samples=8", "train.checkpoint_every=0",
          "report.tensorboard=false"]
+MIN_SECONDS, MAX_STEPS = 0.5, 2000
+def steps_for(recipe, over):
+    """steps, or more where the plan's forecast steps would take less than MIN_SECONDS"""
+    p = subprocess.run(["./trainrun", "plan", recipe, *over, "--json"], capture_output=True, text=True)
+    predicted = json.loads(p.stdout)["predicted_step_seconds"] if p.returncode == 0 else 0
+    return max(steps, min(MAX_STEPS, math.ceil(MIN_SECONDS / predicted) + 1)) if predicted > 0 else steps
 got = {c[0]: [] for c in CASES}
 pred = {}
 scratch = tempfile.mkdtemp(prefix="forecast.")
@@ -36,7 +44,8 @@ try:
         for name, recipe, over in (CASES if r % 2 == 0 else CASES[::-1]):
             out = os.path.join(scratch, "run")
             shutil.rmtree(out, ignore_errors=True)
-            p = subprocess.run(["./trainrun", recipe, *over, "train.steps=%d" % steps, *SHORT, "report.dir=" + out,
+            n = steps_for(recipe, over)
+            p = subprocess.run(["./trainrun", recipe, *over, "train.steps=%d" % n, *SHORT, "report.dir=" + out,
                                 "--quiet"], capture_output=True, text=True)
             if p.returncode:
                 print("# %s: exit %d %s" % (name, p.returncode, p.stderr.strip().splitlines()[-1:]))
@@ -47,7 +56,7 @@ try:
             pred[name] = plan["predicted_step_seconds"]
             if plan.get("measured_step_seconds"):
                 got[name].append(plan["measured_step_seconds"])
-            print("# round %d %s: predicted %.3f s, measured %s s" % (r + 1, name, pred[name],
+            print("# round %d %s: %d steps, predicted %.4g s, measured %s s" % (r + 1, name, n, pred[name],
                   plan.get("measured_step_seconds")), flush=True)
 finally:
     shutil.rmtree(scratch, ignore_errors=True)
@@ -56,5 +65,5 @@ print("| --- | ---: | ---: | ---: |")
 for name, _, _ in CASES:
     if got[name]:
         m = statistics.median(got[name])
-        print("| %s | %.3f | %.3f | %+.0f%% |" % (name, pred[name], m, 100 * (pred[name] - m) / m))
+        print("| %s | %.4g | %.4g | %+.0f%% |" % (name, pred[name], m, 100 * (pred[name] - m) / m))
 PY

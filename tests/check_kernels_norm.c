@@ -9,6 +9,7 @@
 #include <omp.h>
 #include <stdio.h>
 
+#include "backend/cpu/cpu.h"
 #include "core/error.h"
 #include "core/rng.h"
 
@@ -236,6 +237,34 @@ START_TEST(dropout_key_layout)
     /* features past one batch of 16 Philox lanes (64 features), with a ragged rest */
     check_dropout_key(3, GC_DIMS(2, 3, 133));
     check_dropout_key(2, GC_DIMS(3, 256));
+}
+END_TEST
+
+/* Past the draw grain (cpu.h: TR_CPU_DRAW_GRAIN) the rows split over threads: 1, 2 and 3 give
+ * the same bits, rank 2 (the MLP recipe's [64, 256]) and rank 3. */
+START_TEST(dropout_threads)
+{
+    static const int64_t shapes[2][3] = {{64, 256}, {8, 16, 40}};
+    const struct tr_rng_ctx rng = {77, 3, NULL};
+    struct tr_node n = dropout_node(0.1f, 2);
+    uint64_t seed = 4;
+    for (int s = 0; s < 2; s++) {
+        int rank = s ? 3 : 2;
+        struct tr_tensor x = gc_tensor(TR_F32, rank, shapes[s]), y = gc_tensor(TR_F32, rank, shapes[s]),
+                         first = gc_tensor(TR_F32, rank, shapes[s]);
+        ck_assert(tr_tensor_numel(&x) >= TR_CPU_DRAW_GRAIN && tr_tensor_numel(&x) < TR_CPU_GRAIN);
+        gc_fill(&x, &seed, -1, 1);
+        for (int threads = 1; threads <= 3; threads++) {
+            omp_set_num_threads(threads);
+            run_dropout(&n, &rng, x, y);
+            if (threads == 1)
+                memcpy(first.data, y.data, tr_tensor_bytes(&y));
+            else
+                assert_same_bits(&y, &first, "dropout with more threads");
+        }
+        omp_set_num_threads(1);
+        gc_free(&x), gc_free(&y), gc_free(&first);
+    }
 }
 END_TEST
 
@@ -817,6 +846,7 @@ int main(void)
     tcase_add_test(tc, dropout_key_layout);
     tcase_add_test(tc, dropout_mask_forward_is_backward);
     tcase_add_test(tc, dropout_grouping);
+    tcase_add_test(tc, dropout_threads);
     tcase_add_test(tc, dropout_key_fields);
     tcase_add_test(tc, dropout_fraction);
     tcase_add_test(tc, dropout_copy_accumulate_f32);
