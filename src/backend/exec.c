@@ -239,6 +239,7 @@ int tr_exec_run(struct tr_exec *x, int64_t B, int64_t S, struct tr_diag *d)
     }
     const struct tr_exec_hook *hook = x->hook.before || x->hook.after ? &x->hook : NULL;
     const struct tr_memplan *p = x->plan;
+    x->B = B, x->S = S;
     for (int step = 0, z = 0; step < x->n; step++) {
         const struct tr_node *node = &x->g->nodes[x->schedule[step]];
         for (; z < p->nzero && p->first[p->zero[z]] == step; z++) {   /* gradients in the arena start at 0 */

@@ -36,6 +36,7 @@ struct tr_exec {
     const struct tr_rng_ctx *rng;
     bool debug;
     struct tr_exec_hook hook;   /* called around every node that runs; none by default */
+    int64_t B, S;               /* the sizes of the run in progress (tr_exec_run's), for the hook */
     char *shadow;               /* debug: the arena as it should be */
     size_t shadow_bytes;
     char *seen;                 /* debug on a device: the arena as copied back after a node */

@@ -1,6 +1,7 @@
 /* The profiler hook (profile.h): wall time around each node the executor runs. */
 #include "backend/profile.h"
 
+#include <stdlib.h>
 #include <time.h>
 
 #include "core/error.h"
@@ -16,7 +17,16 @@ static double seconds(void)
  * times only where the phase changes (the device stays busy in between). */
 static bool waits_per_node(const struct tr_exec_profile *p, const struct tr_exec *x)
 {
-    return x->be->ops->host_visible || p->per_op;
+    return x->be->ops->host_visible || p->per_op || p->recording;
+}
+
+static struct tr_exec_event *add_event(struct tr_exec_profile *p)
+{
+    if (p->nevents == p->cap_events) {
+        p->cap_events = p->cap_events ? 2 * p->cap_events : 4096;
+        p->events = tr_xrealloc(p->events, (size_t)p->cap_events * sizeof *p->events);
+    }
+    return &p->events[p->nevents++];
 }
 
 static int profile_before(void *ctx, const struct tr_exec *x, int step, const struct tr_node *node, struct tr_diag *d)
@@ -50,6 +60,8 @@ static int profile_after(void *ctx, const struct tr_exec *x, int step, const str
     double took = seconds() - p->node_started;
     if (p->per_op)
         p->op_seconds[node->op] += took;
+    if (p->recording)
+        *add_event(p) = (struct tr_exec_event){p->node_started, took, NULL, (int)(node - x->g->nodes), x->B, x->S, 0};
     if (p->phase_seconds)
         p->phase_seconds[node->phase] += took;
     return 0;
@@ -69,4 +81,22 @@ void tr_exec_profile_print(FILE *f, const struct tr_exec_profile *p, int64_t run
         if (p->op_seconds[op] > 0)
             fprintf(f, "  %-20s %8.2f ms per %s %5.1f%%\n", tr_op_name((enum tr_op)op),
                     p->op_seconds[op] * 1e3 / (double)(runs > 0 ? runs : 1), per, 100 * p->op_seconds[op] / total);
+}
+
+void tr_exec_profile_span(struct tr_exec_profile *p, const char *name, int64_t step, double began, double ended)
+{
+    if (p->recording)
+        *add_event(p) = (struct tr_exec_event){began, ended - began, name, -1, 0, 0, step};
+}
+
+void tr_exec_profile_clear(struct tr_exec_profile *p)
+{
+    p->nevents = 0;
+}
+
+void tr_exec_profile_free(struct tr_exec_profile *p)
+{
+    free(p->events);
+    p->events = NULL;
+    p->nevents = p->cap_events = 0;
 }

@@ -1,12 +1,24 @@
 /* The profiler (profile.c): an executor hook (exec.h) that adds the time of each node to its
  * op's and its phase's totals — the trainer's time/forward, time/backward… and, with
- * TR_PROFILE set, the per-op table that bench/ and trainrun print at the end. */
+ * TR_PROFILE set, the per-op table that bench/ and trainrun print at the end. While recording
+ * it also keeps each node's run as an event, beside the spans the trainer adds (its steps,
+ * data waits, the optimizer…): the trace report/trace.c writes. */
 #ifndef TR_BACKEND_PROFILE_H
 #define TR_BACKEND_PROFILE_H
 
 #include <stdio.h>
 
 #include "backend/exec.h"
+
+/* One thing that took time on the calling thread: a node the executor ran (node ≥ 0, at the
+ * run's B and S), or a span the trainer named (node −1; step: its step for "ProfilerStep#").
+ * Seconds on CLOCK_MONOTONIC. */
+struct tr_exec_event {
+    double began, seconds;
+    const char *name;             /* a span's: a string that outlives the profile */
+    int node;
+    int64_t B, S, step;
+};
 
 struct tr_exec_profile {
     bool per_op;                  /* time every node into op_seconds; a device then waits for
@@ -15,6 +27,9 @@ struct tr_exec_profile {
     double *phase_seconds;        /* optional, 4 entries by enum tr_phase, added to */
     double node_started, phase_started;
     bool in_phase;
+    bool recording;               /* keep every node's run in events (waiting for each, as per_op) */
+    struct tr_exec_event *events;
+    int64_t nevents, cap_events;
 };
 
 /* The hook that fills p, which must outlive the executor's runs. */
@@ -22,5 +37,12 @@ struct tr_exec_hook tr_exec_profiler(struct tr_exec_profile *p);
 /* The per-op table: each op that took time, in ms per run (runs ≥ 1; `per` names a run:
  * "run", "step") and its share of the total. */
 void tr_exec_profile_print(FILE *f, const struct tr_exec_profile *p, int64_t runs, const char *per);
+/* A span the trainer timed, kept while recording (name: a string that outlives p; step: for
+ * "ProfilerStep#", else 0). */
+void tr_exec_profile_span(struct tr_exec_profile *p, const char *name, int64_t step, double began, double ended);
+/* The events kept so far are dropped (their memory is kept for the next); tr_exec_profile_free
+ * releases it. */
+void tr_exec_profile_clear(struct tr_exec_profile *p);
+void tr_exec_profile_free(struct tr_exec_profile *p);
 
 #endif

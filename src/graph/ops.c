@@ -8,6 +8,16 @@ double tr_cost_none(const struct tr_node *n, const struct tr_tensor *in, const s
     return 0;
 }
 
+double tr_node_bytes(const struct tr_node *n, const struct tr_tensor *in, const struct tr_tensor *out)
+{
+    double b = 0;
+    for (int i = 0; i < n->nin; i++)
+        b += (double)tr_tensor_numel(&in[i]) * (double)tr_dtype_size(in[i].dtype);
+    for (int i = 0; i < n->nout; i++)
+        b += (double)tr_tensor_numel(&out[i]) * (double)tr_dtype_size(out[i].dtype) * (n->accumulate ? 2 : 1);
+    return b;
+}
+
 /* ---- FLOPs of the GEMM-like ops (2 per multiply-add); the others' hides behind their bytes */
 
 static double flops_matmul(const struct tr_node *n, const struct tr_tensor *in, const struct tr_tensor *out)

@@ -75,6 +75,8 @@ extern const struct tr_op_info tr_ops[];
 
 /* The cost rule of ops whose cost is all in their bytes. */
 double tr_cost_none(const struct tr_node *n, const struct tr_tensor *in, const struct tr_tensor *out);
+/* The bytes a node reads and writes at its bound shapes (an accumulated output read too). */
+double tr_node_bytes(const struct tr_node *n, const struct tr_tensor *in, const struct tr_tensor *out);
 
 /* The gradient rules (autodiff.c), one per differentiable op or family, and the rule of an op:
  * its TR_GRAD_RULE row's, NULL for any other. */

@@ -15,14 +15,6 @@
 #include "core/tensor.h"
 #include "graph/ops.h"
 
-static int64_t numel(const struct tr_tensor *t)
-{
-    int64_t n = 1;
-    for (int d = 0; d < t->rank; d++)
-        n *= t->dim[d];
-    return n;
-}
-
 /* By the first 16-bit input, not by in[0]: a loss's backward takes the f32 dloss first and the
  * 16-bit activations after it (the kernels pick by those too), and keyed by dloss its bf16 times
  * went into the fp32 curve (the fused head's backward forecast at half gpt-small's measured). */
@@ -32,16 +24,6 @@ int tr_cost_precision(const struct tr_tensor *in, int nin)
         if (in[i].dtype == TR_BF16 || in[i].dtype == TR_F16)
             return in[i].dtype == TR_BF16 ? TR_PREC_BF16 : TR_PREC_FP16;
     return TR_PREC_FP32;
-}
-
-static double node_bytes(const struct tr_node *n, const struct tr_tensor *in, const struct tr_tensor *out)
-{
-    double b = 0;
-    for (int i = 0; i < n->nin; i++)
-        b += (double)numel(&in[i]) * (double)tr_dtype_size(in[i].dtype);
-    for (int i = 0; i < n->nout; i++)
-        b += (double)numel(&out[i]) * (double)tr_dtype_size(out[i].dtype) * (n->accumulate ? 2 : 1);
-    return b;
 }
 
 /* A GEMM's class: a·bᵀ is the forward's linear layer, aᵀ·b a weight's gradient, a·b the rest;
@@ -61,7 +43,7 @@ static int gemm_class(const struct tr_node *n, const struct tr_tensor *in, const
 int tr_cost_class(const struct tr_node *n, const struct tr_tensor *in, const struct tr_tensor *out, double *work)
 {
     double f = tr_ops[n->op].flops(n, in, out);
-    *work = f > 0 ? f : node_bytes(n, in, out);
+    *work = f > 0 ? f : tr_node_bytes(n, in, out);
     return n->op == TR_OP_MATMUL ? gemm_class(n, in, out) : (int)n->op;
 }
 
@@ -92,7 +74,7 @@ static double profile_seconds(const struct tr_node *n, const struct tr_tensor *i
     if (f > 0 && prec != TR_PREC_FP32 && dev->widen_16bit > 0)   /* read 2 bytes, write and read 4 */
         for (int i = 0; i < n->nin; i++)
             if (tr_dtype_is_16bit(in[i].dtype))
-                *b += dev->widen_16bit * 10.0 * (double)numel(&in[i]);
+                *b += dev->widen_16bit * 10.0 * (double)tr_tensor_numel(&in[i]);
     double rate = dev->gemm_flops[prec] > 0 ? dev->gemm_flops[prec] : dev->gemm_flops[TR_PREC_FP32];
     return f / rate + (f > 0 ? dev->gemm_seconds : 0) + *b / dev->bandwidth + dev->node_seconds +
            tr_ops[n->op].specials(n, in, out) * dev->special_seconds;
@@ -105,9 +87,9 @@ static double widening_seconds(const struct tr_node *n, const struct tr_tensor *
 {
     double elements = 0;
     for (int i = 0; i < n->nin; i++)
-        elements += tr_dtype_is_16bit(in[i].dtype) ? (double)numel(&in[i]) : 0;
+        elements += tr_dtype_is_16bit(in[i].dtype) ? (double)tr_tensor_numel(&in[i]) : 0;
     for (int i = 0; i < n->nout; i++)
-        elements += tr_dtype_is_16bit(out[i].dtype) ? (double)numel(&out[i]) : 0;
+        elements += tr_dtype_is_16bit(out[i].dtype) ? (double)tr_tensor_numel(&out[i]) : 0;
     return dev->bandwidth > 0 ? 12.0 * elements / dev->bandwidth : 0;
 }
 
@@ -144,7 +126,7 @@ double tr_plan_step_seconds(const struct tr_graph *g, int64_t B, int64_t S, cons
         if (tr_op_is_view(n->op))   /* no kernel */
             continue;
         tr_bind_shapes(g, n, B, S, in, out);
-        double f = tr_ops[n->op].flops(n, in, out), b = node_bytes(n, in, out);
+        double f = tr_ops[n->op].flops(n, in, out), b = tr_node_bytes(n, in, out);
         double t = dev->kernels.measured ? measured_seconds(n, in, out, dev, f, &b)
                                          : profile_seconds(n, in, out, dev, f, &b);
         seconds += t, by_op[n->op] += t;

@@ -69,7 +69,7 @@ struct tr_origin {
     int line, col;
 };
 
-#define TR_NKEYS_MAX 96
+#define TR_NKEYS_MAX 128
 
 struct tr_recipe {
     char *name;
@@ -131,6 +131,9 @@ struct tr_recipe {
         int64_t keep;      /* 0 when null: keep all */
         struct { char *metric; int mode; double min_delta; } promote;   /* metric NULL: the key metric */
     } report;
+    /* per-op traces of chosen steps (report/trace.h): torch.profiler.schedule's numbers; active 0
+     * is off */
+    struct { int64_t skip_first, wait, warmup, active, repeat; } profile;
 
     /* Per key (index into the schema): where its value came from, and whether it is null. */
     struct tr_origin origin[TR_NKEYS_MAX];

@@ -221,6 +221,18 @@ const struct tr_key tr_keys[] = {
      0, 0, "min or max is better (auto: max for accuracies and throughput, min otherwise)"},
     {"report.promote.min_delta", TR_T_FLOAT, OFF(report.promote.min_delta), "0", 0, 1e9, NULL, 0,
      0, 0, "how much worse than the promoted run a run may be and still be promoted"},
+
+    /* traces (report/trace.h), torch.profiler.schedule's rule over this process's steps */
+    {"profile.skip_first", TR_T_INT, OFF(profile.skip_first), "0", 0, BIG, NULL, 0, 0, 0,
+     "steps before the first cycle"},
+    {"profile.wait", TR_T_INT, OFF(profile.wait), "0", 0, BIG, NULL, 0, 0, 0,
+     "steps a cycle starts with, not traced"},
+    {"profile.warmup", TR_T_INT, OFF(profile.warmup), "0", 0, BIG, NULL, 0, 0, 0,
+     "steps traced and dropped after the wait"},
+    {"profile.active", TR_T_INT, OFF(profile.active), "0", 0, BIG, NULL, 0, 0, 0,
+     "steps traced into the cycle's file in the run folder's traces/ (0: no traces)"},
+    {"profile.repeat", TR_T_INT, OFF(profile.repeat), "1", 0, BIG, NULL, 0, 0, 0,
+     "cycles (0: until the run ends)"},
 };
 
 const int tr_nkeys = sizeof tr_keys / sizeof tr_keys[0];

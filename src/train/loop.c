@@ -6,7 +6,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/stop.h"
 #include "data/loader.h"
@@ -175,6 +177,71 @@ struct loop_run {
     struct { int64_t samples, tokens, slots, micro, steps; } since;   /* since the last logged line */
 };
 
+/* ---- traces (the recipe's profile: section; report/trace.h) --------------------------------------- */
+
+/* A span of step t from began to now, kept while the step is traced. */
+static void span(struct loop_run *c, const char *name, int64_t t, double began)
+{
+    tr_exec_profile_span(&c->l->profile, name, t, began, tr_now());
+}
+
+/* Whether step t is traced: the executor's hook keeps its nodes from here. */
+static enum tr_trace_action trace_begin(struct loop_run *c, int64_t t)
+{
+    enum tr_trace_action a = tr_trace_action(&c->l->trace.schedule, t - c->start - 1);
+    struct tr_exec_profile *p = &c->l->profile;
+    if (a != TR_TRACE_NONE && !p->recording)
+        c->l->trace.first = t;
+    p->recording = a != TR_TRACE_NONE;
+    return a;
+}
+
+/* The kept steps into a file of the run folder's traces/, and run.json's "traces" gets its
+ * name, steps and each op's count and time (what a reader of the file must find). */
+static int trace_save(struct loop_run *c, int64_t last)
+{
+    struct tr_exec_profile *p = &c->l->profile;
+    struct tr_path dir, file;
+    struct tr_diag why = {0};
+    int rc = tr_path_set(&dir, c->d, "%s/traces", c->f->dir.s);
+    if (!rc && tr_trace_write(dir.s, &c->l->trace.info, p->events, p->nevents, &file, &why))
+        rc = tr_fail_because(c->d, TR_EIO, &why, "profile");
+    tr_diag_free(&why);
+    if (rc)
+        return rc;
+    double seconds[TR_NOPS] = {0};
+    json_int_t count[TR_NOPS] = {0};
+    for (int64_t i = 0; i < p->nevents; i++)
+        if (p->events[i].node >= 0) {
+            int op = c->l->trace.info.g->nodes[p->events[i].node].op;
+            seconds[op] += p->events[i].seconds, count[op]++;
+        }
+    json_t *ops = json_object();
+    for (int op = 0; op < TR_NOPS; op++)
+        if (count[op])
+            json_object_set_new(ops, tr_op_name(op), json_pack("{sI sf}", "count", count[op], "seconds", seconds[op]));
+    const char *name = strrchr(file.s, '/');
+    json_array_append_new(c->l->trace.written,
+                          json_pack("{ss s[II] sI so}", "file", name ? name + 1 : file.s, "steps",
+                                    (json_int_t)c->l->trace.first, (json_int_t)last, "events",
+                                    (json_int_t)p->nevents, "ops", ops));
+    tr_run_folder_note(c->f, "traces", json_incref(c->l->trace.written));
+    tr_exec_profile_clear(p);
+    return 0;
+}
+
+/* After step t (what it did since began is its ProfilerStep#t): a warm-up step's events are
+ * dropped, a cycle's last step writes its file. */
+static int trace_end(struct loop_run *c, int64_t t, enum tr_trace_action a, double began)
+{
+    span(c, "ProfilerStep#", t, began);
+    if (a == TR_TRACE_WARMUP) {
+        tr_exec_profile_clear(&c->l->profile);
+        c->l->trace.first = t + 1;
+    }
+    return a == TR_TRACE_RECORD_AND_SAVE ? trace_save(c, t) : 0;
+}
+
 /* One optimizer step: the loader's micro-batches, forward and backward, each loss weighted by
  * its share of the step's real count of samples or target tokens (step.h) and by fp16's loss
  * scale, then the update. */
@@ -194,6 +261,7 @@ static int train_step(struct loop_run *c, const struct tr_step *st, const struct
     double began = tr_now();
     int rc = update(c->s, c->f, c->r, t, c->l->total_steps, o, c->d);
     c->l->timer.spent[TR_TIME_OPTIMIZER] += tr_now() - began;
+    span(c, "optimizer", t, began);
     return rc;
 }
 
@@ -382,6 +450,18 @@ static int before_steps(struct loop_run *c, bool *stop)
     return rc == TR_EINTERRUPTED ? stop_for_signal(c, c->start, true) : rc;
 }
 
+static void trace_open(struct loop_run *c)
+{
+    const struct tr_recipe *r = c->r;
+    struct tr_loop *l = c->l;
+    l->trace.schedule = (struct tr_trace_schedule){r->profile.skip_first, r->profile.wait, r->profile.warmup,
+                                                   r->profile.active, r->profile.repeat};
+    l->trace.info = (struct tr_trace_info){.g = c->s->train.x.g, .rank = 0, .world_size = 1, .backend = "none",
+                                           .name = r->name, .pid = (int)getpid(), .tid = (int)syscall(SYS_gettid)};
+    tr_trace_origin(&l->trace.info);
+    l->trace.written = json_array();
+}
+
 /* ---- the loop -------------------------------------------------------------------------------------- */
 
 static int run_steps(struct loop_run *c)
@@ -399,6 +479,7 @@ static int run_steps(struct loop_run *c)
         struct tr_alloc_stats held;
         int64_t gauge[TR_NGAUGES];
         double step_began = tr_now();
+        enum tr_trace_action traced = trace_begin(c, t);
         tr_alloc_stats(&c->s->alloc, &held);
         tr_leak_sample(&c->l->leak, t, (int64_t)held.current, gauge);
         if (ahead && t > c->start + 1)
@@ -408,6 +489,7 @@ static int run_steps(struct loop_run *c)
         bool has_next = ahead && t < total;
         if (has_next)
             tr_loader_next(c->loader, &next);
+        span(c, "data wait", t, step_began);
         rc = train_step(c, &st, has_next ? &next : NULL, t, &o);
         tr_step_times_add(&c->l->step_times, tr_now() - step_began);
         if (!rc && r->report.histograms_every && t % r->report.histograms_every == 0)
@@ -421,16 +503,24 @@ static int run_steps(struct loop_run *c)
             log_line(c, t, &o, gauge);
         bool validated = !rc && ((r->train.eval_every && t % r->train.eval_every == 0) || t == total) &&
                          c->data->valid.n;
+        double eval_began = tr_now();
         if (validated)
             rc = validate(c, t, &stop);
+        if (validated)
+            span(c, "evaluation", t, eval_began);
         if (!rc || rc == TR_EINTERRUPTED)
             c->res->steps = t;
         if (rc == TR_EINTERRUPTED)
             rc = stop_for_signal(c, t, true);
         if (stop)
             break;
-        if (!rc && r->train.checkpoint_every && t % r->train.checkpoint_every == 0 && t < total)
+        double checkpoint_began = tr_now();
+        if (!rc && r->train.checkpoint_every && t % r->train.checkpoint_every == 0 && t < total) {
             rc = tr_loop_checkpoint(c->l, c->s, c->f, r, t, c->d);
+            span(c, "checkpoint", t, checkpoint_began);
+        }
+        if (!rc)
+            rc = trace_end(c, t, traced, step_began);
         if (!rc && tr_stop_requested() && t < total)
             rc = stop_for_signal(c, t, false);
         else if (!rc && c->l->deadline && t < total && tr_now() >= c->l->deadline)
@@ -488,7 +578,14 @@ int tr_loop_run(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f
     l->profile = (struct tr_exec_profile){.per_op = getenv("TR_PROFILE") != NULL, .phase_seconds = l->timer.phase};
     s->train.x.hook = tr_exec_profiler(&l->profile);
     tr_leak_init(&l->leak, warmup(&c));
+    trace_open(&c);
     rc = run_steps(&c);
+    if (!rc && l->profile.recording && l->profile.nevents)   /* a cycle the run's end cut short */
+        rc = trace_save(&c, res->steps);
+    l->profile.recording = false;
+    tr_exec_profile_free(&l->profile);
+    json_decref(l->trace.written);
+    l->trace.written = NULL;
     /* a copy ahead of a step never trained (an early stop) may still read the ring */
     struct tr_diag why = {0};
     if (tr_backend_synchronize(s->be, &why) && !rc)

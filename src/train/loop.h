@@ -9,6 +9,7 @@
 #define TR_LOOP_H
 
 #include "backend/profile.h"
+#include "report/trace.h"
 #include "train/evaluate.h"
 #include "train/record.h"
 #include "train/run_folder.h"
@@ -27,6 +28,12 @@ struct tr_loop {
     int64_t checkpointed;      /* the step of the checkpoint written or resumed from last; -1 none */
     bool eval_pending;         /* the validation after the checkpoint's step is still to do */
     struct tr_step_times step_times;   /* each step's batch and training, for the measured step time */
+    struct {                   /* the recipe's profile: section (report/trace.h) */
+        struct tr_trace_schedule schedule;
+        struct tr_trace_info info;
+        int64_t first;         /* the first step of the cycle being kept */
+        json_t *written;       /* run.json's "traces": each file, its steps and its ops */
+    } trace;
 };
 
 /* What the run did, for the caller's result line. */
