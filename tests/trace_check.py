@@ -1,0 +1,49 @@
+"""Holistic Trace Analysis reads a run's traces (tests/trace.sh): RUN_FOLDER
+
+What HTA parses agrees with what the run recorded of them in run.json's "traces": the ranks,
+one thread, every op's number of runs, and their summed time within HTA's rounding (it rounds
+each event's start up and its end down to whole microseconds: up to 2 µs an event) and 1 %. Exit 0,
+or 1 with the disagreements listed."""
+import collections
+import json
+import logging
+import os
+import sys
+
+logging.disable(logging.WARNING)   # HTA's notes on ijson and its GPU analyses
+from hta.trace_analysis import TraceAnalysis  # noqa: E402
+
+run = sys.argv[1]
+record = json.load(open(os.path.join(run, "run.json")))["traces"]
+analysis = TraceAnalysis(trace_dir=os.path.join(run, "traces"), include_last_profiler_step=True)
+problems = []
+ranks = sorted(analysis.t.traces)
+if ranks != [0]:
+    problems.append("ranks %s, want [0]" % ranks)
+df = analysis.t.get_trace(0)
+names = analysis.t.symbol_table.get_sym_table()
+df = df.assign(op=df["name"].map(lambda i: names[i]), category=df["cat"].map(lambda i: names[i]))
+ops = df[df.category == "cpu_op"]
+if set(df.category) - {"cpu_op", "user_annotation"}:
+    problems.append("categories %s: a CPU trace holds no GPU kernels" % sorted(set(df.category)))
+if ops.tid.nunique() != 1:
+    problems.append("%d threads ran the nodes, want 1" % ops.tid.nunique())
+written = record[-1]   # one file a cycle; HTA keeps the last of a rank's files
+want_count = collections.Counter({op: v["count"] for op, v in written["ops"].items()})
+want_us = collections.Counter({op: v["seconds"] * 1e6 for op, v in written["ops"].items()})
+steps = [n for n in set(df.op) if n.startswith("ProfilerStep#")]
+last = written["steps"]
+if len(steps) != last[1] - last[0] + 1:
+    problems.append("%d ProfilerStep spans, want %d (steps %d-%d)" % (len(steps), last[1] - last[0] + 1, *last))
+got = ops.groupby("op")["dur"].agg(["count", "sum"])
+for op in sorted(set(want_count) | set(got.index)):
+    n = int(got["count"].get(op, 0))
+    us = float(got["sum"].get(op, 0))
+    if n != want_count[op]:
+        problems.append("%s: %d runs in HTA, %d recorded" % (op, n, want_count[op]))
+    elif abs(us - want_us[op]) > n * 2.0 + 0.01 * want_us[op]:
+        problems.append("%s: %.1f µs in HTA, %.1f recorded" % (op, us, want_us[op]))
+print("HTA: rank %s, %d ops in %d steps, %d op names agree" % (ranks, len(ops), len(steps), len(got)))
+for p in problems:
+    print("FAIL: " + p)
+sys.exit(1 if problems else 0)
