@@ -82,15 +82,16 @@ START_TEST(written_as_pytorch_does)
     struct tr_trace_info info = {.g = &g, .rank = 3, .world_size = 4, .backend = "mpi", .name = "a \"b\"",
                                  .pid = 77, .tid = 78, .origin = 100.0, .origin_ns = 5000000000};
     struct tr_exec_event ev[] = {
-        {100.000200, 0.000030, NULL, 1, 4, 1, 0},                  /* relu */
-        {100.000010, 0.000300, "ProfilerStep#", -1, 0, 0, 9},
-        {100.000100, 0.000100, NULL, 0, 4, 1, 0},                  /* matmul */
-        {100.000010, 0.000050, "data wait", -1, 0, 0, 9},
+        {100.000200, 0.000030, NULL, 1, 4, 1, 0, 1024},            /* relu */
+        {100.000010, 0.000300, "ProfilerStep#", TR_EVENT_SPAN, 0, 0, 9, 0},
+        {100.000100, 0.000100, NULL, 0, 4, 1, 0, 1024},            /* matmul */
+        {100.000010, 0.000050, "data wait", TR_EVENT_SPAN, 0, 0, 9, 0},
+        {100.000400, 0, "resident set bytes", TR_EVENT_COUNTER, 0, 0, 0, 123456},
     };
     char *dir = unit_mkdtemp(), *traces = tr_strdup_printf("%s/traces", dir), name[256];
     struct tr_path written;
     struct tr_diag err = {0};
-    ck_assert_int_eq(tr_trace_write(traces, &info, ev, 4, &written, &err), 0);
+    ck_assert_int_eq(tr_trace_write(traces, &info, ev, 5, &written, &err), 0);
     json_t *j = only_trace(traces, name, sizeof name);
     ck_assert_msg(strstr(name, "_77.") && strstr(name, ".pt.trace.json"),
                   "file name %s", name);
@@ -104,9 +105,16 @@ START_TEST(written_as_pytorch_does)
     size_t i;
     const char *names[8];
     double ts[8], dur[8];
-    int n = 0;
+    int n = 0, arena = 0, rss = 0;
     json_array_foreach(events, i, e) {
-        if (strcmp(json_string_value(json_object_get(e, "ph")), "X"))   /* metadata: the names */
+        const char *ph = json_string_value(json_object_get(e, "ph"));
+        if (!strcmp(ph, "C")) {   /* counters: the arena's where it changes, and the trainer's */
+            const char *what = json_string_value(json_object_get(e, "name"));
+            json_int_t bytes = json_integer_value(json_object_get(json_object_get(e, "args"), "bytes"));
+            arena += !strcmp(what, "arena live bytes") && bytes == 1024;
+            rss += !strcmp(what, "resident set bytes") && bytes == 123456;
+        }
+        if (strcmp(ph, "X"))   /* metadata (the names) and counters */
             continue;
         ck_assert_int_eq(json_integer_value(json_object_get(e, "pid")), 77);
         ck_assert_int_eq(json_integer_value(json_object_get(e, "tid")), 78);
@@ -115,6 +123,8 @@ START_TEST(written_as_pytorch_does)
         n++;
     }
     ck_assert_int_eq(n, 4);
+    ck_assert_int_eq(arena, 1);   /* 1024 at the matmul, and no second point at the same value */
+    ck_assert_int_eq(rss, 1);
     static const char *const order[] = {"ProfilerStep#9", "data wait", "matmul", "relu"};
     for (int k = 0; k < 4; k++) {
         ck_assert_str_eq(names[k], order[k]);
@@ -122,7 +132,7 @@ START_TEST(written_as_pytorch_does)
     }
     ck_assert_double_eq_tol(ts[0], 10.0, 1e-6);
     ck_assert_double_eq_tol(dur[2], 100.0, 1e-6);
-    json_t *mm = json_array_get(events, 3 + 2);   /* after 3 metadata events, the matmul */
+    json_t *mm = json_array_get(events, 3 + 2);   /* after 3 metadata events, the step and the wait */
     ck_assert_str_eq(json_string_value(json_object_get(mm, "cat")), "cpu_op");
     json_t *args = json_object_get(mm, "args");
     ck_assert_int_eq(json_integer_value(json_object_get(args, "node")), 0);

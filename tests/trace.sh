@@ -32,9 +32,14 @@ case "$(basename "$file")" in
 esac
 checks=$((checks + 1))
 expect_in "$(cat "$file")" '"distributedInfo": {"backend": "none", "rank": 0, "world_size": 1}' "distributedInfo"
-python3 - "$file" <<'PY' || fail "the trace's events"
+python3 - "$file" "$scratch/one/mlp/latest/plan.json" <<'PY' || fail "the trace's events"
 import json, sys
 j = json.load(open(sys.argv[1]))
+arena = json.load(open(sys.argv[2]))["regions"]["arena"]
+live = [e["args"]["bytes"] for e in j["traceEvents"] if e["ph"] == "C" and e["name"] == "arena live bytes"]
+assert live and 0 < max(live) <= arena, (max(live), arena)   # the memory plan's, within its arena
+rss = [e for e in j["traceEvents"] if e["ph"] == "C" and e["name"] == "resident set bytes"]
+assert len(rss) == 3 and all(e["args"]["bytes"] > 0 for e in rss), rss   # one a step
 assert j["schemaVersion"] == 1 and isinstance(j["deviceProperties"], list), "header"
 ev = [e for e in j["traceEvents"] if e["ph"] == "X"]
 steps = [e for e in ev if e["name"].startswith("ProfilerStep#")]

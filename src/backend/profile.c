@@ -61,7 +61,8 @@ static int profile_after(void *ctx, const struct tr_exec *x, int step, const str
     if (p->per_op)
         p->op_seconds[node->op] += took;
     if (p->recording)
-        *add_event(p) = (struct tr_exec_event){p->node_started, took, NULL, (int)(node - x->g->nodes), x->B, x->S, 0};
+        *add_event(p) = (struct tr_exec_event){p->node_started, took, NULL, (int)(node - x->g->nodes), x->B, x->S, 0,
+                                               x->plan->live ? (int64_t)x->plan->live[step] : 0};
     if (p->phase_seconds)
         p->phase_seconds[node->phase] += took;
     return 0;
@@ -86,7 +87,13 @@ void tr_exec_profile_print(FILE *f, const struct tr_exec_profile *p, int64_t run
 void tr_exec_profile_span(struct tr_exec_profile *p, const char *name, int64_t step, double began, double ended)
 {
     if (p->recording)
-        *add_event(p) = (struct tr_exec_event){began, ended - began, name, -1, 0, 0, step};
+        *add_event(p) = (struct tr_exec_event){began, ended - began, name, TR_EVENT_SPAN, 0, 0, step, 0};
+}
+
+void tr_exec_profile_counter(struct tr_exec_profile *p, const char *name, double at, int64_t value)
+{
+    if (p->recording)
+        *add_event(p) = (struct tr_exec_event){at, 0, name, TR_EVENT_COUNTER, 0, 0, 0, value};
 }
 
 void tr_exec_profile_clear(struct tr_exec_profile *p)

@@ -11,13 +11,17 @@
 #include "backend/exec.h"
 
 /* One thing that took time on the calling thread: a node the executor ran (node ≥ 0, at the
- * run's B and S), or a span the trainer named (node −1; step: its step for "ProfilerStep#").
- * Seconds on CLOCK_MONOTONIC. */
+ * run's B and S, live: the arena's bytes live while it ran, as the memory plan has them), a
+ * span the trainer named (node TR_EVENT_SPAN; step: its step for "ProfilerStep#"), or a
+ * counter's value at a time (node TR_EVENT_COUNTER, live: the value). Seconds on
+ * CLOCK_MONOTONIC. */
+enum { TR_EVENT_SPAN = -1, TR_EVENT_COUNTER = -2 };
 struct tr_exec_event {
     double began, seconds;
-    const char *name;             /* a span's: a string that outlives the profile */
+    const char *name;             /* a span's or counter's: a string that outlives the profile */
     int node;
     int64_t B, S, step;
+    int64_t live;
 };
 
 struct tr_exec_profile {
@@ -40,6 +44,8 @@ void tr_exec_profile_print(FILE *f, const struct tr_exec_profile *p, int64_t run
 /* A span the trainer timed, kept while recording (name: a string that outlives p; step: for
  * "ProfilerStep#", else 0). */
 void tr_exec_profile_span(struct tr_exec_profile *p, const char *name, int64_t step, double began, double ended);
+/* A counter's value at a time, kept while recording (name: as for a span). */
+void tr_exec_profile_counter(struct tr_exec_profile *p, const char *name, double at, int64_t value);
 /* The events kept so far are dropped (their memory is kept for the next); tr_exec_profile_free
  * releases it. */
 void tr_exec_profile_clear(struct tr_exec_profile *p);

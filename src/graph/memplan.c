@@ -191,6 +191,7 @@ static void place_arena(struct tr_memplan *p, const struct tr_graph *g, const in
         if (g->values[v].kind == TR_ACT && g->values[v].view_of < 0 && p->first[v] >= 0)
             list_add(dying, ndying, p->last[v], v);
     size_t live = 0;
+    p->live = tr_xcalloc((size_t)(n ? n : 1), sizeof *p->live);
     for (int step = 0, z = 0; step < n; step++) {
         const struct tr_node *node = &g->nodes[schedule[step]];
         int donor = in_place_donor(p, g, node, step, has_views);
@@ -210,6 +211,7 @@ static void place_arena(struct tr_memplan *p, const struct tr_graph *g, const in
                 live += p->bytes[v];
             }
         }
+        p->live[step] = live;
         if (live > p->arena_live_peak)
             p->arena_live_peak = live;
         for (int i = 0; i < ndying[step]; i++) {
@@ -280,6 +282,6 @@ int tr_memplan_build(struct tr_memplan *p, const struct tr_graph *g, const int *
 
 void tr_memplan_free(struct tr_memplan *p)
 {
-    free(p->offset), free(p->bytes), free(p->first), free(p->last), free(p->region), free(p->zero);
+    free(p->offset), free(p->bytes), free(p->first), free(p->last), free(p->region), free(p->zero), free(p->live);
     memset(p, 0, sizeof *p);
 }

@@ -23,6 +23,9 @@ struct tr_memplan {
     size_t region_bytes[TR_NKINDS];  /* by tr_region_kind; [TR_ACT] is the arena: the planned peak */
     size_t arena_sum;           /* Σ sizes of arena values: what no reuse would take */
     size_t arena_live_peak;     /* the most bytes live at one step: the bound any packing meets */
+    size_t *live;               /* per schedule step: the arena's bytes live while it runs (its
+                                 * outputs taken, what dies there not yet given back); the peak
+                                 * is arena_live_peak. Traces draw it (report/trace.c). */
     size_t workspace_bytes;     /* the largest scratch one node needs */
     signed char *region;        /* per value: the region it lives in (tr_region_kind, or TR_ACT
                                  * for a gradient in the arena) */

@@ -118,6 +118,13 @@ static void span_event(FILE *f, const struct tr_trace_info *info, const struct t
             name, info->pid, info->tid, (e->began - info->origin) * 1e6, e->seconds * 1e6, (long long)e->step);
 }
 
+/* A counter track's value from a time on (readers draw it as a step line). */
+static void counter_event(FILE *f, const struct tr_trace_info *info, const char *name, double at, int64_t value)
+{
+    fprintf(f, "    {\"ph\": \"C\", \"cat\": \"memory\", \"name\": \"%s\", \"pid\": %d, \"tid\": %d, \"ts\": %.3f, "
+               "\"args\": {\"bytes\": %lld}}", name, info->pid, info->tid, (at - info->origin) * 1e6, (long long)value);
+}
+
 /* The header, as PyTorch's: on one line each of its fields, "rank": N among them (HTA finds a
  * file's rank by that text). */
 static void header(FILE *f, const struct tr_trace_info *info, const char *path)
@@ -163,14 +170,21 @@ int tr_trace_write(const char *dir, const struct tr_trace_info *info, const stru
     sort_events = events;
     qsort(order, (size_t)n, sizeof *order, by_start);
     header(a.f, info, path->s);
-    int64_t ops = 0;
+    int64_t ops = 0, live = -1;
     for (int64_t i = 0; i < n; i++) {
         const struct tr_exec_event *e = &events[order[i]];
         fputs(",\n", a.f);
-        if (e->node >= 0)
+        if (e->node >= 0) {
             op_event(a.f, info, e, ++ops);
-        else
+            if (e->live != live) {   /* the arena's track, where it changes */
+                fputs(",\n", a.f);
+                counter_event(a.f, info, "arena live bytes", e->began, live = e->live);
+            }
+        } else if (e->node == TR_EVENT_COUNTER) {
+            counter_event(a.f, info, e->name, e->began, e->live);
+        } else {
             span_event(a.f, info, e);
+        }
     }
     fputs("\n  ]\n}\n", a.f);
     free(order);

@@ -235,6 +235,7 @@ static int trace_save(struct loop_run *c, int64_t last)
 static int trace_end(struct loop_run *c, int64_t t, enum tr_trace_action a, double began)
 {
     span(c, "ProfilerStep#", t, began);
+    tr_exec_profile_counter(&c->l->profile, "resident set bytes", tr_now(), tr_process_rss());
     if (a == TR_TRACE_WARMUP) {
         tr_exec_profile_clear(&c->l->profile);
         c->l->trace.first = t + 1;
