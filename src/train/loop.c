@@ -203,6 +203,7 @@ static int trace_save(struct loop_run *c, int64_t last)
     struct tr_exec_profile *p = &c->l->profile;
     struct tr_path dir, file;
     struct tr_diag why = {0};
+    double began = tr_now();
     int rc = tr_path_set(&dir, c->d, "%s/traces", c->f->dir.s);
     if (!rc && tr_trace_write(dir.s, &c->l->trace.info, p->events, p->nevents, &file, &why))
         rc = tr_fail_because(c->d, TR_EIO, &why, "profile");
@@ -222,9 +223,9 @@ static int trace_save(struct loop_run *c, int64_t last)
             json_object_set_new(ops, tr_op_name(op), json_pack("{sI sf}", "count", count[op], "seconds", seconds[op]));
     const char *name = strrchr(file.s, '/');
     json_array_append_new(c->l->trace.written,
-                          json_pack("{ss s[II] sI so}", "file", name ? name + 1 : file.s, "steps",
+                          json_pack("{ss s[II] sI sf so}", "file", name ? name + 1 : file.s, "steps",
                                     (json_int_t)c->l->trace.first, (json_int_t)last, "events",
-                                    (json_int_t)p->nevents, "ops", ops));
+                                    (json_int_t)p->nevents, "write_seconds", tr_now() - began, "ops", ops));
     tr_run_folder_note(c->f, "traces", json_incref(c->l->trace.written));
     tr_exec_profile_clear(p);
     return 0;
