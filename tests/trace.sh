@@ -54,6 +54,19 @@ assert starts == sorted(starts), "events not by start"
 PY
 checks=$((checks + 1))
 
+# The report's profile: the top ops of the last trace, their rates against the calibrated ones.
+expect_in "$(cat "$scratch/one/mlp/latest/report.md")" "## Profile" "report.md's profile"
+expect_in "$(cat "$scratch/one/mlp/latest/report.html")" "<h2>Profile</h2>" "report.html's profile"
+python3 - "$scratch/one/mlp/latest" <<'PY' || fail "report.json's profile"
+import json, sys
+rep = json.load(open(sys.argv[1] + "/report.json"))["profile"]
+assert rep == json.load(open(sys.argv[1] + "/run.json"))["traces"][-1], "not the last trace"
+mm, relu = rep["ops"]["matmul"], rep["ops"]["relu"]
+assert mm["work_unit"] == "flop" and relu["work_unit"] == "byte", (mm, relu)
+assert mm["work"] > 0 and mm["calibrated_rate"] > 0, mm   # the planner calibrated before the run
+PY
+checks=$((checks + 1))
+
 # Two cycles (wait 1, active 2, repeat 2): two files; a run that ends inside a cycle writes it.
 run "$TRAINRUN" "$recipe" train.steps=10 profile.wait=1 profile.active=2 profile.repeat=2 \
   report.dir="$scratch/two" $short

@@ -142,6 +142,10 @@ json_t *tr_kernel_costs_json(const struct tr_kernel_costs *k);
 int tr_kernel_costs_from_json(json_t *j, struct tr_kernel_costs *k);
 /* How many (class, precision) curves hold points. */
 int tr_kernel_classes_measured(const struct tr_kernel_costs *k);
+/* The best rate the calibration measured for op's kernels at a precision: work (FLOPs where the
+ * op table gives it FLOPs, else bytes) a second, over every point of its classes' curves (a
+ * matmul's every variant and shape); 0 when none was measured. */
+double tr_kernel_peak_rate(const struct tr_kernel_costs *k, int op, int precision);
 /* A curve's seconds at work (struct tr_cost_curve; cost.c); −1 when the curve has no points. */
 double tr_cost_curve_seconds(const struct tr_cost_curve *c, double work);
 

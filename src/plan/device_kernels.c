@@ -553,6 +553,19 @@ int tr_kernel_classes_measured(const struct tr_kernel_costs *k)
     return n;
 }
 
+double tr_kernel_peak_rate(const struct tr_kernel_costs *k, int op, int precision)
+{
+    int from = op == TR_OP_MATMUL ? TR_NOPS : op, to = op == TR_OP_MATMUL ? TR_COST_CLASSES : op + 1;
+    double best = 0;
+    for (int cls = from; cls < to && precision >= 0 && precision < TR_NPRECISIONS; cls++) {
+        const struct tr_cost_curve *c = &k->curve[cls][precision];
+        for (int i = 0; i < c->n; i++)
+            if (c->seconds[i] > 0)
+                best = fmax(best, c->work[i] / c->seconds[i]);
+    }
+    return best;
+}
+
 /* ---- the cache's form ------------------------------------------------------------------------- */
 
 static const char *const precision_key[TR_NPRECISIONS] = {"fp32", "bf16", "fp16"};

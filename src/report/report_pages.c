@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,7 +186,7 @@ static void html_table(FILE *out, const struct table *t, const char *class)
 struct pages {
     const struct tr_run_report *rep;
     const json_t *comparison;            /* tr_report_compare's, or NULL */
-    struct table *metrics, *plan, *time, *largest, *environment;
+    struct table *metrics, *plan, *time, *profile, *largest, *environment;
     char headline[5][400];               /* status, duration, steps, model, promotion ("" when none) */
     char key[200];                       /* the key metric in a sentence, "" when none */
 };
@@ -232,6 +233,73 @@ static struct table *time_table(const struct tr_run_report *rep)
         snprintf(secs, sizeof secs, "%.1f", rep->time[i]);
         snprintf(share, sizeof share, "%.1f %%", 100 * rep->time[i] / rep->time[0]);
         table_row(t, words[i], secs, i ? share : "100 %");
+    }
+    return t;
+}
+
+/* The last trace's record (run.json's "traces"; the recipe's profile: section), or NULL. */
+static const json_t *last_trace(const struct tr_run_report *rep)
+{
+    const json_t *traces = json_object_get(rep->record, "traces");
+    return json_is_array(traces) && json_array_size(traces) ? json_array_get(traces, json_array_size(traces) - 1) : NULL;
+}
+
+static int by_seconds(const void *a, const void *b)
+{
+    double x = json_real_value(json_object_get(*(json_t *const *)a, "seconds"));
+    double y = json_real_value(json_object_get(*(json_t *const *)b, "seconds"));
+    return x > y ? -1 : x < y;
+}
+
+/* "1.23 TFLOP/s" or "45.6 GB/s" */
+static void rate_words(double rate, bool flops, char out[48])
+{
+    static const char *const prefix[] = {"", "k", "M", "G", "T", "P"};
+    int p = 0;
+    while (rate >= 1000 && p < 5)
+        rate /= 1000, p++;
+    snprintf(out, 48, "%.3g %s%s/s", rate, prefix[p], flops ? "FLOP" : "B");
+}
+
+/* The top ops of the last trace by time: runs, milliseconds a step, share, and the rate they
+ * reached against the best the calibration measured for their kernels. */
+static struct table *profile_table(const struct tr_run_report *rep)
+{
+    const json_t *trace = last_trace(rep), *ops = json_object_get(trace, "ops"), *v;
+    const json_t *steps = json_object_get(trace, "steps");
+    if (!json_is_object(ops) || !json_object_size(ops))
+        return NULL;
+    double nsteps = (double)(json_integer_value(json_array_get(steps, 1)) - json_integer_value(json_array_get(steps, 0)) + 1);
+    json_t *sorted[TR_REPORT_PROFILE_OPS * 8];
+    const char *key;
+    size_t n = 0;
+    double total = 0;
+    json_object_foreach((json_t *)ops, key, v)
+        if (n < sizeof sorted / sizeof sorted[0]) {
+            sorted[n++] = (json_t *)v;
+            total += json_real_value(json_object_get(v, "seconds"));
+        }
+    qsort(sorted, n, sizeof *sorted, by_seconds);
+    struct table *t = table_new(5, (const char *const[]){"op", "runs", "ms a step", "share", "rate (of the calibrated best)"});
+    for (size_t i = 0; t && i < n && i < TR_REPORT_PROFILE_OPS; i++) {
+        const char *name = "?";
+        json_object_foreach((json_t *)ops, key, v)
+            if (v == sorted[i])
+                name = key;
+        double s = json_real_value(json_object_get(sorted[i], "seconds")), work = json_real_value(json_object_get(sorted[i], "work"));
+        double peak = json_real_value(json_object_get(sorted[i], "calibrated_rate"));
+        bool flops = !strcmp(json_string_value(json_object_get(sorted[i], "work_unit")) ?: "", "flop");
+        char runs[32], ms[32], share[32], rate[48], best[48], cell[128];
+        snprintf(runs, sizeof runs, "%lld", (long long)json_integer_value(json_object_get(sorted[i], "count")));
+        snprintf(ms, sizeof ms, "%.3f", s * 1e3 / (nsteps > 0 ? nsteps : 1));
+        snprintf(share, sizeof share, "%.1f %%", total > 0 ? 100 * s / total : 0);
+        rate_words(s > 0 ? work / s : 0, flops, rate);
+        if (peak > 0) {
+            rate_words(peak, flops, best);
+            snprintf(cell, sizeof cell, "%s (%.0f %% of %s)", rate, 100 * (work / s) / peak, best);
+        } else
+            snprintf(cell, sizeof cell, "%s (not calibrated)", rate);
+        table_row(t, name, runs, ms, share, cell);
     }
     return t;
 }
@@ -335,13 +403,14 @@ static void pages_build(struct pages *pg, const struct tr_run_report *rep, const
     pg->metrics = metrics_table(rep);
     pg->plan = plan_table(rep);
     pg->time = time_table(rep);
+    pg->profile = profile_table(rep);
     pg->largest = largest_table(rep);
     pg->environment = environment_table(rep);
 }
 
 static void pages_free(struct pages *pg)
 {
-    free(pg->metrics), free(pg->plan), free(pg->time), free(pg->largest), free(pg->environment);
+    free(pg->metrics), free(pg->plan), free(pg->time), free(pg->profile), free(pg->largest), free(pg->environment);
 }
 
 /* ---- report.json ------------------------------------------------------------------------- */
@@ -438,6 +507,8 @@ json_t *tr_run_report_json(const struct tr_run_report *rep)
     json_object_set_new(j, "leak", leak ? json_incref(leak) : json_null());
     json_t *promotion = json_object_get(rep->record, "promotion");
     json_object_set_new(j, "promotion", promotion ? json_incref(promotion) : json_null());
+    const json_t *trace = last_trace(rep);
+    json_object_set_new(j, "profile", trace ? json_incref((json_t *)trace) : json_null());
     json_object_set_new(j, "memory_timeline", timeline(rep) ? json_incref((json_t *)timeline(rep)) : json_null());
     json_object_set_new(j, "environment", env ? json_incref(env) : json_null());
     json_object_set(j, "warnings", rep->warnings);
@@ -503,6 +574,13 @@ static int write_md(FILE *out, const struct pages *pg)
     if (pg->time) {
         fputs("## Time\n\n", out);
         md_table(out, pg->time);
+    }
+    if (pg->profile) {
+        const json_t *tr = last_trace(rep), *st = json_object_get(tr, "steps");
+        fprintf(out, "## Profile\n\nSteps %lld–%lld as traced in `traces/%s`, the top ops by time:\n\n",
+                (long long)json_integer_value(json_array_get(st, 0)), (long long)json_integer_value(json_array_get(st, 1)),
+                json_string_value(json_object_get(tr, "file")) ?: "?");
+        md_table(out, pg->profile);
     }
     if (pg->largest) {
         fputs("## Memory over one step\n\n", out);
@@ -655,6 +733,13 @@ static int write_html(FILE *out, const struct pages *pg)
         fputs("<h2>Time</h2>\n", out);
         html_time(out, rep);
         html_table(out, pg->time, "time");
+    }
+    if (pg->profile) {
+        const json_t *tr = last_trace(rep), *st = json_object_get(tr, "steps");
+        fprintf(out, "<h2>Profile</h2>\n<p>Steps %lld–%lld as traced in <code>traces/%s</code>, the top ops by time:</p>\n",
+                (long long)json_integer_value(json_array_get(st, 0)), (long long)json_integer_value(json_array_get(st, 1)),
+                json_string_value(json_object_get(tr, "file")) ?: "?");
+        html_table(out, pg->profile, "profile");
     }
     if (pg->largest) {
         fputs("<h2>Memory over one step</h2>\n", out);

@@ -33,6 +33,8 @@ struct tr_check_row {
 enum { TR_REPORT_TIMES = 9 };   /* wall, then data … checkpointing, then other = wall − the rest */
 extern const char *const tr_report_time_names[TR_REPORT_TIMES];
 
+#define TR_REPORT_PROFILE_OPS 10   /* the ops the report's profile lists */
+
 struct tr_run_report {
     struct tr_path dir;
     char run[256];               /* the folder's own name: its start, 20261129-183205 */

@@ -12,6 +12,10 @@
 
 #include "core/stop.h"
 #include "data/loader.h"
+#include "graph/memplan.h"
+#include "graph/ops.h"
+#include "plan/device.h"
+#include "plan/plan.h"
 #include "recipe/schema.h"
 #include "train/checkpoint.h"
 #include "train/step.h"
@@ -210,17 +214,28 @@ static int trace_save(struct loop_run *c, int64_t last)
     tr_diag_free(&why);
     if (rc)
         return rc;
-    double seconds[TR_NOPS] = {0};
+    /* per op: its runs, their time and work (FLOPs where the op table has them, else bytes), and
+     * the best rate the calibration measured for its kernels at the precision it ran in */
+    double seconds[TR_NOPS] = {0}, work[TR_NOPS] = {0}, peak[TR_NOPS] = {0};
     json_int_t count[TR_NOPS] = {0};
+    const struct tr_graph *g = c->l->trace.info.g;
     for (int64_t i = 0; i < p->nevents; i++)
         if (p->events[i].node >= 0) {
-            int op = c->l->trace.info.g->nodes[p->events[i].node].op;
-            seconds[op] += p->events[i].seconds, count[op]++;
+            const struct tr_node *n = &g->nodes[p->events[i].node];
+            struct tr_tensor in[TR_MAX_IN], out[TR_MAX_OUT];
+            tr_bind_shapes(g, n, p->events[i].B, p->events[i].S, in, out);
+            double f = tr_ops[n->op].flops(n, in, out);
+            seconds[n->op] += p->events[i].seconds, count[n->op]++;
+            work[n->op] += f > 0 ? f : tr_node_bytes(n, in, out);
+            peak[n->op] = fmax(peak[n->op], tr_kernel_peak_rate(&c->s->dev.kernels, n->op, tr_cost_precision(in, n->nin)));
         }
     json_t *ops = json_object();
     for (int op = 0; op < TR_NOPS; op++)
         if (count[op])
-            json_object_set_new(ops, tr_op_name(op), json_pack("{sI sf}", "count", count[op], "seconds", seconds[op]));
+            json_object_set_new(ops, tr_op_name(op),
+                                json_pack("{sI sf sf ss sf}", "count", count[op], "seconds", seconds[op], "work", work[op],
+                                          "work_unit", tr_ops[op].flops != tr_cost_none ? "flop" : "byte",
+                                          "calibrated_rate", peak[op]));
     const char *name = strrchr(file.s, '/');
     json_array_append_new(c->l->trace.written,
                           json_pack("{ss s[II] sI sf so}", "file", name ? name + 1 : file.s, "steps",
