@@ -130,6 +130,7 @@ static int train(const struct tr_recipe *r, const char *resume_dir, const char *
     tr_run_folder_end(folder, r->report.dir, &(struct tr_run_end){.err = rc, .exit_status = tr_exit_status(rc),
                                                                   .seconds = tr_now() - started,
                                                                   .steps = res->steps, .leak = leak,
+                                                                  .name = r->name, .prometheus = r->report.prometheus,
                                                                   .signal = rc == TR_EINTERRUPTED
                                                                                 ? tr_stop_requested() : 0});
     tr_weights_free(&w);

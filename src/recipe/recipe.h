@@ -130,6 +130,7 @@ struct tr_recipe {
          * become the promoted one */
         int64_t keep;      /* 0 when null: keep all */
         struct { char *metric; int mode; double min_delta; } promote;   /* metric NULL: the key metric */
+        char *prometheus;  /* the metrics textfile; NULL when null: report.dir/NAME/trainrun.prom */
     } report;
     /* per-op traces of chosen steps (report/trace.h): torch.profiler.schedule's numbers; active 0
      * is off */

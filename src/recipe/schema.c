@@ -221,6 +221,8 @@ const struct tr_key tr_keys[] = {
      0, 0, "min or max is better (auto: max for accuracies and throughput, min otherwise)"},
     {"report.promote.min_delta", TR_T_FLOAT, OFF(report.promote.min_delta), "0", 0, 1e9, NULL, 0,
      0, 0, "how much worse than the promoted run a run may be and still be promoted"},
+    {"report.prometheus", TR_T_STR, OFF(report.prometheus), "null", 0, 0, NULL, TR_NULLABLE, 0, 0,
+     "the Prometheus textfile a run's end rewrites (null: report.dir/NAME/trainrun.prom)"},
 
     /* traces (report/trace.h), torch.profiler.schedule's rule over this process's steps */
     {"profile.skip_first", TR_T_INT, OFF(profile.skip_first), "0", 0, BIG, NULL, 0, 0, 0,

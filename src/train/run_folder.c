@@ -14,8 +14,10 @@
 #include "core/atomic.h"
 #include "data/cache.h"
 #include "data/sha256.h"
+#include "report/compare.h"
 #include "report/environment.h"
 #include "report/index.h"
+#include "report/prometheus.h"
 #include "report/run_report.h"
 #include "report/tensorboard.h"
 #include "train/record.h"
@@ -438,6 +440,29 @@ void tr_run_folder_note(struct tr_run_folder *f, const char *key, json_t *value)
 
 /* ---- the end --------------------------------------------------------------------------------- */
 
+/* The Prometheus textfile from the report just rendered: end->prometheus, or trainrun.prom in
+ * the folder of the recipe's runs (the run folder's parent). A failure is a warning. */
+static void prometheus(struct tr_run_folder *f, const struct tr_run_end *end)
+{
+    struct tr_path path;
+    struct tr_diag why = {0};
+    json_t *report = tr_report_json_load(f->dir.s);
+    char *parent = tr_strdup_printf("%s", f->dir.s), *slash = strrchr(parent, '/');
+    if (slash)
+        *slash = '\0';
+    int rc = end->prometheus ? tr_path_set(&path, &why, "%s", end->prometheus)
+                             : tr_path_set(&path, &why, "%s/trainrun.prom", slash ? parent : ".");
+    if (!rc && !report)
+        rc = tr_fail(&why, TR_EIO, "%s/report.json: not written", f->dir.s);
+    if (!rc)
+        rc = tr_prometheus_write(path.s, report, end->name ? end->name : "", (double)time(NULL), &why);
+    if (rc)
+        tr_run_folder_say(f, "warning: Prometheus textfile: %s\n", tr_diag_last(&why));
+    tr_diag_free(&why);
+    json_decref(report);
+    free(parent);
+}
+
 void tr_run_folder_end(struct tr_run_folder *f, const char *report_dir, const struct tr_run_end *end)
 {
     struct tr_diag why = {0};
@@ -453,6 +478,7 @@ void tr_run_folder_end(struct tr_run_folder *f, const char *report_dir, const st
         if (tr_run_report_render(f->dir.s, &outcome, &why))
             tr_run_folder_say(f, "warning: report: %s\n", tr_diag_last(&why));
         tr_diag_free(&why);
+        prometheus(f, end);
         if (tr_runs_index_write(report_dir, &why))
             tr_run_folder_say(f, "warning: runs index: %s\n", tr_diag_last(&why));
         tr_diag_free(&why);

@@ -85,9 +85,12 @@ struct tr_run_end {
     int64_t steps;
     json_t *leak;              /* the leak check's verdict (taken), or NULL */
     int signal;                /* interrupted: the signal that stopped it (core/stop.h), else 0 */
+    const char *name;          /* the recipe's, labelling the Prometheus textfile's metrics */
+    const char *prometheus;    /* that textfile (report.prometheus), or NULL: trainrun.prom beside the
+                                * recipe's run folders */
 };
-/* run.json closed, the run's report rendered and the index of all runs in report_dir written
- * (a failure is a warning: the report is for people), and the TensorBoard session ended
+/* run.json closed, the run's report rendered, the Prometheus textfile and the index of all runs
+ * in report_dir written (a failure is a warning: the report is for people), and the TensorBoard session ended
  * (unless interrupted: the session goes on when resumed) and closed. */
 void tr_run_folder_end(struct tr_run_folder *f, const char *report_dir, const struct tr_run_end *end);
 /* A signal cut the run's notification after its end was recorded: run.json says so
