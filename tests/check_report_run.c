@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "report/prometheus.h"
 #include "report/run_report.h"
 #include "report/svg.h"
 
@@ -410,11 +411,37 @@ START_TEST(not_a_run_folder)
 }
 END_TEST
 
+/* The Prometheus textfile: label values escaped as the format says (a recipe named with a quote,
+ * a backslash and a newline), one status line per word, and a value the run did not reach left
+ * out rather than written as NaN. */
+START_TEST(prometheus_text)
+{
+    json_t *rep = json_pack("{ss si sf si s{ss sf} s{sf sn} s{sI}}", "status", "failed", "exit_code", 5,
+                            "duration_seconds", 2.5, "steps", 7, "key_metric", "name", "eval/loss", "value", 0.25,
+                            "throughput", "samples_per_s", 100.0, "tokens_per_s", "plan", "budget_bytes",
+                            (json_int_t)1024);
+    char *text = tr_prometheus_text(rep, "a\"b\\c\nd", 1e9);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_ptr_nonnull(strstr(text, "trainrun_last_run_success{recipe=\"a\\\"b\\\\c\\nd\"} 0\n"));
+    ck_assert_ptr_nonnull(strstr(text, "status=\"failed\"} 1\n"));
+    ck_assert_ptr_nonnull(strstr(text, "status=\"finished\"} 0\n"));
+    ck_assert_ptr_nonnull(strstr(text, "trainrun_last_run_exit_code{recipe=\"a\\\"b\\\\c\\nd\"} 5\n"));
+    ck_assert_ptr_nonnull(strstr(text, ",metric=\"eval/loss\"} 0.25\n"));
+    ck_assert_ptr_nonnull(strstr(text, "} 1024\n"));
+    ck_assert_ptr_null(strstr(text, "tokens_per_second{"));   /* null: left out */
+    ck_assert_ptr_null(strstr(text, "nan"));
+    ck_assert_ptr_null(strstr(text, "footprint_bytes{"));
+    free(text);
+    json_decref(rep);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("report_run");
     TCase *tc = tcase_create("run_report");
     tcase_add_test(tc, json_fields);
+    tcase_add_test(tc, prometheus_text);
     tcase_add_test(tc, markdown_checklist);
     tcase_add_test(tc, html_self_contained);
     tcase_add_test(tc, html_escapes_text);
