@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "report/monitor.h"
 #include "report/prometheus.h"
 #include "report/run_report.h"
 #include "report/svg.h"
@@ -392,6 +393,34 @@ START_TEST(leak_flagged)
 }
 END_TEST
 
+/* NVML's readings in run.json's monitor: a GPU held back by heat is a warning with its reasons in
+ * words, one that ran hot without being held back another, a cool one none. */
+START_TEST(gpu_throttling_flagged)
+{
+    char dir[64], kinds[200];
+    make_run(dir, 0);
+    put(dir, "run.json", "{\"started\": \"2026-11-29T01:00:00Z\", \"segments\": [{\"exit_code\": 0, "
+        "\"seconds\": 2}], \"exit_code\": 0, \"seconds\": 2, \"monitor\": {\"samples\": 9, \"gpus\": ["
+        "{\"peak_temperature_c\": 91, \"throttled\": true, \"throttle_reasons\": \"thermal slowdown (hardware)\"}, "
+        "{\"peak_temperature_c\": 88, \"throttled\": false, \"throttle_reasons\": \"idle\"}, "
+        "{\"peak_temperature_c\": 60, \"throttled\": false, \"throttle_reasons\": \"none\"}]}}\n", "w");
+    render(dir, NULL);
+    warning_kinds(dir, kinds, sizeof kinds);
+    ck_assert_str_eq(kinds, "gpu-throttled,gpu-hot,");
+    char *md = slurp(dir, "report.md");
+    ck_assert_ptr_nonnull(strstr(md, "GPU 0 was held back: thermal slowdown (hardware) (peak 91 °C)"));
+    ck_assert_ptr_nonnull(strstr(md, "GPU 1 reached 88 °C"));
+    free(md);
+    remove_run(dir);
+    char words[128];
+    tr_monitor_throttle_words(0x1 | 0x40, words, sizeof words);
+    ck_assert_str_eq(words, "idle, thermal slowdown (hardware)");
+    ck_assert(tr_monitor_throttled(0x40) && tr_monitor_throttled(0x4) && !tr_monitor_throttled(0x1 | 0x2));
+    tr_monitor_throttle_words(0, words, sizeof words);
+    ck_assert_str_eq(words, "none");
+}
+END_TEST
+
 START_TEST(not_a_run_folder)
 {
     char dir[64] = "/tmp/check_report_run.XXXXXX";
@@ -450,6 +479,7 @@ int main(void)
     tcase_add_test(tc, skipped_steps_and_memory_flagged);
     tcase_add_test(tc, status_read_back_or_inferred);
     tcase_add_test(tc, leak_flagged);
+    tcase_add_test(tc, gpu_throttling_flagged);
     tcase_add_test(tc, not_a_run_folder);
     suite_add_tcase(s, tc);
     return unit_run(s);

@@ -131,6 +131,7 @@ struct tr_recipe {
         int64_t keep;      /* 0 when null: keep all */
         struct { char *metric; int mode; double min_delta; } promote;   /* metric NULL: the key metric */
         char *prometheus;  /* the metrics textfile; NULL when null: report.dir/NAME/trainrun.prom */
+        double monitor_every;   /* seconds between the sampler's readings (report/monitor.h); 0: off */
     } report;
     /* per-op traces of chosen steps (report/trace.h): torch.profiler.schedule's numbers; active 0
      * is off */

@@ -221,6 +221,8 @@ const struct tr_key tr_keys[] = {
      0, 0, "min or max is better (auto: max for accuracies and throughput, min otherwise)"},
     {"report.promote.min_delta", TR_T_FLOAT, OFF(report.promote.min_delta), "0", 0, 1e9, NULL, 0,
      0, 0, "how much worse than the promoted run a run may be and still be promoted"},
+    {"report.monitor_every", TR_T_DURATION, OFF(report.monitor_every), "5s", 0, 3600, NULL, 0, 0, 0,
+     "read CPU, memory and (through NVML) GPU utilisation, power, heat and clocks this often (0: off)"},
     {"report.prometheus", TR_T_STR, OFF(report.prometheus), "null", 0, 0, NULL, TR_NULLABLE, 0, 0,
      "the Prometheus textfile a run's end rewrites (null: report.dir/NAME/trainrun.prom)"},
 

@@ -24,6 +24,7 @@
  * more than DATA_BOUND of the time on average. */
 enum { SPIKE_WINDOW = 20, SPIKE_MIN_HISTORY = 5 };
 static const double SPIKE_RATIO = 3.0, DATA_BOUND = 0.2;
+static const double GPU_HOT_C = 85;   /* most data-centre GPUs slow down from the high 80s */
 
 const char *const tr_report_time_names[TR_REPORT_TIMES] = {
     "wall", "data", "forward", "backward", "recompute", "optimizer", "evaluation", "checkpointing", "other"};
@@ -326,6 +327,17 @@ static void find_warnings(struct tr_run_report *rep)
     json_array_foreach(json_object_get(rep->plan, "warnings"), i, w)
         if (json_is_string(w))
             warn(rep, "memory", json_string_value(w));
+    json_array_foreach(json_object_get(json_object_get(rep->record, "monitor"), "gpus"), i, w) {   /* NVML's */
+        double peak = json_number_value(json_object_get(w, "peak_temperature_c"));
+        if (json_is_true(json_object_get(w, "throttled"))) {
+            snprintf(line, sizeof line, "GPU %zu was held back: %s (peak %.0f °C); its steps ran slower than it can",
+                     i, json_string_value(json_object_get(w, "throttle_reasons")) ?: "?", peak);
+            warn(rep, "gpu-throttled", line);
+        } else if (peak >= GPU_HOT_C) {
+            snprintf(line, sizeof line, "GPU %zu reached %.0f °C: check its cooling", i, peak);
+            warn(rep, "gpu-hot", line);
+        }
+    }
 }
 
 static long long plan_int(const struct tr_run_report *rep, const char *key)

@@ -338,8 +338,31 @@ static void set_real(json_t *line, const char *key, double value)
     json_object_set_new(line, key, json_real(value));
 }
 
+/* The sampler's means since the last line (report.monitor_every), as monitor/… metrics. */
+static void monitor_metrics(struct tr_monitor *m, json_t *line)
+{
+    struct tr_monitor_means s;
+    tr_monitor_take(m, &s);
+    if (!s.n)
+        return;
+    set_real(line, "monitor/cpu_utilization", s.cpu_utilization);
+    set_real(line, "monitor/process_cores", s.process_cores);
+    set_real(line, "monitor/cpu_mhz", s.cpu_mhz);
+    set_real(line, "monitor/rss", s.rss);
+    static const char *const names[5] = {"utilization", "memory_used", "power", "temperature", "sm_clock"};
+    for (int d = 0; d < s.gpus; d++) {
+        double v[5] = {s.gpu[d].utilization, s.gpu[d].memory_used, s.gpu[d].power, s.gpu[d].temperature,
+                       s.gpu[d].sm_clock};
+        for (int i = 0; i < 5; i++) {
+            char tag[48];
+            snprintf(tag, sizeof tag, "monitor/gpu%d/%s", d, names[i]);
+            set_real(line, tag, v[i]);
+        }
+    }
+}
+
 /* The periodic line: the log's words and metrics.jsonl's values (loss, throughput, padding,
- * memory, the loss scale, and where the time went). */
+ * memory, the loss scale, where the time went, and the sampler's readings). */
 static void log_line(struct loop_run *c, int64_t t, const struct step_outcome *o, const int64_t gauge[TR_NGAUGES])
 {
     int64_t total = c->l->total_steps;
@@ -369,6 +392,7 @@ static void log_line(struct loop_run *c, int64_t t, const struct step_outcome *o
         set_real(line, "train/loss_scale", c->s->scaler.scale);
         set_real(line, "train/skipped_steps", (double)c->s->scaler.skipped);
     }
+    monitor_metrics(c->l->monitor, line);
     if (t < total) {   /* the last step's time goes out with what follows it */
         tr_timer_line(&c->l->timer, line, tr_now(), tr_loader_wait_seconds(c->loader));
         c->l->timer_step = t;
@@ -596,7 +620,12 @@ int tr_loop_run(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f
     s->train.x.hook = tr_exec_profiler(&l->profile);
     tr_leak_init(&l->leak, warmup(&c));
     trace_open(&c);
+    l->monitor = tr_monitor_start(r->report.monitor_every);
     rc = run_steps(&c);
+    json_t *monitored = tr_monitor_stop(l->monitor);
+    l->monitor = NULL;
+    if (monitored)
+        tr_run_folder_note(f, "monitor", monitored);
     if (!rc && l->profile.recording && l->profile.nevents)   /* a cycle the run's end cut short */
         rc = trace_save(&c, res->steps);
     l->profile.recording = false;

@@ -9,6 +9,7 @@
 #define TR_LOOP_H
 
 #include "backend/profile.h"
+#include "report/monitor.h"
 #include "report/trace.h"
 #include "train/evaluate.h"
 #include "train/record.h"
@@ -34,6 +35,7 @@ struct tr_loop {
         int64_t first;         /* the first step of the cycle being kept */
         json_t *written;       /* run.json's "traces": each file, its steps and its ops */
     } trace;
+    struct tr_monitor *monitor;   /* report.monitor_every's sampler, NULL when off */
 };
 
 /* What the run did, for the caller's result line. */
