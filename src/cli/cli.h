@@ -8,6 +8,7 @@ int tr_cmd_run(int argc, char **argv);
 int tr_cmd_resume(int argc, char **argv);
 int tr_cmd_sample(int argc, char **argv);
 int tr_cmd_plan(int argc, char **argv);
+int tr_cmd_graph(int argc, char **argv);
 int tr_cmd_calibrate(int argc, char **argv);
 int tr_cmd_report(int argc, char **argv);
 

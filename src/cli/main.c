@@ -29,6 +29,7 @@ struct subcommand {
 static const struct subcommand subcommands[] = {
     {"check", tr_cmd_check, "validate a recipe and print it resolved, each value's origin beside it", 0},
     {"plan", tr_cmd_plan, "show how the job fits the memory budget: the candidates, their memory and time, the choice", 1},
+    {"graph", tr_cmd_graph, "draw the program the planner chooses: DOT, or SVG through Graphviz", 1},
     {"calibrate", tr_cmd_calibrate, "measure this host for the planner (GEMM rate, bandwidth, threads' memory), cached", 1},
     {"run", tr_cmd_run, "train: the default, so 'trainrun RECIPE' is 'trainrun run RECIPE'", 1},
     {"resume", tr_cmd_resume, "continue an interrupted run from its newest good checkpoint", 1},
