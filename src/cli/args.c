@@ -157,3 +157,23 @@ void tr_cli_print_diag(const struct tr_diag *diag)
         free(line);
     }
 }
+
+int tr_cli_on_recipe(struct tr_args *a, int (*fn)(const struct tr_recipe *r, const struct tr_args *a,
+                                                  struct tr_diag *diag))
+{
+    struct tr_recipe recipe;
+    struct tr_diag diag = {0};
+    int rc = tr_cli_load_recipe(a, &recipe, &diag);
+    if (rc == TR_EXIT_OK) {   /* a recipe that did not load has had its sentences printed */
+        rc = fn(&recipe, a, &diag);
+        tr_cli_print_diag(&diag);
+    }
+    tr_diag_free(&diag);
+    tr_recipe_free(&recipe);
+    tr_args_free(a);
+    if (fflush(stdout) || ferror(stdout)) {
+        perror("trainrun: writing the output");
+        return TR_EXIT_FAILURE;
+    }
+    return rc;
+}

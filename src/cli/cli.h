@@ -51,6 +51,11 @@ int tr_cli_load_recipe(const struct tr_args *a, struct tr_recipe *r, struct tr_d
 
 /* Each problem of diag on stderr, "trainrun: file:line:col: message" a line. */
 void tr_cli_print_diag(const struct tr_diag *diag);
+/* A subcommand on one recipe: loads it from the parsed arguments, runs fn, prints the diagnostics,
+ * frees the arguments, and fails (1) when standard output could not be written (what was not
+ * written was not shown). fn's exit status otherwise. */
+int tr_cli_on_recipe(struct tr_args *a, int (*fn)(const struct tr_recipe *r, const struct tr_args *a,
+                                                  struct tr_diag *diag));
 
 /* Data set definitions: $TRAINRUN_DATASETS, else ./datasets (a checkout), else the installed ones. */
 const char *tr_cli_datasets_dir(void);

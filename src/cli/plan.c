@@ -94,19 +94,5 @@ int tr_cmd_plan(int argc, char **argv)
     int rc = tr_args_start_valued(argc, argv, flags, valued, usage, &args);
     if (rc)
         return rc < 0 ? TR_EXIT_OK : rc;
-    struct tr_recipe recipe;
-    struct tr_diag diag = {0};
-    rc = tr_cli_load_recipe(&args, &recipe, &diag);
-    if (rc == TR_EXIT_OK) {
-        rc = plan_recipe(&recipe, &args, &diag);
-        tr_cli_print_diag(&diag);
-    }
-    tr_diag_free(&diag);
-    tr_recipe_free(&recipe);
-    tr_args_free(&args);
-    if (fflush(stdout) || ferror(stdout)) {   /* a plan that was not written is no plan shown */
-        perror("trainrun: writing the output");
-        return TR_EXIT_FAILURE;
-    }
-    return rc;
+    return tr_cli_on_recipe(&args, plan_recipe);
 }
