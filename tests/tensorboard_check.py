@@ -166,7 +166,25 @@ def full(run_dir, histograms_every, resolved_json):
         expect("_output_shapes" in node.attr, f"{node.name} has no _output_shapes")
     ops = {n.op for n in graph.node}
     expect({"Placeholder", "Parameter", "cross_entropy"} <= ops, f"graph ops {sorted(ops)}")
-    expect(not any(op.endswith("_bwd") for op in ops), "the graph shows backward ops")
+    # The backward is there under gradients/, the loss's scale feeds it, and the whole program is
+    # one connected graph: no node (loss/scale was one) stands alone.
+    backward = [n for n in graph.node if n.name.startswith("gradients/")]
+    expect(backward and all(n.op.endswith("_bwd") or n.op in ops for n in backward), "no backward under gradients/")
+    expect(not any(n.op.endswith("_bwd") for n in graph.node if not n.name.startswith("gradients/")),
+           "a backward op outside gradients/")
+    expect(any("loss/scale" in n.input for n in backward), "loss/scale feeds no backward node")
+    link = {n.name: n.name for n in graph.node}
+    def root(x):
+        while link[x] != x:
+            link[x] = link[link[x]]
+            x = link[x]
+        return x
+    for node in graph.node:
+        for src in node.input:
+            link[root(src.split(":")[0])] = root(node.name)
+    parts = {root(n) for n in link}
+    expect(len(parts) == 1, f"the graph falls into {len(parts)} parts, e.g. "
+           f"{sorted(n for n in link if root(n) != root(graph.node[0].name))[:3]}")
     print(f"{run_dir}: {sum(len(v) for v in got.values())} scalars under {len(got)} tags, "
           f"{len(text)} texts, {len(hp)} hparams records, {len(hist)} histogram tags, {len(graph.node)} graph nodes")
 

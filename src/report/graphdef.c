@@ -16,6 +16,12 @@
 
 #include "core/error.h"
 
+/* Where each phase's nodes nest: the backward under "gradients/" as TensorFlow's own graphs put
+ * it, recomputation (checkpointing's second forward) and the optimizer beside it. */
+static const char *const phase_scope[] = {
+    [TR_FORWARD] = "", [TR_BACKWARD] = "gradients/", [TR_RECOMPUTE] = "recompute/", [TR_OPTIMIZER] = "optimizer/",
+};
+
 enum { GRAPH_NODE = 1, GRAPH_VERSIONS = 4, VERSION_PRODUCER = 1, NODE_NAME = 1, NODE_OP = 2,
        NODE_INPUT = 3, NODE_DEVICE = 4, NODE_ATTR = 5, MAP_KEY = 1, MAP_VALUE = 2, ATTR_LIST = 1,
        ATTR_S = 2, LIST_SHAPE = 7, SHAPE_DIM = 2, DIM_SIZE = 1 };
@@ -72,13 +78,82 @@ static void node_def(struct tr_pb *graph, const char *name, const char *op, char
     tr_pb_take(graph, GRAPH_NODE, &node);
 }
 
+/* The scope of parameter v: its name's without the last part ("encoder/layer/0/attention/query"). */
+static void param_scope(const struct tr_value *param, char out[128])
+{
+    scoped(param->name, out, 128);
+    char *last = strrchr(out, '/');
+    *(last ? last : out) = '\0';
+}
+
+/* The scope of node n: that of the parameter whose gradient it writes, else of its first
+ * parameter input, else of the first input a forward or recomputed node made (a backward node
+ * sits where the forward node it differentiates sits), else of its first input's producer.
+ * param_of[v]: the parameter whose gradient value v is, or −1. */
+static void node_scope(const struct tr_graph *g, int n, const int *param_of, char (*scope)[128])
+{
+    const struct tr_node *node = &g->nodes[n];
+    for (int o = 0; o < node->nout; o++)
+        if (param_of[node->out[o]] >= 0) {
+            param_scope(&g->values[param_of[node->out[o]]], scope[n]);
+            return;
+        }
+    int from = -1;
+    for (int i = 0; i < node->nin; i++) {
+        const struct tr_value *val = &g->values[node->in[i]];
+        if (val->kind == TR_PARAM) {
+            param_scope(val, scope[n]);
+            return;
+        }
+        int p = val->producer;
+        if (p >= 0 && from < 0 && g->nodes[p].phase != TR_BACKWARD)
+            from = p;
+    }
+    if (from < 0 && node->nin)
+        from = g->values[node->in[0]].producer;
+    if (from >= 0 && from != n)
+        memcpy(scope[n], scope[from], sizeof scope[n]);
+}
+
+/* NodeDef of node n, named "[phase/]scope/op_n"; names its outputs in source. A node that adds
+ * into its output (a gradient summed over its uses) reads the earlier writer's value too, so the
+ * sum's every term is an edge. */
+static void op_def(struct tr_pb *out, const struct tr_graph *g, int n, const int *param_of, char (*source)[176],
+                   char (*scope)[128], int64_t B, int64_t S)
+{
+    const struct tr_node *node = &g->nodes[n];
+    char inputs[TR_MAX_IN + TR_MAX_OUT][176];
+    int nin = 0;
+    for (int i = 0; i < node->nin; i++)
+        if (source[node->in[i]][0])
+            snprintf(inputs[nin++], sizeof inputs[0], "%s", source[node->in[i]]);
+    for (int o = 0; node->accumulate && o < node->nout; o++)
+        if (source[node->out[o]][0])
+            snprintf(inputs[nin++], sizeof inputs[0], "%s", source[node->out[o]]);
+    node_scope(g, n, param_of, scope);
+    char name[176];
+    snprintf(name, sizeof name, "%s%s%s%s_%d", phase_scope[node->phase], scope[n], scope[n][0] ? "/" : "",
+             tr_op_name(node->op), n);
+    node_def(out, name, tr_op_name(node->op), inputs, nin, g, node->out, node->nout, B, S);
+    for (int o = 0; o < node->nout; o++)
+        if (o)
+            snprintf(source[node->out[o]], sizeof source[0], "%.170s:%d", name, o);
+        else
+            snprintf(source[node->out[o]], sizeof source[0], "%s", name);
+}
+
 void tr_graphdef_build(const struct tr_graph *g, int64_t B, int64_t S, struct tr_pb *out)
 {
     *out = (struct tr_pb){0};
-    /* Each value's name as an edge source ("node" or "node:1"); a node's scope comes from its
-     * first parameter, else from the node that produced its first input. */
+    /* Each value's name as an edge source ("node" or "node:1"); each node's scope (node_scope). */
     char (*source)[176] = tr_xcalloc((size_t)g->nvalues, sizeof *source);
     char (*scope)[128] = tr_xcalloc((size_t)g->nnodes + 1, sizeof *scope);
+    int *param_of = tr_xcalloc((size_t)g->nvalues, sizeof *param_of);
+    for (int v = 0; v < g->nvalues; v++)
+        param_of[v] = -1;
+    for (int v = 0; v < g->nvalues; v++)
+        if (g->values[v].kind == TR_PARAM && g->values[v].grad >= 0)
+            param_of[g->values[v].grad] = v;
     for (int v = 0; v < g->nvalues; v++) {
         const struct tr_value *val = &g->values[v];
         if (val->kind != TR_PARAM && val->kind != TR_STATE && val->kind != TR_INPUT)
@@ -90,38 +165,17 @@ void tr_graphdef_build(const struct tr_graph *g, int64_t B, int64_t S, struct tr
         const char *op = val->kind == TR_INPUT ? "Placeholder" : val->kind == TR_PARAM ? "Parameter" : "State";
         node_def(out, source[v], op, NULL, 0, g, &v, 1, B, S);
     }
-    for (int n = 0; n < g->nnodes; n++) {
-        const struct tr_node *node = &g->nodes[n];
-        if (node->phase != TR_FORWARD)
-            continue;
-        char inputs[TR_MAX_IN][176];
-        int nin = 0;
-        for (int i = 0; i < node->nin; i++) {
-            int v = node->in[i];
-            if (!source[v][0])
-                continue;
-            snprintf(inputs[nin++], sizeof inputs[0], "%s", source[v]);
-            const struct tr_value *val = &g->values[v];
-            if (!scope[n][0] && val->kind == TR_PARAM) {
-                scoped(val->name, scope[n], sizeof scope[n]);
-                char *last = strrchr(scope[n], '/');
-                *(last ? last : scope[n]) = '\0';
-            }
-        }
-        if (!scope[n][0] && node->nin && g->values[node->in[0]].producer >= 0)
-            snprintf(scope[n], sizeof scope[n], "%s", scope[g->values[node->in[0]].producer]);
-        char name[160];
-        snprintf(name, sizeof name, "%s%s%s_%d", scope[n], scope[n][0] ? "/" : "", tr_op_name(node->op), n);
-        node_def(out, name, tr_op_name(node->op), inputs, nin, g, node->out, node->nout, B, S);
-        for (int o = 0; o < node->nout; o++)
-            if (o)
-                snprintf(source[node->out[o]], sizeof source[0], "%s:%d", name, o);
-            else
-                snprintf(source[node->out[o]], sizeof source[0], "%s", name);
-    }
+    /* phase by phase, so that what a node reads is named before it: a recomputed value before the
+     * backward that reads it, whatever the order the nodes were added in */
+    static const enum tr_phase order[] = {TR_FORWARD, TR_RECOMPUTE, TR_BACKWARD, TR_OPTIMIZER};
+    for (int p = 0; p < 4; p++)
+        for (int n = 0; n < g->nnodes; n++)
+            if (g->nodes[n].phase == order[p])
+                op_def(out, g, n, param_of, source, scope, B, S);
     struct tr_pb versions = {0};
     tr_pb_uint(&versions, VERSION_PRODUCER, 22);
     tr_pb_take(out, GRAPH_VERSIONS, &versions);
     free(source);
     free(scope);
+    free(param_of);
 }
