@@ -1,8 +1,8 @@
 #!/bin/sh
 # The HTML reports as a person opens them, in headless Chromium: after a few short runs, the
-# newest report.html shows its title, plots, tables and warnings, loads nothing from the
-# network and fits a phone's width; the runs' index.html has a table of runs per recipe and a
-# trend per recipe run twice or more. Desktop and phone screenshots are kept, in $SCREENSHOTS
+# newest report.html shows its title, plots, tables, warnings and the program drawn (graph.svg
+# inline, or linked when over 500 kB), loads nothing from the network and fits a phone's width;
+# the runs' index.html has a table of runs per recipe and a trend per recipe run twice or more. Desktop and phone screenshots are kept, in $SCREENSHOTS
 # or else tests/screenshots/ under the build folder, for a person to look at. Skipped (77)
 # where chromium is not installed; scripts/setup installs it, so CI runs it.
 . "$srcdir/tests/lib.sh"
@@ -136,6 +136,23 @@ expect_in "$out" "<td>AMP</td><td>off (fp32)</td>" "the Plan table's rows"
 expect_in "$out" "<h2>Warnings</h2> <p class=\"none\">No warnings.</p>" "the Warnings section"
 expect_not_in "$out" "<script" "report.html runs no script"
 self_contained "$out" "$(dirname "$report")" "report.html"
+
+# ---- the program drawn (graph.svg, by Graphviz) in the page, or linked when too big ------------
+expect_in "$out" "<h2>Program</h2>" "the Program section"
+expect_in "$out" '<div class="graph"><svg ' "graph.svg inline"
+expect_in "$out" '<g id="graph0" class="graph"' "Graphviz's drawing"
+expect_in "$out" "matmul" "the program's ops in the drawing"
+checks=$((checks + 1))
+[ "$(wc -c <"$(dirname "$report")/graph.svg")" -lt 500000 ] || fail "graph.svg is 500 kB or more"
+big=$scratch/big-graph
+cp -R "$(dirname "$report")" "$big"
+{ cat "$big/graph.svg"; head -c 600000 /dev/zero | tr '\0' x | sed 's/^/<!-- /; s/$/ -->/'; } >"$big/padded.svg"
+mv "$big/padded.svg" "$big/graph.svg"
+run "$TRAINRUN" report "$big"
+expect_rc 0 "trainrun report on a run with a 600 kB graph.svg"
+dom "$big/report.html"
+expect_in "$out" '<a href="graph.svg">graph.svg</a>' "a big graph.svg linked"
+expect_not_in "$out" '<div class="graph">' "a big graph.svg not inline"
 
 # ---- how it looks: desktop and phone -----------------------------------------------------------
 screenshot report-desktop "$report" 1280

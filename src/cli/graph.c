@@ -9,10 +9,11 @@
 
 #include "cli/cli.h"
 #include "cli/exit.h"
-#include "core/atomic.h"
 #include "data/dataset.h"
 #include "plan/plan.h"
 #include "report/graph_dot.h"
+
+enum { FULL_WARN = 500 };      /* --full on more nodes: dot takes minutes (BERT-base, 1,157: over one), say so */
 
 static const char usage[] =
     "usage: trainrun graph RECIPE [key=value | ~key ...] [--format dot|svg] [--full] [--output FILE]\n";
@@ -45,15 +46,8 @@ static int chosen_program(const struct tr_recipe *r, struct tr_data *data, bool 
 /* The DOT text of b into path. */
 static int write_dot(const char *path, const struct tr_built *b, const char *title, bool full, struct tr_diag *d)
 {
-    struct tr_atomic a;
-    if (tr_atomic_open(&a, path, d))
-        return TR_EIO;
     const struct tr_memplan *mp = &b->p.plans[b->p.nbuckets - 1];   /* the largest bucket's */
-    if (tr_graph_dot(a.f, &b->g, b->p.schedule, b->p.n, mp, full, title)) {
-        tr_atomic_abort(&a);
-        return tr_fail(d, TR_EIO, "%s: write error", path);
-    }
-    return tr_atomic_commit(&a, d) ? TR_EIO : 0;
+    return tr_graph_dot_file(path, &b->g, b->p.schedule, b->p.n, mp, full, title, d);
 }
 
 static int draw(const struct tr_recipe *r, const struct tr_args *a, struct tr_diag *diag)
@@ -79,10 +73,14 @@ static int draw(const struct tr_recipe *r, const struct tr_args *a, struct tr_di
             rc = (tr_diag_add(diag, (struct tr_where){0}, "cannot make a scratch folder in /tmp"), TR_EXIT_FAILURE);
     } else if (!rc && output)
         rc = tr_path_set(&dot, diag, "%s", output) ? TR_EXIT_USAGE : 0;
-    if (!rc && *dot.s && write_dot(dot.s, &b, title, tr_args_has(a, "--full"), diag))
+    bool full = tr_args_has(a, "--full");
+    if (!rc && full && b.p.n > FULL_WARN)
+        fprintf(stderr, "trainrun graph: --full draws all %d nodes: Graphviz's dot can take minutes on so many "
+                        "(without --full, one block is drawn in full and the others as a box each)\n", b.p.n);
+    if (!rc && *dot.s && write_dot(dot.s, &b, title, full, diag))
         rc = TR_EXIT_FAILURE;
     else if (!rc && !*dot.s && tr_graph_dot(stdout, &b.g, b.p.schedule, b.p.n, &b.p.plans[b.p.nbuckets - 1],
-                                            tr_args_has(a, "--full"), title))
+                                            full, title))
         rc = TR_EXIT_FAILURE;
     if (!rc && svg && tr_graph_svg(dot.s, output, diag))
         rc = TR_EXIT_FAILURE;

@@ -72,6 +72,7 @@ static int start_run_folder(struct tr_run_folder *f, struct tr_session *s, struc
     free(plan);
     if (rc)
         return rc;
+    tr_run_folder_draw(f, &s->train.b, r->name);   /* graph.svg, for report.html */
     rc = tr_run_folder_begin_record(f, r, *start, w->warm_start, d);
     w->warm_start = NULL;   /* the record took it */
     if (!rc)

@@ -6,8 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "core/alloc.h"
+#include "core/atomic.h"
 #include "core/error.h"
 #include "graph/ops.h"
 
@@ -163,18 +165,39 @@ int tr_graph_dot(FILE *out, const struct tr_graph *g, const int *schedule, int n
 
 extern char **environ;
 
+int tr_graph_dot_file(const char *path, const struct tr_graph *g, const int *schedule, int n,
+                      const struct tr_memplan *mp, bool full, const char *title, struct tr_diag *d)
+{
+    struct tr_atomic a;
+    if (tr_atomic_open(&a, path, d))
+        return TR_EIO;
+    if (tr_graph_dot(a.f, g, schedule, n, mp, full, title)) {
+        tr_atomic_abort(&a);
+        return tr_fail(d, TR_EIO, "%s: write error", path);
+    }
+    return tr_atomic_commit(&a, d) ? TR_EIO : 0;
+}
+
 int tr_graph_svg(const char *dot_path, const char *svg_path, struct tr_diag *d)
 {
-    char *argv[] = {"dot", "-Tsvg", (char *)dot_path, svg_path ? "-o" : NULL, (char *)svg_path, NULL};
+    char *partial = svg_path ? tr_strdup_printf("%s.partial", svg_path) : NULL;
+    char *argv[] = {"dot", "-Tsvg", (char *)dot_path, partial ? "-o" : NULL, partial, NULL};
     pid_t pid;
-    int err = posix_spawnp(&pid, "dot", NULL, NULL, argv, environ), status = 0;
+    int err = posix_spawnp(&pid, "dot", NULL, NULL, argv, environ), status = 0, rc = 0;
     if (err == ENOENT)
-        return tr_fail(d, TR_EIO, "Graphviz's dot is not on PATH (Debian: apt-get install graphviz)");
-    if (err)
-        return tr_fail(d, TR_EIO, "dot: %s", strerror(err));
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
-    if (!WIFEXITED(status) || WEXITSTATUS(status))
-        return tr_fail(d, TR_EIO, "dot -Tsvg %s failed (status %d)", dot_path, status);
-    return 0;
+        rc = tr_fail(d, TR_EIO, "Graphviz's dot is not on PATH (Debian: apt-get install graphviz)");
+    else if (err)
+        rc = tr_fail(d, TR_EIO, "dot: %s", strerror(err));
+    else {
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+            ;
+        if (!WIFEXITED(status) || WEXITSTATUS(status))
+            rc = tr_fail(d, TR_EIO, "dot -Tsvg %s failed (status %d)", dot_path, status);
+        else if (partial && rename(partial, svg_path))
+            rc = tr_fail(d, TR_EIO, "cannot rename %s to %s: %s", partial, svg_path, strerror(errno));
+    }
+    if (rc && partial)
+        unlink(partial);
+    free(partial);
+    return rc;
 }

@@ -18,8 +18,14 @@
 int tr_graph_dot(FILE *out, const struct tr_graph *g, const int *schedule, int n, const struct tr_memplan *mp,
                  bool full, const char *title);
 
-/* Graphviz's dot renders the DOT file dot_path as SVG into svg_path (NULL: standard output).
- * 0, or TR_EIO with a sentence in d: no `dot` on PATH (Debian's graphviz), or it failed. */
+/* tr_graph_dot into the file path, written whole or not at all (core/atomic.h). 0, or TR_EIO
+ * with a sentence in d. */
+int tr_graph_dot_file(const char *path, const struct tr_graph *g, const int *schedule, int n,
+                      const struct tr_memplan *mp, bool full, const char *title, struct tr_diag *d);
+
+/* Graphviz's dot renders the DOT file dot_path as SVG into svg_path (NULL: standard output),
+ * through svg_path.partial renamed over it when whole. 0, or TR_EIO with a sentence in d: no
+ * `dot` on PATH (Debian's graphviz), or it failed. */
 int tr_graph_svg(const char *dot_path, const char *svg_path, struct tr_diag *d);
 
 #endif

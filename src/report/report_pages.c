@@ -16,6 +16,7 @@
 
 #include "core/alloc.h"
 #include "core/atomic.h"
+#include "core/input.h"
 #include "report/compare.h"
 #include "report/svg.h"
 
@@ -509,6 +510,10 @@ json_t *tr_run_report_json(const struct tr_run_report *rep)
     json_object_set_new(j, "promotion", promotion ? json_incref(promotion) : json_null());
     const json_t *trace = last_trace(rep);
     json_object_set_new(j, "profile", trace ? json_incref((json_t *)trace) : json_null());
+    json_object_set_new(j, "graph", rep->graph_bytes >= 0
+                                        ? json_pack("{sssIsb}", "svg", "graph.svg", "bytes", (json_int_t)rep->graph_bytes,
+                                                    "inline", rep->graph_bytes <= TR_REPORT_GRAPH_INLINE)
+                                        : json_null());
     json_object_set_new(j, "memory_timeline", timeline(rep) ? json_incref((json_t *)timeline(rep)) : json_null());
     json_object_set_new(j, "environment", env ? json_incref(env) : json_null());
     json_object_set(j, "warnings", rep->warnings);
@@ -588,6 +593,9 @@ static int write_md(FILE *out, const struct pages *pg)
         fputs("The largest tensors live at the peak:\n\n", out);
         md_table(out, pg->largest);
     }
+    if (rep->graph_bytes >= 0)
+        fputs("## Program\n\nThe program the planner chose, drawn by Graphviz: [graph.svg](graph.svg) "
+              "(its source: graph.dot; `trainrun graph --full` draws every block).\n\n", out);
     if (pg->environment) {
         fputs("## Environment\n\n", out);
         md_table(out, pg->environment);
@@ -604,7 +612,7 @@ static const char css[] =
     "svg{width:100%;max-width:40em;height:auto;margin:.5em 0}.environment td,.compare td,.plan td{overflow-wrap:anywhere}"
     ".finished{color:#1a7f37}.failed,.unknown,.interrupted,.killed,.regression{color:#b3261e}.running,.time-limit{color:#8a4b00}"
     ".warnings li{color:#8a4b00}.regressions li{color:#b3261e;font-weight:bold}.none{color:#555}"
-    "pre{overflow-x:auto}.plots{display:grid;grid-template-columns:repeat(auto-fit,minmax(20em,1fr));gap:0 1em}"
+    ".graph svg{width:auto;max-width:100%;height:auto}pre{overflow-x:auto}.plots{display:grid;grid-template-columns:repeat(auto-fit,minmax(20em,1fr));gap:0 1em}"
     "@media (max-width:40em){body{padding:0 .4em}table{font-size:.85em}th,td{padding:.2em .3em}}";
 
 /* One plot of up to three series; scale multiplies the values (bytes to MiB). */
@@ -687,6 +695,28 @@ static void html_time(FILE *out, const struct tr_run_report *rep)
     tr_svg_shares(out, "Where the time went", labels, parts, TR_REPORT_TIMES - 1);
 }
 
+/* graph.svg in the page, from its <svg> element on (Graphviz's XML prologue and DOCTYPE are not
+ * HTML's), when it is small enough; else a link to it. */
+static void html_graph(FILE *out, const struct tr_run_report *rep)
+{
+    fputs("<h2>Program</h2>\n<p>The program the planner chose, drawn by Graphviz (<a href=\"graph.svg\">graph.svg</a>, "
+          "its source <a href=\"graph.dot\">graph.dot</a>): blue forward, orange backward, yellow dashed "
+          "recomputed; one block in full, the others a box each.</p>\n", out);
+    if (rep->graph_bytes > TR_REPORT_GRAPH_INLINE)
+        return;
+    struct tr_path path;
+    tr_path_set(&path, NULL, "%s/graph.svg", rep->dir.s);
+    FILE *svg = tr_fopen_regular(path.s, NULL);
+    char *text = svg ? calloc(1, (size_t)TR_REPORT_GRAPH_INLINE + 1) : NULL;
+    size_t n = text ? fread(text, 1, TR_REPORT_GRAPH_INLINE, svg) : 0;
+    const char *start = n ? strstr(text, "<svg") : NULL;
+    if (start)
+        fprintf(out, "<div class=\"graph\">%s</div>\n", start);
+    free(text);
+    if (svg)
+        fclose(svg);
+}
+
 static int write_html(FILE *out, const struct pages *pg)
 {
     const struct tr_run_report *rep = pg->rep;
@@ -747,6 +777,8 @@ static int write_html(FILE *out, const struct pages *pg)
         fputs("<p>The largest tensors live at the peak:</p>\n", out);
         html_table(out, pg->largest, "largest");
     }
+    if (rep->graph_bytes >= 0)
+        html_graph(out, rep);
     if (pg->environment) {
         fputs("<h2>Environment</h2>\n", out);
         html_table(out, pg->environment, "environment");

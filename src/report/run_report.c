@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -626,7 +627,7 @@ static void read_classes(struct tr_run_report *rep, FILE *f)
 int tr_run_report_load(const char *dir, const struct tr_run_outcome *outcome, struct tr_run_report *rep,
                        struct tr_diag *d)
 {
-    *rep = (struct tr_run_report){.exit_code = -1, .seconds = NAN, .warnings = json_array()};
+    *rep = (struct tr_run_report){.exit_code = -1, .seconds = NAN, .warnings = json_array(), .graph_bytes = -1};
     struct tr_path path;
     if (tr_path_set(&rep->dir, d, "%s", dir) || tr_path_set(&path, d, "%s/metrics.jsonl", dir))
         return TR_EINVAL;
@@ -677,6 +678,9 @@ int tr_run_report_load(const char *dir, const struct tr_run_outcome *outcome, st
         rep->exit_code = outcome->exit_code, rep->seconds = outcome->seconds;
     } else
         read_outcome(rep, finished);
+    struct stat st;
+    tr_path_set(&path, NULL, "%s/graph.svg", dir);
+    rep->graph_bytes = stat(path.s, &st) == 0 && S_ISREG(st.st_mode) ? (long long)st.st_size : -1;
     sum_times(rep);
     find_warnings(rep);
     amp_and_loader_rows(rep);

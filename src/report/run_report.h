@@ -34,6 +34,7 @@ enum { TR_REPORT_TIMES = 9 };   /* wall, then data … checkpointing, then other
 extern const char *const tr_report_time_names[TR_REPORT_TIMES];
 
 #define TR_REPORT_PROFILE_OPS 10   /* the ops the report's profile lists */
+#define TR_REPORT_GRAPH_INLINE 500000   /* report.html holds graph.svg up to this many bytes; links it above */
 
 struct tr_run_report {
     struct tr_path dir;
@@ -55,6 +56,7 @@ struct tr_run_report {
     struct tr_check_row rows[10];
     int nrows;
     json_t *warnings;            /* [{"kind", "message"}] */
+    long long graph_bytes;       /* graph.svg's size (the program drawn); −1 when the folder has none */
 };
 
 /* Reads the run folder dir; outcome NULL: the status, exit code and duration come from an

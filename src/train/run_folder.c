@@ -16,6 +16,7 @@
 #include "data/sha256.h"
 #include "report/compare.h"
 #include "report/environment.h"
+#include "report/graph_dot.h"
 #include "report/index.h"
 #include "report/prometheus.h"
 #include "report/run_report.h"
@@ -399,6 +400,19 @@ int tr_run_folder_write_plan(struct tr_run_folder *f, json_t *plan, json_t *warn
     }
     json_decref(plan);
     return rc;
+}
+
+void tr_run_folder_draw(struct tr_run_folder *f, const struct tr_built *b, const char *name)
+{
+    struct tr_path dot, svg;
+    struct tr_diag why = {0};
+    char title[256];
+    snprintf(title, sizeof title, "%s: the chosen program, %d nodes", name, b->p.n);
+    if (tr_path_set(&dot, &why, "%s/graph.dot", f->dir.s) || tr_path_set(&svg, &why, "%s/graph.svg", f->dir.s) ||
+        tr_graph_dot_file(dot.s, &b->g, b->p.schedule, b->p.n, &b->p.plans[b->p.nbuckets - 1], false, title, &why) ||
+        tr_graph_svg(dot.s, svg.s, &why))
+        tr_run_folder_say(f, "warning: the graph is not drawn: %s\n", tr_diag_last(&why));
+    tr_diag_free(&why);
 }
 
 int tr_run_folder_open_events(struct tr_run_folder *f, const struct tr_recipe *r, int64_t start,

@@ -60,6 +60,10 @@ int tr_run_folder_check_recipe(const char *run_dir, const struct tr_recipe *r, s
 /* Writes plan (taken) with its "warnings" (taken: each said and sent to TensorBoard at step). */
 int tr_run_folder_write_plan(struct tr_run_folder *f, json_t *plan, json_t *warnings, int64_t step,
                              struct tr_diag *d);
+/* The program b drawn (report/graph_dot.h) as graph.dot and, through Graphviz, graph.svg, which
+ * report.html shows: one block in full, the others as a box each. For people, so a failure (no
+ * dot on PATH) is a warning in the log, and the run goes on. */
+void tr_run_folder_draw(struct tr_run_folder *f, const struct tr_built *b, const char *name);
 /* report.tensorboard: a new event file. A fresh run (start 0) opens with the recipe, the plan
  * (plan_markdown), its HParams session and the graph g; a resumed one with SessionLog START at
  * the first step it logs again, so TensorBoard drops what the interrupted session logged after
