@@ -82,11 +82,11 @@ START_TEST(written_as_pytorch_does)
     struct tr_trace_info info = {.g = &g, .rank = 3, .world_size = 4, .backend = "mpi", .name = "a \"b\"",
                                  .pid = 77, .tid = 78, .origin = 100.0, .origin_ns = 5000000000};
     struct tr_exec_event ev[] = {
-        {100.000200, 0.000030, NULL, 1, 4, 1, 0, 1024},            /* relu */
-        {100.000010, 0.000300, "ProfilerStep#", TR_EVENT_SPAN, 0, 0, 9, 0},
-        {100.000100, 0.000100, NULL, 0, 4, 1, 0, 1024},            /* matmul */
-        {100.000010, 0.000050, "data wait", TR_EVENT_SPAN, 0, 0, 9, 0},
-        {100.000400, 0, "resident set bytes", TR_EVENT_COUNTER, 0, 0, 0, 123456},
+        {100.000200, 0.000030, 0, NULL, 1, 4, 1, 0, 1024},            /* relu */
+        {100.000010, 0.000300, 0, "ProfilerStep#", TR_EVENT_SPAN, 0, 0, 9, 0},
+        {100.000100, 0.000100, 0, NULL, 0, 4, 1, 0, 1024},            /* matmul */
+        {100.000010, 0.000050, 0, "data wait", TR_EVENT_SPAN, 0, 0, 9, 0},
+        {100.000400, 0, 0, "resident set bytes", TR_EVENT_COUNTER, 0, 0, 0, 123456},
     };
     char *dir = unit_mkdtemp(), *traces = tr_strdup_printf("%s/traces", dir), name[256];
     struct tr_path written;
@@ -153,6 +153,63 @@ START_TEST(written_as_pytorch_does)
 }
 END_TEST
 
+/* A node that ran on a device: its cpu_op (the launch and the wait, on the host) and its kernel
+ * (the device's own time, pid the device, tid its stream) with the same correlation, the kernel
+ * ending where the host saw it end; a CPU node has none, and a trace without any names no GPU. */
+START_TEST(device_kernels)
+{
+    struct tr_graph g;
+    tr_graph_init(&g);
+    int x = tr_input(&g, "x", TR_F32, 2, (struct tr_dim[]){tr_dim_B(1), tr_dim_const(8)});
+    tr_relu(&g, x);
+    ck_assert_int_eq(g.error, 0);
+    struct tr_trace_info info = {.g = &g, .rank = 3, .world_size = 4, .pid = 77, .tid = 78, .device = 2, .origin = 100.0};
+    struct tr_exec_event ev[] = {
+        {100.000100, 0.000050, 0.000020, NULL, 0, 4, 1, 0, 0},   /* 50 µs on the host, 20 on the device */
+        {100.000200, 0.000010, 0.000030, NULL, 0, 4, 1, 0, 0},   /* the device's longer: clamped to the host's */
+    };
+    for (int gpu = 1; gpu >= 0; gpu--) {
+        char *dir = unit_mkdtemp(), name[256];
+        struct tr_path written;
+        struct tr_diag err = {0};
+        if (!gpu)
+            ev[0].device_seconds = ev[1].device_seconds = 0;
+        ck_assert_int_eq(tr_trace_write(dir, &info, ev, 2, &written, &err), 0);
+        json_t *j = only_trace(dir, name, sizeof name), *e, *launch[2] = {0};
+        size_t i;
+        int kernels = 0, gpu_names = 0;
+        json_array_foreach(json_object_get(j, "traceEvents"), i, e) {
+            const char *cat = json_string_value(json_object_get(e, "cat")), *ph = json_string_value(json_object_get(e, "ph"));
+            json_t *args = json_object_get(e, "args");
+            if (!strcmp(ph, "M"))
+                gpu_names += json_integer_value(json_object_get(e, "pid")) == 2;
+            if (cat && !strcmp(cat, "cpu_op"))
+                launch[kernels] = e;
+            if (!cat || strcmp(cat, "kernel"))
+                continue;
+            ck_assert_int_eq(json_integer_value(json_object_get(e, "pid")), 2);
+            ck_assert_int_eq(json_integer_value(json_object_get(e, "tid")), 1);
+            ck_assert_int_eq(json_integer_value(json_object_get(args, "device")), 2);
+            json_t *host = launch[kernels];
+            ck_assert_ptr_nonnull(host);
+            ck_assert_int_eq(json_integer_value(json_object_get(args, "correlation")),
+                             json_integer_value(json_object_get(json_object_get(host, "args"), "External id")));
+            double ts = json_real_value(json_object_get(e, "ts")), dur = json_real_value(json_object_get(e, "dur"));
+            double host_end = json_real_value(json_object_get(host, "ts")) + json_real_value(json_object_get(host, "dur"));
+            ck_assert_double_eq_tol(dur, kernels ? 10.0 : 20.0, 1e-6);
+            ck_assert_double_eq_tol(ts + dur, host_end, 1e-6);
+            kernels++;
+        }
+        ck_assert_int_eq(kernels, gpu ? 2 : 0);
+        ck_assert_int_eq(gpu_names, gpu ? 3 : 0);   /* process name and labels, the stream's name */
+        json_decref(j);
+        unit_rmtree(dir);
+        free(dir);
+    }
+    tr_graph_free(&g);
+}
+END_TEST
+
 /* A folder that cannot be made: TR_EIO and a sentence naming it. */
 START_TEST(unwritable_folder)
 {
@@ -178,6 +235,7 @@ int main(void)
     TCase *tc = tcase_create("trace");
     tcase_add_test(tc, schedule_rule);
     tcase_add_test(tc, written_as_pytorch_does);
+    tcase_add_test(tc, device_kernels);
     tcase_add_test(tc, unwritable_folder);
     suite_add_tcase(s, tc);
     return unit_run(s);

@@ -34,9 +34,9 @@ device=${GPU_TRAIN_DEVICE:-cuda}
 models=${GPU_TRAIN_MODELS:-mlp gpt bert}
 steps=${GPU_TRAIN_STEPS:-20}
 case $device in
-  cpu-fenced) backend=cpu-fenced on=cpu ;;
+  cpu-fenced) backend=cpu-fenced on=cpu kernels= ;;
   cuda | cuda:[0-9]*)
-    backend='' on=$device
+    backend='' on=$device kernels=--kernels
     version=$("$TRAINRUN" --version) || { echo "trainrun --version failed"; exit 1; }
     reason=$(gpu_skip_reason "$version") && { echo "SKIP: $reason"; exit 77; } ;;
   *) echo "GPU_TRAIN_DEVICE: expected cuda, cuda:N or cpu-fenced, got '$device'"; exit 99 ;;
@@ -144,4 +144,17 @@ for model in $models; do
   train "$model-bf16" "$backend" "$on" bf16 "$@"
   [ "$failures" = "$before" ] && compare "$model" "$cpu_dir" "$dev_dir" "$dir"
 done
+
+# A traced run on the device: each node's kernels as "kernel" events on the device's clock beside
+# the host's cpu_op, which Holistic Trace Analysis reads, its GPU analyses included.
+python=${TRAINRUN_TEST_PYTHON:-$srcdir/.venv/bin/python}
+if "$python" -c 'import hta' 2>/dev/null; then
+  run env TRAINRUN_BACKEND="$backend" "$TRAINRUN" "$srcdir/recipes/mlp.yaml" device="$on" train.steps=8 \
+    train.eval_every=0 profile.active=3 report.dir="$scratch/traced" --quiet
+  expect_rc 0 "a traced run on $on"
+  checks=$((checks + 1))
+  "$python" "$srcdir/tests/trace_check.py" "$scratch/traced/mlp/latest" $kernels || fail "HTA on the device's trace"
+else
+  echo "note: no HolisticTraceAnalysis here: the device's trace not read"
+fi
 finish

@@ -1,9 +1,13 @@
-"""Holistic Trace Analysis reads a run's traces (tests/trace.sh): RUN_FOLDER
+"""Holistic Trace Analysis reads a run's traces (tests/trace.sh): RUN_FOLDER [--kernels]
 
 What HTA parses agrees with what the run recorded of them in run.json's "traces": the ranks,
 one thread, every op's number of runs, and their summed time within HTA's rounding (it rounds
 each event's start up and its end down to whole microseconds: up to 2 µs an event) and 1 %. Exit 0,
-or 1 with the disagreements listed."""
+or 1 with the disagreements listed.
+
+--kernels (a run on a GPU, tests/gpu_train.sh): each op's cpu_op has its "kernel" event, the
+device's time of its kernels, no longer than the host's, and HTA's GPU analyses (the kernel
+breakdown, the temporal breakdown) run on them."""
 import collections
 import json
 import logging
@@ -14,6 +18,7 @@ logging.disable(logging.WARNING)   # HTA's notes on ijson and its GPU analyses
 from hta.trace_analysis import TraceAnalysis  # noqa: E402
 
 run = sys.argv[1]
+kernels = "--kernels" in sys.argv[2:]
 record = json.load(open(os.path.join(run, "run.json")))["traces"]
 analysis = TraceAnalysis(trace_dir=os.path.join(run, "traces"), include_last_profiler_step=True)
 problems = []
@@ -24,8 +29,23 @@ df = analysis.t.get_trace(0)
 names = analysis.t.symbol_table.get_sym_table()
 df = df.assign(op=df["name"].map(lambda i: names[i]), category=df["cat"].map(lambda i: names[i]))
 ops = df[df.category == "cpu_op"]
-if set(df.category) - {"cpu_op", "user_annotation"}:
+if set(df.category) - {"cpu_op", "user_annotation"} - ({"kernel"} if kernels else set()):
     problems.append("categories %s: a CPU trace holds no GPU kernels" % sorted(set(df.category)))
+if kernels:
+    on_device = df[df.category == "kernel"]
+    per_op = on_device.groupby("op")["dur"].agg(["count", "sum"])
+    host = ops.groupby("op")["dur"].agg(["count", "sum"])
+    for op in host.index:
+        if int(per_op["count"].get(op, 0)) != int(host["count"][op]):
+            problems.append("%s: %d kernel events for %d cpu_ops" % (op, per_op["count"].get(op, 0), host["count"][op]))
+        elif per_op["sum"][op] > host["sum"][op] + 2 * host["count"][op]:
+            problems.append("%s: %.1f µs on the device, more than the host's %.1f" % (op, per_op["sum"][op],
+                                                                                      host["sum"][op]))
+    breakdown = analysis.get_gpu_kernel_breakdown(visualize=False)[0]
+    if breakdown.empty:
+        problems.append("HTA's kernel breakdown is empty")
+    temporal = analysis.get_temporal_breakdown(visualize=False)
+    print("HTA on the device: %d kernel events; idle %s %%" % (len(on_device), list(temporal["idle_time_pctg"])))
 if ops.tid.nunique() != 1:
     problems.append("%d threads ran the nodes, want 1" % ops.tid.nunique())
 written = record[-1]   # one file a cycle; HTA keeps the last of a rank's files

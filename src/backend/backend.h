@@ -217,6 +217,12 @@ struct tr_backend_ops {
      * waits for every copy ahead queued before it. */
     int (*copy_ahead)(const struct tr_backend *be, void *dst, const void *src, size_t bytes, struct tr_diag *d);
     int (*join)(const struct tr_backend *be, struct tr_diag *d);
+    /* The device's own clock around what is queued between the two (the profiler's traces: a
+     * node's kernels, without the host's launch and wait): timer_start marks the queue,
+     * timer_stop marks it again, waits for the mark and gives the device seconds between (CUDA:
+     * two timing events on the stream). NULL where the host runs the kernels: its clock is it. */
+    int (*timer_start)(const struct tr_backend *be, struct tr_diag *d);
+    int (*timer_stop)(const struct tr_backend *be, double *seconds, struct tr_diag *d);
 
     /* The optimizer's passes over all gradients: the update (the gradients read times
      * grad_factor); the sum of squares (in double, in an order fixed by the sizes alone: the

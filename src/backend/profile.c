@@ -38,7 +38,7 @@ static int profile_before(void *ctx, const struct tr_exec *x, int step, const st
         p->phase_started = now;
         p->in_phase = true;
     }
-    return 0;
+    return p->recording && x->be->ops->timer_start ? x->be->ops->timer_start(x->be, d) : 0;
 }
 
 static int profile_after(void *ctx, const struct tr_exec *x, int step, const struct tr_node *node, struct tr_diag *d)
@@ -54,15 +54,18 @@ static int profile_after(void *ctx, const struct tr_exec *x, int step, const str
         p->in_phase = false;
         return 0;
     }
-    int rc = x->be->ops->host_visible ? 0 : tr_backend_synchronize(x->be, d);
+    double on_device = 0;
+    int rc = p->recording && x->be->ops->timer_stop ? x->be->ops->timer_stop(x->be, &on_device, d) : 0;
+    if (!rc && !x->be->ops->host_visible)
+        rc = tr_backend_synchronize(x->be, d);
     if (rc)
         return rc;
     double took = seconds() - p->node_started;
     if (p->per_op)
         p->op_seconds[node->op] += took;
     if (p->recording)
-        *add_event(p) = (struct tr_exec_event){p->node_started, took, NULL, (int)(node - x->g->nodes), x->B, x->S, 0,
-                                               x->plan->live ? (int64_t)x->plan->live[step] : 0};
+        *add_event(p) = (struct tr_exec_event){p->node_started, took, on_device, NULL, (int)(node - x->g->nodes),
+                                               x->B, x->S, 0, x->plan->live ? (int64_t)x->plan->live[step] : 0};
     if (p->phase_seconds)
         p->phase_seconds[node->phase] += took;
     return 0;
@@ -87,13 +90,13 @@ void tr_exec_profile_print(FILE *f, const struct tr_exec_profile *p, int64_t run
 void tr_exec_profile_span(struct tr_exec_profile *p, const char *name, int64_t step, double began, double ended)
 {
     if (p->recording)
-        *add_event(p) = (struct tr_exec_event){began, ended - began, name, TR_EVENT_SPAN, 0, 0, step, 0};
+        *add_event(p) = (struct tr_exec_event){began, ended - began, 0, name, TR_EVENT_SPAN, 0, 0, step, 0};
 }
 
 void tr_exec_profile_counter(struct tr_exec_profile *p, const char *name, double at, int64_t value)
 {
     if (p->recording)
-        *add_event(p) = (struct tr_exec_event){at, 0, name, TR_EVENT_COUNTER, 0, 0, 0, value};
+        *add_event(p) = (struct tr_exec_event){at, 0, 0, name, TR_EVENT_COUNTER, 0, 0, 0, value};
 }
 
 void tr_exec_profile_clear(struct tr_exec_profile *p)

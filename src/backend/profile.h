@@ -18,6 +18,7 @@
 enum { TR_EVENT_SPAN = -1, TR_EVENT_COUNTER = -2 };
 struct tr_exec_event {
     double began, seconds;
+    double device_seconds;        /* a node on a device: its kernels' time on the device's clock; else 0 */
     const char *name;             /* a span's or counter's: a string that outlives the profile */
     int node;
     int64_t B, S, step;

@@ -104,6 +104,22 @@ static void op_event(FILE *f, const struct tr_trace_info *info, const struct tr_
             tr_node_bytes(n, in, out), (long long)e->B, (long long)e->S);
 }
 
+/* A node's kernels on the device, timed by its own clock (cat kernel, as in PyTorch's traces: pid
+ * the device, tid its stream, the backend's one compute stream here), tied to the cpu_op that
+ * launched them by their ids. The device finished them when the host saw it do so: they end
+ * there. */
+enum { COMPUTE_STREAM = 1 };
+static void kernel_event(FILE *f, const struct tr_trace_info *info, const struct tr_exec_event *e, int64_t id)
+{
+    double on_device = e->device_seconds < e->seconds ? e->device_seconds : e->seconds;
+    fprintf(f, "    {\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"%s\", \"pid\": %d, \"tid\": %d, "
+               "\"ts\": %.3f, \"dur\": %.3f,\n     \"args\": {\"External id\": %lld, \"correlation\": %lld, "
+               "\"device\": %d, \"stream\": %d, \"node\": %d}}",
+            tr_op_name(info->g->nodes[e->node].op), info->device, COMPUTE_STREAM,
+            (e->began + e->seconds - on_device - info->origin) * 1e6, on_device * 1e6, (long long)id, (long long)id,
+            info->device, COMPUTE_STREAM, e->node);
+}
+
 /* A span the trainer named: its steps (ProfilerStep#N, as the profiler marks them), data waits,
  * the optimizer, evaluation, checkpoints. */
 static void span_event(FILE *f, const struct tr_trace_info *info, const struct tr_exec_event *e)
@@ -170,12 +186,27 @@ int tr_trace_write(const char *dir, const struct tr_trace_info *info, const stru
     sort_events = events;
     qsort(order, (size_t)n, sizeof *order, by_start);
     header(a.f, info, path->s);
+    bool kernels = false;
+    for (int64_t i = 0; i < n && !kernels; i++)
+        kernels = events[i].node >= 0 && events[i].device_seconds > 0;
+    if (kernels)   /* the device's process and stream, named as PyTorch's traces name them */
+        fprintf(a.f, ",\n    {\"ph\": \"M\", \"name\": \"process_name\", \"pid\": %d, \"tid\": 0, \"ts\": 0, "
+                     "\"args\": {\"name\": \"GPU %d\"}},\n"
+                     "    {\"ph\": \"M\", \"name\": \"process_labels\", \"pid\": %d, \"tid\": 0, \"ts\": 0, "
+                     "\"args\": {\"labels\": \"GPU %d\"}},\n"
+                     "    {\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, \"tid\": %d, \"ts\": 0, "
+                     "\"args\": {\"name\": \"stream %d\"}}",
+                info->device, info->device, info->device, info->device, info->device, COMPUTE_STREAM, COMPUTE_STREAM);
     int64_t ops = 0, live = -1;
     for (int64_t i = 0; i < n; i++) {
         const struct tr_exec_event *e = &events[order[i]];
         fputs(",\n", a.f);
         if (e->node >= 0) {
             op_event(a.f, info, e, ++ops);
+            if (e->device_seconds > 0) {
+                fputs(",\n", a.f);
+                kernel_event(a.f, info, e, ops);
+            }
             if (e->live != live) {   /* the arena's track, where it changes */
                 fputs(",\n", a.f);
                 counter_event(a.f, info, "arena live bytes", e->began, live = e->live);

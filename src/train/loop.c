@@ -498,7 +498,8 @@ static void trace_open(struct loop_run *c)
     l->trace.schedule = (struct tr_trace_schedule){r->profile.skip_first, r->profile.wait, r->profile.warmup,
                                                    r->profile.active, r->profile.repeat};
     l->trace.info = (struct tr_trace_info){.g = c->s->train.x.g, .rank = 0, .world_size = 1, .backend = "none",
-                                           .name = r->name, .pid = (int)getpid(), .tid = (int)syscall(SYS_gettid)};
+                                           .name = r->name, .pid = (int)getpid(), .tid = (int)syscall(SYS_gettid),
+                                           .device = c->s->train.x.be->device};
     tr_trace_origin(&l->trace.info);
     l->trace.written = json_array();
 }

@@ -137,6 +137,7 @@ static constexpr struct tr_backend_ops make_ops()
     o.open = cuda_open, o.close = cuda_close;
     o.copy = cuda_copy, o.fill = cuda_fill, o.synchronize = cuda_synchronize;
     o.copy_ahead = cuda_copy_ahead, o.join = cuda_join;
+    o.timer_start = cuda_timer_start, o.timer_stop = cuda_timer_stop;
     o.optim_step = cuda_optim_step, o.grad_sumsq = cuda_grad_sumsq, o.grad_scale = cuda_grad_scale;
     return o;
 }

@@ -102,6 +102,40 @@ int cuda_synchronize(const struct tr_backend *be, struct tr_diag *d)
     return tr_fail(d, TR_EFAIL, "a CUDA kernel failed: %s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
+/* The profiler's marks: timing events, made when first asked for (a run without traces makes none). */
+int cuda_timer_start(const struct tr_backend *be, struct tr_diag *d)
+{
+    struct cuda_context *ctx = cuda_context_for(be, d);
+    if (!ctx)
+        return TR_EFAIL;
+    cudaError_t e = cudaSuccess;
+    for (int i = 0; i < 2 && e == cudaSuccess; i++)
+        if (!ctx->timer[i])
+            e = cudaEventCreate(&ctx->timer[i]);
+    if (e == cudaSuccess)
+        e = cudaEventRecord(ctx->timer[0], ctx->stream);
+    if (e == cudaSuccess)
+        return 0;
+    return tr_fail(d, TR_EFAIL, "the profiler's CUDA events: %s", cudaGetErrorString(e));
+}
+
+int cuda_timer_stop(const struct tr_backend *be, double *seconds, struct tr_diag *d)
+{
+    struct cuda_context *ctx = cuda_context_for(be, d);
+    if (!ctx)
+        return TR_EFAIL;
+    float ms = 0;
+    cudaError_t e = ctx->timer[0] && ctx->timer[1] ? cudaEventRecord(ctx->timer[1], ctx->stream) : cudaErrorNotReady;
+    if (e == cudaSuccess)
+        e = cudaEventSynchronize(ctx->timer[1]);
+    if (e == cudaSuccess)
+        e = cudaEventElapsedTime(&ms, ctx->timer[0], ctx->timer[1]);
+    if (e != cudaSuccess)
+        return tr_fail(d, TR_EFAIL, "the profiler's CUDA events: %s", cudaGetErrorString(e));
+    *seconds = ms * 1e-3;
+    return 0;
+}
+
 /* What make_context made, whatever got made before a failure (the cuDNN handle is cudnn.cu's). */
 void cuda_context_release(struct cuda_state *s)
 {
@@ -114,6 +148,9 @@ void cuda_context_release(struct cuda_state *s)
         cublasLtDestroy(ctx->lt);
     cudaFreeHost(ctx->spans_host), cudaFreeHost(ctx->ids_host);
     cudaFree(ctx->partial), cudaFree(ctx->spans), cudaFree(ctx->ids), cudaFree(ctx->check);
+    for (int i = 0; i < 2; i++)
+        if (ctx->timer[i])
+            cudaEventDestroy(ctx->timer[i]);
     if (ctx->arrived)
         cudaEventDestroy(ctx->arrived);
     if (ctx->queued)

@@ -24,6 +24,7 @@ struct cuda_context {
     cudaStream_t stream;
     cudaStream_t ahead;          /* copies ahead (device.cu): the next inputs, beside the kernels */
     cudaEvent_t queued, arrived; /* the stream's point a copy ahead starts after; its last copy's end */
+    cudaEvent_t timer[2];        /* the profiler's marks around a node (timing events), made on first use */
     cublasLtHandle_t lt;
     unsigned long long *check;   /* device: [0] first bad position, [1] count (cuda_check_ids) */
     int64_t *ids, *ids_host;     /* dropout's sample ids: device, and the host copy they came from */
@@ -68,6 +69,8 @@ int cuda_copy(const struct tr_backend *be, void *dst, const void *src, size_t by
               struct tr_diag *d);
 int cuda_fill(const struct tr_backend *be, void *dst, int byte, size_t bytes, struct tr_diag *d);
 int cuda_synchronize(const struct tr_backend *be, struct tr_diag *d);
+int cuda_timer_start(const struct tr_backend *be, struct tr_diag *d);
+int cuda_timer_stop(const struct tr_backend *be, double *seconds, struct tr_diag *d);
 int cuda_copy_ahead(const struct tr_backend *be, void *dst, const void *src, size_t bytes, struct tr_diag *d);
 int cuda_join(const struct tr_backend *be, struct tr_diag *d);
 int cuda_optim_step(const struct tr_backend *be, const struct tr_optim_args *a);
