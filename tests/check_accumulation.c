@@ -131,7 +131,8 @@ static float *gradients(struct harness *h, const int64_t *order, const int64_t *
     ck_assert_int_eq(at, N);
     struct tr_step st = {.n = N, .nmicro = nmicro, .micro = micro};
     struct tr_diag why = {0};
-    ck_assert_msg(tr_step_gradients(&h->runner, &st, NULL, 3, 1.0, loss, &why) == 0, "%s", tr_diag_last(&why));
+    ck_assert_msg(tr_step_gradients(&h->runner, &st, NULL, 3, 1.0, loss, &(bool){false}, &why) == 0, "%s",
+                  tr_diag_last(&why));
     for (int i = 0; i < nmicro; i++)
         free_batch(&micro[i]);
     float *g = malloc(h->p.region_bytes[TR_GRAD]);

@@ -3,6 +3,8 @@
 #ifndef TR_CLI_H
 #define TR_CLI_H
 
+struct tr_comm;
+
 int tr_cmd_check(int argc, char **argv);
 int tr_cmd_run(int argc, char **argv);
 int tr_cmd_resume(int argc, char **argv);
@@ -59,11 +61,15 @@ int tr_cli_on_recipe(struct tr_args *a, int (*fn)(const struct tr_recipe *r, con
 
 /* Data set definitions: $TRAINRUN_DATASETS, else ./datasets (a checkout), else the installed ones. */
 const char *tr_cli_datasets_dir(void);
-/* The run of r (continuing resume_dir when not NULL), stage by stage (run.c): its failure on
- * stderr, and with --quiet/-q in a the one result line; then notifies (report.notify). Returns
- * the exit status of how it ended. */
-int tr_cli_train(const struct tr_recipe *r, const struct tr_args *a, const char *resume_dir,
-                 struct tr_diag *diag);
+/* Who this process is among the ranks its launcher started (dist/comm.h): 0, or the exit
+ * status with the sentence printed (a multi-rank launch this build or launcher cannot serve). */
+int tr_cli_open_ranks(struct tr_comm *comm);
+/* The run of r (continuing resume_dir when not NULL) on every rank of comm, stage by stage
+ * (train.c): its failure on stderr, and with --quiet/-q in a the one result line; then notifies
+ * (report.notify). Rank 0 alone writes the run folder and speaks. Returns the exit status of how
+ * it ended. */
+int tr_cli_train(const struct tr_comm *comm, const struct tr_recipe *r, const struct tr_args *a,
+                 const char *resume_dir, struct tr_diag *diag);
 
 /* One run per recipe at a time: takes the lock of the recipe folder dir (report.dir/NAME) for
  * this process (run.c). 0, or TR_EXIT_LOCKED (another process holds it: its pid and start said
@@ -71,7 +77,7 @@ int tr_cli_train(const struct tr_recipe *r, const struct tr_args *a, const char 
 struct tr_runs_lock;
 int tr_cli_lock(const char *dir, struct tr_runs_lock *lock);
 /* Continues the run folder dir with the recipe it recorded (resume.c): the caller holds the lock. */
-int tr_cli_resume_dir(const char *dir, const struct tr_args *a, struct tr_diag *diag);
+int tr_cli_resume_dir(const struct tr_comm *comm, const char *dir, const struct tr_args *a, struct tr_diag *diag);
 /* --if-data-changed: refreshes r's data and compares it with the newest successful run's
  * (data_changed.c). TR_EXIT_UNCHANGED (said on stdout) when no source changed, TR_EXIT_DATA
  * (said on stderr) when the refresh failed, TR_EXIT_OK to train. */

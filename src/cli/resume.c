@@ -12,12 +12,13 @@
 #include "cli/cli.h"
 #include "cli/exit.h"
 #include "recipe/recipe.h"
+#include "dist/comm.h"
 #include "train/run_folder.h"
 #include "train/runs.h"
 
 static const char usage[] = "usage: trainrun resume RUN_DIR [--quiet]\n";
 
-int tr_cli_resume_dir(const char *dir, const struct tr_args *a, struct tr_diag *diag)
+int tr_cli_resume_dir(const struct tr_comm *comm, const char *dir, const struct tr_args *a, struct tr_diag *diag)
 {
     char *path = tr_strdup_printf("%s/recipe.yaml", dir);
     struct tr_recipe recipe;
@@ -32,7 +33,7 @@ int tr_cli_resume_dir(const char *dir, const struct tr_args *a, struct tr_diag *
         tr_diag_print(diag, stderr);   /* an edited recipe.yaml: refused before anything is touched */
         rc = TR_EXIT_USAGE;
     } else {
-        rc = tr_cli_train(&recipe, a, dir, diag);
+        rc = tr_cli_train(comm, &recipe, a, dir, diag);
     }
     tr_recipe_free(&recipe);
     free(path);
@@ -112,13 +113,23 @@ int tr_cmd_resume(int argc, char **argv)
         rc = TR_EINVAL;
     }
     struct tr_runs_lock lock;
+    struct tr_comm comm = {.world = 1};
     rc = tr_exit_status(rc);
+    if (rc == TR_EXIT_OK)
+        rc = tr_cli_open_ranks(&comm);
+    if (rc == TR_EXIT_OK && comm.world > 1) {
+        if (comm.rank == 0)
+            fprintf(stderr, "trainrun: resume runs on one process so far, not %d ranks: resume %s without "
+                    "mpirun or srun\n", comm.world, args.recipe);
+        rc = TR_EXIT_USAGE;
+    }
     if (rc == TR_EXIT_OK)
         rc = tr_cli_lock(runs.s, &lock);
     if (rc == TR_EXIT_OK) {
-        rc = tr_cli_resume_dir(dir.s, &args, &diag);
+        rc = tr_cli_resume_dir(&comm, dir.s, &args, &diag);
         tr_runs_unlock(&lock);
     }
+    tr_comm_close(&comm);
     tr_diag_free(&diag);
     tr_args_free(&args);
     return rc;

@@ -14,6 +14,7 @@
 #include "cli/cli.h"
 #include "cli/exit.h"
 #include "core/stop.h"
+#include "dist/comm.h"
 #include "recipe/recipe.h"
 #include "report/notify.h"
 #include "train/finish.h"
@@ -110,22 +111,34 @@ int tr_cmd_run(int argc, char **argv)
     rc = tr_cli_load_recipe(&args, &recipe, &diag);
     struct tr_runs_lock lock = {.fd = -1};
     struct tr_path runs, dir;
+    struct tr_comm comm = {.world = 1};
     if (rc == TR_EXIT_OK && tr_path_set(&runs, &diag, "%s/%s", recipe.report.dir, recipe.name)) {
         fprintf(stderr, "trainrun: %s\n", tr_diag_last(&diag));
         rc = TR_EXIT_USAGE;
     }
     if (rc == TR_EXIT_OK)
+        rc = tr_cli_open_ranks(&comm);
+    if (rc == TR_EXIT_OK && comm.world > 1 && (resume || tr_args_has(&args, "--if-data-changed"))) {
+        if (comm.rank == 0)
+            fprintf(stderr, "trainrun: %s runs on one process so far, not %d ranks\n",
+                    resume ? "--resume auto" : "--if-data-changed", comm.world);
+        rc = TR_EXIT_USAGE;
+    }
+    if (rc == TR_EXIT_OK && comm.rank == 0)   /* one lock for all ranks: rank 0's */
         rc = tr_cli_lock(runs.s, &lock);
+    if (comm.world > 1)
+        rc = tr_comm_agree(&comm, rc, "taking the recipe's lock", &diag);
     if (rc == TR_EXIT_OK)
         tr_stop_catch_always();   /* a signal during a refresh below ends the run with 130 too */
     int resumed = rc == TR_EXIT_OK && resume && interrupted_run(runs.s, &recipe, quiet, &dir);
     if (resumed)   /* an interrupted run goes on as it began, data and all */
-        rc = tr_cli_resume_dir(dir.s, &args, &diag);
+        rc = tr_cli_resume_dir(&comm, dir.s, &args, &diag);
     if (!resumed && rc == TR_EXIT_OK && tr_args_has(&args, "--if-data-changed"))
         rc = tr_cli_data_unchanged(&recipe, &diag);   /* 7: unchanged, 4: the refresh failed */
     if (!resumed && rc == TR_EXIT_OK)
-        rc = tr_cli_train(&recipe, &args, NULL, &diag);
+        rc = tr_cli_train(&comm, &recipe, &args, NULL, &diag);
     tr_runs_unlock(&lock);
+    tr_comm_close(&comm);
     tr_diag_free(&diag);
     tr_recipe_free(&recipe);
     tr_args_free(&args);

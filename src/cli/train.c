@@ -12,6 +12,7 @@
 #include "cli/exit.h"
 #include "core/progress.h"
 #include "core/stop.h"
+#include "dist/comm.h"
 #include "recipe/recipe.h"
 #include "report/notify.h"
 #include "train/finish.h"
@@ -55,6 +56,62 @@ static int load_data(const struct tr_recipe *r, const char *resume_dir, bool qui
     return 0;
 }
 
+/* ---- across ranks (dist/comm.h): each stage on every rank, then agreed ---------------------------- */
+
+/* What one rank plans for: its share of train.batch_size (the recipe's batch is the step's, over
+ * all ranks). */
+static int rank_share(const struct tr_comm *comm, const struct tr_recipe *r, struct tr_recipe *share,
+                      struct tr_diag *d)
+{
+    *share = *r;
+    if (r->train.batch_size % comm->world)
+        return tr_fail(d, TR_EINVAL, "train.batch_size %lld does not split evenly over %d ranks: make it a "
+                       "multiple of %d", (long long)r->train.batch_size, comm->world, comm->world);
+    share->train.batch_size = r->train.batch_size / comm->world;
+    return 0;
+}
+
+/* The data, rank 0 first: it fetches, prepares and tokenises into the cache, the others then
+ * read what it made instead of making it again beside it. */
+static int load_data_ranked(const struct tr_comm *comm, const struct tr_recipe *r, const char *resume_dir,
+                            bool quiet, struct tr_data *data, struct tr_diag *d)
+{
+    int rc = comm->rank == 0 ? load_data(r, resume_dir, quiet, data, d) : 0;
+    rc = tr_comm_agree(comm, rc, "loading the data", d);
+    if (!rc && comm->rank != 0)
+        rc = load_data(r, resume_dir, true, data, d);
+    return comm->world == 1 ? rc : tr_comm_agree(comm, rc, "loading the data", d);
+}
+
+/* The plan: rank 0's, searched (calibrating this host if it must) and given to the others,
+ * which replay it: one cut of each step into micro-batches on every rank. */
+static int plan_ranked(const struct tr_comm *comm, struct tr_session *s, const struct tr_recipe *share,
+                       const struct tr_data *data, const char *plan_file, const char *resume_dir, struct tr_diag *d)
+{
+    int rc = comm->rank == 0 ? tr_session_plan(s, share, data, plan_file, resume_dir, NULL, d) : 0;
+    rc = tr_comm_agree(comm, rc, "planning", d);
+    if (rc || comm->world == 1)
+        return rc;
+    struct tr_knobs k = s->k;
+    rc = tr_comm_broadcast(comm, &k, sizeof k, d);
+    if (!rc && comm->rank != 0)
+        rc = tr_session_plan(s, share, data, NULL, NULL, &k, d);
+    return tr_comm_agree(comm, rc, "taking rank 0's plan", d);
+}
+
+/* The run folder: rank 0 opens it, the others learn where it is (their traces go there). */
+static int open_folder_ranked(const struct tr_comm *comm, struct tr_run_folder *f, const struct tr_recipe *r,
+                              const char *resume_dir, struct tr_diag *d)
+{
+    int rc = comm->rank == 0 ? tr_run_folder_open(f, r, resume_dir, d) : 0;
+    rc = tr_comm_agree(comm, rc, "opening the run folder", d);
+    if (rc || comm->world == 1)
+        return rc;
+    struct tr_path dir = f->dir;
+    rc = tr_comm_broadcast(comm, dir.s, sizeof dir.s, d);
+    return rc || comm->rank == 0 ? rc : tr_run_folder_follow(f, dir.s, d);
+}
+
 /* The run folder's first files, before the first step: a fresh run keeps its data's files and
  * its plan; a resumed one restores its newest checkpoint into *start. Then the event file, the
  * record and the opening lines. */
@@ -89,43 +146,51 @@ static int test(struct tr_loop *l, struct tr_session *s, const struct tr_recipe 
     return failed ? failed : rc;
 }
 
-/* The run, start to report: each call one stage on plain data. Returns how it ended (0 or an
- * enum tr_err), with the run folder left in *folder for the caller's result line. */
-static int train(const struct tr_recipe *r, const char *resume_dir, const char *plan_file,
+/* The run, start to report: each call one stage on plain data, on every rank (comm; rank 0
+ * writes and speaks). Returns how it ended (0 or an enum tr_err), with the run folder left in
+ * *folder for the caller's result line. */
+static int train(const struct tr_comm *comm, const struct tr_recipe *r, const char *resume_dir, const char *plan_file,
                  struct tr_run_folder *folder, struct tr_train_result *res, struct tr_diag *d)
 {
     double started = tr_now();
     struct tr_data data = {0};
+    struct tr_recipe share;   /* one rank's share of the batch: what it plans for */
     struct tr_session s = {0};
     struct tr_weights w = {0};
     struct tr_loop loop = {0};
     int64_t start = 0;
-    int rc = load_data(r, resume_dir, folder->quiet, &data, d);          /* data */
-    tr_loop_init(&loop, r, &data, started);
+    int rc = rank_share(comm, r, &share, d);
+    if (!rc)
+        rc = load_data_ranked(comm, r, resume_dir, folder->quiet, &data, d);   /* data */
+    tr_loop_init(&loop, r, &data, started, comm);
     if (!rc && !(rc = tr_stop_check(d, "the data's loading")))
-        rc = tr_session_plan(&s, r, &data, plan_file, resume_dir, d);    /* plan */
+        rc = plan_ranked(comm, &s, &share, &data, plan_file, resume_dir, d);   /* plan */
     if (!rc && !(rc = tr_stop_check(d, "planning")))
-        rc = tr_session_build(&s, r, d);                                 /* programs, regions */
+        rc = tr_session_build(&s, &share, d);                            /* programs, regions */
     if (!rc)
         rc = tr_weights_init(&s, r, &data, resume_dir, &w, d);           /* first weights */
+    if (comm->world > 1 && !(rc = tr_comm_agree(comm, rc, "building its program", d)))
+        rc = tr_ranks_same_params(comm, &s.train.x, 0, d);               /* one model on every rank */
     if (!rc)
-        rc = tr_run_folder_open(folder, r, resume_dir, d);               /* run folder */
-    if (!rc)
+        rc = open_folder_ranked(comm, folder, r, resume_dir, d);         /* run folder */
+    if (!rc && !folder->silent)
         rc = start_run_folder(folder, &s, &loop, r, &data, resume_dir != NULL, &w, &start, d);   /* or resume */
+    if (comm->world > 1)
+        rc = tr_comm_agree(comm, rc, "starting the run folder", d);
     if (!rc)
         res->run_dir = folder->dir.s;
     if (!rc)
         rc = tr_loop_run(&loop, &s, folder, r, &data, start, res, d);   /* training loop */
     if (!rc)
         rc = tr_loop_last_checkpoint(&loop, &s, folder, r, res->steps, d);   /* the last checkpoint */
-    if ((!rc || rc == TR_ETIMEUP) && data.test.n)                        /* evaluation, on the clock's */
+    if ((!rc || rc == TR_ETIMEUP) && data.test.n && !folder->silent)    /* evaluation, on the clock's */
         rc = test(&loop, &s, r, &data, res, rc, d);                      /* stop too */
     tr_finish_say_done(folder, &data, res, rc, d);                       /* finish */
-    int measured = tr_finish_measured_plan(folder, &s, r, &data, res, d);
+    int measured = folder->silent ? 0 : tr_finish_measured_plan(folder, &s, r, &data, res, d);
     rc = rc ? rc : measured;
-    if (!rc)
+    if (!rc && !folder->silent)
         rc = tr_finish_promote(folder, r, d);                            /* nightly: the gate */
-    if (rc != TR_EINTERRUPTED)
+    if (rc != TR_EINTERRUPTED && !folder->silent)
         tr_finish_retain(folder, r);                                     /* and report.keep */
     json_t *leak = tr_loop_end(&loop, folder, res->steps);               /* report */
     tr_run_folder_end(folder, r->report.dir, &(struct tr_run_end){.err = rc, .exit_status = tr_exit_status(rc),
@@ -140,18 +205,33 @@ static int train(const struct tr_recipe *r, const char *resume_dir, const char *
     return rc;
 }
 
-int tr_cli_train(const struct tr_recipe *r, const struct tr_args *a, const char *resume_dir,
-                 struct tr_diag *diag)
+int tr_cli_open_ranks(struct tr_comm *comm)
 {
-    bool quiet = tr_args_has(a, "--quiet") || tr_args_has(a, "-q");
+    struct tr_diag diag = {0};
+    int rc = tr_comm_open(comm, &diag);
+    if (rc)
+        fprintf(stderr, "trainrun: %s\n", tr_diag_last(&diag));
+    tr_diag_free(&diag);
+    return tr_exit_status(rc);
+}
+
+int tr_cli_train(const struct tr_comm *comm, const struct tr_recipe *r, const struct tr_args *a,
+                 const char *resume_dir, struct tr_diag *diag)
+{
+    bool quiet = tr_args_has(a, "--quiet") || tr_args_has(a, "-q") || comm->rank > 0;
     struct tr_run_folder folder;
     struct tr_train_result res = {0};
     tr_run_folder_init(&folder, quiet);
     tr_progress_quiet(quiet);
     tr_stop_install();   /* from the data's loading to the notification: every stage stops cleanly */
-    int status = tr_exit_status(train(r, resume_dir, tr_args_value(a, "--plan"), &folder, &res, diag));
+    int status = tr_exit_status(train(comm, r, resume_dir, tr_args_value(a, "--plan"), &folder, &res, diag));
     tr_cli_print_diag(diag);
     const char *dir = res.run_dir ? res.run_dir : "";
+    if (folder.silent) {   /* rank 0 says how it ended, and notifies */
+        tr_stop_uninstall();
+        tr_run_folder_close(&folder);
+        return status;
+    }
     if (status == TR_EXIT_OK && quiet && isnan(res.test.accuracy))
         printf("%s: no test split, run folder %s\n", r->name, dir);
     else if (status == TR_EXIT_OK && quiet)

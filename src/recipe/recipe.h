@@ -136,6 +136,8 @@ struct tr_recipe {
     /* per-op traces of chosen steps (report/trace.h): torch.profiler.schedule's numbers; active 0
      * is off */
     struct { int64_t skip_first, wait, warmup, active, repeat; } profile;
+    /* across ranks (dist/): the gradients' buckets, bytes */
+    struct { uint64_t bucket; } distributed;
 
     /* Per key (index into the schema): where its value came from, and whether it is null. */
     struct tr_origin origin[TR_NKEYS_MAX];

@@ -237,6 +237,10 @@ const struct tr_key tr_keys[] = {
      "steps traced into the cycle's file in the run folder's traces/ (0: no traces)"},
     {"profile.repeat", TR_T_INT, OFF(profile.repeat), "1", 0, BIG, NULL, 0, 0, 0,
      "cycles (0: until the run ends)"},
+
+    /* across ranks (dist/gradients.h): used only where mpirun or srun started more than one */
+    {"distributed.bucket", TR_T_SIZE, OFF(distributed.bucket), "25MiB", 4096, 1073741824.0, NULL, 0, 0, 0,
+     "the gradients travel between ranks in buckets of this size"},
 };
 
 const int tr_nkeys = sizeof tr_keys / sizeof tr_keys[0];

@@ -696,7 +696,8 @@ static void html_time(FILE *out, const struct tr_run_report *rep)
 }
 
 /* graph.svg in the page, from its <svg> element on (Graphviz's XML prologue and DOCTYPE are not
- * HTML's), when it is small enough; else a link to it. */
+ * HTML's, nor are its namespace attributes: the page names no URL), when it is small enough;
+ * else a link to it. */
 static void html_graph(FILE *out, const struct tr_run_report *rep)
 {
     fputs("<h2>Program</h2>\n<p>The program the planner chose, drawn by Graphviz (<a href=\"graph.svg\">graph.svg</a>, "
@@ -709,9 +710,19 @@ static void html_graph(FILE *out, const struct tr_run_report *rep)
     FILE *svg = tr_fopen_regular(path.s, NULL);
     char *text = svg ? calloc(1, (size_t)TR_REPORT_GRAPH_INLINE + 1) : NULL;
     size_t n = text ? fread(text, 1, TR_REPORT_GRAPH_INLINE, svg) : 0;
-    const char *start = n ? strstr(text, "<svg") : NULL;
-    if (start)
-        fprintf(out, "<div class=\"graph\">%s</div>\n", start);
+    const char *start = n ? strstr(text, "<svg") : NULL, *end = start ? strchr(start, '>') : NULL;
+    if (end) {   /* the <svg> tag without its xmlns attributes: HTML knows the namespace */
+        fputs("<div class=\"graph\">", out);
+        for (const char *c = start; c < end;) {
+            const char *next = strchr(c + 1, ' ');
+            if (!next || next > end)
+                next = end;
+            if (strncmp(c, " xmlns", 6))
+                fwrite(c, 1, (size_t)(next - c), out);
+            c = next;
+        }
+        fprintf(out, "%s</div>\n", end);
+    }
     free(text);
     if (svg)
         fclose(svg);

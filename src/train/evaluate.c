@@ -97,7 +97,7 @@ static struct tr_batch batch_of(const struct tr_split *split, int lm, int64_t st
 }
 
 int tr_evaluate(struct tr_session *s, const struct tr_data *data, const struct tr_split *split, const char *what,
-                int64_t eval_samples, struct tr_eval *out, struct tr_diag *d)
+                bool interruptible, int64_t eval_samples, struct tr_eval *out, struct tr_diag *d)
 {
     int64_t f = split->tokens ? 0 : tr_split_features(split), correct = 0, in_top5 = 0, counted = 0;
     int64_t classes = data->nclasses, batch = s->k.eval_batch;
@@ -111,7 +111,7 @@ int tr_evaluate(struct tr_session *s, const struct tr_data *data, const struct t
     struct tr_progress shown;
     tr_progress_begin(&shown, what, n_eval, "samples");
     for (int64_t start = 0; start < n_eval && !rc; start += batch) {
-        if ((rc = tr_stop_check(d, what)))   /* a signal: the run ends without the rest */
+        if (interruptible && (rc = tr_stop_check(d, what)))   /* a signal: the run ends without the rest */
             break;
         int64_t rows = n_eval - start < batch ? n_eval - start : batch;
         struct tr_batch b = batch_of(split, data->kind == TR_DATA_TEXT_LM, start, rows, f, &e);

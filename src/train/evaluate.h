@@ -13,10 +13,11 @@ struct tr_eval {
 
 /* Over the first eval_samples rows of split (0: all of them); for language models per token,
  * over every next-token target. NAN each when nothing was counted. Its progress is shown as
- * what ("the evaluation of the test split"); a stop signal is looked for between batches.
- * 0, TR_EINTERRUPTED (a signal: the rest not evaluated) or TR_EFAIL when the device failed. */
+ * what ("the evaluation of the test split"); when interruptible, a stop signal is looked for
+ * between batches (not across ranks: they stop together, after a step). 0, TR_EINTERRUPTED (a
+ * signal: the rest not evaluated) or TR_EFAIL when the device failed. */
 int tr_evaluate(struct tr_session *s, const struct tr_data *data, const struct tr_split *split, const char *what,
-                int64_t eval_samples, struct tr_eval *out, struct tr_diag *d);
+                bool interruptible, int64_t eval_samples, struct tr_eval *out, struct tr_diag *d);
 
 /* Adds up where each row's true class ranks among its logits: top-1 and top-5 hits; rows whose
  * truth is negative (no target) are skipped. Returns the rows counted. */

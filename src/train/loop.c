@@ -28,11 +28,13 @@ double tr_now(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-void tr_loop_init(struct tr_loop *l, const struct tr_recipe *r, const struct tr_data *data, double started)
+void tr_loop_init(struct tr_loop *l, const struct tr_recipe *r, const struct tr_data *data, double started,
+                  const struct tr_comm *comm)
 {
     int64_t per_epoch = (data->train.n + r->train.batch_size - 1) / r->train.batch_size;
     *l = (struct tr_loop){.total_steps = r->train.steps ? r->train.steps : r->train.epochs * per_epoch,
-                          .deadline = r->budget.time > 0 ? started + r->budget.time : 0, .checkpointed = -1};
+                          .deadline = r->budget.time > 0 ? started + r->budget.time : 0, .checkpointed = -1,
+                          .comm = comm};
 }
 
 /* ---- checkpoints ----------------------------------------------------------------------------- */
@@ -42,14 +44,11 @@ void tr_loop_init(struct tr_loop *l, const struct tr_recipe *r, const struct tr_
 enum { STATE_SIZE = 320 };
 #define EVAL_PENDING "eval_pending"
 
-int tr_loop_checkpoint(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f, const struct tr_recipe *r,
-                       int64_t step, struct tr_diag *d)
+/* Rank 0's part of a checkpoint (or the only process's): the files. */
+static int write_checkpoint(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f,
+                            const struct tr_recipe *r, const char *dir, int64_t step, struct tr_diag *d)
 {
-    double began = tr_now();
-    struct tr_path dir;
     char state[STATE_SIZE], scaler[128];
-    if (tr_path_set(&dir, d, "%s/checkpoints", f->dir.s))
-        return TR_EINVAL;
     tr_scaler_format(&s->scaler, scaler, sizeof scaler);
     snprintf(state, sizeof state, "early_stop best=%.17g best_step=%lld bad=%lld stopped=%d %s%s", l->early.best,
              (long long)l->early.best_step, (long long)l->early.bad, l->early.stopped, scaler,
@@ -61,8 +60,24 @@ int tr_loop_checkpoint(struct tr_loop *l, struct tr_session *s, struct tr_run_fo
     if (!rc && f->record)   /* how long they were: a resume from this checkpoint cuts them back */
         tr_run_folder_note(f, "checkpointed", tr_trim_mark(f, step));
     struct tr_diag why = {0};
-    if (!rc && tr_checkpoint_write(dir.s, &s->train.x, &s->optim, step, r->name, state, &why))
+    if (!rc && tr_checkpoint_write(dir, &s->train.x, &s->optim, step, r->name, state, &why))
         rc = tr_fail_because(d, TR_EFAIL, &why, "checkpoint");
+    return rc;
+}
+
+int tr_loop_checkpoint(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f, const struct tr_recipe *r,
+                       int64_t step, struct tr_diag *d)
+{
+    double began = tr_now();
+    struct tr_path dir;
+    if (tr_path_set(&dir, d, "%s/checkpoints", f->dir.s))
+        return TR_EINVAL;
+    /* across ranks: every rank holds the same parameters, rank 0 writes them, all learn how it went */
+    int rc = tr_ranks_same_params(l->comm, &s->train.x, step, d);
+    if (!rc && !f->silent)
+        rc = write_checkpoint(l, s, f, r, dir.s, step, d);
+    if (l->comm->world > 1)
+        rc = tr_comm_agree(l->comm, rc, "writing the checkpoint", d);
     if (!rc)
         l->checkpointed = step;
     l->timer.spent[TR_TIME_CHECKPOINT] += tr_now() - began;
@@ -268,15 +283,34 @@ static int train_step(struct loop_run *c, const struct tr_step *st, const struct
     struct tr_side *side = &c->s->train;
     struct tr_step_runner runner = {.x = &side->x, .p = &side->b.p, .m = &side->b.m, .loss_scale = side->loss_scale,
                                     .lm = side->lm, .features = tr_split_features(&c->data->train),
-                                    .rng = &c->s->rng};
-    struct tr_diag why = {0};
-    if (tr_step_gradients(&runner, st, next, (uint64_t)t, c->s->scaler.scale, &o->loss, &why))
+                                    .rng = &c->s->rng, .rank = c->l->comm->rank, .world = c->l->comm->world};
+    struct tr_diag why = {0}, across = {0};
+    bool ran = false;
+    int failed = tr_step_gradients(&runner, st, next, (uint64_t)t, c->s->scaler.scale, &o->loss, &ran, &why);
+    /* across ranks: the step's gradients and loss, whether any rank failed or would stop after it
+     * (a rank that failed still takes part, with zeros, so that none waits for it) */
+    struct tr_ranks_step *agreed = &c->l->agreed;
+    *agreed = (struct tr_ranks_step){failed ? 0 : o->loss, tr_stop_requested() != 0,
+                                     c->l->deadline && t < c->l->total_steps && tr_now() >= c->l->deadline,
+                                     failed != 0};
+    int reduced = tr_ranks_after_backward(&c->l->reducer, c->s->optim.grads, ran && !failed, agreed, &across);
+    if (failed) {
+        tr_diag_free(&across);
         return tr_fail_because(c->d, TR_EFAIL, &why, "step %lld", (long long)t);
+    }
+    if (reduced || agreed->failed) {
+        int rc = tr_fail_because(c->d, TR_EFAIL, &across, "step %lld: %s", (long long)t,
+                                 reduced ? "the gradients across ranks" : "another rank failed (its own output says why)");
+        return rc;
+    }
+    o->loss = agreed->loss;
     if (!isfinite(o->loss))
         return tr_fail(c->d, TR_EDIVERGED, "step %lld: the loss is %s; lower train.optimizer.lr or "
                        "set train.grad_clip", (long long)t, isnan(o->loss) ? "NaN" : "infinite");
     double began = tr_now();
     int rc = update(c->s, c->f, c->r, t, c->l->total_steps, o, c->d);
+    if (!rc && tr_state_average(&c->l->reducer, c->s->train.x.base[TR_PARAM], &why))
+        rc = tr_fail_because(c->d, TR_EFAIL, &why, "step %lld: batch norm's statistics across ranks", (long long)t);
     c->l->timer.spent[TR_TIME_OPTIMIZER] += tr_now() - began;
     span(c, "optimizer", t, began);
     return rc;
@@ -479,7 +513,7 @@ static int stop_for_time(struct loop_run *c, int64_t t, bool validated)
  * resumed from, if any), or the validation a signal cut short before the resumed step. */
 static int before_steps(struct loop_run *c, bool *stop)
 {
-    if (tr_stop_requested())
+    if (c->l->comm->world == 1 && tr_stop_requested())   /* ranks: the first step's agreement */
         return tr_fail(c->d, TR_EINTERRUPTED, "stopped by %s before step %lld",
                        tr_stop_signal_name(tr_stop_requested()), (long long)c->start + 1);
     if (!c->l->eval_pending || !c->data->valid.n)
@@ -497,7 +531,8 @@ static void trace_open(struct loop_run *c)
     struct tr_loop *l = c->l;
     l->trace.schedule = (struct tr_trace_schedule){r->profile.skip_first, r->profile.wait, r->profile.warmup,
                                                    r->profile.active, r->profile.repeat};
-    l->trace.info = (struct tr_trace_info){.g = c->s->train.x.g, .rank = 0, .world_size = 1, .backend = "none",
+    l->trace.info = (struct tr_trace_info){.g = c->s->train.x.g, .rank = l->comm->rank, .world_size = l->comm->world,
+                                           .backend = l->comm->world > 1 ? "mpi" : "none",
                                            .name = r->name, .pid = (int)getpid(), .tid = (int)syscall(SYS_gettid),
                                            .device = c->s->train.x.be->device};
     tr_trace_origin(&l->trace.info);
@@ -505,6 +540,26 @@ static void trace_open(struct loop_run *c)
 }
 
 /* ---- the loop -------------------------------------------------------------------------------------- */
+
+/* Alone, rc; across ranks, rc if every rank's is 0, else the first failing one's (a rank that
+ * failed leaves the loop, so every rank leaves it after the same step). */
+static int agreed(const struct loop_run *c, int rc, const char *what)
+{
+    return c->l->comm->world > 1 ? tr_comm_agree(c->l->comm, rc, what, c->d) : rc;
+}
+
+/* Whether the run stops after this step for a signal, or for budget.time: this process's own
+ * view alone, else what the ranks agreed after the step's backward (every rank stops after the
+ * same step, or one would wait for the others' gradients for ever). */
+static bool signalled(const struct loop_run *c)
+{
+    return c->l->comm->world > 1 ? c->l->agreed.signal : tr_stop_requested() != 0;
+}
+
+static bool time_up(const struct loop_run *c)
+{
+    return c->l->comm->world > 1 ? c->l->agreed.time_up : c->l->deadline && tr_now() >= c->l->deadline;
+}
 
 static int run_steps(struct loop_run *c)
 {
@@ -534,7 +589,7 @@ static int run_steps(struct loop_run *c)
         span(c, "data wait", t, step_began);
         rc = train_step(c, &st, has_next ? &next : NULL, t, &o);
         tr_step_times_add(&c->l->step_times, tr_now() - step_began);
-        if (!rc && r->report.histograms_every && t % r->report.histograms_every == 0)
+        if (!rc && r->report.histograms_every && t % r->report.histograms_every == 0 && !c->f->silent)
             rc = histograms(c, t);
         c->since.samples += st.n, c->since.tokens += st.tokens, c->since.slots += st.slots;
         c->since.micro += st.nmicro, c->since.steps++;
@@ -554,6 +609,7 @@ static int run_steps(struct loop_run *c)
             c->res->steps = t;
         if (rc == TR_EINTERRUPTED)
             rc = stop_for_signal(c, t, true);
+        rc = agreed(c, rc, "logging or evaluating");   /* before the checkpoint all ranks write */
         if (stop)
             break;
         double checkpoint_began = tr_now();
@@ -563,9 +619,10 @@ static int run_steps(struct loop_run *c)
         }
         if (!rc)
             rc = trace_end(c, t, traced, step_began);
-        if (!rc && tr_stop_requested() && t < total)
+        rc = agreed(c, rc, "writing its trace");
+        if (!rc && signalled(c) && t < total)
             rc = stop_for_signal(c, t, false);
-        else if (!rc && c->l->deadline && t < total && tr_now() >= c->l->deadline)
+        else if (!rc && time_up(c) && t < total)
             rc = stop_for_time(c, t, validated);
     }
     return rc;
@@ -619,6 +676,8 @@ int tr_loop_run(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f
     tr_timer_start(&l->timer, c.began, tr_loader_wait_seconds(c.loader));
     l->profile = (struct tr_exec_profile){.per_op = getenv("TR_PROFILE") != NULL, .phase_seconds = l->timer.phase};
     s->train.x.hook = tr_exec_profiler(&l->profile);
+    tr_grad_reducer_init(&l->reducer, l->comm, s->be, s->optim.spans, s->optim.nspans, &s->train.b.g,
+                         &s->train.b.p.plans[0], r->distributed.bucket);
     tr_leak_init(&l->leak, warmup(&c));
     trace_open(&c);
     l->monitor = tr_monitor_start(r->report.monitor_every);
@@ -631,6 +690,7 @@ int tr_loop_run(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f
         rc = trace_save(&c, res->steps);
     l->profile.recording = false;
     tr_exec_profile_free(&l->profile);
+    tr_grad_reducer_free(&l->reducer);
     json_decref(l->trace.written);
     l->trace.written = NULL;
     /* a copy ahead of a step never trained (an early stop) may still read the ring */
@@ -654,7 +714,7 @@ int tr_loop_evaluate(struct tr_loop *l, struct tr_session *s, const struct tr_re
 {
     double began = tr_now();
     const char *what = split == &data->test ? "evaluation (test split)" : "evaluation (validation split)";
-    int rc = tr_evaluate(s, data, split, what, r->train.eval_samples, out, d);
+    int rc = tr_evaluate(s, data, split, what, l->comm->world == 1, r->train.eval_samples, out, d);
     l->timer.spent[TR_TIME_EVAL] += tr_now() - began;
     return rc;
 }

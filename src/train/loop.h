@@ -12,6 +12,7 @@
 #include "report/monitor.h"
 #include "report/trace.h"
 #include "train/evaluate.h"
+#include "train/ranks.h"
 #include "train/record.h"
 #include "train/run_folder.h"
 #include "train/session.h"
@@ -36,6 +37,9 @@ struct tr_loop {
         json_t *written;       /* run.json's "traces": each file, its steps and its ops */
     } trace;
     struct tr_monitor *monitor;   /* report.monitor_every's sampler, NULL when off */
+    const struct tr_comm *comm;   /* the ranks (dist/comm.h): world 1 alone */
+    struct tr_grad_reducer reducer;   /* their gradients summed after each backward (train/ranks.h) */
+    struct tr_ranks_step agreed;  /* the last step's sums: its loss, and whether any rank would stop */
 };
 
 /* What the run did, for the caller's result line. */
@@ -53,8 +57,10 @@ struct tr_train_result {
 double tr_now(void);
 
 /* The steps the recipe asks for (train.steps, else train.epochs over the training split), and
- * budget.time's deadline counted from started (tr_now: when this process's run began). */
-void tr_loop_init(struct tr_loop *l, const struct tr_recipe *r, const struct tr_data *data, double started);
+ * budget.time's deadline counted from started (tr_now: when this process's run began); comm:
+ * the ranks that train together (each step's batch is theirs together). */
+void tr_loop_init(struct tr_loop *l, const struct tr_recipe *r, const struct tr_data *data, double started,
+                  const struct tr_comm *comm);
 /* A resumed run: the newest checkpoint that verifies into the session, and the loop where that
  * step left it; *start gets its step. 0 or TR_EFAIL. */
 int tr_loop_resume(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f, int64_t *start,

@@ -103,6 +103,12 @@ static void point_latest(struct tr_run_folder *f, const struct tr_recipe *r)
     tr_diag_free(&why);
 }
 
+int tr_run_folder_follow(struct tr_run_folder *f, const char *dir, struct tr_diag *d)
+{
+    f->silent = f->quiet = true;
+    return tr_path_set(&f->dir, d, "%s", dir);
+}
+
 int tr_run_folder_open(struct tr_run_folder *f, const struct tr_recipe *r, const char *resume_dir,
                        struct tr_diag *d)
 {
@@ -201,10 +207,11 @@ void tr_run_folder_say(struct tr_run_folder *f, const char *fmt, ...)
     }
 }
 
-/* A resume refused before its record began leaves the folder's files as they were. */
+/* A resume refused before its record began leaves the folder's files as they were; another
+ * rank's view writes nothing. */
 static bool refused_resume(const struct tr_run_folder *f)
 {
-    return f->resumed && !f->record;
+    return (f->resumed && !f->record) || f->silent;
 }
 
 void tr_run_folder_metric(struct tr_run_folder *f, json_t *line, bool events)
@@ -237,6 +244,8 @@ void tr_run_folder_log_errors(struct tr_run_folder *f, const struct tr_diag *d)
 
 int tr_run_folder_sync(struct tr_run_folder *f, struct tr_diag *d)
 {
+    if (f->silent)
+        return 0;
     struct tr_path log, metrics;
     int rc = tr_path_set(&log, d, "%s/log.txt", f->dir.s);
     if (!rc)
@@ -446,6 +455,10 @@ int tr_run_folder_begin_record(struct tr_run_folder *f, const struct tr_recipe *
 
 void tr_run_folder_note(struct tr_run_folder *f, const char *key, json_t *value)
 {
+    if (f->silent) {
+        json_decref(value);
+        return;
+    }
     struct tr_diag why = {0};
     if (tr_run_record_note(f->record, f->dir.s, key, value, &why))
         tr_run_folder_say(f, "warning: %s\n", tr_diag_last(&why));

@@ -25,6 +25,8 @@ struct tr_run_folder {
     bool resumed;              /* an existing folder, opened to go on: until this part's record
                                 * begins (a resume refused before it), only log.txt is written */
     bool quiet;                /* lines for people go to log.txt only */
+    bool silent;               /* another rank's view of rank 0's folder (tr_run_folder_follow):
+                                * its dir, nothing opened, written or said */
     bool tty;                  /* stdout is a terminal: a progress bar, redrawn in place */
 };
 
@@ -35,6 +37,9 @@ void tr_run_folder_init(struct tr_run_folder *f, bool quiet);
  * metrics appended to. 0 or TR_EIO / TR_EINVAL. */
 int tr_run_folder_open(struct tr_run_folder *f, const struct tr_recipe *r, const char *resume_dir,
                        struct tr_diag *d);
+/* Ranks other than 0 (dist/comm.h): the folder rank 0 opened, at dir, known but never written;
+ * what the steps say and log goes nowhere (rank 0 says it), traces excepted (one per rank). */
+int tr_run_folder_follow(struct tr_run_folder *f, const char *dir, struct tr_diag *d);
 /* What `trainrun sample` and later inference need besides the recipe and the weights: the
  * data's sources (for --if-data-changed), the tokenizer's files in tokenizer/ (vocab.txt,
  * encoder.json + vocab.bpe, or chars.txt) and the class names, one a line, in labels.txt. */

@@ -7,7 +7,8 @@
 #include <unistd.h>
 
 int tr_session_plan(struct tr_session *s, const struct tr_recipe *r, const struct tr_data *data,
-                    const char *plan_file, const char *resume_dir, struct tr_diag *d)
+                    const char *plan_file, const char *resume_dir, const struct tr_knobs *given,
+                    struct tr_diag *d)
 {
     struct tr_path own;
     const char *saved = plan_file;
@@ -22,7 +23,9 @@ int tr_session_plan(struct tr_session *s, const struct tr_recipe *r, const struc
     if (tr_plan_job_init(&s->job, r, data, &s->dev, d))
         return TR_EINVAL;
     int rc;
-    if (saved && (plan_file || access(saved, F_OK) == 0)) {
+    if (given) {
+        rc = tr_plan_replay(&s->plan, &s->job, given, d);
+    } else if (saved && (plan_file || access(saved, F_OK) == 0)) {
         struct tr_knobs k;
         struct tr_diag why = {0};
         if (tr_plan_read_knobs(saved, &k, &why))

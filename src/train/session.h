@@ -40,11 +40,13 @@ struct tr_session {
 };
 
 /* The plan stage: the recipe's device and its backend, then the plan — searched for this host
- * and the budget, or replayed from plan_file (--plan FILE) or a resumed run's own plan.json
- * (resume_dir; when it kept one). 0; TR_ENOFIT when nothing fits the budget; TR_EINVAL for a
- * job or saved plan that cannot be planned; TR_EFAIL for the device. data stays in use by s. */
+ * and the budget, or replayed: the knobs given (another rank's choice), else from plan_file
+ * (--plan FILE) or a resumed run's own plan.json (resume_dir; when it kept one). 0; TR_ENOFIT
+ * when nothing fits the budget; TR_EINVAL for a job or saved plan that cannot be planned;
+ * TR_EFAIL for the device. r and data stay in use by s. */
 int tr_session_plan(struct tr_session *s, const struct tr_recipe *r, const struct tr_data *data,
-                    const char *plan_file, const char *resume_dir, struct tr_diag *d);
+                    const char *plan_file, const char *resume_dir, const struct tr_knobs *given,
+                    struct tr_diag *d);
 /* The program-build stage: both programs of the chosen plan on one set of regions (each the
  * larger of the two), plus the optimizer state, all from the allocator under the memory
  * budget. 0; TR_EINVAL (the model refused), TR_ENOFIT (the budget), TR_EFAIL. */

@@ -88,16 +88,24 @@ static bool has_targets(const struct tr_batch *b, int lm)
     return false;
 }
 
-/* The first micro-batch of st at or after i that has targets (st->nmicro when none). */
-static int runnable(const struct tr_step *st, int i, int lm)
+/* This rank's micro-batches of st: [*lo, *hi), its share of them in order (all when alone). */
+static void share_of(const struct tr_step_runner *r, const struct tr_step *st, int *lo, int *hi)
 {
-    while (i < st->nmicro && !has_targets(&st->micro[i], lm))
+    int world = r->world > 1 ? r->world : 1;
+    *lo = (int)((int64_t)st->nmicro * r->rank / world);
+    *hi = (int)((int64_t)st->nmicro * (r->rank + 1) / world);
+}
+
+/* The first micro-batch of st at or after i, before end, that has targets (end when none). */
+static int runnable(const struct tr_step *st, int i, int end, int lm)
+{
+    while (i < end && !has_targets(&st->micro[i], lm))
         i++;
     return i;
 }
 
 int tr_step_gradients(const struct tr_step_runner *r, const struct tr_step *st, const struct tr_step *next,
-                      uint64_t step, double scale, double *loss, struct tr_diag *d)
+                      uint64_t step, double scale, double *loss, bool *ran, struct tr_diag *d)
 {
     struct tr_exec *x = r->x;
     int64_t total = 0;   /* counted again below: a pass over ids, nothing beside the forward */
@@ -113,8 +121,13 @@ int tr_step_gradients(const struct tr_step_runner *r, const struct tr_step *st, 
     }
     *loss = 0;
     r->rng->step = step;
-    for (int i = runnable(st, 0, r->lm), after; i < st->nmicro; i = after) {
-        after = runnable(st, i + 1, r->lm);
+    int lo, hi, next_lo = 0, next_hi = 0;
+    share_of(r, st, &lo, &hi);
+    if (next)
+        share_of(r, next, &next_lo, &next_hi);
+    *ran = runnable(st, lo, hi, r->lm) < hi;
+    for (int i = runnable(st, lo, hi, r->lm), after; i < hi; i = after) {
+        after = runnable(st, i + 1, hi, r->lm);
         const struct tr_batch *b = &st->micro[i];
         int64_t count = tr_batch_targets(b, r->lm);
         /* this micro-batch's inputs were staged while the one before ran, unless it is the first */
@@ -134,9 +147,9 @@ int tr_step_gradients(const struct tr_step_runner *r, const struct tr_step *st, 
             rc = tr_exec_write(x, r->loss_scale, &scaled, sizeof scaled, d);
         if (!rc) {   /* the next micro-batch's inputs travel while this one runs */
             int first = 0;
-            if (after < st->nmicro)
+            if (after < hi)
                 rc = stage(r, &st->micro[after], d);
-            else if (next && (first = runnable(next, 0, r->lm)) < next->nmicro)
+            else if (next && (first = runnable(next, next_lo, next_hi, r->lm)) < next_hi)
                 rc = stage(r, &next->micro[first], d);
         }
         if (!rc)

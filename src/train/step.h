@@ -21,6 +21,8 @@ struct tr_step_runner {
     int64_t features;               /* feature vectors: floats a sample (0 for text) */
     struct tr_rng_ctx *rng;         /* its step and sample ids (host memory, the loader's) are set
                                      * per micro-batch */
+    int rank, world;                /* across ranks (dist/): this rank runs its share of each step's
+                                     * micro-batches, in order (world 0 or 1: all of them) */
 };
 
 /* A micro-batch into x's inputs (at x's plan): features and labels, or for text the token
@@ -34,11 +36,14 @@ int64_t tr_batch_targets(const struct tr_batch *b, int lm);
 /* Zeroes the gradients, then runs forward and backward over the step's micro-batches, the
  * gradient of micro-batch i's mean loss scaled by scale × targets_i / Σ targets (micro-batches
  * without targets are skipped). *loss gets the step's mean loss, Σ (targets_i / Σ) · loss_i.
+ * Across ranks, the Σ runs over the whole step and this rank runs its share of the micro-batches,
+ * the ranks' gradients and losses adding up to the step's (dist/gradients.h); *ran says whether
+ * it ran any.
  * Each micro-batch's inputs are staged (exec.h) while the one before it runs; next, when not
  * NULL, is the step that follows, whose first micro-batch is staged while this one's last runs
  * (its arrays must stay valid until it has run: loader.h's hold 2). Returns 0, or a code with
  * the sentence in d. */
 int tr_step_gradients(const struct tr_step_runner *r, const struct tr_step *st, const struct tr_step *next,
-                      uint64_t step, double scale, double *loss, struct tr_diag *d);
+                      uint64_t step, double scale, double *loss, bool *ran, struct tr_diag *d);
 
 #endif

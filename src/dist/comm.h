@@ -1,0 +1,45 @@
+/* Ranks and their collectives (DESIGN.md §10): who this process is among the processes a
+ * cluster's launcher started — mpirun (Open MPI), srun (Slurm), or the variables torchrun sets —
+ * and the few collectives data parallelism needs, over MPI. Alone (world 1) nothing of MPI is
+ * called and every collective is the identity, so a build without MPI runs exactly as before.
+ * Below the trainer (src/train/), beside the backends: it moves host memory only. */
+#ifndef TR_DIST_COMM_H
+#define TR_DIST_COMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+
+struct tr_comm {
+    int rank, world;          /* this process among them, from 0; world 1: alone */
+    int local_rank;           /* among those on this host: the GPU it takes (device: auto) */
+    char launcher[48];        /* who started the ranks, for sentences: "mpirun", "srun", … */
+    bool mpi;                 /* MPI started: tr_comm_close finishes it */
+};
+
+/* Who this process is, from its launcher's variables (Open MPI's OMPI_COMM_WORLD_*, PMI_*,
+ * Slurm's SLURM_STEP_NUM_TASKS/SLURM_PROCID/SLURM_LOCALID, torchrun's WORLD_SIZE/RANK/LOCAL_RANK);
+ * with more than one rank, MPI started and asked. 0, or TR_EINVAL with a sentence: more than
+ * one rank where this build has no MPI, or MPI and the variables disagree (torchrun started the
+ * processes: they share no MPI world). */
+int tr_comm_open(struct tr_comm *c, struct tr_diag *d);
+void tr_comm_close(struct tr_comm *c);
+
+/* Whether every rank's rc is 0: 0 if so, else the lowest failing rank's code; a rank that did
+ * not fail gets a sentence in d naming the one that did and what it was doing (`what`: "loading
+ * the data"); that rank's own output says why. Every rank calls it at the same point. */
+int tr_comm_agree(const struct tr_comm *c, int rc, const char *what, struct tr_diag *d);
+/* bytes at buf from rank 0 to every rank. */
+int tr_comm_broadcast(const struct tr_comm *c, void *buf, size_t bytes, struct tr_diag *d);
+/* Element-wise sums over the ranks, in place; every rank gets the same bits. */
+int tr_comm_sum_floats(const struct tr_comm *c, float *buf, size_t n, struct tr_diag *d);
+int tr_comm_sum_doubles(const struct tr_comm *c, double *buf, size_t n, struct tr_diag *d);
+/* Every rank's value, into all[0 … world − 1] on every rank. */
+int tr_comm_gather(const struct tr_comm *c, uint64_t mine, uint64_t *all, struct tr_diag *d);
+/* Ends every rank at once with status: a rank that failed where the others cannot learn of it
+ * (they wait in a collective it will not join). Returns only when alone. */
+void tr_comm_abort(const struct tr_comm *c, int status);
+
+#endif

@@ -1,0 +1,61 @@
+/* The training loop across ranks (ranks.h). */
+#include "train/ranks.h"
+
+#include <stdlib.h>
+
+#include "core/alloc.h"
+#include "report/crc32c.h"
+
+int tr_ranks_after_backward(struct tr_grad_reducer *r, char *grads, bool ran, struct tr_ranks_step *st,
+                            struct tr_diag *d)
+{
+    if (r->comm->world == 1)
+        return 0;
+    int rc = tr_grad_reduce(r, grads, ran, d);
+    double sums[4] = {st->loss, st->signal, st->time_up, st->failed};
+    if (!rc)
+        rc = tr_comm_sum_doubles(r->comm, sums, 4, d);
+    if (!rc)
+        *st = (struct tr_ranks_step){sums[0], sums[1] > 0, sums[2] > 0, sums[3] > 0};
+    return rc;
+}
+
+/* CRC-32C of the parameters region, a chunk at a time through the host. */
+static int params_hash(const struct tr_exec *x, uint64_t *hash, struct tr_diag *d)
+{
+    enum { CHUNK = 1 << 22 };
+    size_t bytes = x->region_bytes[TR_PARAM];
+    char *host = tr_xmalloc(bytes < CHUNK ? (bytes ? bytes : 1) : CHUNK);
+    uint64_t h = 0;
+    int rc = 0;
+    for (size_t at = 0; at < bytes && !rc; at += CHUNK) {
+        size_t n = bytes - at < CHUNK ? bytes - at : CHUNK;
+        rc = tr_backend_copy(x->be, host, x->base[TR_PARAM] + at, n, TR_COPY_TO_HOST, d);
+        h = h * 1000003u ^ tr_crc32c(host, n);
+    }
+    free(host);
+    *hash = h ^ bytes;
+    return rc;
+}
+
+int tr_ranks_same_params(const struct tr_comm *c, const struct tr_exec *x, int64_t step, struct tr_diag *d)
+{
+    if (c->world == 1)
+        return 0;
+    uint64_t mine = 0, *all = tr_xcalloc((size_t)c->world, sizeof *all);
+    int rc = params_hash(x, &mine, d);
+    rc = tr_comm_agree(c, rc, "reading its parameters", d);   /* every rank gathers, whatever its copy did */
+    if (!rc)
+        rc = tr_comm_gather(c, mine, all, d);
+    char differ[256] = "";
+    size_t used = 0;
+    for (int k = 1; !rc && k < c->world && used < sizeof differ; k++)
+        if (all[k] != all[0])
+            used += (size_t)snprintf(differ + used, sizeof differ - used, "%s%d", used ? ", " : "", k);
+    free(all);
+    if (!rc && used)
+        rc = tr_fail(d, TR_EFAIL, "after step %lld the parameters of rank %s differ from rank 0's: the ranks "
+                     "no longer train one model (a rank's device or memory is faulty, or the ranks run different "
+                     "builds)", (long long)step, differ);
+    return rc;
+}

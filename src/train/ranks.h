@@ -1,0 +1,29 @@
+/* The training loop across ranks (DESIGN.md §10, data parallelism): after each step's backward
+ * the gradients, the loss and the wishes to stop (a signal, budget.time) summed over the ranks,
+ * so every rank takes the same update and stops after the same step; after its update batch
+ * norm's running statistics averaged; at each checkpoint the parameters' hashes compared. With
+ * one rank each is nothing and the loop runs as it always did. */
+#ifndef TR_RANKS_H
+#define TR_RANKS_H
+
+#include "backend/exec.h"
+#include "dist/comm.h"
+#include "dist/gradients.h"
+
+/* What the ranks agreed after a step's backward. */
+struct tr_ranks_step {
+    double loss;       /* the step's loss: this rank's part in, the sum over the ranks out */
+    bool signal;       /* a stop signal reached any rank */
+    bool time_up;      /* budget.time ran out on any rank */
+    bool failed;       /* a rank's step failed (its own output says why) */
+};
+
+/* After step's backward: the gradients at grads summed (ran: whether this rank ran a micro-batch
+ * of the step), then the loss and the stop wishes. 0, or a code with the sentence in d. */
+int tr_ranks_after_backward(struct tr_grad_reducer *r, char *grads, bool ran, struct tr_ranks_step *st,
+                            struct tr_diag *d);
+/* Whether every rank holds the same parameters (and running statistics): the region's hash
+ * compared; TR_EFAIL naming the ranks that differ from rank 0 at step otherwise. */
+int tr_ranks_same_params(const struct tr_comm *c, const struct tr_exec *x, int64_t step, struct tr_diag *d);
+
+#endif
