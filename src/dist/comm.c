@@ -1,4 +1,6 @@
 /* Ranks and their collectives over MPI (comm.h). */
+#include "config.h"
+
 #include "dist/comm.h"
 
 #include <limits.h>
