@@ -13,6 +13,7 @@
 #include "cli/exit.h"
 #include "core/blas.h"
 #include "data/fetch.h"
+#include "dist/comm.h"
 #ifdef HAVE_CUDA
 #include "backend/cuda/probe.h"
 #endif
@@ -69,6 +70,9 @@ static void version(void)
 #else
     puts("CUDA backend: not built (configure found no CUDA toolkit, or --without-cuda)");
 #endif
+    char ranks[200];
+    tr_comm_describe(ranks, sizeof ranks);
+    printf("Ranks: %s\n", ranks);
 }
 
 /* Before the engine: the address-space limits checked (limits.c), then OpenBLAS loaded — not

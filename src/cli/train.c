@@ -160,6 +160,8 @@ static int train(const struct tr_comm *comm, const struct tr_recipe *r, const ch
     struct tr_loop loop = {0};
     int64_t start = 0;
     int rc = rank_share(comm, r, &share, d);
+    if (rc && comm->rank > 0)   /* every rank found it: rank 0 says it */
+        tr_diag_free(d);
     if (!rc)
         rc = load_data_ranked(comm, r, resume_dir, folder->quiet, &data, d);   /* data */
     tr_loop_init(&loop, r, &data, started, comm);

@@ -86,6 +86,21 @@ int tr_comm_open(struct tr_comm *c, struct tr_diag *d)
 #endif
 }
 
+void tr_comm_describe(char *out, size_t size)
+{
+#ifdef HAVE_MPI
+    char version[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+    int n = 0;
+    MPI_Get_library_version(version, &n);   /* callable before MPI starts */
+    char *end = strpbrk(version, ",\n");
+    if (end)
+        *end = '\0';
+    snprintf(out, size, "across processes over MPI (%s): mpirun -np N or srun", version);
+#else
+    snprintf(out, size, "one process (built without MPI: configure found no libopenmpi-dev)");
+#endif
+}
+
 void tr_comm_close(struct tr_comm *c)
 {
 #ifdef HAVE_MPI

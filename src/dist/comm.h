@@ -26,6 +26,8 @@ struct tr_comm {
  * processes: they share no MPI world). */
 int tr_comm_open(struct tr_comm *c, struct tr_diag *d);
 void tr_comm_close(struct tr_comm *c);
+/* What ranks this build can run, for --version: "MPI (Open MPI v4.1.4, …)", or why one process. */
+void tr_comm_describe(char *out, size_t size);
 
 /* Whether every rank's rc is 0: 0 if so, else the lowest failing rank's code; a rank that did
  * not fail gets a sentence in d naming the one that did and what it was doing (`what`: "loading

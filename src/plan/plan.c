@@ -647,6 +647,16 @@ int tr_plan_search(struct tr_plan *p, const struct tr_plan_job *job, struct tr_d
 int tr_plan_replay(struct tr_plan *p, const struct tr_plan_job *job, const struct tr_knobs *k,
                    struct tr_diag *diag)
 {
+    /* a fixed micro-batch's count follows the batch: a plan saved for another train.batch_size
+     * (another rank count's share of it) cuts this batch into as many as it takes */
+    struct tr_knobs kept = *k;
+    int64_t batch = job->r->train.batch_size;
+    if (!kept.dynamic && (kept.micro < 1 || kept.micro > batch))
+        return tr_fail(diag, TR_EINVAL, "the saved plan's micro-batch of %lld samples does not fit train.batch_size "
+                       "%lld", (long long)kept.micro, (long long)batch);
+    if (!kept.dynamic)
+        kept.accumulation = (batch + kept.micro - 1) / kept.micro;
+    k = &kept;
     start(p, job);
     p->blocks = model_blocks(job);
     p->replayed = true;

@@ -170,7 +170,8 @@ int tr_plan_job_init(struct tr_plan_job *job, const struct tr_recipe *r, const s
  * one fits (p->chosen); none fitting (TR_ENOFIT for the caller) is p->chosen < 0 with a 0
  * return; a negative TR_E… when the job cannot be planned at all (diag says why). */
 int tr_plan_search(struct tr_plan *p, const struct tr_plan_job *job, struct tr_diag *diag);
-/* The one candidate k (read from a saved plan), evaluated again for this job: p->chosen is 0
+/* The one candidate k (read from a saved plan), evaluated again for this job (a fixed micro-batch
+ * counted again for its batch: a plan saved at another batch or rank count): p->chosen is 0
  * when it fits, −1 with the reason when it no longer does. */
 int tr_plan_replay(struct tr_plan *p, const struct tr_plan_job *job, const struct tr_knobs *k,
                    struct tr_diag *diag);

@@ -690,6 +690,10 @@ int tr_loop_run(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f
         rc = trace_save(&c, res->steps);
     l->profile.recording = false;
     tr_exec_profile_free(&l->profile);
+    if (l->comm->world > 1)   /* rank 0's view: its time in the gradients' collectives */
+        tr_run_folder_note(f, "ranks", json_pack("{si ss sI sf}", "world", l->comm->world, "launcher", l->comm->launcher,
+                                                 "bucket_bytes", (json_int_t)r->distributed.bucket, "reduce_seconds",
+                                                 l->reducer.seconds));
     tr_grad_reducer_free(&l->reducer);
     json_decref(l->trace.written);
     l->trace.written = NULL;
@@ -746,6 +750,14 @@ void tr_loop_say_start(const struct tr_loop *l, const struct tr_session *s, stru
         tr_run_folder_say(f, "%s", lines);
     }
     free(lines);
+    if (l->comm->world > 1) {
+        char bucket[32];
+        tr_format_bytes(r->distributed.bucket, bucket);
+        tr_run_folder_say(f, "ranks: %d (started by %s), each running its share of a step's micro-batches as "
+                          "planned above for %lld samples; gradients summed over MPI in buckets of %s\n",
+                          l->comm->world, l->comm->launcher, (long long)(r->train.batch_size / l->comm->world),
+                          bucket);
+    }
 }
 
 /* The leak check's verdict in the log; growth is a warning. */

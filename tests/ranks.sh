@@ -1,0 +1,101 @@
+#!/bin/sh
+# Data parallelism over MPI, as a cluster runs it: mpirun --oversubscribe, one thread a rank, no
+# binding. 2 and 3 ranks train as one rank does with the matching accumulation (the one rank
+# replays the ranks' plan.json, so each step is cut into the same micro-batches): mlp, bert-small
+# with dynamic batching (ranks get different token counts) and resnet (batch norm: each rank's
+# running statistics are replaced by the mean over the ranks after every step, so all hold the
+# same) give the same losses within 1e-6 relative; the parameters are the same bits on every rank
+# (each checkpoint compares their hashes, statistics included, and fails the run if they
+# differ), and the final weights equal the one rank's. Rank 0 alone writes the run folder. A
+# batch that does not split over the ranks and a launch MPI did not make are refused.
+# Skipped (77) without mpirun or where trainrun was built without MPI.
+. "$srcdir/tests/lib.sh"
+command -v mpirun >/dev/null || { echo "SKIP: no mpirun (scripts/setup installs openmpi-bin)"; exit 77; }
+"$TRAINRUN" --version | grep -q "^Ranks: across processes over MPI" ||
+  { echo "SKIP: trainrun was built without MPI"; exit 77; }
+OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM OMP_NUM_THREADS
+TRAINRUN_DATASETS=$scratch/datasets
+export TRAINRUN_DATASETS
+"$srcdir/bench/gpu/datasets" "$TRAINRUN_DATASETS" >/dev/null || { echo "FAIL: bench/gpu/datasets"; exit 1; }
+
+# ranks N LABEL RECIPE [key=value...]: N ranks train into $scratch/LABEL; the run folder in $dir.
+ranks() {
+  n=$1 label=$2
+  shift 2
+  run timeout 300 mpirun --oversubscribe --bind-to none -np "$n" "$TRAINRUN" "$@" report.log_every=1 \
+    train.eval_samples=64 report.dir="$scratch/$label" --quiet
+  expect_rc 0 "$label: $n ranks"
+  dir=$(echo "$scratch/$label"/*/latest)
+}
+
+# alone LABEL PLAN RECIPE [key=value...]: one process replays PLAN into $scratch/LABEL.
+alone() {
+  label=$1 plan=$2
+  shift 2
+  run "$TRAINRUN" "$@" report.log_every=1 train.eval_samples=64 report.dir="$scratch/$label" --plan "$plan" --quiet
+  expect_rc 0 "$label: one process"
+  dir=$(echo "$scratch/$label"/*/latest)
+}
+
+# same_training A B WHAT: every step's train/loss within 1e-6 relative; whether the last weights
+# are the same bits is said (the summation order across ranks may round otherwise).
+same_training() {
+  checks=$((checks + 1))
+  python3 - "$1" "$2" "$3" <<'PY' || fail "$3: the ranks did not train as one process"
+import json, sys
+def losses(d):
+    return {j["step"]: j["train/loss"] for j in map(json.loads, open(d + "/metrics.jsonl")) if "train/loss" in j}
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+worst = max(abs(a[s] - b[s]) / abs(a[s]) for s in a)
+print("%s: %d steps, worst relative loss difference %.3g" % (sys.argv[3], len(a), worst))
+sys.exit(0 if sorted(a) == sorted(b) and len(a) >= 10 and worst <= 1e-6 else 1)
+PY
+  if cmp -s "$(ls -v "$1"/checkpoints/*.safetensors | tail -n 1)" "$(ls -v "$2"/checkpoints/*.safetensors | tail -n 1)"; then
+    echo "$3: the last weights are the one process's, bit for bit"
+  else
+    echo "note: $3: the last weights differ from the one process's in their bits (the losses agree)"
+  fi
+}
+
+# mlp: 2 ranks × 1 micro-batch against 1 process × 2, over 40 steps; then 3 ranks.
+ranks 2 mlp-2 "$srcdir/recipes/mlp.yaml" train.steps=40 optimize.accumulation=1 train.checkpoint_every=20
+two=$dir
+expect_in "$(cat "$two/log.txt")" "ranks: 2 (started by mpirun)" "the log names the ranks"
+expect_in "$(cat "$two/run.json")" '"world": 2' "run.json records the ranks"
+checks=$((checks + 1))
+[ "$(ls "$scratch/mlp-2/mlp" | grep -c '^2')" = 1 ] || fail "rank 0 alone makes a run folder: $(ls "$scratch/mlp-2/mlp")"
+alone mlp-1 "$two/plan.json" "$srcdir/recipes/mlp.yaml" train.steps=40
+same_training "$dir" "$two" "mlp, 2 ranks"
+expect_in "$(cat "$dir/log.txt")" "2 micro-batches of 32 samples a step" "one process replays the plan with 2 micro-batches"
+ranks 3 mlp-3 "$srcdir/recipes/mlp.yaml" train.steps=40 train.batch_size=48
+three=$dir
+alone mlp-1b "$three/plan.json" "$srcdir/recipes/mlp.yaml" train.steps=40 train.batch_size=48
+same_training "$dir" "$three" "mlp, 3 ranks"
+
+# bert-small with dynamic batching: the ranks' micro-batches hold different token counts.
+set -- "$srcdir/recipes/bert-small.yaml" data.dataset=austen-passages model.layers=2 model.max_len=64 \
+  train.batch_size=16 train.steps=10 optimize.dynamic_batching.mode=on
+ranks 2 bert-2 "$@"
+two=$dir
+alone bert-1 "$two/plan.json" "$@"
+same_training "$dir" "$two" "bert-small with dynamic batching, 2 ranks"
+
+# resnet: batch norm's running statistics averaged, so the hashes agree at every checkpoint.
+set -- "$srcdir/recipes/resnet.yaml" train.batch_size=32 train.steps=10 train.checkpoint_every=5
+ranks 2 resnet-2 "$@"
+two=$dir
+alone resnet-1 "$two/plan.json" "$@"
+same_training "$dir" "$two" "resnet, 2 ranks"
+
+# Refused: a batch the ranks cannot share; ranks that MPI did not start (torchrun's variables).
+run mpirun --oversubscribe --bind-to none -np 3 "$TRAINRUN" "$srcdir/recipes/mlp.yaml" report.dir="$scratch/bad" --quiet
+checks=$((checks + 1))
+[ "$rc" != 0 ] || fail "a batch of 64 over 3 ranks ran"
+expect_in "$err" "train.batch_size 64 does not split evenly over 3 ranks: make it a multiple of 3" "its sentence"
+checks=$((checks + 1))
+[ "$(printf '%s\n' "$err" | grep -c 'does not split evenly')" = 1 ] || fail "more than rank 0 said it: $err"
+run env WORLD_SIZE=2 RANK=1 LOCAL_RANK=1 timeout 60 "$TRAINRUN" "$srcdir/recipes/mlp.yaml" report.dir="$scratch/bad"
+expect_rc 2 "torchrun's variables without mpirun"
+expect_in "$err" "torchrun says rank 1 of 2, but MPI sees rank 0 of 1" "its sentence"
+finish
