@@ -7,7 +7,8 @@
 # same) give the same losses within 1e-6 relative; the parameters are the same bits on every rank
 # (each checkpoint compares their hashes, statistics included, and fails the run if they
 # differ), and the final weights equal the one rank's. Rank 0 alone writes the run folder. A
-# batch that does not split over the ranks and a launch MPI did not make are refused.
+# stopped or killed rank ends every rank within distributed.timeout + 10 s. A batch that does
+# not split over the ranks and a launch MPI did not make are refused.
 # Skipped (77) without mpirun or where trainrun was built without MPI.
 . "$srcdir/tests/lib.sh"
 command -v mpirun >/dev/null || { echo "SKIP: no mpirun (scripts/setup installs openmpi-bin)"; exit 77; }
@@ -87,6 +88,60 @@ ranks 2 resnet-2 "$@"
 two=$dir
 alone resnet-1 "$two/plan.json" "$@"
 same_training "$dir" "$two" "resnet, 2 ranks"
+
+# Faults: rank 1 stopped (SIGSTOP: the real hang) or killed (SIGKILL) mid-run. Every rank is gone
+# within distributed.timeout + 10 s; a stopped one makes rank 0 end with status 10, saying what it
+# waited in; the checkpoints written stay whole (their safetensors header reads).
+# fault SIGNAL: a long 2-rank run, SIGNAL to rank 1 once step 1000 is checkpointed; its exit
+# status in $rc, the seconds until mpirun ended in $took, stderr in $err.
+fault() {
+  rm -rf "$scratch/fault"
+  mpirun --oversubscribe --bind-to none -np 2 "$TRAINRUN" "$srcdir/recipes/mlp.yaml" train.steps=1000000 \
+    train.eval_every=0 train.checkpoint_every=1000 distributed.timeout=5s report.dir="$scratch/fault" --quiet \
+    >"$scratch/fault.out" 2>"$scratch/fault.err" &
+  launcher=$!
+  i=0
+  while [ ! -e "$scratch/fault/mlp/latest/checkpoints/step-1000.safetensors" ] && [ $i -lt 600 ]; do
+    sleep 0.1
+    i=$((i + 1))
+  done
+  victim=
+  for p in $(pgrep -f "recipes/mlp.yaml train.steps=1000000"); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && victim=$p
+  done
+  [ -n "$victim" ] || { fail "$1: no rank 1 to stop"; kill "$launcher"; return; }
+  began=$(date +%s)
+  kill "-$1" "$victim"
+  i=0
+  while kill -0 "$launcher" 2>/dev/null && [ $i -lt 600 ]; do
+    sleep 0.1
+    i=$((i + 1))
+  done
+  took=$(($(date +%s) - began))
+  wait "$launcher"
+  rc=$?
+  err=$(cat "$scratch/fault.err")
+  kill -9 "$victim" 2>/dev/null
+  checks=$((checks + 1))
+  [ "$took" -le 15 ] || fail "$1 of rank 1: the ranks ended after $took s, more than distributed.timeout + 10"
+  checks=$((checks + 1))
+  pgrep -f "recipes/mlp.yaml train.steps=1000000" >/dev/null && fail "$1 of rank 1: a rank is left running"
+  checks=$((checks + 1))
+  python3 - "$scratch/fault/mlp/latest/checkpoints" <<'PY' || fail "$1 of rank 1: a checkpoint is damaged"
+import json, os, struct, sys
+for name in os.listdir(sys.argv[1]):
+    with open(os.path.join(sys.argv[1], name), "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        json.loads(f.read(n))
+PY
+  echo "$1 of rank 1: every rank ended after $took s, status $rc"
+}
+fault STOP
+expect_rc 10 "a stopped rank"
+expect_in "$err" "rank 0 of 2: no answer from the other ranks for" "rank 0 says it waited"
+fault KILL
+checks=$((checks + 1))
+[ "$rc" != 0 ] || fail "a killed rank: mpirun's status is 0"
 
 # Refused: a batch the ranks cannot share; ranks that MPI did not start (torchrun's variables).
 run mpirun --oversubscribe --bind-to none -np 3 "$TRAINRUN" "$srcdir/recipes/mlp.yaml" report.dir="$scratch/bad" --quiet

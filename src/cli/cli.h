@@ -64,6 +64,9 @@ const char *tr_cli_datasets_dir(void);
 /* Who this process is among the ranks its launcher started (dist/comm.h): 0, or the exit
  * status with the sentence printed (a multi-rank launch this build or launcher cannot serve). */
 int tr_cli_open_ranks(struct tr_comm *comm);
+/* The watchdog of r's distributed.timeout (dist/comm.h), armed for the training steps (train.c):
+ * a rank that waits longer for the others ends with TR_EXIT_RANKS, saying what it waited in. */
+void tr_cli_watch_ranks(struct tr_comm *comm, const struct tr_recipe *r);
 /* The run of r (continuing resume_dir when not NULL) on every rank of comm, stage by stage
  * (train.c): its failure on stderr, and with --quiet/-q in a the one result line; then notifies
  * (report.notify). Rank 0 alone writes the run folder and speaks. Returns the exit status of how

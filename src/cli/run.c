@@ -118,6 +118,8 @@ int tr_cmd_run(int argc, char **argv)
     }
     if (rc == TR_EXIT_OK)
         rc = tr_cli_open_ranks(&comm);
+    if (rc == TR_EXIT_OK)
+        tr_cli_watch_ranks(&comm, &recipe);
     if (rc == TR_EXIT_OK && comm.world > 1 && (resume || tr_args_has(&args, "--if-data-changed"))) {
         if (comm.rank == 0)
             fprintf(stderr, "trainrun: %s runs on one process so far, not %d ranks\n",

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/exit.h"
@@ -181,10 +182,12 @@ static int train(const struct tr_comm *comm, const struct tr_recipe *r, const ch
         rc = tr_comm_agree(comm, rc, "starting the run folder", d);
     if (!rc)
         res->run_dir = folder->dir.s;
+    tr_comm_watch_arm(comm, true);   /* distributed.timeout: from here every rank works alike */
     if (!rc)
         rc = tr_loop_run(&loop, &s, folder, r, &data, start, res, d);   /* training loop */
     if (!rc)
         rc = tr_loop_last_checkpoint(&loop, &s, folder, r, res->steps, d);   /* the last checkpoint */
+    tr_comm_watch_arm(comm, false);
     if ((!rc || rc == TR_ETIMEUP) && data.test.n && !folder->silent)    /* evaluation, on the clock's */
         rc = test(&loop, &s, r, &data, res, rc, d);                      /* stop too */
     tr_finish_say_done(folder, &data, res, rc, d);                       /* finish */
@@ -205,6 +208,23 @@ static int train(const struct tr_comm *comm, const struct tr_recipe *r, const ch
     tr_session_free(&s);
     tr_data_free(&data);
     return rc;
+}
+
+/* distributed.timeout ran out in a collective (the watchdog's thread, dist/comm.h): this rank
+ * ends at once, the main thread being stuck in MPI; its launcher ends the others. */
+static void ranks_timed_out(const struct tr_comm *c, const char *what, double waited)
+{
+    fprintf(stderr, "trainrun: rank %d of %d: no answer from the other ranks for %.0f s while %s "
+            "(distributed.timeout): a rank stopped or its host went away; ending with status %d, and %s "
+            "ends the other ranks\n", c->rank, c->world, waited, what, TR_EXIT_RANKS, c->launcher);
+    fflush(stderr);
+    usleep(200000);   /* mpirun forwards a rank's output through a pipe: let it take the line */
+    _exit(TR_EXIT_RANKS);
+}
+
+void tr_cli_watch_ranks(struct tr_comm *comm, const struct tr_recipe *r)
+{
+    tr_comm_watch(comm, r->distributed.timeout, ranks_timed_out);
 }
 
 int tr_cli_open_ranks(struct tr_comm *comm)

@@ -16,6 +16,7 @@ enum tr_exit {
     TR_EXIT_UNCHANGED   = 7,   /* skipped: --if-data-changed and no source changed */
     TR_EXIT_TIME_LIMIT  = 8,   /* stopped by budget.time after checkpointing, evaluating, reporting */
     TR_EXIT_UNSETTLED   = 9,   /* calibrate: the measurement did not settle (a busy machine); not cached */
+    TR_EXIT_RANKS       = 10,  /* across ranks: the others stopped answering (distributed.timeout) */
     TR_EXIT_LOCKED      = 75,  /* another run of this recipe holds the lock (EX_TEMPFAIL) */
     TR_EXIT_INTERRUPTED = 130, /* stopped by SIGINT, SIGTERM or SIGHUP, checkpointed */
 };

@@ -4,9 +4,12 @@
 #include "dist/comm.h"
 
 #include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #ifdef HAVE_MPI
 #include <mpi.h>
@@ -35,6 +38,101 @@ static int env_number(const char *name)
     char *end;
     long v = strtol(s, &end, 10);
     return *end || v < 0 || v > INT_MAX ? -1 : (int)v;
+}
+
+/* ---- the watchdog --------------------------------------------------------------------------- */
+
+struct tr_comm_watch {
+    const struct tr_comm *comm;
+    double timeout;
+    tr_comm_timeout_fn on_timeout;
+    _Atomic double since;            /* when the collective in progress began; 0: none */
+    atomic_bool armed;
+    const char *_Atomic what;
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    bool stop;
+};
+
+static double monotonic(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Looks at the collective in progress a few times a timeout (at least once a second). */
+static void *watch(void *arg)
+{
+    struct tr_comm_watch *w = arg;
+    double every = w->timeout / 4 < 1 ? w->timeout / 4 : 1;
+    pthread_mutex_lock(&w->lock);
+    while (!w->stop) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        double at = (double)until.tv_nsec * 1e-9 + every;
+        until.tv_sec += (time_t)at;
+        until.tv_nsec = (long)((at - (double)(time_t)at) * 1e9);
+        pthread_cond_timedwait(&w->wake, &w->lock, &until);
+        double since = atomic_load(&w->since);
+        if (!w->stop && since > 0 && monotonic() - since > w->timeout)
+            w->on_timeout(w->comm, atomic_load(&w->what), monotonic() - since);
+    }
+    pthread_mutex_unlock(&w->lock);
+    return NULL;
+}
+
+void tr_comm_watch(struct tr_comm *c, double timeout, tr_comm_timeout_fn on_timeout)
+{
+    if (c->world == 1 || timeout <= 0 || c->watch)
+        return;
+    struct tr_comm_watch *w = tr_xcalloc(1, sizeof *w);
+    *w = (struct tr_comm_watch){.comm = c, .timeout = timeout, .on_timeout = on_timeout};
+    pthread_mutex_init(&w->lock, NULL);
+    pthread_cond_init(&w->wake, NULL);
+    if (pthread_create(&w->thread, NULL, watch, w)) {   /* no watchdog: waits are as MPI's */
+        free(w);
+        return;
+    }
+    c->watch = w;
+}
+
+void tr_comm_watch_arm(const struct tr_comm *c, bool armed)
+{
+    if (c->watch)
+        atomic_store(&c->watch->armed, armed);
+}
+
+/* Around each collective: the watchdog times what is between, while armed. */
+static void waiting(const struct tr_comm *c, const char *what)
+{
+    if (c->watch && atomic_load(&c->watch->armed)) {
+        atomic_store(&c->watch->what, what);
+        atomic_store(&c->watch->since, monotonic());
+    }
+}
+
+static void answered(const struct tr_comm *c)
+{
+    if (c->watch)
+        atomic_store(&c->watch->since, 0.0);
+}
+
+static void watch_stop(struct tr_comm *c)
+{
+    struct tr_comm_watch *w = c->watch;
+    if (!w)
+        return;
+    pthread_mutex_lock(&w->lock);
+    w->stop = true;
+    pthread_cond_signal(&w->wake);
+    pthread_mutex_unlock(&w->lock);
+    pthread_join(w->thread, NULL);
+    pthread_mutex_destroy(&w->lock);
+    pthread_cond_destroy(&w->wake);
+    free(w);
+    c->watch = NULL;
 }
 
 #ifdef HAVE_MPI
@@ -103,6 +201,7 @@ void tr_comm_describe(char *out, size_t size)
 
 void tr_comm_close(struct tr_comm *c)
 {
+    watch_stop(c);
 #ifdef HAVE_MPI
     if (c->mpi)
         MPI_Finalize();
@@ -116,7 +215,10 @@ int tr_comm_agree(const struct tr_comm *c, int rc, const char *what, struct tr_d
         return rc;
 #ifdef HAVE_MPI
     int *all = tr_xcalloc((size_t)c->world, sizeof *all), mine = rc, err;
-    if ((err = MPI_Allgather(&mine, 1, MPI_INT, all, 1, MPI_INT, MPI_COMM_WORLD)) != MPI_SUCCESS) {
+    waiting(c, what);
+    err = MPI_Allgather(&mine, 1, MPI_INT, all, 1, MPI_INT, MPI_COMM_WORLD);
+    answered(c);
+    if (err != MPI_SUCCESS) {
         free(all);
         return rc ? rc : mpi_failed(d, err, what);
     }
@@ -133,7 +235,9 @@ int tr_comm_broadcast(const struct tr_comm *c, void *buf, size_t bytes, struct t
 #ifdef HAVE_MPI
     for (size_t at = 0; c->world > 1 && at < bytes; at += INT_MAX / 2) {
         size_t n = bytes - at < INT_MAX / 2 ? bytes - at : INT_MAX / 2;
+        waiting(c, "receiving rank 0's");
         int err = MPI_Bcast((char *)buf + at, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD);
+        answered(c);
         if (err != MPI_SUCCESS)
             return mpi_failed(d, err, "MPI_Bcast");
     }
@@ -147,7 +251,9 @@ static int sum(const struct tr_comm *c, void *buf, size_t n, size_t size, MPI_Da
 {
     for (size_t at = 0; c->world > 1 && at < n; at += INT_MAX / 8) {
         size_t k = n - at < INT_MAX / 8 ? n - at : INT_MAX / 8;
+        waiting(c, "summing over the ranks");
         int err = MPI_Allreduce(MPI_IN_PLACE, (char *)buf + at * size, (int)k, type, MPI_SUM, MPI_COMM_WORLD);
+        answered(c);
         if (err != MPI_SUCCESS)
             return mpi_failed(d, err, "MPI_Allreduce");
     }
@@ -178,7 +284,9 @@ int tr_comm_gather(const struct tr_comm *c, uint64_t mine, uint64_t *all, struct
     all[0] = mine;
 #ifdef HAVE_MPI
     if (c->world > 1) {
+        waiting(c, "gathering the parameters' hashes");
         int err = MPI_Allgather(&mine, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, MPI_COMM_WORLD);
+        answered(c);
         if (err != MPI_SUCCESS)
             return mpi_failed(d, err, "MPI_Allgather");
     }

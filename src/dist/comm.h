@@ -12,11 +12,19 @@
 
 #include "core/error.h"
 
+struct tr_comm;
+struct tr_comm_watch;
+
+/* What a rank does when the others stop answering (tr_comm_watch): says so and ends the
+ * process (the launcher then ends every rank). what: the collective it waited in. */
+typedef void (*tr_comm_timeout_fn)(const struct tr_comm *c, const char *what, double waited);
+
 struct tr_comm {
     int rank, world;          /* this process among them, from 0; world 1: alone */
     int local_rank;           /* among those on this host: the GPU it takes (device: auto) */
     char launcher[48];        /* who started the ranks, for sentences: "mpirun", "srun", … */
     bool mpi;                 /* MPI started: tr_comm_close finishes it */
+    struct tr_comm_watch *watch;   /* the watchdog (tr_comm_watch), NULL until started */
 };
 
 /* Who this process is, from its launcher's variables (Open MPI's OMPI_COMM_WORLD_*, PMI_*,
@@ -26,6 +34,13 @@ struct tr_comm {
  * processes: they share no MPI world). */
 int tr_comm_open(struct tr_comm *c, struct tr_diag *d);
 void tr_comm_close(struct tr_comm *c);
+/* A watchdog thread: while armed, a collective that waits more than timeout seconds for the
+ * other ranks calls on_timeout from it — a rank stopped (SIGSTOP, a hung device) or its host went
+ * away, and nothing else would end the wait. timeout 0: none. Armed for the training steps,
+ * where every rank works alike; not for the start, where rank 0 may prepare the data alone for
+ * long. */
+void tr_comm_watch(struct tr_comm *c, double timeout, tr_comm_timeout_fn on_timeout);
+void tr_comm_watch_arm(const struct tr_comm *c, bool armed);
 /* What ranks this build can run, for --version: "MPI (Open MPI v4.1.4, …)", or why one process. */
 void tr_comm_describe(char *out, size_t size);
 

@@ -137,7 +137,7 @@ struct tr_recipe {
      * is off */
     struct { int64_t skip_first, wait, warmup, active, repeat; } profile;
     /* across ranks (dist/): the gradients' buckets, bytes */
-    struct { uint64_t bucket; } distributed;
+    struct { uint64_t bucket; double timeout; } distributed;   /* timeout: seconds, 0 none */
 
     /* Per key (index into the schema): where its value came from, and whether it is null. */
     struct tr_origin origin[TR_NKEYS_MAX];

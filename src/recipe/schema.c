@@ -241,6 +241,8 @@ const struct tr_key tr_keys[] = {
     /* across ranks (dist/gradients.h): used only where mpirun or srun started more than one */
     {"distributed.bucket", TR_T_SIZE, OFF(distributed.bucket), "25MiB", 4096, 1073741824.0, NULL, 0, 0, 0,
      "the gradients travel between ranks in buckets of this size"},
+    {"distributed.timeout", TR_T_DURATION, OFF(distributed.timeout), "5m", 0, 86400, NULL, 0, 0, 0,
+     "how long a rank waits for the others during the steps before every rank ends (0: for ever)"},
 };
 
 const int tr_nkeys = sizeof tr_keys / sizeof tr_keys[0];

@@ -1,0 +1,63 @@
+#!/bin/sh
+# Data parallelism on this machine (not run in CI): 2 ranks × 1 thread against 1 process × 2
+# threads, the same recipe, batch and plan shape, interleaved round by round. Per case: the
+# median step (plan.json's measured_step_seconds, first step a warm-up) of each over the rounds,
+# the ratio (above 1: the ranks are faster), and the seconds the ranks spent in the gradients'
+# collectives (run.json's ranks.reduce_seconds, rank 0) as a share of their training time.
+# The gradients travel after the backward (not overlapped yet): all of it is on the step's path.
+#   bench/run-ranks.sh [ROUNDS] [BUCKETS...]   (from the checkout, after building and
+#   `trainrun calibrate`; BUCKETS: distributed.bucket sizes to compare, default 25MiB)
+set -eu
+rounds=${1:-3}
+shift $(( $# > 0 ? 1 : 0 ))
+buckets=${*:-25MiB}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+echo "rounds=$rounds buckets=$buckets $(date -u +%Y-%m-%dT%H:%MZ) $(git rev-parse --short HEAD 2>/dev/null || true)"
+echo "cpu: $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1), $(nproc) threads"
+exec /usr/bin/python3 - "$rounds" $buckets <<'PY'
+import json, os, shutil, statistics, subprocess, sys, tempfile
+rounds, buckets = int(sys.argv[1]), sys.argv[2:]
+STEPS = 20
+CASES = [("resnet", ["recipes/resnet.yaml", "train.steps=%d" % STEPS]),
+         ("bert-small", ["recipes/bert-small.yaml", "train.steps=%d" % STEPS])]
+SHORT = ["train.epochs=null", "train.eval_every=0", "train.eval_samples=8", "train.checkpoint_every=0",
+         "report.tensorboard=false", "report.monitor_every=0", "--quiet"]
+scratch = tempfile.mkdtemp(prefix="ranks.")
+got = {}
+def run(name, args, ranks, bucket, plan):
+    out = os.path.join(scratch, "run")
+    shutil.rmtree(out, ignore_errors=True)
+    env = dict(os.environ, OMP_NUM_THREADS="1" if ranks > 1 else "2")
+    cmd = ["./trainrun"] + args + SHORT + ["report.dir=" + out, "distributed.bucket=" + bucket]
+    if ranks > 1:
+        cmd = ["mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(ranks)] + cmd
+    else:
+        cmd += ["--plan", plan]
+    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
+    run_dir = os.path.join(out, name, "latest")
+    step = json.load(open(os.path.join(run_dir, "plan.json")))["measured_step_seconds"]
+    record = json.load(open(os.path.join(run_dir, "run.json")))
+    keep = os.path.join(scratch, "plan-%s.json" % name)
+    if ranks > 1:
+        shutil.copy(os.path.join(run_dir, "plan.json"), keep)
+    return step, record.get("ranks", {}).get("reduce_seconds", 0.0), keep
+try:
+    for r in range(rounds):
+        for name, args in (CASES if r % 2 == 0 else CASES[::-1]):
+            for bucket in buckets:
+                plan = None
+                for ranks in (2, 1):   # the one process replays the ranks' plan
+                    step, reduce_s, plan = run(name, args, ranks, bucket, plan)
+                    got.setdefault((name, bucket, ranks), []).append((step, reduce_s))
+    print("%-11s %-7s %12s %12s %8s %18s %6s" % ("case", "bucket", "1×2 step s", "2×1 step s", "ratio",
+                                                "collectives s/step", "share"))
+    for name, _ in CASES:
+        for bucket in buckets:
+            one = statistics.median(s for s, _ in got[(name, bucket, 1)])
+            two = statistics.median(s for s, _ in got[(name, bucket, 2)])
+            reduce_s = statistics.median(x for _, x in got[(name, bucket, 2)]) / STEPS
+            print("%-11s %-7s %12.4f %12.4f %8.2f %18.4f %5.0f%%" % (name, bucket, one, two, one / two, reduce_s,
+                                                                   100 * reduce_s / two))
+finally:
+    shutil.rmtree(scratch, ignore_errors=True)
+PY
