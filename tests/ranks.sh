@@ -74,6 +74,19 @@ three=$dir
 alone mlp-1b "$three/plan.json" "$srcdir/recipes/mlp.yaml" train.steps=40 train.batch_size=48
 same_training "$dir" "$three" "mlp, 3 ranks"
 
+# A trace per rank, which Holistic Trace Analysis reads together: the ranks' ops alike, each
+# step's all-reduce inside it.
+python=${TRAINRUN_TEST_PYTHON:-$srcdir/.venv/bin/python}
+if "$python" -c 'import hta' 2>/dev/null; then
+  ranks 2 traced "$srcdir/recipes/mlp.yaml" train.steps=8 profile.active=3
+  checks=$((checks + 1))
+  [ "$(ls "$dir/traces" | grep -c '\.pt\.trace\.json$')" = 2 ] || fail "a trace per rank: $(ls "$dir/traces")"
+  checks=$((checks + 1))
+  "$python" "$srcdir/tests/trace_check.py" "$dir" --ranks 2 || fail "HTA on the ranks' traces"
+else
+  echo "note: no HolisticTraceAnalysis here (scripts/setup installs it): the ranks' traces not read"
+fi
+
 # bert-small with dynamic batching: the ranks' micro-batches hold different token counts.
 set -- "$srcdir/recipes/bert-small.yaml" data.dataset=austen-passages model.layers=2 model.max_len=64 \
   train.batch_size=16 train.steps=10 optimize.dynamic_batching.mode=on

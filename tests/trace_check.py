@@ -1,4 +1,4 @@
-"""Holistic Trace Analysis reads a run's traces (tests/trace.sh): RUN_FOLDER [--kernels]
+"""Holistic Trace Analysis reads a run's traces (tests/trace.sh): RUN_FOLDER [--kernels] [--ranks N]
 
 What HTA parses agrees with what the run recorded of them in run.json's "traces": the ranks,
 one thread, every op's number of runs, and their summed time within HTA's rounding (it rounds
@@ -7,7 +7,11 @@ or 1 with the disagreements listed.
 
 --kernels (a run on a GPU, tests/gpu_train.sh): each op's cpu_op has its "kernel" event, the
 device's time of its kernels, no longer than the host's, and HTA's GPU analyses (the kernel
-breakdown, the temporal breakdown) run on them."""
+breakdown, the temporal breakdown) run on them.
+
+--ranks N (tests/ranks.sh): N ranks wrote a trace each; HTA finds ranks 0 … N−1, every rank ran
+the same ops as many times (fixed batching shares each step alike), and each traced step of each
+rank holds one "all-reduce gradients" span, inside its ProfilerStep."""
 import collections
 import json
 import logging
@@ -19,15 +23,32 @@ from hta.trace_analysis import TraceAnalysis  # noqa: E402
 
 run = sys.argv[1]
 kernels = "--kernels" in sys.argv[2:]
+world = int(sys.argv[sys.argv.index("--ranks") + 1]) if "--ranks" in sys.argv else 1
 record = json.load(open(os.path.join(run, "run.json")))["traces"]
 analysis = TraceAnalysis(trace_dir=os.path.join(run, "traces"), include_last_profiler_step=True)
 problems = []
 ranks = sorted(analysis.t.traces)
-if ranks != [0]:
-    problems.append("ranks %s, want [0]" % ranks)
-df = analysis.t.get_trace(0)
+if ranks != list(range(world)):
+    problems.append("ranks %s, want %s" % (ranks, list(range(world))))
 names = analysis.t.symbol_table.get_sym_table()
-df = df.assign(op=df["name"].map(lambda i: names[i]), category=df["cat"].map(lambda i: names[i]))
+def named(rank):
+    t = analysis.t.get_trace(rank)
+    return t.assign(op=t["name"].map(lambda i: names[i]), category=t["cat"].map(lambda i: names[i]))
+df = named(0)
+for rank in ranks[1:] if world > 1 else []:
+    other = named(rank)
+    mine, theirs = (t[t.category == "cpu_op"].groupby("op").size().to_dict() for t in (df, other))
+    if mine != theirs:
+        problems.append("rank %d ran %s, rank 0 %s" % (rank, theirs, mine))
+for rank in ranks if world > 1 else []:
+    t = named(rank)
+    steps = t[t.op.str.startswith("ProfilerStep#")]
+    comm = t[t.op == "all-reduce gradients"]
+    inside = sum(((steps.ts <= c.ts) & (c.ts + c.dur <= steps.ts + steps.dur)).any() for c in comm.itertuples())
+    if len(comm) != len(steps) or inside != len(comm):
+        problems.append("rank %d: %d all-reduce spans, %d inside its %d steps" % (rank, len(comm), inside, len(steps)))
+    else:
+        print("HTA: rank %d, %d steps, all-reduce %.0f µs a step" % (rank, len(steps), comm.dur.mean()))
 ops = df[df.category == "cpu_op"]
 if set(df.category) - {"cpu_op", "user_annotation"} - ({"kernel"} if kernels else set()):
     problems.append("categories %s: a CPU trace holds no GPU kernels" % sorted(set(df.category)))

@@ -27,17 +27,27 @@ void tr_grad_reducer_init(struct tr_grad_reducer *r, const struct tr_comm *comm,
     r->grads = tr_xcalloc((size_t)nspans + 1, sizeof *r->grads);
     r->state = tr_xcalloc((size_t)state + 1, sizeof *r->state);
     int64_t total = 0;
+    r->first = nspans ? spans[0].grad : 0;
     for (int i = 0; i < nspans; i++) {
         r->grads[r->ngrads++] = (struct tr_span_f32){spans[i].grad, spans[i].numel};
         total += spans[i].numel;
+        int64_t end = spans[i].grad + spans[i].numel * (int64_t)sizeof(float);
+        r->first = spans[i].grad < r->first ? spans[i].grad : r->first;
+        r->end = end > r->end ? end : r->end;
     }
+    r->in_place = be->ops->host_visible && !plan->grads_in_arena;
     for (int v = 0; v < g->nvalues; v++)
         if (g->values[v].kind == TR_STATE && g->values[v].dtype == TR_F32)
             r->state[r->nstate++] = (struct tr_span_f32){plan->offset[v],
                                                          tr_dim_eval(tr_shape_numel(&g->values[v].shape), plan->B, plan->S)};
-    int64_t cap = (int64_t)(bucket_bytes / sizeof(float));
-    r->bucket_elems = cap < 1 ? 1 : total < cap ? (total ? total : 1) : cap;
-    r->bucket = tr_xmalloc((size_t)r->bucket_elems * sizeof *r->bucket);
+    int64_t cap = (int64_t)(bucket_bytes / sizeof(float)), staged = 0;
+    r->bucket_elems = cap < 1 ? 1 : cap;
+    for (int s = 0; s < r->nstate; s++)   /* what goes through the host buffer: the statistics, */
+        staged += r->state[s].numel;
+    if (!r->in_place)                     /* and the gradients unless summed where they lie */
+        staged = total > staged ? total : staged;
+    r->buffer_elems = staged < r->bucket_elems ? (staged ? staged : 1) : r->bucket_elems;
+    r->bucket = tr_xmalloc((size_t)r->buffer_elems * sizeof *r->bucket);
 }
 
 void tr_grad_reducer_free(struct tr_grad_reducer *r)
@@ -77,8 +87,8 @@ static int reduce(struct tr_grad_reducer *r, char *base, const struct tr_span_f3
         total += spans[s].numel;
     double began = now();
     int rc = 0;
-    for (int64_t from = 0; from < total && !rc; from += r->bucket_elems) {
-        int64_t n = total - from < r->bucket_elems ? total - from : r->bucket_elems;
+    for (int64_t from = 0; from < total && !rc; from += r->buffer_elems) {
+        int64_t n = total - from < r->buffer_elems ? total - from : r->buffer_elems;
         if (mine)
             rc = move(r, base, spans, nspans, from, n, true, d);
         else
@@ -96,7 +106,20 @@ static int reduce(struct tr_grad_reducer *r, char *base, const struct tr_span_f3
 
 int tr_grad_reduce(struct tr_grad_reducer *r, char *grads, bool ran, struct tr_diag *d)
 {
-    return r->comm->world == 1 ? 0 : reduce(r, grads, r->grads, r->ngrads, ran, 1, d);
+    if (r->comm->world == 1)
+        return 0;
+    if (!r->in_place)
+        return reduce(r, grads, r->grads, r->ngrads, ran, 1, d);
+    double began = now();
+    float *run = (float *)(grads + r->first);
+    size_t n = (size_t)(r->end - r->first) / sizeof(float);
+    if (!ran)   /* this rank's gradients were not written this step */
+        memset(run, 0, n * sizeof *run);
+    int rc = 0;
+    for (size_t at = 0; at < n && !rc; at += (size_t)r->bucket_elems)
+        rc = tr_comm_sum_floats(r->comm, run + at, n - at < (size_t)r->bucket_elems ? n - at : (size_t)r->bucket_elems, d);
+    r->seconds += now() - began;
+    return rc;
 }
 
 int tr_state_average(struct tr_grad_reducer *r, char *params, struct tr_diag *d)

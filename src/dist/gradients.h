@@ -18,15 +18,22 @@ struct tr_span_f32 { int64_t offset, numel; };
 struct tr_grad_reducer {
     const struct tr_comm *comm;
     const struct tr_backend *be;     /* whose memory the regions are */
-    float *bucket;                   /* host memory, bucket elements */
-    int64_t bucket_elems;
+    int64_t bucket_elems;            /* floats a collective sums at most */
+    float *bucket;                   /* host memory: what is summed through it, up to a bucket */
+    int64_t buffer_elems;
     struct tr_span_f32 *grads, *state;   /* every parameter's gradient; every f32 running statistic */
     int ngrads, nstate;
+    /* the host sees the gradients, in a region of their own: summed where they lie, as one run
+     * of floats from the first to the end of the last (the alignment gaps between them hold
+     * zeros), without the copies through the bucket */
+    bool in_place;
+    int64_t first, end;              /* that run's bytes from the region's base */
     double seconds;                  /* spent in reductions so far */
 };
 
 /* A reducer for the gradients the optimizer's spans name and the f32 running statistics of g
- * (where plan puts them). Nothing is allocated alone (world 1). */
+ * (where plan puts them; plan->grads_in_arena: the gradients share the arena with activations,
+ * so only their own bytes are touched). Nothing is allocated alone (world 1). */
 void tr_grad_reducer_init(struct tr_grad_reducer *r, const struct tr_comm *comm, const struct tr_backend *be,
                           const struct tr_param_span *spans, int nspans, const struct tr_graph *g,
                           const struct tr_memplan *plan, size_t bucket_bytes);

@@ -293,7 +293,10 @@ static int train_step(struct loop_run *c, const struct tr_step *st, const struct
     *agreed = (struct tr_ranks_step){failed ? 0 : o->loss, tr_stop_requested() != 0,
                                      c->l->deadline && t < c->l->total_steps && tr_now() >= c->l->deadline,
                                      failed != 0};
+    double reduce_began = tr_now();
     int reduced = tr_ranks_after_backward(&c->l->reducer, c->s->optim.grads, ran && !failed, agreed, &across);
+    if (c->l->comm->world > 1)   /* in the trace: the collectives, and the wait for the slower rank in them */
+        span(c, "all-reduce gradients", t, reduce_began);
     if (failed) {
         tr_diag_free(&across);
         return tr_fail_because(c->d, TR_EFAIL, &why, "step %lld", (long long)t);
