@@ -7,7 +7,8 @@
 # same) give the same losses within 1e-6 relative; the parameters are the same bits on every rank
 # (each checkpoint compares their hashes, statistics included, and fails the run if they
 # differ), and the final weights equal the one rank's. Rank 0 alone writes the run folder. A
-# stopped or killed rank ends every rank within distributed.timeout + 10 s. A batch that does
+# stopped or killed rank ends every rank within distributed.timeout + 10 s. Runs resume on
+# another rank count (2 → 1, and 1 → 2 through --resume auto) to the same bits. A batch that does
 # not split over the ranks and a launch MPI did not make are refused.
 # Skipped (77) without mpirun or where trainrun was built without MPI.
 . "$srcdir/tests/lib.sh"
@@ -101,6 +102,45 @@ ranks 2 resnet-2 "$@"
 two=$dir
 alone resnet-1 "$two/plan.json" "$@"
 same_training "$dir" "$two" "resnet, 2 ranks"
+
+# Resume on another rank count: a 2-rank run stopped by SIGTERM and resumed by one process, and a
+# one-process run (2 micro-batches a step) stopped and resumed by 2 ranks through --resume auto
+# (the nightly path), each end as the uninterrupted 2-rank run does, to the bit.
+long="$srcdir/recipes/mlp.yaml train.steps=300 train.checkpoint_every=50 report.log_every=1 train.eval_samples=64"
+# cut LABEL KEYS LAUNCH...: LAUNCH (the recipe, $long's keys and KEYS follow) into
+# $scratch/LABEL, SIGTERM once step 100 is checkpointed; the run folder in $dir.
+cut() {
+  label=$1 keys=$2
+  shift 2
+  # shellcheck disable=SC2086 # $long and $keys are lists of words
+  "$@" $long $keys report.dir="$scratch/$label" --quiet >"$scratch/cut.out" 2>&1 &
+  launched=$!
+  i=0
+  while [ ! -e "$scratch/$label/mlp/latest/checkpoints/step-100.safetensors" ] && [ $i -lt 600 ]; do
+    sleep 0.1
+    i=$((i + 1))
+  done
+  pkill -TERM -f "report.dir=$scratch/$label" 2>/dev/null
+  wait "$launched"
+  dir=$(echo "$scratch/$label"/*/latest)
+  checks=$((checks + 1))
+  grep -q "stopped by SIGTERM after step" "$dir/log.txt" || fail "$label: not stopped by SIGTERM: $(tail -n 3 "$scratch/cut.out")"
+}
+# shellcheck disable=SC2086
+run timeout 300 mpirun --oversubscribe --bind-to none -np 2 "$TRAINRUN" $long report.dir="$scratch/whole" --quiet
+expect_rc 0 "the uninterrupted 2-rank run"
+whole=$(echo "$scratch/whole"/*/latest)
+cut two-to-one "" mpirun --oversubscribe --bind-to none -np 2 "$TRAINRUN"
+run "$TRAINRUN" resume "$dir" --quiet
+expect_rc 0 "2 ranks resumed by one process"
+same_training "$whole" "$dir" "2 ranks, resumed by one process"
+cut one-to-two optimize.accumulation=2 "$TRAINRUN"
+# shellcheck disable=SC2086
+run timeout 300 mpirun --oversubscribe --bind-to none -np 2 "$TRAINRUN" $long optimize.accumulation=2 \
+  report.dir="$scratch/one-to-two" --resume auto --quiet
+expect_rc 0 "one process resumed by 2 ranks (--resume auto)"
+expect_in "$(cat "$dir/log.txt")" "ranks: 2 (started by mpirun)" "the resumed part ran on 2 ranks"
+same_training "$whole" "$dir" "one process, resumed by 2 ranks"
 
 # Faults: rank 1 stopped (SIGSTOP: the real hang) or killed (SIGKILL) mid-run. Every rank is gone
 # within distributed.timeout + 10 s; a stopped one makes rank 0 end with status 10, saying what it

@@ -80,7 +80,7 @@ int tr_cli_train(const struct tr_comm *comm, const struct tr_recipe *r, const st
 struct tr_runs_lock;
 int tr_cli_lock(const char *dir, struct tr_runs_lock *lock);
 /* Continues the run folder dir with the recipe it recorded (resume.c): the caller holds the lock. */
-int tr_cli_resume_dir(const struct tr_comm *comm, const char *dir, const struct tr_args *a, struct tr_diag *diag);
+int tr_cli_resume_dir(struct tr_comm *comm, const char *dir, const struct tr_args *a, struct tr_diag *diag);
 /* --if-data-changed: refreshes r's data and compares it with the newest successful run's
  * (data_changed.c). TR_EXIT_UNCHANGED (said on stdout) when no source changed, TR_EXIT_DATA
  * (said on stderr) when the refresh failed, TR_EXIT_OK to train. */

@@ -18,7 +18,7 @@
 
 static const char usage[] = "usage: trainrun resume RUN_DIR [--quiet]\n";
 
-int tr_cli_resume_dir(const struct tr_comm *comm, const char *dir, const struct tr_args *a, struct tr_diag *diag)
+int tr_cli_resume_dir(struct tr_comm *comm, const char *dir, const struct tr_args *a, struct tr_diag *diag)
 {
     char *path = tr_strdup_printf("%s/recipe.yaml", dir);
     struct tr_recipe recipe;
@@ -33,6 +33,7 @@ int tr_cli_resume_dir(const struct tr_comm *comm, const char *dir, const struct 
         tr_diag_print(diag, stderr);   /* an edited recipe.yaml: refused before anything is touched */
         rc = TR_EXIT_USAGE;
     } else {
+        tr_cli_watch_ranks(comm, &recipe);   /* its distributed.timeout, unless the caller's recipe set one */
         rc = tr_cli_train(comm, &recipe, a, dir, diag);
     }
     tr_recipe_free(&recipe);
@@ -112,19 +113,15 @@ int tr_cmd_resume(int argc, char **argv)
         fprintf(stderr, "trainrun: %s is not a run folder: it has no readable recipe.yaml\n", args.recipe);
         rc = TR_EINVAL;
     }
-    struct tr_runs_lock lock;
+    struct tr_runs_lock lock = {.fd = -1};
     struct tr_comm comm = {.world = 1};
     rc = tr_exit_status(rc);
     if (rc == TR_EXIT_OK)
         rc = tr_cli_open_ranks(&comm);
-    if (rc == TR_EXIT_OK && comm.world > 1) {
-        if (comm.rank == 0)
-            fprintf(stderr, "trainrun: resume runs on one process so far, not %d ranks: resume %s without "
-                    "mpirun or srun\n", comm.world, args.recipe);
-        rc = TR_EXIT_USAGE;
-    }
-    if (rc == TR_EXIT_OK)
+    if (rc == TR_EXIT_OK && comm.rank == 0)   /* one lock for all ranks: rank 0's */
         rc = tr_cli_lock(runs.s, &lock);
+    if (comm.world > 1)
+        rc = tr_comm_agree(&comm, rc, "taking the recipe's lock", &diag);
     if (rc == TR_EXIT_OK) {
         rc = tr_cli_resume_dir(&comm, dir.s, &args, &diag);
         tr_runs_unlock(&lock);

@@ -90,6 +90,15 @@ static int interrupted_run(const char *runs, const struct tr_recipe *r, int quie
     return why == NULL;
 }
 
+/* Across ranks: rank 0's finding (whether to resume, and which folder) given to the others. */
+static int follow_rank0(const struct tr_comm *comm, int *resumed, struct tr_path *dir, struct tr_diag *d)
+{
+    struct { int resumed; struct tr_path dir; } found = {*resumed, *dir};
+    int rc = tr_comm_broadcast(comm, &found, sizeof found, d);
+    *resumed = found.resumed, *dir = found.dir;
+    return tr_exit_status(rc);
+}
+
 int tr_cmd_run(int argc, char **argv)
 {
     static const char *const flags[] = {"--quiet", "-q", "--if-data-changed", "--help", "-h", NULL};
@@ -120,23 +129,22 @@ int tr_cmd_run(int argc, char **argv)
         rc = tr_cli_open_ranks(&comm);
     if (rc == TR_EXIT_OK)
         tr_cli_watch_ranks(&comm, &recipe);
-    if (rc == TR_EXIT_OK && comm.world > 1 && (resume || tr_args_has(&args, "--if-data-changed"))) {
-        if (comm.rank == 0)
-            fprintf(stderr, "trainrun: %s runs on one process so far, not %d ranks\n",
-                    resume ? "--resume auto" : "--if-data-changed", comm.world);
-        rc = TR_EXIT_USAGE;
-    }
     if (rc == TR_EXIT_OK && comm.rank == 0)   /* one lock for all ranks: rank 0's */
         rc = tr_cli_lock(runs.s, &lock);
     if (comm.world > 1)
         rc = tr_comm_agree(&comm, rc, "taking the recipe's lock", &diag);
     if (rc == TR_EXIT_OK)
         tr_stop_catch_always();   /* a signal during a refresh below ends the run with 130 too */
-    int resumed = rc == TR_EXIT_OK && resume && interrupted_run(runs.s, &recipe, quiet, &dir);
+    /* rank 0 looks at the runs and the data; the others go where it goes */
+    int resumed = rc == TR_EXIT_OK && resume && comm.rank == 0 && interrupted_run(runs.s, &recipe, quiet, &dir);
+    if (rc == TR_EXIT_OK && comm.world > 1)
+        rc = follow_rank0(&comm, &resumed, &dir, &diag);
     if (resumed)   /* an interrupted run goes on as it began, data and all */
         rc = tr_cli_resume_dir(&comm, dir.s, &args, &diag);
-    if (!resumed && rc == TR_EXIT_OK && tr_args_has(&args, "--if-data-changed"))
+    if (!resumed && rc == TR_EXIT_OK && tr_args_has(&args, "--if-data-changed") && comm.rank == 0)
         rc = tr_cli_data_unchanged(&recipe, &diag);   /* 7: unchanged, 4: the refresh failed */
+    if (!resumed && comm.world > 1 && tr_args_has(&args, "--if-data-changed"))
+        rc = tr_comm_agree(&comm, rc, "looking at the data sources", &diag);
     if (!resumed && rc == TR_EXIT_OK)
         rc = tr_cli_train(&comm, &recipe, &args, NULL, &diag);
     tr_runs_unlock(&lock);

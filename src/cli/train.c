@@ -79,8 +79,8 @@ static int load_data_ranked(const struct tr_comm *comm, const struct tr_recipe *
 {
     int rc = comm->rank == 0 ? load_data(r, resume_dir, quiet, data, d) : 0;
     rc = tr_comm_agree(comm, rc, "loading the data", d);
-    if (!rc && comm->rank != 0)
-        rc = load_data(r, resume_dir, true, data, d);
+    if (!rc && comm->rank != 0)   /* whether the data changed since a resumed run began: rank 0 saw */
+        rc = load_data(r, NULL, true, data, d);
     return comm->world == 1 ? rc : tr_comm_agree(comm, rc, "loading the data", d);
 }
 
@@ -180,6 +180,8 @@ static int train(const struct tr_comm *comm, const struct tr_recipe *r, const ch
         rc = start_run_folder(folder, &s, &loop, r, &data, resume_dir != NULL, &w, &start, d);   /* or resume */
     if (comm->world > 1)
         rc = tr_comm_agree(comm, rc, "starting the run folder", d);
+    if (!rc && resume_dir)   /* the others take what rank 0 resumed */
+        rc = tr_loop_share_resume(&loop, &s, &start, d);
     if (!rc)
         res->run_dir = folder->dir.s;
     tr_comm_watch_arm(comm, true);   /* distributed.timeout: from here every rank works alike */

@@ -145,7 +145,17 @@ static int mpi_failed(struct tr_diag *d, int err, const char *what)
 }
 #endif
 
+static int open_ranks(struct tr_comm *c, struct tr_diag *d);
+
 int tr_comm_open(struct tr_comm *c, struct tr_diag *d)
+{
+    int rc = open_ranks(c, d);
+    if (rc)   /* refused: alone from here, whatever the variables said (MPI stays to be finished) */
+        c->rank = 0, c->world = 1;
+    return rc;
+}
+
+static int open_ranks(struct tr_comm *c, struct tr_diag *d)
 {
     *c = (struct tr_comm){.world = 1};
     for (size_t i = 0; i < sizeof launchers / sizeof launchers[0]; i++) {

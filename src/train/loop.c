@@ -124,6 +124,34 @@ int tr_loop_resume(struct tr_loop *l, struct tr_session *s, struct tr_run_folder
     return 0;
 }
 
+int tr_loop_share_resume(struct tr_loop *l, struct tr_session *s, int64_t *start, struct tr_diag *d)
+{
+    const struct tr_comm *c = l->comm;
+    if (c->world == 1)
+        return 0;
+    struct shared {
+        int64_t start, total_steps, checkpointed, optimizer_steps;
+        bool eval_pending;
+        struct { double best; int64_t best_step, bad; int stopped; } early;
+        struct tr_scaler scaler;
+    } state = {*start, l->total_steps, l->checkpointed, s->optim.step, l->eval_pending,
+               {l->early.best, l->early.best_step, l->early.bad, l->early.stopped}, s->scaler};
+    int rc = tr_comm_broadcast(c, &state, sizeof state, d);
+    if (!rc && state.start)   /* a fresh start: every rank made the same first weights (checked) */
+        rc = tr_ranks_broadcast_region(c, s->be, s->train.x.base[TR_PARAM], s->train.x.region_bytes[TR_PARAM], d);
+    if (!rc && state.start)
+        rc = tr_ranks_broadcast_region(c, s->be, (char *)s->optim.state, s->optim.state_bytes, d);
+    if (rc || c->rank == 0)
+        return rc;
+    *start = state.start;
+    l->total_steps = state.total_steps, l->checkpointed = state.checkpointed, l->eval_pending = state.eval_pending;
+    l->early.best = state.early.best, l->early.best_step = state.early.best_step, l->early.bad = state.early.bad;
+    l->early.stopped = state.early.stopped;
+    s->optim.step = state.optimizer_steps;
+    s->scaler = state.scaler;
+    return 0;
+}
+
 /* ---- one step ------------------------------------------------------------------------------------ */
 
 struct step_outcome {

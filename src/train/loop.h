@@ -63,6 +63,10 @@ void tr_loop_init(struct tr_loop *l, const struct tr_recipe *r, const struct tr_
                   const struct tr_comm *comm);
 /* A resumed run: the newest checkpoint that verifies into the session, and the loop where that
  * step left it; *start gets its step. 0 or TR_EFAIL. */
+/* Across ranks, after rank 0's tr_loop_resume: what it restored — the step, the parameters and
+ * optimizer state, fp16's scale, early stopping's state — given to the other ranks, which read
+ * no run folder. Every rank calls it; alone it is nothing. */
+int tr_loop_share_resume(struct tr_loop *l, struct tr_session *s, int64_t *start, struct tr_diag *d);
 int tr_loop_resume(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f, int64_t *start,
                    struct tr_diag *d);
 /* The run's first lines in the log: what trains on what, how, where. */

@@ -20,10 +20,34 @@ int tr_ranks_after_backward(struct tr_grad_reducer *r, char *grads, bool ran, st
     return rc;
 }
 
+enum { CHUNK = 1 << 22 };   /* bytes a copy through the host moves at a time */
+
+int tr_ranks_broadcast_region(const struct tr_comm *c, const struct tr_backend *be, char *region, size_t bytes,
+                              struct tr_diag *d)
+{
+    if (c->world == 1 || !bytes)
+        return 0;
+    if (be->ops->host_visible)
+        return tr_comm_broadcast(c, region, bytes, d);
+    char *host = tr_xmalloc(bytes < CHUNK ? bytes : CHUNK);
+    int rc = 0;
+    for (size_t at = 0; at < bytes && !rc; at += CHUNK) {
+        size_t n = bytes - at < CHUNK ? bytes - at : CHUNK;
+        if (c->rank == 0)
+            rc = tr_backend_copy(be, host, region + at, n, TR_COPY_TO_HOST, d);
+        rc = tr_comm_agree(c, rc, "reading its memory", d);
+        if (!rc)
+            rc = tr_comm_broadcast(c, host, n, d);
+        if (!rc && c->rank != 0)
+            rc = tr_backend_copy(be, region + at, host, n, TR_COPY_TO_DEVICE, d);
+    }
+    free(host);
+    return rc;
+}
+
 /* CRC-32C of the parameters region, a chunk at a time through the host. */
 static int params_hash(const struct tr_exec *x, uint64_t *hash, struct tr_diag *d)
 {
-    enum { CHUNK = 1 << 22 };
     size_t bytes = x->region_bytes[TR_PARAM];
     char *host = tr_xmalloc(bytes < CHUNK ? (bytes ? bytes : 1) : CHUNK);
     uint64_t h = 0;

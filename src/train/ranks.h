@@ -22,6 +22,10 @@ struct tr_ranks_step {
  * of the step), then the loss and the stop wishes. 0, or a code with the sentence in d. */
 int tr_ranks_after_backward(struct tr_grad_reducer *r, char *grads, bool ran, struct tr_ranks_step *st,
                             struct tr_diag *d);
+/* bytes of be's memory at region from rank 0 to every rank, through the host a chunk at a time
+ * (rank 0's resumed parameters and optimizer state, for ranks that did not read them). */
+int tr_ranks_broadcast_region(const struct tr_comm *c, const struct tr_backend *be, char *region, size_t bytes,
+                              struct tr_diag *d);
 /* Whether every rank holds the same parameters (and running statistics): the region's hash
  * compared; TR_EFAIL naming the ranks that differ from rank 0 at step otherwise. */
 int tr_ranks_same_params(const struct tr_comm *c, const struct tr_exec *x, int64_t step, struct tr_diag *d);

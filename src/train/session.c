@@ -30,7 +30,11 @@ int tr_session_plan(struct tr_session *s, const struct tr_recipe *r, const struc
         struct tr_diag why = {0};
         if (tr_plan_read_knobs(saved, &k, &why))
             return tr_fail_because(d, TR_EINVAL, &why, "%s", plan_file ? "--plan" : "resume");
-        rc = tr_plan_replay(&s->plan, &s->job, &k, d);
+        /* a run resumed on more ranks than it began on: each rank's share of the batch is smaller
+         * than the micro-batch it planned, so the share is planned again (the step's gradient is
+         * the same sum whatever its micro-batches) */
+        bool regrown = !plan_file && !k.dynamic && k.micro > r->train.batch_size;
+        rc = regrown ? tr_plan_search(&s->plan, &s->job, d) : tr_plan_replay(&s->plan, &s->job, &k, d);
     } else {
         rc = tr_plan_search(&s->plan, &s->job, d);
     }
