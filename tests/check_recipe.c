@@ -892,7 +892,7 @@ static const struct bad_case bad_cases[] = {
                  "layers, hidden, heads, ffn, max_len, dropout, activation, init\n"},
     {"wandb: true\n",
      .expected = "r.yaml:1:1: unknown key 'wandb'; valid keys at the top are: name, seed, "
-                 "device, model, data, train, budget, optimize, report, profile\n"},
+                 "device, model, data, train, budget, optimize, report, profile, distributed\n"},
 
     /* Wrong types. */
     {"model:\n  layers: twelve\n",
@@ -1211,7 +1211,7 @@ START_TEST(messages_capped)
     ck_assert_int_eq(diag.n, 100);
     char *line = tr_diag_line(&diag, 98);
     ck_assert_str_eq(line, "r.yaml:99:1: unknown key 'k98'; valid keys at the top are: name, "
-                           "seed, device, model, data, train, budget, optimize, report, profile");
+                           "seed, device, model, data, train, budget, optimize, report, profile, distributed");
     free(line);
     line = tr_diag_line(&diag, 99);
     ck_assert_str_eq(line, "r.yaml:100:1: too many errors; stopping here");

@@ -8,7 +8,7 @@
 : "${top_builddir:?set top_builddir}"
 
 # The stages, earliest first: a folder may include the headers of those before it.
-stages="core recipe data graph models backend plan report train cli"
+stages="core recipe data graph models backend plan dist report train cli"
 
 rank_of() {
   i=0

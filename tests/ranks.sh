@@ -84,6 +84,9 @@ if "$python" -c 'import hta' 2>/dev/null; then
   [ "$(ls "$dir/traces" | grep -c '\.pt\.trace\.json$')" = 2 ] || fail "a trace per rank: $(ls "$dir/traces")"
   checks=$((checks + 1))
   "$python" "$srcdir/tests/trace_check.py" "$dir" --ranks 2 || fail "HTA on the ranks' traces"
+  expect_in "$(cat "$dir/report.md")" "The critical path: rank" "the report names the critical path"
+  expect_in "$(cat "$dir/report.md")" "| rank | compute ms a step | all-reduce ms a step (waiting included) |" \
+    "the report's table of the ranks"
 else
   echo "note: no HolisticTraceAnalysis here (scripts/setup installs it): the ranks' traces not read"
 fi

@@ -1,8 +1,8 @@
-/* Ranks and their collectives over MPI (comm.h). */
-#include "config.h"
-
+/* Ranks and their collectives over MPI (comm.h), MPI's calls in trainrun-mpi.so (mpi.h), loaded
+ * when more than one rank runs. */
 #include "dist/comm.h"
 
+#include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -10,12 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-#ifdef HAVE_MPI
-#include <mpi.h>
-#endif
+#include <unistd.h>
 
 #include "core/alloc.h"
+#include "dist/mpi.h"
 
 /* The variables each launcher sets, in the order they are believed: MPI's own first. Slurm's
  * SLURM_NTASKS is the allocation's, set in a batch script's one process too; srun's steps
@@ -135,15 +133,46 @@ static void watch_stop(struct tr_comm *c)
     c->watch = NULL;
 }
 
-#ifdef HAVE_MPI
-static int mpi_failed(struct tr_diag *d, int err, const char *what)
+/* ---- MPI, loaded ----------------------------------------------------------------------------- */
+
+/* trainrun-mpi.so beside the binary (a build tree), else where `make install` put it. */
+static const struct tr_mpi_ops *load_mpi(void **handle, char *why, size_t size)
 {
-    char text[MPI_MAX_ERROR_STRING] = "";
-    int n = 0;
-    MPI_Error_string(err, text, &n);
+    char self[PATH_MAX], path[PATH_MAX + 32];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    const char *places[2] = {NULL, PKGLIBEXECDIR "/trainrun-mpi.so"};
+    if (n > 0) {
+        self[n] = '\0';
+        char *slash = strrchr(self, '/');
+        if (slash)
+            *slash = '\0';
+        snprintf(path, sizeof path, "%s/trainrun-mpi.so", self);
+        places[0] = path;
+    }
+    snprintf(why, size, "trainrun-mpi.so is not built (configure found no libopenmpi-dev)");
+    for (int i = 0; i < 2; i++) {
+        if (!places[i] || access(places[i], F_OK))
+            continue;
+        *handle = dlopen(places[i], RTLD_NOW | RTLD_LOCAL);
+        const struct tr_mpi_ops *ops = *handle ? dlsym(*handle, TR_MPI_OPS_SYMBOL) : NULL;
+        if (ops)
+            return ops;
+        snprintf(why, size, "%s cannot be loaded: %s", places[i], dlerror());
+        if (*handle)
+            dlclose(*handle);
+        *handle = NULL;
+    }
+    return NULL;
+}
+
+static int mpi_failed(const struct tr_comm *c, struct tr_diag *d, int err, const char *what)
+{
+    char text[256] = "";
+    c->mpi->error_string(err, text, sizeof text);
     return tr_fail(d, TR_EFAIL, "%s: %s", what, text);
 }
-#endif
+
+/* ---- ranks ------------------------------------------------------------------------------------ */
 
 static int open_ranks(struct tr_comm *c, struct tr_diag *d);
 
@@ -172,142 +201,124 @@ static int open_ranks(struct tr_comm *c, struct tr_diag *d)
     }
     if (c->world == 1)
         return 0;
-#ifndef HAVE_MPI
-    return tr_fail(d, TR_EINVAL, "started as rank %d of %d by %s, but this trainrun was built without MPI: "
-                   "install libopenmpi-dev and run ./configure again (it says \"MPI: yes\"), or run one process",
-                   c->rank, c->world, c->launcher);
-#else
-    int provided = 0, err = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
-    if (err != MPI_SUCCESS)
-        return mpi_failed(d, err, "MPI_Init_thread");
-    c->mpi = true;
-    /* a failed collective returns its error, for a sentence, instead of aborting the job */
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    int rank = 0, world = 1;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    char why[PATH_MAX + 128];
+    const struct tr_mpi_ops *mpi = load_mpi(&c->plugin, why, sizeof why);
+    if (!mpi)
+        return tr_fail(d, TR_EINVAL, "started as rank %d of %d by %s, but %s: install libopenmpi-dev and run "
+                       "./configure again (it says \"MPI: yes\"), or run one process", c->rank, c->world,
+                       c->launcher, why);
+    int rank = 0, world = 1, err = mpi->init(&rank, &world);
+    c->mpi = mpi;
+    if (err)
+        return mpi_failed(c, d, err, "MPI_Init_thread");
     if (world != c->world || rank != c->rank)
         return tr_fail(d, TR_EINVAL, "%s says rank %d of %d, but MPI sees rank %d of %d: trainrun's ranks talk "
                        "over MPI, so launch them with mpirun -np %d or srun, not %s", c->launcher, c->rank, c->world,
                        rank, world, c->world, c->launcher);
     return 0;
-#endif
 }
 
 void tr_comm_describe(char *out, size_t size)
 {
-#ifdef HAVE_MPI
-    char version[MPI_MAX_LIBRARY_VERSION_STRING] = "";
-    int n = 0;
-    MPI_Get_library_version(version, &n);   /* callable before MPI starts */
-    char *end = strpbrk(version, ",\n");
-    if (end)
-        *end = '\0';
+    void *handle = NULL;
+    char why[PATH_MAX + 128], version[160] = "";
+    const struct tr_mpi_ops *mpi = load_mpi(&handle, why, sizeof why);
+    if (!mpi) {
+        snprintf(out, size, "one process (%s)", why);
+        return;
+    }
+    mpi->library_version(version, sizeof version);
     snprintf(out, size, "across processes over MPI (%s): mpirun -np N or srun", version);
-#else
-    snprintf(out, size, "one process (built without MPI: configure found no libopenmpi-dev)");
-#endif
+    dlclose(handle);
 }
 
 void tr_comm_close(struct tr_comm *c)
 {
     watch_stop(c);
-#ifdef HAVE_MPI
     if (c->mpi)
-        MPI_Finalize();
-#endif
-    c->mpi = false;
+        c->mpi->finalize();
+    c->mpi = NULL;
+    /* trainrun-mpi.so stays loaded: MPI's libraries keep threads and handlers past MPI_Finalize */
 }
+
+/* ---- collectives ------------------------------------------------------------------------------ */
 
 int tr_comm_agree(const struct tr_comm *c, int rc, const char *what, struct tr_diag *d)
 {
     if (c->world == 1)
         return rc;
-#ifdef HAVE_MPI
-    int *all = tr_xcalloc((size_t)c->world, sizeof *all), mine = rc, err;
+    int *all = tr_xcalloc((size_t)c->world, sizeof *all), mine = rc;
     waiting(c, what);
-    err = MPI_Allgather(&mine, 1, MPI_INT, all, 1, MPI_INT, MPI_COMM_WORLD);
+    int err = c->mpi->allgather_ints(&mine, all);
     answered(c);
-    if (err != MPI_SUCCESS) {
+    if (err) {
         free(all);
-        return rc ? rc : mpi_failed(d, err, what);
+        return rc ? rc : mpi_failed(c, d, err, what);
     }
     for (int r = 0; r < c->world && !rc; r++)
         if (all[r])
             rc = tr_fail(d, all[r], "rank %d of %d failed %s (its own output says why)", r, c->world, what);
     free(all);
-#endif
     return rc;
 }
 
 int tr_comm_broadcast(const struct tr_comm *c, void *buf, size_t bytes, struct tr_diag *d)
 {
-#ifdef HAVE_MPI
     for (size_t at = 0; c->world > 1 && at < bytes; at += INT_MAX / 2) {
         size_t n = bytes - at < INT_MAX / 2 ? bytes - at : INT_MAX / 2;
         waiting(c, "receiving rank 0's");
-        int err = MPI_Bcast((char *)buf + at, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD);
+        int err = c->mpi->broadcast((char *)buf + at, (int)n);
         answered(c);
-        if (err != MPI_SUCCESS)
-            return mpi_failed(d, err, "MPI_Bcast");
+        if (err)
+            return mpi_failed(c, d, err, "MPI_Bcast");
     }
-#endif
     return 0;
 }
 
-#ifdef HAVE_MPI
-/* MPI_Allreduce SUM in place, in pieces an int counts. */
-static int sum(const struct tr_comm *c, void *buf, size_t n, size_t size, MPI_Datatype type, struct tr_diag *d)
+int tr_comm_sum_floats(const struct tr_comm *c, float *buf, size_t n, struct tr_diag *d)
 {
     for (size_t at = 0; c->world > 1 && at < n; at += INT_MAX / 8) {
         size_t k = n - at < INT_MAX / 8 ? n - at : INT_MAX / 8;
         waiting(c, "summing over the ranks");
-        int err = MPI_Allreduce(MPI_IN_PLACE, (char *)buf + at * size, (int)k, type, MPI_SUM, MPI_COMM_WORLD);
+        int err = c->mpi->sum_floats(buf + at, (int)k);
         answered(c);
-        if (err != MPI_SUCCESS)
-            return mpi_failed(d, err, "MPI_Allreduce");
+        if (err)
+            return mpi_failed(c, d, err, "MPI_Allreduce");
     }
     return 0;
-}
-#endif
-
-int tr_comm_sum_floats(const struct tr_comm *c, float *buf, size_t n, struct tr_diag *d)
-{
-#ifdef HAVE_MPI
-    return sum(c, buf, n, sizeof *buf, MPI_FLOAT, d);
-#else
-    return 0;
-#endif
 }
 
 int tr_comm_sum_doubles(const struct tr_comm *c, double *buf, size_t n, struct tr_diag *d)
 {
-#ifdef HAVE_MPI
-    return sum(c, buf, n, sizeof *buf, MPI_DOUBLE, d);
-#else
+    for (size_t at = 0; c->world > 1 && at < n; at += INT_MAX / 8) {
+        size_t k = n - at < INT_MAX / 8 ? n - at : INT_MAX / 8;
+        waiting(c, "summing over the ranks");
+        int err = c->mpi->sum_doubles(buf + at, (int)k);
+        answered(c);
+        if (err)
+            return mpi_failed(c, d, err, "MPI_Allreduce");
+    }
     return 0;
-#endif
 }
 
 int tr_comm_gather(const struct tr_comm *c, uint64_t mine, uint64_t *all, struct tr_diag *d)
 {
     all[0] = mine;
-#ifdef HAVE_MPI
-    if (c->world > 1) {
-        waiting(c, "gathering the parameters' hashes");
-        int err = MPI_Allgather(&mine, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, MPI_COMM_WORLD);
-        answered(c);
-        if (err != MPI_SUCCESS)
-            return mpi_failed(d, err, "MPI_Allgather");
-    }
-#endif
-    return 0;
+    if (c->world == 1)
+        return 0;
+    waiting(c, "gathering the parameters' hashes");
+    int err = c->mpi->allgather_u64(&mine, all);
+    answered(c);
+    return err ? mpi_failed(c, d, err, "MPI_Allgather") : 0;
 }
 
-void tr_comm_abort(const struct tr_comm *c, int status)
+int tr_comm_gather_doubles(const struct tr_comm *c, const double *mine, int n, double *all, struct tr_diag *d)
 {
-#ifdef HAVE_MPI
-    if (c->mpi && c->world > 1)
-        MPI_Abort(MPI_COMM_WORLD, status);
-#endif
+    memcpy(all, mine, (size_t)n * sizeof *all);
+    if (c->world == 1)
+        return 0;
+    waiting(c, "gathering the ranks' times");
+    int err = c->mpi->allgather_doubles(mine, n, all);
+    answered(c);
+    return err ? mpi_failed(c, d, err, "MPI_Allgather") : 0;
 }

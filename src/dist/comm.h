@@ -1,7 +1,7 @@
 /* Ranks and their collectives (DESIGN.md §10): who this process is among the processes a
  * cluster's launcher started — mpirun (Open MPI), srun (Slurm), or the variables torchrun sets —
  * and the few collectives data parallelism needs, over MPI. Alone (world 1) nothing of MPI is
- * called and every collective is the identity, so a build without MPI runs exactly as before.
+ * loaded (dist/mpi.h: MPI lives in trainrun-mpi.so) and every collective is the identity.
  * Below the trainer (src/train/), beside the backends: it moves host memory only. */
 #ifndef TR_DIST_COMM_H
 #define TR_DIST_COMM_H
@@ -14,6 +14,7 @@
 
 struct tr_comm;
 struct tr_comm_watch;
+struct tr_mpi_ops;
 
 /* What a rank does when the others stop answering (tr_comm_watch): says so and ends the
  * process (the launcher then ends every rank). what: the collective it waited in. */
@@ -23,7 +24,8 @@ struct tr_comm {
     int rank, world;          /* this process among them, from 0; world 1: alone */
     int local_rank;           /* among those on this host: the GPU it takes (device: auto) */
     char launcher[48];        /* who started the ranks, for sentences: "mpirun", "srun", … */
-    bool mpi;                 /* MPI started: tr_comm_close finishes it */
+    const struct tr_mpi_ops *mpi;  /* MPI's calls (dist/mpi.h), once started: tr_comm_close finishes it */
+    void *plugin;             /* trainrun-mpi.so, loaded when more than one rank runs */
     struct tr_comm_watch *watch;   /* the watchdog (tr_comm_watch), NULL until started */
 };
 
@@ -55,8 +57,7 @@ int tr_comm_sum_floats(const struct tr_comm *c, float *buf, size_t n, struct tr_
 int tr_comm_sum_doubles(const struct tr_comm *c, double *buf, size_t n, struct tr_diag *d);
 /* Every rank's value, into all[0 … world − 1] on every rank. */
 int tr_comm_gather(const struct tr_comm *c, uint64_t mine, uint64_t *all, struct tr_diag *d);
-/* Ends every rank at once with status: a rank that failed where the others cannot learn of it
- * (they wait in a collective it will not join). Returns only when alone. */
-void tr_comm_abort(const struct tr_comm *c, int status);
+/* Every rank's n doubles, rank by rank, into all[0 … world·n − 1] on every rank. */
+int tr_comm_gather_doubles(const struct tr_comm *c, const double *mine, int n, double *all, struct tr_diag *d);
 
 #endif

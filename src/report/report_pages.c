@@ -187,7 +187,8 @@ static void html_table(FILE *out, const struct table *t, const char *class)
 struct pages {
     const struct tr_run_report *rep;
     const json_t *comparison;            /* tr_report_compare's, or NULL */
-    struct table *metrics, *plan, *time, *profile, *largest, *environment;
+    struct table *metrics, *plan, *time, *profile, *ranks, *largest, *environment;
+    char critical[256];                  /* across ranks: the sentence above the ranks table */
     char headline[5][400];               /* status, duration, steps, model, promotion ("" when none) */
     char key[200];                       /* the key metric in a sentence, "" when none */
 };
@@ -305,6 +306,38 @@ static struct table *profile_table(const struct tr_run_report *rep)
     return t;
 }
 
+/* Across ranks: each rank's compute and all-reduce a step in the traced steps; the slowest
+ * rank's compute is the step's critical path (the others wait for it in the all-reduce). */
+static struct table *ranks_table(const struct tr_run_report *rep, char *critical, size_t size)
+{
+    const json_t *trace = last_trace(rep), *ranks = json_object_get(trace, "ranks"), *steps = json_object_get(trace, "steps"), *v;
+    if (json_array_size(ranks) < 2)
+        return NULL;
+    double nsteps = (double)(json_integer_value(json_array_get(steps, 1)) - json_integer_value(json_array_get(steps, 0)) + 1);
+    nsteps = nsteps > 0 ? nsteps : 1;
+    struct table *t = table_new(3, (const char *const[]){"rank", "compute ms a step", "all-reduce ms a step (waiting included)"});
+    size_t i;
+    double slowest = -1, wait = 0;
+    json_int_t who = 0;
+    json_array_foreach((json_t *)ranks, i, v) {
+        double compute = json_real_value(json_object_get(v, "compute_seconds")) * 1e3 / nsteps;
+        double reduce = json_real_value(json_object_get(v, "all_reduce_seconds")) * 1e3 / nsteps;
+        char rank[16], a[32], b[32];
+        snprintf(rank, sizeof rank, "%lld", (long long)json_integer_value(json_object_get(v, "rank")));
+        snprintf(a, sizeof a, "%.3f", compute);
+        snprintf(b, sizeof b, "%.3f", reduce);
+        if (t)
+            table_row(t, rank, a, b);
+        if (compute > slowest)
+            slowest = compute, who = json_integer_value(json_object_get(v, "rank"));
+        wait = reduce > wait ? reduce : wait;
+    }
+    snprintf(critical, size, "The critical path: rank %lld computed longest, %.3f ms a step; the others waited "
+             "for it in the all-reduce (up to %.3f ms a step, the collective itself included).", (long long)who,
+             slowest, wait);
+    return t;
+}
+
 static const json_t *timeline(const struct tr_run_report *rep)
 {
     const json_t *t = json_object_get(rep->plan, "timeline");
@@ -405,13 +438,15 @@ static void pages_build(struct pages *pg, const struct tr_run_report *rep, const
     pg->plan = plan_table(rep);
     pg->time = time_table(rep);
     pg->profile = profile_table(rep);
+    pg->ranks = ranks_table(rep, pg->critical, sizeof pg->critical);
     pg->largest = largest_table(rep);
     pg->environment = environment_table(rep);
 }
 
 static void pages_free(struct pages *pg)
 {
-    free(pg->metrics), free(pg->plan), free(pg->time), free(pg->profile), free(pg->largest), free(pg->environment);
+    free(pg->metrics), free(pg->plan), free(pg->time), free(pg->profile), free(pg->ranks), free(pg->largest);
+    free(pg->environment);
 }
 
 /* ---- report.json ------------------------------------------------------------------------- */
@@ -586,6 +621,10 @@ static int write_md(FILE *out, const struct pages *pg)
                 (long long)json_integer_value(json_array_get(st, 0)), (long long)json_integer_value(json_array_get(st, 1)),
                 json_string_value(json_object_get(tr, "file")) ?: "?");
         md_table(out, pg->profile);
+    }
+    if (pg->ranks) {
+        fprintf(out, "%s\n\n", pg->critical);
+        md_table(out, pg->ranks);
     }
     if (pg->largest) {
         fputs("## Memory over one step\n\n", out);
@@ -781,6 +820,12 @@ static int write_html(FILE *out, const struct pages *pg)
                 (long long)json_integer_value(json_array_get(st, 0)), (long long)json_integer_value(json_array_get(st, 1)),
                 json_string_value(json_object_get(tr, "file")) ?: "?");
         html_table(out, pg->profile, "profile");
+    }
+    if (pg->ranks) {
+        fputs("<p>", out);
+        tr_html_escape(out, pg->critical);
+        fputs("</p>\n", out);
+        html_table(out, pg->ranks, "ranks");
     }
     if (pg->largest) {
         fputs("<h2>Memory over one step</h2>\n", out);

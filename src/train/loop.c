@@ -209,6 +209,8 @@ static int update(struct tr_session *s, struct tr_run_folder *f, const struct tr
     return 0;
 }
 
+#define ALL_REDUCE "all-reduce gradients"   /* the span of a step's collectives in the trace */
+
 /* What the steps of one tr_loop_run share. */
 struct loop_run {
     struct tr_loop *l;
@@ -243,6 +245,33 @@ static enum tr_trace_action trace_begin(struct loop_run *c, int64_t t)
     return a;
 }
 
+/* Across ranks, for the report's critical path: each rank's seconds in the kept steps running
+ * nodes and in the gradients' all-reduce (its wait for the slowest rank included), gathered;
+ * *ranks: [{rank, compute_seconds, all_reduce_seconds}], NULL alone. */
+static int rank_times(struct loop_run *c, json_t **ranks)
+{
+    const struct tr_comm *comm = c->l->comm;
+    const struct tr_exec_profile *p = &c->l->profile;
+    *ranks = NULL;
+    if (comm->world == 1)
+        return 0;
+    double mine[2] = {0, 0}, *all = tr_xcalloc((size_t)comm->world * 2, sizeof *all);
+    for (int64_t i = 0; i < p->nevents; i++)
+        if (p->events[i].node >= 0)
+            mine[0] += p->events[i].seconds;
+        else if (p->events[i].node == TR_EVENT_SPAN && !strcmp(p->events[i].name, ALL_REDUCE))
+            mine[1] += p->events[i].seconds;
+    int rc = tr_comm_gather_doubles(comm, mine, 2, all, c->d);
+    if (!rc) {
+        *ranks = json_array();
+        for (int r = 0; r < comm->world; r++)
+            json_array_append_new(*ranks, json_pack("{si sf sf}", "rank", r, "compute_seconds", all[2 * r],
+                                                    "all_reduce_seconds", all[2 * r + 1]));
+    }
+    free(all);
+    return rc;
+}
+
 /* The kept steps into a file of the run folder's traces/, and run.json's "traces" gets its
  * name, steps and each op's count and time (what a reader of the file must find). */
 static int trace_save(struct loop_run *c, int64_t last)
@@ -251,12 +280,17 @@ static int trace_save(struct loop_run *c, int64_t last)
     struct tr_path dir, file;
     struct tr_diag why = {0};
     double began = tr_now();
-    int rc = tr_path_set(&dir, c->d, "%s/traces", c->f->dir.s);
+    json_t *ranks = NULL;
+    int rc = rank_times(c, &ranks);   /* every rank, before any may fail to write */
+    if (!rc)
+        rc = tr_path_set(&dir, c->d, "%s/traces", c->f->dir.s);
     if (!rc && tr_trace_write(dir.s, &c->l->trace.info, p->events, p->nevents, &file, &why))
         rc = tr_fail_because(c->d, TR_EIO, &why, "profile");
     tr_diag_free(&why);
-    if (rc)
+    if (rc) {
+        json_decref(ranks);
         return rc;
+    }
     /* per op: its runs, their time and work (FLOPs where the op table has them, else bytes), and
      * the best rate the calibration measured for its kernels at the precision it ran in */
     double seconds[TR_NOPS] = {0}, work[TR_NOPS] = {0}, peak[TR_NOPS] = {0};
@@ -280,10 +314,12 @@ static int trace_save(struct loop_run *c, int64_t last)
                                           "work_unit", tr_ops[op].flops != tr_cost_none ? "flop" : "byte",
                                           "calibrated_rate", peak[op]));
     const char *name = strrchr(file.s, '/');
-    json_array_append_new(c->l->trace.written,
-                          json_pack("{ss s[II] sI sf so}", "file", name ? name + 1 : file.s, "steps",
-                                    (json_int_t)c->l->trace.first, (json_int_t)last, "events",
-                                    (json_int_t)p->nevents, "write_seconds", tr_now() - began, "ops", ops));
+    json_t *written = json_pack("{ss s[II] sI sf so}", "file", name ? name + 1 : file.s, "steps",
+                                (json_int_t)c->l->trace.first, (json_int_t)last, "events", (json_int_t)p->nevents,
+                                "write_seconds", tr_now() - began, "ops", ops);
+    if (ranks)
+        json_object_set_new(written, "ranks", ranks);
+    json_array_append_new(c->l->trace.written, written);
     tr_run_folder_note(c->f, "traces", json_incref(c->l->trace.written));
     tr_exec_profile_clear(p);
     return 0;
@@ -324,7 +360,7 @@ static int train_step(struct loop_run *c, const struct tr_step *st, const struct
     double reduce_began = tr_now();
     int reduced = tr_ranks_after_backward(&c->l->reducer, c->s->optim.grads, ran && !failed, agreed, &across);
     if (c->l->comm->world > 1)   /* in the trace: the collectives, and the wait for the slower rank in them */
-        span(c, "all-reduce gradients", t, reduce_began);
+        span(c, ALL_REDUCE, t, reduce_began);
     if (failed) {
         tr_diag_free(&across);
         return tr_fail_because(c->d, TR_EFAIL, &why, "step %lld", (long long)t);

@@ -1,0 +1,77 @@
+/* trainrun-mpi.so: MPI's calls behind struct tr_mpi_ops (mpi.h), on MPI_COMM_WORLD. */
+#include "dist/mpi.h"
+
+#include <mpi.h>
+#include <stdio.h>
+#include <string.h>
+
+static int init(int *rank, int *world)
+{
+    int provided = 0, err = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
+    if (err != MPI_SUCCESS)
+        return err;
+    /* a failed collective returns its error, for a sentence, instead of aborting the job */
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, rank);
+    return MPI_Comm_size(MPI_COMM_WORLD, world);
+}
+
+static int finalize(void)
+{
+    return MPI_Finalize();
+}
+
+static void library_version(char *out, size_t size)
+{
+    char version[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+    int n = 0;
+    MPI_Get_library_version(version, &n);   /* callable before MPI starts */
+    char *end = strpbrk(version, ",\n");
+    if (end)
+        *end = '\0';
+    snprintf(out, size, "%s", version);
+}
+
+static void error_string(int err, char *out, size_t size)
+{
+    char text[MPI_MAX_ERROR_STRING] = "";
+    int n = 0;
+    MPI_Error_string(err, text, &n);
+    snprintf(out, size, "%s", text);
+}
+
+static int allgather_ints(const int *mine, int *all)
+{
+    return MPI_Allgather(mine, 1, MPI_INT, all, 1, MPI_INT, MPI_COMM_WORLD);
+}
+
+static int allgather_u64(const uint64_t *mine, uint64_t *all)
+{
+    return MPI_Allgather(mine, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, MPI_COMM_WORLD);
+}
+
+static int allgather_doubles(const double *mine, int n, double *all)
+{
+    return MPI_Allgather(mine, n, MPI_DOUBLE, all, n, MPI_DOUBLE, MPI_COMM_WORLD);
+}
+
+static int broadcast(void *buf, int bytes)
+{
+    return MPI_Bcast(buf, bytes, MPI_BYTE, 0, MPI_COMM_WORLD);
+}
+
+static int sum_floats(float *buf, int n)
+{
+    return MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+}
+
+static int sum_doubles(double *buf, int n)
+{
+    return MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+}
+
+const struct tr_mpi_ops tr_mpi_ops = {
+    .init = init, .finalize = finalize, .library_version = library_version, .error_string = error_string,
+    .allgather_ints = allgather_ints, .allgather_u64 = allgather_u64, .allgather_doubles = allgather_doubles,
+    .broadcast = broadcast, .sum_floats = sum_floats, .sum_doubles = sum_doubles,
+};

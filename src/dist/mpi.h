@@ -1,0 +1,28 @@
+/* MPI behind a table (comm.c loads it): the few calls trainrun makes, built into trainrun-mpi.so,
+ * which links libmpi; the binary loads it with dlopen only when more than one rank runs. Linked
+ * into the binary instead, Open MPI's libraries would have to be installed for any run and would
+ * grow every one-process run's resident set past what the planner measured (tests/plan-matrix.sh
+ * failed by up to 380 KB). Every entry returns 0 or MPI's error code, which error_string words. */
+#ifndef TR_DIST_MPI_H
+#define TR_DIST_MPI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct tr_mpi_ops {
+    int (*init)(int *rank, int *world);   /* thread level funneled; errors returned, not fatal */
+    int (*finalize)(void);
+    void (*library_version)(char *out, size_t size);
+    void (*error_string)(int err, char *out, size_t size);
+    int (*allgather_ints)(const int *mine, int *all);
+    int (*allgather_u64)(const uint64_t *mine, uint64_t *all);
+    int (*allgather_doubles)(const double *mine, int n, double *all);
+    int (*broadcast)(void *buf, int bytes);           /* from rank 0 */
+    int (*sum_floats)(float *buf, int n);             /* in place */
+    int (*sum_doubles)(double *buf, int n);
+};
+
+/* The symbol comm.c looks up in trainrun-mpi.so. */
+#define TR_MPI_OPS_SYMBOL "tr_mpi_ops"
+
+#endif
