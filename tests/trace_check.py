@@ -11,7 +11,8 @@ breakdown, the temporal breakdown) run on them.
 
 --ranks N (tests/ranks.sh): N ranks wrote a trace each; HTA finds ranks 0 … N−1, every rank ran
 the same ops as many times (fixed batching shares each step alike), and each traced step of each
-rank holds one "all-reduce gradients" span, inside its ProfilerStep."""
+rank holds one "all-reduce gradients" span, inside its ProfilerStep, and in it a "gradient bucket"
+span a bucket."""
 import collections
 import json
 import logging
@@ -47,6 +48,10 @@ for rank in ranks if world > 1 else []:
     inside = sum(((steps.ts <= c.ts) & (c.ts + c.dur <= steps.ts + steps.dur)).any() for c in comm.itertuples())
     if len(comm) != len(steps) or inside != len(comm):
         problems.append("rank %d: %d all-reduce spans, %d inside its %d steps" % (rank, len(comm), inside, len(steps)))
+    buckets = t[t.op == "gradient bucket"]
+    held = sum(((comm.ts <= b.ts) & (b.ts + b.dur <= comm.ts + comm.dur)).any() for b in buckets.itertuples())
+    if len(buckets) < len(comm) or held != len(buckets):
+        problems.append("rank %d: %d bucket spans, %d inside an all-reduce" % (rank, len(buckets), held))
     else:
         print("HTA: rank %d, %d steps, all-reduce %.0f µs a step" % (rank, len(steps), comm.dur.mean()))
 ops = df[df.category == "cpu_op"]

@@ -14,6 +14,16 @@ static double now(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+/* One bucket summed over the ranks, a span of the trace while the profile records. */
+static int sum_bucket(struct tr_grad_reducer *r, float *bucket, size_t n, struct tr_diag *d)
+{
+    double began = now();
+    int rc = tr_comm_sum_floats(r->comm, bucket, n, d);
+    if (r->profile)
+        tr_exec_profile_span(r->profile, "gradient bucket", r->step, began, now());
+    return rc;
+}
+
 void tr_grad_reducer_init(struct tr_grad_reducer *r, const struct tr_comm *comm, const struct tr_backend *be,
                           const struct tr_param_span *spans, int nspans, const struct tr_graph *g,
                           const struct tr_memplan *plan, size_t bucket_bytes)
@@ -94,7 +104,7 @@ static int reduce(struct tr_grad_reducer *r, char *base, const struct tr_span_f3
         else
             memset(r->bucket, 0, (size_t)n * sizeof *r->bucket);
         if (!rc)
-            rc = tr_comm_sum_floats(r->comm, r->bucket, (size_t)n, d);
+            rc = sum_bucket(r, r->bucket, (size_t)n, d);
         for (int64_t i = 0; !rc && scale != 1 && i < n; i++)
             r->bucket[i] *= scale;
         if (!rc)
@@ -117,7 +127,7 @@ int tr_grad_reduce(struct tr_grad_reducer *r, char *grads, bool ran, struct tr_d
         memset(run, 0, n * sizeof *run);
     int rc = 0;
     for (size_t at = 0; at < n && !rc; at += (size_t)r->bucket_elems)
-        rc = tr_comm_sum_floats(r->comm, run + at, n - at < (size_t)r->bucket_elems ? n - at : (size_t)r->bucket_elems, d);
+        rc = sum_bucket(r, run + at, n - at < (size_t)r->bucket_elems ? n - at : (size_t)r->bucket_elems, d);
     r->seconds += now() - began;
     return rc;
 }

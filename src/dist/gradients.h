@@ -9,6 +9,7 @@
 #define TR_DIST_GRADIENTS_H
 
 #include "backend/backend.h"
+#include "backend/profile.h"
 #include "dist/comm.h"
 #include "graph/memplan.h"
 
@@ -29,6 +30,8 @@ struct tr_grad_reducer {
     bool in_place;
     int64_t first, end;              /* that run's bytes from the region's base */
     double seconds;                  /* spent in reductions so far */
+    struct tr_exec_profile *profile; /* while it records, each bucket's sum is a span of step's */
+    int64_t step;
 };
 
 /* A reducer for the gradients the optimizer's spans name and the f32 running statistics of g

@@ -330,7 +330,10 @@ static int trace_save(struct loop_run *c, int64_t last)
 static int trace_end(struct loop_run *c, int64_t t, enum tr_trace_action a, double began)
 {
     span(c, "ProfilerStep#", t, began);
+    struct tr_alloc_stats held;
+    tr_alloc_stats(&c->s->alloc, &held);
     tr_exec_profile_counter(&c->l->profile, "resident set bytes", tr_now(), tr_process_rss());
+    tr_exec_profile_counter(&c->l->profile, "regions bytes", tr_now(), (int64_t)held.current);
     if (a == TR_TRACE_WARMUP) {
         tr_exec_profile_clear(&c->l->profile);
         c->l->trace.first = t + 1;
@@ -358,6 +361,7 @@ static int train_step(struct loop_run *c, const struct tr_step *st, const struct
                                      c->l->deadline && t < c->l->total_steps && tr_now() >= c->l->deadline,
                                      failed != 0};
     double reduce_began = tr_now();
+    c->l->reducer.step = t;
     int reduced = tr_ranks_after_backward(&c->l->reducer, c->s->optim.grads, ran && !failed, agreed, &across);
     if (c->l->comm->world > 1)   /* in the trace: the collectives, and the wait for the slower rank in them */
         span(c, ALL_REDUCE, t, reduce_began);
@@ -745,6 +749,7 @@ int tr_loop_run(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f
     s->train.x.hook = tr_exec_profiler(&l->profile);
     tr_grad_reducer_init(&l->reducer, l->comm, s->be, s->optim.spans, s->optim.nspans, &s->train.b.g,
                          &s->train.b.p.plans[0], r->distributed.bucket);
+    l->reducer.profile = &l->profile;
     tr_leak_init(&l->leak, warmup(&c));
     trace_open(&c);
     l->monitor = tr_monitor_start(r->report.monitor_every);
