@@ -40,7 +40,8 @@ def run(name, args, ranks, bucket, plan):
     keep = os.path.join(scratch, "plan-%s.json" % name)
     if ranks > 1:
         shutil.copy(os.path.join(run_dir, "plan.json"), keep)
-    return step, record.get("ranks", {}).get("reduce_seconds", 0.0), keep
+    each = record.get("ranks", {}).get("each", [{}])
+    return step, each[0].get("reduce_seconds", 0.0), keep
 try:
     for r in range(rounds):
         for name, args in (CASES if r % 2 == 0 else CASES[::-1]):

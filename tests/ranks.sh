@@ -65,6 +65,14 @@ ranks 2 mlp-2 "$srcdir/recipes/mlp.yaml" train.steps=40 optimize.accumulation=1 
 two=$dir
 expect_in "$(cat "$two/log.txt")" "ranks: 2 (started by mpirun)" "the log names the ranks"
 expect_in "$(cat "$two/run.json")" '"world": 2' "run.json records the ranks"
+expect_in "$(cat "$two/report.md")" "## Ranks" "the report has every rank's memory and time"
+checks=$((checks + 1))
+python3 - "$two/report.json" <<'PY' || fail "report.json's ranks"
+import json, sys
+each = json.load(open(sys.argv[1]))["ranks"]["each"]
+assert [e["rank"] for e in each] == [0, 1], each
+assert all(e["peak_resident_bytes"] > 1 << 20 and e["step_seconds"] > 0 for e in each), each
+PY
 checks=$((checks + 1))
 [ "$(ls "$scratch/mlp-2/mlp" | grep -c '^2')" = 1 ] || fail "rank 0 alone makes a run folder: $(ls "$scratch/mlp-2/mlp")"
 alone mlp-1 "$two/plan.json" "$srcdir/recipes/mlp.yaml" train.steps=40

@@ -187,7 +187,7 @@ static void html_table(FILE *out, const struct table *t, const char *class)
 struct pages {
     const struct tr_run_report *rep;
     const json_t *comparison;            /* tr_report_compare's, or NULL */
-    struct table *metrics, *plan, *time, *profile, *ranks, *largest, *environment;
+    struct table *metrics, *plan, *time, *ranks_run, *profile, *ranks, *largest, *environment;
     char critical[256];                  /* across ranks: the sentence above the ranks table */
     char headline[5][400];               /* status, duration, steps, model, promotion ("" when none) */
     char key[200];                       /* the key metric in a sentence, "" when none */
@@ -338,6 +338,28 @@ static struct table *ranks_table(const struct tr_run_report *rep, char *critical
     return t;
 }
 
+/* Across ranks: each rank's peak resident set, median step, collectives and data waits (run.json). */
+static struct table *ranks_run_table(const struct tr_run_report *rep)
+{
+    const json_t *each = json_object_get(json_object_get(rep->record, "ranks"), "each"), *v;
+    if (json_array_size(each) < 2)
+        return NULL;
+    struct table *t = table_new(5, (const char *const[]){"rank", "peak resident set", "median step s",
+                                                         "in collectives s (waits included)", "waiting for data s"});
+    size_t i;
+    json_array_foreach((json_t *)each, i, v) {
+        char rank[16], peak[32], step[32], reduce[32], wait[32];
+        snprintf(rank, sizeof rank, "%lld", (long long)json_integer_value(json_object_get(v, "rank")));
+        tr_format_bytes((uint64_t)json_integer_value(json_object_get(v, "peak_resident_bytes")), peak);
+        snprintf(step, sizeof step, "%.4f", json_number_value(json_object_get(v, "step_seconds")));
+        snprintf(reduce, sizeof reduce, "%.3f", json_number_value(json_object_get(v, "reduce_seconds")));
+        snprintf(wait, sizeof wait, "%.3f", json_number_value(json_object_get(v, "data_wait_seconds")));
+        if (t)
+            table_row(t, rank, peak, step, reduce, wait);
+    }
+    return t;
+}
+
 static const json_t *timeline(const struct tr_run_report *rep)
 {
     const json_t *t = json_object_get(rep->plan, "timeline");
@@ -437,6 +459,7 @@ static void pages_build(struct pages *pg, const struct tr_run_report *rep, const
     pg->metrics = metrics_table(rep);
     pg->plan = plan_table(rep);
     pg->time = time_table(rep);
+    pg->ranks_run = ranks_run_table(rep);
     pg->profile = profile_table(rep);
     pg->ranks = ranks_table(rep, pg->critical, sizeof pg->critical);
     pg->largest = largest_table(rep);
@@ -446,6 +469,7 @@ static void pages_build(struct pages *pg, const struct tr_run_report *rep, const
 static void pages_free(struct pages *pg)
 {
     free(pg->metrics), free(pg->plan), free(pg->time), free(pg->profile), free(pg->ranks), free(pg->largest);
+    free(pg->ranks_run);
     free(pg->environment);
 }
 
@@ -543,6 +567,8 @@ json_t *tr_run_report_json(const struct tr_run_report *rep)
     json_object_set_new(j, "leak", leak ? json_incref(leak) : json_null());
     json_t *promotion = json_object_get(rep->record, "promotion");
     json_object_set_new(j, "promotion", promotion ? json_incref(promotion) : json_null());
+    json_t *ranks = json_object_get(rep->record, "ranks");
+    json_object_set_new(j, "ranks", ranks ? json_incref(ranks) : json_null());
     const json_t *trace = last_trace(rep);
     json_object_set_new(j, "profile", trace ? json_incref((json_t *)trace) : json_null());
     json_object_set_new(j, "graph", rep->graph_bytes >= 0
@@ -614,6 +640,10 @@ static int write_md(FILE *out, const struct pages *pg)
     if (pg->time) {
         fputs("## Time\n\n", out);
         md_table(out, pg->time);
+    }
+    if (pg->ranks_run) {
+        fputs("## Ranks\n\nEach rank, as it reported at the end of its steps:\n\n", out);
+        md_table(out, pg->ranks_run);
     }
     if (pg->profile) {
         const json_t *tr = last_trace(rep), *st = json_object_get(tr, "steps");
@@ -813,6 +843,10 @@ static int write_html(FILE *out, const struct pages *pg)
         fputs("<h2>Time</h2>\n", out);
         html_time(out, rep);
         html_table(out, pg->time, "time");
+    }
+    if (pg->ranks_run) {
+        fputs("<h2>Ranks</h2>\n<p>Each rank, as it reported at the end of its steps:</p>\n", out);
+        html_table(out, pg->ranks_run, "ranks-run");
     }
     if (pg->profile) {
         const json_t *tr = last_trace(rep), *st = json_object_get(tr, "steps");

@@ -734,6 +734,32 @@ static int open_loader(struct loop_run *c)
     return 0;
 }
 
+/* Across ranks, run.json's "ranks": who they were and, for each, its peak resident set, median
+ * step, seconds in the gradients' collectives (waits included) and waiting for data — gathered,
+ * every rank taking part, rank 0 writing. */
+static void note_ranks(struct loop_run *c)
+{
+    const struct tr_comm *comm = c->l->comm;
+    if (comm->world == 1)
+        return;
+    double mine[4] = {(double)tr_process_peak_rss(), c->res->step_seconds, c->l->reducer.seconds,
+                      c->res->data_wait_seconds};
+    double *all = tr_xcalloc((size_t)comm->world * 4, sizeof *all);
+    struct tr_diag why = {0};
+    if (!tr_comm_gather_doubles(comm, mine, 4, all, &why)) {
+        json_t *each = json_array();
+        for (int k = 0; k < comm->world; k++)
+            json_array_append_new(each, json_pack("{si sI sf sf sf}", "rank", k, "peak_resident_bytes",
+                                                  (json_int_t)all[4 * k], "step_seconds", all[4 * k + 1],
+                                                  "reduce_seconds", all[4 * k + 2], "data_wait_seconds", all[4 * k + 3]));
+        tr_run_folder_note(c->f, "ranks", json_pack("{si ss sI so}", "world", comm->world, "launcher", comm->launcher,
+                                                     "bucket_bytes", (json_int_t)c->r->distributed.bucket, "each", each));
+    } else
+        tr_run_folder_say(c->f, "warning: the ranks' times not gathered: %s\n", tr_diag_last(&why));
+    tr_diag_free(&why);
+    free(all);
+}
+
 int tr_loop_run(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f, const struct tr_recipe *r,
                 const struct tr_data *data, int64_t start, struct tr_train_result *res, struct tr_diag *d)
 {
@@ -762,11 +788,6 @@ int tr_loop_run(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f
         rc = trace_save(&c, res->steps);
     l->profile.recording = false;
     tr_exec_profile_free(&l->profile);
-    if (l->comm->world > 1)   /* rank 0's view: its time in the gradients' collectives */
-        tr_run_folder_note(f, "ranks", json_pack("{si ss sI sf}", "world", l->comm->world, "launcher", l->comm->launcher,
-                                                 "bucket_bytes", (json_int_t)r->distributed.bucket, "reduce_seconds",
-                                                 l->reducer.seconds));
-    tr_grad_reducer_free(&l->reducer);
     json_decref(l->trace.written);
     l->trace.written = NULL;
     /* a copy ahead of a step never trained (an early stop) may still read the ring */
@@ -780,6 +801,8 @@ int tr_loop_run(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f
     tr_loader_close(c.loader);
     res->seconds = tr_now() - c.began;
     res->step_seconds = tr_step_times_median(&l->step_times, &res->timed_steps);
+    note_ranks(&c);
+    tr_grad_reducer_free(&l->reducer);
     if (l->profile.per_op)
         tr_exec_profile_print(stderr, &l->profile, res->steps - start, "step");
     return rc;
