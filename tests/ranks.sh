@@ -75,6 +75,15 @@ assert all(e["peak_resident_bytes"] > 1 << 20 and e["step_seconds"] > 0 for e in
 PY
 checks=$((checks + 1))
 [ "$(ls "$scratch/mlp-2/mlp" | grep -c '^2')" = 1 ] || fail "rank 0 alone makes a run folder: $(ls "$scratch/mlp-2/mlp")"
+run "$TRAINRUN" plan "$srcdir/recipes/mlp.yaml" train.steps=40 optimize.accumulation=1 --ranks 2 --json
+expect_rc 0 "plan --ranks 2"
+checks=$((checks + 1))
+printf '%s\n' "$out" | python3 -c '
+import json, sys
+planned, ran = json.load(sys.stdin), json.load(open(sys.argv[1]))
+assert planned["ranks"]["per_rank_batch"] == 32, planned["ranks"]
+assert planned["predicted_peak_bytes"] == ran["measured_peak_bytes"], (planned["predicted_peak_bytes"], ran["measured_peak_bytes"])
+' "$two/plan.json" || fail "plan --ranks 2: its regions are not what a rank of the run held"
 alone mlp-1 "$two/plan.json" "$srcdir/recipes/mlp.yaml" train.steps=40
 same_training "$dir" "$two" "mlp, 2 ranks"
 expect_in "$(cat "$dir/log.txt")" "2 micro-batches of 32 samples a step" "one process replays the plan with 2 micro-batches"

@@ -64,6 +64,11 @@ const char *tr_cli_datasets_dir(void);
 /* Who this process is among the ranks its launcher started (dist/comm.h): 0, or the exit
  * status with the sentence printed (a multi-rank launch this build or launcher cannot serve). */
 int tr_cli_open_ranks(struct tr_comm *comm);
+/* What one of world ranks plans for (train.c): r with its share of train.batch_size, the
+ * recipe's batch being the step's over all ranks. TR_EINVAL with the sentence when it does not
+ * split evenly. */
+struct tr_recipe;
+int tr_cli_rank_share(int world, const struct tr_recipe *r, struct tr_recipe *share, struct tr_diag *d);
 /* The watchdog of r's distributed.timeout (dist/comm.h), armed for the training steps (train.c):
  * a rank that waits longer for the others ends with TR_EXIT_RANKS, saying what it waited in. */
 void tr_cli_watch_ranks(struct tr_comm *comm, const struct tr_recipe *r);

@@ -1,7 +1,9 @@
-/* trainrun plan RECIPE [key=value ...] [--device-profile NAME] [--plan FILE] [--json] [--explain]:
- * what the planner would do, before anything runs — the candidates, their regions, footprints
- * and predicted step times, and the decision in one sentence. Exit 0 when a plan fits, 3 when
- * none does (naming the smallest budget that would). */
+/* trainrun plan RECIPE [key=value ...] [--device-profile NAME] [--plan FILE] [--ranks N] [--json]
+ * [--explain]: what the planner would do, before anything runs — the candidates, their regions,
+ * footprints and predicted step times, and the decision in one sentence; with --ranks, each rank's
+ * (planned for its share of the batch) and the gradients' sum a step. Exit 0 when a plan fits, 3
+ * when none does (naming the smallest budget that would). */
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +11,7 @@
 
 #include "cli/cli.h"
 #include "cli/exit.h"
+#include "core/alloc.h"
 #include "data/dataset.h"
 #include "data/sha256.h"
 #include "plan/plan.h"
@@ -16,7 +19,7 @@
 
 static const char usage[] =
     "usage: trainrun plan RECIPE [key=value | ~key ...] [--device-profile NAME] [--plan FILE]\n"
-    "                     [--json] [--explain]\n";
+    "                     [--ranks N] [--json] [--explain]\n";
 
 static double seconds_now(clockid_t clock)
 {
@@ -35,9 +38,52 @@ static int load_data(const struct tr_recipe *r, struct tr_data *data, struct tr_
     return 0;
 }
 
-/* Plans (or replays) r on this host or the profile; prints; the exit status. */
-static int plan_recipe(const struct tr_recipe *r, const struct tr_args *a, struct tr_diag *diag)
+/* --ranks N: the ranks the plan is for (1 without it); 0 with a sentence when N is not one. */
+static int ranks_of(const struct tr_args *a, struct tr_diag *diag)
 {
+    const char *text = tr_args_value(a, "--ranks");
+    if (!text)
+        return 1;
+    char *end;
+    long n = strtol(text, &end, 10);
+    if (*end || n < 1 || n > 65536) {
+        tr_diag_add(diag, (struct tr_where){0}, "--ranks: a whole number from 1 to 65536, not '%s'", text);
+        return 0;
+    }
+    return (int)n;
+}
+
+/* What the ranks add to the plan: each one's share, and the gradients they sum a step — a ring
+ * all-reduce moves 2 (N − 1) / N of them in and out of each rank. Not timed: this host's memory
+ * bandwidth would say 2 ms for bert-small's 42 MiB where Open MPI took ~15 ms over shared memory
+ * (bench/README.md); a run measures it (run.json's ranks). */
+static void ranks_words(const struct tr_plan *plan, const struct tr_recipe *r, int world, json_t **json)
+{
+    const struct tr_candidate *c = plan->chosen >= 0 ? &plan->cand[plan->chosen] : NULL;
+    if (!c || world == 1)
+        return;
+    uint64_t bytes = c->regions[TR_REGION_PARAMS], moved = (uint64_t)(2.0 * (world - 1) / world * (double)bytes);
+    char size[32], each[32];
+    tr_format_bytes(bytes, size);
+    tr_format_bytes(moved, each);
+    if (json)
+        *json = json_pack("{si sI sI sI}", "world", world, "per_rank_batch", (json_int_t)(r->train.batch_size / world),
+                          "gradient_bytes", (json_int_t)bytes, "moved_bytes_per_rank", (json_int_t)moved);
+    else
+        printf("ranks: %d, each as planned above for %lld of the step's %lld samples (its regions exact); after "
+               "each step's backward they sum %s of gradients, %s in and out of each rank (a ring all-reduce), "
+               "which the step time above leaves out: a run measures it (run.json's ranks)\n", world,
+               (long long)(r->train.batch_size / world), (long long)r->train.batch_size, size, each);
+}
+
+/* Plans (or replays) r on this host or the profile; prints; the exit status. */
+static int plan_recipe(const struct tr_recipe *whole, const struct tr_args *a, struct tr_diag *diag)
+{
+    int world = ranks_of(a, diag);
+    struct tr_recipe share;   /* what one rank plans for */
+    if (!world || tr_cli_rank_share(world, whole, &share, diag))
+        return TR_EXIT_USAGE;
+    const struct tr_recipe *r = &share;
     struct tr_data data;
     int rc = load_data(r, &data, diag);
     if (rc)
@@ -69,11 +115,18 @@ static int plan_recipe(const struct tr_recipe *r, const struct tr_args *a, struc
         free(json);
         if (tr_args_has(a, "--json")) {
             char *out = tr_plan_to_json(&plan, true, hash);
-            printf("%s\n", out);
-            free(out);
+            json_t *j = json_loads(out, 0, NULL), *ranks = NULL;
+            ranks_words(&plan, whole, world, &ranks);
+            if (j && ranks)
+                json_object_set_new(j, "ranks", ranks);
+            char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+            printf("%s\n", text ? text : out);
+            free(text), free(out);
+            json_decref(j);
         } else {
             printf("%s: %s on %s\n", r->name, tr_keys[tr_key_find("model.arch")].names[r->model.arch], data.name);
             tr_plan_print(&plan, &job, tr_args_has(a, "--explain"), stdout);
+            ranks_words(&plan, whole, world, NULL);
             printf("\nplanned %d candidate%s in %.3f s (%.3f s of CPU)\n", plan.ncand, plan.ncand == 1 ? "" : "s",
                    took, cpu);
         }
@@ -89,7 +142,7 @@ static int plan_recipe(const struct tr_recipe *r, const struct tr_args *a, struc
 int tr_cmd_plan(int argc, char **argv)
 {
     static const char *const flags[] = {"--json", "--explain", "--help", "-h", NULL};
-    static const char *const valued[] = {"--device-profile", "--plan", NULL};
+    static const char *const valued[] = {"--device-profile", "--plan", "--ranks", NULL};
     struct tr_args args;
     int rc = tr_args_start_valued(argc, argv, flags, valued, usage, &args);
     if (rc)

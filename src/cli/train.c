@@ -59,16 +59,13 @@ static int load_data(const struct tr_recipe *r, const char *resume_dir, bool qui
 
 /* ---- across ranks (dist/comm.h): each stage on every rank, then agreed ---------------------------- */
 
-/* What one rank plans for: its share of train.batch_size (the recipe's batch is the step's, over
- * all ranks). */
-static int rank_share(const struct tr_comm *comm, const struct tr_recipe *r, struct tr_recipe *share,
-                      struct tr_diag *d)
+int tr_cli_rank_share(int world, const struct tr_recipe *r, struct tr_recipe *share, struct tr_diag *d)
 {
     *share = *r;
-    if (r->train.batch_size % comm->world)
+    if (r->train.batch_size % world)
         return tr_fail(d, TR_EINVAL, "train.batch_size %lld does not split evenly over %d ranks: make it a "
-                       "multiple of %d", (long long)r->train.batch_size, comm->world, comm->world);
-    share->train.batch_size = r->train.batch_size / comm->world;
+                       "multiple of %d", (long long)r->train.batch_size, world, world);
+    share->train.batch_size = r->train.batch_size / world;
     return 0;
 }
 
@@ -160,7 +157,7 @@ static int train(const struct tr_comm *comm, const struct tr_recipe *r, const ch
     struct tr_weights w = {0};
     struct tr_loop loop = {0};
     int64_t start = 0;
-    int rc = rank_share(comm, r, &share, d);
+    int rc = tr_cli_rank_share(comm->world, r, &share, d);
     if (rc && comm->rank > 0)   /* every rank found it: rank 0 says it */
         tr_diag_free(d);
     if (!rc)
