@@ -125,8 +125,9 @@ same_training "$dir" "$two" "resnet, 2 ranks"
 
 # Resume on another rank count: a 2-rank run stopped by SIGTERM and resumed by one process, and a
 # one-process run (2 micro-batches a step) stopped and resumed by 2 ranks through --resume auto
-# (the nightly path), each end as the uninterrupted 2-rank run does, to the bit.
-long="$srcdir/recipes/mlp.yaml train.steps=300 train.checkpoint_every=50 report.log_every=1 train.eval_samples=64"
+# (the nightly path), each end as the uninterrupted 2-rank run does, to the bit (2,000 steps: the
+# SIGTERM lands long before the last).
+long="$srcdir/recipes/mlp.yaml train.steps=2000 train.checkpoint_every=50 report.log_every=1 train.eval_samples=64"
 # cut LABEL KEYS LAUNCH...: LAUNCH (the recipe, $long's keys and KEYS follow) into
 # $scratch/LABEL, SIGTERM once step 100 is checkpointed; the run folder in $dir.
 cut() {
