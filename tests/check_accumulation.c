@@ -119,8 +119,9 @@ static void free_batch(struct tr_batch *b)
 }
 
 /* The step's gradients (a copy of the region) and loss, the samples order[0..N) cut into
- * micro-batches of sizes[0..nmicro). */
-static float *gradients(struct harness *h, const int64_t *order, const int64_t *sizes, int nmicro, double *loss)
+ * micro-batches of sizes[0..nmicro); *ran (when not NULL): whether the runner's rank ran any. */
+static float *gradients_ran(struct harness *h, const int64_t *order, const int64_t *sizes, int nmicro, double *loss,
+                            bool *ran)
 {
     struct tr_batch micro[N];
     int64_t at = 0;
@@ -131,13 +132,21 @@ static float *gradients(struct harness *h, const int64_t *order, const int64_t *
     ck_assert_int_eq(at, N);
     struct tr_step st = {.n = N, .nmicro = nmicro, .micro = micro};
     struct tr_diag why = {0};
-    ck_assert_msg(tr_step_gradients(&h->runner, &st, NULL, 3, 1.0, loss, &(bool){false}, &why) == 0, "%s",
+    bool mine = false;
+    ck_assert_msg(tr_step_gradients(&h->runner, &st, NULL, 3, 1.0, loss, &mine, &why) == 0, "%s",
                   tr_diag_last(&why));
+    if (ran)
+        *ran = mine;
     for (int i = 0; i < nmicro; i++)
         free_batch(&micro[i]);
     float *g = malloc(h->p.region_bytes[TR_GRAD]);
     memcpy(g, h->x.base[TR_GRAD], h->p.region_bytes[TR_GRAD]);
     return g;
+}
+
+static float *gradients(struct harness *h, const int64_t *order, const int64_t *sizes, int nmicro, double *loss)
+{
+    return gradients_ran(h, order, sizes, nmicro, loss, NULL);
 }
 
 static int64_t sort_len[N];   /* qsort has no context argument: the lengths to sort by */
@@ -182,6 +191,53 @@ static void check_accumulation(enum tr_arch arch, const char *name)
     teardown(&h);
 }
 
+/* Across ranks (dist/gradients.h): each rank runs its share of the step's micro-batches, weighted
+ * by the whole step's targets, so the ranks' gradients and losses add up to one process's; with
+ * 4 ranks and 3 micro-batches rank 0 runs none (its gradients zeros, its loss 0, ran false). */
+static void check_rank_shares(enum tr_arch arch, const char *name)
+{
+    struct harness h;
+    setup(&h, arch);
+    int64_t sorted[N];
+    for (int i = 0; i < N; i++)
+        sorted[i] = i;
+    memcpy(sort_len, h.len, sizeof sort_len);
+    qsort(sorted, N, sizeof *sorted, shorter);
+    const int64_t sizes[3] = {5, 11, 16};
+    double want_loss, loss;
+    float *want = gradients(&h, sorted, sizes, 3, &want_loss);
+    size_t n = h.p.region_bytes[TR_GRAD] / sizeof(float);
+    for (int world = 2; world <= 4; world += 2) {
+        float *sum = calloc(n, sizeof *sum);
+        double loss_sum = 0;
+        for (int rank = 0; rank < world; rank++) {
+            h.runner.rank = rank, h.runner.world = world;
+            bool ran = false;
+            float *got = gradients_ran(&h, sorted, sizes, 3, &loss, &ran);
+            ck_assert_msg(ran == !(world == 4 && rank == 0), "%s: rank %d of %d ran: %d", name, rank, world, ran);
+            for (size_t i = 0; i < n; i++)
+                sum[i] += got[i];
+            loss_sum += loss;
+            free(got);
+        }
+        double e = unit_normwise(sum, want, n);
+        ck_assert_msg(e <= TOLERANCE, "%s: %d ranks' gradients differ from one process's by %.3g", name, world, e);
+        ck_assert_msg(fabs(loss_sum - want_loss) <= TOLERANCE * want_loss, "%s: %d ranks' loss %.9g, one %.9g", name,
+                      world, loss_sum, want_loss);
+        printf("%s: %d ranks' shares of 5 + 11 + 16 add up to one process's within %.2g\n", name, world, e);
+        free(sum);
+    }
+    h.runner.rank = 0, h.runner.world = 1;
+    free(want);
+    teardown(&h);
+}
+
+START_TEST(gpt_rank_shares_add_up)
+{
+    check_rank_shares(TR_ARCH_GPT, "gpt");
+}
+END_TEST
+
 START_TEST(bert_micro_batches_match_one_batch)
 {
     check_accumulation(TR_ARCH_BERT, "bert");
@@ -212,6 +268,7 @@ int main(void)
     tcase_add_test(tc, targets_are_counted);
     tcase_add_test(tc, bert_micro_batches_match_one_batch);
     tcase_add_test(tc, gpt_micro_batches_match_one_batch_by_tokens);
+    tcase_add_test(tc, gpt_rank_shares_add_up);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(s, tc);
     return unit_run(s);
