@@ -7,7 +7,8 @@
 # same) give the same losses within 1e-6 relative; the parameters are the same bits on every rank
 # (each checkpoint compares their hashes, statistics included, and fails the run if they
 # differ), and the final weights equal the one rank's. Rank 0 alone writes the run folder. A
-# stopped or killed rank ends every rank within distributed.timeout + 10 s. Runs resume on
+# stopped or killed rank ends every rank within distributed.timeout + 10 s. Ranks started with
+# different recipes refuse before training. Runs resume on
 # another rank count (2 → 1, and 1 → 2 through --resume auto) to the same bits. A batch that does
 # not split over the ranks and a launch MPI did not make are refused.
 # Skipped (77) without mpirun or where trainrun was built without MPI.
@@ -224,6 +225,15 @@ checks=$((checks + 1))
 expect_in "$err" "train.batch_size 64 does not split evenly over 3 ranks: make it a multiple of 3" "its sentence"
 checks=$((checks + 1))
 [ "$(printf '%s\n' "$err" | grep -c 'does not split evenly')" = 1 ] || fail "more than rank 0 said it: $err"
+# Ranks started with different recipes (mpirun's MPMD form: another seed on rank 1) refuse.
+run timeout 120 mpirun --oversubscribe --bind-to none -np 1 "$TRAINRUN" "$srcdir/recipes/mlp.yaml" \
+  report.dir="$scratch/two-jobs" --quiet : -np 1 "$TRAINRUN" "$srcdir/recipes/mlp.yaml" seed=3 \
+  report.dir="$scratch/two-jobs" --quiet
+checks=$((checks + 1))
+[ "$rc" != 0 ] || fail "ranks with different recipes trained"
+expect_in "$err" "rank 1 of 2 runs a different job from rank 0's" "ranks with different recipes: the sentence"
+checks=$((checks + 1))
+[ ! -e "$scratch/two-jobs/mlp/latest" ] || fail "ranks with different recipes made a run folder"
 run env WORLD_SIZE=2 RANK=1 LOCAL_RANK=1 timeout 60 "$TRAINRUN" "$srcdir/recipes/mlp.yaml" report.dir="$scratch/bad"
 expect_rc 2 "torchrun's variables without mpirun"
 expect_in "$err" "torchrun says rank 1 of 2, but MPI sees rank 0 of 1" "its sentence"

@@ -162,6 +162,8 @@ static int train(const struct tr_comm *comm, const struct tr_recipe *r, const ch
         tr_diag_free(d);
     if (!rc)
         rc = load_data_ranked(comm, r, resume_dir, folder->quiet, &data, d);   /* data */
+    if (!rc)
+        rc = tr_ranks_same_job(comm, r, &data, d);                       /* one job on every rank */
     tr_loop_init(&loop, r, &data, started, comm);
     if (!rc && !(rc = tr_stop_check(d, "the data's loading")))
         rc = plan_ranked(comm, &s, &share, &data, plan_file, resume_dir, d);   /* plan */

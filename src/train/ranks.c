@@ -1,7 +1,9 @@
 /* The training loop across ranks (ranks.h). */
 #include "train/ranks.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/alloc.h"
 #include "report/crc32c.h"
@@ -17,6 +19,39 @@ int tr_ranks_after_backward(struct tr_grad_reducer *r, char *grads, bool ran, st
         rc = tr_comm_sum_doubles(r->comm, sums, 4, d);
     if (!rc)
         *st = (struct tr_ranks_step){sums[0], sums[1] > 0, sums[2] > 0, sums[3] > 0};
+    return rc;
+}
+
+/* The ranks whose value differs from rank 0's, "1, 3", into out; 0 when none does. */
+static size_t differing(const struct tr_comm *c, const uint64_t *all, char *out, size_t size)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (int k = 1; k < c->world && used < size; k++)
+        if (all[k] != all[0])
+            used += (size_t)snprintf(out + used, size - used, "%s%d", used ? ", " : "", k);
+    return used;
+}
+
+int tr_ranks_same_job(const struct tr_comm *c, const struct tr_recipe *r, const struct tr_data *data,
+                      struct tr_diag *d)
+{
+    if (c->world == 1)
+        return 0;
+    char *json = tr_recipe_to_json(r);
+    const struct tr_split *splits[3] = {&data->train, &data->valid, &data->test};
+    uint64_t mine = json ? tr_crc32c(json, strlen(json)) : 0;
+    for (int i = 0; i < 3; i++)
+        mine = mine * 1000003u ^ (uint64_t)splits[i]->n ^ (uint64_t)splits[i]->ntokens << 20;
+    free(json);
+    uint64_t *all = tr_xcalloc((size_t)c->world, sizeof *all);
+    int rc = tr_comm_gather(c, mine, all, d);
+    char differ[256];
+    if (!rc && differing(c, all, differ, sizeof differ))
+        rc = tr_fail(d, TR_EINVAL, "rank %s of %d %s a different job from rank 0's (the resolved recipe or the data "
+                     "loaded): a conf file, an override or a data set differs between them; nothing was trained",
+                     differ, c->world, strchr(differ, ',') ? "run" : "runs");
+    free(all);
     return rc;
 }
 
@@ -71,13 +106,10 @@ int tr_ranks_same_params(const struct tr_comm *c, const struct tr_exec *x, int64
     rc = tr_comm_agree(c, rc, "reading its parameters", d);   /* every rank gathers, whatever its copy did */
     if (!rc)
         rc = tr_comm_gather(c, mine, all, d);
-    char differ[256] = "";
-    size_t used = 0;
-    for (int k = 1; !rc && k < c->world && used < sizeof differ; k++)
-        if (all[k] != all[0])
-            used += (size_t)snprintf(differ + used, sizeof differ - used, "%s%d", used ? ", " : "", k);
+    char differ[256];
+    size_t used = rc ? 0 : differing(c, all, differ, sizeof differ);
     free(all);
-    if (!rc && used)
+    if (used)
         rc = tr_fail(d, TR_EFAIL, "after step %lld the parameters of rank %s differ from rank 0's: the ranks "
                      "no longer train one model (a rank's device or memory is faulty, or the ranks run different "
                      "builds)", (long long)step, differ);

@@ -8,7 +8,9 @@
 
 #include "backend/exec.h"
 #include "dist/comm.h"
+#include "data/dataset.h"
 #include "dist/gradients.h"
+#include "recipe/recipe.h"
 
 /* What the ranks agreed after a step's backward. */
 struct tr_ranks_step {
@@ -22,6 +24,11 @@ struct tr_ranks_step {
  * of the step), then the loss and the stop wishes. 0, or a code with the sentence in d. */
 int tr_ranks_after_backward(struct tr_grad_reducer *r, char *grads, bool ran, struct tr_ranks_step *st,
                             struct tr_diag *d);
+/* Whether every rank runs the same job: a hash of its resolved recipe and of the data it
+ * loaded (each split's samples and tokens) against rank 0's. TR_EINVAL naming the ranks that
+ * differ (a conf file or an override that differs between hosts, other data) otherwise. */
+int tr_ranks_same_job(const struct tr_comm *c, const struct tr_recipe *r, const struct tr_data *data,
+                      struct tr_diag *d);
 /* bytes of be's memory at region from rank 0 to every rank, through the host a chunk at a time
  * (rank 0's resumed parameters and optimizer state, for ranks that did not read them). */
 int tr_ranks_broadcast_region(const struct tr_comm *c, const struct tr_backend *be, char *region, size_t bytes,
