@@ -155,9 +155,13 @@ static const struct tr_mpi_ops *load_mpi(void **handle, char *why, size_t size)
             continue;
         *handle = dlopen(places[i], RTLD_NOW | RTLD_LOCAL);
         const struct tr_mpi_ops *ops = *handle ? dlsym(*handle, TR_MPI_OPS_SYMBOL) : NULL;
-        if (ops)
+        if (ops && ops->version == TR_MPI_OPS_VERSION)
             return ops;
-        snprintf(why, size, "%s cannot be loaded: %s", places[i], dlerror());
+        if (ops)
+            snprintf(why, size, "%s is from another build of trainrun (its table is version %d, not %d)", places[i],
+                     ops->version, TR_MPI_OPS_VERSION);
+        else
+            snprintf(why, size, "%s cannot be loaded: %s", places[i], dlerror());
         if (*handle)
             dlclose(*handle);
         *handle = NULL;

@@ -71,7 +71,7 @@ static int sum_doubles(double *buf, int n)
 }
 
 const struct tr_mpi_ops tr_mpi_ops = {
-    .init = init, .finalize = finalize, .library_version = library_version, .error_string = error_string,
+    .version = TR_MPI_OPS_VERSION, .init = init, .finalize = finalize, .library_version = library_version, .error_string = error_string,
     .allgather_ints = allgather_ints, .allgather_u64 = allgather_u64, .allgather_doubles = allgather_doubles,
     .broadcast = broadcast, .sum_floats = sum_floats, .sum_doubles = sum_doubles,
 };

@@ -9,7 +9,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Raised whenever the table changes: a plugin of another build is refused, not called wrongly. */
+#define TR_MPI_OPS_VERSION 1
+
 struct tr_mpi_ops {
+    int version;                          /* TR_MPI_OPS_VERSION of the build that made it */
     int (*init)(int *rank, int *world);   /* thread level funneled; errors returned, not fatal */
     int (*finalize)(void);
     void (*library_version)(char *out, size_t size);
