@@ -149,7 +149,7 @@ static const struct tr_mpi_ops *load_mpi(void **handle, char *why, size_t size)
         snprintf(path, sizeof path, "%s/trainrun-mpi.so", self);
         places[0] = path;
     }
-    snprintf(why, size, "trainrun-mpi.so is not built (configure found no libopenmpi-dev)");
+    snprintf(why, size, "trainrun-mpi.so is not built, configure having found no libopenmpi-dev");
     for (int i = 0; i < 2; i++) {
         if (!places[i] || access(places[i], F_OK))
             continue;
