@@ -41,6 +41,15 @@ alone() {
   dir=$(echo "$scratch/$label"/*/latest)
 }
 
+# wait_for FILE: until FILE exists, a minute at most (a checkpoint: the run is under way).
+wait_for() {
+  i=0
+  while [ ! -e "$1" ] && [ $i -lt 600 ]; do
+    sleep 0.1
+    i=$((i + 1))
+  done
+}
+
 # same_training A B WHAT: every step's train/loss within 1e-6 relative; whether the last weights
 # are the same bits is said (the summation order across ranks may round otherwise).
 same_training() {
@@ -137,11 +146,7 @@ cut() {
   # shellcheck disable=SC2086 # $long and $keys are lists of words
   "$@" $long $keys report.dir="$scratch/$label" --quiet >"$scratch/cut.out" 2>&1 &
   launched=$!
-  i=0
-  while [ ! -e "$scratch/$label/mlp/latest/checkpoints/step-100.safetensors" ] && [ $i -lt 600 ]; do
-    sleep 0.1
-    i=$((i + 1))
-  done
+  wait_for "$scratch/$label/mlp/latest/checkpoints/step-100.safetensors"
   pkill -TERM -f "report.dir=$scratch/$label" 2>/dev/null
   wait "$launched"
   dir=$(echo "$scratch/$label"/*/latest)
@@ -175,11 +180,7 @@ fault() {
     train.eval_every=0 train.checkpoint_every=1000 distributed.timeout=5s report.dir="$scratch/fault" --quiet \
     >"$scratch/fault.out" 2>"$scratch/fault.err" &
   launcher=$!
-  i=0
-  while [ ! -e "$scratch/fault/mlp/latest/checkpoints/step-1000.safetensors" ] && [ $i -lt 600 ]; do
-    sleep 0.1
-    i=$((i + 1))
-  done
+  wait_for "$scratch/fault/mlp/latest/checkpoints/step-1000.safetensors"
   victim=
   for p in $(pgrep -f "recipes/mlp.yaml train.steps=1000000"); do
     tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && victim=$p

@@ -213,6 +213,7 @@ static int open_ranks(struct tr_comm *c, struct tr_diag *d)
                        c->launcher, why);
     int rank = 0, world = 1, err = mpi->init(&rank, &world);
     c->mpi = mpi;
+    c->agreed = tr_xcalloc((size_t)c->world, sizeof *c->agreed);
     if (err)
         return mpi_failed(c, d, err, "MPI_Init_thread");
     if (world != c->world || rank != c->rank)
@@ -242,6 +243,8 @@ void tr_comm_close(struct tr_comm *c)
     if (c->mpi)
         c->mpi->finalize();
     c->mpi = NULL;
+    free(c->agreed);
+    c->agreed = NULL;
     /* trainrun-mpi.so stays loaded: MPI's libraries keep threads and handlers past MPI_Finalize */
 }
 
@@ -251,18 +254,15 @@ int tr_comm_agree(const struct tr_comm *c, int rc, const char *what, struct tr_d
 {
     if (c->world == 1)
         return rc;
-    int *all = tr_xcalloc((size_t)c->world, sizeof *all), mine = rc;
+    int *all = c->agreed, mine = rc;   /* made once at the start: agreeing runs twice a step */
     waiting(c, what);
     int err = c->mpi->allgather_ints(&mine, all);
     answered(c);
-    if (err) {
-        free(all);
+    if (err)
         return rc ? rc : mpi_failed(c, d, err, what);
-    }
     for (int r = 0; r < c->world && !rc; r++)
         if (all[r])
             rc = tr_fail(d, all[r], "rank %d of %d failed %s (its own output says why)", r, c->world, what);
-    free(all);
     return rc;
 }
 
@@ -279,12 +279,13 @@ int tr_comm_broadcast(const struct tr_comm *c, void *buf, size_t bytes, struct t
     return 0;
 }
 
-int tr_comm_sum_floats(const struct tr_comm *c, float *buf, size_t n, struct tr_diag *d)
+/* MPI_Allreduce SUM in place, in pieces an int counts. */
+static int sum(const struct tr_comm *c, void *buf, size_t n, size_t size, enum tr_mpi_type type, struct tr_diag *d)
 {
     for (size_t at = 0; c->world > 1 && at < n; at += INT_MAX / 8) {
         size_t k = n - at < INT_MAX / 8 ? n - at : INT_MAX / 8;
         waiting(c, "summing over the ranks");
-        int err = c->mpi->sum_floats(buf + at, (int)k);
+        int err = c->mpi->sum((char *)buf + at * size, (int)k, type);
         answered(c);
         if (err)
             return mpi_failed(c, d, err, "MPI_Allreduce");
@@ -292,17 +293,14 @@ int tr_comm_sum_floats(const struct tr_comm *c, float *buf, size_t n, struct tr_
     return 0;
 }
 
+int tr_comm_sum_floats(const struct tr_comm *c, float *buf, size_t n, struct tr_diag *d)
+{
+    return sum(c, buf, n, sizeof *buf, TR_MPI_FLOAT, d);
+}
+
 int tr_comm_sum_doubles(const struct tr_comm *c, double *buf, size_t n, struct tr_diag *d)
 {
-    for (size_t at = 0; c->world > 1 && at < n; at += INT_MAX / 8) {
-        size_t k = n - at < INT_MAX / 8 ? n - at : INT_MAX / 8;
-        waiting(c, "summing over the ranks");
-        int err = c->mpi->sum_doubles(buf + at, (int)k);
-        answered(c);
-        if (err)
-            return mpi_failed(c, d, err, "MPI_Allreduce");
-    }
-    return 0;
+    return sum(c, buf, n, sizeof *buf, TR_MPI_DOUBLE, d);
 }
 
 int tr_comm_gather(const struct tr_comm *c, uint64_t mine, uint64_t *all, struct tr_diag *d)

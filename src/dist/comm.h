@@ -26,6 +26,7 @@ struct tr_comm {
     char launcher[48];        /* who started the ranks, for sentences: "mpirun", "srun", … */
     const struct tr_mpi_ops *mpi;  /* MPI's calls (dist/mpi.h), once started: tr_comm_close finishes it */
     void *plugin;             /* trainrun-mpi.so, loaded when more than one rank runs */
+    int *agreed;              /* tr_comm_agree's gathered codes, world of them */
     struct tr_comm_watch *watch;   /* the watchdog (tr_comm_watch), NULL until started */
 };
 

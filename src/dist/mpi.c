@@ -60,18 +60,13 @@ static int broadcast(void *buf, int bytes)
     return MPI_Bcast(buf, bytes, MPI_BYTE, 0, MPI_COMM_WORLD);
 }
 
-static int sum_floats(float *buf, int n)
+static int sum(void *buf, int n, enum tr_mpi_type type)
 {
-    return MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-}
-
-static int sum_doubles(double *buf, int n)
-{
-    return MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    return MPI_Allreduce(MPI_IN_PLACE, buf, n, type == TR_MPI_DOUBLE ? MPI_DOUBLE : MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
 }
 
 const struct tr_mpi_ops tr_mpi_ops = {
     .version = TR_MPI_OPS_VERSION, .init = init, .finalize = finalize, .library_version = library_version, .error_string = error_string,
     .allgather_ints = allgather_ints, .allgather_u64 = allgather_u64, .allgather_doubles = allgather_doubles,
-    .broadcast = broadcast, .sum_floats = sum_floats, .sum_doubles = sum_doubles,
+    .broadcast = broadcast, .sum = sum,
 };

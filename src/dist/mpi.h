@@ -10,7 +10,9 @@
 #include <stdint.h>
 
 /* Raised whenever the table changes: a plugin of another build is refused, not called wrongly. */
-#define TR_MPI_OPS_VERSION 1
+#define TR_MPI_OPS_VERSION 2
+
+enum tr_mpi_type { TR_MPI_FLOAT, TR_MPI_DOUBLE };   /* what sum adds */
 
 struct tr_mpi_ops {
     int version;                          /* TR_MPI_OPS_VERSION of the build that made it */
@@ -22,8 +24,7 @@ struct tr_mpi_ops {
     int (*allgather_u64)(const uint64_t *mine, uint64_t *all);
     int (*allgather_doubles)(const double *mine, int n, double *all);
     int (*broadcast)(void *buf, int bytes);           /* from rank 0 */
-    int (*sum_floats)(float *buf, int n);             /* in place */
-    int (*sum_doubles)(double *buf, int n);
+    int (*sum)(void *buf, int n, enum tr_mpi_type type);   /* in place */
 };
 
 /* The symbol comm.c looks up in trainrun-mpi.so. */
