@@ -3,8 +3,10 @@
 # threads, the same recipe, batch and plan shape, interleaved round by round. Per case: the
 # median step (plan.json's measured_step_seconds, first step a warm-up) of each over the rounds,
 # the ratio (above 1: the ranks are faster), and the seconds the ranks spent in the gradients'
-# collectives (run.json's ranks.reduce_seconds, rank 0) as a share of their training time.
-# The gradients travel after the backward (not overlapped yet): all of it is on the step's path.
+# collectives (run.json's ranks.reduce_seconds, rank 0) as a share of their training time, and
+# the part of them the step waited for after the backward (reduce_exposed_seconds): the ranks
+# run twice, with distributed.overlap=false (every bucket after the backward) and true (each
+# bucket as soon as the backward has written it, on a communication thread).
 #   bench/run-ranks.sh [ROUNDS] [BUCKETS...]   (from the checkout, after building and
 #   `trainrun calibrate`; BUCKETS: distributed.bucket sizes to compare, default 25MiB)
 set -eu
@@ -24,11 +26,12 @@ SHORT = ["train.epochs=null", "train.eval_every=0", "train.eval_samples=8", "tra
          "report.tensorboard=false", "report.monitor_every=0", "--quiet"]
 scratch = tempfile.mkdtemp(prefix="ranks.")
 got = {}
-def run(name, args, ranks, bucket, plan):
+def run(name, args, ranks, bucket, plan, overlap="true"):
     out = os.path.join(scratch, "run")
     shutil.rmtree(out, ignore_errors=True)
     env = dict(os.environ, OMP_NUM_THREADS="1" if ranks > 1 else "2")
-    cmd = ["./trainrun"] + args + SHORT + ["report.dir=" + out, "distributed.bucket=" + bucket]
+    cmd = ["./trainrun"] + args + SHORT + ["report.dir=" + out, "distributed.bucket=" + bucket,
+                                          "distributed.overlap=" + overlap]
     if ranks > 1:
         cmd = ["mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(ranks)] + cmd
     else:
@@ -41,24 +44,29 @@ def run(name, args, ranks, bucket, plan):
     if ranks > 1:
         shutil.copy(os.path.join(run_dir, "plan.json"), keep)
     each = record.get("ranks", {}).get("each", [{}])
-    return step, each[0].get("reduce_seconds", 0.0), keep
+    return step, each[0].get("reduce_seconds", 0.0), each[0].get("reduce_exposed_seconds", 0.0), keep
 try:
     for r in range(rounds):
         for name, args in (CASES if r % 2 == 0 else CASES[::-1]):
             for bucket in buckets:
                 plan = None
-                for ranks in (2, 1):   # the one process replays the ranks' plan
-                    step, reduce_s, plan = run(name, args, ranks, bucket, plan)
-                    got.setdefault((name, bucket, ranks), []).append((step, reduce_s))
-    print("%-11s %-7s %12s %12s %8s %18s %6s" % ("case", "bucket", "1×2 step s", "2×1 step s", "ratio",
-                                                "collectives s/step", "share"))
+                # the one process replays the ranks' plan; the overlap's order alternates by round
+                for ranks, overlap in ((2, "false"), (2, "true"), (1, "false")) if r % 2 == 0 else \
+                                      ((2, "true"), (2, "false"), (1, "false")):
+                    step, reduce_s, exposed_s, keep = run(name, args, ranks, bucket, plan, overlap)
+                    plan = plan or keep
+                    got.setdefault((name, bucket, ranks, overlap), []).append((step, reduce_s, exposed_s))
+    print("%-11s %-7s %-8s %12s %12s %8s %14s %14s %6s" % ("case", "bucket", "overlap", "1×2 step s", "2×1 step s",
+                                                         "ratio", "collectives s", "exposed s", "share"))
+    med = lambda key, i: statistics.median(x[i] for x in got[key])
     for name, _ in CASES:
         for bucket in buckets:
-            one = statistics.median(s for s, _ in got[(name, bucket, 1)])
-            two = statistics.median(s for s, _ in got[(name, bucket, 2)])
-            reduce_s = statistics.median(x for _, x in got[(name, bucket, 2)]) / STEPS
-            print("%-11s %-7s %12.4f %12.4f %8.2f %18.4f %5.0f%%" % (name, bucket, one, two, one / two, reduce_s,
-                                                                   100 * reduce_s / two))
+            one = med((name, bucket, 1, "false"), 0)
+            for overlap in ("false", "true"):
+                key = (name, bucket, 2, overlap)
+                two, reduce_s, exposed_s = med(key, 0), med(key, 1) / STEPS, med(key, 2) / STEPS
+                print("%-11s %-7s %-8s %12.4f %12.4f %8.2f %14.4f %14.4f %5.0f%%" % (
+                    name, bucket, overlap, one, two, one / two, reduce_s, exposed_s, 100 * exposed_s / two))
 finally:
     shutil.rmtree(scratch, ignore_errors=True)
 PY

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "plan/plan.h"
+#include "plan/shard.h"
 
 enum { N = 96, MAXLEN = 48, VOCAB = 60, CLASSES = 3, FEATURES = 20 };
 
@@ -377,6 +378,99 @@ START_TEST(recompute_costs_time_saves_memory)
     finish(&f);
 }
 END_TEST
+/* ZeRO's cut: every rank's part starts where a piece of the norm's sum begins (a parameter's
+ * start plus whole TR_SUMSQ_PIECEs), the parts cover the elements once, in order, each within
+ * a piece of a world-th; tr_shard_spans gives each element to exactly one rank. */
+START_TEST(shard_cut_on_pieces)
+{
+    static const int64_t sizes[][5] = {{100000, 10, 70000, 3, 40000}, {16384, 16384, 16384, 16384, 1},
+                                       {5, 6, 7, 8, 9}, {1000000, 1, 1, 1, 1}};
+    for (size_t c = 0; c < sizeof sizes / sizeof sizes[0]; c++)
+        for (int world = 1; world <= 5; world++) {
+            const int64_t *numel = sizes[c];
+            int64_t first[6], total = 0;
+            struct tr_param_span spans[5], part[5];
+            for (int i = 0; i < 5; i++) {
+                spans[i] = (struct tr_param_span){.param = total * 4 + 64 * i, .grad = total * 4 + 128 * i,
+                                                  .state = total, .numel = numel[i], .decay = i % 2};
+                total += numel[i];
+            }
+            tr_shard_cut(numel, 5, world, first);
+            ck_assert_int_eq(first[0], 0);
+            ck_assert_int_eq(first[world], total);
+            int64_t owned = 0;
+            char *seen = calloc((size_t)total, 1);
+            for (int k = 0; k < world; k++) {
+                ck_assert_int_le(first[k], first[k + 1]);
+                ck_assert_int_eq(tr_shard_elements(numel, 5, world, k), first[k + 1] - first[k]);
+                bool piece_start = first[k] == total;   /* a rank left nothing */
+                for (int i = 0, at = 0; i < 5; at += (int)numel[i++])
+                    piece_start |= first[k] >= at && first[k] < at + numel[i] && (first[k] - at) % TR_SUMSQ_PIECE == 0;
+                ck_assert_msg(piece_start, "case %zu, %d ranks: rank %d starts at %lld, inside a piece", c, world, k,
+                              (long long)first[k]);
+                if (k > 0 && first[k] < total)   /* balanced: within a piece (or a parameter) of its share */
+                    ck_assert_int_le(first[k] - total * k / world, TR_SUMSQ_PIECE);
+                int n = tr_shard_spans(spans, 5, first[k], first[k + 1], part);
+                for (int j = 0; j < n; j++) {
+                    int64_t from = first[k] + part[j].state;
+                    int i = 0;
+                    while (!(from >= spans[i].state && from < spans[i].state + spans[i].numel))
+                        i++;
+                    ck_assert_int_eq(part[j].param, spans[i].param + (from - spans[i].state) * 4);
+                    ck_assert_int_eq(part[j].grad, spans[i].grad + (from - spans[i].state) * 4);
+                    ck_assert_int_eq(part[j].decay, spans[i].decay);
+                    for (int64_t e = from; e < from + part[j].numel; e++)
+                        ck_assert_int_eq(seen[e]++, 0);
+                    owned += part[j].numel;
+                }
+            }
+            ck_assert_int_eq(owned, total);
+            free(seen);
+        }
+}
+END_TEST
+
+/* Across 2 ranks the planner weighs ZeRO stage 1: the update's work halved, it is chosen on the
+ * CPU (the gradients the host's), each rank's optimizer region its part (the two adding up to
+ * the whole), the gradients out of the arena; pinned off, or alone, it is not. */
+START_TEST(shard_chosen_across_ranks)
+{
+    const char *yaml = "model: {arch: mlp, layers: 2, hidden: 512}\ndata: {dataset: features}\n"
+                       "train: {batch_size: 64, steps: 10}\n";
+    struct fixture f;
+    start(&f, yaml, false);
+    size_t whole = 0, parts = 0;
+    for (int rank = 0; rank < 2; rank++) {
+        f.job.world = 2, f.job.rank = rank;
+        struct tr_plan p;
+        ck_assert_int_ge(search(&f, &p, (uint64_t)8 << 30), 0);
+        const struct tr_candidate *c = &p.cand[p.chosen];
+        ck_assert_int_eq(c->k.shard, 1);
+        ck_assert(!tr_knobs_grads_in_arena(&c->k));
+        ck_assert_uint_gt(c->regions[TR_REGION_GRADS], 0);
+        ck_assert_uint_eq(c->regions[TR_REGION_OPTIMIZER], p.shard_bytes[rank]);
+        parts += c->regions[TR_REGION_OPTIMIZER];
+        struct tr_built train;
+        struct tr_diag err = {0};
+        ck_assert_int_eq(tr_build(&train, &f.job, &c->k, true, &err), 0);
+        whole = tr_plan_optimizer_bytes(&f.r, &train.g);
+        tr_built_free(&train);
+        tr_plan_free(&p);
+    }
+    ck_assert_uint_eq(parts, whole);
+    f.r.optimize.shard = TR_SHARD_OFF;
+    struct tr_plan p;
+    ck_assert_int_ge(search(&f, &p, (uint64_t)8 << 30), 0);
+    for (int i = 0; i < p.ncand; i++)
+        ck_assert_int_eq(p.cand[i].k.shard, 0);
+    tr_plan_free(&p);
+    f.r.optimize.shard = TR_SHARD_AUTO, f.job.world = 1, f.job.rank = 0;
+    ck_assert_int_ge(search(&f, &p, (uint64_t)8 << 30), 0);
+    ck_assert_int_eq(p.cand[p.chosen].k.shard, 0);
+    tr_plan_free(&p);
+    finish(&f);
+}
+END_TEST
 
 int main(void)
 {
@@ -392,6 +486,8 @@ int main(void)
     tcase_add_test(tc, features_batch_fixed);
     tcase_add_test(tc, model_data_mismatch);
     tcase_add_test(tc, recompute_costs_time_saves_memory);
+    tcase_add_test(tc, shard_cut_on_pieces);
+    tcase_add_test(tc, shard_chosen_across_ranks);
     suite_add_tcase(s, tc);
     return unit_run(s);
 }

@@ -102,6 +102,43 @@ three=$dir
 alone mlp-1b "$three/plan.json" "$srcdir/recipes/mlp.yaml" train.steps=40 train.batch_size=48
 same_training "$dir" "$three" "mlp, 3 ranks"
 
+# ZeRO stage 1 (optimize.shard=optimizer): each of 3 ranks keeps and updates its part of the
+# optimizer's state, then gathers the others' updated parameters; the gradients are a
+# reduce-scatter and an all-gather over the same parts unsharded, so both train to the same bits
+# over the same buckets (how Open MPI orders 3 ranks' sums depends on a message's size), each
+# bucket sent after the backward or as the backward writes it (distributed.overlap). Each
+# rank's regions are what it predicted, its optimizer state what plan --ranks says (a third of it,
+# cut where a piece of the norm begins), and the checkpoints hold the whole state.
+set -- "$srcdir/recipes/bert-small.yaml" data.dataset=austen-passages model.layers=2 model.max_len=64 \
+  train.batch_size=12 train.steps=10 optimize.accumulation=2 train.grad_clip=0.5 train.checkpoint_every=5
+ranks 3 zero-off "$@" optimize.shard=off distributed.overlap=off distributed.bucket=64KiB
+off=$dir
+ranks 3 zero-1 "$@" optimize.shard=optimizer distributed.overlap=on distributed.bucket=64KiB
+sharded=$dir
+run "$TRAINRUN" plan "$@" optimize.shard=optimizer --ranks 3 --json
+expect_rc 0 "plan --ranks 3, sharded"
+checks=$((checks + 1))
+printf '%s\n' "$out" | python3 -c '
+import json, sys
+planned = json.load(sys.stdin)
+off, sharded = (json.load(open(p + "/run.json"))["ranks"] for p in sys.argv[1:3])
+assert off["shard"] == "off" and sharded["shard"] == "optimizer" and sharded["overlap"], (off, sharded)
+for r in off["each"] + sharded["each"]:
+    assert r["predicted_regions"] == r["measured_regions"], r
+whole = off["each"][0]["measured_regions"]["optimizer"]
+parts = [r["measured_regions"]["optimizer"] for r in sharded["each"]]
+assert sum(parts) == whole and max(parts) < whole / 2, (parts, whole)
+assert [r["optimizer_bytes"] for r in planned["ranks"]["each"]] == parts, (planned["ranks"], parts)
+print("ZeRO 1 on 3 ranks: optimizer state %s of %d bytes, as planned" % (parts, whole))
+' "$off" "$sharded" || fail "ZeRO 1: the ranks\' regions are not what they and plan --ranks predicted"
+for step in 5 10; do
+  checks=$((checks + 1))
+  cmp -s "$off/checkpoints/step-$step.safetensors" "$sharded/checkpoints/step-$step.safetensors" ||
+    fail "ZeRO 1: step $step's checkpoint (weights and the whole optimizer state) differs from unsharded"
+done
+alone zero-alone "$sharded/plan.json" "$@"
+same_training "$dir" "$sharded" "bert-small, ZeRO 1 on 3 ranks"
+
 # A trace per rank, which Holistic Trace Analysis reads together: the ranks' ops alike, each
 # step's all-reduce inside it.
 python=${TRAINRUN_TEST_PYTHON:-$srcdir/.venv/bin/python}

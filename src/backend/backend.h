@@ -134,6 +134,8 @@ enum tr_copy { TR_COPY_TO_DEVICE, TR_COPY_TO_HOST, TR_COPY_ON_DEVICE };
 
 /* One parameter as the optimizer sees it: its bytes in the parameters and gradients regions,
  * its first state element, its size, and whether weight decay applies. */
+#define TR_SUMSQ_PIECE 16384   /* grad_sumsq's pieces on host-visible backends */
+
 struct tr_param_span {
     int64_t param, grad;   /* byte offsets into the regions */
     int64_t state;         /* element offset of its words in each state tensor */
@@ -226,7 +228,9 @@ struct tr_backend_ops {
 
     /* The optimizer's passes over all gradients: the update (the gradients read times
      * grad_factor); the sum of squares (in double, in an order fixed by the sizes alone: the
-     * same bits on any thread count); multiplying every gradient by factor and saying whether all of them are
+     * same bits on any thread count; host-visible backends: each parameter in pieces of
+     * TR_SUMSQ_PIECE values from its start, the pieces' sums added one after the other, so a
+     * span of one piece gives that piece's sum exactly); multiplying every gradient by factor and saying whether all of them are
      * finite afterwards (the fp16 unscale and overflow check fused; clipping). A failure's
      * sentence goes to a->diag. */
     int (*optim_step)(const struct tr_backend *be, const struct tr_optim_args *a);

@@ -65,7 +65,8 @@ static int profile_after(void *ctx, const struct tr_exec *x, int step, const str
         p->op_seconds[node->op] += took;
     if (p->recording)
         *add_event(p) = (struct tr_exec_event){p->node_started, took, on_device, NULL, (int)(node - x->g->nodes),
-                                               x->B, x->S, 0, x->plan->live ? (int64_t)x->plan->live[step] : 0};
+                                               x->B, x->S, 0, x->plan->live ? (int64_t)x->plan->live[step] : 0,
+                                               TR_LANE_TRAINER};
     if (p->phase_seconds)
         p->phase_seconds[node->phase] += took;
     return 0;
@@ -90,13 +91,20 @@ void tr_exec_profile_print(FILE *f, const struct tr_exec_profile *p, int64_t run
 void tr_exec_profile_span(struct tr_exec_profile *p, const char *name, int64_t step, double began, double ended)
 {
     if (p->recording)
-        *add_event(p) = (struct tr_exec_event){began, ended - began, 0, name, TR_EVENT_SPAN, 0, 0, step, 0};
+        *add_event(p) = (struct tr_exec_event){began, ended - began, 0, name, TR_EVENT_SPAN, 0, 0, step, 0, TR_LANE_TRAINER};
+}
+
+void tr_exec_profile_span_on(struct tr_exec_profile *p, int lane, const char *name, int64_t step, double began,
+                             double ended)
+{
+    if (p->recording)
+        *add_event(p) = (struct tr_exec_event){began, ended - began, 0, name, TR_EVENT_SPAN, 0, 0, step, 0, lane};
 }
 
 void tr_exec_profile_counter(struct tr_exec_profile *p, const char *name, double at, int64_t value)
 {
     if (p->recording)
-        *add_event(p) = (struct tr_exec_event){at, 0, 0, name, TR_EVENT_COUNTER, 0, 0, 0, value};
+        *add_event(p) = (struct tr_exec_event){at, 0, 0, name, TR_EVENT_COUNTER, 0, 0, 0, value, TR_LANE_TRAINER};
 }
 
 void tr_exec_profile_clear(struct tr_exec_profile *p)

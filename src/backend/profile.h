@@ -23,7 +23,10 @@ struct tr_exec_event {
     int node;
     int64_t B, S, step;
     int64_t live;
+    int lane;                     /* the thread it ran on: TR_LANE_TRAINER, or TR_LANE_COMMUNICATION
+                                   * (gradient buckets summed while the backward runs) */
 };
+enum { TR_LANE_TRAINER, TR_LANE_COMMUNICATION };
 
 struct tr_exec_profile {
     bool per_op;                  /* time every node into op_seconds; a device then waits for
@@ -45,6 +48,10 @@ void tr_exec_profile_print(FILE *f, const struct tr_exec_profile *p, int64_t run
 /* A span the trainer timed, kept while recording (name: a string that outlives p; step: for
  * "ProfilerStep#", else 0). */
 void tr_exec_profile_span(struct tr_exec_profile *p, const char *name, int64_t step, double began, double ended);
+/* The same, of another thread's work (lane: TR_LANE_COMMUNICATION), added by the trainer's thread
+ * once that work is done: the profile is the trainer's alone. */
+void tr_exec_profile_span_on(struct tr_exec_profile *p, int lane, const char *name, int64_t step, double began,
+                             double ended);
 /* A counter's value at a time, kept while recording (name: as for a span). */
 void tr_exec_profile_counter(struct tr_exec_profile *p, const char *name, double at, int64_t value);
 /* The events kept so far are dropped (their memory is kept for the next); tr_exec_profile_free

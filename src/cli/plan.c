@@ -53,27 +53,40 @@ static int ranks_of(const struct tr_args *a, struct tr_diag *diag)
     return (int)n;
 }
 
-/* What the ranks add to the plan: each one's share, and the gradients they sum a step — a ring
- * all-reduce moves 2 (N − 1) / N of them in and out of each rank. Not timed: this host's memory
- * bandwidth would say 2 ms for bert-small's 42 MiB where Open MPI took ~15 ms over shared memory
- * (bench/README.md); a run measures it (run.json's ranks). */
+/* What the ranks add to the plan: each one's share, its optimizer state (sharded: its part, exact
+ * for each rank), and the gradients they sum a step — a ring all-reduce (a reduce-scatter and
+ * an all-gather) moves 2 (N − 1) / N of them in and out of each rank; sharded, the all-gather
+ * moves the updated parameters instead. Not timed: this host's memory bandwidth would say 2 ms
+ * for bert-small's 42 MiB where Open MPI took ~15 ms over shared memory (bench/README.md); a
+ * run measures it (run.json's ranks). */
 static void ranks_words(const struct tr_plan *plan, const struct tr_recipe *r, int world, json_t **json)
 {
     const struct tr_candidate *c = plan->chosen >= 0 ? &plan->cand[plan->chosen] : NULL;
     if (!c || world == 1)
         return;
-    uint64_t bytes = c->regions[TR_REGION_PARAMS], moved = (uint64_t)(2.0 * (world - 1) / world * (double)bytes);
-    char size[32], each[32];
-    tr_format_bytes(bytes, size);
-    tr_format_bytes(moved, each);
-    if (json)
-        *json = json_pack("{si sI sI sI}", "world", world, "per_rank_batch", (json_int_t)(r->train.batch_size / world),
-                          "gradient_bytes", (json_int_t)bytes, "moved_bytes_per_rank", (json_int_t)moved);
-    else
+    uint64_t bytes = c->regions[TR_REGION_GRADS] ? c->regions[TR_REGION_GRADS] : c->regions[TR_REGION_PARAMS];
+    uint64_t moved = (uint64_t)(2.0 * (world - 1) / world * (double)bytes);
+    json_t *each = json_array();
+    if (!json)
         printf("ranks: %d, each as planned above for %lld of the step's %lld samples (its regions exact); after "
-               "each step's backward they sum %s of gradients, %s in and out of each rank (a ring all-reduce), "
-               "which the step time above leaves out: a run measures it (run.json's ranks)\n", world,
-               (long long)(r->train.batch_size / world), (long long)r->train.batch_size, size, each);
+               "each step's backward they sum %.1f MiB of gradients, %.1f MiB in and out of each rank (a "
+               "reduce-scatter and an all-gather), which the step time above leaves out: a run measures it "
+               "(run.json's ranks)\n", world, (long long)(r->train.batch_size / world), (long long)r->train.batch_size,
+               (double)bytes / 1048576, (double)moved / 1048576);
+    for (int k = 0; k < world; k++) {
+        size_t state = c->k.shard && plan->shard_bytes ? plan->shard_bytes[k] : c->regions[TR_REGION_OPTIMIZER];
+        json_array_append_new(each, json_pack("{si sI}", "rank", k, "optimizer_bytes", (json_int_t)state));
+        if (!json)
+            printf("  rank %d: optimizer state %zu bytes%s\n", k, state,
+                   c->k.shard ? " (its shard: ZeRO stage 1)" : "");
+    }
+    if (json)
+        *json = json_pack("{si sI sI sI ss so}", "world", world, "per_rank_batch",
+                          (json_int_t)(r->train.batch_size / world), "gradient_bytes", (json_int_t)bytes,
+                          "moved_bytes_per_rank", (json_int_t)moved, "shard", c->k.shard ? "optimizer" : "off",
+                          "each", each);
+    else
+        json_decref(each);
 }
 
 /* Plans (or replays) r on this host or the profile; prints; the exit status. */
@@ -103,6 +116,8 @@ static int plan_recipe(const struct tr_recipe *whole, const struct tr_args *a, s
         rc = profile ? TR_EXIT_USAGE : TR_EXIT_FAILURE;
     } else if (tr_plan_job_init(&job, r, &data, &dev, diag)) {
         rc = TR_EXIT_USAGE;
+    } else {
+        job.world = world;   /* rank 0's regions; the others' below */
     }
     tr_diag_free(&err);
     double began = seconds_now(CLOCK_MONOTONIC), began_cpu = seconds_now(CLOCK_PROCESS_CPUTIME_ID);

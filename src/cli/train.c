@@ -153,7 +153,7 @@ static int train(const struct tr_comm *comm, const struct tr_recipe *r, const ch
     double started = tr_now();
     struct tr_data data = {0};
     struct tr_recipe share;   /* one rank's share of the batch: what it plans for */
-    struct tr_session s = {0};
+    struct tr_session s = {.comm = comm};
     struct tr_weights w = {0};
     struct tr_loop loop = {0};
     int64_t start = 0;

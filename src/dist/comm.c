@@ -19,12 +19,13 @@
  * SLURM_NTASKS is the allocation's, set in a batch script's one process too; srun's steps
  * have SLURM_STEP_NUM_TASKS. */
 static const struct launcher {
-    const char *name, *world, *rank, *local;
+    const char *name, *world, *rank, *local, *local_world;
 } launchers[] = {
-    {"mpirun", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"},
-    {"mpirun (PMI)", "PMI_SIZE", "PMI_RANK", "MPI_LOCALRANKID"},
-    {"srun", "SLURM_STEP_NUM_TASKS", "SLURM_PROCID", "SLURM_LOCALID"},
-    {"torchrun", "WORLD_SIZE", "RANK", "LOCAL_RANK"},
+    {"mpirun", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+     "OMPI_COMM_WORLD_LOCAL_SIZE"},
+    {"mpirun (PMI)", "PMI_SIZE", "PMI_RANK", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
+    {"srun", "SLURM_STEP_NUM_TASKS", "SLURM_PROCID", "SLURM_LOCALID", NULL},
+    {"torchrun", "WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
 };
 
 /* A variable's whole number ≥ 0, or −1 when unset or not one. */
@@ -184,13 +185,13 @@ int tr_comm_open(struct tr_comm *c, struct tr_diag *d)
 {
     int rc = open_ranks(c, d);
     if (rc)   /* refused: alone from here, whatever the variables said (MPI stays to be finished) */
-        c->rank = 0, c->world = 1;
+        c->rank = 0, c->world = 1, c->local_world = 1;
     return rc;
 }
 
 static int open_ranks(struct tr_comm *c, struct tr_diag *d)
 {
-    *c = (struct tr_comm){.world = 1};
+    *c = (struct tr_comm){.world = 1, .local_world = 1};
     for (size_t i = 0; i < sizeof launchers / sizeof launchers[0]; i++) {
         int world = env_number(launchers[i].world), rank = env_number(launchers[i].rank);
         if (world < 1 || rank < 0)
@@ -198,8 +199,9 @@ static int open_ranks(struct tr_comm *c, struct tr_diag *d)
         if (rank >= world)
             return tr_fail(d, TR_EINVAL, "%s=%d is not below %s=%d", launchers[i].rank, rank, launchers[i].world,
                            world);
-        int local = env_number(launchers[i].local);
-        *c = (struct tr_comm){.rank = rank, .world = world, .local_rank = local < 0 ? 0 : local};
+        int local = env_number(launchers[i].local), here = env_number(launchers[i].local_world);
+        *c = (struct tr_comm){.rank = rank, .world = world, .local_rank = local < 0 ? 0 : local,
+                              .local_world = here < 1 ? world : here};
         snprintf(c->launcher, sizeof c->launcher, "%s", launchers[i].name);
         break;
     }
@@ -211,7 +213,8 @@ static int open_ranks(struct tr_comm *c, struct tr_diag *d)
         return tr_fail(d, TR_EINVAL, "started as rank %d of %d by %s, but %s: install libopenmpi-dev and run "
                        "./configure again (it says \"MPI: yes\"), or run one process", c->rank, c->world,
                        c->launcher, why);
-    int rank = 0, world = 1, err = mpi->init(&rank, &world);
+    int rank = 0, world = 1, serialized = 0, err = mpi->init(&rank, &world, &serialized);
+    c->threads = serialized != 0;
     c->mpi = mpi;
     c->agreed = tr_xcalloc((size_t)c->world, sizeof *c->agreed);
     if (err)
@@ -323,4 +326,38 @@ int tr_comm_gather_doubles(const struct tr_comm *c, const double *mine, int n, d
     int err = c->mpi->allgather_doubles(mine, n, all);
     answered(c);
     return err ? mpi_failed(c, d, err, "MPI_Allgather") : 0;
+}
+
+int tr_comm_reduce_scatter(const struct tr_comm *c, float *buf, const int *counts, const int *displs,
+                           struct tr_diag *d)
+{
+    if (c->world == 1)
+        return 0;
+    waiting(c, "summing over the ranks");
+    int err = c->mpi->reduce_scatter(buf, counts, displs);
+    answered(c);
+    return err ? mpi_failed(c, d, err, "MPI_Reduce_scatter") : 0;
+}
+
+int tr_comm_allgather(const struct tr_comm *c, float *buf, const int *counts, const int *displs, struct tr_diag *d)
+{
+    if (c->world == 1)
+        return 0;
+    waiting(c, "gathering the ranks' shards");
+    int err = c->mpi->allgather_floats(buf, counts, displs);
+    answered(c);
+    return err ? mpi_failed(c, d, err, "MPI_Allgatherv") : 0;
+}
+
+int tr_comm_gather_floats(const struct tr_comm *c, const float *mine, float *all, const int *counts,
+                          const int *displs, struct tr_diag *d)
+{
+    if (c->world == 1) {
+        memmove(all, mine, (size_t)counts[0] * sizeof *all);
+        return 0;
+    }
+    waiting(c, "gathering the ranks' optimizer state");
+    int err = c->mpi->gather_floats(mine, all, counts, displs);
+    answered(c);
+    return err ? mpi_failed(c, d, err, "MPI_Gatherv") : 0;
 }

@@ -23,6 +23,10 @@ typedef void (*tr_comm_timeout_fn)(const struct tr_comm *c, const char *what, do
 struct tr_comm {
     int rank, world;          /* this process among them, from 0; world 1: alone */
     int local_rank;           /* among those on this host: the GPU it takes (device: auto) */
+    int local_world;          /* ranks on this host (the launcher's count; all of them when it
+                               * gives none) */
+    bool threads;             /* collectives may be called from another thread than the main one,
+                               * one thread at a time (MPI_THREAD_SERIALIZED) */
     char launcher[48];        /* who started the ranks, for sentences: "mpirun", "srun", … */
     const struct tr_mpi_ops *mpi;  /* MPI's calls (dist/mpi.h), once started: tr_comm_close finishes it */
     void *plugin;             /* trainrun-mpi.so, loaded when more than one rank runs */
@@ -56,6 +60,16 @@ int tr_comm_broadcast(const struct tr_comm *c, void *buf, size_t bytes, struct t
 /* Element-wise sums over the ranks, in place; every rank gets the same bits. */
 int tr_comm_sum_floats(const struct tr_comm *c, float *buf, size_t n, struct tr_diag *d);
 int tr_comm_sum_doubles(const struct tr_comm *c, double *buf, size_t n, struct tr_diag *d);
+/* ZeRO's collectives over buf's floats, rank k's part [displs[k], displs[k] + counts[k]) (the
+ * parts one after the other, together all of buf): summed, each rank left with the sum of its
+ * own part in place (the rest of buf undefined after); each rank's part gathered into every
+ * rank's buf; into rank 0's all (mine: this rank's part, counts[rank] floats). Reduce-scatter
+ * then all-gather over the same parts is the ranks' sum (tr_grad_reduce's). */
+int tr_comm_reduce_scatter(const struct tr_comm *c, float *buf, const int *counts, const int *displs,
+                           struct tr_diag *d);
+int tr_comm_allgather(const struct tr_comm *c, float *buf, const int *counts, const int *displs, struct tr_diag *d);
+int tr_comm_gather_floats(const struct tr_comm *c, const float *mine, float *all, const int *counts,
+                          const int *displs, struct tr_diag *d);
 /* Every rank's value, into all[0 … world − 1] on every rank. */
 int tr_comm_gather(const struct tr_comm *c, uint64_t mine, uint64_t *all, struct tr_diag *d);
 /* Every rank's n doubles, rank by rank, into all[0 … world·n − 1] on every rank. */

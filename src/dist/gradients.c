@@ -1,17 +1,69 @@
 /* Gradients and running statistics summed over the ranks (gradients.h). */
 #include "dist/gradients.h"
 
+#include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/alloc.h"
+#include "plan/shard.h"
 
 static double now(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* The run's floats [from, from + n) summed over the ranks: a reduce-scatter over the parts of
+ * it each rank owns, then (unsharded) an all-gather of them; counts and displs: scratch. */
+static int sum_run(const struct tr_grad_reducer *r, float *run, int64_t from, int64_t n, int *counts, int *displs,
+                   struct tr_diag *d)
+{
+    if (!r->parts)
+        return tr_comm_sum_floats(r->comm, run + from, (size_t)n, d);
+    for (int k = 0; k < r->comm->world; k++) {
+        int64_t lo = r->parts[k] > from ? r->parts[k] : from;
+        int64_t hi = r->parts[k + 1] < from + n ? r->parts[k + 1] : from + n;
+        counts[k] = hi > lo ? (int)(hi - lo) : 0, displs[k] = hi > lo ? (int)(lo - from) : 0;
+    }
+    int rc = tr_comm_reduce_scatter(r->comm, run + from, counts, displs, d);
+    return rc || r->shard ? rc : tr_comm_allgather(r->comm, run + from, counts, displs, d);
+}
+
+/* The parts of the run (floats from r->first) each rank owns: ZeRO's cut of the parameters'
+ * elements (end to end) placed where the elements lie; NULL where the gradients do not lie in
+ * the parameters' order. */
+static int64_t *run_parts(const struct tr_grad_reducer *r, const struct tr_param_span *spans, int nspans)
+{
+    int world = r->comm->world;
+    int64_t *numel = tr_xmalloc((size_t)(nspans + 1) * sizeof *numel), *first = tr_xmalloc((size_t)(world + 1) * sizeof *first);
+    int64_t *parts = tr_xmalloc((size_t)(world + 1) * sizeof *parts), run = (r->end - r->first) / (int64_t)sizeof(float);
+    bool ordered = true;
+    for (int i = 0; i < nspans; i++) {
+        numel[i] = spans[i].numel;
+        ordered = ordered && (i == 0 || spans[i].grad >= spans[i - 1].grad + spans[i - 1].numel * (int64_t)sizeof(float));
+    }
+    tr_shard_cut(numel, nspans, world, first);
+    for (int k = 0; k <= world; k++) {
+        parts[k] = run;
+        for (int i = 0; i < nspans; i++)
+            if (first[k] >= spans[i].state && first[k] < spans[i].state + spans[i].numel) {
+                parts[k] = (spans[i].grad - r->first) / (int64_t)sizeof(float) + (first[k] - spans[i].state);
+                break;
+            }
+    }
+    parts[0] = 0;
+    free(numel), free(first);
+    if (!ordered || run > INT32_MAX) {   /* counts are MPI's ints */
+        free(parts);
+        return NULL;
+    }
+    return parts;
 }
 
 /* One bucket summed over the ranks, a span of the trace while the profile records. */
@@ -26,7 +78,7 @@ static int sum_bucket(struct tr_grad_reducer *r, float *bucket, size_t n, struct
 
 void tr_grad_reducer_init(struct tr_grad_reducer *r, const struct tr_comm *comm, const struct tr_backend *be,
                           const struct tr_param_span *spans, int nspans, const struct tr_graph *g,
-                          const struct tr_memplan *plan, size_t bucket_bytes)
+                          const struct tr_memplan *plan, size_t bucket_bytes, bool shard)
 {
     *r = (struct tr_grad_reducer){.comm = comm, .be = be};
     if (comm->world == 1)
@@ -58,11 +110,19 @@ void tr_grad_reducer_init(struct tr_grad_reducer *r, const struct tr_comm *comm,
         staged = total > staged ? total : staged;
     r->buffer_elems = staged < r->bucket_elems ? (staged ? staged : 1) : r->bucket_elems;
     r->bucket = tr_xmalloc((size_t)r->buffer_elems * sizeof *r->bucket);
+    if (r->in_place)
+        r->parts = run_parts(r, spans, nspans);
+    r->shard = shard && r->parts;
+    r->counts = tr_xmalloc((size_t)comm->world * 2 * sizeof *r->counts);
+    r->displs = r->counts + comm->world;
 }
+
+static void overlap_stop(struct tr_grad_reducer *r);
 
 void tr_grad_reducer_free(struct tr_grad_reducer *r)
 {
-    free(r->bucket), free(r->grads), free(r->state);
+    overlap_stop(r);
+    free(r->bucket), free(r->grads), free(r->state), free(r->parts), free(r->counts);
     *r = (struct tr_grad_reducer){0};
 }
 
@@ -114,21 +174,251 @@ static int reduce(struct tr_grad_reducer *r, char *base, const struct tr_span_f3
     return rc;
 }
 
+/* ---- overlapped with the backward -------------------------------------------------------------- */
+
+/* A bucket of the gradients' run: floats [from, from + n) from its start, final after the
+ * schedule's node `ready` (−1: before any). */
+struct overlap_bucket {
+    int64_t from, n;
+    int ready;
+    double began, ended;   /* its collective, on the communication thread */
+};
+
+struct tr_grad_overlap {
+    struct overlap_bucket *buckets;   /* in the order they are sent: by ready, then by from */
+    int nbuckets;
+    int sent, summed;                 /* buckets handed to the thread, buckets it has summed */
+    bool armed, stop;
+    float *run;                       /* the gradients' run while armed */
+    int rc;                           /* the first failed collective's code, its sentence in why */
+    int *counts, *displs;             /* the thread's scratch for a bucket's parts */
+    struct tr_diag why;
+    struct tr_exec_hook inner;        /* the hook it chains (the profiler's) */
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t work, done;
+};
+
+static void *communicate(void *arg)
+{
+    struct tr_grad_reducer *r = arg;
+    struct tr_grad_overlap *o = r->overlap;
+    pthread_mutex_lock(&o->lock);
+    r->comm_tid = (int)syscall(SYS_gettid);
+    for (;;) {
+        while (!o->stop && o->summed == o->sent)
+            pthread_cond_wait(&o->work, &o->lock);
+        if (o->summed == o->sent)
+            break;
+        struct overlap_bucket *b = &o->buckets[o->summed];
+        bool failed = o->rc != 0;
+        pthread_mutex_unlock(&o->lock);
+        struct tr_diag why = {0};
+        double began = now();
+        /* after a failure the rest are not sent: the step fails on every rank (the watchdog ends
+         * a wait for this rank's missing ones) */
+        int rc = failed ? 0 : sum_run(r, o->run, b->from, b->n, o->counts, o->displs, &why);
+        double ended = now();
+        pthread_mutex_lock(&o->lock);
+        b->began = began, b->ended = ended;
+        if (rc && !o->rc) {
+            o->rc = rc;
+            o->why = why;
+        } else {
+            tr_diag_free(&why);
+        }
+        o->summed++;
+        pthread_cond_broadcast(&o->done);
+    }
+    pthread_mutex_unlock(&o->lock);
+    return NULL;
+}
+
+static int by_ready(const void *a, const void *b)
+{
+    const struct overlap_bucket *x = a, *y = b;
+    return x->ready != y->ready ? (x->ready > y->ready) - (x->ready < y->ready) : (x->from > y->from) - (x->from < y->from);
+}
+
+/* The value whose storage v is (a reshape's view: its source's). */
+static int storage_of(const struct tr_graph *g, int v)
+{
+    while (g->values[v].view_of >= 0)
+        v = g->values[v].view_of;
+    return v;
+}
+
+bool tr_grad_reducer_overlap(struct tr_grad_reducer *r, const struct tr_graph *g, const int *schedule, int n,
+                             const struct tr_memplan *plan)
+{
+    if (r->comm->world == 1 || !r->in_place || !r->comm->threads || r->overlap)
+        return false;
+    /* each gradient's last toucher in the schedule: after it the backward leaves it alone */
+    int *last = tr_xmalloc((size_t)g->nvalues * sizeof *last);
+    for (int v = 0; v < g->nvalues; v++)
+        last[v] = -1;
+    for (int step = 0; step < n; step++) {
+        const struct tr_node *node = &g->nodes[schedule[step]];
+        for (int i = 0; i < node->nin + node->nout; i++) {
+            int v = storage_of(g, i < node->nin ? node->in[i] : node->out[i - node->nin]);
+            if (g->values[v].kind == TR_GRAD)
+                last[v] = step;
+        }
+    }
+    struct tr_grad_overlap *o = tr_xcalloc(1, sizeof *o);
+    int64_t total = (r->end - r->first) / (int64_t)sizeof(float);
+    o->nbuckets = (int)((total + r->bucket_elems - 1) / r->bucket_elems);
+    o->buckets = tr_xcalloc((size_t)(o->nbuckets ? o->nbuckets : 1), sizeof *o->buckets);
+    for (int b = 0; b < o->nbuckets; b++) {
+        int64_t from = b * r->bucket_elems, to = from + r->bucket_elems < total ? from + r->bucket_elems : total;
+        o->buckets[b] = (struct overlap_bucket){.from = from, .n = to - from, .ready = -1};
+        for (int v = 0; v < g->nvalues; v++) {   /* the gradients that overlap it */
+            if (g->values[v].kind != TR_GRAD)
+                continue;
+            int64_t lo = (plan->offset[v] - r->first) / (int64_t)sizeof(float);
+            int64_t hi = lo + tr_dim_eval(tr_shape_numel(&g->values[v].shape), 1, 1);
+            if (lo < to && hi > from && last[v] > o->buckets[b].ready)
+                o->buckets[b].ready = last[v];
+        }
+    }
+    free(last);
+    qsort(o->buckets, (size_t)o->nbuckets, sizeof *o->buckets, by_ready);
+    o->counts = tr_xmalloc((size_t)r->comm->world * 2 * sizeof *o->counts);
+    o->displs = o->counts + r->comm->world;
+    pthread_mutex_init(&o->lock, NULL);
+    pthread_cond_init(&o->work, NULL);
+    pthread_cond_init(&o->done, NULL);
+    r->overlap = o;
+    if (pthread_create(&o->thread, NULL, communicate, r)) {   /* no thread: summed after the backward */
+        pthread_mutex_destroy(&o->lock), pthread_cond_destroy(&o->work), pthread_cond_destroy(&o->done);
+        free(o->buckets), free(o->counts), free(o);
+        r->overlap = NULL;
+        return false;
+    }
+    return true;
+}
+
+static void overlap_stop(struct tr_grad_reducer *r)
+{
+    struct tr_grad_overlap *o = r->overlap;
+    if (!o)
+        return;
+    pthread_mutex_lock(&o->lock);
+    o->stop = true;
+    pthread_cond_signal(&o->work);
+    pthread_mutex_unlock(&o->lock);
+    pthread_join(o->thread, NULL);
+    pthread_mutex_destroy(&o->lock), pthread_cond_destroy(&o->work), pthread_cond_destroy(&o->done);
+    tr_diag_free(&o->why);
+    free(o->buckets), free(o->counts), free(o);
+    r->overlap = NULL;
+}
+
+/* Hands the thread every bucket final after the schedule's node `step` (all: INT_MAX). */
+static void send_ready(struct tr_grad_overlap *o, int step)
+{
+    int to = o->sent;
+    while (to < o->nbuckets && o->buckets[to].ready <= step)
+        to++;
+    if (to == o->sent)
+        return;
+    pthread_mutex_lock(&o->lock);
+    o->sent = to;
+    pthread_cond_signal(&o->work);
+    pthread_mutex_unlock(&o->lock);
+}
+
+static int overlap_before(void *ctx, const struct tr_exec *x, int step, const struct tr_node *node, struct tr_diag *d)
+{
+    struct tr_grad_reducer *r = ctx;
+    const struct tr_exec_hook *inner = &r->overlap->inner;
+    return inner->before ? inner->before(inner->ctx, x, step, node, d) : 0;
+}
+
+static int overlap_after(void *ctx, const struct tr_exec *x, int step, const struct tr_node *node, struct tr_diag *d)
+{
+    struct tr_grad_reducer *r = ctx;
+    struct tr_grad_overlap *o = r->overlap;
+    int rc = o->inner.after ? o->inner.after(o->inner.ctx, x, step, node, d) : 0;
+    if (o->armed)
+        send_ready(o, step);
+    return rc;
+}
+
+struct tr_exec_hook tr_grad_reducer_hook(struct tr_grad_reducer *r, struct tr_exec_hook inner)
+{
+    if (!r->overlap)
+        return inner;
+    r->overlap->inner = inner;
+    return (struct tr_exec_hook){.before = inner.before ? overlap_before : NULL, .after = overlap_after, .ctx = r};
+}
+
+void tr_grad_reducer_arm(struct tr_grad_reducer *r, char *grads)
+{
+    struct tr_grad_overlap *o = r->overlap;
+    if (!o)
+        return;
+    o->run = (float *)(grads + r->first);
+    o->armed = true;
+    send_ready(o, -1);   /* what no node writes (a parameter the loss does not use) */
+}
+
+/* After the backward: the rest sent, every bucket waited for, each a span of the trace. */
+static int overlap_finish(struct tr_grad_reducer *r, char *grads, struct tr_diag *d)
+{
+    struct tr_grad_overlap *o = r->overlap;
+    double began = now();
+    if (!o->armed) {   /* this rank ran none of the step's micro-batches: zeros */
+        o->run = (float *)(grads + r->first);
+        memset(o->run, 0, (size_t)(r->end - r->first));
+    }
+    send_ready(o, INT_MAX);
+    pthread_mutex_lock(&o->lock);
+    while (o->summed < o->nbuckets)
+        pthread_cond_wait(&o->done, &o->lock);
+    int rc = o->rc;
+    if (rc) {
+        rc = tr_fail_because(d, rc, &o->why, "summing the gradients over the ranks");
+        o->why = (struct tr_diag){0};
+    }
+    o->rc = 0, o->sent = o->summed = 0, o->armed = false;
+    pthread_mutex_unlock(&o->lock);
+    double ended = now();
+    r->exposed += ended - began;
+    for (int b = 0; b < o->nbuckets; b++) {
+        r->seconds += o->buckets[b].ended - o->buckets[b].began;
+        if (r->profile)
+            tr_exec_profile_span_on(r->profile, TR_LANE_COMMUNICATION, "gradient bucket", r->step,
+                                    o->buckets[b].began, o->buckets[b].ended);
+    }
+    return rc;
+}
+
 int tr_grad_reduce(struct tr_grad_reducer *r, char *grads, bool ran, struct tr_diag *d)
 {
     if (r->comm->world == 1)
         return 0;
-    if (!r->in_place)
-        return reduce(r, grads, r->grads, r->ngrads, ran, 1, d);
+    if (r->overlap)
+        return overlap_finish(r, grads, d);
     double began = now();
-    float *run = (float *)(grads + r->first);
-    size_t n = (size_t)(r->end - r->first) / sizeof(float);
-    if (!ran)   /* this rank's gradients were not written this step */
-        memset(run, 0, n * sizeof *run);
     int rc = 0;
-    for (size_t at = 0; at < n && !rc; at += (size_t)r->bucket_elems)
-        rc = sum_bucket(r, run + at, n - at < (size_t)r->bucket_elems ? n - at : (size_t)r->bucket_elems, d);
-    r->seconds += now() - began;
+    if (!r->in_place) {
+        rc = reduce(r, grads, r->grads, r->ngrads, ran, 1, d);
+    } else {
+        float *run = (float *)(grads + r->first);
+        size_t n = (size_t)(r->end - r->first) / sizeof(float);
+        if (!ran)   /* this rank's gradients were not written this step */
+            memset(run, 0, n * sizeof *run);
+        for (size_t at = 0; at < n && !rc; at += (size_t)r->bucket_elems) {
+            double from = now();
+            rc = sum_run(r, run, (int64_t)at, (int64_t)(n - at < (size_t)r->bucket_elems ? n - at : (size_t)r->bucket_elems),
+                         r->counts, r->displs, d);
+            if (r->profile)
+                tr_exec_profile_span(r->profile, "gradient bucket", r->step, from, now());
+        }
+        r->seconds += now() - began;
+    }
+    r->exposed += now() - began;   /* nothing overlapped */
     return rc;
 }
 

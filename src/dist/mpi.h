@@ -10,13 +10,15 @@
 #include <stdint.h>
 
 /* Raised whenever the table changes: a plugin of another build is refused, not called wrongly. */
-#define TR_MPI_OPS_VERSION 2
+#define TR_MPI_OPS_VERSION 3
 
 enum tr_mpi_type { TR_MPI_FLOAT, TR_MPI_DOUBLE };   /* what sum adds */
 
 struct tr_mpi_ops {
     int version;                          /* TR_MPI_OPS_VERSION of the build that made it */
-    int (*init)(int *rank, int *world);   /* thread level funneled; errors returned, not fatal */
+    /* serialized: whether MPI lets a thread other than the main one call it (one at a time),
+     * as the gradients' communication thread does (dist/gradients.h); errors returned, not fatal */
+    int (*init)(int *rank, int *world, int *serialized);
     int (*finalize)(void);
     void (*library_version)(char *out, size_t size);
     void (*error_string)(int err, char *out, size_t size);
@@ -25,6 +27,13 @@ struct tr_mpi_ops {
     int (*allgather_doubles)(const double *mine, int n, double *all);
     int (*broadcast)(void *buf, int bytes);           /* from rank 0 */
     int (*sum)(void *buf, int n, enum tr_mpi_type type);   /* in place */
+    /* Floats over the ranks, each rank's part at displs[rank] of counts[rank] floats: summed, each
+     * rank's part left at its place in buf (the rest of buf is then undefined); gathered from
+     * each rank's place in buf into every rank's buf; gathered into rank 0's all (mine: this
+     * rank's part, elsewhere than all). */
+    int (*reduce_scatter)(float *buf, const int *counts, const int *displs);
+    int (*allgather_floats)(float *buf, const int *counts, const int *displs);
+    int (*gather_floats)(const float *mine, float *all, const int *counts, const int *displs);
 };
 
 /* The symbol comm.c looks up in trainrun-mpi.so. */

@@ -2,6 +2,7 @@
  * order — amp, autodiff, remat — then one memory plan per length bucket. The planner builds
  * every candidate this way; the trainer builds the chosen one the same way. */
 #include "plan/plan.h"
+#include "plan/shard.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -80,9 +81,28 @@ size_t tr_plan_param_bytes(const struct tr_graph *g)
     return params;
 }
 
+static size_t state_bytes(const struct tr_recipe *r, size_t elements);
+
 size_t tr_plan_optimizer_bytes(const struct tr_recipe *r, const struct tr_graph *g)
 {
-    size_t elements = tr_plan_param_bytes(g) / sizeof(float), bytes = 0;
+    return state_bytes(r, tr_plan_param_bytes(g) / sizeof(float));
+}
+
+size_t tr_plan_optimizer_shard_bytes(const struct tr_recipe *r, const struct tr_graph *g, int world, int rank)
+{
+    int n = 0;
+    int64_t *numel = tr_xmalloc((size_t)(g->nvalues + 1) * sizeof *numel);
+    for (int v = 0; v < g->nvalues; v++)
+        if (g->values[v].kind == TR_PARAM)
+            numel[n++] = tr_dim_eval(tr_shape_numel(&g->values[v].shape), 1, 1);
+    int64_t own = tr_shard_elements(numel, n, world, rank);
+    free(numel);
+    return state_bytes(r, (size_t)own);
+}
+
+static size_t state_bytes(const struct tr_recipe *r, size_t elements)
+{
+    size_t bytes = 0;
     const struct tr_optimizer_desc *o = &tr_optimizers[r->train.optimizer.name];
     for (int k = 0; k < tr_optimizer_nstate(r); k++)
         bytes += elements * tr_dtype_size(o->state[k].dtype);

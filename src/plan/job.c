@@ -69,7 +69,7 @@ int tr_plan_job_init(struct tr_plan_job *job, const struct tr_recipe *r, const s
                     data->name, kinds[data->kind]);
         return TR_EINVAL;
     }
-    *job = (struct tr_plan_job){.r = r, .data = data, .dev = dev, .seq = 1, .budget = r->budget.memory};
+    *job = (struct tr_plan_job){.r = r, .data = data, .dev = dev, .seq = 1, .budget = r->budget.memory, .world = 1};
     if (data->kind != TR_DATA_FEATURES) {   /* text: plans for the longest sequence of any split */
         const struct tr_split *sp[3] = {&data->train, &data->valid, &data->test};
         for (int i = 0; i < 3; i++)

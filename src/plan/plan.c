@@ -30,8 +30,9 @@ struct pair {
     struct tr_built train, eval;
     int *schedule_train, *schedule_eval;
     size_t optimizer;
+    size_t optimizer_shard;   /* the job's rank's shard of it (ZeRO stage 1) */
     int64_t min_micro;        /* batch norm keeps its statistics meaningful */
-    double optimizer_seconds;
+    double optimizer_seconds, optimizer_shard_seconds;
     size_t (*eval_regions)[TR_NREGIONS];   /* per evaluation batch (≤ batch): its plan's regions, once
                                             * planned (the optimizer's slot, unused, marks it done);
                                             * row 0 for larger batches, planned every time */
@@ -220,7 +221,7 @@ static void measure(struct pair *p, struct tr_candidate *c)
     for (int r = 0; r < TR_NREGIONS; r++)
         if (r != TR_REGION_OPTIMIZER && p->eval_regions[e][r] > c->regions[r])
             c->regions[r] = p->eval_regions[e][r];
-    c->regions[TR_REGION_OPTIMIZER] = p->optimizer;
+    c->regions[TR_REGION_OPTIMIZER] = c->k.shard ? p->optimizer_shard : p->optimizer;
     /* a device's inputs region holds a second copy: the next micro-batch's, copied ahead */
     c->regions[TR_REGION_DATA] = tr_exec_inputs_bytes(tr_plan_backend(job->dev), c->regions[TR_REGION_DATA]);
     c->peak = 0;
@@ -274,7 +275,7 @@ static void timing(struct pair *p, const struct lengths *h, struct tr_candidate 
         c->step_seconds += (double)p->train.g.nnodes * p->job->dev->node_seconds;
     }
     c->padding = tokens > 0 && h->max > 1 ? (slots - tokens) / tokens : 0;
-    c->step_seconds += p->optimizer_seconds;
+    c->step_seconds += c->k.shard ? p->optimizer_shard_seconds : p->optimizer_seconds;
 }
 
 /* ---- the search ----------------------------------------------------------------------------- */
@@ -302,6 +303,11 @@ static int open_pair(struct pair *p, const struct tr_plan_job *job, const struct
     double params = (double)tr_plan_param_bytes(&p->train.g);
     p->optimizer_seconds = tr_plan_optimizer_seconds(job->dev, tr_optimizer_nstate(job->r), params, params,
                                                      (double)p->optimizer);
+    /* sharded: the update and the norm over the rank's part, the gradients zeroed whole */
+    p->optimizer_shard = tr_plan_optimizer_shard_bytes(job->r, &p->train.g, job->world, job->rank);
+    double own = p->optimizer ? params * (double)p->optimizer_shard / (double)p->optimizer : params / job->world;
+    p->optimizer_shard_seconds = tr_plan_optimizer_seconds(job->dev, tr_optimizer_nstate(job->r), own, params,
+                                                           (double)p->optimizer_shard);
     return 0;
 }
 
@@ -437,7 +443,24 @@ struct space {
     struct { int mode, blocks; } remat[TR_PLAN_MAX_BUCKETS * 4];
     int nremat;
     bool batching[2];         /* [0] fixed, [1] dynamic */
+    bool shard[2];            /* [0] every rank the whole optimizer state, [1] sharded */
 };
+
+/* ZeRO stage 1 across ranks: the gradients are summed where the host sees them (a device's go
+ * through host copies, summed whole: not sharded yet). Alone there is nothing to share. */
+static int shard_space(const struct tr_plan_job *job, struct space *sp, struct tr_diag *diag)
+{
+    int want = job->r->optimize.shard;
+    bool can = job->world > 1 && tr_plan_backend(job->dev) && tr_plan_backend(job->dev)->host_visible;
+    if (want == TR_SHARD_OPTIMIZER && job->world > 1 && !can) {
+        tr_diag_add(diag, (struct tr_where){0}, "optimize.shard: optimizer needs gradients the host sees; %s's "
+                    "travel through host copies and are summed whole (optimize.shard=off)", job->dev->name);
+        return TR_EINVAL;
+    }
+    sp->shard[0] = want != TR_SHARD_OPTIMIZER || !can;
+    sp->shard[1] = want != TR_SHARD_OFF && can;
+    return 0;
+}
 
 static int open_space(const struct tr_plan_job *job, int blocks, struct space *sp, struct tr_diag *diag)
 {
@@ -478,7 +501,7 @@ static int open_space(const struct tr_plan_job *job, int blocks, struct space *s
     sp->batching[0] = mode != TR_ON;
     /* language modelling windows are all one length: buckets would hold nothing but the last */
     sp->batching[1] = mode == TR_ON || (mode == TR_AUTO && text && r->optimize.accumulation.name >= 0);
-    return 0;
+    return shard_space(job, sp, diag);
 }
 
 /* ---- the choice ----------------------------------------------------------------------------- */
@@ -501,19 +524,22 @@ static int risk_order(const struct tr_candidate *a, const struct tr_candidate *b
     int rb = b->k.remat_mode == TR_REMAT_NONE ? 0 : b->k.remat_mode == TR_REMAT_SELECTIVE ? 1 : 1 + b->k.remat_blocks;
     if (ra != rb)
         return ra < rb ? -1 : 1;
-    return a->k.precision - b->k.precision;
+    if (a->k.precision != b->k.precision)
+        return a->k.precision - b->k.precision;
+    return b->k.shard - a->k.shard;   /* sharding changes no bit and holds less: the safer */
 }
 
 static void describe(const struct tr_plan *p, const struct tr_candidate *c, char *out, size_t size)
 {
     char remat[32];
     tr_knobs_remat_words(&c->k, p->blocks, remat, sizeof remat);
+    const char *shard = c->k.shard ? ", optimizer state sharded" : "";
     if (c->k.dynamic)
-        snprintf(out, size, "%s, checkpointing %s, dynamic batching in %d buckets (%.1f micro-steps a step)",
-                 tr_precision_name(c->k.precision), remat, c->k.nbuckets, c->micro_steps);
+        snprintf(out, size, "%s, checkpointing %s, dynamic batching in %d buckets (%.1f micro-steps a step)%s",
+                 tr_precision_name(c->k.precision), remat, c->k.nbuckets, c->micro_steps, shard);
     else
-        snprintf(out, size, "%s, checkpointing %s, %lld × %lld", tr_precision_name(c->k.precision), remat,
-                 (long long)c->k.accumulation, (long long)c->k.micro);
+        snprintf(out, size, "%s, checkpointing %s, %lld × %lld%s", tr_precision_name(c->k.precision), remat,
+                 (long long)c->k.accumulation, (long long)c->k.micro, shard);
 }
 
 static void choose(struct tr_plan *p)
@@ -590,8 +616,9 @@ static void start(struct tr_plan *p, const struct tr_plan_job *job)
     p->chosen = p->smallest = -1;
 }
 
-/* The blocks the model marks for checkpointing. */
-static int model_blocks(const struct tr_plan_job *job)
+/* The blocks the model marks for checkpointing; across ranks, each rank's sharded optimizer
+ * state into p (the parameters are the model's). */
+static int model_blocks(struct tr_plan *p, const struct tr_plan_job *job)
 {
     struct tr_graph g;
     struct tr_model m;
@@ -599,6 +626,12 @@ static int model_blocks(const struct tr_plan_job *job)
     tr_graph_init(&g);
     tr_model_build(&g, job->r, s->rank, s->dims, job->data->nclasses, job->data->vocab, 1, &m);
     int blocks = g.error ? 0 : tr_graph_blocks(&g);
+    p->world = job->world;
+    if (job->world > 1 && !g.error) {
+        p->shard_bytes = tr_xcalloc((size_t)job->world, sizeof *p->shard_bytes);
+        for (int k = 0; k < job->world; k++)
+            p->shard_bytes[k] = tr_plan_optimizer_shard_bytes(job->r, &g, job->world, k);
+    }
     tr_graph_free(&g);
     return blocks;
 }
@@ -606,7 +639,7 @@ static int model_blocks(const struct tr_plan_job *job)
 int tr_plan_search(struct tr_plan *p, const struct tr_plan_job *job, struct tr_diag *diag)
 {
     start(p, job);
-    p->blocks = model_blocks(job);
+    p->blocks = model_blocks(p, job);
     struct space sp;
     int rc = open_space(job, p->blocks, &sp, diag);
     if (rc)
@@ -626,16 +659,18 @@ int tr_plan_search(struct tr_plan *p, const struct tr_plan_job *job, struct tr_d
              * searched again only when the recipe pins it */
             bool empty = knobs.remat_mode == TR_REMAT_SELECTIVE && pair.train.remat_nodes == 0 &&
                          job->r->optimize.checkpointing.name == TR_CKPT_AUTO;
-            for (int dyn = 0; dyn < 2 && !empty; dyn++) {
-                if (!sp.batching[dyn] || p->ncand >= MAX_CANDIDATES)
-                    continue;
-                struct tr_candidate *c = add_candidate(p);
-                c->k = knobs;
-                if (dyn)
-                    search_dynamic(&pair, &h, c);
-                else
-                    search_fixed(&pair, &h, c);
-            }
+            for (int dyn = 0; dyn < 2 && !empty; dyn++)
+                for (int shard = 0; shard < 2; shard++) {
+                    if (!sp.batching[dyn] || !sp.shard[shard] || p->ncand >= MAX_CANDIDATES)
+                        continue;
+                    struct tr_candidate *c = add_candidate(p);
+                    c->k = knobs;
+                    c->k.shard = shard;
+                    if (dyn)
+                        search_dynamic(&pair, &h, c);
+                    else
+                        search_fixed(&pair, &h, c);
+                }
             close_pair(&pair);
         }
     free(h.count);
@@ -656,9 +691,12 @@ int tr_plan_replay(struct tr_plan *p, const struct tr_plan_job *job, const struc
                        "%lld", (long long)kept.micro, (long long)batch);
     if (!kept.dynamic)
         kept.accumulation = (batch + kept.micro - 1) / kept.micro;
+    /* a sharded plan resumed alone (or where the gradients are not the host's) holds it all */
+    if (job->world == 1 || !tr_plan_backend(job->dev) || !tr_plan_backend(job->dev)->host_visible)
+        kept.shard = 0;
     k = &kept;
     start(p, job);
-    p->blocks = model_blocks(job);
+    p->blocks = model_blocks(p, job);
     p->replayed = true;
     struct pair pair;
     struct tr_diag why = {0};
@@ -692,6 +730,6 @@ int tr_plan_replay(struct tr_plan *p, const struct tr_plan_job *job, const struc
 
 void tr_plan_free(struct tr_plan *p)
 {
-    free(p->cand);
+    free(p->cand), free(p->shard_bytes);
     memset(p, 0, sizeof *p);
 }

@@ -36,13 +36,15 @@ struct tr_knobs {
     int64_t micro;            /* fixed batching: rows a micro-batch (the last may hold fewer) */
     int64_t accumulation;     /* fixed batching: micro-batches a step, ⌈batch / micro⌉ */
     int64_t eval_batch;       /* rows an evaluation batch takes */
+    int shard;                /* across ranks, ZeRO stage 1: each rank keeps and updates its shard
+                               * of the optimizer's state (plan/shard.h); 0: every rank all of it */
 };
 
 /* Whether every optimizer step under knobs k is one micro-batch, one run of the schedule: then
  * the gradients are planned in the arena (memplan.h), since nothing adds up across runs. */
 static inline bool tr_knobs_grads_in_arena(const struct tr_knobs *k)
 {
-    return !k->dynamic && k->nbuckets == 1 && k->accumulation == 1;
+    return !k->dynamic && k->nbuckets == 1 && k->accumulation == 1 && !k->shard;
 }
 
 /* A program built for a set of knobs: the training one (differentiated, checkpointed) or the
@@ -82,6 +84,8 @@ struct tr_plan_job {
                                * footprint is below it */
     struct tr_ceiling ceiling;   /* CPU host: the tightest of the host's ceilings, when below the
                                   * budget (the budget then is its bytes) */
+    int world, rank;          /* the ranks the batch is shared by (1 alone) and whose regions are
+                               * planned: with sharding they differ by rank */
 };
 
 /* Bytes a candidate takes outside the regions, by cause: modelled, never measured here. */
@@ -126,6 +130,9 @@ struct tr_plan {
     char reason[1024];             /* the decision in one sentence */
     bool replayed;                 /* from --plan FILE rather than searched */
     struct tr_ceiling ceiling;     /* the job's: what the budget was lowered to, and why */
+    size_t *shard_bytes;           /* across ranks: each rank's optimizer state when sharded (world
+                                    * entries; NULL alone) */
+    int world;
 };
 
 /* This host's ceilings (ceiling.c). The tightest on a job's footprint, for a CPU host's job
@@ -190,6 +197,8 @@ size_t tr_plan_param_bytes(const struct tr_graph *g);
 /* The optimizer's state for the parameters of g: each state tensor its descriptor keeps for
  * the recipe (recipe/optimizers.h), one per parameter. */
 size_t tr_plan_optimizer_bytes(const struct tr_recipe *r, const struct tr_graph *g);
+/* The same for rank's shard of them among world ranks (plan/shard.h). */
+size_t tr_plan_optimizer_shard_bytes(const struct tr_recipe *r, const struct tr_graph *g, int world, int rank);
 
 /* The predicted time of one pass of g at (B, S) on dev (cost.c), and the FLOPs and bytes
  * behind it (either pointer may be NULL). */

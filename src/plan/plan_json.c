@@ -19,13 +19,13 @@ static json_t *candidate_json(const struct tr_plan *p, const struct tr_candidate
         json_object_set_new(regions, tr_region_name(r), json_integer((json_int_t)c->regions[r]));
     for (int i = 0; i < TR_NOUTSIDE; i++)
         json_object_set_new(out, tr_outside_key(i), json_integer((json_int_t)c->outside[i]));
-    return json_pack("{ss s{sssisi} sb so sI sI sI sI sI sI sb sf sf sf sf sf so so}",
+    return json_pack("{ss s{sssisi} sb so sI sI sI ss sI sI sI sb sf sf sf sf sf so so}",
                      "precision", tr_precision_name(c->k.precision),
                      "checkpointing", "mode", remat_names[c->k.remat_mode], "blocks", c->k.remat_blocks, "of",
                      p->blocks,
                      "dynamic_batching", c->k.dynamic, "micro_batch", buckets,
                      "micro", (json_int_t)c->k.micro, "accumulation", (json_int_t)c->k.accumulation,
-                     "eval_batch", (json_int_t)c->k.eval_batch,
+                     "eval_batch", (json_int_t)c->k.eval_batch, "shard", c->k.shard ? "optimizer" : "off",
                      "predicted_peak_bytes", (json_int_t)c->peak, "predicted_footprint_bytes",
                      (json_int_t)c->footprint, "budget_bytes", (json_int_t)p->budget, "fits", c->fits,
                      "predicted_step_seconds", c->step_seconds, "micro_steps", c->micro_steps,
@@ -110,6 +110,10 @@ int tr_plan_read_knobs(const char *path, struct tr_knobs *k, struct tr_diag *dia
         }
         k->buckets[i] = (struct tr_length_bucket){len, rows};
     }
+    /* plans written before sharding have no "shard": off */
+    const char *shard = json_string_value(json_object_get(j, "shard"));
+    if (!rc && shard && (k->shard = name_index(shard, (const char *const[]){"off", "optimizer"}, 2)) < 0)
+        rc = tr_fail(diag, TR_EINVAL, "%s: unknown shard '%s' (off or optimizer)", path, shard);
     if (!rc) {
         k->remat_blocks = blocks, k->dynamic = dynamic, k->nbuckets = (int)json_array_size(buckets);
         k->micro = micro, k->accumulation = accumulation, k->eval_batch = eval_batch;

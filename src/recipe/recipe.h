@@ -35,6 +35,8 @@ enum tr_optimizer  { TR_OPT_ADAMW, TR_OPT_SGD, TR_OPT_LION };
 enum { TR_OPT_COUNT = TR_OPT_LION + 1 };          /* their descriptors: recipe/optimizers.h */
 enum tr_schedule   { TR_SCHED_CONSTANT, TR_SCHED_LINEAR, TR_SCHED_COSINE };
 enum tr_amp        { TR_AMP_AUTO, TR_AMP_OFF, TR_AMP_BF16, TR_AMP_FP16 };
+enum tr_shard_mode { TR_SHARD_AUTO, TR_SHARD_OFF, TR_SHARD_OPTIMIZER };   /* ZeRO: what ranks split */
+enum tr_switch     { TR_SWITCH_AUTO, TR_SWITCH_ON, TR_SWITCH_OFF };
 enum tr_ckpt       { TR_CKPT_AUTO, TR_CKPT_OFF, TR_CKPT_SELECTIVE, TR_CKPT_FULL };
 enum tr_notify_on  { TR_NOTIFY_FAILURE, TR_NOTIFY_REGRESSION, TR_NOTIFY_SUCCESS };
 enum tr_stop_metric { TR_STOP_NONE, TR_STOP_EVAL_LOSS, TR_STOP_EVAL_ACCURACY };
@@ -117,6 +119,7 @@ struct tr_recipe {
         struct tr_choice checkpointing;       /* enum tr_ckpt, or a number of blocks */
         struct { int mode; struct tr_ints buckets; int64_t pool, tokens; } dynamic_batching;
         struct tr_choice accumulation;        /* auto (name 0), or a number of micro-steps */
+        int shard;                            /* enum tr_shard_mode */
     } optimize;
     struct {
         char *dir;
@@ -137,7 +140,8 @@ struct tr_recipe {
      * is off */
     struct { int64_t skip_first, wait, warmup, active, repeat; } profile;
     /* across ranks (dist/): the gradients' buckets, bytes */
-    struct { uint64_t bucket; double timeout; } distributed;   /* timeout: seconds, 0 none */
+    struct { uint64_t bucket; double timeout; int overlap; } distributed;   /* overlap: enum tr_switch */
+      /* timeout: seconds, 0 none */
 
     /* Per key (index into the schema): where its value came from, and whether it is null. */
     struct tr_origin origin[TR_NKEYS_MAX];

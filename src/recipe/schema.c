@@ -24,6 +24,8 @@ static const char *const tokenizer_names[] = {"none", "bytes", "chars", "wordpie
 static const char *const tristate_names[] = {"auto", "off", "on", NULL};
 static const char *const schedule_names[] = {"constant", "linear", "cosine", NULL};
 static const char *const amp_names[] = {"auto", "off", "bf16", "fp16", NULL};
+static const char *const shard_names[] = {"auto", "off", "optimizer", NULL};   /* enum tr_shard_mode */
+static const char *const switch_names[] = {"auto", "on", "off", NULL};         /* enum tr_switch */
 static const char *const ckpt_names[] = {"auto", "off", "selective", "full", NULL};
 static const char *const auto_names[] = {"auto", NULL};
 static const char *const notify_names[] = {"failure", "regression", "success", NULL};
@@ -185,6 +187,9 @@ const struct tr_key tr_keys[] = {
      "micro-batch × longest sequence)"},
     {"optimize.accumulation", TR_T_CHOICE, OFF(optimize.accumulation), "auto", 1, 16777216,
      auto_names, 0, 0, 0, "micro-steps per optimizer step: auto, or a number dividing the batch"},
+    {"optimize.shard", TR_T_ENUM, OFF(optimize.shard), "auto", 0, 0, shard_names, 0, 0, 0,
+     "across ranks, ZeRO stage 1: each rank keeps and updates only its part of the optimizer's state "
+     "(auto: the planner's choice)"},
 
     {"report.dir", TR_T_STR, OFF(report.dir), "runs", 0, 0, NULL, 0, 0, 0,
      "where run folders go: DIR/NAME/YYYYmmdd-HHMMSS/"},
@@ -241,6 +246,9 @@ const struct tr_key tr_keys[] = {
     /* across ranks (dist/gradients.h): used only where mpirun or srun started more than one */
     {"distributed.bucket", TR_T_SIZE, OFF(distributed.bucket), "25MiB", 4096, 1073741824.0, NULL, 0, 0, 0,
      "the gradients travel between ranks in buckets of this size"},
+    {"distributed.overlap", TR_T_ENUM, OFF(distributed.overlap), "auto", 0, 0, switch_names, 0, 0, 0,
+     "a bucket travels as soon as the backward has written it, on a thread of its own (auto: where "
+     "the host has a core beyond the ranks' threads)"},
     {"distributed.timeout", TR_T_DURATION, OFF(distributed.timeout), "5m", 0, 86400, NULL, 0, 0, 0,
      "how long a rank waits for the others during the steps before every rank ends (0: for ever)"},
 };

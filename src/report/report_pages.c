@@ -109,7 +109,7 @@ static const struct tr_series *key_metric(const struct tr_run_report *rep, int *
 
 /* ---- tables, filled once and written as Markdown or HTML --------------------------------- */
 
-enum { MAX_COLS = 5, MAX_ROWS = 48, CELL = 480 };
+enum { MAX_COLS = 7, MAX_ROWS = 48, CELL = 480 };
 
 struct table {
     const char *head[MAX_COLS];
@@ -338,24 +338,30 @@ static struct table *ranks_table(const struct tr_run_report *rep, char *critical
     return t;
 }
 
-/* Across ranks: each rank's peak resident set, median step, collectives and data waits (run.json). */
+/* Across ranks: each rank's peak resident set, median step, collectives (and the part the steps
+ * waited for), data waits and optimizer state (sharded: its part) (run.json). */
 static struct table *ranks_run_table(const struct tr_run_report *rep)
 {
     const json_t *each = json_object_get(json_object_get(rep->record, "ranks"), "each"), *v;
     if (json_array_size(each) < 2)
         return NULL;
-    struct table *t = table_new(5, (const char *const[]){"rank", "peak resident set", "median step s",
-                                                         "in collectives s (waits included)", "waiting for data s"});
+    struct table *t = table_new(7, (const char *const[]){"rank", "peak resident set", "median step s",
+                                                         "in collectives s (waits included)",
+                                                         "of which after the backward s", "waiting for data s",
+                                                         "optimizer state"});
     size_t i;
     json_array_foreach((json_t *)each, i, v) {
-        char rank[16], peak[32], step[32], reduce[32], wait[32];
+        char rank[16], peak[32], step[32], reduce[32], exposed[32], wait[32], state[32];
         snprintf(rank, sizeof rank, "%lld", (long long)json_integer_value(json_object_get(v, "rank")));
         tr_format_bytes((uint64_t)json_integer_value(json_object_get(v, "peak_resident_bytes")), peak);
         snprintf(step, sizeof step, "%.4f", json_number_value(json_object_get(v, "step_seconds")));
         snprintf(reduce, sizeof reduce, "%.3f", json_number_value(json_object_get(v, "reduce_seconds")));
+        snprintf(exposed, sizeof exposed, "%.3f", json_number_value(json_object_get(v, "reduce_exposed_seconds")));
         snprintf(wait, sizeof wait, "%.3f", json_number_value(json_object_get(v, "data_wait_seconds")));
+        tr_format_bytes((uint64_t)json_integer_value(json_object_get(json_object_get(v, "measured_regions"), "optimizer")),
+                        state);
         if (t)
-            table_row(t, rank, peak, step, reduce, wait);
+            table_row(t, rank, peak, step, reduce, exposed, wait, state);
     }
     return t;
 }

@@ -120,6 +120,12 @@ static void kernel_event(FILE *f, const struct tr_trace_info *info, const struct
             info->device, COMPUTE_STREAM, e->node);
 }
 
+/* The thread an event's lane ran on. */
+static int lane_tid(const struct tr_trace_info *info, int lane)
+{
+    return lane == TR_LANE_COMMUNICATION ? (info->comm_tid ? info->comm_tid : info->tid + 1) : info->tid;
+}
+
 /* A span the trainer named: its steps (ProfilerStep#N, as the profiler marks them), data waits,
  * the optimizer, evaluation, checkpoints. */
 static void span_event(FILE *f, const struct tr_trace_info *info, const struct tr_exec_event *e)
@@ -131,7 +137,8 @@ static void span_event(FILE *f, const struct tr_trace_info *info, const struct t
         snprintf(name, sizeof name, "%s", e->name);
     fprintf(f, "    {\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"%s\", \"pid\": %d, \"tid\": %d, "
                "\"ts\": %.3f, \"dur\": %.3f, \"args\": {\"step\": %lld}}",
-            name, info->pid, info->tid, (e->began - info->origin) * 1e6, e->seconds * 1e6, (long long)e->step);
+            name, info->pid, lane_tid(info, e->lane), (e->began - info->origin) * 1e6, e->seconds * 1e6,
+            (long long)e->step);
 }
 
 /* A counter track's value from a time on (readers draw it as a step line). */
@@ -197,6 +204,12 @@ int tr_trace_write(const char *dir, const struct tr_trace_info *info, const stru
                      "    {\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, \"tid\": %d, \"ts\": 0, "
                      "\"args\": {\"name\": \"stream %d\"}}",
                 info->device, info->device, info->device, info->device, info->device, COMPUTE_STREAM, COMPUTE_STREAM);
+    bool lanes = false;
+    for (int64_t i = 0; i < n && !lanes; i++)
+        lanes = events[i].lane == TR_LANE_COMMUNICATION;
+    if (lanes)
+        fprintf(a.f, ",\n    {\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, \"tid\": %d, \"ts\": 0, "
+                     "\"args\": {\"name\": \"communication\"}}", info->pid, lane_tid(info, TR_LANE_COMMUNICATION));
     int64_t ops = 0, live = -1;
     for (int64_t i = 0; i < n; i++) {
         const struct tr_exec_event *e = &events[order[i]];

@@ -37,6 +37,7 @@ struct tr_trace_info {
     const char *backend;         /* distributedInfo.backend: "none" on one process */
     const char *name;            /* the process's name in readers: the recipe's */
     int pid, tid;                /* the process and the thread that ran the nodes */
+    int comm_tid;                /* the thread that summed gradients while they ran (0: none) */
     int device;                  /* the device's number (cuda:N): its kernels' pid, as in PyTorch's traces */
     double origin;               /* CLOCK_MONOTONIC seconds at ts 0 */
     int64_t origin_ns;           /* CLOCK_REALTIME nanoseconds at the same instant: baseTimeNanoseconds */

@@ -74,8 +74,11 @@ int tr_loop_checkpoint(struct tr_loop *l, struct tr_session *s, struct tr_run_fo
         return TR_EINVAL;
     /* across ranks: every rank holds the same parameters, rank 0 writes them, all learn how it went */
     int rc = tr_ranks_same_params(l->comm, &s->train.x, step, d);
+    if (!rc)   /* sharded: the optimizer's state whole on rank 0, for the file */
+        rc = tr_optim_gather(&s->optim, d);
     if (!rc && !f->silent)
         rc = write_checkpoint(l, s, f, r, dir.s, step, d);
+    tr_optim_release(&s->optim);
     if (l->comm->world > 1)
         rc = tr_comm_agree(l->comm, rc, "writing the checkpoint", d);
     if (!rc)
@@ -139,8 +142,12 @@ int tr_loop_share_resume(struct tr_loop *l, struct tr_session *s, int64_t *start
     int rc = tr_comm_broadcast(c, &state, sizeof state, d);
     if (!rc && state.start)   /* a fresh start: every rank made the same first weights (checked) */
         rc = tr_ranks_broadcast_region(c, s->be, s->train.x.base[TR_PARAM], s->train.x.region_bytes[TR_PARAM], d);
-    if (!rc && state.start)
+    if (!rc && state.start && s->optim.comm) {   /* sharded: each rank keeps its part of rank 0's */
+        rc = tr_optim_share(&s->optim, d);
+        tr_optim_release(&s->optim);
+    } else if (!rc && state.start) {
         rc = tr_ranks_broadcast_region(c, s->be, (char *)s->optim.state, s->optim.state_bytes, d);
+    }
     if (rc || c->rank == 0)
         return rc;
     *start = state.start;
@@ -284,6 +291,7 @@ static int trace_save(struct loop_run *c, int64_t last)
     int rc = rank_times(c, &ranks);   /* every rank, before any may fail to write */
     if (!rc)
         rc = tr_path_set(&dir, c->d, "%s/traces", c->f->dir.s);
+    c->l->trace.info.comm_tid = c->l->reducer.comm_tid;   /* its thread started before any step */
     if (!rc && tr_trace_write(dir.s, &c->l->trace.info, p->events, p->nevents, &file, &why))
         rc = tr_fail_because(c->d, TR_EIO, &why, "profile");
     tr_diag_free(&why);
@@ -350,7 +358,8 @@ static int train_step(struct loop_run *c, const struct tr_step *st, const struct
     struct tr_side *side = &c->s->train;
     struct tr_step_runner runner = {.x = &side->x, .p = &side->b.p, .m = &side->b.m, .loss_scale = side->loss_scale,
                                     .lm = side->lm, .features = tr_split_features(&c->data->train),
-                                    .rng = &c->s->rng, .rank = c->l->comm->rank, .world = c->l->comm->world};
+                                    .rng = &c->s->rng, .rank = c->l->comm->rank, .world = c->l->comm->world,
+                                    .reducer = &c->l->reducer};
     struct tr_diag why = {0}, across = {0};
     bool ran = false;
     int failed = tr_step_gradients(&runner, st, next, (uint64_t)t, c->s->scaler.scale, &o->loss, &ran, &why);
@@ -735,29 +744,65 @@ static int open_loader(struct loop_run *c)
 }
 
 /* Across ranks, run.json's "ranks": who they were and, for each, its peak resident set, median
- * step, seconds in the gradients' collectives (waits included) and waiting for data — gathered,
- * every rank taking part, rank 0 writing. */
+ * step, seconds in the gradients' collectives (waits included), the part of them the trainer
+ * waited for after the backward (all of them without overlap), in gathering the parameters
+ * (ZeRO stage 1) and waiting for data, and its regions predicted and measured (sharded, they
+ * differ by rank) — gathered, every rank taking part, rank 0 writing. */
+enum { RANK_TIMES = 6, RANK_FIELDS = RANK_TIMES + 2 * TR_NREGIONS };
 static void note_ranks(struct loop_run *c)
 {
     const struct tr_comm *comm = c->l->comm;
     if (comm->world == 1)
         return;
-    double mine[4] = {(double)tr_process_peak_rss(), c->res->step_seconds, c->l->reducer.seconds,
-                      c->res->data_wait_seconds};
-    double *all = tr_xcalloc((size_t)comm->world * 4, sizeof *all);
+    const struct tr_grad_reducer *red = &c->l->reducer;
+    double mine[RANK_FIELDS] = {(double)tr_process_peak_rss(), c->res->step_seconds, red->seconds, red->exposed,
+                                c->s->optim.gather_seconds, c->res->data_wait_seconds};
+    struct tr_alloc_stats held;
+    tr_alloc_stats(&c->s->alloc, &held);
+    const struct tr_candidate *chosen = tr_session_chosen(c->s);
+    for (int k = 0; k < TR_NREGIONS; k++) {
+        mine[RANK_TIMES + k] = (double)chosen->regions[k];
+        mine[RANK_TIMES + TR_NREGIONS + k] = (double)held.region[k].peak;
+    }
+    double *all = tr_xcalloc((size_t)comm->world * RANK_FIELDS, sizeof *all);
     struct tr_diag why = {0};
-    if (!tr_comm_gather_doubles(comm, mine, 4, all, &why)) {
+    if (!tr_comm_gather_doubles(comm, mine, RANK_FIELDS, all, &why)) {
         json_t *each = json_array();
-        for (int k = 0; k < comm->world; k++)
-            json_array_append_new(each, json_pack("{si sI sf sf sf}", "rank", k, "peak_resident_bytes",
-                                                  (json_int_t)all[4 * k], "step_seconds", all[4 * k + 1],
-                                                  "reduce_seconds", all[4 * k + 2], "data_wait_seconds", all[4 * k + 3]));
-        tr_run_folder_note(c->f, "ranks", json_pack("{si ss sI so}", "world", comm->world, "launcher", comm->launcher,
-                                                     "bucket_bytes", (json_int_t)c->r->distributed.bucket, "each", each));
+        for (int k = 0; k < comm->world; k++) {
+            const double *a = all + RANK_FIELDS * k;
+            json_t *predicted = json_object(), *measured = json_object();
+            for (int g = 0; g < TR_NREGIONS; g++) {
+                json_object_set_new(predicted, tr_region_name(g), json_integer((json_int_t)a[RANK_TIMES + g]));
+                json_object_set_new(measured, tr_region_name(g),
+                                    json_integer((json_int_t)a[RANK_TIMES + TR_NREGIONS + g]));
+            }
+            json_array_append_new(each, json_pack("{si sI sf sf sf sf sf so so}", "rank", k, "peak_resident_bytes",
+                                                  (json_int_t)a[0], "step_seconds", a[1], "reduce_seconds", a[2],
+                                                  "reduce_exposed_seconds", a[3], "gather_seconds", a[4],
+                                                  "data_wait_seconds", a[5], "predicted_regions", predicted,
+                                                  "measured_regions", measured));
+        }
+        tr_run_folder_note(c->f, "ranks", json_pack("{si ss sI sb ss so}", "world", comm->world, "launcher",
+                                                     comm->launcher, "bucket_bytes",
+                                                     (json_int_t)c->r->distributed.bucket, "overlap",
+                                                     red->overlap != NULL, "shard",
+                                                     c->s->k.shard ? "optimizer" : "off", "each", each));
     } else
         tr_run_folder_say(c->f, "warning: the ranks' times not gathered: %s\n", tr_diag_last(&why));
     tr_diag_free(&why);
     free(all);
+}
+
+/* distributed.overlap: on, off, or (auto) where the communication thread gets a core of its own —
+ * the host has more than its ranks' threads. Without one it takes the trainer's: on 2 vCPUs
+ * and 2 ranks of 1 thread, bert-small's step went from 0.134 to 0.151 s with 2 MiB buckets
+ * (bench/ranks-2026-12-06-overlap-epyc.txt). */
+static bool overlapping(const struct tr_recipe *r, const struct tr_comm *comm, int threads)
+{
+    if (r->distributed.overlap != TR_SWITCH_AUTO)
+        return r->distributed.overlap == TR_SWITCH_ON;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return cores > (long)comm->local_world * (threads > 0 ? threads : 1);
 }
 
 int tr_loop_run(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f, const struct tr_recipe *r,
@@ -774,8 +819,11 @@ int tr_loop_run(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f
     l->profile = (struct tr_exec_profile){.per_op = getenv("TR_PROFILE") != NULL, .phase_seconds = l->timer.phase};
     s->train.x.hook = tr_exec_profiler(&l->profile);
     tr_grad_reducer_init(&l->reducer, l->comm, s->be, s->optim.spans, s->optim.nspans, &s->train.b.g,
-                         &s->train.b.p.plans[0], r->distributed.bucket);
+                         &s->train.b.p.plans[0], r->distributed.bucket, s->k.shard != 0);
     l->reducer.profile = &l->profile;
+    if (overlapping(r, l->comm, s->dev.threads) && tr_grad_reducer_overlap(&l->reducer, &s->train.b.g, s->train.b.p.schedule,
+                                                          s->train.b.p.n, &s->train.b.p.plans[0]))
+        s->train.x.hook = tr_grad_reducer_hook(&l->reducer, s->train.x.hook);
     tr_leak_init(&l->leak, warmup(&c));
     trace_open(&c);
     l->monitor = tr_monitor_start(r->report.monitor_every);

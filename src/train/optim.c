@@ -6,8 +6,10 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/error.h"
+#include "plan/shard.h"
 #include "recipe/optimizers.h"
 
 static int64_t numel(const struct tr_graph *g, int v)
@@ -15,9 +17,11 @@ static int64_t numel(const struct tr_graph *g, int v)
     return tr_dim_eval(tr_shape_numel(&g->values[v].shape), 1, 1);
 }
 
+static void shard_init(struct tr_optim *o, const struct tr_comm *c, size_t bucket);
+
 void tr_optim_init(struct tr_optim *o, const struct tr_recipe *r, const struct tr_graph *g,
                    const struct tr_memplan *plan, const struct tr_backend *be, char *params, char *grads,
-                   float *state)
+                   float *state, const struct tr_comm *shard)
 {
     *o = (struct tr_optim){.g = g, .plan = plan, .be = be, .params = params, .grads = grads, .state = state,
                            .kind = r->train.optimizer.name,
@@ -38,6 +42,34 @@ void tr_optim_init(struct tr_optim *o, const struct tr_recipe *r, const struct t
                                                .decay = !g->values[v].no_decay};
         o->total += numel(g, v);
     }
+    if (shard)
+        shard_init(o, shard, r->distributed.bucket);
+}
+
+/* This rank's part: its spans, every rank's counts, the norm's pieces, the gathering buffer. */
+static void shard_init(struct tr_optim *o, const struct tr_comm *c, size_t bucket)
+{
+    int64_t *numel = tr_xmalloc((size_t)(o->nspans + 1) * sizeof *numel);
+    int64_t *first = tr_xmalloc((size_t)(c->world + 1) * sizeof *first);
+    for (int i = 0; i < o->nspans; i++) {
+        numel[i] = o->spans[i].numel;
+        o->npieces += (numel[i] + TR_SUMSQ_PIECE - 1) / TR_SUMSQ_PIECE;
+    }
+    tr_shard_cut(numel, o->nspans, c->world, first);
+    o->comm = c;
+    o->lo = first[c->rank], o->own = first[c->rank + 1] - first[c->rank];
+    o->counts = tr_xmalloc((size_t)c->world * sizeof *o->counts);
+    o->displs = tr_xmalloc((size_t)c->world * sizeof *o->displs);
+    for (int k = 0; k < c->world; k++)   /* int counts: MPI's (a model of 2^31 elements is not sharded yet) */
+        o->counts[k] = (int)(first[k + 1] - first[k]), o->displs[k] = (int)first[k];
+    o->shard_spans = tr_xcalloc((size_t)(o->nspans ? o->nspans : 1), sizeof *o->shard_spans);
+    o->nshard = tr_shard_spans(o->spans, o->nspans, o->lo, o->lo + o->own, o->shard_spans);
+    o->pieces = tr_xcalloc((size_t)(o->npieces ? o->npieces : 1), sizeof *o->pieces);
+    int64_t cap = (int64_t)(bucket / sizeof(float));
+    o->gather_elems = cap < o->total ? (cap > 0 ? cap : 1) : (o->total ? o->total : 1);
+    o->gather = tr_xmalloc((size_t)o->gather_elems * sizeof *o->gather);
+    o->state_bytes = o->state_bytes / (size_t)(o->total ? o->total : 1) * (size_t)o->own;
+    free(numel), free(first);
 }
 
 void tr_optim_free(struct tr_optim *o)
@@ -45,11 +77,15 @@ void tr_optim_free(struct tr_optim *o)
     free(o->spans);
     if (o->host_state != o->state)
         free(o->host_state);
-    o->spans = NULL, o->host_state = NULL;
+    free(o->counts), free(o->displs), free(o->shard_spans), free(o->pieces), free(o->gather);
+    o->spans = o->shard_spans = NULL, o->host_state = o->gather = NULL, o->counts = o->displs = NULL;
+    o->pieces = NULL;
 }
 
 float *tr_optim_host_state(struct tr_optim *o)
 {
+    if (!o->host_state && o->comm)   /* the whole state, as unsharded */
+        o->host_state = tr_xcalloc((size_t)(o->nstate * o->total) + 1, sizeof(float));
     if (!o->host_state)
         o->host_state = o->be->ops->host_visible ? o->state : tr_xcalloc(o->state_bytes / sizeof(float) + 1, sizeof(float));
     return o->host_state;
@@ -57,6 +93,11 @@ float *tr_optim_host_state(struct tr_optim *o)
 
 static int state_copy(struct tr_optim *o, enum tr_copy direction, struct tr_diag *d)
 {
+    if (o->comm) {   /* sharded (the host's memory): gathered by tr_optim_gather; this rank's part back */
+        for (int k = 0; direction == TR_COPY_TO_DEVICE && k < o->nstate; k++)
+            memcpy(o->state + k * o->own, tr_optim_host_state(o) + k * o->total + o->lo, (size_t)o->own * sizeof(float));
+        return 0;
+    }
     float *host = tr_optim_host_state(o);
     if (host == o->state || !o->state_bytes)
         return 0;
@@ -67,16 +108,88 @@ static int state_copy(struct tr_optim *o, enum tr_copy direction, struct tr_diag
 int tr_optim_pull(struct tr_optim *o, struct tr_diag *d) { return state_copy(o, TR_COPY_TO_HOST, d); }
 int tr_optim_push(struct tr_optim *o, struct tr_diag *d) { return state_copy(o, TR_COPY_TO_DEVICE, d); }
 
-/* The backend's view of the optimizer, for one pass. */
+int tr_optim_gather(struct tr_optim *o, struct tr_diag *d)
+{
+    float *all = o->comm && o->comm->rank == 0 ? tr_optim_host_state(o) : NULL;
+    int rc = 0;
+    for (int k = 0; o->comm && k < o->nstate && !rc; k++)
+        rc = tr_comm_gather_floats(o->comm, o->state + k * o->own, all ? all + k * o->total : NULL, o->counts,
+                                   o->displs, d);
+    return rc;
+}
+
+int tr_optim_share(struct tr_optim *o, struct tr_diag *d)
+{
+    if (!o->comm)
+        return 0;
+    float *all = tr_optim_host_state(o);
+    int rc = tr_comm_broadcast(o->comm, all, (size_t)(o->nstate * o->total) * sizeof *all, d);
+    return rc ? rc : tr_optim_push(o, d);
+}
+
+void tr_optim_release(struct tr_optim *o)
+{
+    if (o->comm) {
+        free(o->host_state);
+        o->host_state = NULL;
+    }
+}
+
+/* The backend's view of the optimizer, for one pass: this rank's part when sharded. */
 static struct tr_optim_args args_of(struct tr_optim *o, double lr, struct tr_diag *d)
 {
     return (struct tr_optim_args){.params = o->params, .grads = o->grads,
                                   .state = o->nstate ? o->state : NULL,
-                                  .nstate = o->nstate, .total = o->total,
-                                  .spans = o->spans, .nspans = o->nspans, .kind = o->kind, .lr = lr,
+                                  .nstate = o->nstate, .total = o->comm ? o->own : o->total,
+                                  .spans = o->comm ? o->shard_spans : o->spans,
+                                  .nspans = o->comm ? o->nshard : o->nspans, .kind = o->kind, .lr = lr,
                                   .weight_decay = o->weight_decay, .beta1 = o->beta1, .beta2 = o->beta2,
                                   .eps = o->eps, .momentum = o->momentum, .nesterov = o->nesterov,
                                   .step = o->step, .grad_factor = o->grad_factor, .diag = d};
+}
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Sharded: every rank's updated part into every rank's parameters, gather_elems of the
+ * parameters' elements (end to end) at a time through the host buffer. */
+static int gather_params(struct tr_optim *o, struct tr_diag *d)
+{
+    double began = now();
+    int world = o->comm->world, rc = 0;
+    int *counts = tr_xmalloc((size_t)world * 2 * sizeof *counts), *displs = counts + world;
+    for (int64_t from = 0; from < o->total && !rc; from += o->gather_elems) {
+        int64_t to = from + o->gather_elems < o->total ? from + o->gather_elems : o->total;
+        for (int k = 0; k < world; k++) {   /* each rank's part of [from, to) */
+            int64_t lo = o->displs[k] > from ? o->displs[k] : from;
+            int64_t hi = o->displs[k] + o->counts[k] < to ? o->displs[k] + o->counts[k] : to;
+            counts[k] = hi > lo ? (int)(hi - lo) : 0, displs[k] = (int)((hi > lo ? lo : from) - from);
+        }
+        for (int pass = 0; pass < 2 && !rc; pass++) {   /* this rank's part in, then every part out */
+            int64_t lo = pass ? from : (o->lo > from ? o->lo : from);
+            int64_t hi = pass ? to : (o->lo + o->own < to ? o->lo + o->own : to);
+            for (int i = 0; i < o->nspans && lo < hi; i++) {
+                int64_t a = o->spans[i].state > lo ? o->spans[i].state : lo;
+                int64_t b = o->spans[i].state + o->spans[i].numel < hi ? o->spans[i].state + o->spans[i].numel : hi;
+                if (a >= b)
+                    continue;
+                float *param = (float *)(o->params + o->spans[i].param) + (a - o->spans[i].state);
+                if (pass)
+                    memcpy(param, o->gather + (a - from), (size_t)(b - a) * sizeof *param);
+                else
+                    memcpy(o->gather + (a - from), param, (size_t)(b - a) * sizeof *param);
+            }
+            if (!pass)
+                rc = tr_comm_allgather(o->comm, o->gather, counts, displs, d);
+        }
+    }
+    free(counts);
+    o->gather_seconds += now() - began;
+    return rc;
 }
 
 int tr_optim_step(struct tr_optim *o, double lr, struct tr_diag *d)
@@ -84,7 +197,8 @@ int tr_optim_step(struct tr_optim *o, double lr, struct tr_diag *d)
     o->step++;
     struct tr_optim_args a = args_of(o, lr, d);
     o->grad_factor = 1;   /* a factor is for the step after the clipping that set it */
-    return tr_backend_optim_step(o->be, &a);
+    int rc = tr_backend_optim_step(o->be, &a);
+    return rc || !o->comm ? rc : gather_params(o, d);
 }
 
 double tr_schedule_lr(const struct tr_recipe *r, int64_t t, int64_t total)
@@ -102,11 +216,38 @@ double tr_schedule_lr(const struct tr_recipe *r, int64_t t, int64_t total)
     }
 }
 
+/* Sharded: this rank's pieces of the sum of squares, every rank's summed into all of them (a
+ * piece is one rank's: the others add zeros, exactly), added in order as unsharded. */
+static int sumsq_shared(struct tr_optim *o, double *sum, struct tr_diag *d)
+{
+    memset(o->pieces, 0, (size_t)o->npieces * sizeof *o->pieces);
+    int64_t index = 0;
+    int rc = 0;
+    for (int i = 0; i < o->nspans && !rc; i++)
+        for (int64_t at = 0; at < o->spans[i].numel && !rc; at += TR_SUMSQ_PIECE, index++) {
+            int64_t first = o->spans[i].state + at;
+            if (first < o->lo || first >= o->lo + o->own)
+                continue;
+            struct tr_param_span piece = o->spans[i];
+            piece.param += at * (int64_t)sizeof(float), piece.grad += at * (int64_t)sizeof(float);
+            piece.numel = o->spans[i].numel - at < TR_SUMSQ_PIECE ? o->spans[i].numel - at : TR_SUMSQ_PIECE;
+            struct tr_optim_args a = args_of(o, 0, d);
+            a.spans = &piece, a.nspans = 1;
+            rc = tr_backend_grad_sumsq(o->be, &a, &o->pieces[index]) ? TR_EFAIL : 0;
+        }
+    if (!rc)
+        rc = tr_comm_sum_doubles(o->comm, o->pieces, (size_t)o->npieces, d);
+    *sum = 0;
+    for (int64_t j = 0; j < o->npieces; j++)
+        *sum += o->pieces[j];
+    return rc;
+}
+
 double tr_grad_clip(struct tr_optim *o, double clip, struct tr_diag *d)
 {
     struct tr_optim_args a = args_of(o, 0, d);
     double sum = 0;
-    if (tr_backend_grad_sumsq(o->be, &a, &sum))
+    if (o->comm ? sumsq_shared(o, &sum, d) : tr_backend_grad_sumsq(o->be, &a, &sum))
         return NAN;
     double norm = sqrt(sum);
     o->grad_factor = 1;
@@ -119,7 +260,12 @@ bool tr_grad_unscale(struct tr_optim *o, float inv, struct tr_diag *d)
 {
     struct tr_optim_args a = args_of(o, 0, d);
     bool finite = false;
-    return !tr_backend_grad_scale(o->be, &a, inv, &finite) && finite;
+    if (tr_backend_grad_scale(o->be, &a, inv, &finite))
+        return false;
+    double overflowed = !finite;   /* sharded: whether any rank's part did */
+    if (o->comm && tr_comm_sum_doubles(o->comm, &overflowed, 1, d))
+        return false;
+    return overflowed == 0;
 }
 
 int tr_grad_first_nonfinite(const struct tr_optim *o)
@@ -130,6 +276,8 @@ int tr_grad_first_nonfinite(const struct tr_optim *o)
         if (o->g->values[v].kind != TR_PARAM)
             continue;
         const struct tr_param_span *s = &o->spans[i++];
+        if (o->comm && (s->state + s->numel <= o->lo || s->state >= o->lo + o->own))
+            continue;   /* sharded: this rank's part holds the summed gradients, the rest is stale */
         struct tr_diag ignored = {0};   /* a device that cannot copy: no culprit named */
         g = tr_xrealloc(g, (size_t)(s->numel ? s->numel : 1) * sizeof *g);
         int rc = tr_backend_copy(o->be, g, o->grads + s->grad, (size_t)s->numel * sizeof *g, TR_COPY_TO_HOST, &ignored);

@@ -6,6 +6,7 @@
 #define TR_OPTIM_H
 
 #include "backend/exec.h"
+#include "dist/comm.h"
 #include "recipe/recipe.h"
 
 struct tr_optim {
@@ -25,13 +26,27 @@ struct tr_optim {
     int nesterov;
     int64_t step;              /* optimizer steps taken */
     float grad_factor;         /* clipping's factor for the next update (tr_grad_clip), else 1 */
+    /* ZeRO stage 1 (plan/shard.h): the ranks share the state, each keeping and updating its part
+     * of the parameters' elements, [lo, lo + own); NULL comm: this process holds it all */
+    const struct tr_comm *comm;
+    int64_t lo, own;
+    int *counts, *displs;      /* every rank's part: its elements and its first */
+    struct tr_param_span *shard_spans;   /* the spans' parts in this rank's (state offsets from lo) */
+    int nshard;
+    double *pieces;            /* the norm's pieces (TR_SUMSQ_PIECE values of a parameter), all ranks' */
+    int64_t npieces;
+    float *gather;             /* the parameters gathered through it, gather_elems at a time */
+    int64_t gather_elems;
+    double gather_seconds;     /* spent gathering the updated parameters */
 };
 
 /* The optimizer over g's parameters and gradients (at plan's offsets), its state in `state`
- * (tr_plan_optimizer_bytes long), all of it be's memory. */
+ * (tr_plan_optimizer_bytes long), all of it be's memory. shard: the ranks sharing the state
+ * (its state then tr_plan_optimizer_shard_bytes long: this rank's part; be's memory the host's),
+ * NULL for none. */
 void tr_optim_init(struct tr_optim *o, const struct tr_recipe *r, const struct tr_graph *g,
                    const struct tr_memplan *plan, const struct tr_backend *be, char *params, char *grads,
-                   float *state);
+                   float *state, const struct tr_comm *shard);
 void tr_optim_free(struct tr_optim *o);
 /* The host's view of the state, for checkpoints: the state itself on a host-visible backend,
  * else a host copy that pull fills from the device and push copies back (0, or a code with the
@@ -39,15 +54,25 @@ void tr_optim_free(struct tr_optim *o);
 float *tr_optim_host_state(struct tr_optim *o);
 int tr_optim_pull(struct tr_optim *o, struct tr_diag *d);
 int tr_optim_push(struct tr_optim *o, struct tr_diag *d);
+/* Sharded, the host's view is the whole state, laid out as unsharded (checkpoints hold it
+ * whole): tr_optim_gather fills rank 0's from every rank's part (every rank calls it; pull then
+ * copies nothing); tr_optim_share gives rank 0's to every rank, each keeping its part (a
+ * resume); tr_optim_release frees the view again (it is as large as the unsharded state).
+ * Unsharded: nothing, 0. */
+int tr_optim_gather(struct tr_optim *o, struct tr_diag *d);
+int tr_optim_share(struct tr_optim *o, struct tr_diag *d);
+void tr_optim_release(struct tr_optim *o);
 /* One update with learning rate lr from the accumulated gradients: 0, or a code with the
- * sentence in d (a device fault). */
+ * sentence in d (a device fault). Sharded: this rank's part updated, then every rank's
+ * gathered, so all hold the same parameters. */
 int tr_optim_step(struct tr_optim *o, double lr, struct tr_diag *d);
 
 /* The learning rate at optimizer step t (1-based) of total: linear warm-up, then constant,
  * linear decay to 0 or cosine to 0. */
 double tr_schedule_lr(const struct tr_recipe *r, int64_t t, int64_t total);
 
-/* The global L2 norm of all gradients; with clip > 0 and a larger norm, the next
+/* The global L2 norm of all gradients (sharded: each rank's pieces summed across the ranks,
+ * then added in order, the same bits as unsharded); with clip > 0 and a larger norm, the next
  * tr_optim_step reads them scaled to clip (the scaling fused into the update's pass: the
  * gradients in memory stay as they are). Returns the norm before clipping (NaN or Inf if any gradient is); NaN with a sentence added to
  * d when the backend failed. */

@@ -22,6 +22,8 @@ int tr_session_plan(struct tr_session *s, const struct tr_recipe *r, const struc
         return TR_EFAIL;
     if (tr_plan_job_init(&s->job, r, data, &s->dev, d))
         return TR_EINVAL;
+    if (s->comm)   /* each rank plans its own regions (sharded, they differ) */
+        s->job.world = s->comm->world, s->job.rank = s->comm->rank;
     int rc;
     if (given) {
         rc = tr_plan_replay(&s->plan, &s->job, given, d);
@@ -98,13 +100,15 @@ static int allocate(struct tr_session *s, const struct tr_recipe *r, struct tr_d
     memcpy(s->eval.x.base, s->train.x.base, sizeof s->eval.x.base);
     memcpy(s->eval.x.region_bytes, s->train.x.region_bytes, sizeof s->eval.x.region_bytes);
     s->eval.x.workspace = s->train.x.workspace;
-    size_t state = tr_plan_optimizer_bytes(r, &s->train.b.g);
+    const struct tr_comm *shard = s->k.shard ? s->comm : NULL;   /* ZeRO stage 1: this rank's part */
+    size_t state = shard ? tr_plan_optimizer_shard_bytes(r, &s->train.b.g, shard->world, shard->rank)
+                         : tr_plan_optimizer_bytes(r, &s->train.b.g);
     void *p = NULL;
     if (tr_alloc_region(&s->alloc, TR_REGION_OPTIMIZER, state, &p))
         return tr_fail(d, TR_ENOFIT, "memory budget: %s", tr_alloc_error(&s->alloc));
     const struct tr_memplan *plan = s->train.x.plan;   /* the gradients' offsets are in the arena where it holds them */
     tr_optim_init(&s->optim, r, &s->train.b.g, plan, s->be, s->train.x.base[TR_PARAM],
-                  s->train.x.base[plan->grads_in_arena ? TR_ACT : TR_GRAD], p);
+                  s->train.x.base[plan->grads_in_arena ? TR_ACT : TR_GRAD], p, shard);
     return 0;
 }
 

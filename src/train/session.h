@@ -11,6 +11,7 @@
 #include "core/alloc.h"
 #include "core/rng.h"
 #include "data/dataset.h"
+#include "dist/comm.h"
 #include "plan/plan.h"
 #include "recipe/recipe.h"
 #include "train/optim.h"
@@ -24,6 +25,7 @@ struct tr_side {               /* one of the two programs: training or evaluatio
 };
 
 struct tr_session {
+    const struct tr_comm *comm;   /* the ranks it trains among (NULL: alone) */
     struct tr_device dev;      /* recipe device: this host, calibrated, or a GPU, measured */
     struct tr_backend *be;         /* the device's kernels and memory: the run's instance */
     struct tr_plan_job job;

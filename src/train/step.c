@@ -152,6 +152,8 @@ int tr_step_gradients(const struct tr_step_runner *r, const struct tr_step *st, 
             else if (next && (first = runnable(next, next_lo, next_hi, r->lm)) < next_hi)
                 rc = stage(r, &next->micro[first], d);
         }
+        if (!rc && after >= hi && r->reducer)   /* the rank's last: its gradients final as written */
+            tr_grad_reducer_arm(r->reducer, x->base[TR_GRAD]);
         if (!rc)
             rc = tr_exec_run(x, b->n, b->S, d);
         if (!rc)

@@ -10,6 +10,7 @@
 #include "backend/exec.h"
 #include "data/loader.h"
 #include "graph/program.h"
+#include "dist/gradients.h"
 #include "models/models.h"
 
 struct tr_step_runner {
@@ -23,6 +24,8 @@ struct tr_step_runner {
                                      * per micro-batch */
     int rank, world;                /* across ranks (dist/): this rank runs its share of each step's
                                      * micro-batches, in order (world 0 or 1: all of them) */
+    struct tr_grad_reducer *reducer;   /* armed before the rank's last micro-batch of a step (its
+                                        * buckets leave as that backward writes them); NULL: none */
 };
 
 /* A micro-batch into x's inputs (at x's plan): features and labels, or for text the token

@@ -130,7 +130,7 @@ int tr_cpu_optim_step(const struct tr_backend *be, const struct tr_optim_args *a
  * added as a fixed tree, the pieces' sums added one after the other in the parameters' order.
  * The pieces, not the threads, fix the order: the same bits on any thread count and ISA
  * (TR_CPU_SIMD's builds, -ffp-contract=off). Was one serial chain of adds, 4 GB/s. */
-#define SUMSQ_PIECE 16384
+#define SUMSQ_PIECE TR_SUMSQ_PIECE   /* backend.h: the pieces are part of the contract */
 #define SUMSQ_BATCH 256   /* pieces a parallel region takes */
 
 TR_CPU_SIMD static double sumsq_piece(const float *g, int64_t n)
