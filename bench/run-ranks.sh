@@ -15,7 +15,7 @@ shift $(( $# > 0 ? 1 : 0 ))
 buckets=${*:-25MiB}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 echo "rounds=$rounds buckets=$buckets $(date -u +%Y-%m-%dT%H:%MZ) $(git rev-parse --short HEAD 2>/dev/null || true)"
-echo "cpu: $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1), $(nproc) threads"
+echo "cpu: $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1), $(nproc --all) threads"
 exec /usr/bin/python3 - "$rounds" $buckets <<'PY'
 import json, os, shutil, statistics, subprocess, sys, tempfile
 rounds, buckets = int(sys.argv[1]), sys.argv[2:]

@@ -9,7 +9,7 @@ set -eu
 rounds=${1:-3}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 echo "rounds=$rounds $(date -u +%Y-%m-%dT%H:%MZ) $(git rev-parse --short HEAD 2>/dev/null || true)"
-echo "cpu: $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1), $(nproc) threads"
+echo "cpu: $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1), $(nproc --all) threads"
 exec /usr/bin/python3 - "$rounds" <<'PY'
 import filecmp, glob, json, os, shutil, statistics, subprocess, sys, tempfile
 rounds = int(sys.argv[1])

@@ -430,20 +430,28 @@ START_TEST(shard_cut_on_pieces)
 }
 END_TEST
 
-/* Across 2 ranks the planner weighs ZeRO stage 1: the update's work halved, it is chosen on the
- * CPU (the gradients the host's), each rank's optimizer region its part (the two adding up to
- * the whole), the gradients out of the arena; pinned off, or alone, it is not. */
+/* Across 2 ranks the planner adds ZeRO stage 1 to its search: under a budget one byte below the
+ * smallest unsharded footprint, a sharded plan is chosen on the CPU (the gradients the host's),
+ * each rank's optimizer region its part (the two adding up to the whole), the gradients out of
+ * the arena; pinned off, or alone, it is never a candidate. */
 START_TEST(shard_chosen_across_ranks)
 {
     const char *yaml = "model: {arch: mlp, layers: 2, hidden: 512}\ndata: {dataset: features}\n"
                        "train: {batch_size: 64, steps: 10}\n";
     struct fixture f;
     start(&f, yaml, false);
+    struct tr_plan p;
+    f.job.world = 2, f.r.optimize.shard = TR_SHARD_OFF;
+    ck_assert_int_ge(search(&f, &p, (uint64_t)8 << 30), 0);
+    for (int i = 0; i < p.ncand; i++)
+        ck_assert_int_eq(p.cand[i].k.shard, 0);
+    uint64_t unsharded = p.cand[p.smallest].footprint;
+    tr_plan_free(&p);
+    f.r.optimize.shard = TR_SHARD_AUTO;
     size_t whole = 0, parts = 0;
     for (int rank = 0; rank < 2; rank++) {
-        f.job.world = 2, f.job.rank = rank;
-        struct tr_plan p;
-        ck_assert_int_ge(search(&f, &p, (uint64_t)8 << 30), 0);
+        f.job.rank = rank;
+        ck_assert_int_ge(search(&f, &p, unsharded - 1), 0);
         const struct tr_candidate *c = &p.cand[p.chosen];
         ck_assert_int_eq(c->k.shard, 1);
         ck_assert(!tr_knobs_grads_in_arena(&c->k));
@@ -458,15 +466,10 @@ START_TEST(shard_chosen_across_ranks)
         tr_plan_free(&p);
     }
     ck_assert_uint_eq(parts, whole);
-    f.r.optimize.shard = TR_SHARD_OFF;
-    struct tr_plan p;
+    f.job.world = 1, f.job.rank = 0;
     ck_assert_int_ge(search(&f, &p, (uint64_t)8 << 30), 0);
     for (int i = 0; i < p.ncand; i++)
         ck_assert_int_eq(p.cand[i].k.shard, 0);
-    tr_plan_free(&p);
-    f.r.optimize.shard = TR_SHARD_AUTO, f.job.world = 1, f.job.rank = 0;
-    ck_assert_int_ge(search(&f, &p, (uint64_t)8 << 30), 0);
-    ck_assert_int_eq(p.cand[p.chosen].k.shard, 0);
     tr_plan_free(&p);
     finish(&f);
 }

@@ -93,7 +93,10 @@ import json, sys
 planned, ran = json.load(sys.stdin), json.load(open(sys.argv[1]))
 assert planned["ranks"]["per_rank_batch"] == 32, planned["ranks"]
 assert planned["predicted_peak_bytes"] == ran["measured_peak_bytes"], (planned["predicted_peak_bytes"], ran["measured_peak_bytes"])
-' "$two/plan.json" || fail "plan --ranks 2: its regions are not what a rank of the run held"
+# the run measured its ranks' bus rate and forecast its communication; plan --ranks reuses it
+assert ran["predicted_comm_seconds"] > 0, ran["predicted_comm_seconds"]
+assert planned["ranks"]["bus_bytes_per_second"] > 0 and planned["ranks"]["comm_seconds"] > 0, planned["ranks"]
+' "$two/plan.json" || fail "plan --ranks 2: its regions are not what a rank of the run held, or no forecast"
 alone mlp-1 "$two/plan.json" "$srcdir/recipes/mlp.yaml" train.steps=40
 same_training "$dir" "$two" "mlp, 2 ranks"
 expect_in "$(cat "$dir/log.txt")" "2 micro-batches of 32 samples a step" "one process replays the plan with 2 micro-batches"
@@ -143,7 +146,7 @@ same_training "$dir" "$sharded" "bert-small, ZeRO 1 on 3 ranks"
 # step's all-reduce inside it.
 python=${TRAINRUN_TEST_PYTHON:-$srcdir/.venv/bin/python}
 if "$python" -c 'import hta' 2>/dev/null; then
-  ranks 2 traced "$srcdir/recipes/mlp.yaml" train.steps=8 profile.active=3
+  ranks 2 traced "$srcdir/recipes/mlp.yaml" train.steps=8 profile.active=3 distributed.overlap=off
   checks=$((checks + 1))
   [ "$(ls "$dir/traces" | grep -c '\.pt\.trace\.json$')" = 2 ] || fail "a trace per rank: $(ls "$dir/traces")"
   checks=$((checks + 1))
@@ -151,6 +154,19 @@ if "$python" -c 'import hta' 2>/dev/null; then
   expect_in "$(cat "$dir/report.md")" "The critical path: rank" "the report names the critical path"
   expect_in "$(cat "$dir/report.md")" "| rank | compute ms a step | all-reduce ms a step (waiting included) |" \
     "the report's table of the ranks"
+  # overlapped: the buckets on the communication thread, begun while the backward ran
+  ranks 2 overlapped "$srcdir/recipes/mlp.yaml" train.steps=8 profile.active=3 distributed.overlap=on \
+    distributed.bucket=64KiB
+  checks=$((checks + 1))
+  "$python" "$srcdir/tests/trace_check.py" "$dir" --ranks 2 || fail "HTA on the overlapped ranks' traces"
+  checks=$((checks + 1))
+  python3 - "$dir/run.json" <<'PY' || fail "run.json: the overlap's seconds"
+import json, sys
+ranks = json.load(open(sys.argv[1]))["ranks"]
+assert ranks["overlap"] is True, ranks
+for r in ranks["each"]:
+    assert 0 <= r["reduce_exposed_seconds"] and r["reduce_seconds"] > 0, r
+PY
 else
   echo "note: no HolisticTraceAnalysis here (scripts/setup installs it): the ranks' traces not read"
 fi

@@ -12,7 +12,9 @@ breakdown, the temporal breakdown) run on them.
 --ranks N (tests/ranks.sh): N ranks wrote a trace each; HTA finds ranks 0 … N−1, every rank ran
 the same ops as many times (fixed batching shares each step alike), and each traced step of each
 rank holds one "all-reduce gradients" span, inside its ProfilerStep, and in it a "gradient bucket"
-span a bucket."""
+span a bucket — or, overlapped with the backward (distributed.overlap), the buckets on a thread
+of their own, inside the step, each ended by the time the all-reduce span (the wait) ends, and
+some begun before it (while the backward ran)."""
 import collections
 import json
 import logging
@@ -49,11 +51,26 @@ for rank in ranks if world > 1 else []:
     if len(comm) != len(steps) or inside != len(comm):
         problems.append("rank %d: %d all-reduce spans, %d inside its %d steps" % (rank, len(comm), inside, len(steps)))
     buckets = t[t.op == "gradient bucket"]
-    held = sum(((comm.ts <= b.ts) & (b.ts + b.dur <= comm.ts + comm.dur)).any() for b in buckets.itertuples())
-    if len(buckets) < len(comm) or held != len(buckets):
-        problems.append("rank %d: %d bucket spans, %d inside an all-reduce" % (rank, len(buckets), held))
-    else:
-        print("HTA: rank %d, %d steps, all-reduce %.0f µs a step" % (rank, len(steps), comm.dur.mean()))
+    trainer = set(t[t.category == "cpu_op"].tid)
+    apart = buckets[~buckets.tid.isin(trainer)]
+    if len(apart) == 0:
+        held = sum(((comm.ts <= b.ts) & (b.ts + b.dur <= comm.ts + comm.dur)).any() for b in buckets.itertuples())
+        if len(buckets) < len(comm) or held != len(buckets):
+            problems.append("rank %d: %d bucket spans, %d inside an all-reduce" % (rank, len(buckets), held))
+        else:
+            print("HTA: rank %d, %d steps, all-reduce %.0f µs a step" % (rank, len(steps), comm.dur.mean()))
+    else:   # overlapped: on their own thread, within the step, done when the wait ends
+        held = sum(((steps.ts <= b.ts) & (b.ts + b.dur <= steps.ts + steps.dur)).any() for b in apart.itertuples())
+        done = sum(((comm.ts <= b.ts + b.dur) & (b.ts + b.dur <= comm.ts + comm.dur + 1)).any()
+                   for b in apart.itertuples())
+        # begun before its own step's wait: while the backward ran
+        early = sum(bool(b.ts < comm[comm.ts + comm.dur >= b.ts].ts.min()) for b in apart.itertuples())
+        if len(apart) != len(buckets) or held != len(apart) or apart.tid.nunique() != 1 or early == 0:
+            problems.append("rank %d: %d overlapped bucket spans (%d on the trainer's thread), %d inside a step, "
+                            "%d begun before the wait" % (rank, len(apart), len(buckets) - len(apart), held, early))
+        else:
+            print("HTA: rank %d, %d steps, %d buckets overlapped (%d ended in the wait), wait %.0f µs a step"
+                  % (rank, len(steps), len(apart), done, comm.dur.mean()))
 ops = df[df.category == "cpu_op"]
 if set(df.category) - {"cpu_op", "user_annotation"} - ({"kernel"} if kernels else set()):
     problems.append("categories %s: a CPU trace holds no GPU kernels" % sorted(set(df.category)))

@@ -67,12 +67,19 @@ static void ranks_words(const struct tr_plan *plan, const struct tr_recipe *r, i
     uint64_t bytes = c->regions[TR_REGION_GRADS] ? c->regions[TR_REGION_GRADS] : c->regions[TR_REGION_PARAMS];
     uint64_t moved = (uint64_t)(2.0 * (world - 1) / world * (double)bytes);
     json_t *each = json_array();
-    if (!json)
-        printf("ranks: %d, each as planned above for %lld of the step's %lld samples (its regions exact); after "
-               "each step's backward they sum %.1f MiB of gradients, %.1f MiB in and out of each rank (a "
-               "reduce-scatter and an all-gather), which the step time above leaves out: a run measures it "
-               "(run.json's ranks)\n", world, (long long)(r->train.batch_size / world), (long long)r->train.batch_size,
-               (double)bytes / 1048576, (double)moved / 1048576);
+    if (!json && c->comm_seconds > 0)
+        printf("ranks: %d, each as planned above for %lld of the step's %lld samples (its regions exact); each "
+               "step they sum %.1f MiB of gradients, %.1f MiB in and out of each rank (a reduce-scatter and an "
+               "all-gather), %.3f s a step at %.2f GB/s, the rate the last %d-rank run on this host measured "
+               "(in the step time above)\n", world, (long long)(r->train.batch_size / world),
+               (long long)r->train.batch_size, (double)bytes / 1048576, (double)moved / 1048576, c->comm_seconds,
+               plan->bus_rate / 1e9, world);
+    else if (!json)
+        printf("ranks: %d, each as planned above for %lld of the step's %lld samples (its regions exact); each "
+               "step they sum %.1f MiB of gradients, %.1f MiB in and out of each rank (a reduce-scatter and an "
+               "all-gather), which the step time above leaves out: no %d-rank run on this host has measured "
+               "the rate yet (a run measures it first)\n", world, (long long)(r->train.batch_size / world),
+               (long long)r->train.batch_size, (double)bytes / 1048576, (double)moved / 1048576, world);
     for (int k = 0; k < world; k++) {
         size_t state = c->k.shard && plan->shard_bytes ? plan->shard_bytes[k] : c->regions[TR_REGION_OPTIMIZER];
         json_array_append_new(each, json_pack("{si sI}", "rank", k, "optimizer_bytes", (json_int_t)state));
@@ -81,10 +88,10 @@ static void ranks_words(const struct tr_plan *plan, const struct tr_recipe *r, i
                    c->k.shard ? " (its shard: ZeRO stage 1)" : "");
     }
     if (json)
-        *json = json_pack("{si sI sI sI ss so}", "world", world, "per_rank_batch",
+        *json = json_pack("{si sI sI sI ss sf sf so}", "world", world, "per_rank_batch",
                           (json_int_t)(r->train.batch_size / world), "gradient_bytes", (json_int_t)bytes,
                           "moved_bytes_per_rank", (json_int_t)moved, "shard", c->k.shard ? "optimizer" : "off",
-                          "each", each);
+                          "bus_bytes_per_second", plan->bus_rate, "comm_seconds", c->comm_seconds, "each", each);
     else
         json_decref(each);
 }
@@ -118,6 +125,7 @@ static int plan_recipe(const struct tr_recipe *whole, const struct tr_args *a, s
         rc = TR_EXIT_USAGE;
     } else {
         job.world = world;   /* rank 0's regions; the others' below */
+        job.bus_rate = world > 1 ? tr_plan_bus_rate_cached(world) : 0;   /* the last such run's */
     }
     tr_diag_free(&err);
     double began = seconds_now(CLOCK_MONOTONIC), began_cpu = seconds_now(CLOCK_PROCESS_CPUTIME_ID);

@@ -361,3 +361,34 @@ int tr_comm_gather_floats(const struct tr_comm *c, const float *mine, float *all
     answered(c);
     return err ? mpi_failed(c, d, err, "MPI_Gatherv") : 0;
 }
+
+int tr_comm_bus_rate(const struct tr_comm *c, double *bytes_per_second, struct tr_diag *d)
+{
+    *bytes_per_second = 0;
+    if (c->world == 1)
+        return 0;
+    enum { FLOATS = 2 << 20, TRIES = 5 };
+    float *buf = tr_xcalloc(FLOATS, sizeof *buf);
+    int *counts = tr_xmalloc((size_t)c->world * 2 * sizeof *counts), *displs = counts + c->world;
+    for (int k = 0; k < c->world; k++)
+        displs[k] = (int)((int64_t)FLOATS * k / c->world), counts[k] = (int)((int64_t)FLOATS * (k + 1) / c->world) - displs[k];
+    double best = 0;
+    int rc = 0;
+    for (int i = 0; i < TRIES && !rc; i++) {
+        double began = monotonic();
+        rc = tr_comm_reduce_scatter(c, buf, counts, displs, d);
+        if (!rc)
+            rc = tr_comm_allgather(c, buf, counts, displs, d);
+        double took = monotonic() - began;
+        best = i == 0 || took < best ? took : best;
+    }
+    double mine[1] = {best}, *all = tr_xcalloc((size_t)c->world, sizeof *all);
+    if (!rc)   /* the slowest rank's best: the sum waits for it */
+        rc = tr_comm_gather_doubles(c, mine, 1, all, d);
+    for (int k = 0; !rc && k < c->world; k++)
+        best = all[k] > best ? all[k] : best;
+    if (!rc && best > 0)
+        *bytes_per_second = 2.0 * (c->world - 1) / c->world * (double)FLOATS * sizeof(float) / best;
+    free(buf), free(counts), free(all);
+    return rc;
+}

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/atomic.h"
 #include "data/cache.h"
 #include "recipe/schema.h"
 
@@ -93,4 +94,57 @@ int tr_plan_job_init(struct tr_plan_job *job, const struct tr_recipe *r, const s
     if (job->ceiling.kind != TR_CEILING_NONE)
         job->budget = job->ceiling.bytes;
     return 0;
+}
+
+/* calibration/collectives-<host>.json: {"2": bus bytes a second, …} by ranks. */
+static char *collectives_file(void)
+{
+    const char *off = getenv("TRAINRUN_NO_CACHE");
+    if (off && *off && strcmp(off, "0"))
+        return NULL;
+    char host[128] = "localhost", *dir = tr_cache_path("calibration");
+    gethostname(host, sizeof host - 1);
+    for (char *c = host; *c; c++)
+        *c = *c == '/' ? '_' : *c;
+    char *path = dir ? tr_strdup_printf("%s/collectives-%s.json", dir, host) : NULL;
+    free(dir);
+    return path;
+}
+
+double tr_plan_bus_rate_cached(int world)
+{
+    char *path = collectives_file(), key[16];
+    json_t *j = path ? json_load_file(path, 0, NULL) : NULL;
+    snprintf(key, sizeof key, "%d", world);
+    double rate = json_number_value(json_object_get(j, key));
+    json_decref(j);
+    free(path);
+    return rate > 0 ? rate : 0;
+}
+
+void tr_plan_bus_rate_save(int world, double rate)
+{
+    char *path = collectives_file(), key[16];
+    if (!path || rate <= 0) {
+        free(path);
+        return;
+    }
+    json_t *j = json_load_file(path, 0, NULL);
+    if (!json_is_object(j)) {
+        json_decref(j);
+        j = json_object();
+    }
+    snprintf(key, sizeof key, "%d", world);
+    json_object_set_new(j, key, json_real(rate));
+    char *dir = tr_cache_path("calibration");
+    struct tr_atomic a;
+    struct tr_diag ignored = {0};   /* a cache: not written is not an error */
+    if (dir && !tr_make_folders(dir) && !tr_atomic_open(&a, path, &ignored)) {
+        json_dumpf(j, a.f, JSON_INDENT(2) | JSON_SORT_KEYS);
+        fputc('\n', a.f);
+        tr_atomic_commit(&a, &ignored);
+    }
+    tr_diag_free(&ignored);
+    json_decref(j);
+    free(dir), free(path);
 }

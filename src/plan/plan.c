@@ -276,6 +276,14 @@ static void timing(struct pair *p, const struct lengths *h, struct tr_candidate 
     }
     c->padding = tokens > 0 && h->max > 1 ? (slots - tokens) / tokens : 0;
     c->step_seconds += c->k.shard ? p->optimizer_shard_seconds : p->optimizer_seconds;
+    /* across ranks, at the measured bus rate: a ring's reduce-scatter and all-gather each move
+     * (N − 1) / N of the gradients in and out of a rank (sharded, the all-gather the parameters:
+     * as many bytes) */
+    const struct tr_plan_job *job = p->job;
+    c->comm_seconds = job->world > 1 && job->bus_rate > 0
+                          ? 2.0 * (job->world - 1) / job->world * (double)tr_plan_param_bytes(&p->train.g) / job->bus_rate
+                          : 0;
+    c->step_seconds += c->comm_seconds;
 }
 
 /* ---- the search ----------------------------------------------------------------------------- */
@@ -303,11 +311,14 @@ static int open_pair(struct pair *p, const struct tr_plan_job *job, const struct
     double params = (double)tr_plan_param_bytes(&p->train.g);
     p->optimizer_seconds = tr_plan_optimizer_seconds(job->dev, tr_optimizer_nstate(job->r), params, params,
                                                      (double)p->optimizer);
-    /* sharded: the update and the norm over the rank's part, the gradients zeroed whole */
+    /* sharded: the update and the norm over the rank's part, the gradients zeroed whole, and the
+     * parameters gathered through a host buffer: this rank's part copied in, all of them out
+     * (read and written at the host's bandwidth; the collective itself is the communication's) */
     p->optimizer_shard = tr_plan_optimizer_shard_bytes(job->r, &p->train.g, job->world, job->rank);
     double own = p->optimizer ? params * (double)p->optimizer_shard / (double)p->optimizer : params / job->world;
     p->optimizer_shard_seconds = tr_plan_optimizer_seconds(job->dev, tr_optimizer_nstate(job->r), own, params,
-                                                           (double)p->optimizer_shard);
+                                                           (double)p->optimizer_shard) +
+                                 2 * (own + params) / job->dev->bandwidth;
     return 0;
 }
 
@@ -526,7 +537,7 @@ static int risk_order(const struct tr_candidate *a, const struct tr_candidate *b
         return ra < rb ? -1 : 1;
     if (a->k.precision != b->k.precision)
         return a->k.precision - b->k.precision;
-    return b->k.shard - a->k.shard;   /* sharding changes no bit and holds less: the safer */
+    return a->k.shard - b->k.shard;   /* sharding changes no bit, but is one more moving part */
 }
 
 static void describe(const struct tr_plan *p, const struct tr_candidate *c, char *out, size_t size)
@@ -627,6 +638,7 @@ static int model_blocks(struct tr_plan *p, const struct tr_plan_job *job)
     tr_model_build(&g, job->r, s->rank, s->dims, job->data->nclasses, job->data->vocab, 1, &m);
     int blocks = g.error ? 0 : tr_graph_blocks(&g);
     p->world = job->world;
+    p->bus_rate = job->bus_rate;
     if (job->world > 1 && !g.error) {
         p->shard_bytes = tr_xcalloc((size_t)job->world, sizeof *p->shard_bytes);
         for (int k = 0; k < job->world; k++)

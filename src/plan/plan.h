@@ -86,6 +86,8 @@ struct tr_plan_job {
                                   * budget (the budget then is its bytes) */
     int world, rank;          /* the ranks the batch is shared by (1 alone) and whose regions are
                                * planned: with sharding they differ by rank */
+    double bus_rate;          /* across ranks: the bus bytes a second the ranks sum at, measured
+                               * (tr_comm_bus_rate); 0: unknown, their communication not forecast */
 };
 
 /* Bytes a candidate takes outside the regions, by cause: modelled, never measured here. */
@@ -109,7 +111,9 @@ struct tr_candidate {
     uint64_t peak;                 /* Σ regions: the predicted peak of the regions */
     uint64_t outside[TR_NOUTSIDE];
     uint64_t footprint;            /* peak + Σ outside: what the OS or the driver will see */
-    double step_seconds;           /* predicted time of one optimizer step */
+    double step_seconds;           /* predicted time of one optimizer step (communication included) */
+    double comm_seconds;           /* of it, across ranks: summing the gradients (and, sharded,
+                                    * gathering the parameters), not overlapped; 0 when not forecast */
     double flops, bytes_moved;     /* per step, recompute and padding included */
     double micro_steps;            /* micro-batches a step, on average */
     double padding;                /* padded slots per real token, on average (text) */
@@ -133,6 +137,7 @@ struct tr_plan {
     size_t *shard_bytes;           /* across ranks: each rank's optimizer state when sharded (world
                                     * entries; NULL alone) */
     int world;
+    double bus_rate;               /* the job's */
 };
 
 /* This host's ceilings (ceiling.c). The tightest on a job's footprint, for a CPU host's job
@@ -162,6 +167,10 @@ int tr_plan_device(struct tr_device *d, const char *profile, bool recalibrate, s
  * cuda:N (that GPU, measured: tr_device_cuda), auto (the first GPU when one is seen, else
  * this host). 0 or TR_E… with the sentence in diag. */
 int tr_plan_device_named(struct tr_device *d, const char *device, struct tr_diag *diag);
+/* The bus rate (tr_plan_job's bus_rate) the last run of world ranks on this host measured, 0 when
+ * none did, from the calibration cache; a multi-rank run's rank 0 saves what it measured. */
+double tr_plan_bus_rate_cached(int world);
+void tr_plan_bus_rate_save(int world, double rate);
 /* The kind of backend that sizes a device's kernels' workspaces (its kind's), or NULL when this
  * build has none for it (planning a GPU profile without CUDA: no workspace counted). */
 const struct tr_backend_ops *tr_plan_backend(const struct tr_device *dev);
@@ -239,5 +248,8 @@ void tr_plan_print(const struct tr_plan *p, const struct tr_plan_job *job, bool 
  * activation arena). */
 char *tr_plan_markdown(const struct tr_plan *p, const struct tr_plan_job *job, int remat_nodes);
 void tr_plan_print_run(const struct tr_plan *p, const struct tr_plan_job *job, size_t arena_bytes, FILE *out);
+/* Across ranks, the communication a candidate's step was forecast to take, a line (nothing when
+ * not forecast; the run's lines end with it). */
+void tr_plan_print_comm(const struct tr_plan *p, const struct tr_candidate *c, FILE *out);
 
 #endif

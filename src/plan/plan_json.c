@@ -19,7 +19,7 @@ static json_t *candidate_json(const struct tr_plan *p, const struct tr_candidate
         json_object_set_new(regions, tr_region_name(r), json_integer((json_int_t)c->regions[r]));
     for (int i = 0; i < TR_NOUTSIDE; i++)
         json_object_set_new(out, tr_outside_key(i), json_integer((json_int_t)c->outside[i]));
-    return json_pack("{ss s{sssisi} sb so sI sI sI ss sI sI sI sb sf sf sf sf sf so so}",
+    return json_pack("{ss s{sssisi} sb so sI sI sI ss sI sI sI sb sf sf sf sf sf sf so so}",
                      "precision", tr_precision_name(c->k.precision),
                      "checkpointing", "mode", remat_names[c->k.remat_mode], "blocks", c->k.remat_blocks, "of",
                      p->blocks,
@@ -28,7 +28,8 @@ static json_t *candidate_json(const struct tr_plan *p, const struct tr_candidate
                      "eval_batch", (json_int_t)c->k.eval_batch, "shard", c->k.shard ? "optimizer" : "off",
                      "predicted_peak_bytes", (json_int_t)c->peak, "predicted_footprint_bytes",
                      (json_int_t)c->footprint, "budget_bytes", (json_int_t)p->budget, "fits", c->fits,
-                     "predicted_step_seconds", c->step_seconds, "micro_steps", c->micro_steps,
+                     "predicted_step_seconds", c->step_seconds, "predicted_comm_seconds", c->comm_seconds,
+                     "micro_steps", c->micro_steps,
                      "padding_fraction", c->padding, "flops", c->flops, "bytes_moved", c->bytes_moved,
                      "regions", regions, "outside", out);
 }

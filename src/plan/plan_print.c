@@ -333,4 +333,13 @@ void tr_plan_print_run(const struct tr_plan *p, const struct tr_plan_job *job, s
     else
         fprintf(out, "plan: %lld micro-batch%s of %lld × %lld tokens a step; activation arena %s\n",
                 (long long)k->accumulation, es, (long long)k->micro, (long long)job->seq, arena);
+    tr_plan_print_comm(p, c, out);
+}
+
+void tr_plan_print_comm(const struct tr_plan *p, const struct tr_candidate *c, FILE *out)
+{
+    if (p->world > 1 && c->comm_seconds > 0)
+        fprintf(out, "ranks: %d, summing the gradients%s forecast at %.3f s a step (the ranks' measured bus rate, "
+                "%.2f GB/s; not overlapped)%s\n", p->world, c->k.shard ? " and gathering the parameters" : "",
+                c->comm_seconds, p->bus_rate / 1e9, c->k.shard ? "; optimizer state sharded (ZeRO stage 1)" : "");
 }

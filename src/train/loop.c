@@ -410,7 +410,8 @@ static int histograms(struct loop_run *c, int64_t t)
         char tag[sizeof val->name + 16];
         host = tr_xrealloc(host, (size_t)(n ? n : 1) * sizeof *host);
         const int of[2] = {v, val->grad};
-        for (int i = 0; i < 2 && !rc; i++) {
+        /* sharded (ZeRO 1), a rank holds the summed gradients of its own part only: weights alone */
+        for (int i = 0; i < (c->s->optim.comm ? 1 : 2) && !rc; i++) {
             struct tr_diag why = {0};
             if (tr_exec_read(&c->s->train.x, of[i], host, (size_t)n * sizeof *host, &why))
                 rc = tr_fail_because(c->d, TR_EFAIL, &why, "histograms");

@@ -23,7 +23,7 @@ int tr_session_plan(struct tr_session *s, const struct tr_recipe *r, const struc
     if (tr_plan_job_init(&s->job, r, data, &s->dev, d))
         return TR_EINVAL;
     if (s->comm)   /* each rank plans its own regions (sharded, they differ) */
-        s->job.world = s->comm->world, s->job.rank = s->comm->rank;
+        s->job.world = s->comm->world, s->job.rank = s->comm->rank, s->job.bus_rate = s->bus_rate;
     int rc;
     if (given) {
         rc = tr_plan_replay(&s->plan, &s->job, given, d);

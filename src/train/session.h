@@ -26,6 +26,7 @@ struct tr_side {               /* one of the two programs: training or evaluatio
 
 struct tr_session {
     const struct tr_comm *comm;   /* the ranks it trains among (NULL: alone) */
+    double bus_rate;              /* theirs, measured (tr_comm_bus_rate), for the plan's forecast */
     struct tr_device dev;      /* recipe device: this host, calibrated, or a GPU, measured */
     struct tr_backend *be;         /* the device's kernels and memory: the run's instance */
     struct tr_plan_job job;
