@@ -1,9 +1,10 @@
 #!/bin/sh
-# ZeRO stage 1 on this machine (not run in CI): 2 ranks × 1 thread, optimize.shard=off against
-# optimizer, the same recipe and batch, interleaved round by round. Per case and mode: the median
-# step over the rounds (plan.json's measured_step_seconds), rank 0's optimizer state measured,
-# its seconds in the gradients' collectives and in gathering the updated parameters (run.json's
-# ranks), and whether the two modes' last checkpoints are the same bits.
+# ZeRO on this machine (not run in CI): 2 ranks × 1 thread, optimize.shard=off against optimizer
+# (stage 1) and gradients (stage 2), the same recipe and batch, interleaved round by round. Per
+# case and mode: the median step over the rounds (plan.json's measured_step_seconds), rank 0's
+# gradients and optimizer state measured, its seconds in the gradients' collectives and in
+# gathering the updated parameters (run.json's ranks), and whether the mode's last checkpoint is
+# the unsharded one's bits (stage 1 must be; stage 2 sums in another order).
 #   bench/run-zero.sh [ROUNDS]   (from the checkout, after building and `trainrun calibrate`)
 set -eu
 rounds=${1:-3}
@@ -24,7 +25,8 @@ try:
     for r in range(rounds):
         for name, args in (CASES if r % 2 == 0 else CASES[::-1]):
             last = {}
-            for mode in (("off", "optimizer") if r % 2 == 0 else ("optimizer", "off")):
+            modes = ("off", "optimizer", "gradients")
+            for mode in (modes if r % 2 == 0 else modes[::-1]):
                 out = os.path.join(scratch, mode)
                 shutil.rmtree(out, ignore_errors=True)
                 subprocess.run(["mpirun", "--oversubscribe", "--bind-to", "none", "-np", "2", "./trainrun"] + args +
@@ -34,17 +36,19 @@ try:
                 step = json.load(open(os.path.join(run, "plan.json")))["measured_step_seconds"]
                 rank0 = json.load(open(os.path.join(run, "run.json")))["ranks"]["each"][0]
                 got.setdefault((name, mode), []).append((step, rank0["measured_regions"]["optimizer"],
-                                                         rank0["reduce_seconds"] / STEPS, rank0["gather_seconds"] / STEPS))
+                                                         rank0["reduce_seconds"] / STEPS, rank0["gather_seconds"] / STEPS,
+                                                         rank0["measured_regions"]["grads"]))
                 last[mode] = sorted(glob.glob(os.path.join(run, "checkpoints", "*.safetensors")))[-1]
-            got.setdefault((name, "same"), []).append(filecmp.cmp(last["off"], last["optimizer"], shallow=False))
-    print("%-11s %-10s %10s %16s %14s %12s %10s" % ("case", "shard", "step s", "optimizer bytes", "collectives s",
-                                                  "gather s", "same bits"))
+            for mode in modes:
+                got.setdefault((name, mode, "same"), []).append(filecmp.cmp(last["off"], last[mode], shallow=False))
+    print("%-11s %-10s %10s %14s %16s %14s %12s %10s" % ("case", "shard", "step s", "grads bytes", "optimizer bytes",
+                                                       "collectives s", "gather s", "same bits"))
     for name, _ in CASES:
-        for mode in ("off", "optimizer"):
+        for mode in ("off", "optimizer", "gradients"):
             rows = got[(name, mode)]
             med = lambda i: statistics.median(x[i] for x in rows)
-            print("%-11s %-10s %10.4f %16d %14.4f %12.4f %10s" % (name, mode, med(0), rows[0][1], med(2), med(3),
-                                                               all(got[(name, "same")])))
+            print("%-11s %-10s %10.4f %14d %16d %14.4f %12.4f %10s" % (name, mode, med(0), rows[0][4], rows[0][1],
+                                                                    med(2), med(3), all(got[(name, mode, "same")])))
 finally:
     shutil.rmtree(scratch, ignore_errors=True)
 PY

@@ -76,7 +76,7 @@ START_TEST(adamw_matches_definition)
         one_param(&o, 5, no_decay);
         struct tr_recipe r = recipe_with(TR_OPT_ADAMW, 0.1, 0);
         struct tr_optim opt;
-        tr_optim_init(&opt, &r, &o.g, &o.plan, tr_backend_cpu(), o.params, o.grads, o.state, NULL);
+        tr_optim_init(&opt, &r, &o.g, &o.plan, tr_backend_cpu(), o.params, o.grads, o.state, NULL, 0);
         ck_assert_uint_eq(opt.state_bytes, 2 * 5 * sizeof(float));
         double p[5], m[5] = {0}, v[5] = {0}, lr = 0.01, b1 = 0.9, b2 = 0.999, eps = 1e-8;
         double wd = no_decay ? 0 : 0.1;
@@ -111,7 +111,7 @@ START_TEST(sgd_matches_definition)
         one_param(&o, 4, 0);
         struct tr_recipe r = recipe_with(TR_OPT_SGD, 0.05, nesterov);
         struct tr_optim opt;
-        tr_optim_init(&opt, &r, &o.g, &o.plan, tr_backend_cpu(), o.params, o.grads, o.state, NULL);
+        tr_optim_init(&opt, &r, &o.g, &o.plan, tr_backend_cpu(), o.params, o.grads, o.state, NULL, 0);
         double p[4], buf[4] = {0}, lr = 0.01, mu = 0.9, wd = 0.05;
         for (int i = 0; i < 4; i++)
             p[i] = P(&o)[i] = (float)(1.0 - 0.5 * i);
@@ -146,7 +146,7 @@ START_TEST(lion_matches_hand_computed_steps)
     struct tr_recipe r = recipe_with(TR_OPT_LION, 0.5, 0);
     r.train.optimizer.betas.v[0] = 0.9, r.train.optimizer.betas.v[1] = 0.99;
     struct tr_optim opt;
-    tr_optim_init(&opt, &r, &o.g, &o.plan, tr_backend_cpu(), o.params, o.grads, o.state, NULL);
+    tr_optim_init(&opt, &r, &o.g, &o.plan, tr_backend_cpu(), o.params, o.grads, o.state, NULL, 0);
     ck_assert_uint_eq(opt.state_bytes, 1 * 3 * sizeof(float));   /* one state tensor: m */
     static const float start[3] = {1.0f, -0.5f, 0.25f};
     static const float grads[3][3] = {{0.5f, 0, -2}, {-0.01f, 0, 1}, {-0.1f, 0, 0}};
@@ -209,8 +209,8 @@ START_TEST(clipping_and_nonfinite)
     one_param(&o, 2, 0), one_param(&ref, 2, 0);
     struct tr_recipe r = recipe_with(TR_OPT_ADAMW, 0.1, 0);
     struct tr_optim opt, opt_ref;
-    tr_optim_init(&opt, &r, &o.g, &o.plan, tr_backend_cpu(), o.params, o.grads, o.state, NULL);
-    tr_optim_init(&opt_ref, &r, &ref.g, &ref.plan, tr_backend_cpu(), ref.params, ref.grads, ref.state, NULL);
+    tr_optim_init(&opt, &r, &o.g, &o.plan, tr_backend_cpu(), o.params, o.grads, o.state, NULL, 0);
+    tr_optim_init(&opt_ref, &r, &ref.g, &ref.plan, tr_backend_cpu(), ref.params, ref.grads, ref.state, NULL, 0);
     G(&o)[0] = 3, G(&o)[1] = 4;
     ck_assert_double_eq_tol(tr_grad_clip(&opt, 10, &(struct tr_diag){0}), 5, 1e-12);   /* under the bound */
     ck_assert_float_eq(opt.grad_factor, 1);
@@ -281,7 +281,7 @@ START_TEST(unscale_checks_overflow)
     one_param(&o, 3, 0);
     struct tr_recipe r = recipe_with(TR_OPT_SGD, 0, 0);
     struct tr_optim opt;
-    tr_optim_init(&opt, &r, &o.g, &o.plan, tr_backend_cpu(), o.params, o.grads, o.state, NULL);
+    tr_optim_init(&opt, &r, &o.g, &o.plan, tr_backend_cpu(), o.params, o.grads, o.state, NULL, 0);
     G(&o)[0] = 1024, G(&o)[1] = -512, G(&o)[2] = 2;
     ck_assert(tr_grad_unscale(&opt, 1.0f / 1024, &(struct tr_diag){0}));
     ck_assert(G(&o)[0] == 1 && G(&o)[1] == -0.5f && G(&o)[2] == 1.0f / 512);

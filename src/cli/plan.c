@@ -82,15 +82,18 @@ static void ranks_words(const struct tr_plan *plan, const struct tr_recipe *r, i
                (long long)r->train.batch_size, (double)bytes / 1048576, (double)moved / 1048576, world);
     for (int k = 0; k < world; k++) {
         size_t state = c->k.shard && plan->shard_bytes ? plan->shard_bytes[k] : c->regions[TR_REGION_OPTIMIZER];
-        json_array_append_new(each, json_pack("{si sI}", "rank", k, "optimizer_bytes", (json_int_t)state));
+        size_t grads = c->k.shard == 2 && plan->shard_elements ? (size_t)plan->shard_elements[k] * sizeof(float)
+                                                                : c->regions[TR_REGION_GRADS];
+        json_array_append_new(each, json_pack("{si sI sI}", "rank", k, "optimizer_bytes", (json_int_t)state,
+                                              "grads_bytes", (json_int_t)grads));
         if (!json)
-            printf("  rank %d: optimizer state %zu bytes%s\n", k, state,
-                   c->k.shard ? " (its shard: ZeRO stage 1)" : "");
+            printf("  rank %d: optimizer state %zu bytes, gradients %zu bytes%s\n", k, state, grads,
+                   c->k.shard == 2 ? " (its shards: ZeRO stage 2)" : c->k.shard ? " (its shard: ZeRO stage 1)" : "");
     }
     if (json)
         *json = json_pack("{si sI sI sI ss sf sf so}", "world", world, "per_rank_batch",
                           (json_int_t)(r->train.batch_size / world), "gradient_bytes", (json_int_t)bytes,
-                          "moved_bytes_per_rank", (json_int_t)moved, "shard", c->k.shard ? "optimizer" : "off",
+                          "moved_bytes_per_rank", (json_int_t)moved, "shard", tr_shard_name(c->k.shard),
                           "bus_bytes_per_second", plan->bus_rate, "comm_seconds", c->comm_seconds, "each", each);
     else
         json_decref(each);

@@ -76,9 +76,73 @@ static int sum_bucket(struct tr_grad_reducer *r, float *bucket, size_t n, struct
     return rc;
 }
 
+/* ---- ZeRO stage 2 ------------------------------------------------------------------------------- */
+
+static void stage2_init(struct tr_grad_reducer *r, const struct tr_graph *g, int nspans)
+{
+    int world = r->comm->world;
+    r->stage2 = true;
+    r->grad_values = tr_xmalloc((size_t)(nspans + 1) * sizeof *r->grad_values);
+    r->numel = tr_xmalloc((size_t)(nspans + 1) * sizeof *r->numel);
+    r->cut = tr_xmalloc((size_t)(world + 1) * sizeof *r->cut);
+    int i = 0;
+    for (int v = 0; v < g->nvalues && i < nspans; v++)
+        if (g->values[v].kind == TR_PARAM)
+            r->grad_values[i] = g->values[v].grad, r->numel[i++] = tr_dim_eval(tr_shape_numel(&g->values[v].shape), 1, 1);
+    tr_shard_cut(r->numel, nspans, world, r->cut);
+    free(r->bucket);   /* the buckets go through the host buffer: a whole one */
+    r->buffer_elems = r->bucket_elems;
+    r->bucket = tr_xmalloc((size_t)r->buffer_elems * sizeof *r->bucket);
+}
+
+void tr_grad_reducer_begin(struct tr_grad_reducer *r, char *shard, int rounds)
+{
+    if (!r->stage2)
+        return;
+    r->summed = (float *)shard;
+    r->rounds = rounds, r->done = 0;
+    memset(r->summed, 0, (size_t)(r->cut[r->comm->rank + 1] - r->cut[r->comm->rank]) * sizeof *r->summed);
+}
+
+/* One sum of the round: arena holds this rank's gradients at plan's offsets (NULL: zeros). */
+static int stage2_round(struct tr_grad_reducer *r, const char *arena, const struct tr_memplan *plan, struct tr_diag *d)
+{
+    int world = r->comm->world, rank = r->comm->rank, rc = 0;
+    int64_t total = r->cut[world], lo = r->cut[rank], hi = r->cut[rank + 1];
+    double began = now();
+    for (int64_t from = 0; from < total && !rc; from += r->buffer_elems) {
+        int64_t to = from + r->buffer_elems < total ? from + r->buffer_elems : total;
+        if (!arena)
+            memset(r->bucket, 0, (size_t)(to - from) * sizeof *r->bucket);
+        for (int i = 0, at = 0; arena && i < r->ngrads; at += (int)r->numel[i++]) {   /* packed end to end */
+            int64_t a = at > from ? at : from, b = at + r->numel[i] < to ? at + r->numel[i] : to;
+            if (a < b)
+                memcpy(r->bucket + (a - from), arena + plan->offset[r->grad_values[i]] + (a - at) * (int64_t)sizeof(float),
+                       (size_t)(b - a) * sizeof(float));
+        }
+        for (int k = 0; k < world; k++) {
+            int64_t a = r->cut[k] > from ? r->cut[k] : from, b = r->cut[k + 1] < to ? r->cut[k + 1] : to;
+            r->counts[k] = b > a ? (int)(b - a) : 0, r->displs[k] = b > a ? (int)(a - from) : 0;
+        }
+        rc = tr_comm_reduce_scatter(r->comm, r->bucket, r->counts, r->displs, d);
+        int64_t a = lo > from ? lo : from, b = hi < to ? hi : to;
+        for (int64_t e = a; !rc && e < b; e++)   /* this round's sum of this rank's part, added */
+            r->summed[e - lo] += r->bucket[e - from];
+    }
+    r->done++;
+    r->seconds += now() - began;
+    r->exposed += now() - began;
+    return rc;
+}
+
+int tr_grad_reduce_micro(struct tr_grad_reducer *r, const struct tr_exec *x, struct tr_diag *d)
+{
+    return r->stage2 ? stage2_round(r, x->base[TR_ACT], x->plan, d) : 0;
+}
+
 void tr_grad_reducer_init(struct tr_grad_reducer *r, const struct tr_comm *comm, const struct tr_backend *be,
                           const struct tr_param_span *spans, int nspans, const struct tr_graph *g,
-                          const struct tr_memplan *plan, size_t bucket_bytes, bool shard)
+                          const struct tr_memplan *plan, size_t bucket_bytes, int shard)
 {
     *r = (struct tr_grad_reducer){.comm = comm, .be = be};
     if (comm->world == 1)
@@ -113,6 +177,8 @@ void tr_grad_reducer_init(struct tr_grad_reducer *r, const struct tr_comm *comm,
     if (r->in_place)
         r->parts = run_parts(r, spans, nspans);
     r->shard = shard && r->parts;
+    if (shard == 2 && be->ops->host_visible)
+        stage2_init(r, g, nspans);
     r->counts = tr_xmalloc((size_t)comm->world * 2 * sizeof *r->counts);
     r->displs = r->counts + comm->world;
 }
@@ -123,6 +189,7 @@ void tr_grad_reducer_free(struct tr_grad_reducer *r)
 {
     overlap_stop(r);
     free(r->bucket), free(r->grads), free(r->state), free(r->parts), free(r->counts);
+    free(r->grad_values), free(r->numel), free(r->cut);
     *r = (struct tr_grad_reducer){0};
 }
 
@@ -400,6 +467,13 @@ int tr_grad_reduce(struct tr_grad_reducer *r, char *grads, bool ran, struct tr_d
         return 0;
     if (r->overlap)
         return overlap_finish(r, grads, d);
+    if (r->stage2) {   /* the rounds this rank has no micro-batch for: zeros */
+        int rc = 0;
+        while (!rc && r->done < r->rounds)
+            rc = stage2_round(r, NULL, NULL, d);
+        r->done = r->rounds = 0;
+        return rc;
+    }
     double began = now();
     int rc = 0;
     if (!r->in_place) {

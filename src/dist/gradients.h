@@ -44,6 +44,16 @@ struct tr_grad_reducer {
      * keeping the sums of its own part (its optimizer's), the rest of the run stale */
     int64_t *parts;
     bool shard;
+    /* ZeRO stage 2: each micro-batch's gradients (in the arena, at its plan's offsets) are
+     * reduce-scattered after its backward, in buckets of the parameters' elements end to end,
+     * and this rank's part of each sum added into its shard (the gradients' region, this rank's
+     * elements [cut[rank], cut[rank + 1]) end to end); every rank sums as many times a step
+     * (the most micro-batches any rank runs), zeros where it has none left */
+    bool stage2;
+    int *grad_values;                /* every parameter's gradient value, in the optimizer's order */
+    int64_t *numel, *cut;            /* their elements; ZeRO's cut (world + 1) */
+    int rounds, done;                /* the step's sums, and those made */
+    float *summed;                   /* the shard, while a step runs */
     int *counts, *displs;            /* the trainer's thread's: a bucket's parts */
     double seconds;                  /* spent in reductions so far (overlapped: in the collectives) */
     double exposed;                  /* overlapped: the trainer's wait for them after the backward */
@@ -60,8 +70,14 @@ struct tr_grad_reducer {
  * is allocated alone (world 1). */
 void tr_grad_reducer_init(struct tr_grad_reducer *r, const struct tr_comm *comm, const struct tr_backend *be,
                           const struct tr_param_span *spans, int nspans, const struct tr_graph *g,
-                          const struct tr_memplan *plan, size_t bucket_bytes, bool shard);
+                          const struct tr_memplan *plan, size_t bucket_bytes, int shard);
 void tr_grad_reducer_free(struct tr_grad_reducer *r);
+/* ZeRO stage 2, before a step's first micro-batch: its shard of summed gradients (the gradients'
+ * region) zeroed, and rounds sums to make (the most micro-batches a rank runs this step). */
+void tr_grad_reducer_begin(struct tr_grad_reducer *r, char *shard, int rounds);
+/* ZeRO stage 2, after a micro-batch's backward on x: its gradients summed over the ranks, this
+ * rank's part added into the shard. 0, or a code with the sentence in d. */
+int tr_grad_reduce_micro(struct tr_grad_reducer *r, const struct tr_exec *x, struct tr_diag *d);
 /* Starts the communication thread for the program's schedule (n nodes of g), if the gradients
  * can be summed where they lie and MPI lets another thread call it; returns whether it did. The
  * executor hook it returns chains `inner` (the profiler's) and pushes each bucket as its last

@@ -10,7 +10,7 @@ int tr_program_plan(struct tr_program *p, struct tr_graph *g, const struct tr_bu
                     int nbuckets, const int *keep, int nkeep, tr_workspace_fn workspace, bool grads_in_arena)
 {
     memset(p, 0, sizeof *p);
-    if (g->error || nbuckets < 1 || (grads_in_arena && nbuckets > 1))
+    if (g->error || nbuckets < 1)
         return TR_EINVAL;
     p->graph = g;
     p->n = g->nnodes;

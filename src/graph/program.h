@@ -20,7 +20,8 @@ struct tr_program {
 
 /* Plans g (already differentiated) for each bucket; keep: values that outlive the schedule;
  * workspace: the backend's scratch per node (memplan.h; NULL: none); grads_in_arena: each
- * optimizer step is one run of the schedule (memplan.h; one bucket only). */
+ * optimizer step is one run of the schedule, or ZeRO stage 2 takes each run's gradients out of
+ * the arena after it (memplan.h; each bucket's plan has them at its own offsets). */
 int tr_program_plan(struct tr_program *p, struct tr_graph *g, const struct tr_bucket *buckets,
                     int nbuckets, const int *keep, int nkeep, tr_workspace_fn workspace, bool grads_in_arena);
 /* The plan for the smallest bucket that holds (B, S), or NULL if none does. */

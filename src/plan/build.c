@@ -88,7 +88,7 @@ size_t tr_plan_optimizer_bytes(const struct tr_recipe *r, const struct tr_graph 
     return state_bytes(r, tr_plan_param_bytes(g) / sizeof(float));
 }
 
-size_t tr_plan_optimizer_shard_bytes(const struct tr_recipe *r, const struct tr_graph *g, int world, int rank)
+int64_t tr_plan_shard_elements(const struct tr_graph *g, int world, int rank)
 {
     int n = 0;
     int64_t *numel = tr_xmalloc((size_t)(g->nvalues + 1) * sizeof *numel);
@@ -97,7 +97,12 @@ size_t tr_plan_optimizer_shard_bytes(const struct tr_recipe *r, const struct tr_
             numel[n++] = tr_dim_eval(tr_shape_numel(&g->values[v].shape), 1, 1);
     int64_t own = tr_shard_elements(numel, n, world, rank);
     free(numel);
-    return state_bytes(r, (size_t)own);
+    return own;
+}
+
+size_t tr_plan_optimizer_shard_bytes(const struct tr_recipe *r, const struct tr_graph *g, int world, int rank)
+{
+    return state_bytes(r, (size_t)tr_plan_shard_elements(g, world, rank));
 }
 
 static size_t state_bytes(const struct tr_recipe *r, size_t elements)

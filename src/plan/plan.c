@@ -31,6 +31,7 @@ struct pair {
     int *schedule_train, *schedule_eval;
     size_t optimizer;
     size_t optimizer_shard;   /* the job's rank's shard of it (ZeRO stage 1) */
+    int64_t shard_elements;   /* the parameters' elements in that shard (stage 2: its gradients) */
     int64_t min_micro;        /* batch norm keeps its statistics meaningful */
     double optimizer_seconds, optimizer_shard_seconds;
     size_t (*eval_regions)[TR_NREGIONS];   /* per evaluation batch (≤ batch): its plan's regions, once
@@ -222,6 +223,8 @@ static void measure(struct pair *p, struct tr_candidate *c)
         if (r != TR_REGION_OPTIMIZER && p->eval_regions[e][r] > c->regions[r])
             c->regions[r] = p->eval_regions[e][r];
     c->regions[TR_REGION_OPTIMIZER] = c->k.shard ? p->optimizer_shard : p->optimizer;
+    if (c->k.shard == 2)   /* the summed gradients of the rank's shard; each run's are in the arena */
+        c->regions[TR_REGION_GRADS] = (size_t)p->shard_elements * sizeof(float);
     /* a device's inputs region holds a second copy: the next micro-batch's, copied ahead */
     c->regions[TR_REGION_DATA] = tr_exec_inputs_bytes(tr_plan_backend(job->dev), c->regions[TR_REGION_DATA]);
     c->peak = 0;
@@ -278,11 +281,14 @@ static void timing(struct pair *p, const struct lengths *h, struct tr_candidate 
     c->step_seconds += c->k.shard ? p->optimizer_shard_seconds : p->optimizer_seconds;
     /* across ranks, at the measured bus rate: a ring's reduce-scatter and all-gather each move
      * (N − 1) / N of the gradients in and out of a rank (sharded, the all-gather the parameters:
-     * as many bytes) */
+     * as many bytes); stage 2 reduce-scatters every micro-batch's, each packed through the host
+     * buffer first (written, read, and added into the shard) */
     const struct tr_plan_job *job = p->job;
-    c->comm_seconds = job->world > 1 && job->bus_rate > 0
-                          ? 2.0 * (job->world - 1) / job->world * (double)tr_plan_param_bytes(&p->train.g) / job->bus_rate
-                          : 0;
+    double bytes = (double)tr_plan_param_bytes(&p->train.g), part = (double)(job->world - 1) / job->world;
+    double sums = c->k.shard == 2 ? ceil(c->micro_steps) + 1 : 2;
+    c->comm_seconds = job->world > 1 && job->bus_rate > 0 ? sums * part * bytes / job->bus_rate : 0;
+    if (c->k.shard == 2)
+        c->step_seconds += ceil(c->micro_steps) * 3 * bytes / job->dev->bandwidth;
     c->step_seconds += c->comm_seconds;
 }
 
@@ -315,6 +321,7 @@ static int open_pair(struct pair *p, const struct tr_plan_job *job, const struct
      * parameters gathered through a host buffer: this rank's part copied in, all of them out
      * (read and written at the host's bandwidth; the collective itself is the communication's) */
     p->optimizer_shard = tr_plan_optimizer_shard_bytes(job->r, &p->train.g, job->world, job->rank);
+    p->shard_elements = tr_plan_shard_elements(&p->train.g, job->world, job->rank);
     double own = p->optimizer ? params * (double)p->optimizer_shard / (double)p->optimizer : params / job->world;
     p->optimizer_shard_seconds = tr_plan_optimizer_seconds(job->dev, tr_optimizer_nstate(job->r), own, params,
                                                            (double)p->optimizer_shard) +
@@ -454,7 +461,7 @@ struct space {
     struct { int mode, blocks; } remat[TR_PLAN_MAX_BUCKETS * 4];
     int nremat;
     bool batching[2];         /* [0] fixed, [1] dynamic */
-    bool shard[2];            /* [0] every rank the whole optimizer state, [1] sharded */
+    bool shard[3];            /* ZeRO's stages searched: [0] none, [1] optimizer state, [2] gradients */
 };
 
 /* ZeRO stage 1 across ranks: the gradients are summed where the host sees them (a device's go
@@ -468,8 +475,14 @@ static int shard_space(const struct tr_plan_job *job, struct space *sp, struct t
                     "travel through host copies and are summed whole (optimize.shard=off)", job->dev->name);
         return TR_EINVAL;
     }
-    sp->shard[0] = want != TR_SHARD_OPTIMIZER || !can;
-    sp->shard[1] = want != TR_SHARD_OFF && can;
+    if (want == TR_SHARD_GRADIENTS && job->world > 1 && !can) {
+        tr_diag_add(diag, (struct tr_where){0}, "optimize.shard: gradients needs gradients the host sees; %s's "
+                    "travel through host copies and are summed whole (optimize.shard=off)", job->dev->name);
+        return TR_EINVAL;
+    }
+    sp->shard[0] = (want != TR_SHARD_OPTIMIZER && want != TR_SHARD_GRADIENTS) || !can;
+    sp->shard[1] = (want == TR_SHARD_AUTO || want == TR_SHARD_OPTIMIZER) && can;
+    sp->shard[2] = (want == TR_SHARD_AUTO || want == TR_SHARD_GRADIENTS) && can;
     return 0;
 }
 
@@ -544,7 +557,8 @@ static void describe(const struct tr_plan *p, const struct tr_candidate *c, char
 {
     char remat[32];
     tr_knobs_remat_words(&c->k, p->blocks, remat, sizeof remat);
-    const char *shard = c->k.shard ? ", optimizer state sharded" : "";
+    const char *shard = c->k.shard == 2 ? ", optimizer state and gradients sharded"
+                        : c->k.shard ? ", optimizer state sharded" : "";
     if (c->k.dynamic)
         snprintf(out, size, "%s, checkpointing %s, dynamic batching in %d buckets (%.1f micro-steps a step)%s",
                  tr_precision_name(c->k.precision), remat, c->k.nbuckets, c->micro_steps, shard);
@@ -641,8 +655,11 @@ static int model_blocks(struct tr_plan *p, const struct tr_plan_job *job)
     p->bus_rate = job->bus_rate;
     if (job->world > 1 && !g.error) {
         p->shard_bytes = tr_xcalloc((size_t)job->world, sizeof *p->shard_bytes);
-        for (int k = 0; k < job->world; k++)
+        p->shard_elements = tr_xcalloc((size_t)job->world, sizeof *p->shard_elements);
+        for (int k = 0; k < job->world; k++) {
             p->shard_bytes[k] = tr_plan_optimizer_shard_bytes(job->r, &g, job->world, k);
+            p->shard_elements[k] = tr_plan_shard_elements(&g, job->world, k);
+        }
     }
     tr_graph_free(&g);
     return blocks;
@@ -672,7 +689,7 @@ int tr_plan_search(struct tr_plan *p, const struct tr_plan_job *job, struct tr_d
             bool empty = knobs.remat_mode == TR_REMAT_SELECTIVE && pair.train.remat_nodes == 0 &&
                          job->r->optimize.checkpointing.name == TR_CKPT_AUTO;
             for (int dyn = 0; dyn < 2 && !empty; dyn++)
-                for (int shard = 0; shard < 2; shard++) {
+                for (int shard = 0; shard < 3; shard++) {
                     if (!sp.batching[dyn] || !sp.shard[shard] || p->ncand >= MAX_CANDIDATES)
                         continue;
                     struct tr_candidate *c = add_candidate(p);
@@ -742,6 +759,6 @@ int tr_plan_replay(struct tr_plan *p, const struct tr_plan_job *job, const struc
 
 void tr_plan_free(struct tr_plan *p)
 {
-    free(p->cand), free(p->shard_bytes);
+    free(p->cand), free(p->shard_bytes), free(p->shard_elements);
     memset(p, 0, sizeof *p);
 }

@@ -18,6 +18,7 @@
 #include "graph/program.h"
 #include "models/models.h"
 #include "plan/device.h"
+#include "plan/shard.h"
 #include "recipe/recipe.h"
 
 #define TR_PLAN_MAX_BUCKETS 32   /* dynamic batching's length buckets */
@@ -36,15 +37,17 @@ struct tr_knobs {
     int64_t micro;            /* fixed batching: rows a micro-batch (the last may hold fewer) */
     int64_t accumulation;     /* fixed batching: micro-batches a step, ⌈batch / micro⌉ */
     int64_t eval_batch;       /* rows an evaluation batch takes */
-    int shard;                /* across ranks, ZeRO stage 1: each rank keeps and updates its shard
-                               * of the optimizer's state (plan/shard.h); 0: every rank all of it */
+    int shard;                /* across ranks, ZeRO's stage: 1, each rank keeps and updates its
+                               * shard of the optimizer's state (plan/shard.h); 2, of the summed
+                               * gradients too, each micro-batch's gradients in the arena and
+                               * summed into the shards after its backward; 0: every rank all */
 };
 
 /* Whether every optimizer step under knobs k is one micro-batch, one run of the schedule: then
  * the gradients are planned in the arena (memplan.h), since nothing adds up across runs. */
 static inline bool tr_knobs_grads_in_arena(const struct tr_knobs *k)
 {
-    return !k->dynamic && k->nbuckets == 1 && k->accumulation == 1 && !k->shard;
+    return (!k->dynamic && k->nbuckets == 1 && k->accumulation == 1 && !k->shard) || k->shard == 2;
 }
 
 /* A program built for a set of knobs: the training one (differentiated, checkpointed) or the
@@ -136,6 +139,8 @@ struct tr_plan {
     struct tr_ceiling ceiling;     /* the job's: what the budget was lowered to, and why */
     size_t *shard_bytes;           /* across ranks: each rank's optimizer state when sharded (world
                                     * entries; NULL alone) */
+    int64_t *shard_elements;       /* and the parameters' elements of its shard (stage 2: the
+                                    * gradients it keeps) */
     int world;
     double bus_rate;               /* the job's */
 };
@@ -208,6 +213,8 @@ size_t tr_plan_param_bytes(const struct tr_graph *g);
 size_t tr_plan_optimizer_bytes(const struct tr_recipe *r, const struct tr_graph *g);
 /* The same for rank's shard of them among world ranks (plan/shard.h). */
 size_t tr_plan_optimizer_shard_bytes(const struct tr_recipe *r, const struct tr_graph *g, int world, int rank);
+/* The parameters' elements rank's shard holds among world ranks. */
+int64_t tr_plan_shard_elements(const struct tr_graph *g, int world, int rank);
 
 /* The predicted time of one pass of g at (B, S) on dev (cost.c), and the FLOPs and bytes
  * behind it (either pointer may be NULL). */

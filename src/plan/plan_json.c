@@ -25,7 +25,7 @@ static json_t *candidate_json(const struct tr_plan *p, const struct tr_candidate
                      p->blocks,
                      "dynamic_batching", c->k.dynamic, "micro_batch", buckets,
                      "micro", (json_int_t)c->k.micro, "accumulation", (json_int_t)c->k.accumulation,
-                     "eval_batch", (json_int_t)c->k.eval_batch, "shard", c->k.shard ? "optimizer" : "off",
+                     "eval_batch", (json_int_t)c->k.eval_batch, "shard", tr_shard_name(c->k.shard),
                      "predicted_peak_bytes", (json_int_t)c->peak, "predicted_footprint_bytes",
                      (json_int_t)c->footprint, "budget_bytes", (json_int_t)p->budget, "fits", c->fits,
                      "predicted_step_seconds", c->step_seconds, "predicted_comm_seconds", c->comm_seconds,
@@ -113,8 +113,8 @@ int tr_plan_read_knobs(const char *path, struct tr_knobs *k, struct tr_diag *dia
     }
     /* plans written before sharding have no "shard": off */
     const char *shard = json_string_value(json_object_get(j, "shard"));
-    if (!rc && shard && (k->shard = name_index(shard, (const char *const[]){"off", "optimizer"}, 2)) < 0)
-        rc = tr_fail(diag, TR_EINVAL, "%s: unknown shard '%s' (off or optimizer)", path, shard);
+    if (!rc && shard && (k->shard = name_index(shard, (const char *const[]){"off", "optimizer", "gradients"}, 3)) < 0)
+        rc = tr_fail(diag, TR_EINVAL, "%s: unknown shard '%s' (off, optimizer or gradients)", path, shard);
     if (!rc) {
         k->remat_blocks = blocks, k->dynamic = dynamic, k->nbuckets = (int)json_array_size(buckets);
         k->micro = micro, k->accumulation = accumulation, k->eval_batch = eval_batch;

@@ -5,6 +5,11 @@
 
 #include "core/alloc.h"
 
+const char *tr_shard_name(int stage)
+{
+    return stage == 2 ? "gradients" : stage == 1 ? "optimizer" : "off";
+}
+
 void tr_shard_cut(const int64_t *numel, int n, int world, int64_t *first)
 {
     int64_t total = 0;

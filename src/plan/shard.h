@@ -12,6 +12,9 @@
 
 #include "backend/backend.h"
 
+/* A plan's ZeRO stage (tr_knobs' shard) as plan.json and run.json name it: "off", "optimizer",
+ * "gradients". */
+const char *tr_shard_name(int stage);
 /* first[0 … world]: the ranks' first elements, first[world] the total (numel[i]: parameter i's). */
 void tr_shard_cut(const int64_t *numel, int n, int world, int64_t *first);
 /* Elements rank owns of the parameters numel[0 … n − 1] (the whole when world is 1). */

@@ -24,7 +24,7 @@ static const char *const tokenizer_names[] = {"none", "bytes", "chars", "wordpie
 static const char *const tristate_names[] = {"auto", "off", "on", NULL};
 static const char *const schedule_names[] = {"constant", "linear", "cosine", NULL};
 static const char *const amp_names[] = {"auto", "off", "bf16", "fp16", NULL};
-static const char *const shard_names[] = {"auto", "off", "optimizer", NULL};   /* enum tr_shard_mode */
+static const char *const shard_names[] = {"auto", "off", "optimizer", "gradients", NULL};   /* enum tr_shard_mode */
 static const char *const switch_names[] = {"auto", "on", "off", NULL};         /* enum tr_switch */
 static const char *const ckpt_names[] = {"auto", "off", "selective", "full", NULL};
 static const char *const auto_names[] = {"auto", NULL};
@@ -188,8 +188,8 @@ const struct tr_key tr_keys[] = {
     {"optimize.accumulation", TR_T_CHOICE, OFF(optimize.accumulation), "auto", 1, 16777216,
      auto_names, 0, 0, 0, "micro-steps per optimizer step: auto, or a number dividing the batch"},
     {"optimize.shard", TR_T_ENUM, OFF(optimize.shard), "auto", 0, 0, shard_names, 0, 0, 0,
-     "across ranks, ZeRO stage 1: each rank keeps and updates only its part of the optimizer's state "
-     "(auto: the planner's choice)"},
+     "across ranks, ZeRO: each rank keeps and updates only its part of the optimizer's state (stage 1), "
+     "and of the summed gradients (gradients: stage 2) (auto: the planner's choice)"},
 
     {"report.dir", TR_T_STR, OFF(report.dir), "runs", 0, 0, NULL, 0, 0, 0,
      "where run folders go: DIR/NAME/YYYYmmdd-HHMMSS/"},

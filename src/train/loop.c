@@ -787,7 +787,7 @@ static void note_ranks(struct loop_run *c)
                                                      comm->launcher, "bucket_bytes",
                                                      (json_int_t)c->r->distributed.bucket, "overlap",
                                                      red->overlap != NULL, "shard",
-                                                     c->s->k.shard ? "optimizer" : "off", "each", each));
+                                                     tr_shard_name(c->s->k.shard), "each", each));
     } else
         tr_run_folder_say(c->f, "warning: the ranks' times not gathered: %s\n", tr_diag_last(&why));
     tr_diag_free(&why);
@@ -820,11 +820,18 @@ int tr_loop_run(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f
     l->profile = (struct tr_exec_profile){.per_op = getenv("TR_PROFILE") != NULL, .phase_seconds = l->timer.phase};
     s->train.x.hook = tr_exec_profiler(&l->profile);
     tr_grad_reducer_init(&l->reducer, l->comm, s->be, s->optim.spans, s->optim.nspans, &s->train.b.g,
-                         &s->train.b.p.plans[0], r->distributed.bucket, s->k.shard != 0);
+                         &s->train.b.p.plans[0], r->distributed.bucket, s->k.shard);
     l->reducer.profile = &l->profile;
-    if (overlapping(r, l->comm, s->dev.threads) && tr_grad_reducer_overlap(&l->reducer, &s->train.b.g, s->train.b.p.schedule,
-                                                          s->train.b.p.n, &s->train.b.p.plans[0]))
-        s->train.x.hook = tr_grad_reducer_hook(&l->reducer, s->train.x.hook);
+    if (overlapping(r, l->comm, s->dev.threads)) {
+        if (tr_grad_reducer_overlap(&l->reducer, &s->train.b.g, s->train.b.p.schedule, s->train.b.p.n,
+                                    &s->train.b.p.plans[0]))
+            s->train.x.hook = tr_grad_reducer_hook(&l->reducer, s->train.x.hook);
+        else if (r->distributed.overlap == TR_SWITCH_ON)
+            tr_run_folder_say(f, "distributed.overlap: the gradients are summed after the backward: %s\n",
+                              !l->reducer.in_place ? "they are not in a region of their own the host sees (one "
+                              "micro-batch a step keeps them in the arena; ZeRO 2; a device)"
+                                                   : "MPI lets no other thread call it");
+    }
     tr_leak_init(&l->leak, warmup(&c));
     trace_open(&c);
     l->monitor = tr_monitor_start(r->report.monitor_every);

@@ -17,11 +17,11 @@ static int64_t numel(const struct tr_graph *g, int v)
     return tr_dim_eval(tr_shape_numel(&g->values[v].shape), 1, 1);
 }
 
-static void shard_init(struct tr_optim *o, const struct tr_comm *c, size_t bucket);
+static void shard_init(struct tr_optim *o, const struct tr_comm *c, size_t bucket, int stage);
 
 void tr_optim_init(struct tr_optim *o, const struct tr_recipe *r, const struct tr_graph *g,
                    const struct tr_memplan *plan, const struct tr_backend *be, char *params, char *grads,
-                   float *state, const struct tr_comm *shard)
+                   float *state, const struct tr_comm *shard, int stage)
 {
     *o = (struct tr_optim){.g = g, .plan = plan, .be = be, .params = params, .grads = grads, .state = state,
                            .kind = r->train.optimizer.name,
@@ -43,11 +43,11 @@ void tr_optim_init(struct tr_optim *o, const struct tr_recipe *r, const struct t
         o->total += numel(g, v);
     }
     if (shard)
-        shard_init(o, shard, r->distributed.bucket);
+        shard_init(o, shard, r->distributed.bucket, stage);
 }
 
 /* This rank's part: its spans, every rank's counts, the norm's pieces, the gathering buffer. */
-static void shard_init(struct tr_optim *o, const struct tr_comm *c, size_t bucket)
+static void shard_init(struct tr_optim *o, const struct tr_comm *c, size_t bucket, int stage)
 {
     int64_t *numel = tr_xmalloc((size_t)(o->nspans + 1) * sizeof *numel);
     int64_t *first = tr_xmalloc((size_t)(c->world + 1) * sizeof *first);
@@ -64,6 +64,9 @@ static void shard_init(struct tr_optim *o, const struct tr_comm *c, size_t bucke
         o->counts[k] = (int)(first[k + 1] - first[k]), o->displs[k] = (int)first[k];
     o->shard_spans = tr_xcalloc((size_t)(o->nspans ? o->nspans : 1), sizeof *o->shard_spans);
     o->nshard = tr_shard_spans(o->spans, o->nspans, o->lo, o->lo + o->own, o->shard_spans);
+    o->stage = stage == 2 ? 2 : 1;
+    for (int i = 0; o->stage == 2 && i < o->nshard; i++)   /* the shard's gradients, end to end */
+        o->shard_spans[i].grad = o->shard_spans[i].state * (int64_t)sizeof(float);
     o->pieces = tr_xcalloc((size_t)(o->npieces ? o->npieces : 1), sizeof *o->pieces);
     int64_t cap = (int64_t)(bucket / sizeof(float));
     o->gather_elems = cap < o->total ? (cap > 0 ? cap : 1) : (o->total ? o->total : 1);
@@ -230,6 +233,8 @@ static int sumsq_shared(struct tr_optim *o, double *sum, struct tr_diag *d)
                 continue;
             struct tr_param_span piece = o->spans[i];
             piece.param += at * (int64_t)sizeof(float), piece.grad += at * (int64_t)sizeof(float);
+            if (o->stage == 2)
+                piece.grad = (first - o->lo) * (int64_t)sizeof(float);
             piece.numel = o->spans[i].numel - at < TR_SUMSQ_PIECE ? o->spans[i].numel - at : TR_SUMSQ_PIECE;
             struct tr_optim_args a = args_of(o, 0, d);
             a.spans = &piece, a.nspans = 1;
@@ -275,9 +280,16 @@ int tr_grad_first_nonfinite(const struct tr_optim *o)
     for (int v = 0, i = 0; v < o->g->nvalues && found < 0; v++) {
         if (o->g->values[v].kind != TR_PARAM)
             continue;
-        const struct tr_param_span *s = &o->spans[i++];
-        if (o->comm && (s->state + s->numel <= o->lo || s->state >= o->lo + o->own))
-            continue;   /* sharded: this rank's part holds the summed gradients, the rest is stale */
+        struct tr_param_span part = o->spans[i++], *s = &part;
+        if (o->comm) {   /* sharded: this rank's part holds the summed gradients, the rest is stale */
+            int64_t lo = s->state > o->lo ? s->state : o->lo;
+            int64_t hi = s->state + s->numel < o->lo + o->own ? s->state + s->numel : o->lo + o->own;
+            if (lo >= hi)
+                continue;
+            part.grad = o->stage == 2 ? (lo - o->lo) * (int64_t)sizeof(float)
+                                      : s->grad + (lo - s->state) * (int64_t)sizeof(float);
+            part.numel = hi - lo;
+        }
         struct tr_diag ignored = {0};   /* a device that cannot copy: no culprit named */
         g = tr_xrealloc(g, (size_t)(s->numel ? s->numel : 1) * sizeof *g);
         int rc = tr_backend_copy(o->be, g, o->grads + s->grad, (size_t)s->numel * sizeof *g, TR_COPY_TO_HOST, &ignored);

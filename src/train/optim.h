@@ -29,6 +29,7 @@ struct tr_optim {
     /* ZeRO stage 1 (plan/shard.h): the ranks share the state, each keeping and updating its part
      * of the parameters' elements, [lo, lo + own); NULL comm: this process holds it all */
     const struct tr_comm *comm;
+    int stage;                 /* 1, or 2: grads hold this rank's part alone, element lo at 0 */
     int64_t lo, own;
     int *counts, *displs;      /* every rank's part: its elements and its first */
     struct tr_param_span *shard_spans;   /* the spans' parts in this rank's (state offsets from lo) */
@@ -43,10 +44,11 @@ struct tr_optim {
 /* The optimizer over g's parameters and gradients (at plan's offsets), its state in `state`
  * (tr_plan_optimizer_bytes long), all of it be's memory. shard: the ranks sharing the state
  * (its state then tr_plan_optimizer_shard_bytes long: this rank's part; be's memory the host's),
- * NULL for none. */
+ * NULL for none; stage (ZeRO's, with shard): 2, grads holds only this rank's part's summed
+ * gradients, end to end. */
 void tr_optim_init(struct tr_optim *o, const struct tr_recipe *r, const struct tr_graph *g,
                    const struct tr_memplan *plan, const struct tr_backend *be, char *params, char *grads,
-                   float *state, const struct tr_comm *shard);
+                   float *state, const struct tr_comm *shard, int stage);
 void tr_optim_free(struct tr_optim *o);
 /* The host's view of the state, for checkpoints: the state itself on a host-visible backend,
  * else a host copy that pull fills from the device and push copies back (0, or a code with the

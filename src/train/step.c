@@ -123,6 +123,8 @@ int tr_step_gradients(const struct tr_step_runner *r, const struct tr_step *st, 
     r->rng->step = step;
     int lo, hi, next_lo = 0, next_hi = 0;
     share_of(r, st, &lo, &hi);
+    if (r->reducer)   /* ZeRO 2: as many sums on every rank, the most micro-batches any rank runs */
+        tr_grad_reducer_begin(r->reducer, x->base[TR_GRAD], (int)((st->nmicro + r->world - 1) / (r->world > 1 ? r->world : 1)));
     if (next)
         share_of(r, next, &next_lo, &next_hi);
     *ran = runnable(st, lo, hi, r->lm) < hi;
@@ -158,6 +160,8 @@ int tr_step_gradients(const struct tr_step_runner *r, const struct tr_step *st, 
             rc = tr_exec_run(x, b->n, b->S, d);
         if (!rc)
             rc = tr_exec_read(x, r->m->loss, &part, sizeof part, d);
+        if (!rc && r->reducer)   /* ZeRO 2: this micro-batch's gradients into the ranks' shards */
+            rc = tr_grad_reduce_micro(r->reducer, x, d);
         if (rc)
             return rc;
         *loss += share * part;
