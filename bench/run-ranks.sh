@@ -26,7 +26,7 @@ SHORT = ["train.epochs=null", "train.eval_every=0", "train.eval_samples=8", "tra
          "report.tensorboard=false", "report.monitor_every=0", "--quiet"]
 scratch = tempfile.mkdtemp(prefix="ranks.")
 got = {}
-def run(name, args, ranks, bucket, plan, overlap="true"):
+def run(name, args, ranks, bucket, plan, overlap="on"):
     out = os.path.join(scratch, "run")
     shutil.rmtree(out, ignore_errors=True)
     env = dict(os.environ, OMP_NUM_THREADS="1" if ranks > 1 else "2")
@@ -51,8 +51,8 @@ try:
             for bucket in buckets:
                 plan = None
                 # the one process replays the ranks' plan; the overlap's order alternates by round
-                for ranks, overlap in ((2, "false"), (2, "true"), (1, "false")) if r % 2 == 0 else \
-                                      ((2, "true"), (2, "false"), (1, "false")):
+                for ranks, overlap in ((2, "off"), (2, "on"), (1, "off")) if r % 2 == 0 else \
+                                      ((2, "on"), (2, "off"), (1, "off")):
                     step, reduce_s, exposed_s, keep = run(name, args, ranks, bucket, plan, overlap)
                     plan = plan or keep
                     got.setdefault((name, bucket, ranks, overlap), []).append((step, reduce_s, exposed_s))
@@ -61,8 +61,8 @@ try:
     med = lambda key, i: statistics.median(x[i] for x in got[key])
     for name, _ in CASES:
         for bucket in buckets:
-            one = med((name, bucket, 1, "false"), 0)
-            for overlap in ("false", "true"):
+            one = med((name, bucket, 1, "off"), 0)
+            for overlap in ("off", "on"):
                 key = (name, bucket, 2, overlap)
                 two, reduce_s, exposed_s = med(key, 0), med(key, 1) / STEPS, med(key, 2) / STEPS
                 print("%-11s %-7s %-8s %12.4f %12.4f %8.2f %14.4f %14.4f %5.0f%%" % (

@@ -135,6 +135,7 @@ enum tr_copy { TR_COPY_TO_DEVICE, TR_COPY_TO_HOST, TR_COPY_ON_DEVICE };
 /* One parameter as the optimizer sees it: its bytes in the parameters and gradients regions,
  * its first state element, its size, and whether weight decay applies. */
 #define TR_SUMSQ_PIECE 16384   /* grad_sumsq's pieces on host-visible backends */
+#define TR_COLLECTIVE_ID_BYTES 128   /* a communicator's id (NCCL's ncclUniqueId) */
 
 struct tr_param_span {
     int64_t param, grad;   /* byte offsets into the regions */
@@ -234,6 +235,15 @@ struct tr_backend_ops {
      * finite afterwards (the fp16 unscale and overflow check fused; clipping). A failure's
      * sentence goes to a->diag. */
     int (*optim_step)(const struct tr_backend *be, const struct tr_optim_args *a);
+    /* Across ranks (dist/gradients.h), where the backend sums its own memory (CUDA: NCCL, loaded
+     * at the first use); NULL where the host sums through copies. collective_id makes the
+     * communicator's id (rank 0's, TR_COLLECTIVE_ID_BYTES, given to the others over MPI) for
+     * every rank's collective_open; collective_sum sums n floats at data over the ranks in
+     * place and waits for them, a failed rank making it fail rather than hang. */
+    int (*collective_id)(void *id, size_t size, struct tr_diag *d);
+    int (*collective_open)(const struct tr_backend *be, const void *id, int world, int rank, struct tr_diag *d);
+    int (*collective_sum)(const struct tr_backend *be, float *data, size_t n, struct tr_diag *d);
+    void (*collective_close)(const struct tr_backend *be);
     int (*grad_sumsq)(const struct tr_backend *be, const struct tr_optim_args *a, double *sumsq);
     int (*grad_scale)(const struct tr_backend *be, const struct tr_optim_args *a, float factor, bool *finite);
 };

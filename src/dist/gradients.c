@@ -162,6 +162,7 @@ void tr_grad_reducer_init(struct tr_grad_reducer *r, const struct tr_comm *comm,
         r->end = end > r->end ? end : r->end;
     }
     r->in_place = be->ops->host_visible && !plan->grads_in_arena;
+    r->grads_in_arena = plan->grads_in_arena;
     for (int v = 0; v < g->nvalues; v++)
         if (g->values[v].kind == TR_STATE && g->values[v].dtype == TR_F32)
             r->state[r->nstate++] = (struct tr_span_f32){plan->offset[v],
@@ -190,6 +191,8 @@ void tr_grad_reducer_free(struct tr_grad_reducer *r)
     overlap_stop(r);
     free(r->bucket), free(r->grads), free(r->state), free(r->parts), free(r->counts);
     free(r->grad_values), free(r->numel), free(r->cut);
+    if (r->on_device && r->be->ops->collective_close)
+        r->be->ops->collective_close(r->be);
     *r = (struct tr_grad_reducer){0};
 }
 
@@ -461,6 +464,55 @@ static int overlap_finish(struct tr_grad_reducer *r, char *grads, struct tr_diag
     return rc;
 }
 
+/* ---- a device's own collectives ----------------------------------------------------------------- */
+
+int tr_grad_reducer_device(struct tr_grad_reducer *r, struct tr_diag *d)
+{
+    const struct tr_backend_ops *ops = r->be->ops;
+    if (r->comm->world == 1 || ops->host_visible || !ops->collective_sum)
+        return 0;
+    char id[TR_COLLECTIVE_ID_BYTES] = {0};
+    struct tr_diag why = {0};
+    int rc = r->comm->rank == 0 ? ops->collective_id(id, sizeof id, &why) : 0;
+    rc = tr_comm_agree(r->comm, rc, "making the GPUs' communicator", &why);
+    if (!rc)
+        rc = tr_comm_broadcast(r->comm, id, sizeof id, &why);
+    if (!rc)
+        rc = ops->collective_open(r->be, id, r->comm->world, r->comm->rank, &why);
+    rc = tr_comm_agree(r->comm, rc, "opening the GPUs' communicator", &why);
+    r->on_device = rc == 0;
+    if (rc)
+        tr_fail_because(d, rc, &why, "the gradients travel through host copies");
+    else
+        tr_diag_free(&why);
+    return rc;
+}
+
+/* On the device: the run of gradients a bucket at a time (each in the arena alone), zeros first
+ * where this rank wrote none. */
+static int device_sum(struct tr_grad_reducer *r, char *grads, bool ran, struct tr_diag *d)
+{
+    const struct tr_backend *be = r->be;
+    int rc = 0;
+    if (!r->grads_in_arena) {
+        size_t n = (size_t)(r->end - r->first) / sizeof(float);
+        float *run = (float *)(grads + r->first);
+        if (!ran)
+            rc = tr_backend_fill(be, run, 0, n * sizeof *run, d);
+        for (size_t at = 0; at < n && !rc; at += (size_t)r->bucket_elems)
+            rc = be->ops->collective_sum(be, run + at, n - at < (size_t)r->bucket_elems ? n - at : (size_t)r->bucket_elems, d);
+        return rc;
+    }
+    for (int i = 0; i < r->ngrads && !rc; i++) {
+        float *g = (float *)(grads + r->grads[i].offset);
+        if (!ran)
+            rc = tr_backend_fill(be, g, 0, (size_t)r->grads[i].numel * sizeof *g, d);
+        if (!rc)
+            rc = be->ops->collective_sum(be, g, (size_t)r->grads[i].numel, d);
+    }
+    return rc;
+}
+
 int tr_grad_reduce(struct tr_grad_reducer *r, char *grads, bool ran, struct tr_diag *d)
 {
     if (r->comm->world == 1)
@@ -476,7 +528,10 @@ int tr_grad_reduce(struct tr_grad_reducer *r, char *grads, bool ran, struct tr_d
     }
     double began = now();
     int rc = 0;
-    if (!r->in_place) {
+    if (r->on_device) {
+        rc = device_sum(r, grads, ran, d);
+        r->seconds += now() - began;
+    } else if (!r->in_place) {
         rc = reduce(r, grads, r->grads, r->ngrads, ran, 1, d);
     } else {
         float *run = (float *)(grads + r->first);

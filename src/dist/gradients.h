@@ -38,6 +38,9 @@ struct tr_grad_reducer {
      * zeros), without the copies through the bucket */
     bool in_place;
     int64_t first, end;              /* that run's bytes from the region's base */
+    /* a device that sums its own memory (backend.h: collective_sum; CUDA: NCCL): the gradients
+     * summed where they lie, the whole run a bucket at a time, or each in the arena */
+    bool on_device, grads_in_arena;
     /* where the host sees the gradients, each bucket is summed as a reduce-scatter then an
      * all-gather over ZeRO's parts of it (plan/shard.h): parts[k] is rank k's first float of the
      * run, parts[world] its end; shard (ZeRO stage 1): the all-gather is left out, each rank
@@ -72,6 +75,10 @@ void tr_grad_reducer_init(struct tr_grad_reducer *r, const struct tr_comm *comm,
                           const struct tr_param_span *spans, int nspans, const struct tr_graph *g,
                           const struct tr_memplan *plan, size_t bucket_bytes, int shard);
 void tr_grad_reducer_free(struct tr_grad_reducer *r);
+/* Opens the device's own collectives (NCCL on GPU ranks), its id made by rank 0 and given to
+ * every rank over MPI; every rank calls it. Where any rank cannot, none uses them (the gradients
+ * then travel through host copies) and d says why. 0, or a code with the sentence in d. */
+int tr_grad_reducer_device(struct tr_grad_reducer *r, struct tr_diag *d);
 /* ZeRO stage 2, before a step's first micro-batch: its shard of summed gradients (the gradients'
  * region) zeroed, and rounds sums to make (the most micro-batches a rank runs this step). */
 void tr_grad_reducer_begin(struct tr_grad_reducer *r, char *shard, int rounds);

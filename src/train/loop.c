@@ -822,6 +822,12 @@ int tr_loop_run(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f
     tr_grad_reducer_init(&l->reducer, l->comm, s->be, s->optim.spans, s->optim.nspans, &s->train.b.g,
                          &s->train.b.p.plans[0], r->distributed.bucket, s->k.shard);
     l->reducer.profile = &l->profile;
+    struct tr_diag why = {0};
+    if (tr_grad_reducer_device(&l->reducer, &why))   /* GPU ranks: NCCL, else through host copies */
+        tr_run_folder_say(f, "warning: %s\n", tr_diag_last(&why));
+    else if (l->reducer.on_device)
+        tr_run_folder_say(f, "ranks: the GPUs sum their gradients over NCCL\n");
+    tr_diag_free(&why);
     if (overlapping(r, l->comm, s->dev.threads)) {
         if (tr_grad_reducer_overlap(&l->reducer, &s->train.b.g, s->train.b.p.schedule, s->train.b.p.n,
                                     &s->train.b.p.plans[0]))
@@ -847,7 +853,6 @@ int tr_loop_run(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f
     json_decref(l->trace.written);
     l->trace.written = NULL;
     /* a copy ahead of a step never trained (an early stop) may still read the ring */
-    struct tr_diag why = {0};
     if (tr_backend_synchronize(s->be, &why) && !rc)
         rc = tr_fail_because(d, TR_EFAIL, &why, "after step %lld", (long long)res->steps);
     tr_diag_free(&why);

@@ -3,6 +3,7 @@
  * same offsets: both programs run on one set of regions, each as large as the larger plan needs. */
 #include "train/session.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -16,7 +17,12 @@ int tr_session_plan(struct tr_session *s, const struct tr_recipe *r, const struc
         return TR_EINVAL;
     if (!plan_file && resume_dir)
         saved = own.s;
-    if (tr_plan_device_named(&s->dev, r->device, d))
+    /* across ranks, device auto: one GPU a rank on each host, by its local rank */
+    char device[32];
+    snprintf(device, sizeof device, "%s", r->device);
+    if (!strcmp(r->device, "auto") && s->comm && s->comm->world > 1 && tr_device_cuda_seen())
+        snprintf(device, sizeof device, "cuda:%d", s->comm->local_rank);
+    if (tr_plan_device_named(&s->dev, device, d))
         return TR_EFAIL;   /* exit 1, whatever the device said */
     if (tr_backend_open(s->dev.kind, s->dev.index, &s->be, d))
         return TR_EFAIL;

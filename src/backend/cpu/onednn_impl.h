@@ -42,6 +42,8 @@ int64_t tr_onednn_cut_at(const struct cut *c, int64_t i, int64_t *size);
 /* Whether oneDNN's effective ISA computes bf16 (AVX-512 BF16, AMX): below, 2.6.3 has only
  * reference kernels for bf16 matmuls and convolutions. */
 bool tr_onednn_isa_bf16(void);
+/* Whether oneDNN runs AVX-512 (core) kernels on this CPU (ONEDNN_MAX_CPU_ISA can lower it). */
+bool tr_onednn_isa_avx512(void);
 /* The thread slots a node's scratchpads are counted for: two at least (an active region). */
 int tr_onednn_slots(void);
 /* Threads for `pieces` single-threaded pieces: no more than pieces, o's streams or the slots of

@@ -95,6 +95,11 @@ size_t tr_onednn_aligned(size_t bytes)
 
 /* bf16 computes natively from AVX-512 BF16 on (AMX includes it); below, 2.6.3 has no bf16
  * matmul or convolution kernel but its reference one, slower than widening. */
+bool tr_onednn_isa_avx512(void)
+{
+    return (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
+}
+
 bool tr_onednn_isa_bf16(void)
 {
     return (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;

@@ -139,6 +139,8 @@ static constexpr struct tr_backend_ops make_ops()
     o.copy_ahead = cuda_copy_ahead, o.join = cuda_join;
     o.timer_start = cuda_timer_start, o.timer_stop = cuda_timer_stop;
     o.optim_step = cuda_optim_step, o.grad_sumsq = cuda_grad_sumsq, o.grad_scale = cuda_grad_scale;
+    o.collective_id = cuda_collective_id, o.collective_open = cuda_collective_open;
+    o.collective_sum = cuda_collective_sum, o.collective_close = cuda_collective_close;
     return o;
 }
 

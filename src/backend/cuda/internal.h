@@ -75,6 +75,11 @@ int cuda_copy_ahead(const struct tr_backend *be, void *dst, const void *src, siz
 int cuda_join(const struct tr_backend *be, struct tr_diag *d);
 int cuda_optim_step(const struct tr_backend *be, const struct tr_optim_args *a);
 int cuda_grad_sumsq(const struct tr_backend *be, const struct tr_optim_args *a, double *sumsq);
+/* NCCL across GPU ranks (nccl.cu). */
+int cuda_collective_id(void *id, size_t size, struct tr_diag *d);
+int cuda_collective_open(const struct tr_backend *be, const void *id, int world, int rank, struct tr_diag *d);
+int cuda_collective_sum(const struct tr_backend *be, float *data, size_t n, struct tr_diag *d);
+void cuda_collective_close(const struct tr_backend *be);
 int cuda_grad_scale(const struct tr_backend *be, const struct tr_optim_args *a, float factor, bool *finite);
 /* Dropout's sample ids (host memory) on the device, copied when they changed; NULL for none,
  * or with a sentence in a->diag. */
