@@ -71,6 +71,7 @@ static void shard_init(struct tr_optim *o, const struct tr_comm *c, size_t bucke
     int64_t cap = (int64_t)(bucket / sizeof(float));
     o->gather_elems = cap < o->total ? (cap > 0 ? cap : 1) : (o->total ? o->total : 1);
     o->gather = tr_xmalloc((size_t)o->gather_elems * sizeof *o->gather);
+    o->gather_counts = tr_xmalloc((size_t)c->world * 2 * sizeof *o->gather_counts);
     o->state_bytes = o->state_bytes / (size_t)(o->total ? o->total : 1) * (size_t)o->own;
     free(numel), free(first);
 }
@@ -80,9 +81,9 @@ void tr_optim_free(struct tr_optim *o)
     free(o->spans);
     if (o->host_state != o->state)
         free(o->host_state);
-    free(o->counts), free(o->displs), free(o->shard_spans), free(o->pieces), free(o->gather);
+    free(o->counts), free(o->displs), free(o->shard_spans), free(o->pieces), free(o->gather), free(o->gather_counts);
     o->spans = o->shard_spans = NULL, o->host_state = o->gather = NULL, o->counts = o->displs = NULL;
-    o->pieces = NULL;
+    o->pieces = NULL, o->gather_counts = NULL;
 }
 
 float *tr_optim_host_state(struct tr_optim *o)
@@ -164,7 +165,7 @@ static int gather_params(struct tr_optim *o, struct tr_diag *d)
 {
     double began = now();
     int world = o->comm->world, rc = 0;
-    int *counts = tr_xmalloc((size_t)world * 2 * sizeof *counts), *displs = counts + world;
+    int *counts = o->gather_counts, *displs = counts + world;   /* made once: no allocation a step */
     for (int64_t from = 0; from < o->total && !rc; from += o->gather_elems) {
         int64_t to = from + o->gather_elems < o->total ? from + o->gather_elems : o->total;
         for (int k = 0; k < world; k++) {   /* each rank's part of [from, to) */
@@ -190,7 +191,6 @@ static int gather_params(struct tr_optim *o, struct tr_diag *d)
                 rc = tr_comm_allgather(o->comm, o->gather, counts, displs, d);
         }
     }
-    free(counts);
     o->gather_seconds += now() - began;
     return rc;
 }

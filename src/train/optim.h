@@ -38,6 +38,7 @@ struct tr_optim {
     int64_t npieces;
     float *gather;             /* the parameters gathered through it, gather_elems at a time */
     int64_t gather_elems;
+    int *gather_counts;        /* a piece's parts, every rank's counts then displacements */
     double gather_seconds;     /* spent gathering the updated parameters */
 };
 
