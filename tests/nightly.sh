@@ -28,6 +28,10 @@ expect_in "$err" "pid $slow" "the refusal names the holder's pid"
 expect_in "$err" "another run of this recipe is in progress" "the refusal says why"
 run "$TRAINRUN" resume "$(newest "$scratch/lock/mlp")" --quiet
 expect_rc 75 "resume of a run of a locked recipe"
+mkdir "$scratch/lock/mlp/20000101-000000" && cp "$recipe" "$scratch/lock/mlp/20000101-000000/recipe.yaml"
+run "$TRAINRUN" resume "$scratch/lock/mlp/20000101-000000" --quiet   # no run.json yet: still being set up
+expect_rc 75 "resume of a locked recipe's run not yet started"
+rm -r "$scratch/lock/mlp/20000101-000000"
 run "$TRAINRUN" "$recipe" report.dir="$scratch/lock-other" train.steps=5 "$@"
 expect_rc 0 "another report.dir is another lock"
 run "$TRAINRUN" report "$(newest "$scratch/lock/mlp")"

@@ -102,14 +102,10 @@ int tr_cmd_resume(int argc, char **argv)
         rc = tr_path_set(&path, &diag, "%s/recipe.yaml", dir.s);
     if (!rc)
         rc = tr_runs_parent(dir.s, &runs, &diag);
+    bool unborn = !rc && never_started(dir.s);
     if (rc) {
         fprintf(stderr, "trainrun: %s\n", tr_diag_last(&diag));
-    } else if (never_started(dir.s)) {
-        fprintf(stderr, "trainrun: %s never started: it has no run.json (setting it up failed, or was cut short, "
-                "before training began), so there is nothing to resume; start a new run of its recipe instead\n",
-                args.recipe);
-        rc = TR_EINVAL;
-    } else if (access(path.s, R_OK)) {   /* before the lock: a wrong folder gets no .lock beside it */
+    } else if (!unborn && access(path.s, R_OK)) {   /* before the lock: a wrong folder gets no .lock beside it */
         fprintf(stderr, "trainrun: %s is not a run folder: it has no readable recipe.yaml\n", args.recipe);
         rc = TR_EINVAL;
     }
@@ -122,10 +118,16 @@ int tr_cmd_resume(int argc, char **argv)
         rc = tr_cli_lock(runs.s, &lock);
     if (comm.world > 1)
         rc = tr_comm_agree(&comm, rc, "taking the recipe's lock", &diag);
-    if (rc == TR_EXIT_OK) {
-        rc = tr_cli_resume_dir(&comm, dir.s, &args, &diag);
-        tr_runs_unlock(&lock);
+    if (rc == TR_EXIT_OK && unborn) {   /* after the lock: a run still setting this folder up holds it (75) */
+        if (comm.rank == 0)
+            fprintf(stderr, "trainrun: %s never started: it has no run.json (setting it up failed, or was cut "
+                    "short, before training began), so there is nothing to resume; start a new run of its "
+                    "recipe instead\n", args.recipe);
+        rc = TR_EXIT_USAGE;
     }
+    if (rc == TR_EXIT_OK)
+        rc = tr_cli_resume_dir(&comm, dir.s, &args, &diag);
+    tr_runs_unlock(&lock);
     tr_comm_close(&comm);
     tr_diag_free(&diag);
     tr_args_free(&args);
