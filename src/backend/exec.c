@@ -12,8 +12,8 @@
 void *tr_exec_data(const struct tr_exec *x, int v)
 {
     int root = tr_storage_of(x->g, v);
-    if (x->plan->offset[root] < 0)
-        return NULL;
+    if (x->plan->offset[root] < 0 || (x->shard.fill && x->plan->region[root] == TR_PARAM))
+        return NULL;   /* ZeRO 3: a parameter is whole only in its copies and the host's view */
     return x->base[x->plan->region[root]] + x->plan->offset[root];
 }
 
@@ -87,11 +87,30 @@ static size_t region_size(const struct tr_exec *x, enum tr_value_kind kind)
     return x->region_bytes[kind] ? x->region_bytes[kind] : x->plan->region_bytes[kind];
 }
 
+static bool sharded(const struct tr_exec *x, enum tr_value_kind kind)
+{
+    return kind == TR_PARAM && x->shard.fill;
+}
+
 static char *mirror_of(struct tr_exec *x, enum tr_value_kind kind)
 {
+    if (!x->mirror[kind] && sharded(x, kind))   /* the whole, as the plan lays it out */
+        x->mirror[kind] = tr_xcalloc(x->plan->region_bytes[kind] + 1, 1);
     if (!x->mirror[kind])
         x->mirror[kind] = x->be->ops->host_visible ? x->base[kind] : tr_xcalloc(region_size(x, kind) + 1, 1);
     return x->mirror[kind];
+}
+
+char *tr_exec_view(struct tr_exec *x, enum tr_value_kind kind)
+{
+    return mirror_of(x, kind);
+}
+
+void tr_exec_drop_host(struct tr_exec *x, enum tr_value_kind kind)
+{
+    if (x->mirror[kind] != x->base[kind])
+        free(x->mirror[kind]);
+    x->mirror[kind] = NULL;
 }
 
 void *tr_exec_host(struct tr_exec *x, int v)
@@ -105,6 +124,8 @@ void *tr_exec_host(struct tr_exec *x, int v)
 static int mirror_copy(struct tr_exec *x, enum tr_value_kind kind, enum tr_copy direction, struct tr_diag *d)
 {
     char *m = mirror_of(x, kind);
+    if (sharded(x, kind))
+        return direction == TR_COPY_TO_DEVICE ? x->shard.push(x->shard.ctx, m, d) : 0;
     if (m == x->base[kind])
         return 0;
     size_t bytes = region_size(x, kind);
@@ -216,6 +237,25 @@ bool tr_exec_phase_ends(const struct tr_exec *x, int step)
     return true;
 }
 
+/* ZeRO 3: copy v filled with its parameter, whole, from the ranks' shards. */
+static int gather(struct tr_exec *x, int v, struct tr_diag *d)
+{
+    char *dst = x->base[TR_ACT] + x->plan->offset[v];
+    int rc = x->shard.fill(x->shard.ctx, x->g->values[v].gathers, dst, d);
+    if (!rc && x->debug && x->shadow && x->be->ops->host_visible &&   /* written outside a node: the shadow too */
+        (size_t)x->plan->offset[v] + x->plan->bytes[v] <= x->shadow_bytes)
+        memcpy(x->shadow + x->plan->offset[v], dst, x->plan->bytes[v]);
+    return rc;
+}
+
+int tr_exec_gathers(struct tr_exec *x, struct tr_diag *d)
+{
+    int rc = 0;
+    for (int c = 0; c < x->plan->ngather && !rc; c++)
+        rc = gather(x, x->plan->gather[c], d);
+    return rc;
+}
+
 int tr_exec_run(struct tr_exec *x, int64_t B, int64_t S, struct tr_diag *d)
 {
     if (B > x->plan->B || S > x->plan->S)
@@ -240,7 +280,7 @@ int tr_exec_run(struct tr_exec *x, int64_t B, int64_t S, struct tr_diag *d)
     const struct tr_exec_hook *hook = x->hook.before || x->hook.after ? &x->hook : NULL;
     const struct tr_memplan *p = x->plan;
     x->B = B, x->S = S;
-    for (int step = 0, z = 0; step < x->n; step++) {
+    for (int step = 0, z = 0, c = 0; step < x->n; step++) {
         const struct tr_node *node = &x->g->nodes[x->schedule[step]];
         for (; z < p->nzero && p->first[p->zero[z]] == step; z++) {   /* gradients in the arena start at 0 */
             int rc = tr_backend_fill(x->be, x->base[TR_ACT] + p->offset[p->zero[z]], 0, p->bytes[p->zero[z]], &why);
@@ -248,6 +288,11 @@ int tr_exec_run(struct tr_exec *x, int64_t B, int64_t S, struct tr_diag *d)
                 return fail(node, step, rc, &why, NULL, d);
             if (x->debug)
                 memset(x->shadow + p->offset[p->zero[z]], 0, p->bytes[p->zero[z]]);
+        }
+        for (; c < p->ngather && p->first[p->gather[c]] == step; c++) {   /* ZeRO 3: parameters gathered */
+            int rc = gather(x, p->gather[c], &why);
+            if (rc)
+                return fail(node, step, rc, &why, NULL, d);
         }
         if (!tr_op_is_view(node->op)) {   /* a view: nothing to run */
             struct tr_kernel_args a = {.node = node, .nin = node->nin, .nout = node->nout,

@@ -50,6 +50,17 @@ struct tr_exec {
         size_t bytes;
     } staged[TR_EXEC_MAX_STAGED];
     int nstaged;
+    /* ZeRO stage 3 (graph.h's gather pass): the parameters region holds this rank's shard of
+     * them alone. fill writes parameter `param` (its place among them) whole at dst, a copy's slot in the arena, before
+     * the copy's first reader runs — every rank calls it for the same copies in the same order;
+     * the host's view of the parameters (tr_exec_host) is whole, laid out as the plan lays them
+     * out, made on first use: tr_exec_pull leaves it as it is (the trainer gathers it) and
+     * tr_exec_push gives it to push, which keeps this rank's shard of it. NULL fill: none. */
+    struct tr_exec_shard {
+        int (*fill)(void *ctx, int param, void *dst, struct tr_diag *d);
+        int (*push)(void *ctx, const char *view, struct tr_diag *d);
+        void *ctx;
+    } shard;
 };
 
 /* Every call that can fail returns 0, or a code with its sentence added to d (core/error.h);
@@ -57,6 +68,12 @@ struct tr_exec {
 
 /* Runs the whole schedule at (B, S), each at most the plan's. */
 int tr_exec_run(struct tr_exec *x, int64_t B, int64_t S, struct tr_diag *d);
+/* ZeRO stage 3: every copy of x->plan filled in order, no node run — a rank with no
+ * micro-batch in a round, so that the others' gathers find it. */
+int tr_exec_gathers(struct tr_exec *x, struct tr_diag *d);
+/* Frees the host's view of a region where it is a copy (ZeRO 3's whole parameters, after
+ * initialisation or a checkpoint); the next tr_exec_host makes it again. */
+void tr_exec_drop_host(struct tr_exec *x, enum tr_value_kind kind);
 /* Whether the node at step is its phase's last before another phase (or the schedule's end). */
 bool tr_exec_phase_ends(const struct tr_exec *x, int step);
 /* Where a value's data is (valid for persistent values always, for activations while live). */
@@ -80,6 +97,7 @@ int tr_exec_commit(struct tr_exec *x, struct tr_diag *d);
  * (x->plan's region size) that tr_exec_pull fills from the region and tr_exec_push copies
  * back. tr_exec_host is v's address in that view. */
 void *tr_exec_host(struct tr_exec *x, int v);
+char *tr_exec_view(struct tr_exec *x, enum tr_value_kind kind);   /* the whole view of a kind */
 int tr_exec_pull(struct tr_exec *x, enum tr_value_kind kind, struct tr_diag *d);
 int tr_exec_push(struct tr_exec *x, enum tr_value_kind kind, struct tr_diag *d);
 /* Takes the regions (sizes by value kind, as a plan or program gives them) and the workspace

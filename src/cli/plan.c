@@ -82,13 +82,15 @@ static void ranks_words(const struct tr_plan *plan, const struct tr_recipe *r, i
                (long long)r->train.batch_size, (double)bytes / 1048576, (double)moved / 1048576, world);
     for (int k = 0; k < world; k++) {
         size_t state = c->k.shard && plan->shard_bytes ? plan->shard_bytes[k] : c->regions[TR_REGION_OPTIMIZER];
-        size_t grads = c->k.shard == 2 && plan->shard_elements ? (size_t)plan->shard_elements[k] * sizeof(float)
-                                                                : c->regions[TR_REGION_GRADS];
-        json_array_append_new(each, json_pack("{si sI sI}", "rank", k, "optimizer_bytes", (json_int_t)state,
-                                              "grads_bytes", (json_int_t)grads));
+        size_t own = plan->shard_elements ? (size_t)plan->shard_elements[k] * sizeof(float) : 0;
+        size_t grads = c->k.shard >= 2 && own ? own : c->regions[TR_REGION_GRADS];
+        size_t params = c->k.shard == 3 && own ? own : c->regions[TR_REGION_PARAMS];
+        json_array_append_new(each, json_pack("{si sI sI sI}", "rank", k, "optimizer_bytes", (json_int_t)state,
+                                              "grads_bytes", (json_int_t)grads, "params_bytes", (json_int_t)params));
         if (!json)
-            printf("  rank %d: optimizer state %zu bytes, gradients %zu bytes%s\n", k, state, grads,
-                   c->k.shard == 2 ? " (its shards: ZeRO stage 2)" : c->k.shard ? " (its shard: ZeRO stage 1)" : "");
+            printf("  rank %d: parameters %zu bytes, optimizer state %zu bytes, gradients %zu bytes%s\n", k, params,
+                   state, grads, c->k.shard == 3 ? " (its shards: ZeRO stage 3)" : c->k.shard == 2 ? " (its shards: ZeRO stage 2)"
+                   : c->k.shard ? " (its shard: ZeRO stage 1)" : "");
     }
     if (json)
         *json = json_pack("{si sI sI sI ss sf sf so}", "world", world, "per_rank_batch",

@@ -179,6 +179,7 @@ static int train(const struct tr_comm *comm, const struct tr_recipe *r, const ch
         rc = tr_weights_init(&s, r, &data, resume_dir, &w, d);           /* first weights */
     if (comm->world > 1 && !(rc = tr_comm_agree(comm, rc, "building its program", d)))
         rc = tr_ranks_same_params(comm, &s.train.x, 0, d);               /* one model on every rank */
+    tr_optim_release(&s.optim);   /* ZeRO 3: the whole weights' view, each rank's part kept */
     if (!rc)
         rc = open_folder_ranked(comm, folder, r, resume_dir, d);         /* run folder */
     if (!rc && !folder->silent)
@@ -195,8 +196,9 @@ static int train(const struct tr_comm *comm, const struct tr_recipe *r, const ch
     if (!rc)
         rc = tr_loop_last_checkpoint(&loop, &s, folder, r, res->steps, d);   /* the last checkpoint */
     tr_comm_watch_arm(comm, false);
-    if ((!rc || rc == TR_ETIMEUP) && data.test.n && !folder->silent)    /* evaluation, on the clock's */
-        rc = test(&loop, &s, r, &data, res, rc, d);                      /* stop too */
+    /* evaluation, on the clock's stop too: rank 0's (ZeRO 3: every rank's, whose parts it gathers) */
+    if ((!rc || rc == TR_ETIMEUP) && data.test.n && (!folder->silent || s.eval.x.shard.fill))
+        rc = test(&loop, &s, r, &data, res, rc, d);
     tr_finish_say_done(folder, &data, res, rc, d);                       /* finish */
     int measured = folder->silent ? 0 : tr_finish_measured_plan(folder, &s, r, &data, res, d);
     rc = rc ? rc : measured;

@@ -137,7 +137,12 @@ static int stage2_round(struct tr_grad_reducer *r, const char *arena, const stru
 
 int tr_grad_reduce_micro(struct tr_grad_reducer *r, const struct tr_exec *x, struct tr_diag *d)
 {
-    return r->stage2 ? stage2_round(r, x->base[TR_ACT], x->plan, d) : 0;
+    return r->stage2 ? stage2_round(r, x ? x->base[TR_ACT] : NULL, x ? x->plan : NULL, d) : 0;
+}
+
+bool tr_grad_reducer_owes(const struct tr_grad_reducer *r)
+{
+    return r->stage2 && r->done < r->rounds;
 }
 
 void tr_grad_reducer_init(struct tr_grad_reducer *r, const struct tr_comm *comm, const struct tr_backend *be,
@@ -178,7 +183,7 @@ void tr_grad_reducer_init(struct tr_grad_reducer *r, const struct tr_comm *comm,
     if (r->in_place)
         r->parts = run_parts(r, spans, nspans);
     r->shard = shard && r->parts;
-    if (shard == 2 && be->ops->host_visible)
+    if (shard >= 2 && be->ops->host_visible)   /* stage 3 sums as stage 2 does */
         stage2_init(r, g, nspans);
     r->counts = tr_xmalloc((size_t)comm->world * 2 * sizeof *r->counts);
     r->displs = r->counts + comm->world;

@@ -83,8 +83,11 @@ int tr_grad_reducer_device(struct tr_grad_reducer *r, struct tr_diag *d);
  * region) zeroed, and rounds sums to make (the most micro-batches a rank runs this step). */
 void tr_grad_reducer_begin(struct tr_grad_reducer *r, char *shard, int rounds);
 /* ZeRO stage 2, after a micro-batch's backward on x: its gradients summed over the ranks, this
- * rank's part added into the shard. 0, or a code with the sentence in d. */
+ * rank's part added into the shard (x NULL: a round this rank has no micro-batch for, zeros).
+ * 0, or a code with the sentence in d. */
 int tr_grad_reduce_micro(struct tr_grad_reducer *r, const struct tr_exec *x, struct tr_diag *d);
+/* Whether this step's rounds are not all made yet. */
+bool tr_grad_reducer_owes(const struct tr_grad_reducer *r);
 /* Starts the communication thread for the program's schedule (n nodes of g), if the gradients
  * can be summed where they lie and MPI lets another thread call it; returns whether it did. The
  * executor hook it returns chains `inner` (the profiler's) and pushes each bucket as its last

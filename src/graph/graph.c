@@ -70,6 +70,7 @@ int tr_value_add(struct tr_graph *g, enum tr_value_kind kind, enum tr_dtype t, c
     v->producer = -1;
     v->grad = -1;
     v->view_of = -1;
+    v->gathers = -1;
     if (name)
         snprintf(v->name, sizeof v->name, "%s", name);
     return g->nvalues++;

@@ -119,6 +119,8 @@ struct tr_value {
     int producer;       /* the node that writes it; -1 for params, grads, state, inputs */
     int grad;           /* params: their TR_GRAD value; else -1 */
     int view_of;        /* reshape: the value whose storage it shares; else -1 */
+    int gathers;        /* the gather pass's copies: the parameter they hold whole, by its place
+                         * among the graph's parameters (the optimizer's order); else -1 */
     char name[96];      /* params and inputs: "bert.encoder.layer.11.attention.output.LayerNorm.weight" */
 };
 
@@ -234,6 +236,13 @@ int tr_autodiff(struct tr_graph *g);
  * gradients are the same bits as without it. Returns 0, or g->error with g->message. */
 enum tr_remat_mode { TR_REMAT_NONE, TR_REMAT_SELECTIVE, TR_REMAT_FULL };
 int tr_remat(struct tr_graph *g, const uint8_t *mode, int nblocks);
+/* The gather pass (gather.c): ZeRO stage 3, after autodiff and remat. Each parameter a node
+ * reads gets two activations that hold it whole, gathered from the ranks' shards just before
+ * their first reader runs (memplan.h, exec.h): one for the forward, one for the backward and
+ * its recomputation, so that each lives only while its phase reads it and a parameter takes
+ * the arena for about its block's span twice a step. The parameters themselves are then read
+ * by no node: each rank keeps only its shard of them. */
+void tr_gather_params(struct tr_graph *g);
 /* The number of blocks the builder marked (one more than the highest block number). */
 int tr_graph_blocks(const struct tr_graph *g);
 

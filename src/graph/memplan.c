@@ -176,6 +176,24 @@ static void grads_live(struct tr_memplan *p, const struct tr_graph *g, int n)
     free(at);
 }
 
+/* The gather pass's copies by their first step, then by value (a counting sort), in p->gather. */
+static void gathers_listed(struct tr_memplan *p, const struct tr_graph *g, int n)
+{
+    int *at = tr_xcalloc((size_t)n + 1, sizeof *at);
+    for (int v = 0; v < g->nvalues; v++)
+        if (g->values[v].gathers >= 0 && p->first[v] >= 0)
+            at[p->first[v]]++, p->ngather++;
+    for (int s = 0, sum = 0; s <= n; s++) {
+        int count = at[s];
+        at[s] = sum, sum += count;
+    }
+    p->gather = tr_xmalloc((size_t)(p->ngather ? p->ngather : 1) * sizeof *p->gather);
+    for (int v = 0; v < g->nvalues; v++)
+        if (g->values[v].gathers >= 0 && p->first[v] >= 0)
+            p->gather[at[p->first[v]]++] = v;
+    free(at);
+}
+
 static void place_arena(struct tr_memplan *p, const struct tr_graph *g, const int *schedule, int n)
 {
     struct arena a = {0};
@@ -187,17 +205,22 @@ static void place_arena(struct tr_memplan *p, const struct tr_graph *g, const in
     int *ndying = tr_xcalloc((size_t)n + 1, sizeof *ndying);
     if (p->grads_in_arena)
         grads_live(p, g, n);
+    gathers_listed(p, g, n);
     for (int v = 0; v < g->nvalues; v++)
         if (g->values[v].kind == TR_ACT && g->values[v].view_of < 0 && p->first[v] >= 0)
             list_add(dying, ndying, p->last[v], v);
     size_t live = 0;
     p->live = tr_xcalloc((size_t)(n ? n : 1), sizeof *p->live);
-    for (int step = 0, z = 0; step < n; step++) {
+    for (int step = 0, z = 0, c = 0; step < n; step++) {
         const struct tr_node *node = &g->nodes[schedule[step]];
         int donor = in_place_donor(p, g, node, step, has_views);
         for (; z < p->nzero && p->first[p->zero[z]] == step; z++) {   /* gradients: to the end, never released */
             p->offset[p->zero[z]] = (int64_t)arena_take(&a, p->bytes[p->zero[z]]);
             live += p->bytes[p->zero[z]];
+        }
+        for (; c < p->ngather && p->first[p->gather[c]] == step; c++) {   /* copies: filled before their reader */
+            p->offset[p->gather[c]] = (int64_t)arena_take(&a, p->bytes[p->gather[c]]);
+            live += p->bytes[p->gather[c]];
         }
         for (int i = 0; i < node->nout; i++) {
             int v = node->out[i];
@@ -282,6 +305,6 @@ int tr_memplan_build(struct tr_memplan *p, const struct tr_graph *g, const int *
 
 void tr_memplan_free(struct tr_memplan *p)
 {
-    free(p->offset), free(p->bytes), free(p->first), free(p->last), free(p->region), free(p->zero), free(p->live);
+    free(p->offset), free(p->bytes), free(p->first), free(p->last), free(p->region), free(p->zero), free(p->gather), free(p->live);
     memset(p, 0, sizeof *p);
 }

@@ -32,6 +32,9 @@ struct tr_memplan {
     bool grads_in_arena;        /* the gradients are arena values (tr_memplan_build) */
     int *zero, nzero;           /* grads_in_arena: the gradients by the step they start at (first),
                                  * which the executor zeroes there before the node runs */
+    int *gather, ngather;       /* the gather pass's copies (graph.h) by the step they start at
+                                 * (their first reader's), then by value: the order the executor
+                                 * fills them in, the same on every rank and in every bucket */
 };
 
 /* The scratch one node needs from its bound shapes: a backend's (backend.h, the ops'

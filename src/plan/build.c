@@ -1,5 +1,5 @@
 /* Building a candidate's program (plan.h): the model builder, then the passes in DESIGN.md §3's
- * order — amp, autodiff, remat — then one memory plan per length bucket. The planner builds
+ * order — amp, autodiff, remat, and for ZeRO 3 the gather pass — then one memory plan per length bucket. The planner builds
  * every candidate this way; the trainer builds the chosen one the same way. */
 #include "plan/plan.h"
 #include "plan/shard.h"
@@ -51,6 +51,8 @@ int tr_build(struct tr_built *b, const struct tr_plan_job *job, const struct tr_
         b->loss_scale = tr_autodiff(&b->g);
     if (training && !b->g.error)
         checkpoint_blocks(b, k);
+    if (k->shard == 3 && !b->g.error)   /* ZeRO 3: every rank keeps its shard, reads copies gathered whole */
+        tr_gather_params(&b->g);
     if (b->g.error)
         return tr_fail(d, TR_EINVAL, "model: %s", b->g.message);
     int keep[2] = {b->m.loss, b->m.logits >= 0 ? b->m.logits : b->m.rank};

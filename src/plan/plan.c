@@ -34,6 +34,7 @@ struct pair {
     int64_t shard_elements;   /* the parameters' elements in that shard (stage 2: its gradients) */
     int64_t min_micro;        /* batch norm keeps its statistics meaningful */
     double optimizer_seconds, optimizer_shard_seconds;
+    double gather_copy_seconds;   /* ZeRO 1 and 2's parameters gathered through the host buffer */
     size_t (*eval_regions)[TR_NREGIONS];   /* per evaluation batch (≤ batch): its plan's regions, once
                                             * planned (the optimizer's slot, unused, marks it done);
                                             * row 0 for larger batches, planned every time */
@@ -223,8 +224,10 @@ static void measure(struct pair *p, struct tr_candidate *c)
         if (r != TR_REGION_OPTIMIZER && p->eval_regions[e][r] > c->regions[r])
             c->regions[r] = p->eval_regions[e][r];
     c->regions[TR_REGION_OPTIMIZER] = c->k.shard ? p->optimizer_shard : p->optimizer;
-    if (c->k.shard == 2)   /* the summed gradients of the rank's shard; each run's are in the arena */
+    if (c->k.shard >= 2)   /* the summed gradients of the rank's shard; each run's are in the arena */
         c->regions[TR_REGION_GRADS] = (size_t)p->shard_elements * sizeof(float);
+    if (c->k.shard == 3)   /* its parameters; the copies gathered whole are in the arena */
+        c->regions[TR_REGION_PARAMS] = (size_t)p->shard_elements * sizeof(float);
     /* a device's inputs region holds a second copy: the next micro-batch's, copied ahead */
     c->regions[TR_REGION_DATA] = tr_exec_inputs_bytes(tr_plan_backend(job->dev), c->regions[TR_REGION_DATA]);
     c->peak = 0;
@@ -278,17 +281,20 @@ static void timing(struct pair *p, const struct lengths *h, struct tr_candidate 
         c->step_seconds += (double)p->train.g.nnodes * p->job->dev->node_seconds;
     }
     c->padding = tokens > 0 && h->max > 1 ? (slots - tokens) / tokens : 0;
-    c->step_seconds += c->k.shard ? p->optimizer_shard_seconds : p->optimizer_seconds;
+    c->step_seconds += c->k.shard == 3 ? p->optimizer_shard_seconds - p->gather_copy_seconds
+                       : c->k.shard ? p->optimizer_shard_seconds : p->optimizer_seconds;
     /* across ranks, at the measured bus rate: a ring's reduce-scatter and all-gather each move
      * (N − 1) / N of the gradients in and out of a rank (sharded, the all-gather the parameters:
      * as many bytes); stage 2 reduce-scatters every micro-batch's, each packed through the host
-     * buffer first (written, read, and added into the shard) */
+     * buffer first (written, read, and added into the shard); stage 3 all-gathers the parameters
+     * twice a micro-batch instead (its forward's copies and its backward's), none after the update */
     const struct tr_plan_job *job = p->job;
     double bytes = (double)tr_plan_param_bytes(&p->train.g), part = (double)(job->world - 1) / job->world;
-    double sums = c->k.shard == 2 ? ceil(c->micro_steps) + 1 : 2;
+    double rounds = ceil(c->micro_steps);
+    double sums = c->k.shard == 3 ? 3 * rounds : c->k.shard == 2 ? rounds + 1 : 2;
     c->comm_seconds = job->world > 1 && job->bus_rate > 0 ? sums * part * bytes / job->bus_rate : 0;
-    if (c->k.shard == 2)
-        c->step_seconds += ceil(c->micro_steps) * 3 * bytes / job->dev->bandwidth;
+    if (c->k.shard >= 2)
+        c->step_seconds += rounds * 3 * bytes / job->dev->bandwidth;
     c->step_seconds += c->comm_seconds;
 }
 
@@ -323,9 +329,9 @@ static int open_pair(struct pair *p, const struct tr_plan_job *job, const struct
     p->optimizer_shard = tr_plan_optimizer_shard_bytes(job->r, &p->train.g, job->world, job->rank);
     p->shard_elements = tr_plan_shard_elements(&p->train.g, job->world, job->rank);
     double own = p->optimizer ? params * (double)p->optimizer_shard / (double)p->optimizer : params / job->world;
+    p->gather_copy_seconds = 2 * (own + params) / job->dev->bandwidth;
     p->optimizer_shard_seconds = tr_plan_optimizer_seconds(job->dev, tr_optimizer_nstate(job->r), own, params,
-                                                           (double)p->optimizer_shard) +
-                                 2 * (own + params) / job->dev->bandwidth;
+                                                           (double)p->optimizer_shard) + p->gather_copy_seconds;
     return 0;
 }
 
@@ -461,7 +467,8 @@ struct space {
     struct { int mode, blocks; } remat[TR_PLAN_MAX_BUCKETS * 4];
     int nremat;
     bool batching[2];         /* [0] fixed, [1] dynamic */
-    bool shard[3];            /* ZeRO's stages searched: [0] none, [1] optimizer state, [2] gradients */
+    bool shard[4];            /* ZeRO's stages searched: [0] none, [1] optimizer state, [2] gradients,
+                               * [3] parameters */
 };
 
 /* ZeRO stage 1 across ranks: the gradients are summed where the host sees them (a device's go
@@ -480,9 +487,15 @@ static int shard_space(const struct tr_plan_job *job, struct space *sp, struct t
                     "travel through host copies and are summed whole (optimize.shard=off)", job->dev->name);
         return TR_EINVAL;
     }
-    sp->shard[0] = (want != TR_SHARD_OPTIMIZER && want != TR_SHARD_GRADIENTS) || !can;
+    if (want == TR_SHARD_PARAMETERS && job->world > 1 && !can) {
+        tr_diag_add(diag, (struct tr_where){0}, "optimize.shard: parameters needs gradients the host sees; %s's "
+                    "travel through host copies and are summed whole (optimize.shard=off)", job->dev->name);
+        return TR_EINVAL;
+    }
+    sp->shard[0] = want == TR_SHARD_AUTO || want == TR_SHARD_OFF || !can;
     sp->shard[1] = (want == TR_SHARD_AUTO || want == TR_SHARD_OPTIMIZER) && can;
     sp->shard[2] = (want == TR_SHARD_AUTO || want == TR_SHARD_GRADIENTS) && can;
+    sp->shard[3] = (want == TR_SHARD_AUTO || want == TR_SHARD_PARAMETERS) && can;
     return 0;
 }
 
@@ -557,7 +570,8 @@ static void describe(const struct tr_plan *p, const struct tr_candidate *c, char
 {
     char remat[32];
     tr_knobs_remat_words(&c->k, p->blocks, remat, sizeof remat);
-    const char *shard = c->k.shard == 2 ? ", optimizer state and gradients sharded"
+    const char *shard = c->k.shard == 3 ? ", optimizer state, gradients and parameters sharded"
+                        : c->k.shard == 2 ? ", optimizer state and gradients sharded"
                         : c->k.shard ? ", optimizer state sharded" : "";
     if (c->k.dynamic)
         snprintf(out, size, "%s, checkpointing %s, dynamic batching in %d buckets (%.1f micro-steps a step)%s",
@@ -651,6 +665,8 @@ static int model_blocks(struct tr_plan *p, const struct tr_plan_job *job)
     tr_graph_init(&g);
     tr_model_build(&g, job->r, s->rank, s->dims, job->data->nclasses, job->data->vocab, 1, &m);
     int blocks = g.error ? 0 : tr_graph_blocks(&g);
+    for (int v = 0; v < g.nvalues; v++)
+        p->stateful |= g.values[v].kind == TR_STATE;
     p->world = job->world;
     p->bus_rate = job->bus_rate;
     if (job->world > 1 && !g.error) {
@@ -673,35 +689,41 @@ int tr_plan_search(struct tr_plan *p, const struct tr_plan_job *job, struct tr_d
     int rc = open_space(job, p->blocks, &sp, diag);
     if (rc)
         return rc;
+    if (p->stateful && job->world > 1 && job->r->optimize.shard == TR_SHARD_PARAMETERS)
+        return tr_fail(diag, TR_EINVAL, "optimize.shard: parameters shards no running statistics (batch norm's), "
+                       "which every rank keeps and averages: this model has them; take gradients instead");
     struct lengths h;
     lengths_of(job, &h);
     for (int a = 0; a < sp.nprecisions && !rc; a++)
-        for (int k = 0; k < sp.nremat && !rc; k++) {
-            struct tr_knobs knobs = {.precision = sp.precisions[a], .remat_mode = sp.remat[k].mode,
-                                     .remat_blocks = sp.remat[k].blocks};
-            struct pair pair;
-            if ((rc = open_pair(&pair, job, &knobs, diag))) {
-                close_pair(&pair);
-                break;
-            }
-            /* selective recomputation that finds nothing cheap to recompute is no checkpointing:
-             * searched again only when the recipe pins it */
-            bool empty = knobs.remat_mode == TR_REMAT_SELECTIVE && pair.train.remat_nodes == 0 &&
-                         job->r->optimize.checkpointing.name == TR_CKPT_AUTO;
-            for (int dyn = 0; dyn < 2 && !empty; dyn++)
-                for (int shard = 0; shard < 3; shard++) {
-                    if (!sp.batching[dyn] || !sp.shard[shard] || p->ncand >= MAX_CANDIDATES)
-                        continue;
-                    struct tr_candidate *c = add_candidate(p);
-                    c->k = knobs;
-                    c->k.shard = shard;
-                    if (dyn)
-                        search_dynamic(&pair, &h, c);
-                    else
-                        search_fixed(&pair, &h, c);
+        for (int k = 0; k < sp.nremat && !rc; k++)
+            for (int gathered = 0; gathered < 2 && !rc; gathered++) {   /* ZeRO 3's program is its own */
+                if (gathered && (!sp.shard[3] || p->stateful))
+                    continue;
+                struct tr_knobs knobs = {.precision = sp.precisions[a], .remat_mode = sp.remat[k].mode,
+                                         .remat_blocks = sp.remat[k].blocks, .shard = gathered ? 3 : 0};
+                struct pair pair;
+                if ((rc = open_pair(&pair, job, &knobs, diag))) {
+                    close_pair(&pair);
+                    break;
                 }
-            close_pair(&pair);
-        }
+                /* selective recomputation that finds nothing cheap to recompute is no checkpointing:
+                 * searched again only when the recipe pins it */
+                bool empty = knobs.remat_mode == TR_REMAT_SELECTIVE && pair.train.remat_nodes == 0 &&
+                             job->r->optimize.checkpointing.name == TR_CKPT_AUTO;
+                for (int dyn = 0; dyn < 2 && !empty; dyn++)
+                    for (int shard = gathered ? 3 : 0; shard < (gathered ? 4 : 3); shard++) {
+                        if (!sp.batching[dyn] || !sp.shard[shard] || p->ncand >= MAX_CANDIDATES)
+                            continue;
+                        struct tr_candidate *c = add_candidate(p);
+                        c->k = knobs;
+                        c->k.shard = shard;
+                        if (dyn)
+                            search_dynamic(&pair, &h, c);
+                        else
+                            search_fixed(&pair, &h, c);
+                    }
+                close_pair(&pair);
+            }
     free(h.count);
     if (!rc)
         choose(p);

@@ -40,14 +40,16 @@ struct tr_knobs {
     int shard;                /* across ranks, ZeRO's stage: 1, each rank keeps and updates its
                                * shard of the optimizer's state (plan/shard.h); 2, of the summed
                                * gradients too, each micro-batch's gradients in the arena and
-                               * summed into the shards after its backward; 0: every rank all */
+                               * summed into the shards after its backward; 3, of the
+                               * parameters too, each read through copies gathered whole
+                               * (graph.h: the gather pass); 0: every rank all */
 };
 
 /* Whether every optimizer step under knobs k is one micro-batch, one run of the schedule: then
  * the gradients are planned in the arena (memplan.h), since nothing adds up across runs. */
 static inline bool tr_knobs_grads_in_arena(const struct tr_knobs *k)
 {
-    return (!k->dynamic && k->nbuckets == 1 && k->accumulation == 1 && !k->shard) || k->shard == 2;
+    return (!k->dynamic && k->nbuckets == 1 && k->accumulation == 1 && !k->shard) || k->shard >= 2;
 }
 
 /* A program built for a set of knobs: the training one (differentiated, checkpointed) or the
@@ -140,7 +142,9 @@ struct tr_plan {
     size_t *shard_bytes;           /* across ranks: each rank's optimizer state when sharded (world
                                     * entries; NULL alone) */
     int64_t *shard_elements;       /* and the parameters' elements of its shard (stage 2: the
-                                    * gradients it keeps) */
+                                    * gradients it keeps; stage 3: and the parameters) */
+    bool stateful;                 /* the model keeps running statistics (batch norm): every rank
+                                    * holds them whole, so ZeRO 3 is not searched */
     int world;
     double bus_rate;               /* the job's */
 };

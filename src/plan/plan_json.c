@@ -113,8 +113,8 @@ int tr_plan_read_knobs(const char *path, struct tr_knobs *k, struct tr_diag *dia
     }
     /* plans written before sharding have no "shard": off */
     const char *shard = json_string_value(json_object_get(j, "shard"));
-    if (!rc && shard && (k->shard = name_index(shard, (const char *const[]){"off", "optimizer", "gradients"}, 3)) < 0)
-        rc = tr_fail(diag, TR_EINVAL, "%s: unknown shard '%s' (off, optimizer or gradients)", path, shard);
+    if (!rc && shard && (k->shard = name_index(shard, (const char *const[]){"off", "optimizer", "gradients", "parameters"}, 4)) < 0)
+        rc = tr_fail(diag, TR_EINVAL, "%s: unknown shard '%s' (off, optimizer, gradients or parameters)", path, shard);
     if (!rc) {
         k->remat_blocks = blocks, k->dynamic = dynamic, k->nbuckets = (int)json_array_size(buckets);
         k->micro = micro, k->accumulation = accumulation, k->eval_batch = eval_batch;

@@ -341,5 +341,8 @@ void tr_plan_print_comm(const struct tr_plan *p, const struct tr_candidate *c, F
     if (p->world > 1 && c->comm_seconds > 0)
         fprintf(out, "ranks: %d, summing the gradients%s forecast at %.3f s a step (the ranks' measured bus rate, "
                 "%.2f GB/s; not overlapped)%s\n", p->world, c->k.shard ? " and gathering the parameters" : "",
-                c->comm_seconds, p->bus_rate / 1e9, c->k.shard ? "; optimizer state sharded (ZeRO stage 1)" : "");
+                c->comm_seconds, p->bus_rate / 1e9,
+                c->k.shard == 3 ? "; optimizer state, gradients and parameters sharded (ZeRO stage 3)"
+                : c->k.shard == 2 ? "; optimizer state and gradients sharded (ZeRO stage 2)"
+                : c->k.shard ? "; optimizer state sharded (ZeRO stage 1)" : "");
 }

@@ -7,7 +7,7 @@
 
 const char *tr_shard_name(int stage)
 {
-    return stage == 2 ? "gradients" : stage == 1 ? "optimizer" : "off";
+    return stage == 3 ? "parameters" : stage == 2 ? "gradients" : stage == 1 ? "optimizer" : "off";
 }
 
 void tr_shard_cut(const int64_t *numel, int n, int world, int64_t *first)

@@ -13,7 +13,7 @@
 #include "backend/backend.h"
 
 /* A plan's ZeRO stage (tr_knobs' shard) as plan.json and run.json name it: "off", "optimizer",
- * "gradients". */
+ * "gradients", "parameters". */
 const char *tr_shard_name(int stage);
 /* first[0 … world]: the ranks' first elements, first[world] the total (numel[i]: parameter i's). */
 void tr_shard_cut(const int64_t *numel, int n, int world, int64_t *first);

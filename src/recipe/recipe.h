@@ -35,7 +35,7 @@ enum tr_optimizer  { TR_OPT_ADAMW, TR_OPT_SGD, TR_OPT_LION };
 enum { TR_OPT_COUNT = TR_OPT_LION + 1 };          /* their descriptors: recipe/optimizers.h */
 enum tr_schedule   { TR_SCHED_CONSTANT, TR_SCHED_LINEAR, TR_SCHED_COSINE };
 enum tr_amp        { TR_AMP_AUTO, TR_AMP_OFF, TR_AMP_BF16, TR_AMP_FP16 };
-enum tr_shard_mode { TR_SHARD_AUTO, TR_SHARD_OFF, TR_SHARD_OPTIMIZER, TR_SHARD_GRADIENTS };   /* ZeRO: what ranks split */
+enum tr_shard_mode { TR_SHARD_AUTO, TR_SHARD_OFF, TR_SHARD_OPTIMIZER, TR_SHARD_GRADIENTS, TR_SHARD_PARAMETERS };   /* ZeRO: what ranks split */
 enum tr_switch     { TR_SWITCH_AUTO, TR_SWITCH_ON, TR_SWITCH_OFF };
 enum tr_ckpt       { TR_CKPT_AUTO, TR_CKPT_OFF, TR_CKPT_SELECTIVE, TR_CKPT_FULL };
 enum tr_notify_on  { TR_NOTIFY_FAILURE, TR_NOTIFY_REGRESSION, TR_NOTIFY_SUCCESS };

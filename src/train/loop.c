@@ -74,7 +74,7 @@ int tr_loop_checkpoint(struct tr_loop *l, struct tr_session *s, struct tr_run_fo
         return TR_EINVAL;
     /* across ranks: every rank holds the same parameters, rank 0 writes them, all learn how it went */
     int rc = tr_ranks_same_params(l->comm, &s->train.x, step, d);
-    if (!rc)   /* sharded: the optimizer's state whole on rank 0, for the file */
+    if (!rc)   /* sharded: the optimizer's state (ZeRO 3: and the parameters) whole on rank 0, for the file */
         rc = tr_optim_gather(&s->optim, d);
     if (!rc && !f->silent)
         rc = write_checkpoint(l, s, f, r, dir.s, step, d);
@@ -140,9 +140,10 @@ int tr_loop_share_resume(struct tr_loop *l, struct tr_session *s, int64_t *start
     } state = {*start, l->total_steps, l->checkpointed, s->optim.step, l->eval_pending,
                {l->early.best, l->early.best_step, l->early.bad, l->early.stopped}, s->scaler};
     int rc = tr_comm_broadcast(c, &state, sizeof state, d);
-    if (!rc && state.start)   /* a fresh start: every rank made the same first weights (checked) */
+    if (!rc && state.start && !s->train.x.shard.fill)   /* every rank made the same first weights (checked); */
         rc = tr_ranks_broadcast_region(c, s->be, s->train.x.base[TR_PARAM], s->train.x.region_bytes[TR_PARAM], d);
-    if (!rc && state.start && s->optim.comm) {   /* sharded: each rank keeps its part of rank 0's */
+    if (!rc && state.start && s->optim.comm) {   /* sharded: each rank keeps its part of rank 0's (ZeRO 3:
+                                                  * of its parameters too) */
         rc = tr_optim_share(&s->optim, d);
         tr_optim_release(&s->optim);
     } else if (!rc && state.start) {
@@ -410,8 +411,10 @@ static int histograms(struct loop_run *c, int64_t t)
         char tag[sizeof val->name + 16];
         host = tr_xrealloc(host, (size_t)(n ? n : 1) * sizeof *host);
         const int of[2] = {v, val->grad};
-        /* sharded (ZeRO 1), a rank holds the summed gradients of its own part only: weights alone */
-        for (int i = 0; i < (c->s->optim.comm ? 1 : 2) && !rc; i++) {
+        /* sharded (ZeRO 1, 2), a rank holds the summed gradients of its own part only: weights
+         * alone; ZeRO 3, its own part of the weights too: neither */
+        int kinds = c->s->train.x.shard.fill ? 0 : c->s->optim.comm ? 1 : 2;
+        for (int i = 0; i < kinds && !rc; i++) {
             struct tr_diag why = {0};
             if (tr_exec_read(&c->s->train.x, of[i], host, (size_t)n * sizeof *host, &why))
                 rc = tr_fail_because(c->d, TR_EFAIL, &why, "histograms");

@@ -17,6 +17,13 @@ static int64_t numel(const struct tr_graph *g, int v)
     return tr_dim_eval(tr_shape_numel(&g->values[v].shape), 1, 1);
 }
 
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
 static void shard_init(struct tr_optim *o, const struct tr_comm *c, size_t bucket, int stage);
 
 void tr_optim_init(struct tr_optim *o, const struct tr_recipe *r, const struct tr_graph *g,
@@ -64,9 +71,11 @@ static void shard_init(struct tr_optim *o, const struct tr_comm *c, size_t bucke
         o->counts[k] = (int)(first[k + 1] - first[k]), o->displs[k] = (int)first[k];
     o->shard_spans = tr_xcalloc((size_t)(o->nspans ? o->nspans : 1), sizeof *o->shard_spans);
     o->nshard = tr_shard_spans(o->spans, o->nspans, o->lo, o->lo + o->own, o->shard_spans);
-    o->stage = stage == 2 ? 2 : 1;
-    for (int i = 0; o->stage == 2 && i < o->nshard; i++)   /* the shard's gradients, end to end */
+    o->stage = stage >= 2 ? stage : 1;
+    for (int i = 0; o->stage >= 2 && i < o->nshard; i++)   /* the shard's gradients, end to end */
         o->shard_spans[i].grad = o->shard_spans[i].state * (int64_t)sizeof(float);
+    for (int i = 0; o->stage == 3 && i < o->nshard; i++)   /* and its parameters */
+        o->shard_spans[i].param = o->shard_spans[i].state * (int64_t)sizeof(float);
     o->pieces = tr_xcalloc((size_t)(o->npieces ? o->npieces : 1), sizeof *o->pieces);
     int64_t cap = (int64_t)(bucket / sizeof(float));
     o->gather_elems = cap < o->total ? (cap > 0 ? cap : 1) : (o->total ? o->total : 1);
@@ -82,6 +91,7 @@ void tr_optim_free(struct tr_optim *o)
     if (o->host_state != o->state)
         free(o->host_state);
     free(o->counts), free(o->displs), free(o->shard_spans), free(o->pieces), free(o->gather), free(o->gather_counts);
+
     o->spans = o->shard_spans = NULL, o->host_state = o->gather = NULL, o->counts = o->displs = NULL;
     o->pieces = NULL, o->gather_counts = NULL;
 }
@@ -112,6 +122,23 @@ static int state_copy(struct tr_optim *o, enum tr_copy direction, struct tr_diag
 int tr_optim_pull(struct tr_optim *o, struct tr_diag *d) { return state_copy(o, TR_COPY_TO_HOST, d); }
 int tr_optim_push(struct tr_optim *o, struct tr_diag *d) { return state_copy(o, TR_COPY_TO_DEVICE, d); }
 
+/* Stage 3: the parameters' elements [lo, hi) copied between their places in view (the whole,
+ * laid out as the plan lays them out) and flat (element lo at 0). */
+static void view_copy(const struct tr_optim *o, char *view, float *flat, int64_t lo, int64_t hi, bool to_view)
+{
+    for (int i = 0; i < o->nspans; i++) {
+        int64_t a = o->spans[i].state > lo ? o->spans[i].state : lo;
+        int64_t b = o->spans[i].state + o->spans[i].numel < hi ? o->spans[i].state + o->spans[i].numel : hi;
+        if (a >= b)
+            continue;
+        float *at = (float *)(view + o->spans[i].param) + (a - o->spans[i].state);
+        if (to_view)
+            memcpy(at, flat + (a - lo), (size_t)(b - a) * sizeof *at);
+        else
+            memcpy(flat + (a - lo), at, (size_t)(b - a) * sizeof *at);
+    }
+}
+
 int tr_optim_gather(struct tr_optim *o, struct tr_diag *d)
 {
     float *all = o->comm && o->comm->rank == 0 ? tr_optim_host_state(o) : NULL;
@@ -119,6 +146,13 @@ int tr_optim_gather(struct tr_optim *o, struct tr_diag *d)
     for (int k = 0; o->comm && k < o->nstate && !rc; k++)
         rc = tr_comm_gather_floats(o->comm, o->state + k * o->own, all ? all + k * o->total : NULL, o->counts,
                                    o->displs, d);
+    if (!rc && o->x) {   /* stage 3: the parameters whole into rank 0's view, through a flat copy */
+        float *flat = all ? tr_xmalloc((size_t)(o->total ? o->total : 1) * sizeof *flat) : NULL;
+        rc = tr_comm_gather_floats(o->comm, (const float *)o->params, flat, o->counts, o->displs, d);
+        if (!rc && flat)
+            view_copy(o, tr_exec_view(o->x, TR_PARAM), flat, 0, o->total, true);
+        free(flat);
+    }
     return rc;
 }
 
@@ -128,7 +162,47 @@ int tr_optim_share(struct tr_optim *o, struct tr_diag *d)
         return 0;
     float *all = tr_optim_host_state(o);
     int rc = tr_comm_broadcast(o->comm, all, (size_t)(o->nstate * o->total) * sizeof *all, d);
+    if (!rc && o->x)   /* stage 3: rank 0's parameters, each rank keeping its part */
+        rc = tr_comm_broadcast(o->comm, tr_exec_view(o->x, TR_PARAM), o->x->plan->region_bytes[TR_PARAM], d);
+    if (!rc && o->x)
+        rc = tr_exec_push(o->x, TR_PARAM, d);
     return rc ? rc : tr_optim_push(o, d);
+}
+
+/* Stage 3's gathered copy of the parameter at place i: each rank's part of it, from every rank. */
+static int fill_param(void *ctx, int i, void *dst, struct tr_diag *d)
+{
+    struct tr_optim *o = ctx;
+    double began = now();
+    const struct tr_param_span *s = &o->spans[i];
+    int world = o->comm->world, *counts = o->gather_counts, *displs = counts + world;
+    for (int k = 0; k < world; k++) {   /* each rank's part of [s->state, s->state + s->numel) */
+        int64_t lo = o->displs[k] > s->state ? o->displs[k] : s->state;
+        int64_t hi = o->displs[k] + o->counts[k] < s->state + s->numel ? o->displs[k] + o->counts[k] : s->state + s->numel;
+        counts[k] = hi > lo ? (int)(hi - lo) : 0, displs[k] = hi > lo ? (int)(lo - s->state) : 0;
+    }
+    int me = o->comm->rank;
+    if (counts[me])
+        memcpy((float *)dst + displs[me], (const float *)o->params + (s->state + displs[me] - o->lo),
+               (size_t)counts[me] * sizeof(float));
+    int rc = tr_comm_allgather(o->comm, dst, counts, displs, d);
+    o->gather_seconds += now() - began;
+    return rc;
+}
+
+/* Stage 3: this rank's part of the whole parameters in view. */
+static int keep_part(void *ctx, const char *view, struct tr_diag *d)
+{
+    (void)d;
+    struct tr_optim *o = ctx;
+    view_copy(o, (char *)view, (float *)o->params, o->lo, o->lo + o->own, false);
+    return 0;
+}
+
+void tr_optim_serve(struct tr_optim *o, struct tr_exec *x)
+{
+    o->x = o->x ? o->x : x;   /* the training executor's view: the checkpoints' */
+    x->shard = (struct tr_exec_shard){.fill = fill_param, .push = keep_part, .ctx = o};
 }
 
 void tr_optim_release(struct tr_optim *o)
@@ -137,6 +211,8 @@ void tr_optim_release(struct tr_optim *o)
         free(o->host_state);
         o->host_state = NULL;
     }
+    if (o->x)   /* stage 3: the whole parameters' view too */
+        tr_exec_drop_host(o->x, TR_PARAM);
 }
 
 /* The backend's view of the optimizer, for one pass: this rank's part when sharded. */
@@ -150,13 +226,6 @@ static struct tr_optim_args args_of(struct tr_optim *o, double lr, struct tr_dia
                                   .weight_decay = o->weight_decay, .beta1 = o->beta1, .beta2 = o->beta2,
                                   .eps = o->eps, .momentum = o->momentum, .nesterov = o->nesterov,
                                   .step = o->step, .grad_factor = o->grad_factor, .diag = d};
-}
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
 /* Sharded: every rank's updated part into every rank's parameters, gather_elems of the
@@ -201,7 +270,7 @@ int tr_optim_step(struct tr_optim *o, double lr, struct tr_diag *d)
     struct tr_optim_args a = args_of(o, lr, d);
     o->grad_factor = 1;   /* a factor is for the step after the clipping that set it */
     int rc = tr_backend_optim_step(o->be, &a);
-    return rc || !o->comm ? rc : gather_params(o, d);
+    return rc || !o->comm || o->stage == 3 ? rc : gather_params(o, d);
 }
 
 double tr_schedule_lr(const struct tr_recipe *r, int64_t t, int64_t total)
@@ -233,8 +302,10 @@ static int sumsq_shared(struct tr_optim *o, double *sum, struct tr_diag *d)
                 continue;
             struct tr_param_span piece = o->spans[i];
             piece.param += at * (int64_t)sizeof(float), piece.grad += at * (int64_t)sizeof(float);
-            if (o->stage == 2)
+            if (o->stage >= 2)
                 piece.grad = (first - o->lo) * (int64_t)sizeof(float);
+            if (o->stage == 3)
+                piece.param = (first - o->lo) * (int64_t)sizeof(float);
             piece.numel = o->spans[i].numel - at < TR_SUMSQ_PIECE ? o->spans[i].numel - at : TR_SUMSQ_PIECE;
             struct tr_optim_args a = args_of(o, 0, d);
             a.spans = &piece, a.nspans = 1;
@@ -286,7 +357,7 @@ int tr_grad_first_nonfinite(const struct tr_optim *o)
             int64_t hi = s->state + s->numel < o->lo + o->own ? s->state + s->numel : o->lo + o->own;
             if (lo >= hi)
                 continue;
-            part.grad = o->stage == 2 ? (lo - o->lo) * (int64_t)sizeof(float)
+            part.grad = o->stage >= 2 ? (lo - o->lo) * (int64_t)sizeof(float)
                                       : s->grad + (lo - s->state) * (int64_t)sizeof(float);
             part.numel = hi - lo;
         }

@@ -29,7 +29,8 @@ struct tr_optim {
     /* ZeRO stage 1 (plan/shard.h): the ranks share the state, each keeping and updating its part
      * of the parameters' elements, [lo, lo + own); NULL comm: this process holds it all */
     const struct tr_comm *comm;
-    int stage;                 /* 1, or 2: grads hold this rank's part alone, element lo at 0 */
+    int stage;                 /* 1; 2: grads hold this rank's part alone, element lo at 0; 3:
+                                * params too (the parameters read through gathered copies) */
     int64_t lo, own;
     int *counts, *displs;      /* every rank's part: its elements and its first */
     struct tr_param_span *shard_spans;   /* the spans' parts in this rank's (state offsets from lo) */
@@ -39,14 +40,15 @@ struct tr_optim {
     float *gather;             /* the parameters gathered through it, gather_elems at a time */
     int64_t gather_elems;
     int *gather_counts;        /* a piece's parts, every rank's counts then displacements */
-    double gather_seconds;     /* spent gathering the updated parameters */
+    double gather_seconds;     /* spent gathering the updated parameters (stage 3: the copies) */
+    struct tr_exec *x;         /* stage 3: the executor whose host view the parameters gather into */
 };
 
 /* The optimizer over g's parameters and gradients (at plan's offsets), its state in `state`
  * (tr_plan_optimizer_bytes long), all of it be's memory. shard: the ranks sharing the state
  * (its state then tr_plan_optimizer_shard_bytes long: this rank's part; be's memory the host's),
  * NULL for none; stage (ZeRO's, with shard): 2, grads holds only this rank's part's summed
- * gradients, end to end. */
+ * gradients, end to end; 3, params this rank's part of the parameters too, end to end. */
 void tr_optim_init(struct tr_optim *o, const struct tr_recipe *r, const struct tr_graph *g,
                    const struct tr_memplan *plan, const struct tr_backend *be, char *params, char *grads,
                    float *state, const struct tr_comm *shard, int stage);
@@ -65,6 +67,10 @@ int tr_optim_push(struct tr_optim *o, struct tr_diag *d);
 int tr_optim_gather(struct tr_optim *o, struct tr_diag *d);
 int tr_optim_share(struct tr_optim *o, struct tr_diag *d);
 void tr_optim_release(struct tr_optim *o);
+/* ZeRO stage 3: the executor's parameters are this rank's part (exec.h: shard): x's gathered
+ * copies are filled from every rank's part, and its host view's are kept from; with x's, the
+ * checkpoints' gather and the resume's share above take the parameters too. */
+void tr_optim_serve(struct tr_optim *o, struct tr_exec *x);
 /* One update with learning rate lr from the accumulated gradients: 0, or a code with the
  * sentence in d (a device fault). Sharded: this rank's part updated, then every rank's
  * gathered, so all hold the same parameters. */

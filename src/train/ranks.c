@@ -99,7 +99,7 @@ static int params_hash(const struct tr_exec *x, uint64_t *hash, struct tr_diag *
 
 int tr_ranks_same_params(const struct tr_comm *c, const struct tr_exec *x, int64_t step, struct tr_diag *d)
 {
-    if (c->world == 1)
+    if (c->world == 1 || x->shard.fill)   /* ZeRO 3: each rank holds its own part of them */
         return 0;
     uint64_t mine = 0, *all = tr_xcalloc((size_t)c->world, sizeof *all);
     int rc = params_hash(x, &mine, d);

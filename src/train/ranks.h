@@ -34,7 +34,8 @@ int tr_ranks_same_job(const struct tr_comm *c, const struct tr_recipe *r, const 
 int tr_ranks_broadcast_region(const struct tr_comm *c, const struct tr_backend *be, char *region, size_t bytes,
                               struct tr_diag *d);
 /* Whether every rank holds the same parameters (and running statistics): the region's hash
- * compared; TR_EFAIL naming the ranks that differ from rank 0 at step otherwise. */
+ * compared; TR_EFAIL naming the ranks that differ from rank 0 at step otherwise. ZeRO 3, where
+ * each rank holds its own part: 0. */
 int tr_ranks_same_params(const struct tr_comm *c, const struct tr_exec *x, int64_t step, struct tr_diag *d);
 
 #endif

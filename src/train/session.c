@@ -96,8 +96,11 @@ static int allocate(struct tr_session *s, const struct tr_recipe *r, struct tr_d
         bytes[k] = larger(train->region_bytes[k], eval->region_bytes[k]);
     if (train->region_bytes[TR_PARAM] != eval->region_bytes[TR_PARAM])
         return tr_fail(d, TR_EFAIL, "internal: training and evaluation lay parameters out differently");
-    if (s->k.shard == 2 && s->comm)   /* ZeRO 2: the summed gradients of this rank's shard alone */
-        bytes[TR_GRAD] = (size_t)tr_plan_shard_elements(&s->train.b.g, s->comm->world, s->comm->rank) * sizeof(float);
+    size_t own = s->comm ? (size_t)tr_plan_shard_elements(&s->train.b.g, s->comm->world, s->comm->rank) * sizeof(float) : 0;
+    if (s->k.shard >= 2 && s->comm)   /* ZeRO 2: the summed gradients of this rank's shard alone */
+        bytes[TR_GRAD] = own;
+    if (s->k.shard == 3 && s->comm)   /* ZeRO 3: and its parameters */
+        bytes[TR_PARAM] = own;
     tr_alloc_init(&s->alloc, s->be->memory);
     /* the regions may take what the budget leaves once everything outside them is counted */
     const struct tr_candidate *c = tr_session_chosen(s);
@@ -108,16 +111,20 @@ static int allocate(struct tr_session *s, const struct tr_recipe *r, struct tr_d
     memcpy(s->eval.x.base, s->train.x.base, sizeof s->eval.x.base);
     memcpy(s->eval.x.region_bytes, s->train.x.region_bytes, sizeof s->eval.x.region_bytes);
     s->eval.x.workspace = s->train.x.workspace;
-    const struct tr_comm *shard = s->k.shard ? s->comm : NULL;   /* ZeRO stage 1: this rank's part */
+    const struct tr_comm *shard = s->k.shard ? s->comm : NULL;   /* ZeRO: this rank's part */
     size_t state = shard ? tr_plan_optimizer_shard_bytes(r, &s->train.b.g, shard->world, shard->rank)
                          : tr_plan_optimizer_bytes(r, &s->train.b.g);
     void *p = NULL;
     if (tr_alloc_region(&s->alloc, TR_REGION_OPTIMIZER, state, &p))
         return tr_fail(d, TR_ENOFIT, "memory budget: %s", tr_alloc_error(&s->alloc));
     const struct tr_memplan *plan = s->train.x.plan;   /* the gradients' offsets are in the arena where it holds them */
-    bool arena = plan->grads_in_arena && s->k.shard != 2;   /* stage 2: the optimizer reads the shard's */
+    bool arena = plan->grads_in_arena && s->k.shard < 2;   /* stage 2: the optimizer reads the shard's */
     tr_optim_init(&s->optim, r, &s->train.b.g, plan, s->be, s->train.x.base[TR_PARAM],
                   s->train.x.base[arena ? TR_ACT : TR_GRAD], p, shard, s->k.shard);
+    if (s->k.shard == 3 && shard) {   /* both programs read copies gathered from the ranks' parts */
+        tr_optim_serve(&s->optim, &s->train.x);
+        tr_optim_serve(&s->optim, &s->eval.x);
+    }
     return 0;
 }
 

@@ -166,5 +166,10 @@ int tr_step_gradients(const struct tr_step_runner *r, const struct tr_step *st, 
             return rc;
         *loss += share * part;
     }
-    return 0;
+    /* ZeRO 3: a round this rank has no micro-batch for still gathers every parameter, as the
+     * others' passes do, and sums zeros, in the order theirs come */
+    while (!rc && x->shard.fill && r->reducer && tr_grad_reducer_owes(r->reducer))
+        if (!(rc = tr_exec_gathers(x, d)))
+            rc = tr_grad_reduce_micro(r->reducer, NULL, d);
+    return rc;
 }
