@@ -1,10 +1,12 @@
 #!/bin/sh
 # ZeRO on this machine (not run in CI): 2 ranks × 1 thread, optimize.shard=off against optimizer
-# (stage 1) and gradients (stage 2), the same recipe and batch, interleaved round by round. Per
-# case and mode: the median step over the rounds (plan.json's measured_step_seconds), rank 0's
-# gradients and optimizer state measured, its seconds in the gradients' collectives and in
-# gathering the updated parameters (run.json's ranks), and whether the mode's last checkpoint is
-# the unsharded one's bits (stage 1 must be; stage 2 sums in another order).
+# (stage 1), gradients (stage 2) and parameters (stage 3), the same recipe and batch, interleaved
+# round by round. Per case and mode: the median step over the rounds (plan.json's
+# measured_step_seconds), rank 0's parameters, gradients, optimizer state and activation arena
+# measured, its seconds in the gradients' collectives and in gathering parameters (run.json's
+# ranks: stage 1 and 2 the updated ones, stage 3 the copies), and whether the mode's last
+# checkpoint is the bits of the one it should equal (stage 1: unsharded's; stage 2 sums in another
+# order: unsharded's, not expected; stage 3: stage 2's).
 #   bench/run-zero.sh [ROUNDS]   (from the checkout, after building and `trainrun calibrate`)
 set -eu
 rounds=${1:-3}
@@ -25,7 +27,7 @@ try:
     for r in range(rounds):
         for name, args in (CASES if r % 2 == 0 else CASES[::-1]):
             last = {}
-            modes = ("off", "optimizer", "gradients")
+            modes = ("off", "optimizer", "gradients", "parameters")
             for mode in (modes if r % 2 == 0 else modes[::-1]):
                 out = os.path.join(scratch, mode)
                 shutil.rmtree(out, ignore_errors=True)
@@ -37,18 +39,22 @@ try:
                 rank0 = json.load(open(os.path.join(run, "run.json")))["ranks"]["each"][0]
                 got.setdefault((name, mode), []).append((step, rank0["measured_regions"]["optimizer"],
                                                          rank0["reduce_seconds"] / STEPS, rank0["gather_seconds"] / STEPS,
-                                                         rank0["measured_regions"]["grads"]))
+                                                         rank0["measured_regions"]["grads"],
+                                                         rank0["measured_regions"]["params"],
+                                                         rank0["measured_regions"]["arena"]))
                 last[mode] = sorted(glob.glob(os.path.join(run, "checkpoints", "*.safetensors")))[-1]
             for mode in modes:
-                got.setdefault((name, mode, "same"), []).append(filecmp.cmp(last["off"], last[mode], shallow=False))
-    print("%-11s %-10s %10s %14s %16s %14s %12s %10s" % ("case", "shard", "step s", "grads bytes", "optimizer bytes",
-                                                       "collectives s", "gather s", "same bits"))
+                like = "gradients" if mode == "parameters" else "off"
+                got.setdefault((name, mode, "same"), []).append(filecmp.cmp(last[like], last[mode], shallow=False))
+    print("%-11s %-10s %8s %12s %12s %12s %12s %11s %9s %10s" % (
+        "case", "shard", "step s", "params B", "grads B", "optimizer B", "arena B", "collect. s", "gather s", "same bits"))
     for name, _ in CASES:
-        for mode in ("off", "optimizer", "gradients"):
+        for mode in ("off", "optimizer", "gradients", "parameters"):
             rows = got[(name, mode)]
             med = lambda i: statistics.median(x[i] for x in rows)
-            print("%-11s %-10s %10.4f %14d %16d %14.4f %12.4f %10s" % (name, mode, med(0), rows[0][4], rows[0][1],
-                                                                    med(2), med(3), all(got[(name, mode, "same")])))
+            print("%-11s %-10s %8.4f %12d %12d %12d %12d %11.4f %9.4f %10s" % (
+                name, mode, med(0), rows[0][5], rows[0][4], rows[0][1], rows[0][6], med(2), med(3),
+                all(got[(name, mode, "same")])))
 finally:
     shutil.rmtree(scratch, ignore_errors=True)
 PY

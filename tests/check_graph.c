@@ -57,6 +57,105 @@ START_TEST(mlp_gradients)
 }
 END_TEST
 
+/* ZeRO 3's gather pass: every parameter read through copies the executor fills before their
+ * first reader — here from the parameters region itself, as the ranks' parts would be — gives
+ * the same loss and gradients, bit for bit, as the parameters read in place; each copy lives in
+ * the arena only while its phase reads it, and the parameters themselves no node reads. */
+static int fill_from_region(void *ctx, int param, void *dst, struct tr_diag *d)
+{
+    (void)d;
+    struct harness *h = ctx;
+    for (int v = 0, k = 0; v < h->g.nvalues; v++)
+        if (h->g.values[v].kind == TR_PARAM && k++ == param) {
+            size_t bytes = (size_t)tr_dim_eval(tr_shape_numel(&h->g.values[v].shape), 1, 1) * sizeof(double);
+            memcpy(dst, h->x.base[TR_PARAM] + h->plan.offset[v], bytes);
+            return 0;
+        }
+    return TR_EINVAL;
+}
+
+static void gathered_mlp(struct harness *h, bool gathered, int *x, int *r)
+{
+    tr_graph_init(&h->g);
+    struct tr_graph *g = &h->g;
+    *x = tr_input(g, "x", TR_F64, 2, (struct tr_dim[]){tr_dim_B(1), tr_dim_const(5)});
+    int w = model_param(g, TR_F64, "", "w0", 2, (int64_t[]){5, 5});
+    int y = tr_gelu(g, tr_matmul(g, *x, tr_transpose(g, w), 0, 0), 0);   /* a view of a parameter */
+    y = tr_tanh(g, model_linear(g, TR_F64, "fc1", y, 5, 7));
+    y = model_linear(g, TR_F64, "fc2", y, 7, 3);
+    tr_graph_set_loss(g, weighted_sum(g, y, r));
+    ck_assert(!g->error);
+    h->loss_scale = tr_autodiff(g);
+    if (gathered)
+        tr_gather_params(g);
+    h->n = g->nnodes;
+    h->schedule = malloc((size_t)h->n * sizeof(int));
+    for (int i = 0; i < h->n; i++)
+        h->schedule[i] = i;
+    tr_memplan_build(&h->plan, g, h->schedule, h->n, 4, 1, &g->loss, 1, tr_cpu_ops.workspace_bytes, false);
+    h->x = (struct tr_exec){.g = g, .schedule = h->schedule, .n = h->n, .plan = &h->plan, .be = tr_backend_cpu(),
+                            .rng = &h->rng, .debug = true};
+    tr_alloc_init(&h->alloc, NULL);
+    struct tr_diag why = {0};
+    ck_assert_msg(tr_exec_alloc(&h->x, &h->alloc, h->plan.region_bytes, h->plan.workspace_bytes, &why) == 0,
+                  "%s", tr_diag_last(&why));
+    uint64_t seed = 11;
+    for (int v = 0; v < g->nvalues; v++)   /* the same values in both: filled before the shard is set */
+        if (g->values[v].kind == TR_PARAM || v == *x || v == *r)
+            harness_fill(h, v, &seed, -0.9, 0.9);
+    *harness_f64(h, h->loss_scale) = 1;
+    if (gathered)
+        h->x.shard = (struct tr_exec_shard){.fill = fill_from_region, .ctx = h};
+}
+
+START_TEST(gather_pass)
+{
+    struct harness plain = {0}, gathered = {0};
+    int x, r;
+    gathered_mlp(&plain, false, &x, &r);
+    gathered_mlp(&gathered, true, &x, &r);
+    const struct tr_graph *g = &gathered.g;
+    int params = 0, copies = 0;
+    for (int v = 0; v < g->nvalues; v++) {
+        params += g->values[v].kind == TR_PARAM;
+        if (g->values[v].gathers < 0)
+            continue;
+        copies++;
+        ck_assert(tr_memplan_in_arena(&gathered.plan, v));
+        ck_assert_int_eq(gathered.plan.first[v] >= 0, 1);
+    }
+    for (int i = 0; i < g->nnodes; i++)   /* no node reads a parameter */
+        for (int j = 0; j < g->nodes[i].nin; j++)
+            ck_assert(g->nodes[i].in[j] < 0 || g->values[g->nodes[i].in[j]].kind != TR_PARAM);
+    int fc1[2], n = 0;   /* fc1.weight (the second parameter): its forward copy dies before its backward's */
+    for (int v = 0; v < g->nvalues; v++)
+        if (g->values[v].gathers == 1 && n < 2)
+            fc1[n++] = v;
+    ck_assert_int_eq(n, 2);
+    ck_assert_int_lt(gathered.plan.last[fc1[0]], gathered.plan.first[fc1[1]]);
+    ck_assert_int_eq(params, 5);   /* w0, fc1 and fc2's weights and biases */
+    ck_assert_int_eq(gathered.plan.ngather, copies);
+    ck_assert_int_gt(copies, params);   /* the weights are read by the backward too */
+    ck_assert_int_le(copies, 2 * params);
+    for (int c = 1; c < gathered.plan.ngather; c++)   /* listed by first step */
+        ck_assert_int_le(gathered.plan.first[gathered.plan.gather[c - 1]], gathered.plan.first[gathered.plan.gather[c]]);
+    struct tr_diag why = {0};
+    for (int round = 0; round < 2; round++) {   /* a second run over the same arena */
+        memset(plain.x.base[TR_GRAD], 0, plain.plan.region_bytes[TR_GRAD]);
+        memset(gathered.x.base[TR_GRAD], 0, gathered.plan.region_bytes[TR_GRAD]);
+        ck_assert_msg(tr_exec_run(&plain.x, 4, 1, &why) == 0, "%s", tr_diag_last(&why));
+        ck_assert_msg(tr_exec_run(&gathered.x, 4, 1, &why) == 0, "%s", tr_diag_last(&why));
+        ck_assert(*harness_f64(&plain, plain.g.loss) == *harness_f64(&gathered, gathered.g.loss));
+        ck_assert_int_eq(plain.plan.region_bytes[TR_GRAD], gathered.plan.region_bytes[TR_GRAD]);
+        ck_assert(!memcmp(plain.x.base[TR_GRAD], gathered.x.base[TR_GRAD], plain.plan.region_bytes[TR_GRAD]));
+    }
+    ck_assert_ptr_null(tr_exec_data(&gathered.x, 1));   /* a parameter: whole only in its copies */
+    ck_assert_int_eq(tr_exec_gathers(&gathered.x, &why), 0);   /* a round with no micro-batch */
+    harness_free(&plain);
+    harness_free(&gathered);
+}
+END_TEST
+
 /* Gradients add up across runs until zeroed: that is gradient accumulation. */
 START_TEST(gradients_accumulate)
 {
@@ -436,6 +535,7 @@ int main(void)
     tcase_add_test(tc, amp_pass);
     tcase_add_test(tc, mlp_gradients);
     tcase_add_test(tc, gradients_accumulate);
+    tcase_add_test(tc, gather_pass);
     tcase_add_test(tc, memplan_random_graphs);
     tcase_add_test(tc, memplan_bert_base);
     tcase_add_test(tc, buckets_share_one_arena);

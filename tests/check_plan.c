@@ -475,6 +475,56 @@ START_TEST(shard_chosen_across_ranks)
 }
 END_TEST
 
+/* ZeRO 3 across ranks: where stage 2 does not fit, the planner takes the parameters' shards too —
+ * each rank's parameters, gradients and optimizer state its part, the copies gathered whole in
+ * the arena of the program the trainer builds for those knobs. */
+START_TEST(zero3_when_nothing_else_fits)
+{
+    const char *yaml = "model: {arch: mlp, layers: 4, hidden: 1024}\ndata: {dataset: features}\n"
+                       "train: {batch_size: 64, steps: 10}\n";
+    struct fixture f;
+    start(&f, yaml, false);
+    struct tr_plan p;
+    f.job.world = 2, f.r.optimize.shard = TR_SHARD_AUTO;
+    ck_assert_int_ge(search(&f, &p, (uint64_t)8 << 30), 0);
+    uint64_t others = UINT64_MAX;   /* the least any stage below 3 takes */
+    bool searched = false;
+    for (int i = 0; i < p.ncand; i++) {
+        searched |= p.cand[i].k.shard == 3;
+        if (p.cand[i].k.shard < 3 && p.cand[i].footprint < others)
+            others = p.cand[i].footprint;
+    }
+    ck_assert(searched);
+    tr_plan_free(&p);
+    int64_t parts = 0;
+    for (int rank = 0; rank < 2; rank++) {
+        f.job.rank = rank;
+        ck_assert_int_ge(search(&f, &p, others - 1), 0);
+        ck_assert_int_ge(p.chosen, 0);
+        const struct tr_candidate *c = &p.cand[p.chosen];
+        ck_assert_int_eq(c->k.shard, 3);
+        ck_assert_str_eq(tr_shard_name(c->k.shard), "parameters");
+        size_t own = (size_t)p.shard_elements[rank] * sizeof(float);
+        ck_assert_uint_eq(c->regions[TR_REGION_PARAMS], own);
+        ck_assert_uint_eq(c->regions[TR_REGION_GRADS], own);
+        ck_assert_uint_eq(c->regions[TR_REGION_OPTIMIZER], p.shard_bytes[rank]);
+        parts += p.shard_elements[rank];
+        struct tr_built train;
+        struct tr_diag err = {0};
+        ck_assert_int_eq(tr_build(&train, &f.job, &c->k, true, &err), 0);
+        int copies = 0;
+        for (int v = 0; v < train.g.nvalues; v++)
+            copies += train.g.values[v].gathers >= 0;
+        ck_assert_int_gt(copies, 0);
+        ck_assert_uint_eq(c->regions[TR_REGION_ARENA], train.p.region_bytes[TR_ACT]);
+        ck_assert_int_eq(parts <= (int64_t)(tr_plan_param_bytes(&train.g) / sizeof(float)), 1);
+        tr_built_free(&train);
+        tr_plan_free(&p);
+    }
+    finish(&f);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("plan");
@@ -491,6 +541,7 @@ int main(void)
     tcase_add_test(tc, recompute_costs_time_saves_memory);
     tcase_add_test(tc, shard_cut_on_pieces);
     tcase_add_test(tc, shard_chosen_across_ranks);
+    tcase_add_test(tc, zero3_when_nothing_else_fits);
     suite_add_tcase(s, tc);
     return unit_run(s);
 }

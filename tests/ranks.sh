@@ -165,6 +165,57 @@ assert sum(r["measured_regions"]["optimizer"] for r in staged["each"]) == whole[
 assert whole["grads"] - 4096 < sum(r["measured_regions"]["grads"] for r in staged["each"]) <= whole["grads"]
 print("ZeRO 2 on 3 ranks: gradients %s of %d bytes, as planned" % ([r["measured_regions"]["grads"] for r in staged["each"]], whole["grads"]))
 ' "$off" "$staged" || fail "ZeRO 2: the ranks regions are not what they and plan --ranks predicted"
+# ZeRO stage 3 (optimize.shard=parameters): each rank keeps its part of the parameters too, and
+# every node reads copies gathered whole just before their first reader, freed after their
+# phase's last: the same values as stage 2 reads, so the same bits (the checkpoints, gathered
+# whole on rank 0, compared). Each rank's parameters, gradients and state are its part, as planned.
+ranks 3 zero-3 "$@" optimize.shard=parameters
+gathered=$dir
+for step in 5 10; do
+  checks=$((checks + 1))
+  cmp -s "$staged/checkpoints/step-$step.safetensors" "$gathered/checkpoints/step-$step.safetensors" ||
+    fail "ZeRO 3: step $step's checkpoint differs from ZeRO 2's"
+done
+same_training "$off" "$gathered" "bert-small, ZeRO 3 on 3 ranks against unsharded"
+run "$TRAINRUN" plan "$@" optimize.shard=parameters --ranks 3 --json
+expect_rc 0 "plan --ranks 3, ZeRO 3"
+checks=$((checks + 1))
+printf '%s\n' "$out" | python3 -c '
+import json, sys
+planned = json.load(sys.stdin)["ranks"]
+off, gathered = (json.load(open(p + "/run.json"))["ranks"] for p in sys.argv[1:3])
+assert gathered["shard"] == "parameters", gathered
+whole = off["each"][0]["measured_regions"]
+for r, p in zip(gathered["each"], planned["each"]):
+    got = r["measured_regions"]
+    assert r["predicted_regions"] == got, r
+    assert (got["params"], got["grads"], got["optimizer"]) == (p["params_bytes"], p["grads_bytes"], p["optimizer_bytes"]), (got, p)
+assert whole["params"] - 4096 < sum(r["measured_regions"]["params"] for r in gathered["each"]) <= whole["params"]
+print("ZeRO 3 on 3 ranks: parameters %s of %d bytes, arena %d (unsharded %d), as planned" % (
+    [r["measured_regions"]["params"] for r in gathered["each"]], whole["params"],
+    gathered["each"][0]["measured_regions"]["arena"], whole["arena"]))
+' "$off" "$gathered" || fail "ZeRO 3: the ranks regions are not what they and plan --ranks predicted"
+# ZeRO 3 resumed on another rank count: rank 0 reads the whole parameters and state, every rank
+# keeps its new part of them; 3 ranks stopped by SIGTERM and resumed on 2 end as 3 uninterrupted.
+set -- "$@" optimize.shard=parameters train.steps=60
+ranks 3 zero-3-whole "$@"
+whole3=$dir
+mpirun --oversubscribe --bind-to none -np 3 "$TRAINRUN" "$@" report.log_every=1 train.eval_samples=64 \
+  report.dir="$scratch/zero-3-cut" --quiet >"$scratch/cut.out" 2>&1 &
+launched=$!
+wait_for "$scratch/zero-3-cut/bert-small/latest/checkpoints/step-5.safetensors"
+pkill -TERM -f "report.dir=$scratch/zero-3-cut" 2>/dev/null
+wait "$launched"
+dir=$(echo "$scratch/zero-3-cut"/*/latest)
+checks=$((checks + 1))
+grep -q "stopped by SIGTERM after step" "$dir/log.txt" || fail "ZeRO 3 cut: not stopped by SIGTERM: $(tail -n 3 "$scratch/cut.out")"
+run timeout 300 mpirun --oversubscribe --bind-to none -np 2 "$TRAINRUN" resume "$dir" --quiet
+expect_rc 0 "ZeRO 3 on 3 ranks resumed on 2"
+expect_in "$(cat "$dir/log.txt")" "ranks: 2 (started by mpirun)" "the resumed part ran on 2 ranks"
+same_training "$whole3" "$dir" "bert-small, ZeRO 3 on 3 ranks, resumed on 2"
+run "$TRAINRUN" plan "$srcdir/recipes/resnet.yaml" optimize.shard=parameters --ranks 2
+expect_rc 2 "ZeRO 3 of a model with batch norm's statistics"
+expect_in "$err" "optimize.shard: parameters shards no running statistics" "the refusal says why"
 
 # A trace per rank, which Holistic Trace Analysis reads together: the ranks' ops alike, each
 # step's all-reduce inside it.

@@ -4,6 +4,7 @@
  * (planned for its share of the batch) and the gradients' sum a step. Exit 0 when a plan fits, 3
  * when none does (naming the smallest budget that would). */
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,33 +54,41 @@ static int ranks_of(const struct tr_args *a, struct tr_diag *diag)
     return (int)n;
 }
 
-/* What the ranks add to the plan: each one's share, its optimizer state (sharded: its part, exact
- * for each rank), and the gradients they sum a step — a ring all-reduce (a reduce-scatter and
- * an all-gather) moves 2 (N − 1) / N of them in and out of each rank; sharded, the all-gather
- * moves the updated parameters instead. Not timed: this host's memory bandwidth would say 2 ms
- * for bert-small's 42 MiB where Open MPI took ~15 ms over shared memory (bench/README.md); a
- * run measures it (run.json's ranks). */
+/* What the ranks add to the plan: each one's share, its regions (sharded: its parts, exact for
+ * each rank), and what they move a step — a ring's reduce-scatter or all-gather moves (N − 1) / N
+ * of the parameters' bytes in and out of each rank: unsharded and ZeRO 1 one of each a step,
+ * ZeRO 2 a reduce-scatter a micro-batch round and the parameters' all-gather, ZeRO 3 a
+ * reduce-scatter and two all-gathers (the forward's and the backward's copies) a round. Timed
+ * at the bus rate the last run with as many ranks on this host measured (run.json's ranks). */
 static void ranks_words(const struct tr_plan *plan, const struct tr_recipe *r, int world, json_t **json)
 {
     const struct tr_candidate *c = plan->chosen >= 0 ? &plan->cand[plan->chosen] : NULL;
-    if (!c || world == 1)
+    if (!c || world == 1 || !plan->shard_elements)
         return;
-    uint64_t bytes = c->regions[TR_REGION_GRADS] ? c->regions[TR_REGION_GRADS] : c->regions[TR_REGION_PARAMS];
-    uint64_t moved = (uint64_t)(2.0 * (world - 1) / world * (double)bytes);
+    uint64_t bytes = 0;
+    for (int k = 0; k < world; k++)
+        bytes += (uint64_t)plan->shard_elements[k] * sizeof(float);
+    double rounds = ceil(c->micro_steps), sums = c->k.shard == 3 ? 3 * rounds : c->k.shard == 2 ? rounds + 1 : 2;
+    uint64_t moved = (uint64_t)(sums * (world - 1) / world * (double)bytes);
+    static const char *const how[] = {"a reduce-scatter and an all-gather of the gradients",
+                                      "a reduce-scatter of the gradients and an all-gather of the updated parameters",
+                                      "a reduce-scatter of each round of micro-batches' gradients and an all-gather "
+                                      "of the updated parameters",
+                                      "two all-gathers of the parameters (the forward's copies and the backward's) "
+                                      "and a reduce-scatter of the gradients each round of micro-batches"};
     json_t *each = json_array();
-    if (!json && c->comm_seconds > 0)
+    if (!json) {
         printf("ranks: %d, each as planned above for %lld of the step's %lld samples (its regions exact); each "
-               "step they sum %.1f MiB of gradients, %.1f MiB in and out of each rank (a reduce-scatter and an "
-               "all-gather), %.3f s a step at %.2f GB/s, the rate the last %d-rank run on this host measured "
-               "(in the step time above)\n", world, (long long)(r->train.batch_size / world),
-               (long long)r->train.batch_size, (double)bytes / 1048576, (double)moved / 1048576, c->comm_seconds,
-               plan->bus_rate / 1e9, world);
-    else if (!json)
-        printf("ranks: %d, each as planned above for %lld of the step's %lld samples (its regions exact); each "
-               "step they sum %.1f MiB of gradients, %.1f MiB in and out of each rank (a reduce-scatter and an "
-               "all-gather), which the step time above leaves out: no %d-rank run on this host has measured "
-               "the rate yet (a run measures it first)\n", world, (long long)(r->train.batch_size / world),
-               (long long)r->train.batch_size, (double)bytes / 1048576, (double)moved / 1048576, world);
+               "step moves %.1f MiB in and out of each rank (%s; %.1f MiB of parameters), ", world,
+               (long long)(r->train.batch_size / world), (long long)r->train.batch_size, (double)moved / 1048576,
+               how[c->k.shard], (double)bytes / 1048576);
+        if (c->comm_seconds > 0)
+            printf("%.3f s a step at %.2f GB/s, the rate the last %d-rank run on this host measured (in the step "
+                   "time above)\n", c->comm_seconds, plan->bus_rate / 1e9, world);
+        else
+            printf("which the step time above leaves out: no %d-rank run on this host has measured the rate yet "
+                   "(a run measures it first)\n", world);
+    }
     for (int k = 0; k < world; k++) {
         size_t state = c->k.shard && plan->shard_bytes ? plan->shard_bytes[k] : c->regions[TR_REGION_OPTIMIZER];
         size_t own = plan->shard_elements ? (size_t)plan->shard_elements[k] * sizeof(float) : 0;
