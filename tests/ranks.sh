@@ -300,7 +300,9 @@ same_training "$whole" "$dir" "one process, resumed by 2 ranks"
 
 # Faults: rank 1 stopped (SIGSTOP: the real hang) or killed (SIGKILL) mid-run. Every rank is gone
 # within distributed.timeout + 10 s; a stopped one makes rank 0 end with status 10, saying what it
-# waited in; the checkpoints written stay whole (their safetensors header reads).
+# waited in and, having asked the others, that rank 1 did not answer — on stderr, in log.txt,
+# run.json's failure and the report; the checkpoints written stay whole (their safetensors
+# header reads).
 # fault SIGNAL: a long 2-rank run, SIGNAL to rank 1 once step 1000 is checkpointed; its exit
 # status in $rc, the seconds until mpirun ended in $took, stderr in $err.
 fault() {
@@ -344,6 +346,19 @@ PY
 fault STOP
 expect_rc 10 "a stopped rank"
 expect_in "$err" "rank 0 of 2: no answer from the other ranks for" "rank 0 says it waited"
+expect_in "$err" "rank 1 did not answer (stopped, or its host went away)" "rank 0 names the rank that stopped answering"
+checks=$((checks + 1))
+python3 - "$scratch/fault/mlp/latest" <<'PY' || fail "a stopped rank: run.json and the report do not name the rank"
+import json, sys
+run = json.load(open(sys.argv[1] + "/run.json"))
+f = run["failure"]
+assert run["exit_code"] == 10 and f["kind"] == "ranks" and f["silent_ranks"] == "1" and f["step"] > 1000, run
+report = open(sys.argv[1] + "/report.md").read()
+assert "Failure: rank 0 of 2: no answer" in report and "rank 1 did not answer" in report, report[:800]
+log = open(sys.argv[1] + "/log.txt").read()
+assert "failed: rank 0 of 2: no answer from the other ranks" in log, log[-600:]
+print("STOP of rank 1: run.json and the report name rank %s, step %d, after %.1f s" % (f["silent_ranks"], f["step"], f["waited_seconds"]))
+PY
 fault KILL
 checks=$((checks + 1))
 [ "$rc" != 0 ] || fail "a killed rank: mpirun's status is 0"

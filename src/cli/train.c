@@ -150,6 +150,14 @@ static int test(struct tr_loop *l, struct tr_session *s, const struct tr_recipe 
     return failed ? failed : rc;
 }
 
+/* Rank 0's run folder while the ranks train, for the watchdog to record a timeout in (NULL: none);
+ * what the run's end needs beside it. */
+static struct {
+    struct tr_run_folder *folder;
+    const struct tr_recipe *r;
+    double started;
+} watched;
+
 /* The run, start to report: each call one stage on plain data, on every rank (comm; rank 0
  * writes and speaks). Returns how it ended (0 or an enum tr_err), with the run folder left in
  * *folder for the caller's result line. */
@@ -190,12 +198,15 @@ static int train(const struct tr_comm *comm, const struct tr_recipe *r, const ch
         rc = tr_loop_share_resume(&loop, &s, &start, d);
     if (!rc)
         res->run_dir = folder->dir.s;
+    if (!rc && !folder->silent && comm->world > 1)   /* a timeout is recorded in it */
+        watched.folder = folder, watched.r = r, watched.started = started;
     tr_comm_watch_arm(comm, true);   /* distributed.timeout: from here every rank works alike */
     if (!rc)
         rc = tr_loop_run(&loop, &s, folder, r, &data, start, res, d);   /* training loop */
     if (!rc)
         rc = tr_loop_last_checkpoint(&loop, &s, folder, r, res->steps, d);   /* the last checkpoint */
     tr_comm_watch_arm(comm, false);
+    watched.folder = NULL;
     /* evaluation, on the clock's stop too: rank 0's (ZeRO 3: every rank's, whose parts it gathers) */
     if ((!rc || rc == TR_ETIMEUP) && data.test.n && (!folder->silent || s.eval.x.shard.fill))
         rc = test(&loop, &s, r, &data, res, rc, d);
@@ -220,13 +231,38 @@ static int train(const struct tr_comm *comm, const struct tr_recipe *r, const ch
 }
 
 /* distributed.timeout ran out in a collective (the watchdog's thread, dist/comm.h): this rank
- * ends at once, the main thread being stuck in MPI; its launcher ends the others. */
-static void ranks_timed_out(const struct tr_comm *c, const char *what, double waited)
+ * ends at once, the main thread being stuck in MPI; its launcher ends the others. Rank 0 first
+ * says in its run folder which ranks did not answer (log.txt, run.json's failure, the report). */
+static void ranks_timed_out(const struct tr_comm *c, const struct tr_comm_timeout *t)
 {
-    fprintf(stderr, "trainrun: rank %d of %d: no answer from the other ranks for %.0f s while %s "
-            "(distributed.timeout): a rank stopped or its host went away; ending with status %d, and %s "
-            "ends the other ranks\n", c->rank, c->world, waited, what, TR_EXIT_RANKS, c->launcher);
+    char who[1024];
+    int n = snprintf(who, sizeof who, "%s%s%s", *t->silent ? "rank" : "a rank stopped or its host went away",
+                     *t->silent && strchr(t->silent, ',') ? "s " : *t->silent ? " " : "", t->silent);
+    if (*t->silent && n > 0 && (size_t)n < sizeof who)
+        snprintf(who + n, sizeof who - (size_t)n, " did not answer (stopped, or %s host went away)%s%s",
+                 strchr(t->silent, ',') ? "their" : "its", *t->said ? "; " : "", t->said);
+    else if (*t->said && n > 0 && (size_t)n < sizeof who)
+        snprintf(who + n, sizeof who - (size_t)n, "; %s", t->said);
+    char sentence[1600];
+    snprintf(sentence, sizeof sentence, "rank %d of %d: no answer from the other ranks for %.0f s while %s in step "
+             "%lld (distributed.timeout): %s", c->rank, c->world, t->waited, t->what, (long long)t->step, who);
+    fprintf(stderr, "trainrun: %s; ending with status %d, and %s ends the other ranks\n", sentence, TR_EXIT_RANKS,
+            c->launcher);
     fflush(stderr);
+    struct tr_run_folder *f = c->rank == 0 ? watched.folder : NULL;
+    if (f) {   /* the main thread waits in MPI: the folder is this thread's to close */
+        tr_run_folder_say(f, "failed: %s\n", sentence);
+        json_t *failure = json_pack("{ss si sf ss sI ss}", "kind", "ranks", "rank", c->rank, "waited_seconds",
+                                    t->waited, "while", t->what, "step", (json_int_t)t->step, "sentence", sentence);
+        if (*t->silent)
+            json_object_set_new(failure, "silent_ranks", json_string(t->silent));
+        tr_run_folder_note(f, "failure", failure);
+        tr_run_folder_end(f, watched.r->report.dir, &(struct tr_run_end){.err = TR_EFAIL, .exit_status = TR_EXIT_RANKS,
+                                                                    .seconds = tr_now() - watched.started,
+                                                                    .steps = t->step > 0 ? t->step - 1 : 0,
+                                                                    .name = watched.r->name,
+                                                                    .prometheus = watched.r->report.prometheus});
+    }
     usleep(200000);   /* mpirun forwards a rank's output through a pipe: let it take the line */
     _exit(TR_EXIT_RANKS);
 }

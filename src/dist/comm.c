@@ -4,6 +4,7 @@
 
 #include <dlfcn.h>
 #include <limits.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -46,6 +47,7 @@ struct tr_comm_watch {
     double timeout;
     tr_comm_timeout_fn on_timeout;
     _Atomic double since;            /* when the collective in progress began; 0: none */
+    _Atomic int64_t step;
     atomic_bool armed;
     const char *_Atomic what;
     pthread_t thread;
@@ -61,7 +63,74 @@ static double monotonic(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* Looks at the collective in progress a few times a timeout (at least once a second). */
+/* Rank 0 asks for ASK_SECONDS; a rank that timed out answers for ANSWER_SECONDS before it ends
+ * (until rank 0 has asked and had ASK_SECONDS more to write its run folder), so that its ending
+ * (the launcher then ends the others) does not cut rank 0's record short. */
+#define ASK_SECONDS 2.0
+#define ANSWER_SECONDS 3.5
+
+/* A rank other than 0: rank 0's question answered, if it asked — the seconds this rank has waited
+ * in a collective, or −1. Whether it asked. */
+static bool answer(struct tr_comm_watch *w)
+{
+    double since = atomic_load(&w->since);
+    int asked = 0;
+    w->comm->mpi->watch_answer(since > 0 ? monotonic() - since : -1, &asked);
+    return asked != 0;
+}
+
+/* "1, 3": the ranks k > 0 of state that did not answer (silent: NaN), or that answered from
+ * outside a collective (−1); n counts them. */
+static void list_ranks(const double *state, int world, bool silent, char *out, size_t size, int *n)
+{
+    size_t used = 0;
+    *n = 0, *out = '\0';
+    for (int k = 1; k < world && used < size; k++)
+        if ((isnan(state[k]) != 0) == silent && (silent || state[k] < 0)) {
+            int wrote = snprintf(out + used, size - used, "%s%d", *n ? ", " : "", k);
+            used += wrote > 0 ? (size_t)wrote : 0;
+            (*n)++;
+        }
+}
+
+/* Rank 0: every other rank asked where it is; t says who did not answer and who was not waiting. */
+static void ask(const struct tr_comm *c, struct tr_comm_timeout *t)
+{
+    double *state = tr_xcalloc((size_t)c->world, sizeof *state);
+    int err = c->mpi->watch_ask(ASK_SECONDS, state), silent = 0, busy = 0;
+    char busy_ranks[256];
+    if (err) {
+        snprintf(t->said, sizeof t->said, "the other ranks could not be asked where they are");
+    } else {
+        list_ranks(state, c->world, true, t->silent, sizeof t->silent, &silent);
+        list_ranks(state, c->world, false, busy_ranks, sizeof busy_ranks, &busy);
+        if (busy)
+            snprintf(t->said, sizeof t->said, "rank%s %s answered outside any collective (still computing: a slow "
+                     "or hung device)", busy > 1 ? "s" : "", busy_ranks);
+        else if (!silent)
+            snprintf(t->said, sizeof t->said, "every rank answered, waiting in a collective (the ranks called "
+                     "different ones)");
+    }
+    free(state);
+}
+
+static void timed_out(struct tr_comm_watch *w, double waited)
+{
+    const struct tr_comm *c = w->comm;
+    struct tr_comm_timeout t = {.what = atomic_load(&w->what), .waited = waited, .step = atomic_load(&w->step)};
+    if (c->asks && c->rank == 0) {
+        ask(c, &t);
+    } else if (c->asks) {
+        double until = monotonic() + ANSWER_SECONDS;
+        for (; monotonic() < until; usleep(20000))
+            if (answer(w))
+                until = monotonic() + ASK_SECONDS + 1;
+    }
+    w->on_timeout(c, &t);
+}
+
+/* Looks at the collective in progress a few times a timeout (at least once a second), and answers
+ * rank 0's questions. */
 static void *watch(void *arg)
 {
     struct tr_comm_watch *w = arg;
@@ -74,9 +143,11 @@ static void *watch(void *arg)
         until.tv_sec += (time_t)at;
         until.tv_nsec = (long)((at - (double)(time_t)at) * 1e9);
         pthread_cond_timedwait(&w->wake, &w->lock, &until);
+        if (!w->stop && w->comm->asks && w->comm->rank)
+            answer(w);
         double since = atomic_load(&w->since);
         if (!w->stop && since > 0 && monotonic() - since > w->timeout)
-            w->on_timeout(w->comm, atomic_load(&w->what), monotonic() - since);
+            timed_out(w, monotonic() - since);
     }
     pthread_mutex_unlock(&w->lock);
     return NULL;
@@ -101,6 +172,12 @@ void tr_comm_watch_arm(const struct tr_comm *c, bool armed)
 {
     if (c->watch)
         atomic_store(&c->watch->armed, armed);
+}
+
+void tr_comm_watch_step(const struct tr_comm *c, int64_t step)
+{
+    if (c->watch)
+        atomic_store(&c->watch->step, step);
 }
 
 /* Around each collective: the watchdog times what is between, while armed. */
@@ -213,8 +290,8 @@ static int open_ranks(struct tr_comm *c, struct tr_diag *d)
         return tr_fail(d, TR_EINVAL, "started as rank %d of %d by %s, but %s: install libopenmpi-dev and run "
                        "./configure again (it says \"MPI: yes\"), or run one process", c->rank, c->world,
                        c->launcher, why);
-    int rank = 0, world = 1, serialized = 0, err = mpi->init(&rank, &world, &serialized);
-    c->threads = serialized != 0;
+    int rank = 0, world = 1, threads = 0, err = mpi->init(&rank, &world, &threads);
+    c->threads = threads >= 1;
     c->mpi = mpi;
     c->agreed = tr_xcalloc((size_t)c->world, sizeof *c->agreed);
     if (err)
@@ -223,6 +300,10 @@ static int open_ranks(struct tr_comm *c, struct tr_diag *d)
         return tr_fail(d, TR_EINVAL, "%s says rank %d of %d, but MPI sees rank %d of %d: trainrun's ranks talk "
                        "over MPI, so launch them with mpirun -np %d or srun, not %s", c->launcher, c->rank, c->world,
                        rank, world, c->world, c->launcher);
+    /* the watchdog's questions (every rank: a communicator of their own; where MPI allows them) */
+    if (threads >= 2 && (err = mpi->watch_open()))
+        return mpi_failed(c, d, err, "MPI_Comm_dup");
+    c->asks = threads >= 2;
     return 0;
 }
 
@@ -243,6 +324,9 @@ void tr_comm_describe(char *out, size_t size)
 void tr_comm_close(struct tr_comm *c)
 {
     watch_stop(c);
+    if (c->asks)
+        c->mpi->watch_close();
+    c->asks = false;
     if (c->mpi)
         c->mpi->finalize();
     c->mpi = NULL;

@@ -16,9 +16,19 @@ struct tr_comm;
 struct tr_comm_watch;
 struct tr_mpi_ops;
 
-/* What a rank does when the others stop answering (tr_comm_watch): says so and ends the
- * process (the launcher then ends every rank). what: the collective it waited in. */
-typedef void (*tr_comm_timeout_fn)(const struct tr_comm *c, const char *what, double waited);
+/* A collective that waited past distributed.timeout: what it was, how long, in which step, and
+ * on rank 0 (where MPI lets its watchdog ask the others, tr_comm's asks) which ranks did not
+ * answer — stopped, or their host gone — and what the others said. */
+struct tr_comm_timeout {
+    const char *what;         /* the collective it waited in */
+    double waited;            /* seconds */
+    int64_t step;             /* the training step it was in (tr_comm_watch_step), 0 before one */
+    char silent[256];         /* the ranks that did not answer, "1" or "1, 3"; "" when none or not asked */
+    char said[512];           /* a sentence on the ranks that answered (or why none was asked), or "" */
+};
+/* What a rank does then (tr_comm_watch): says so and ends the process (the launcher then ends
+ * every rank); rank 0 records the failure in its run folder first. */
+typedef void (*tr_comm_timeout_fn)(const struct tr_comm *c, const struct tr_comm_timeout *t);
 
 struct tr_comm {
     int rank, world;          /* this process among them, from 0; world 1: alone */
@@ -27,6 +37,8 @@ struct tr_comm {
                                * gives none) */
     bool threads;             /* collectives may be called from another thread than the main one,
                                * one thread at a time (MPI_THREAD_SERIALIZED) */
+    bool asks;                /* the watchdog may ask the other ranks where they are while a
+                               * collective waits (MPI_THREAD_MULTIPLE) */
     char launcher[48];        /* who started the ranks, for sentences: "mpirun", "srun", … */
     const struct tr_mpi_ops *mpi;  /* MPI's calls (dist/mpi.h), once started: tr_comm_close finishes it */
     void *plugin;             /* trainrun-mpi.so, loaded when more than one rank runs */
@@ -48,6 +60,8 @@ void tr_comm_close(struct tr_comm *c);
  * long. */
 void tr_comm_watch(struct tr_comm *c, double timeout, tr_comm_timeout_fn on_timeout);
 void tr_comm_watch_arm(const struct tr_comm *c, bool armed);
+/* The training step the ranks are in, for what the watchdog says. */
+void tr_comm_watch_step(const struct tr_comm *c, int64_t step);
 /* What ranks this build can run, for --version: "MPI (Open MPI v4.1.4, …)", or why one process. */
 void tr_comm_describe(char *out, size_t size);
 

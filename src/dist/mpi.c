@@ -1,16 +1,21 @@
-/* trainrun-mpi.so: MPI's calls behind struct tr_mpi_ops (mpi.h), on MPI_COMM_WORLD. */
+/* trainrun-mpi.so: MPI's calls behind struct tr_mpi_ops (mpi.h), on MPI_COMM_WORLD (the watchdog's
+ * questions on a copy of it). */
 #include "dist/mpi.h"
 
+#include <math.h>
 #include <mpi.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
-static int init(int *rank, int *world, int *serialized)
+static int init(int *rank, int *world, int *threads)
 {
-    int provided = 0, err = MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided);
+    int provided = 0, err = MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
     if (err != MPI_SUCCESS)
         return err;
-    *serialized = provided >= MPI_THREAD_SERIALIZED;
+    *threads = provided >= MPI_THREAD_MULTIPLE ? 2 : provided >= MPI_THREAD_SERIALIZED ? 1 : 0;
     /* a failed collective returns its error, for a sentence, instead of aborting the job */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, rank);
@@ -87,9 +92,82 @@ static int gather_floats(const float *mine, float *all, const int *counts, const
     return err ? err : MPI_Gatherv(mine, counts[rank], MPI_FLOAT, all, counts, displs, MPI_FLOAT, 0, MPI_COMM_WORLD);
 }
 
+/* ---- the watchdog's questions ---------------------------------------------------------------- */
+
+static MPI_Comm watched = MPI_COMM_NULL;
+static MPI_Request question = MPI_REQUEST_NULL;   /* a rank other than 0: rank 0's, when it asks */
+static int asked_for;
+enum { ASK = 1, TELL = 2 };
+
+static double seconds_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int watch_open(void)
+{
+    int rank = 0, err = MPI_Comm_dup(MPI_COMM_WORLD, &watched);
+    if (!err)
+        err = MPI_Comm_set_errhandler(watched, MPI_ERRORS_RETURN);
+    if (!err)
+        err = MPI_Comm_rank(watched, &rank);
+    return err || !rank ? err : MPI_Irecv(&asked_for, 1, MPI_INT, 0, ASK, watched, &question);
+}
+
+static int watch_answer(double state, int *asked)
+{
+    int flag = 0, err = question == MPI_REQUEST_NULL ? MPI_SUCCESS : MPI_Test(&question, &flag, MPI_STATUS_IGNORE);
+    *asked = flag;
+    if (err || !flag)
+        return err;
+    err = MPI_Send(&state, 1, MPI_DOUBLE, 0, TELL, watched);   /* a few bytes: sent at once */
+    return err ? err : MPI_Irecv(&asked_for, 1, MPI_INT, 0, ASK, watched, &question);
+}
+
+static int watch_ask(double seconds, double *state)
+{
+    int world = 1, err = MPI_Comm_size(watched, &world), one = 1, left = world - 1;
+    MPI_Request *sent = calloc((size_t)world, sizeof *sent);
+    if (!sent)
+        return MPI_ERR_NO_MEM;
+    for (int k = 1; k < world && !err; k++) {
+        state[k] = NAN;
+        err = MPI_Isend(&one, 1, MPI_INT, k, ASK, watched, &sent[k]);
+    }
+    for (double until = seconds_now() + seconds; !err && left > 0 && seconds_now() < until;) {
+        int flag = 0;
+        MPI_Status st;
+        err = MPI_Iprobe(MPI_ANY_SOURCE, TELL, watched, &flag, &st);
+        double told = 0;
+        if (!err && flag && !(err = MPI_Recv(&told, 1, MPI_DOUBLE, st.MPI_SOURCE, TELL, watched, MPI_STATUS_IGNORE))) {
+            left -= isnan(state[st.MPI_SOURCE]) ? 1 : 0;
+            state[st.MPI_SOURCE] = told;
+        } else if (!err) {
+            usleep(2000);
+        }
+    }
+    for (int k = 1; k < world; k++)   /* a rank that never took its question: the process ends soon */
+        if (sent[k] != MPI_REQUEST_NULL)
+            MPI_Request_free(&sent[k]);
+    free(sent);
+    return err;
+}
+
+static int watch_close(void)
+{
+    if (question != MPI_REQUEST_NULL) {
+        MPI_Cancel(&question);
+        MPI_Wait(&question, MPI_STATUS_IGNORE);
+    }
+    return watched == MPI_COMM_NULL ? MPI_SUCCESS : MPI_Comm_free(&watched);
+}
+
 const struct tr_mpi_ops tr_mpi_ops = {
     .version = TR_MPI_OPS_VERSION, .init = init, .finalize = finalize, .library_version = library_version, .error_string = error_string,
     .allgather_ints = allgather_ints, .allgather_u64 = allgather_u64, .allgather_doubles = allgather_doubles,
     .broadcast = broadcast, .sum = sum, .reduce_scatter = reduce_scatter, .allgather_floats = allgather_floats,
-    .gather_floats = gather_floats,
+    .gather_floats = gather_floats, .watch_open = watch_open, .watch_answer = watch_answer, .watch_ask = watch_ask,
+    .watch_close = watch_close,
 };

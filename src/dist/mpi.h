@@ -10,15 +10,16 @@
 #include <stdint.h>
 
 /* Raised whenever the table changes: a plugin of another build is refused, not called wrongly. */
-#define TR_MPI_OPS_VERSION 3
+#define TR_MPI_OPS_VERSION 4
 
 enum tr_mpi_type { TR_MPI_FLOAT, TR_MPI_DOUBLE };   /* what sum adds */
 
 struct tr_mpi_ops {
     int version;                          /* TR_MPI_OPS_VERSION of the build that made it */
-    /* serialized: whether MPI lets a thread other than the main one call it (one at a time),
-     * as the gradients' communication thread does (dist/gradients.h); errors returned, not fatal */
-    int (*init)(int *rank, int *world, int *serialized);
+    /* threads: what MPI lets threads other than the main one do — 0 nothing; 1 call it one at a
+     * time, as the gradients' communication thread does (dist/gradients.h); 2 call it at any
+     * time, as the watchdog's questions below do; errors returned, not fatal */
+    int (*init)(int *rank, int *world, int *threads);
     int (*finalize)(void);
     void (*library_version)(char *out, size_t size);
     void (*error_string)(int err, char *out, size_t size);
@@ -34,6 +35,16 @@ struct tr_mpi_ops {
     int (*reduce_scatter)(float *buf, const int *counts, const int *displs);
     int (*allgather_floats)(float *buf, const int *counts, const int *displs);
     int (*gather_floats)(const float *mine, float *all, const int *counts, const int *displs);
+    /* The watchdog's questions (dist/comm.c), on a communicator of their own, from its thread
+     * while the main one may be stuck in a collective (threads 2). watch_open and watch_close:
+     * every rank, once. watch_answer (a rank other than 0): whether rank 0 has asked, and if so
+     * the answer, state (the seconds this rank has waited in a collective; −1: in none).
+     * watch_ask (rank 0): every other rank asked, state[k] what rank k answered within seconds
+     * (NaN: nothing). */
+    int (*watch_open)(void);
+    int (*watch_answer)(double state, int *asked);
+    int (*watch_ask)(double seconds, double *state);
+    int (*watch_close)(void);
 };
 
 /* The symbol comm.c looks up in trainrun-mpi.so. */

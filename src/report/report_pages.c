@@ -189,7 +189,7 @@ struct pages {
     const json_t *comparison;            /* tr_report_compare's, or NULL */
     struct table *metrics, *plan, *time, *ranks_run, *profile, *ranks, *largest, *environment;
     char critical[256];                  /* across ranks: the sentence above the ranks table */
-    char headline[5][400];               /* status, duration, steps, model, promotion ("" when none) */
+    char headline[6][400];               /* status, duration, steps, model, promotion, failure ("" when none) */
     char key[200];                       /* the key metric in a sentence, "" when none */
 };
 
@@ -455,6 +455,9 @@ static void pages_build(struct pages *pg, const struct tr_run_report *rep, const
     const char *promotion = json_string_value(json_object_get(json_object_get(rep->record, "promotion"), "reason"));
     if (promotion)
         snprintf(pg->headline[4], sizeof pg->headline[4], "Promotion: %s", promotion);
+    const char *failure = json_string_value(json_object_get(json_object_get(rep->record, "failure"), "sentence"));
+    if (failure)   /* what the process could not say in its last lines (a rank's timeout) */
+        snprintf(pg->headline[5], sizeof pg->headline[5], "Failure: %.390s", failure);
     int better;
     const struct tr_series *k = key_metric(rep, &better);
     if (k) {
@@ -625,7 +628,7 @@ static int write_md(FILE *out, const struct pages *pg)
 {
     const struct tr_run_report *rep = pg->rep;
     fprintf(out, "# %s: %s\n\n", *rep->name ? rep->name : "run", rep->status);
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 6; i++)
         if (*pg->headline[i])
             fprintf(out, "- %s\n", pg->headline[i]);
     if (*pg->key)
@@ -813,7 +816,7 @@ static int write_html(FILE *out, const struct pages *pg)
     fprintf(out, ": %s</title>\n<style>%s</style>\n</head>\n<body>\n<h1>", rep->status, css);
     tr_html_escape(out, name);
     fprintf(out, ": <span class=\"%s\">%s</span></h1>\n<ul>\n", rep->status, rep->status);
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 6; i++)
         if (*pg->headline[i]) {
             fputs(i == 4 && !strcmp(rep->status, "regression") ? "<li class=\"regression\">" : "<li>", out);
             tr_html_escape(out, pg->headline[i]);

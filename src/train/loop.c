@@ -357,6 +357,7 @@ static int train_step(struct loop_run *c, const struct tr_step *st, const struct
                       struct step_outcome *o)
 {
     struct tr_side *side = &c->s->train;
+    tr_comm_watch_step(c->l->comm, t);   /* for what the watchdog says */
     struct tr_step_runner runner = {.x = &side->x, .p = &side->b.p, .m = &side->b.m, .loss_scale = side->loss_scale,
                                     .lm = side->lm, .features = tr_split_features(&c->data->train),
                                     .rng = &c->s->rng, .rank = c->l->comm->rank, .world = c->l->comm->world,
