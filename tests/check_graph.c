@@ -61,9 +61,9 @@ END_TEST
  * first reader — here from the parameters region itself, as the ranks' parts would be — gives
  * the same loss and gradients, bit for bit, as the parameters read in place; each copy lives in
  * the arena only while its phase reads it, and the parameters themselves no node reads. */
-static int fill_from_region(void *ctx, int param, void *dst, struct tr_diag *d)
+static int fill_from_region(void *ctx, int copy, int param, void *dst, struct tr_diag *d)
 {
-    (void)d;
+    (void)d, (void)copy;
     struct harness *h = ctx;
     for (int v = 0, k = 0; v < h->g.nvalues; v++)
         if (h->g.values[v].kind == TR_PARAM && k++ == param) {
@@ -74,20 +74,24 @@ static int fill_from_region(void *ctx, int param, void *dst, struct tr_diag *d)
     return TR_EINVAL;
 }
 
-static void gathered_mlp(struct harness *h, bool gathered, int *x, int *r)
+static void gathered_mlp(struct harness *h, bool gathered, bool ahead, int *x, int *r)
 {
     tr_graph_init(&h->g);
     struct tr_graph *g = &h->g;
     *x = tr_input(g, "x", TR_F64, 2, (struct tr_dim[]){tr_dim_B(1), tr_dim_const(5)});
     int w = model_param(g, TR_F64, "", "w0", 2, (int64_t[]){5, 5});
+    tr_graph_block(g, 0);   /* three blocks: the copies of one travel while the block before runs */
     int y = tr_gelu(g, tr_matmul(g, *x, tr_transpose(g, w), 0, 0), 0);   /* a view of a parameter */
+    tr_graph_block(g, 1);
     y = tr_tanh(g, model_linear(g, TR_F64, "fc1", y, 5, 7));
+    tr_graph_block(g, 2);
     y = model_linear(g, TR_F64, "fc2", y, 7, 3);
+    tr_graph_block(g, -1);
     tr_graph_set_loss(g, weighted_sum(g, y, r));
     ck_assert(!g->error);
     h->loss_scale = tr_autodiff(g);
     if (gathered)
-        tr_gather_params(g);
+        tr_gather_params(g, ahead);
     h->n = g->nnodes;
     h->schedule = malloc((size_t)h->n * sizeof(int));
     for (int i = 0; i < h->n; i++)
@@ -112,8 +116,9 @@ START_TEST(gather_pass)
 {
     struct harness plain = {0}, gathered = {0};
     int x, r;
-    gathered_mlp(&plain, false, &x, &r);
-    gathered_mlp(&gathered, true, &x, &r);
+    bool ahead = _i;   /* the copies a block ahead: each gathered where the block before's are */
+    gathered_mlp(&plain, false, false, &x, &r);
+    gathered_mlp(&gathered, true, ahead, &x, &r);
     const struct tr_graph *g = &gathered.g;
     int params = 0, copies = 0;
     for (int v = 0; v < g->nvalues; v++) {
@@ -133,6 +138,21 @@ START_TEST(gather_pass)
             fc1[n++] = v;
     ck_assert_int_eq(n, 2);
     ck_assert_int_lt(gathered.plan.last[fc1[0]], gathered.plan.first[fc1[1]]);
+    int early = 0;
+    for (int v = 0; v < g->nvalues; v++)   /* each copy begins where its block's do, or the block before's */
+        if (g->values[v].gathers >= 0) {
+            int reader = -1;
+            for (int i = 0; i < g->nnodes && reader < 0; i++)
+                for (int j = 0; j < g->nodes[i].nin; j++)
+                    if (g->nodes[i].in[j] >= 0 && tr_storage_of(g, g->nodes[i].in[j]) == v)
+                        reader = i;
+            ck_assert_int_le(gathered.plan.first[v], reader);
+            if (!ahead)
+                ck_assert_int_eq(gathered.plan.first[v], reader);
+            early += gathered.plan.first[v] < reader;
+            ck_assert_int_ge(gathered.plan.gather_at[v], 0);
+        }
+    ck_assert(ahead ? early > 0 : early == 0);
     ck_assert_int_eq(params, 5);   /* w0, fc1 and fc2's weights and biases */
     ck_assert_int_eq(gathered.plan.ngather, copies);
     ck_assert_int_gt(copies, params);   /* the weights are read by the backward too */
@@ -535,7 +555,7 @@ int main(void)
     tcase_add_test(tc, amp_pass);
     tcase_add_test(tc, mlp_gradients);
     tcase_add_test(tc, gradients_accumulate);
-    tcase_add_test(tc, gather_pass);
+    tcase_add_loop_test(tc, gather_pass, 0, 2);
     tcase_add_test(tc, memplan_random_graphs);
     tcase_add_test(tc, memplan_bert_base);
     tcase_add_test(tc, buckets_share_one_arena);

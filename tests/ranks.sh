@@ -169,7 +169,7 @@ print("ZeRO 2 on 3 ranks: gradients %s of %d bytes, as planned" % ([r["measured_
 # every node reads copies gathered whole just before their first reader, freed after their
 # phase's last: the same values as stage 2 reads, so the same bits (the checkpoints, gathered
 # whole on rank 0, compared). Each rank's parameters, gradients and state are its part, as planned.
-ranks 3 zero-3 "$@" optimize.shard=parameters
+ranks 3 zero-3 "$@" optimize.shard=parameters distributed.overlap=off
 gathered=$dir
 for step in 5 10; do
   checks=$((checks + 1))
@@ -177,6 +177,26 @@ for step in 5 10; do
     fail "ZeRO 3: step $step's checkpoint differs from ZeRO 2's"
 done
 same_training "$off" "$gathered" "bert-small, ZeRO 3 on 3 ranks against unsharded"
+# A block ahead (distributed.overlap=on): each block's copies gathered on a thread of their own
+# while the block before runs, on a communicator of their own; the same values, so the same bits.
+ranks 3 zero-3-ahead "$@" optimize.shard=parameters distributed.overlap=on
+ahead=$dir
+expect_in "$(cat "$ahead/log.txt")" "ZeRO 3: each parameter gathered whole a block ahead" "the copies travel ahead"
+for step in 5 10; do
+  checks=$((checks + 1))
+  cmp -s "$gathered/checkpoints/step-$step.safetensors" "$ahead/checkpoints/step-$step.safetensors" ||
+    fail "ZeRO 3 a block ahead: step $step's checkpoint differs from the copies gathered in place"
+done
+checks=$((checks + 1))
+python3 - "$gathered" "$ahead" <<'PY' || fail "ZeRO 3 a block ahead: the regions are not as planned, or no more arena"
+import json, sys
+now, ahead = (json.load(open(p + "/run.json"))["ranks"]["each"] for p in sys.argv[1:3])
+for r in ahead:
+    assert r["predicted_regions"] == r["measured_regions"], r
+assert ahead[0]["measured_regions"]["arena"] >= now[0]["measured_regions"]["arena"], (ahead[0], now[0])
+print("ZeRO 3 a block ahead: arena %d bytes (%d gathered as each block begins), gathering %.4f s" % (
+    ahead[0]["measured_regions"]["arena"], now[0]["measured_regions"]["arena"], ahead[0]["gather_seconds"]))
+PY
 run "$TRAINRUN" plan "$@" optimize.shard=parameters --ranks 3 --json
 expect_rc 0 "plan --ranks 3, ZeRO 3"
 checks=$((checks + 1))

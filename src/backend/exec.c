@@ -1,6 +1,7 @@
 /* The executor (exec.h): bind, run, and in debug mode police the arena. */
 #include "backend/exec.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -237,23 +238,44 @@ bool tr_exec_phase_ends(const struct tr_exec *x, int step)
     return true;
 }
 
-/* ZeRO 3: copy v filled with its parameter, whole, from the ranks' shards. */
-static int gather(struct tr_exec *x, int v, struct tr_diag *d)
+/* Waits for the copies begun up to copy c (INT_MAX: all), where they travel on their own. */
+static int ready(struct tr_exec *x, int c, struct tr_diag *d)
 {
+    return x->shard.ready ? x->shard.ready(x->shard.ctx, c, d) : 0;
+}
+
+/* ZeRO 3: copy number c filled (or begun) with its parameter, whole, from the ranks' shards. */
+static int gather(struct tr_exec *x, int c, struct tr_diag *d)
+{
+    int v = x->plan->gather[c];
     char *dst = x->base[TR_ACT] + x->plan->offset[v];
-    int rc = x->shard.fill(x->shard.ctx, x->g->values[v].gathers, dst, d);
-    if (!rc && x->debug && x->shadow && x->be->ops->host_visible &&   /* written outside a node: the shadow too */
+    int rc = x->shard.fill(x->shard.ctx, c, x->g->values[v].gathers, dst, d);
+    if (!rc && x->debug)   /* debug: no write beside a node's, and the shadow takes it */
+        rc = ready(x, c, d);
+    if (!rc && x->debug && x->shadow && x->be->ops->host_visible &&
         (size_t)x->plan->offset[v] + x->plan->bytes[v] <= x->shadow_bytes)
         memcpy(x->shadow + x->plan->offset[v], dst, x->plan->bytes[v]);
     return rc;
+}
+
+/* ZeRO 3: the copies node reads, written before it runs. */
+static int inputs_ready(struct tr_exec *x, const struct tr_node *node, struct tr_diag *d)
+{
+    int last = -1;
+    for (int i = 0; i < node->nin; i++) {
+        int c = node->in[i] >= 0 ? x->plan->gather_at[tr_storage_of(x->g, node->in[i])] : -1;
+        last = c > last ? c : last;
+    }
+    return last >= 0 ? ready(x, last, d) : 0;
 }
 
 int tr_exec_gathers(struct tr_exec *x, struct tr_diag *d)
 {
     int rc = 0;
     for (int c = 0; c < x->plan->ngather && !rc; c++)
-        rc = gather(x, x->plan->gather[c], d);
-    return rc;
+        rc = gather(x, c, d);
+    int done = ready(x, INT_MAX, d);
+    return rc ? rc : done;
 }
 
 int tr_exec_run(struct tr_exec *x, int64_t B, int64_t S, struct tr_diag *d)
@@ -290,9 +312,18 @@ int tr_exec_run(struct tr_exec *x, int64_t B, int64_t S, struct tr_diag *d)
                 memset(x->shadow + p->offset[p->zero[z]], 0, p->bytes[p->zero[z]]);
         }
         for (; c < p->ngather && p->first[p->gather[c]] == step; c++) {   /* ZeRO 3: parameters gathered */
-            int rc = gather(x, p->gather[c], &why);
-            if (rc)
+            int rc = gather(x, c, &why);
+            if (rc) {
+                ready(x, INT_MAX, &(struct tr_diag){0});   /* none left writing into the arena */
                 return fail(node, step, rc, &why, NULL, d);
+            }
+        }
+        if (x->shard.ready && !x->debug && p->ngather) {
+            int rc = inputs_ready(x, node, &why);
+            if (rc) {
+                ready(x, INT_MAX, &(struct tr_diag){0});
+                return fail(node, step, rc, &why, NULL, d);
+            }
         }
         if (!tr_op_is_view(node->op)) {   /* a view: nothing to run */
             struct tr_kernel_args a = {.node = node, .nin = node->nin, .nout = node->nout,

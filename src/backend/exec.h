@@ -51,13 +51,17 @@ struct tr_exec {
     } staged[TR_EXEC_MAX_STAGED];
     int nstaged;
     /* ZeRO stage 3 (graph.h's gather pass): the parameters region holds this rank's shard of
-     * them alone. fill writes parameter `param` (its place among them) whole at dst, a copy's slot in the arena, before
-     * the copy's first reader runs — every rank calls it for the same copies in the same order;
-     * the host's view of the parameters (tr_exec_host) is whole, laid out as the plan lays them
-     * out, made on first use: tr_exec_pull leaves it as it is (the trainer gathers it) and
-     * tr_exec_push gives it to push, which keeps this rank's shard of it. NULL fill: none. */
+     * them alone. fill writes parameter `param` (its place among them) whole at dst, the slot
+     * of the plan's copy number `copy` (memplan.h: gather), where the copy starts — every rank
+     * calls it for the same copies in the same order, 0 first in each run; with ready, fill may
+     * only begin it, and ready(copy) waits until every copy up to that one is written (INT_MAX:
+     * every one begun), called before a node reads one. The host's view of the parameters
+     * (tr_exec_host) is whole, laid out as the plan lays them out, made on first use:
+     * tr_exec_pull leaves it as it is (the trainer gathers it) and tr_exec_push gives it to
+     * push, which keeps this rank's shard of it. NULL fill: none. */
     struct tr_exec_shard {
-        int (*fill)(void *ctx, int param, void *dst, struct tr_diag *d);
+        int (*fill)(void *ctx, int copy, int param, void *dst, struct tr_diag *d);
+        int (*ready)(void *ctx, int copy, struct tr_diag *d);
         int (*push)(void *ctx, const char *view, struct tr_diag *d);
         void *ctx;
     } shard;

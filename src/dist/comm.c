@@ -300,10 +300,12 @@ static int open_ranks(struct tr_comm *c, struct tr_diag *d)
         return tr_fail(d, TR_EINVAL, "%s says rank %d of %d, but MPI sees rank %d of %d: trainrun's ranks talk "
                        "over MPI, so launch them with mpirun -np %d or srun, not %s", c->launcher, c->rank, c->world,
                        rank, world, c->world, c->launcher);
-    /* the watchdog's questions (every rank: a communicator of their own; where MPI allows them) */
-    if (threads >= 2 && (err = mpi->watch_open()))
+    /* the watchdog's questions and ZeRO 3's copies (every rank: communicators of their own, where
+     * MPI lets any thread call it) */
+    c->multiple = threads >= 2;
+    if (c->multiple && ((err = mpi->watch_open()) || (err = mpi->copies_open())))
         return mpi_failed(c, d, err, "MPI_Comm_dup");
-    c->asks = threads >= 2;
+    c->asks = c->multiple;
     return 0;
 }
 
@@ -325,8 +327,8 @@ void tr_comm_close(struct tr_comm *c)
 {
     watch_stop(c);
     if (c->asks)
-        c->mpi->watch_close();
-    c->asks = false;
+        c->mpi->watch_close(), c->mpi->copies_close();
+    c->asks = c->multiple = false;
     if (c->mpi)
         c->mpi->finalize();
     c->mpi = NULL;
@@ -431,6 +433,23 @@ int tr_comm_allgather(const struct tr_comm *c, float *buf, const int *counts, co
     int err = c->mpi->allgather_floats(buf, counts, displs);
     answered(c);
     return err ? mpi_failed(c, d, err, "MPI_Allgatherv") : 0;
+}
+
+int tr_comm_allgather_copy(const struct tr_comm *c, float *buf, const int *counts, const int *displs,
+                           struct tr_diag *d)
+{
+    int err = c->world == 1 ? 0 : c->mpi->allgather_copy(buf, counts, displs);   /* timed by its waiter */
+    return err ? mpi_failed(c, d, err, "MPI_Allgatherv") : 0;
+}
+
+void tr_comm_waiting(const struct tr_comm *c, const char *what)
+{
+    waiting(c, what);
+}
+
+void tr_comm_answered(const struct tr_comm *c)
+{
+    answered(c);
 }
 
 int tr_comm_gather_floats(const struct tr_comm *c, const float *mine, float *all, const int *counts,

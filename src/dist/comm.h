@@ -37,8 +37,10 @@ struct tr_comm {
                                * gives none) */
     bool threads;             /* collectives may be called from another thread than the main one,
                                * one thread at a time (MPI_THREAD_SERIALIZED) */
+    bool multiple;            /* any thread may call MPI at any time (MPI_THREAD_MULTIPLE): */
     bool asks;                /* the watchdog may ask the other ranks where they are while a
-                               * collective waits (MPI_THREAD_MULTIPLE) */
+                               * collective waits, and ZeRO 3's copies travel on a thread of
+                               * their own (tr_comm_allgather_copy) */
     char launcher[48];        /* who started the ranks, for sentences: "mpirun", "srun", … */
     const struct tr_mpi_ops *mpi;  /* MPI's calls (dist/mpi.h), once started: tr_comm_close finishes it */
     void *plugin;             /* trainrun-mpi.so, loaded when more than one rank runs */
@@ -82,6 +84,14 @@ int tr_comm_sum_doubles(const struct tr_comm *c, double *buf, size_t n, struct t
 int tr_comm_reduce_scatter(const struct tr_comm *c, float *buf, const int *counts, const int *displs,
                            struct tr_diag *d);
 int tr_comm_allgather(const struct tr_comm *c, float *buf, const int *counts, const int *displs, struct tr_diag *d);
+/* The same on a communicator of ZeRO 3's copies alone (asks): from their own thread, while the
+ * main thread makes the others. */
+int tr_comm_allgather_copy(const struct tr_comm *c, float *buf, const int *counts, const int *displs,
+                           struct tr_diag *d);
+/* Around the main thread's wait for what a collective on another thread ends (ZeRO 3's copies):
+ * the watchdog times it as a collective. */
+void tr_comm_waiting(const struct tr_comm *c, const char *what);
+void tr_comm_answered(const struct tr_comm *c);
 int tr_comm_gather_floats(const struct tr_comm *c, const float *mine, float *all, const int *counts,
                           const int *displs, struct tr_diag *d);
 /* The rate the ranks sum floats at, as the gradients are (a reduce-scatter then an all-gather

@@ -164,10 +164,31 @@ static int watch_close(void)
     return watched == MPI_COMM_NULL ? MPI_SUCCESS : MPI_Comm_free(&watched);
 }
 
+/* ---- ZeRO 3's copies -------------------------------------------------------------------------- */
+
+static MPI_Comm copies = MPI_COMM_NULL;
+
+static int copies_open(void)
+{
+    int err = MPI_Comm_dup(MPI_COMM_WORLD, &copies);
+    return err ? err : MPI_Comm_set_errhandler(copies, MPI_ERRORS_RETURN);
+}
+
+static int allgather_copy(float *buf, const int *counts, const int *displs)
+{
+    return MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, MPI_FLOAT, copies);
+}
+
+static int copies_close(void)
+{
+    return copies == MPI_COMM_NULL ? MPI_SUCCESS : MPI_Comm_free(&copies);
+}
+
 const struct tr_mpi_ops tr_mpi_ops = {
     .version = TR_MPI_OPS_VERSION, .init = init, .finalize = finalize, .library_version = library_version, .error_string = error_string,
     .allgather_ints = allgather_ints, .allgather_u64 = allgather_u64, .allgather_doubles = allgather_doubles,
     .broadcast = broadcast, .sum = sum, .reduce_scatter = reduce_scatter, .allgather_floats = allgather_floats,
     .gather_floats = gather_floats, .watch_open = watch_open, .watch_answer = watch_answer, .watch_ask = watch_ask,
-    .watch_close = watch_close,
+    .watch_close = watch_close, .copies_open = copies_open, .allgather_copy = allgather_copy,
+    .copies_close = copies_close,
 };

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 /* Raised whenever the table changes: a plugin of another build is refused, not called wrongly. */
-#define TR_MPI_OPS_VERSION 4
+#define TR_MPI_OPS_VERSION 5
 
 enum tr_mpi_type { TR_MPI_FLOAT, TR_MPI_DOUBLE };   /* what sum adds */
 
@@ -45,6 +45,12 @@ struct tr_mpi_ops {
     int (*watch_answer)(double state, int *asked);
     int (*watch_ask)(double seconds, double *state);
     int (*watch_close)(void);
+    /* ZeRO 3's copies gathered a block ahead, from a thread of their own (threads 2): on a
+     * communicator of their own (copies_open, copies_close: every rank, once), so that they
+     * never cross the main thread's collectives; allgather_copy as allgather_floats. */
+    int (*copies_open)(void);
+    int (*allgather_copy)(float *buf, const int *counts, const int *displs);
+    int (*copies_close)(void);
 };
 
 /* The symbol comm.c looks up in trainrun-mpi.so. */

@@ -2,12 +2,14 @@
 #include "graph/graph.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/error.h"
 #include "graph/ops.h"
 
-void tr_gather_params(struct tr_graph *g)
+void tr_gather_params(struct tr_graph *g, bool ahead)
 {
+    g->gather_ahead = ahead;
     int nv = g->nvalues;
     int *copy = tr_xmalloc((size_t)(2 * nv + 1) * sizeof *copy);   /* [late][parameter]: its copy */
     int *order = tr_xmalloc((size_t)(nv + 1) * sizeof *order);      /* a parameter's place among them */
@@ -24,7 +26,9 @@ void tr_gather_params(struct tr_graph *g)
                 continue;
             int *c = &copy[late * nv + v];
             if (*c < 0) {
-                *c = tr_value_add(g, TR_ACT, g->values[v].dtype, &g->values[v].shape, g->values[v].name);
+                char name[sizeof g->values[v].name];   /* tr_value_add may move g->values */
+                memcpy(name, g->values[v].name, sizeof name);
+                *c = tr_value_add(g, TR_ACT, g->values[v].dtype, &g->values[v].shape, name);
                 g->values[*c].gathers = order[v];
             }
             n->in[j] = *c;

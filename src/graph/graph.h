@@ -154,6 +154,7 @@ struct tr_graph {
     int error;          /* first builder error (0: none): shapes that do not fit, and so on */
     char message[256];
     int loss;           /* the scalar loss value, once set; -1 before */
+    bool gather_ahead;  /* the gather pass's copies travel a block ahead (tr_gather_params) */
 };
 
 void tr_graph_init(struct tr_graph *g);
@@ -241,8 +242,10 @@ int tr_remat(struct tr_graph *g, const uint8_t *mode, int nblocks);
  * their first reader runs (memplan.h, exec.h): one for the forward, one for the backward and
  * its recomputation, so that each lives only while its phase reads it and a parameter takes
  * the arena for about its block's span twice a step. The parameters themselves are then read
- * by no node: each rank keeps only its shard of them. */
-void tr_gather_params(struct tr_graph *g);
+ * by no node: each rank keeps only its shard of them. ahead: each copy is gathered when the
+ * copies of the block before its reader's are, so that it can travel (on a thread of its own)
+ * while that block runs — one block's copies more in the arena (memplan.h). */
+void tr_gather_params(struct tr_graph *g, bool ahead);
 /* The number of blocks the builder marked (one more than the highest block number). */
 int tr_graph_blocks(const struct tr_graph *g);
 

@@ -176,6 +176,30 @@ static void grads_live(struct tr_memplan *p, const struct tr_graph *g, int n)
     free(at);
 }
 
+/* gather_ahead: each copy starts where the copies of the run of nodes (of one block, in a row)
+ * before its first reader's run start — gathered a block ahead of its use. */
+static void gathers_ahead(struct tr_memplan *p, const struct tr_graph *g, const int *schedule, int n)
+{
+    int *run = tr_xmalloc((size_t)(n + 1) * sizeof *run), *start = tr_xmalloc((size_t)(n + 1) * sizeof *start);
+    for (int s = 0, r = 0; s < n; s++) {
+        r += s > 0 && g->nodes[schedule[s]].block != g->nodes[schedule[s - 1]].block;
+        run[s] = r, start[s] = -1;   /* start[r]: where run r's copies start, -1: it has none */
+    }
+    for (int v = 0; v < g->nvalues; v++)
+        if (g->values[v].gathers >= 0 && p->first[v] >= 0 && (start[run[p->first[v]]] < 0 || p->first[v] < start[run[p->first[v]]]))
+            start[run[p->first[v]]] = p->first[v];
+    int *ahead = tr_xmalloc((size_t)(n + 1) * sizeof *ahead);
+    for (int r = 0, before = -1; r < n; r++) {   /* the run before's start, for each run with copies */
+        ahead[r] = before >= 0 ? before : start[r];
+        if (start[r] >= 0)
+            before = start[r];
+    }
+    for (int v = 0; v < g->nvalues; v++)
+        if (g->values[v].gathers >= 0 && p->first[v] >= 0)
+            p->first[v] = ahead[run[p->first[v]]];
+    free(run), free(start), free(ahead);
+}
+
 /* The gather pass's copies by their first step, then by value (a counting sort), in p->gather. */
 static void gathers_listed(struct tr_memplan *p, const struct tr_graph *g, int n)
 {
@@ -191,6 +215,11 @@ static void gathers_listed(struct tr_memplan *p, const struct tr_graph *g, int n
     for (int v = 0; v < g->nvalues; v++)
         if (g->values[v].gathers >= 0 && p->first[v] >= 0)
             p->gather[at[p->first[v]]++] = v;
+    p->gather_at = tr_xmalloc((size_t)(g->nvalues ? g->nvalues : 1) * sizeof *p->gather_at);
+    for (int v = 0; v < g->nvalues; v++)
+        p->gather_at[v] = -1;
+    for (int c = 0; c < p->ngather; c++)
+        p->gather_at[p->gather[c]] = c;
     free(at);
 }
 
@@ -205,6 +234,8 @@ static void place_arena(struct tr_memplan *p, const struct tr_graph *g, const in
     int *ndying = tr_xcalloc((size_t)n + 1, sizeof *ndying);
     if (p->grads_in_arena)
         grads_live(p, g, n);
+    if (g->gather_ahead)
+        gathers_ahead(p, g, schedule, n);
     gathers_listed(p, g, n);
     for (int v = 0; v < g->nvalues; v++)
         if (g->values[v].kind == TR_ACT && g->values[v].view_of < 0 && p->first[v] >= 0)
@@ -305,6 +336,6 @@ int tr_memplan_build(struct tr_memplan *p, const struct tr_graph *g, const int *
 
 void tr_memplan_free(struct tr_memplan *p)
 {
-    free(p->offset), free(p->bytes), free(p->first), free(p->last), free(p->region), free(p->zero), free(p->gather), free(p->live);
+    free(p->offset), free(p->bytes), free(p->first), free(p->last), free(p->region), free(p->zero), free(p->gather), free(p->gather_at), free(p->live);
     memset(p, 0, sizeof *p);
 }

@@ -33,8 +33,10 @@ struct tr_memplan {
     int *zero, nzero;           /* grads_in_arena: the gradients by the step they start at (first),
                                  * which the executor zeroes there before the node runs */
     int *gather, ngather;       /* the gather pass's copies (graph.h) by the step they start at
-                                 * (their first reader's), then by value: the order the executor
+                                 * (their first reader's; the graph's gather_ahead: that of the
+                                 * copies a block before), then by value: the order the executor
                                  * fills them in, the same on every rank and in every bucket */
+    int *gather_at;             /* per value: its place in gather, or -1 */
 };
 
 /* The scratch one node needs from its bound shapes: a backend's (backend.h, the ops'

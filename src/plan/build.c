@@ -52,7 +52,7 @@ int tr_build(struct tr_built *b, const struct tr_plan_job *job, const struct tr_
     if (training && !b->g.error)
         checkpoint_blocks(b, k);
     if (k->shard == 3 && !b->g.error)   /* ZeRO 3: every rank keeps its shard, reads copies gathered whole */
-        tr_gather_params(&b->g);
+        tr_gather_params(&b->g, job->gather_ahead);
     if (b->g.error)
         return tr_fail(d, TR_EINVAL, "model: %s", b->g.message);
     int keep[2] = {b->m.loss, b->m.logits >= 0 ? b->m.logits : b->m.rank};

@@ -59,6 +59,14 @@ static int model_reads(int arch)
     return arch == TR_ARCH_BERT ? TR_DATA_TEXT_CLASSES : arch == TR_ARCH_GPT ? TR_DATA_TEXT_LM : TR_DATA_FEATURES;
 }
 
+bool tr_plan_overlap(const struct tr_recipe *r, int local_world, int threads)
+{
+    if (r->distributed.overlap != TR_SWITCH_AUTO)
+        return r->distributed.overlap == TR_SWITCH_ON;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return cores > (long)local_world * (threads > 0 ? threads : 1);
+}
+
 int tr_plan_job_init(struct tr_plan_job *job, const struct tr_recipe *r, const struct tr_data *data,
                      const struct tr_device *dev, struct tr_diag *diag)
 {

@@ -93,6 +93,8 @@ struct tr_plan_job {
                                * planned: with sharding they differ by rank */
     double bus_rate;          /* across ranks: the bus bytes a second the ranks sum at, measured
                                * (tr_comm_bus_rate); 0: unknown, their communication not forecast */
+    bool gather_ahead;        /* across ranks: ZeRO 3's copies gathered a block ahead, on a thread
+                               * of their own (distributed.overlap as tr_plan_overlap resolves it) */
 };
 
 /* Bytes a candidate takes outside the regions, by cause: modelled, never measured here. */
@@ -190,6 +192,13 @@ tr_workspace_fn tr_plan_workspace(const struct tr_device *dev);
  * process's peak resident set so far as the footprint's base (CPU). */
 int tr_plan_job_init(struct tr_plan_job *job, const struct tr_recipe *r, const struct tr_data *data,
                      const struct tr_device *dev, struct tr_diag *diag);
+
+/* distributed.overlap resolved for local_world ranks on this host of `threads` each: on, off, or
+ * (auto) where the communication gets a core of its own — the host has more than its ranks'
+ * threads. Without one it takes the trainer's: on 2 vCPUs and 2 ranks of 1 thread, bert-small's
+ * step went from 0.134 to 0.151 s with 2 MiB buckets (bench/ranks-2026-12-06-overlap-epyc.txt).
+ * The gradients' buckets and ZeRO 3's copies travel on threads of their own where it is on. */
+bool tr_plan_overlap(const struct tr_recipe *r, int local_world, int threads);
 
 /* Searches every candidate the recipe's knobs allow; fills p (free with tr_plan_free). 0 when
  * one fits (p->chosen); none fitting (TR_ENOFIT for the caller) is p->chosen < 0 with a 0

@@ -761,7 +761,7 @@ static void note_ranks(struct loop_run *c)
         return;
     const struct tr_grad_reducer *red = &c->l->reducer;
     double mine[RANK_FIELDS] = {(double)tr_process_peak_rss(), c->res->step_seconds, red->seconds, red->exposed,
-                                c->s->optim.gather_seconds, c->res->data_wait_seconds};
+                                tr_optim_gather_seconds(&c->s->optim), c->res->data_wait_seconds};
     struct tr_alloc_stats held;
     tr_alloc_stats(&c->s->alloc, &held);
     const struct tr_candidate *chosen = tr_session_chosen(c->s);
@@ -798,18 +798,6 @@ static void note_ranks(struct loop_run *c)
     free(all);
 }
 
-/* distributed.overlap: on, off, or (auto) where the communication thread gets a core of its own —
- * the host has more than its ranks' threads. Without one it takes the trainer's: on 2 vCPUs
- * and 2 ranks of 1 thread, bert-small's step went from 0.134 to 0.151 s with 2 MiB buckets
- * (bench/ranks-2026-12-06-overlap-epyc.txt). */
-static bool overlapping(const struct tr_recipe *r, const struct tr_comm *comm, int threads)
-{
-    if (r->distributed.overlap != TR_SWITCH_AUTO)
-        return r->distributed.overlap == TR_SWITCH_ON;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    return cores > (long)comm->local_world * (threads > 0 ? threads : 1);
-}
-
 int tr_loop_run(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f, const struct tr_recipe *r,
                 const struct tr_data *data, int64_t start, struct tr_train_result *res, struct tr_diag *d)
 {
@@ -832,7 +820,7 @@ int tr_loop_run(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f
     else if (l->reducer.on_device)
         tr_run_folder_say(f, "ranks: the GPUs sum their gradients over NCCL\n");
     tr_diag_free(&why);
-    if (overlapping(r, l->comm, s->dev.threads)) {
+    if (tr_plan_overlap(r, l->comm->local_world, s->dev.threads)) {
         if (tr_grad_reducer_overlap(&l->reducer, &s->train.b.g, s->train.b.p.schedule, s->train.b.p.n,
                                     &s->train.b.p.plans[0]))
             s->train.x.hook = tr_grad_reducer_hook(&l->reducer, s->train.x.hook);
@@ -842,6 +830,10 @@ int tr_loop_run(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f
                               "micro-batch a step keeps them in the arena; ZeRO 2; a device)"
                                                    : "MPI lets no other thread call it");
     }
+    if (s->k.shard == 3 && l->comm->world > 1)
+        tr_run_folder_say(f, "ZeRO 3: each parameter gathered whole %s\n", s->optim.ahead
+                          ? "a block ahead of its readers, on a thread of its own (distributed.overlap)"
+                          : "as its first reader is next (distributed.overlap off, or no core to spare for a thread ahead)");
     tr_leak_init(&l->leak, warmup(&c));
     trace_open(&c);
     l->monitor = tr_monitor_start(r->report.monitor_every);

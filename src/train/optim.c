@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "core/error.h"
+#include "dist/ahead.h"
 #include "plan/shard.h"
 #include "recipe/optimizers.h"
 
@@ -90,6 +91,10 @@ void tr_optim_free(struct tr_optim *o)
     free(o->spans);
     if (o->host_state != o->state)
         free(o->host_state);
+    tr_ahead_stop(o->ahead);
+    o->ahead = NULL;
+    free(o->ahead_counts);
+    o->ahead_counts = NULL;
     free(o->counts), free(o->displs), free(o->shard_spans), free(o->pieces), free(o->gather), free(o->gather_counts);
 
     o->spans = o->shard_spans = NULL, o->host_state = o->gather = NULL, o->counts = o->displs = NULL;
@@ -169,13 +174,12 @@ int tr_optim_share(struct tr_optim *o, struct tr_diag *d)
     return rc ? rc : tr_optim_push(o, d);
 }
 
-/* Stage 3's gathered copy of the parameter at place i: each rank's part of it, from every rank. */
-static int fill_param(void *ctx, int i, void *dst, struct tr_diag *d)
+/* Stage 3: parameter i whole at dst, each rank's part of it from every rank, counts the caller's
+ * (world counts, then displacements); on the copies' own communicator from the thread ahead. */
+static int gather_param(struct tr_optim *o, int i, float *dst, int *counts, bool ahead, struct tr_diag *d)
 {
-    struct tr_optim *o = ctx;
-    double began = now();
     const struct tr_param_span *s = &o->spans[i];
-    int world = o->comm->world, *counts = o->gather_counts, *displs = counts + world;
+    int world = o->comm->world, *displs = counts + world;
     for (int k = 0; k < world; k++) {   /* each rank's part of [s->state, s->state + s->numel) */
         int64_t lo = o->displs[k] > s->state ? o->displs[k] : s->state;
         int64_t hi = o->displs[k] + o->counts[k] < s->state + s->numel ? o->displs[k] + o->counts[k] : s->state + s->numel;
@@ -183,11 +187,38 @@ static int fill_param(void *ctx, int i, void *dst, struct tr_diag *d)
     }
     int me = o->comm->rank;
     if (counts[me])
-        memcpy((float *)dst + displs[me], (const float *)o->params + (s->state + displs[me] - o->lo),
-               (size_t)counts[me] * sizeof(float));
-    int rc = tr_comm_allgather(o->comm, dst, counts, displs, d);
+        memcpy(dst + displs[me], (const float *)o->params + (s->state + displs[me] - o->lo),
+               (size_t)counts[me] * sizeof *dst);
+    return ahead ? tr_comm_allgather_copy(o->comm, dst, counts, displs, d)
+                 : tr_comm_allgather(o->comm, dst, counts, displs, d);
+}
+
+/* The thread ahead's job: parameter i's copy. */
+static int gather_ahead(void *ctx, int i, void *dst, struct tr_diag *d)
+{
+    struct tr_optim *o = ctx;
+    return gather_param(o, i, dst, o->ahead_counts, true, d);
+}
+
+/* The executor's fill (exec.h): copy `copy` of the run holds parameter i — queued for the thread
+ * ahead where there is one, else gathered here. */
+static int fill_param(void *ctx, int copy, int i, void *dst, struct tr_diag *d)
+{
+    struct tr_optim *o = ctx;
+    if (o->ahead) {
+        tr_ahead_queue(o->ahead, copy, i, dst);
+        return 0;
+    }
+    double began = now();
+    int rc = gather_param(o, i, dst, o->gather_counts, false, d);
     o->gather_seconds += now() - began;
     return rc;
+}
+
+static int copy_ready(void *ctx, int copy, struct tr_diag *d)
+{
+    struct tr_optim *o = ctx;
+    return tr_ahead_wait(o->ahead, copy, d);
 }
 
 /* Stage 3: this rank's part of the whole parameters in view. */
@@ -202,7 +233,17 @@ static int keep_part(void *ctx, const char *view, struct tr_diag *d)
 void tr_optim_serve(struct tr_optim *o, struct tr_exec *x)
 {
     o->x = o->x ? o->x : x;   /* the training executor's view: the checkpoints' */
-    x->shard = (struct tr_exec_shard){.fill = fill_param, .push = keep_part, .ctx = o};
+    if (x->g->gather_ahead && o->comm->asks && !o->ahead) {   /* a block ahead, on a thread of their own */
+        o->ahead_counts = tr_xmalloc((size_t)o->comm->world * 2 * sizeof *o->ahead_counts);
+        o->ahead = tr_ahead_start(gather_ahead, o, o->comm, "gathering the parameters' copies");
+    }
+    x->shard = (struct tr_exec_shard){.fill = fill_param, .ready = o->ahead ? copy_ready : NULL, .push = keep_part,
+                                      .ctx = o};
+}
+
+double tr_optim_gather_seconds(const struct tr_optim *o)
+{
+    return o->gather_seconds + (o->ahead ? tr_ahead_seconds(o->ahead) : 0);
 }
 
 void tr_optim_release(struct tr_optim *o)

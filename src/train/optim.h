@@ -9,6 +9,8 @@
 #include "dist/comm.h"
 #include "recipe/recipe.h"
 
+struct tr_ahead;
+
 struct tr_optim {
     const struct tr_graph *g;
     const struct tr_memplan *plan;
@@ -42,6 +44,8 @@ struct tr_optim {
     int *gather_counts;        /* a piece's parts, every rank's counts then displacements */
     double gather_seconds;     /* spent gathering the updated parameters (stage 3: the copies) */
     struct tr_exec *x;         /* stage 3: the executor whose host view the parameters gather into */
+    struct tr_ahead *ahead;    /* stage 3 a block ahead: the thread gathering the copies (dist/ahead.h) */
+    int *ahead_counts;         /* its counts and displacements */
 };
 
 /* The optimizer over g's parameters and gradients (at plan's offsets), its state in `state`
@@ -68,9 +72,14 @@ int tr_optim_gather(struct tr_optim *o, struct tr_diag *d);
 int tr_optim_share(struct tr_optim *o, struct tr_diag *d);
 void tr_optim_release(struct tr_optim *o);
 /* ZeRO stage 3: the executor's parameters are this rank's part (exec.h: shard): x's gathered
- * copies are filled from every rank's part, and its host view's are kept from; with x's, the
- * checkpoints' gather and the resume's share above take the parameters too. */
+ * copies are filled from every rank's part — where x's graph gathers a block ahead and MPI lets
+ * any thread call it, by a thread of their own, waited for before each reader — and its host
+ * view's are kept from; with x's, the checkpoints' gather and the resume's share above take the
+ * parameters too. */
 void tr_optim_serve(struct tr_optim *o, struct tr_exec *x);
+/* The seconds spent gathering parameters (stages 1 and 2 the updated ones, 3 the copies: on the
+ * thread ahead, where they travel a block ahead). */
+double tr_optim_gather_seconds(const struct tr_optim *o);
 /* One update with learning rate lr from the accumulated gradients: 0, or a code with the
  * sentence in d (a device fault). Sharded: this rank's part updated, then every rank's
  * gathered, so all hold the same parameters. */

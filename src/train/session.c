@@ -28,8 +28,11 @@ int tr_session_plan(struct tr_session *s, const struct tr_recipe *r, const struc
         return TR_EFAIL;
     if (tr_plan_job_init(&s->job, r, data, &s->dev, d))
         return TR_EINVAL;
-    if (s->comm)   /* each rank plans its own regions (sharded, they differ) */
+    if (s->comm) {   /* each rank plans its own regions (sharded, they differ) */
         s->job.world = s->comm->world, s->job.rank = s->comm->rank, s->job.bus_rate = s->bus_rate;
+        s->job.gather_ahead = s->comm->world > 1 && s->comm->multiple &&
+                              tr_plan_overlap(r, s->comm->local_world, s->dev.threads);
+    }
     int rc;
     if (given) {
         rc = tr_plan_replay(&s->plan, &s->job, given, d);
