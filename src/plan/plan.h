@@ -104,6 +104,9 @@ enum tr_outside {
     TR_OUT_LOADER,            /* the loader's ring and its workers' scratch (computed) */
     TR_OUT_EVAL,              /* evaluation's batch buffers (computed) */
     TR_OUT_LIBRARY,           /* library workspaces the engine does not plan (profile) */
+    TR_OUT_RANKS,             /* across ranks: the host buffers the collectives travel through,
+                               * MPI's (or NCCL's) own, and on rank 0 of a sharded plan what a
+                               * checkpoint gathers whole (computed) */
     TR_OUT_RESERVE,           /* the stated reserve: 2 % of the rest, at least 16 MiB */
     TR_NOUTSIDE
 };
