@@ -153,27 +153,49 @@ static void list_add(int **lists, int *count, int s, int v)
     lists[s][count[s]++] = v;
 }
 
+/* The values pick(v) takes, by their first step (0 … n) and then by value, a counting sort: the
+ * order the arena places them in and the executor prepares them in. *count gets how many. */
+static int *by_first_step(const struct tr_memplan *p, const struct tr_graph *g, int n,
+                          bool (*pick)(const struct tr_memplan *, const struct tr_graph *, int), int *count)
+{
+    int *at = tr_xcalloc((size_t)n + 1, sizeof *at);   /* per step, then where its values start */
+    *count = 0;
+    for (int v = 0; v < g->nvalues; v++)
+        if (pick(p, g, v))
+            at[p->first[v]]++, (*count)++;
+    for (int s = 0, sum = 0; s <= n; s++) {
+        int here = at[s];
+        at[s] = sum, sum += here;
+    }
+    int *list = tr_xmalloc((size_t)(*count ? *count : 1) * sizeof *list);
+    for (int v = 0; v < g->nvalues; v++)
+        if (pick(p, g, v))
+            list[at[p->first[v]]++] = v;
+    free(at);
+    return list;
+}
+
+static bool arena_grad(const struct tr_memplan *p, const struct tr_graph *g, int v)
+{
+    return p->region[v] == TR_ACT && g->values[v].kind == TR_GRAD;
+}
+
+static bool gathered_copy(const struct tr_memplan *p, const struct tr_graph *g, int v)
+{
+    return g->values[v].gathers >= 0 && p->first[v] >= 0;
+}
+
 /* grads_in_arena: every gradient from the step the backward first writes it (step 0 for one no
- * node writes) to the schedule's end, listed in p->zero by that step, then by value (a counting
- * sort): the order the arena places them in and the executor zeroes them in. */
+ * node writes) to the schedule's end, listed in p->zero by that step, then by value: the order
+ * the arena places them in and the executor zeroes them in. */
 static void grads_live(struct tr_memplan *p, const struct tr_graph *g, int n)
 {
-    int *at = tr_xcalloc((size_t)n + 1, sizeof *at);   /* per step, then where its gradients start */
     for (int v = 0; v < g->nvalues; v++)
-        if (p->region[v] == TR_ACT && g->values[v].kind == TR_GRAD) {
+        if (arena_grad(p, g, v)) {
             p->first[v] = p->first[v] < 0 ? 0 : p->first[v];
             p->last[v] = n;
-            at[p->first[v]]++, p->nzero++;
         }
-    for (int s = 0, sum = 0; s <= n; s++) {
-        int count = at[s];
-        at[s] = sum, sum += count;
-    }
-    p->zero = tr_xmalloc((size_t)(p->nzero ? p->nzero : 1) * sizeof *p->zero);
-    for (int v = 0; v < g->nvalues; v++)
-        if (p->region[v] == TR_ACT && g->values[v].kind == TR_GRAD)
-            p->zero[at[p->first[v]]++] = v;
-    free(at);
+    p->zero = by_first_step(p, g, n, arena_grad, &p->nzero);
 }
 
 /* gather_ahead: each copy starts where the copies of the run of nodes (of one block, in a row)
@@ -186,7 +208,7 @@ static void gathers_ahead(struct tr_memplan *p, const struct tr_graph *g, const 
         run[s] = r, start[s] = -1;   /* start[r]: where run r's copies start, -1: it has none */
     }
     for (int v = 0; v < g->nvalues; v++)
-        if (g->values[v].gathers >= 0 && p->first[v] >= 0 && (start[run[p->first[v]]] < 0 || p->first[v] < start[run[p->first[v]]]))
+        if (gathered_copy(p, g, v) && (start[run[p->first[v]]] < 0 || p->first[v] < start[run[p->first[v]]]))
             start[run[p->first[v]]] = p->first[v];
     int *ahead = tr_xmalloc((size_t)(n + 1) * sizeof *ahead);
     for (int r = 0, before = -1; r < n; r++) {   /* the run before's start, for each run with copies */
@@ -195,32 +217,20 @@ static void gathers_ahead(struct tr_memplan *p, const struct tr_graph *g, const 
             before = start[r];
     }
     for (int v = 0; v < g->nvalues; v++)
-        if (g->values[v].gathers >= 0 && p->first[v] >= 0)
+        if (gathered_copy(p, g, v))
             p->first[v] = ahead[run[p->first[v]]];
     free(run), free(start), free(ahead);
 }
 
-/* The gather pass's copies by their first step, then by value (a counting sort), in p->gather. */
+/* The gather pass's copies by their first step, then by value, in p->gather; p->gather_at. */
 static void gathers_listed(struct tr_memplan *p, const struct tr_graph *g, int n)
 {
-    int *at = tr_xcalloc((size_t)n + 1, sizeof *at);
-    for (int v = 0; v < g->nvalues; v++)
-        if (g->values[v].gathers >= 0 && p->first[v] >= 0)
-            at[p->first[v]]++, p->ngather++;
-    for (int s = 0, sum = 0; s <= n; s++) {
-        int count = at[s];
-        at[s] = sum, sum += count;
-    }
-    p->gather = tr_xmalloc((size_t)(p->ngather ? p->ngather : 1) * sizeof *p->gather);
-    for (int v = 0; v < g->nvalues; v++)
-        if (g->values[v].gathers >= 0 && p->first[v] >= 0)
-            p->gather[at[p->first[v]]++] = v;
+    p->gather = by_first_step(p, g, n, gathered_copy, &p->ngather);
     p->gather_at = tr_xmalloc((size_t)(g->nvalues ? g->nvalues : 1) * sizeof *p->gather_at);
     for (int v = 0; v < g->nvalues; v++)
         p->gather_at[v] = -1;
     for (int c = 0; c < p->ngather; c++)
         p->gather_at[p->gather[c]] = c;
-    free(at);
 }
 
 static void place_arena(struct tr_memplan *p, const struct tr_graph *g, const int *schedule, int n)
