@@ -54,16 +54,7 @@ run "$TRAINRUN" "$srcdir/recipes/mlp.yaml" train.steps=40 report.log_every=1 tra
   report.dir="$scratch/one" --plan "$two/plan.json" --quiet
 expect_rc 0 "one process replaying the 2 hosts' plan"
 one=$(echo "$scratch/one"/*/latest)
-checks=$((checks + 1))
-python3 - "$one" "$two" <<'PY' || fail "2 hosts did not train as one process"
-import json, sys
-def losses(d):
-    return {j["step"]: j["train/loss"] for j in map(json.loads, open(d + "/metrics.jsonl")) if "train/loss" in j}
-a, b = losses(sys.argv[1]), losses(sys.argv[2])
-worst = max(abs(a[s] - b[s]) / abs(a[s]) for s in a)
-print("2 hosts over TCP: %d steps, worst relative loss difference %.3g" % (len(a), worst))
-sys.exit(0 if sorted(a) == sorted(b) and len(a) == 40 and worst <= 1e-6 else 1)
-PY
+same_losses "$one" "$two" "2 hosts over TCP" 1e-6 40
 
 # The second host drops off the network once step 1000 is checkpointed.
 hosts gone train.steps=1000000 train.eval_every=0 train.checkpoint_every=1000 distributed.timeout=5s \

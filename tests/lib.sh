@@ -43,6 +43,22 @@ expect_not_in() {
   case "$1" in *"$2"*) fail "$3: unexpected '$2' in: $1" ;; esac
 }
 
+# same_losses A B WHAT TOLERANCE [STEPS]: run folders A and B logged train/loss at the same steps
+# (STEPS of them; else at least 10), each within TOLERANCE relative of the other; the worst said.
+same_losses() {
+  checks=$((checks + 1))
+  python3 - "$@" <<'PY' || fail "$3: the losses differ (beyond $4 relative), or at other steps"
+import json, sys
+def losses(d):
+    return {j["step"]: j["train/loss"] for j in map(json.loads, open(d + "/metrics.jsonl")) if "train/loss" in j}
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+worst = max(abs(a[s] - b[s]) / abs(a[s]) for s in a)
+print("%s: %d steps, worst relative loss difference %.3g" % (sys.argv[3], len(a), worst))
+steps = len(a) == int(sys.argv[5]) if len(sys.argv) > 5 else len(a) >= 10
+sys.exit(0 if sorted(a) == sorted(b) and steps and worst <= float(sys.argv[4]) else 1)
+PY
+}
+
 # gpu_skip_reason VERSION: why a test that needs a GPU must skip, from `trainrun --version`'s
 # text (built without CUDA, or no GPU visible); prints nothing and fails when a GPU is seen.
 gpu_skip_reason() {

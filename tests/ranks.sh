@@ -50,19 +50,37 @@ wait_for() {
   done
 }
 
+# sharded_as_planned OFF DIR SHARD: DIR's ranks (optimize.shard=SHARD; plan --ranks --json's
+# output in $out) held the regions they and the plan predicted, and their parts of what SHARD
+# splits add up to OFF's (unsharded) whole: the state exactly, gradients and parameters within the
+# 64-byte padding of a tensor's cut.
+sharded_as_planned() {
+  checks=$((checks + 1))
+  printf '%s\n' "$out" | python3 -c '
+import json, sys
+planned = json.load(sys.stdin)["ranks"]
+off, run = (json.load(open(p + "/run.json"))["ranks"] for p in sys.argv[1:3])
+shard = sys.argv[3]
+assert run["shard"] == shard, run
+whole = off["each"][0]["measured_regions"]
+for r, p in zip(run["each"], planned["each"]):
+    got = r["measured_regions"]
+    assert r["predicted_regions"] == got, r
+    assert (got["params"], got["grads"], got["optimizer"]) == (p["params_bytes"], p["grads_bytes"], p["optimizer_bytes"]), (got, p)
+parts = {k: [r["measured_regions"][k] for r in run["each"]] for k in ("params", "grads", "optimizer")}
+assert sum(parts["optimizer"]) == whole["optimizer"], (parts, whole)
+for k in ("grads", "params")[:1 if shard == "gradients" else 2]:
+    assert whole[k] - 4096 < sum(parts[k]) <= whole[k], (k, parts, whole)
+print("ZeRO (%s) on %d ranks: parameters %s, gradients %s of %d bytes; arena %d (unsharded %d), as planned" % (
+    shard, len(run["each"]), parts["params"], parts["grads"], whole["grads"], run["each"][0]["measured_regions"]["arena"],
+    whole["arena"]))
+' "$1" "$2" "$3" || fail "ZeRO ($3): the ranks' regions are not what they and plan --ranks predicted"
+}
+
 # same_training A B WHAT: every step's train/loss within 1e-6 relative; whether the last weights
 # are the same bits is said (the summation order across ranks may round otherwise).
 same_training() {
-  checks=$((checks + 1))
-  python3 - "$1" "$2" "$3" <<'PY' || fail "$3: the ranks did not train as one process"
-import json, sys
-def losses(d):
-    return {j["step"]: j["train/loss"] for j in map(json.loads, open(d + "/metrics.jsonl")) if "train/loss" in j}
-a, b = losses(sys.argv[1]), losses(sys.argv[2])
-worst = max(abs(a[s] - b[s]) / abs(a[s]) for s in a)
-print("%s: %d steps, worst relative loss difference %.3g" % (sys.argv[3], len(a), worst))
-sys.exit(0 if sorted(a) == sorted(b) and len(a) >= 10 and worst <= 1e-6 else 1)
-PY
+  same_losses "$1" "$2" "$3" 1e-6
   if cmp -s "$(ls -v "$1"/checkpoints/*.safetensors | tail -n 1)" "$(ls -v "$2"/checkpoints/*.safetensors | tail -n 1)"; then
     echo "$3: the last weights are the one process's, bit for bit"
   else
@@ -150,21 +168,7 @@ staged=$dir
 same_training "$off" "$staged" "bert-small, ZeRO 2 on 3 ranks against unsharded"
 run "$TRAINRUN" plan "$@" optimize.shard=gradients --ranks 3 --json
 expect_rc 0 "plan --ranks 3, ZeRO 2"
-checks=$((checks + 1))
-printf '%s\n' "$out" | python3 -c '
-import json, sys
-planned = json.load(sys.stdin)["ranks"]
-off, staged = (json.load(open(p + "/run.json"))["ranks"] for p in sys.argv[1:3])
-assert staged["shard"] == "gradients", staged
-whole = off["each"][0]["measured_regions"]
-for r, p in zip(staged["each"], planned["each"]):
-    got = r["measured_regions"]
-    assert r["predicted_regions"] == got, r
-    assert (got["grads"], got["optimizer"]) == (p["grads_bytes"], p["optimizer_bytes"]), (got, p)
-assert sum(r["measured_regions"]["optimizer"] for r in staged["each"]) == whole["optimizer"]
-assert whole["grads"] - 4096 < sum(r["measured_regions"]["grads"] for r in staged["each"]) <= whole["grads"]
-print("ZeRO 2 on 3 ranks: gradients %s of %d bytes, as planned" % ([r["measured_regions"]["grads"] for r in staged["each"]], whole["grads"]))
-' "$off" "$staged" || fail "ZeRO 2: the ranks regions are not what they and plan --ranks predicted"
+sharded_as_planned "$off" "$staged" gradients
 # ZeRO stage 3 (optimize.shard=parameters): each rank keeps its part of the parameters too, and
 # every node reads copies gathered whole just before their first reader, freed after their
 # phase's last: the same values as stage 2 reads, so the same bits (the checkpoints, gathered
@@ -199,22 +203,7 @@ print("ZeRO 3 a block ahead: arena %d bytes (%d gathered as each block begins), 
 PY
 run "$TRAINRUN" plan "$@" optimize.shard=parameters --ranks 3 --json
 expect_rc 0 "plan --ranks 3, ZeRO 3"
-checks=$((checks + 1))
-printf '%s\n' "$out" | python3 -c '
-import json, sys
-planned = json.load(sys.stdin)["ranks"]
-off, gathered = (json.load(open(p + "/run.json"))["ranks"] for p in sys.argv[1:3])
-assert gathered["shard"] == "parameters", gathered
-whole = off["each"][0]["measured_regions"]
-for r, p in zip(gathered["each"], planned["each"]):
-    got = r["measured_regions"]
-    assert r["predicted_regions"] == got, r
-    assert (got["params"], got["grads"], got["optimizer"]) == (p["params_bytes"], p["grads_bytes"], p["optimizer_bytes"]), (got, p)
-assert whole["params"] - 4096 < sum(r["measured_regions"]["params"] for r in gathered["each"]) <= whole["params"]
-print("ZeRO 3 on 3 ranks: parameters %s of %d bytes, arena %d (unsharded %d), as planned" % (
-    [r["measured_regions"]["params"] for r in gathered["each"]], whole["params"],
-    gathered["each"][0]["measured_regions"]["arena"], whole["arena"]))
-' "$off" "$gathered" || fail "ZeRO 3: the ranks regions are not what they and plan --ranks predicted"
+sharded_as_planned "$off" "$gathered" parameters
 # ZeRO 3 resumed on another rank count: rank 0 reads the whole parameters and state, every rank
 # keeps its new part of them; 3 ranks stopped by SIGTERM and resumed on 2 end as 3 uninterrupted.
 set -- "$@" optimize.shard=parameters train.steps=60

@@ -311,19 +311,14 @@ int tr_exec_run(struct tr_exec *x, int64_t B, int64_t S, struct tr_diag *d)
             if (x->debug)
                 memset(x->shadow + p->offset[p->zero[z]], 0, p->bytes[p->zero[z]]);
         }
-        for (; c < p->ngather && p->first[p->gather[c]] == step; c++) {   /* ZeRO 3: parameters gathered */
-            int rc = gather(x, c, &why);
-            if (rc) {
-                ready(x, INT_MAX, &(struct tr_diag){0});   /* none left writing into the arena */
-                return fail(node, step, rc, &why, NULL, d);
-            }
-        }
-        if (x->shard.ready && !x->debug && p->ngather) {
-            int rc = inputs_ready(x, node, &why);
-            if (rc) {
-                ready(x, INT_MAX, &(struct tr_diag){0});
-                return fail(node, step, rc, &why, NULL, d);
-            }
+        int gathered = 0;   /* ZeRO 3: the copies starting here gathered, those the node reads there */
+        for (; !gathered && c < p->ngather && p->first[p->gather[c]] == step; c++)
+            gathered = gather(x, c, &why);
+        if (!gathered && x->shard.ready && !x->debug)
+            gathered = inputs_ready(x, node, &why);
+        if (gathered) {
+            ready(x, INT_MAX, &(struct tr_diag){0});   /* none left writing into the arena */
+            return fail(node, step, gathered, &why, NULL, d);
         }
         if (!tr_op_is_view(node->op)) {   /* a view: nothing to run */
             struct tr_kernel_args a = {.node = node, .nin = node->nin, .nout = node->nout,

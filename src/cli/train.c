@@ -236,13 +236,12 @@ static int train(const struct tr_comm *comm, const struct tr_recipe *r, const ch
 static void ranks_timed_out(const struct tr_comm *c, const struct tr_comm_timeout *t)
 {
     char who[1024];
-    int n = snprintf(who, sizeof who, "%s%s%s", *t->silent ? "rank" : "a rank stopped or its host went away",
-                     *t->silent && strchr(t->silent, ',') ? "s " : *t->silent ? " " : "", t->silent);
-    if (*t->silent && n > 0 && (size_t)n < sizeof who)
-        snprintf(who + n, sizeof who - (size_t)n, " did not answer (stopped, or %s host went away)%s%s",
-                 strchr(t->silent, ',') ? "their" : "its", *t->said ? "; " : "", t->said);
-    else if (*t->said && n > 0 && (size_t)n < sizeof who)
-        snprintf(who + n, sizeof who - (size_t)n, "; %s", t->said);
+    bool several = strchr(t->silent, ',') != NULL;
+    if (*t->silent)
+        snprintf(who, sizeof who, "rank%s %s did not answer (stopped, or %s host went away)%s%s", several ? "s" : "",
+                 t->silent, several ? "their" : "its", *t->said ? "; " : "", t->said);
+    else
+        snprintf(who, sizeof who, "a rank stopped or its host went away%s%s", *t->said ? "; " : "", t->said);
     char sentence[1600];
     snprintf(sentence, sizeof sentence, "rank %d of %d: no answer from the other ranks for %.0f s while %s in step "
              "%lld (distributed.timeout): %s", c->rank, c->world, t->waited, t->what, (long long)t->step, who);

@@ -3,7 +3,8 @@
 
 #include <pthread.h>
 #include <stdlib.h>
-#include <time.h>
+
+#include "core/clock.h"
 
 struct job {
     int job;
@@ -26,13 +27,6 @@ struct tr_ahead {
     bool stop;
 };
 
-static double monotonic(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 static void *work(void *arg)
 {
     struct tr_ahead *a = arg;
@@ -46,10 +40,10 @@ static void *work(void *arg)
         bool skip = a->rc != 0;   /* after a failure: counted as run, not run */
         pthread_mutex_unlock(&a->lock);
         struct tr_diag why = {0};
-        double began = monotonic();
+        double began = tr_now();
         int rc = skip ? 0 : a->run(a->ctx, j.job, j.arg, &why);
         pthread_mutex_lock(&a->lock);
-        a->seconds += monotonic() - began;
+        a->seconds += tr_now() - began;
         if (rc && !a->rc)
             a->rc = rc, a->why = why;
         else

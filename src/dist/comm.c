@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/alloc.h"
+#include "core/clock.h"
 #include "dist/mpi.h"
 
 /* The variables each launcher sets, in the order they are believed: MPI's own first. Slurm's
@@ -56,13 +57,6 @@ struct tr_comm_watch {
     bool stop;
 };
 
-static double monotonic(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 /* Rank 0 asks for ASK_SECONDS; a rank that timed out answers for ANSWER_SECONDS before it ends
  * (until rank 0 has asked and had ASK_SECONDS more to write its run folder), so that its ending
  * (the launcher then ends the others) does not cut rank 0's record short. */
@@ -75,7 +69,7 @@ static bool answer(struct tr_comm_watch *w)
 {
     double since = atomic_load(&w->since);
     int asked = 0;
-    w->comm->mpi->watch_answer(since > 0 ? monotonic() - since : -1, &asked);
+    w->comm->mpi->watch_answer(since > 0 ? tr_now() - since : -1, &asked);
     return asked != 0;
 }
 
@@ -118,13 +112,13 @@ static void timed_out(struct tr_comm_watch *w, double waited)
 {
     const struct tr_comm *c = w->comm;
     struct tr_comm_timeout t = {.what = atomic_load(&w->what), .waited = waited, .step = atomic_load(&w->step)};
-    if (c->asks && c->rank == 0) {
+    if (c->multiple && c->rank == 0) {
         ask(c, &t);
-    } else if (c->asks) {
-        double until = monotonic() + ANSWER_SECONDS;
-        for (; monotonic() < until; usleep(20000))
+    } else if (c->multiple) {
+        double until = tr_now() + ANSWER_SECONDS;
+        for (; tr_now() < until; usleep(20000))
             if (answer(w))
-                until = monotonic() + ASK_SECONDS + 1;
+                until = tr_now() + ASK_SECONDS + 1;
     }
     w->on_timeout(c, &t);
 }
@@ -143,11 +137,11 @@ static void *watch(void *arg)
         until.tv_sec += (time_t)at;
         until.tv_nsec = (long)((at - (double)(time_t)at) * 1e9);
         pthread_cond_timedwait(&w->wake, &w->lock, &until);
-        if (!w->stop && w->comm->asks && w->comm->rank)
+        if (!w->stop && w->comm->multiple && w->comm->rank)
             answer(w);
         double since = atomic_load(&w->since);
-        if (!w->stop && since > 0 && monotonic() - since > w->timeout)
-            timed_out(w, monotonic() - since);
+        if (!w->stop && since > 0 && tr_now() - since > w->timeout)
+            timed_out(w, tr_now() - since);
     }
     pthread_mutex_unlock(&w->lock);
     return NULL;
@@ -185,7 +179,7 @@ static void waiting(const struct tr_comm *c, const char *what)
 {
     if (c->watch && atomic_load(&c->watch->armed)) {
         atomic_store(&c->watch->what, what);
-        atomic_store(&c->watch->since, monotonic());
+        atomic_store(&c->watch->since, tr_now());
     }
 }
 
@@ -302,10 +296,9 @@ static int open_ranks(struct tr_comm *c, struct tr_diag *d)
                        rank, world, c->world, c->launcher);
     /* the watchdog's questions and ZeRO 3's copies (every rank: communicators of their own, where
      * MPI lets any thread call it) */
-    c->multiple = threads >= 2;
-    if (c->multiple && ((err = mpi->watch_open()) || (err = mpi->copies_open())))
+    if (threads >= 2 && ((err = mpi->watch_open()) || (err = mpi->copies_open())))
         return mpi_failed(c, d, err, "MPI_Comm_dup");
-    c->asks = c->multiple;
+    c->multiple = threads >= 2;
     return 0;
 }
 
@@ -326,9 +319,9 @@ void tr_comm_describe(char *out, size_t size)
 void tr_comm_close(struct tr_comm *c)
 {
     watch_stop(c);
-    if (c->asks)
+    if (c->multiple)
         c->mpi->watch_close(), c->mpi->copies_close();
-    c->asks = c->multiple = false;
+    c->multiple = false;
     if (c->mpi)
         c->mpi->finalize();
     c->mpi = NULL;
@@ -478,11 +471,11 @@ int tr_comm_bus_rate(const struct tr_comm *c, double *bytes_per_second, struct t
     double best = 0;
     int rc = 0;
     for (int i = 0; i < TRIES && !rc; i++) {
-        double began = monotonic();
+        double began = tr_now();
         rc = tr_comm_reduce_scatter(c, buf, counts, displs, d);
         if (!rc)
             rc = tr_comm_allgather(c, buf, counts, displs, d);
-        double took = monotonic() - began;
+        double took = tr_now() - began;
         best = i == 0 || took < best ? took : best;
     }
     double mine[1] = {best}, *all = tr_xcalloc((size_t)c->world, sizeof *all);

@@ -17,7 +17,7 @@ struct tr_comm_watch;
 struct tr_mpi_ops;
 
 /* A collective that waited past distributed.timeout: what it was, how long, in which step, and
- * on rank 0 (where MPI lets its watchdog ask the others, tr_comm's asks) which ranks did not
+ * on rank 0 (where MPI lets its watchdog ask the others, tr_comm's multiple) which ranks did not
  * answer — stopped, or their host gone — and what the others said. */
 struct tr_comm_timeout {
     const char *what;         /* the collective it waited in */
@@ -37,8 +37,8 @@ struct tr_comm {
                                * gives none) */
     bool threads;             /* collectives may be called from another thread than the main one,
                                * one thread at a time (MPI_THREAD_SERIALIZED) */
-    bool multiple;            /* any thread may call MPI at any time (MPI_THREAD_MULTIPLE): */
-    bool asks;                /* the watchdog may ask the other ranks where they are while a
+    bool multiple;            /* any thread may call MPI at any time (MPI_THREAD_MULTIPLE): the
+                               * watchdog may ask the other ranks where they are while a
                                * collective waits, and ZeRO 3's copies travel on a thread of
                                * their own (tr_comm_allgather_copy) */
     char launcher[48];        /* who started the ranks, for sentences: "mpirun", "srun", … */
@@ -84,7 +84,7 @@ int tr_comm_sum_doubles(const struct tr_comm *c, double *buf, size_t n, struct t
 int tr_comm_reduce_scatter(const struct tr_comm *c, float *buf, const int *counts, const int *displs,
                            struct tr_diag *d);
 int tr_comm_allgather(const struct tr_comm *c, float *buf, const int *counts, const int *displs, struct tr_diag *d);
-/* The same on a communicator of ZeRO 3's copies alone (asks): from their own thread, while the
+/* The same on a communicator of ZeRO 3's copies alone (multiple): from their own thread, while the
  * main thread makes the others. */
 int tr_comm_allgather_copy(const struct tr_comm *c, float *buf, const int *counts, const int *displs,
                            struct tr_diag *d);

@@ -10,14 +10,8 @@
 #include <unistd.h>
 
 #include "core/alloc.h"
+#include "core/clock.h"
 #include "plan/shard.h"
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 /* The run's floats [from, from + n) summed over the ranks: a reduce-scatter over the parts of
  * it each rank owns, then (unsharded) an all-gather of them; counts and displs: scratch. */
@@ -69,10 +63,10 @@ static int64_t *run_parts(const struct tr_grad_reducer *r, const struct tr_param
 /* One bucket summed over the ranks, a span of the trace while the profile records. */
 static int sum_bucket(struct tr_grad_reducer *r, float *bucket, size_t n, struct tr_diag *d)
 {
-    double began = now();
+    double began = tr_now();
     int rc = tr_comm_sum_floats(r->comm, bucket, n, d);
     if (r->profile)
-        tr_exec_profile_span(r->profile, "gradient bucket", r->step, began, now());
+        tr_exec_profile_span(r->profile, "gradient bucket", r->step, began, tr_now());
     return rc;
 }
 
@@ -109,7 +103,7 @@ static int stage2_round(struct tr_grad_reducer *r, const char *arena, const stru
 {
     int world = r->comm->world, rank = r->comm->rank, rc = 0;
     int64_t total = r->cut[world], lo = r->cut[rank], hi = r->cut[rank + 1];
-    double began = now();
+    double began = tr_now();
     for (int64_t from = 0; from < total && !rc; from += r->buffer_elems) {
         int64_t to = from + r->buffer_elems < total ? from + r->buffer_elems : total;
         if (!arena)
@@ -130,8 +124,8 @@ static int stage2_round(struct tr_grad_reducer *r, const char *arena, const stru
             r->summed[e - lo] += r->bucket[e - from];
     }
     r->done++;
-    r->seconds += now() - began;
-    r->exposed += now() - began;
+    r->seconds += tr_now() - began;
+    r->exposed += tr_now() - began;
     return rc;
 }
 
@@ -230,7 +224,7 @@ static int reduce(struct tr_grad_reducer *r, char *base, const struct tr_span_f3
     int64_t total = 0;
     for (int s = 0; s < nspans; s++)
         total += spans[s].numel;
-    double began = now();
+    double began = tr_now();
     int rc = 0;
     for (int64_t from = 0; from < total && !rc; from += r->buffer_elems) {
         int64_t n = total - from < r->buffer_elems ? total - from : r->buffer_elems;
@@ -245,7 +239,7 @@ static int reduce(struct tr_grad_reducer *r, char *base, const struct tr_span_f3
         if (!rc)
             rc = move(r, base, spans, nspans, from, n, false, d);
     }
-    r->seconds += now() - began;
+    r->seconds += tr_now() - began;
     return rc;
 }
 
@@ -289,11 +283,11 @@ static void *communicate(void *arg)
         bool failed = o->rc != 0;
         pthread_mutex_unlock(&o->lock);
         struct tr_diag why = {0};
-        double began = now();
+        double began = tr_now();
         /* after a failure the rest are not sent: the step fails on every rank (the watchdog ends
          * a wait for this rank's missing ones) */
         int rc = failed ? 0 : sum_run(r, o->run, b->from, b->n, o->counts, o->displs, &why);
-        double ended = now();
+        double ended = tr_now();
         pthread_mutex_lock(&o->lock);
         b->began = began, b->ended = ended;
         if (rc && !o->rc) {
@@ -442,7 +436,7 @@ void tr_grad_reducer_arm(struct tr_grad_reducer *r, char *grads)
 static int overlap_finish(struct tr_grad_reducer *r, char *grads, struct tr_diag *d)
 {
     struct tr_grad_overlap *o = r->overlap;
-    double began = now();
+    double began = tr_now();
     if (!o->armed) {   /* this rank ran none of the step's micro-batches: zeros */
         o->run = (float *)(grads + r->first);
         memset(o->run, 0, (size_t)(r->end - r->first));
@@ -458,7 +452,7 @@ static int overlap_finish(struct tr_grad_reducer *r, char *grads, struct tr_diag
     }
     o->rc = 0, o->sent = o->summed = 0, o->armed = false;
     pthread_mutex_unlock(&o->lock);
-    double ended = now();
+    double ended = tr_now();
     r->exposed += ended - began;
     for (int b = 0; b < o->nbuckets; b++) {
         r->seconds += o->buckets[b].ended - o->buckets[b].began;
@@ -531,11 +525,11 @@ int tr_grad_reduce(struct tr_grad_reducer *r, char *grads, bool ran, struct tr_d
         r->done = r->rounds = 0;
         return rc;
     }
-    double began = now();
+    double began = tr_now();
     int rc = 0;
     if (r->on_device) {
         rc = device_sum(r, grads, ran, d);
-        r->seconds += now() - began;
+        r->seconds += tr_now() - began;
     } else if (!r->in_place) {
         rc = reduce(r, grads, r->grads, r->ngrads, ran, 1, d);
     } else {
@@ -544,15 +538,15 @@ int tr_grad_reduce(struct tr_grad_reducer *r, char *grads, bool ran, struct tr_d
         if (!ran)   /* this rank's gradients were not written this step */
             memset(run, 0, n * sizeof *run);
         for (size_t at = 0; at < n && !rc; at += (size_t)r->bucket_elems) {
-            double from = now();
+            double from = tr_now();
             rc = sum_run(r, run, (int64_t)at, (int64_t)(n - at < (size_t)r->bucket_elems ? n - at : (size_t)r->bucket_elems),
                          r->counts, r->displs, d);
             if (r->profile)
-                tr_exec_profile_span(r->profile, "gradient bucket", r->step, from, now());
+                tr_exec_profile_span(r->profile, "gradient bucket", r->step, from, tr_now());
         }
-        r->seconds += now() - began;
+        r->seconds += tr_now() - began;
     }
-    r->exposed += now() - began;   /* nothing overlapped */
+    r->exposed += tr_now() - began;   /* nothing overlapped */
     return rc;
 }
 

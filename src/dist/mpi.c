@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 static int init(int *rank, int *world, int *threads)
@@ -99,13 +98,6 @@ static MPI_Request question = MPI_REQUEST_NULL;   /* a rank other than 0: rank 0
 static int asked_for;
 enum { ASK = 1, TELL = 2 };
 
-static double seconds_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 static int watch_open(void)
 {
     int rank = 0, err = MPI_Comm_dup(MPI_COMM_WORLD, &watched);
@@ -136,7 +128,7 @@ static int watch_ask(double seconds, double *state)
         state[k] = NAN;
         err = MPI_Isend(&one, 1, MPI_INT, k, ASK, watched, &sent[k]);
     }
-    for (double until = seconds_now() + seconds; !err && left > 0 && seconds_now() < until;) {
+    for (double until = MPI_Wtime() + seconds; !err && left > 0 && MPI_Wtime() < until;) {
         int flag = 0;
         MPI_Status st;
         err = MPI_Iprobe(MPI_ANY_SOURCE, TELL, watched, &flag, &st);

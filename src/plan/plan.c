@@ -29,12 +29,13 @@ struct pair {
     const struct tr_plan_job *job;
     struct tr_built train, eval;
     int *schedule_train, *schedule_eval;
+    size_t params;            /* the parameters' bytes (f32) */
     size_t optimizer;
     size_t optimizer_shard;   /* the job's rank's shard of it (ZeRO stage 1) */
     int64_t shard_elements;   /* the parameters' elements in that shard (stage 2: its gradients) */
     int64_t min_micro;        /* batch norm keeps its statistics meaningful */
-    double optimizer_seconds, optimizer_shard_seconds;
-    double gather_copy_seconds;   /* ZeRO 1 and 2's parameters gathered through the host buffer */
+    double optimizer_seconds, optimizer_shard_seconds;   /* the update's passes, whole or the rank's part */
+    double gather_copy_seconds;   /* ZeRO 1 and 2's updated parameters through the host buffer */
     size_t (*eval_regions)[TR_NREGIONS];   /* per evaluation batch (≤ batch): its plan's regions, once
                                             * planned (the optimizer's slot, unused, marks it done);
                                             * row 0 for larger batches, planned every time */
@@ -213,7 +214,7 @@ static uint64_t ranks_bytes(const struct pair *p, const struct tr_candidate *c)
         return 0;
     if (job->dev->kind != TR_DEVICE_CPU)
         return (uint64_t)16 << 20;
-    uint64_t params = tr_plan_param_bytes(&p->train.g);
+    uint64_t params = p->params;
     uint64_t bucket = job->r->distributed.bucket < params ? job->r->distributed.bucket : params;
     uint64_t bytes = bucket;
     if (tr_knobs_grads_in_arena(&c->k))
@@ -308,15 +309,15 @@ static void timing(struct pair *p, const struct lengths *h, struct tr_candidate 
         c->step_seconds += (double)p->train.g.nnodes * p->job->dev->node_seconds;
     }
     c->padding = tokens > 0 && h->max > 1 ? (slots - tokens) / tokens : 0;
-    c->step_seconds += c->k.shard == 3 ? p->optimizer_shard_seconds - p->gather_copy_seconds
-                       : c->k.shard ? p->optimizer_shard_seconds : p->optimizer_seconds;
+    c->step_seconds += !c->k.shard ? p->optimizer_seconds
+                       : p->optimizer_shard_seconds + (c->k.shard < 3 ? p->gather_copy_seconds : 0);
     /* across ranks, at the measured bus rate: a ring's reduce-scatter and all-gather each move
      * (N − 1) / N of the gradients in and out of a rank (sharded, the all-gather the parameters:
      * as many bytes); stage 2 reduce-scatters every micro-batch's, each packed through the host
      * buffer first (written, read, and added into the shard); stage 3 all-gathers the parameters
      * twice a micro-batch instead (its forward's copies and its backward's), none after the update */
     const struct tr_plan_job *job = p->job;
-    double bytes = (double)tr_plan_param_bytes(&p->train.g), part = (double)(job->world - 1) / job->world;
+    double bytes = (double)p->params, part = (double)(job->world - 1) / job->world;
     double rounds = ceil(c->micro_steps);
     double sums = c->k.shard == 3 ? 3 * rounds : c->k.shard == 2 ? rounds + 1 : 2;
     c->comm_seconds = job->world > 1 && job->bus_rate > 0 ? sums * part * bytes / job->bus_rate : 0;
@@ -347,18 +348,19 @@ static int open_pair(struct pair *p, const struct tr_plan_job *job, const struct
     for (int i = 0; i < p->train.g.nnodes; i++)
         if (p->train.g.nodes[i].op == TR_OP_BATCHNORM)
             p->min_micro = batch < TR_PLAN_BN_MIN_MICRO ? batch : TR_PLAN_BN_MIN_MICRO;
-    double params = (double)tr_plan_param_bytes(&p->train.g);
+    p->params = tr_plan_param_bytes(&p->train.g);
+    double params = (double)p->params;
     p->optimizer_seconds = tr_plan_optimizer_seconds(job->dev, tr_optimizer_nstate(job->r), params, params,
                                                      (double)p->optimizer);
-    /* sharded: the update and the norm over the rank's part, the gradients zeroed whole, and the
-     * parameters gathered through a host buffer: this rank's part copied in, all of them out
-     * (read and written at the host's bandwidth; the collective itself is the communication's) */
+    /* sharded: the update and the norm over the rank's part, the gradients zeroed whole; ZeRO 1
+     * and 2 gather the parameters through a host buffer: this rank's part copied in, all of them
+     * out (read and written at the host's bandwidth; the collective itself is the communication's) */
     p->optimizer_shard = tr_plan_optimizer_shard_bytes(job->r, &p->train.g, job->world, job->rank);
     p->shard_elements = tr_plan_shard_elements(&p->train.g, job->world, job->rank);
     double own = p->optimizer ? params * (double)p->optimizer_shard / (double)p->optimizer : params / job->world;
     p->gather_copy_seconds = 2 * (own + params) / job->dev->bandwidth;
     p->optimizer_shard_seconds = tr_plan_optimizer_seconds(job->dev, tr_optimizer_nstate(job->r), own, params,
-                                                           (double)p->optimizer_shard) + p->gather_copy_seconds;
+                                                           (double)p->optimizer_shard);
     return 0;
 }
 

@@ -21,13 +21,6 @@
 #include "train/step.h"
 #include "train/trim.h"
 
-double tr_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 void tr_loop_init(struct tr_loop *l, const struct tr_recipe *r, const struct tr_data *data, double started,
                   const struct tr_comm *comm)
 {
@@ -140,7 +133,8 @@ int tr_loop_share_resume(struct tr_loop *l, struct tr_session *s, int64_t *start
     } state = {*start, l->total_steps, l->checkpointed, s->optim.step, l->eval_pending,
                {l->early.best, l->early.best_step, l->early.bad, l->early.stopped}, s->scaler};
     int rc = tr_comm_broadcast(c, &state, sizeof state, d);
-    if (!rc && state.start && !s->train.x.shard.fill)   /* every rank made the same first weights (checked); */
+    /* resumed: rank 0's parameters to every rank (ZeRO 3: its own part of them, in the share below) */
+    if (!rc && state.start && !s->train.x.shard.fill)
         rc = tr_ranks_broadcast_region(c, s->be, s->train.x.base[TR_PARAM], s->train.x.region_bytes[TR_PARAM], d);
     if (!rc && state.start && s->optim.comm) {   /* sharded: each rank keeps its part of rank 0's (ZeRO 3:
                                                   * of its parameters too) */

@@ -9,6 +9,7 @@
 #define TR_LOOP_H
 
 #include "backend/profile.h"
+#include "core/clock.h"
 #include "report/monitor.h"
 #include "report/trace.h"
 #include "train/evaluate.h"
@@ -53,8 +54,6 @@ struct tr_train_result {
     const char *run_dir;                 /* the run folder, once its first files are written */
 };
 
-/* Seconds on the monotonic clock. */
-double tr_now(void);
 
 /* The steps the recipe asks for (train.steps, else train.epochs over the training split), and
  * budget.time's deadline counted from started (tr_now: when this process's run began); comm:

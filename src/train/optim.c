@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "dist/ahead.h"
 #include "plan/shard.h"
@@ -16,13 +17,6 @@
 static int64_t numel(const struct tr_graph *g, int v)
 {
     return tr_dim_eval(tr_shape_numel(&g->values[v].shape), 1, 1);
-}
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
 static void shard_init(struct tr_optim *o, const struct tr_comm *c, size_t bucket, int stage);
@@ -96,7 +90,6 @@ void tr_optim_free(struct tr_optim *o)
     free(o->ahead_counts);
     o->ahead_counts = NULL;
     free(o->counts), free(o->displs), free(o->shard_spans), free(o->pieces), free(o->gather), free(o->gather_counts);
-
     o->spans = o->shard_spans = NULL, o->host_state = o->gather = NULL, o->counts = o->displs = NULL;
     o->pieces = NULL, o->gather_counts = NULL;
 }
@@ -127,8 +120,20 @@ static int state_copy(struct tr_optim *o, enum tr_copy direction, struct tr_diag
 int tr_optim_pull(struct tr_optim *o, struct tr_diag *d) { return state_copy(o, TR_COPY_TO_HOST, d); }
 int tr_optim_push(struct tr_optim *o, struct tr_diag *d) { return state_copy(o, TR_COPY_TO_DEVICE, d); }
 
-/* Stage 3: the parameters' elements [lo, hi) copied between their places in view (the whole,
- * laid out as the plan lays them out) and flat (element lo at 0). */
+/* Each rank's part of the parameters' elements [from, to): world counts, then displacements from
+ * `from` (0 for an empty part), in counts. */
+static void parts_of(const struct tr_optim *o, int64_t from, int64_t to, int *counts)
+{
+    int world = o->comm->world, *displs = counts + world;
+    for (int k = 0; k < world; k++) {
+        int64_t lo = o->displs[k] > from ? o->displs[k] : from;
+        int64_t hi = o->displs[k] + o->counts[k] < to ? o->displs[k] + o->counts[k] : to;
+        counts[k] = hi > lo ? (int)(hi - lo) : 0, displs[k] = hi > lo ? (int)(lo - from) : 0;
+    }
+}
+
+/* The parameters' elements [lo, hi) copied between their places in view (the whole, laid out as
+ * the plan lays them out: the region, or stage 3's host view) and flat (element lo at 0). */
 static void view_copy(const struct tr_optim *o, char *view, float *flat, int64_t lo, int64_t hi, bool to_view)
 {
     for (int i = 0; i < o->nspans; i++) {
@@ -179,13 +184,8 @@ int tr_optim_share(struct tr_optim *o, struct tr_diag *d)
 static int gather_param(struct tr_optim *o, int i, float *dst, int *counts, bool ahead, struct tr_diag *d)
 {
     const struct tr_param_span *s = &o->spans[i];
-    int world = o->comm->world, *displs = counts + world;
-    for (int k = 0; k < world; k++) {   /* each rank's part of [s->state, s->state + s->numel) */
-        int64_t lo = o->displs[k] > s->state ? o->displs[k] : s->state;
-        int64_t hi = o->displs[k] + o->counts[k] < s->state + s->numel ? o->displs[k] + o->counts[k] : s->state + s->numel;
-        counts[k] = hi > lo ? (int)(hi - lo) : 0, displs[k] = hi > lo ? (int)(lo - s->state) : 0;
-    }
-    int me = o->comm->rank;
+    int *displs = counts + o->comm->world, me = o->comm->rank;
+    parts_of(o, s->state, s->state + s->numel, counts);
     if (counts[me])
         memcpy(dst + displs[me], (const float *)o->params + (s->state + displs[me] - o->lo),
                (size_t)counts[me] * sizeof *dst);
@@ -209,9 +209,9 @@ static int fill_param(void *ctx, int copy, int i, void *dst, struct tr_diag *d)
         tr_ahead_queue(o->ahead, copy, i, dst);
         return 0;
     }
-    double began = now();
+    double began = tr_now();
     int rc = gather_param(o, i, dst, o->gather_counts, false, d);
-    o->gather_seconds += now() - began;
+    o->gather_seconds += tr_now() - began;
     return rc;
 }
 
@@ -233,7 +233,7 @@ static int keep_part(void *ctx, const char *view, struct tr_diag *d)
 void tr_optim_serve(struct tr_optim *o, struct tr_exec *x)
 {
     o->x = o->x ? o->x : x;   /* the training executor's view: the checkpoints' */
-    if (x->g->gather_ahead && o->comm->asks && !o->ahead) {   /* a block ahead, on a thread of their own */
+    if (x->g->gather_ahead && !o->ahead) {   /* a block ahead (where MPI allows it): on a thread of their own */
         o->ahead_counts = tr_xmalloc((size_t)o->comm->world * 2 * sizeof *o->ahead_counts);
         o->ahead = tr_ahead_start(gather_ahead, o, o->comm, "gathering the parameters' copies");
     }
@@ -273,35 +273,20 @@ static struct tr_optim_args args_of(struct tr_optim *o, double lr, struct tr_dia
  * parameters' elements (end to end) at a time through the host buffer. */
 static int gather_params(struct tr_optim *o, struct tr_diag *d)
 {
-    double began = now();
+    double began = tr_now();
     int world = o->comm->world, rc = 0;
     int *counts = o->gather_counts, *displs = counts + world;   /* made once: no allocation a step */
     for (int64_t from = 0; from < o->total && !rc; from += o->gather_elems) {
         int64_t to = from + o->gather_elems < o->total ? from + o->gather_elems : o->total;
-        for (int k = 0; k < world; k++) {   /* each rank's part of [from, to) */
-            int64_t lo = o->displs[k] > from ? o->displs[k] : from;
-            int64_t hi = o->displs[k] + o->counts[k] < to ? o->displs[k] + o->counts[k] : to;
-            counts[k] = hi > lo ? (int)(hi - lo) : 0, displs[k] = (int)((hi > lo ? lo : from) - from);
-        }
-        for (int pass = 0; pass < 2 && !rc; pass++) {   /* this rank's part in, then every part out */
-            int64_t lo = pass ? from : (o->lo > from ? o->lo : from);
-            int64_t hi = pass ? to : (o->lo + o->own < to ? o->lo + o->own : to);
-            for (int i = 0; i < o->nspans && lo < hi; i++) {
-                int64_t a = o->spans[i].state > lo ? o->spans[i].state : lo;
-                int64_t b = o->spans[i].state + o->spans[i].numel < hi ? o->spans[i].state + o->spans[i].numel : hi;
-                if (a >= b)
-                    continue;
-                float *param = (float *)(o->params + o->spans[i].param) + (a - o->spans[i].state);
-                if (pass)
-                    memcpy(param, o->gather + (a - from), (size_t)(b - a) * sizeof *param);
-                else
-                    memcpy(o->gather + (a - from), param, (size_t)(b - a) * sizeof *param);
-            }
-            if (!pass)
-                rc = tr_comm_allgather(o->comm, o->gather, counts, displs, d);
-        }
+        int64_t lo = o->lo > from ? o->lo : from, hi = o->lo + o->own < to ? o->lo + o->own : to;
+        parts_of(o, from, to, counts);
+        if (lo < hi)   /* this rank's part in, */
+            view_copy(o, o->params, o->gather + (lo - from), lo, hi, false);
+        rc = tr_comm_allgather(o->comm, o->gather, counts, displs, d);
+        if (!rc)   /* then every part out */
+            view_copy(o, o->params, o->gather, from, to, true);
     }
-    o->gather_seconds += now() - began;
+    o->gather_seconds += tr_now() - began;
     return rc;
 }
 
