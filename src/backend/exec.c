@@ -169,8 +169,8 @@ static int poison(struct tr_exec *x, int step, struct tr_diag *d)
     const struct tr_memplan *p = x->plan;
     for (int v = 0; v < x->g->nvalues; v++) {
         if (!tr_memplan_in_arena(p, v) || x->g->values[v].view_of >= 0 || p->last[v] != step ||
-            p->offset[v] < 0)
-            continue;
+            p->offset[v] < 0 || (p->staged && step == x->to - 1))
+            continue;   /* a stage's part's last step: what dies there may be sent first */
         bool handed_on = false;   /* an in-place heir now owns the slot */
         const struct tr_node *node = &x->g->nodes[x->schedule[step]];
         for (int i = 0; i < node->nout; i++)
@@ -280,6 +280,11 @@ int tr_exec_gathers(struct tr_exec *x, struct tr_diag *d)
 
 int tr_exec_run(struct tr_exec *x, int64_t B, int64_t S, struct tr_diag *d)
 {
+    return tr_exec_run_part(x, B, S, 0, x->n, d);
+}
+
+int tr_exec_run_part(struct tr_exec *x, int64_t B, int64_t S, int from, int to, struct tr_diag *d)
+{
     if (B > x->plan->B || S > x->plan->S)
         return tr_fail(d, TR_EINVAL, "sizes B=%lld S=%lld exceed the plan's (%lld, %lld)", (long long)B,
                        (long long)S, (long long)x->plan->B, (long long)x->plan->S);
@@ -301,8 +306,13 @@ int tr_exec_run(struct tr_exec *x, int64_t B, int64_t S, struct tr_diag *d)
     }
     const struct tr_exec_hook *hook = x->hook.before || x->hook.after ? &x->hook : NULL;
     const struct tr_memplan *p = x->plan;
-    x->B = B, x->S = S;
-    for (int step = 0, z = 0, c = 0; step < x->n; step++) {
+    x->B = B, x->S = S, x->to = to;
+    int z = 0, c = 0;
+    while (z < p->nzero && p->first[p->zero[z]] < from)
+        z++;
+    while (c < p->ngather && p->first[p->gather[c]] < from)
+        c++;
+    for (int step = from; step < to; step++) {
         const struct tr_node *node = &x->g->nodes[x->schedule[step]];
         for (; z < p->nzero && p->first[p->zero[z]] == step; z++) {   /* gradients in the arena start at 0 */
             int rc = tr_backend_fill(x->be, x->base[TR_ACT] + p->offset[p->zero[z]], 0, p->bytes[p->zero[z]], &why);

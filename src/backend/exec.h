@@ -37,6 +37,7 @@ struct tr_exec {
     bool debug;
     struct tr_exec_hook hook;   /* called around every node that runs; none by default */
     int64_t B, S;               /* the sizes of the run in progress (tr_exec_run's), for the hook */
+    int to;                     /* where the run in progress ends (tr_exec_run_part's) */
     char *shadow;               /* debug: the arena as it should be */
     size_t shadow_bytes;
     char *seen;                 /* debug on a device: the arena as copied back after a node */
@@ -72,6 +73,8 @@ struct tr_exec {
 
 /* Runs the whole schedule at (B, S), each at most the plan's. */
 int tr_exec_run(struct tr_exec *x, int64_t B, int64_t S, struct tr_diag *d);
+/* Steps from … to − 1 alone: a pipeline stage's forward or backward (program.h). */
+int tr_exec_run_part(struct tr_exec *x, int64_t B, int64_t S, int from, int to, struct tr_diag *d);
 /* ZeRO stage 3: every copy of x->plan filled in order, no node run — a rank with no
  * micro-batch in a round, so that the others' gathers find it. */
 int tr_exec_gathers(struct tr_exec *x, struct tr_diag *d);

@@ -92,6 +92,10 @@ static int plan_ranked(const struct tr_comm *comm, struct tr_session *s, const s
         return tr_comm_agree(comm, rc, "measuring the collectives", d);
     if (comm->rank == 0)
         tr_plan_bus_rate_save(comm->world, s->bus_rate);
+    rc = tr_session_lay_out(s, share, d);   /* every rank: the communicators of the layout */
+    rc = tr_comm_agree(comm, rc, "laying out the ranks", d);
+    if (rc)
+        return rc;
     rc = comm->rank == 0 ? tr_session_plan(s, share, data, plan_file, resume_dir, NULL, d) : 0;
     rc = tr_comm_agree(comm, rc, "planning", d);
     if (rc || comm->world == 1)
@@ -171,7 +175,9 @@ static int train(const struct tr_comm *comm, const struct tr_recipe *r, const ch
     struct tr_weights w = {0};
     struct tr_loop loop = {0};
     int64_t start = 0;
-    int rc = tr_cli_rank_share(comm->world, r, &share, d);
+    /* the batch is the data ranks' to share: pipelined, each pipeline's stages run the same samples */
+    int64_t P = r->optimize.parallel.pipeline > 1 ? r->optimize.parallel.pipeline : 1;
+    int rc = tr_cli_rank_share(comm->world % P ? comm->world : comm->world / (int)P, r, &share, d);
     if (rc && comm->rank > 0)   /* every rank found it: rank 0 says it */
         tr_diag_free(d);
     if (!rc)
@@ -186,7 +192,7 @@ static int train(const struct tr_comm *comm, const struct tr_recipe *r, const ch
     if (!rc)
         rc = tr_weights_init(&s, r, &data, resume_dir, &w, d);           /* first weights */
     if (comm->world > 1 && !(rc = tr_comm_agree(comm, rc, "building its program", d)))
-        rc = tr_ranks_same_params(comm, &s.train.x, 0, d);               /* one model on every rank */
+        rc = tr_ranks_same_params(&s.data_comm, &s.train.x, 0, d);       /* one model on every rank (of a stage) */
     tr_optim_release(&s.optim);   /* ZeRO 3: the whole weights' view, each rank's part kept */
     if (!rc)
         rc = open_folder_ranked(comm, folder, r, resume_dir, d);         /* run folder */

@@ -177,16 +177,18 @@ void tr_comm_watch_step(const struct tr_comm *c, int64_t step)
 /* Around each collective: the watchdog times what is between, while armed. */
 static void waiting(const struct tr_comm *c, const char *what)
 {
-    if (c->watch && atomic_load(&c->watch->armed)) {
-        atomic_store(&c->watch->what, what);
-        atomic_store(&c->watch->since, tr_now());
+    struct tr_comm_watch *w = c->whole ? c->whole->watch : c->watch;
+    if (w && atomic_load(&w->armed)) {
+        atomic_store(&w->what, what);
+        atomic_store(&w->since, tr_now());
     }
 }
 
 static void answered(const struct tr_comm *c)
 {
-    if (c->watch)
-        atomic_store(&c->watch->since, 0.0);
+    struct tr_comm_watch *w = c->whole ? c->whole->watch : c->watch;
+    if (w)
+        atomic_store(&w->since, 0.0);
 }
 
 static void watch_stop(struct tr_comm *c)
@@ -318,6 +320,12 @@ void tr_comm_describe(char *out, size_t size)
 
 void tr_comm_close(struct tr_comm *c)
 {
+    if (c->whole) {   /* MPI's communicator goes with MPI_Finalize */
+        if (c->agreed != NULL)
+            free(c->agreed);
+        c->agreed = NULL, c->mpi = NULL;
+        return;
+    }
     watch_stop(c);
     if (c->multiple)
         c->mpi->watch_close(), c->mpi->copies_close();
@@ -330,6 +338,57 @@ void tr_comm_close(struct tr_comm *c)
     /* trainrun-mpi.so stays loaded: MPI's libraries keep threads and handlers past MPI_Finalize */
 }
 
+int tr_comm_split(const struct tr_comm *c, int color, int key, struct tr_comm *part, struct tr_diag *d)
+{
+    *part = *c;
+    part->whole = c, part->agreed = NULL, part->watch = NULL;
+    if (c->world == 1)
+        return 0;
+    int err = c->mpi->split(c->handle, color, key, &part->handle, &part->rank, &part->world);
+    if (err)
+        return mpi_failed(c, d, err, "MPI_Comm_split");
+    part->agreed = tr_xcalloc((size_t)part->world, sizeof *part->agreed);
+    return 0;
+}
+
+int tr_comm_send(const struct tr_comm *c, const void *buf, size_t bytes, int to, int tag, struct tr_comm_request *r,
+                 struct tr_diag *d)
+{
+    r->mpi = NULL;
+    if (bytes > INT_MAX)
+        return tr_fail(d, TR_EFAIL, "sending %zu bytes: more than one message holds", bytes);
+    int err = c->mpi->isend(c->handle, buf, (int)bytes, to, tag, &r->mpi);
+    return err ? mpi_failed(c, d, err, "MPI_Isend") : 0;
+}
+
+int tr_comm_sent(const struct tr_comm *c, struct tr_comm_request *r, struct tr_diag *d)
+{
+    if (!r->mpi)
+        return 0;
+    waiting(c, "sending to the next stage");
+    int err = c->mpi->wait(r->mpi);
+    answered(c);
+    r->mpi = NULL;
+    return err ? mpi_failed(c, d, err, "MPI_Wait") : 0;
+}
+
+int tr_comm_recv(const struct tr_comm *c, void *buf, size_t bytes, int from, int tag, const char *what,
+                 struct tr_diag *d)
+{
+    if (bytes > INT_MAX)
+        return tr_fail(d, TR_EFAIL, "receiving %zu bytes: more than one message holds", bytes);
+    int got = 0;
+    waiting(c, what);
+    int err = c->mpi->recv(c->handle, buf, (int)bytes, from, tag, &got);
+    answered(c);
+    if (err)
+        return mpi_failed(c, d, err, "MPI_Recv");
+    if ((size_t)got != bytes)
+        return tr_fail(d, TR_EFAIL, "%s: %d bytes came from rank %d, %zu were expected (the ranks disagree on the "
+                       "micro-batch's shape)", what, got, from, bytes);
+    return 0;
+}
+
 /* ---- collectives ------------------------------------------------------------------------------ */
 
 int tr_comm_agree(const struct tr_comm *c, int rc, const char *what, struct tr_diag *d)
@@ -338,7 +397,7 @@ int tr_comm_agree(const struct tr_comm *c, int rc, const char *what, struct tr_d
         return rc;
     int *all = c->agreed, mine = rc;   /* made once at the start: agreeing runs twice a step */
     waiting(c, what);
-    int err = c->mpi->allgather_ints(&mine, all);
+    int err = c->mpi->allgather_ints(c->handle, &mine, all);
     answered(c);
     if (err)
         return rc ? rc : mpi_failed(c, d, err, what);
@@ -353,7 +412,7 @@ int tr_comm_broadcast(const struct tr_comm *c, void *buf, size_t bytes, struct t
     for (size_t at = 0; c->world > 1 && at < bytes; at += INT_MAX / 2) {
         size_t n = bytes - at < INT_MAX / 2 ? bytes - at : INT_MAX / 2;
         waiting(c, "receiving rank 0's");
-        int err = c->mpi->broadcast((char *)buf + at, (int)n);
+        int err = c->mpi->broadcast(c->handle, (char *)buf + at, (int)n);
         answered(c);
         if (err)
             return mpi_failed(c, d, err, "MPI_Bcast");
@@ -367,7 +426,7 @@ static int sum(const struct tr_comm *c, void *buf, size_t n, size_t size, enum t
     for (size_t at = 0; c->world > 1 && at < n; at += INT_MAX / 8) {
         size_t k = n - at < INT_MAX / 8 ? n - at : INT_MAX / 8;
         waiting(c, "summing over the ranks");
-        int err = c->mpi->sum((char *)buf + at * size, (int)k, type);
+        int err = c->mpi->sum(c->handle, (char *)buf + at * size, (int)k, type);
         answered(c);
         if (err)
             return mpi_failed(c, d, err, "MPI_Allreduce");
@@ -391,7 +450,7 @@ int tr_comm_gather(const struct tr_comm *c, uint64_t mine, uint64_t *all, struct
     if (c->world == 1)
         return 0;
     waiting(c, "gathering the parameters' hashes");
-    int err = c->mpi->allgather_u64(&mine, all);
+    int err = c->mpi->allgather_u64(c->handle, &mine, all);
     answered(c);
     return err ? mpi_failed(c, d, err, "MPI_Allgather") : 0;
 }
@@ -402,7 +461,7 @@ int tr_comm_gather_doubles(const struct tr_comm *c, const double *mine, int n, d
     if (c->world == 1)
         return 0;
     waiting(c, "gathering the ranks' times");
-    int err = c->mpi->allgather_doubles(mine, n, all);
+    int err = c->mpi->allgather_doubles(c->handle, mine, n, all);
     answered(c);
     return err ? mpi_failed(c, d, err, "MPI_Allgather") : 0;
 }
@@ -413,7 +472,7 @@ int tr_comm_reduce_scatter(const struct tr_comm *c, float *buf, const int *count
     if (c->world == 1)
         return 0;
     waiting(c, "summing over the ranks");
-    int err = c->mpi->reduce_scatter(buf, counts, displs);
+    int err = c->mpi->reduce_scatter(c->handle, buf, counts, displs);
     answered(c);
     return err ? mpi_failed(c, d, err, "MPI_Reduce_scatter") : 0;
 }
@@ -423,7 +482,7 @@ int tr_comm_allgather(const struct tr_comm *c, float *buf, const int *counts, co
     if (c->world == 1)
         return 0;
     waiting(c, "gathering the ranks' shards");
-    int err = c->mpi->allgather_floats(buf, counts, displs);
+    int err = c->mpi->allgather_floats(c->handle, buf, counts, displs);
     answered(c);
     return err ? mpi_failed(c, d, err, "MPI_Allgatherv") : 0;
 }
@@ -453,7 +512,7 @@ int tr_comm_gather_floats(const struct tr_comm *c, const float *mine, float *all
         return 0;
     }
     waiting(c, "gathering the ranks' optimizer state");
-    int err = c->mpi->gather_floats(mine, all, counts, displs);
+    int err = c->mpi->gather_floats(c->handle, mine, all, counts, displs);
     answered(c);
     return err ? mpi_failed(c, d, err, "MPI_Gatherv") : 0;
 }

@@ -46,6 +46,14 @@ struct tr_comm {
     void *plugin;             /* trainrun-mpi.so, loaded when more than one rank runs */
     int *agreed;              /* tr_comm_agree's gathered codes, world of them */
     struct tr_comm_watch *watch;   /* the watchdog (tr_comm_watch), NULL until started */
+    int handle;               /* which of MPI's communicators (dist/mpi.h): 0 every rank's */
+    const struct tr_comm *whole;   /* made by tr_comm_split: some of whole's ranks (rank, world:
+                                    * among them), watched by its watchdog; NULL: c is whole */
+};
+
+/* A send begun (tr_comm_send), until tr_comm_sent. */
+struct tr_comm_request {
+    void *mpi;
 };
 
 /* Who this process is, from its launcher's variables (Open MPI's OMPI_COMM_WORLD_*, PMI_*,
@@ -66,6 +74,18 @@ void tr_comm_watch_arm(const struct tr_comm *c, bool armed);
 void tr_comm_watch_step(const struct tr_comm *c, int64_t step);
 /* What ranks this build can run, for --version: "MPI (Open MPI v4.1.4, …)", or why one process. */
 void tr_comm_describe(char *out, size_t size);
+
+/* The ranks of c with the same color, ordered by key, as a communicator of their own in part (its
+ * rank and world theirs; the watchdog c's): every rank of c calls it. Alone: part is c. */
+int tr_comm_split(const struct tr_comm *c, int color, int key, struct tr_comm *part, struct tr_diag *d);
+/* Point to point, bytes at a time, in order between two ranks for one tag: tr_comm_send begins a
+ * send (buf must stay as it is until tr_comm_sent), tr_comm_recv waits for the one that rank
+ * `from` sent with tag — exactly bytes long, else TR_EFAIL: the ranks disagree on its shape. */
+int tr_comm_send(const struct tr_comm *c, const void *buf, size_t bytes, int to, int tag, struct tr_comm_request *r,
+                 struct tr_diag *d);
+int tr_comm_sent(const struct tr_comm *c, struct tr_comm_request *r, struct tr_diag *d);
+int tr_comm_recv(const struct tr_comm *c, void *buf, size_t bytes, int from, int tag, const char *what,
+                 struct tr_diag *d);
 
 /* Whether every rank's rc is 0: 0 if so, else the lowest failing rank's code; a rank that did
  * not fail gets a sentence in d naming the one that did and what it was doing (`what`: "loading

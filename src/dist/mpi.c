@@ -9,6 +9,12 @@
 #include <string.h>
 #include <unistd.h>
 
+/* The communicators the table's calls name by number: 0 is MPI_COMM_WORLD, the others split
+ * from one (split). */
+enum { MAX_COMMS = 64 };
+static MPI_Comm comms[MAX_COMMS];
+static int ncomms;
+
 static int init(int *rank, int *world, int *threads)
 {
     int provided = 0, err = MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
@@ -17,6 +23,7 @@ static int init(int *rank, int *world, int *threads)
     *threads = provided >= MPI_THREAD_MULTIPLE ? 2 : provided >= MPI_THREAD_SERIALIZED ? 1 : 0;
     /* a failed collective returns its error, for a sentence, instead of aborting the job */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    comms[0] = MPI_COMM_WORLD, ncomms = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, rank);
     return MPI_Comm_size(MPI_COMM_WORLD, world);
 }
@@ -45,50 +52,96 @@ static void error_string(int err, char *out, size_t size)
     snprintf(out, size, "%s", text);
 }
 
-static int allgather_ints(const int *mine, int *all)
+static int allgather_ints(int comm, const int *mine, int *all)
 {
-    return MPI_Allgather(mine, 1, MPI_INT, all, 1, MPI_INT, MPI_COMM_WORLD);
+    return MPI_Allgather(mine, 1, MPI_INT, all, 1, MPI_INT, comms[comm]);
 }
 
-static int allgather_u64(const uint64_t *mine, uint64_t *all)
+static int allgather_u64(int comm, const uint64_t *mine, uint64_t *all)
 {
-    return MPI_Allgather(mine, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, MPI_COMM_WORLD);
+    return MPI_Allgather(mine, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, comms[comm]);
 }
 
-static int allgather_doubles(const double *mine, int n, double *all)
+static int allgather_doubles(int comm, const double *mine, int n, double *all)
 {
-    return MPI_Allgather(mine, n, MPI_DOUBLE, all, n, MPI_DOUBLE, MPI_COMM_WORLD);
+    return MPI_Allgather(mine, n, MPI_DOUBLE, all, n, MPI_DOUBLE, comms[comm]);
 }
 
-static int broadcast(void *buf, int bytes)
+static int broadcast(int comm, void *buf, int bytes)
 {
-    return MPI_Bcast(buf, bytes, MPI_BYTE, 0, MPI_COMM_WORLD);
+    return MPI_Bcast(buf, bytes, MPI_BYTE, 0, comms[comm]);
 }
 
-static int sum(void *buf, int n, enum tr_mpi_type type)
+static int sum(int comm, void *buf, int n, enum tr_mpi_type type)
 {
-    return MPI_Allreduce(MPI_IN_PLACE, buf, n, type == TR_MPI_DOUBLE ? MPI_DOUBLE : MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    return MPI_Allreduce(MPI_IN_PLACE, buf, n, type == TR_MPI_DOUBLE ? MPI_DOUBLE : MPI_FLOAT, MPI_SUM, comms[comm]);
 }
 
-static int reduce_scatter(float *buf, const int *counts, const int *displs)
+static int reduce_scatter(int comm, float *buf, const int *counts, const int *displs)
 {
-    int rank = 0, err = MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    int rank = 0, err = MPI_Comm_rank(comms[comm], &rank);
     if (!err)   /* in place: the input is all of buf, this rank's sum left at buf's start */
-        err = MPI_Reduce_scatter(MPI_IN_PLACE, buf, counts, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        err = MPI_Reduce_scatter(MPI_IN_PLACE, buf, counts, MPI_FLOAT, MPI_SUM, comms[comm]);
     if (!err && displs[rank])
         memmove(buf + displs[rank], buf, (size_t)counts[rank] * sizeof *buf);
     return err;
 }
 
-static int allgather_floats(float *buf, const int *counts, const int *displs)
+static int allgather_floats(int comm, float *buf, const int *counts, const int *displs)
 {
-    return MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, MPI_FLOAT, MPI_COMM_WORLD);
+    return MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, MPI_FLOAT, comms[comm]);
 }
 
-static int gather_floats(const float *mine, float *all, const int *counts, const int *displs)
+static int gather_floats(int comm, const float *mine, float *all, const int *counts, const int *displs)
 {
-    int rank = 0, err = MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    return err ? err : MPI_Gatherv(mine, counts[rank], MPI_FLOAT, all, counts, displs, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    int rank = 0, err = MPI_Comm_rank(comms[comm], &rank);
+    return err ? err : MPI_Gatherv(mine, counts[rank], MPI_FLOAT, all, counts, displs, MPI_FLOAT, 0, comms[comm]);
+}
+
+/* ---- communicators within one, and point to point ------------------------------------------ */
+
+static int split(int comm, int color, int key, int *out, int *rank, int *size)
+{
+    if (ncomms == MAX_COMMS)
+        return MPI_ERR_NO_MEM;
+    MPI_Comm made = MPI_COMM_NULL;
+    int err = MPI_Comm_split(comms[comm], color, key, &made);
+    if (!err)
+        err = MPI_Comm_set_errhandler(made, MPI_ERRORS_RETURN);
+    if (!err)
+        err = MPI_Comm_rank(made, rank);
+    if (!err)
+        err = MPI_Comm_size(made, size);
+    if (!err)
+        comms[*out = ncomms++] = made;
+    return err;
+}
+
+static int isend(int comm, const void *buf, int bytes, int to, int tag, void **request)
+{
+    MPI_Request *r = malloc(sizeof *r);
+    if (!r)
+        return MPI_ERR_NO_MEM;
+    int err = MPI_Isend(buf, bytes, MPI_BYTE, to, tag, comms[comm], r);
+    if (err)
+        free(r);
+    else
+        *request = r;
+    return err;
+}
+
+static int wait(void *request)
+{
+    int err = MPI_Wait(request, MPI_STATUS_IGNORE);
+    free(request);
+    return err;
+}
+
+static int recv(int comm, void *buf, int bytes, int from, int tag, int *got)
+{
+    MPI_Status st;
+    int err = MPI_Recv(buf, bytes, MPI_BYTE, from, tag, comms[comm], &st);
+    return err ? err : MPI_Get_count(&st, MPI_BYTE, got);
 }
 
 /* ---- the watchdog's questions ---------------------------------------------------------------- */
@@ -182,5 +235,5 @@ const struct tr_mpi_ops tr_mpi_ops = {
     .broadcast = broadcast, .sum = sum, .reduce_scatter = reduce_scatter, .allgather_floats = allgather_floats,
     .gather_floats = gather_floats, .watch_open = watch_open, .watch_answer = watch_answer, .watch_ask = watch_ask,
     .watch_close = watch_close, .copies_open = copies_open, .allgather_copy = allgather_copy,
-    .copies_close = copies_close,
+    .copies_close = copies_close, .split = split, .isend = isend, .wait = wait, .recv = recv,
 };

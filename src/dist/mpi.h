@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 /* Raised whenever the table changes: a plugin of another build is refused, not called wrongly. */
-#define TR_MPI_OPS_VERSION 5
+#define TR_MPI_OPS_VERSION 6
 
 enum tr_mpi_type { TR_MPI_FLOAT, TR_MPI_DOUBLE };   /* what sum adds */
 
@@ -23,18 +23,18 @@ struct tr_mpi_ops {
     int (*finalize)(void);
     void (*library_version)(char *out, size_t size);
     void (*error_string)(int err, char *out, size_t size);
-    int (*allgather_ints)(const int *mine, int *all);
-    int (*allgather_u64)(const uint64_t *mine, uint64_t *all);
-    int (*allgather_doubles)(const double *mine, int n, double *all);
-    int (*broadcast)(void *buf, int bytes);           /* from rank 0 */
-    int (*sum)(void *buf, int n, enum tr_mpi_type type);   /* in place */
+    int (*allgather_ints)(int comm, const int *mine, int *all);
+    int (*allgather_u64)(int comm, const uint64_t *mine, uint64_t *all);
+    int (*allgather_doubles)(int comm, const double *mine, int n, double *all);
+    int (*broadcast)(int comm, void *buf, int bytes);           /* from rank 0 */
+    int (*sum)(int comm, void *buf, int n, enum tr_mpi_type type);   /* in place */
     /* Floats over the ranks, each rank's part at displs[rank] of counts[rank] floats: summed, each
      * rank's part left at its place in buf (the rest of buf is then undefined); gathered from
      * each rank's place in buf into every rank's buf; gathered into rank 0's all (mine: this
      * rank's part, elsewhere than all). */
-    int (*reduce_scatter)(float *buf, const int *counts, const int *displs);
-    int (*allgather_floats)(float *buf, const int *counts, const int *displs);
-    int (*gather_floats)(const float *mine, float *all, const int *counts, const int *displs);
+    int (*reduce_scatter)(int comm, float *buf, const int *counts, const int *displs);
+    int (*allgather_floats)(int comm, float *buf, const int *counts, const int *displs);
+    int (*gather_floats)(int comm, const float *mine, float *all, const int *counts, const int *displs);
     /* The watchdog's questions (dist/comm.c), on a communicator of their own, from its thread
      * while the main one may be stuck in a collective (threads 2). watch_open and watch_close:
      * every rank, once. watch_answer (a rank other than 0): whether rank 0 has asked, and if so
@@ -51,6 +51,14 @@ struct tr_mpi_ops {
     int (*copies_open)(void);
     int (*allgather_copy)(float *buf, const int *counts, const int *displs);
     int (*copies_close)(void);
+    /* comm: which communicator the collectives above run on — 0 every rank's (MPI_COMM_WORLD),
+     * others made by split: the ranks of comm with the same color, ordered by key (this rank's
+     * place and their count in rank and size). Point to point on one, bytes at a time: isend
+     * begins a send (*request: what wait ends), recv waits for one (*got: its bytes). */
+    int (*split)(int comm, int color, int key, int *out, int *rank, int *size);
+    int (*isend)(int comm, const void *buf, int bytes, int to, int tag, void **request);
+    int (*wait)(void *request);
+    int (*recv)(int comm, void *buf, int bytes, int from, int tag, int *got);
 };
 
 /* The symbol comm.c looks up in trainrun-mpi.so. */

@@ -426,7 +426,10 @@ int tr_autodiff(struct tr_graph *g)
         if (gy < 0 || !differentiable(n.op))
             continue;
         g->block = n.block;   /* backward nodes belong to their forward's block (remat's unit) */
+        int first = g->nnodes;
         rules[n.op](&ad, &n, gy);
+        for (int k = first; k < g->nnodes; k++)
+            g->nodes[k].origin = i;
         if (g->nvalues + 16 > cap) {
             snprintf(g->message, sizeof g->message, "autodiff: internal: side tables too small");
             g->error = TR_EINVAL;

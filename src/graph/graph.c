@@ -97,6 +97,7 @@ int tr_node_add(struct tr_graph *g, enum tr_op op, const int *in, int nin, const
         n->attrs = *attrs;
     n->block = g->block;
     n->phase = TR_FORWARD;
+    n->origin = -1;
     for (int i = 0; i < nout; i++)
         if (g->values[out[i]].producer < 0 && g->values[out[i]].kind == TR_ACT)
             g->values[out[i]].producer = g->nnodes;

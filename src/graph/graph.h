@@ -132,6 +132,9 @@ struct tr_node {
     int block;          /* the model block it belongs to (-1: none): checkpointing's unit */
     uint8_t phase;      /* enum tr_phase */
     uint8_t accumulate; /* outputs are added into (+=), not overwritten */
+    int origin;         /* backward nodes: the forward node whose gradient they compute (autodiff);
+                         * -1 for forward nodes. The pipeline's split (stages.h) puts each on its
+                         * forward's stage */
 };
 
 /* How 4-D images lie in memory: [N, C, H, W], or channels last [N, H, W, C] (each pixel's

@@ -125,6 +125,30 @@ static void liveness(struct tr_memplan *p, const struct tr_graph *g, const int *
     }
 }
 
+/* A pipeline stage's liveness (tr_memplan_build_stage): inputs from step 0, what it receives
+ * from the start of the part that reads it, what it sends to the end of the part that makes it. */
+static void stage_liveness(struct tr_memplan *p, const struct tr_graph *g, int n, int stage,
+                           const struct tr_transfer *t, int nt)
+{
+    for (int v = 0; v < g->nvalues; v++)
+        if (g->values[v].kind == TR_INPUT && p->first[v] >= 0)
+            p->first[v] = 0;
+    for (int i = 0; i < nt; i++) {
+        int v = t[i].value, begins = t[i].part == TR_PART_FORWARD ? 0 : p->split;
+        int ends = t[i].part == TR_PART_FORWARD ? p->split - 1 : n - 1;
+        if (t[i].to == stage && p->first[v] >= 0)
+            p->first[v] = begins;
+        if (t[i].from == stage && p->first[v] >= 0 && p->last[v] < ends)
+            p->last[v] = ends;
+    }
+}
+
+/* Whether a stage keeps v between its forward and its backward (memplan.h: stash). */
+static bool stashed(const struct tr_memplan *p, int v)
+{
+    return p->stash && p->first[v] >= 0 && p->first[v] < p->split && p->last[v] >= p->split;
+}
+
 /* The input of an in-place node (ops.c: elementwise, its kernels written to allow it) whose
  * slot its output can take: same size, a plain activation (not a view, not shared by a view)
  * that is last used right here. */
@@ -140,7 +164,7 @@ static int in_place_donor(const struct tr_memplan *p, const struct tr_graph *g,
         int v = node->in[i];
         if (v >= 0 && g->values[v].kind == TR_ACT && g->values[v].view_of < 0 && !has_views[v] &&
             p->last[v] == step && p->first[v] < step && p->bytes[v] == p->bytes[out] &&
-            g->values[v].dtype == g->values[out].dtype)
+            g->values[v].dtype == g->values[out].dtype && stashed(p, v) == stashed(p, out))
             return v;
     }
     return -1;
@@ -233,9 +257,28 @@ static void gathers_listed(struct tr_memplan *p, const struct tr_graph *g, int n
         p->gather_at[p->gather[c]] = c;
 }
 
+/* A stage's arena values no node of its writes — its inputs, what it receives — by their first
+ * step (the start of the part that reads them), −1 after the last; *count 0. */
+static int *given_values(const struct tr_memplan *p, const struct tr_graph *g, const int *schedule, int n, int *count)
+{
+    bool *made = tr_xcalloc((size_t)g->nvalues + 1, 1);
+    for (int step = 0; step < n; step++)
+        for (int i = 0; i < g->nodes[schedule[step]].nout && !tr_op_is_view(g->nodes[schedule[step]].op); i++)
+            made[tr_storage_of(g, g->nodes[schedule[step]].out[i])] = true;   /* a view makes nothing */
+    int *list = tr_xmalloc((size_t)(g->nvalues + 1) * sizeof *list), k = 0;
+    for (int step = 0; step <= n; step++)   /* few distinct first steps (0, split): a scan each is cheap */
+        for (int v = 0; v < g->nvalues && (step == 0 || step == p->split); v++)
+            if (!made[v] && p->region[v] == TR_ACT && g->values[v].view_of < 0 && p->first[v] == step)
+                list[k++] = v;
+    list[k] = -1;
+    free(made);
+    *count = 0;
+    return list;
+}
+
 static void place_arena(struct tr_memplan *p, const struct tr_graph *g, const int *schedule, int n)
 {
-    struct arena a = {0};
+    struct arena a = {0}, kept = {0};   /* kept: a stage's stash */
     bool *has_views = tr_xcalloc((size_t)g->nvalues, 1);
     for (int v = 0; v < g->nvalues; v++)
         if (g->values[v].view_of >= 0)
@@ -247,6 +290,7 @@ static void place_arena(struct tr_memplan *p, const struct tr_graph *g, const in
     if (g->gather_ahead)
         gathers_ahead(p, g, schedule, n);
     gathers_listed(p, g, n);
+    int next = 0, *given = p->staged ? given_values(p, g, schedule, n, &next) : NULL;
     for (int v = 0; v < g->nvalues; v++)
         if (g->values[v].kind == TR_ACT && g->values[v].view_of < 0 && p->first[v] >= 0)
             list_add(dying, ndying, p->last[v], v);
@@ -263,6 +307,11 @@ static void place_arena(struct tr_memplan *p, const struct tr_graph *g, const in
             p->offset[p->gather[c]] = (int64_t)arena_take(&a, p->bytes[p->gather[c]]);
             live += p->bytes[p->gather[c]];
         }
+        for (; given && given[next] >= 0 && p->first[given[next]] == step; next++) {   /* a stage's: written before its part */
+            int v = given[next];
+            p->offset[v] = (int64_t)arena_take(stashed(p, v) ? &kept : &a, p->bytes[v]);
+            live += p->bytes[v];
+        }
         for (int i = 0; i < node->nout; i++) {
             int v = node->out[i];
             if (g->values[v].kind != TR_ACT || g->values[v].view_of >= 0 || p->first[v] != step)
@@ -271,7 +320,7 @@ static void place_arena(struct tr_memplan *p, const struct tr_graph *g, const in
                 p->offset[v] = p->offset[donor];
                 p->offset[donor] = -2;   /* its slot moved on: not released below */
             } else {
-                p->offset[v] = (int64_t)arena_take(&a, p->bytes[v]);
+                p->offset[v] = (int64_t)arena_take(stashed(p, v) ? &kept : &a, p->bytes[v]);
                 live += p->bytes[v];
             }
         }
@@ -284,33 +333,41 @@ static void place_arena(struct tr_memplan *p, const struct tr_graph *g, const in
                 p->offset[v] = p->offset[node->out[0]];   /* shared with its in-place heir */
                 continue;
             }
-            arena_release(&a, (size_t)p->offset[v], p->bytes[v]);
+            arena_release(stashed(p, v) ? &kept : &a, (size_t)p->offset[v], p->bytes[v]);
             live -= p->bytes[v];
         }
     }
-    p->region_bytes[TR_ACT] = a.top;
+    p->stash_at = (int64_t)a.top, p->stash_bytes = kept.top;
+    for (int v = 0; v < g->nvalues; v++)   /* the stash after the rest */
+        if (p->stash && p->stash[v] && p->offset[v] >= 0)
+            p->offset[v] += p->stash_at;
+    p->region_bytes[TR_ACT] = a.top + kept.top;
     for (int s = 0; s <= n; s++)
         free(dying[s]);
-    free(dying), free(ndying), free(has_views), free(a.free);
+    free(dying), free(ndying), free(has_views), free(a.free), free(kept.free), free(given);
 }
 
 static void place_persistent(struct tr_memplan *p, const struct tr_graph *g)
 {
     for (int v = 0; v < g->nvalues; v++) {
         enum tr_value_kind k = (enum tr_value_kind)p->region[v];
-        if (k == TR_ACT || g->values[v].view_of >= 0)
-            continue;
+        if (k == TR_ACT || g->values[v].view_of >= 0 || (p->staged && p->first[v] < 0))
+            continue;   /* a stage's: only what its nodes use */
         p->offset[v] = (int64_t)p->region_bytes[k];
         p->region_bytes[k] += p->bytes[v];
     }
 }
 
-int tr_memplan_build(struct tr_memplan *p, const struct tr_graph *g, const int *schedule, int n,
-                     int64_t B, int64_t S, const int *keep, int nkeep, tr_workspace_fn workspace,
-                     bool grads_in_arena)
+struct stage_of { int stage; const struct tr_transfer *t; int nt; };
+
+static int build(struct tr_memplan *p, const struct tr_graph *g, const int *schedule, int n, int64_t B, int64_t S,
+                 const int *keep, int nkeep, tr_workspace_fn workspace, bool grads_in_arena, int split,
+                 const struct stage_of *stage)
 {
     memset(p, 0, sizeof *p);
     p->B = B, p->S = S;
+    p->split = split;
+    p->staged = stage != NULL;
     p->nvalues = g->nvalues;
     p->grads_in_arena = grads_in_arena && n > 0;
     size_t nv = (size_t)(g->nvalues ? g->nvalues : 1);
@@ -323,11 +380,19 @@ int tr_memplan_build(struct tr_memplan *p, const struct tr_graph *g, const int *
         const struct tr_value *val = &g->values[v];
         p->offset[v] = -1;
         p->bytes[v] = align_up((size_t)tr_dim_eval(tr_shape_numel(&val->shape), B, S) * tr_dtype_size(val->dtype));
-        p->region[v] = (signed char)(p->grads_in_arena && val->kind == TR_GRAD ? TR_ACT : tr_region_kind(val->kind));
+        p->region[v] = (signed char)((p->grads_in_arena && val->kind == TR_GRAD) || (stage && val->kind == TR_INPUT)
+                                         ? TR_ACT : tr_region_kind(val->kind));
         if (p->region[v] == TR_ACT && val->view_of < 0)
             p->arena_sum += p->bytes[v];
     }
     liveness(p, g, schedule, n, keep, nkeep);
+    if (stage)
+        stage_liveness(p, g, n, stage->stage, stage->t, stage->nt);
+    if (stage && split < n) {
+        p->stash = tr_xcalloc(nv, 1);
+        for (int v = 0; v < g->nvalues; v++)
+            p->stash[v] = p->region[v] == TR_ACT && g->values[v].view_of < 0 && stashed(p, v);
+    }
     place_arena(p, g, schedule, n);
     place_persistent(p, g);
     for (int v = 0; v < g->nvalues; v++)   /* views live where their storage does */
@@ -344,8 +409,23 @@ int tr_memplan_build(struct tr_memplan *p, const struct tr_graph *g, const int *
     return 0;
 }
 
+int tr_memplan_build(struct tr_memplan *p, const struct tr_graph *g, const int *schedule, int n,
+                     int64_t B, int64_t S, const int *keep, int nkeep, tr_workspace_fn workspace,
+                     bool grads_in_arena)
+{
+    return build(p, g, schedule, n, B, S, keep, nkeep, workspace, grads_in_arena, 0, NULL);
+}
+
+int tr_memplan_build_stage(struct tr_memplan *p, const struct tr_graph *g, const int *schedule, int n, int split,
+                           int stage, const struct tr_transfer *transfers, int ntransfers, int64_t B, int64_t S,
+                           const int *keep, int nkeep, tr_workspace_fn workspace)
+{
+    const struct stage_of of = {stage, transfers, ntransfers};
+    return build(p, g, schedule, n, B, S, keep, nkeep, workspace, false, split, &of);
+}
+
 void tr_memplan_free(struct tr_memplan *p)
 {
-    free(p->offset), free(p->bytes), free(p->first), free(p->last), free(p->region), free(p->zero), free(p->gather), free(p->gather_at), free(p->live);
+    free(p->offset), free(p->bytes), free(p->first), free(p->last), free(p->region), free(p->zero), free(p->gather), free(p->gather_at), free(p->live), free(p->stash);
     memset(p, 0, sizeof *p);
 }

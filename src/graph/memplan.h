@@ -11,6 +11,7 @@
 #define TR_MEMPLAN_H
 
 #include "graph/graph.h"
+#include "graph/stages.h"
 
 #define TR_NKINDS 5   /* enum tr_value_kind: params, grads, state, inputs, arena */
 
@@ -37,6 +38,15 @@ struct tr_memplan {
                                  * copies a block before), then by value: the order the executor
                                  * fills them in, the same on every rank and in every bucket */
     int *gather_at;             /* per value: its place in gather, or -1 */
+    /* A pipeline stage's plan (tr_memplan_build_stage): */
+    bool staged;                /* a pipeline stage's plan */
+    int split;                  /* where its backward begins (its steps: a forward alone) */
+    uint8_t *stash;             /* per value: an activation the forward makes and the backward
+                                 * reads, kept between the two while other micro-batches run:
+                                 * placed apart, from stash_at on, stash_bytes in all (the arena
+                                 * is stash_at + stash_bytes); the others share [0, stash_at) */
+    int64_t stash_at;
+    size_t stash_bytes;
 };
 
 /* The scratch one node needs from its bound shapes: a backend's (backend.h, the ops'
@@ -52,6 +62,15 @@ typedef size_t (*tr_workspace_fn)(const struct tr_node *node, const struct tr_te
 int tr_memplan_build(struct tr_memplan *p, const struct tr_graph *g, const int *schedule, int n,
                      int64_t B, int64_t S, const int *keep, int nkeep, tr_workspace_fn workspace,
                      bool grads_in_arena);
+/* The plan of a pipeline stage's schedule (stages.h: split, and the transfers to and from stage):
+ * as tr_memplan_build, with what a stage differs in — its inputs in the arena from step 0 (the
+ * trainer writes them before the forward; the backward reads some), a value it receives live
+ * from the start of the part that reads it, one it sends until the end of the part that makes
+ * it, the values kept between the forward and the backward placed apart (stash), and no place
+ * for a parameter, gradient or state no node of its reads. */
+int tr_memplan_build_stage(struct tr_memplan *p, const struct tr_graph *g, const int *schedule, int n, int split,
+                           int stage, const struct tr_transfer *transfers, int ntransfers, int64_t B, int64_t S,
+                           const int *keep, int nkeep, tr_workspace_fn workspace);
 void tr_memplan_free(struct tr_memplan *p);
 
 /* The region a kind of value lives in: state (batch-norm statistics) sits with the parameters,

@@ -180,6 +180,7 @@ static void emit_copies(struct remat *rm, int b, int before)
             n.attrs.batchnorm.momentum = 0;   /* the running statistics moved in the forward */
         int k = tr_node_add(g, n.op, n.in, n.nin, n.out, n.nout, &n.attrs);
         g->nodes[k].phase = TR_RECOMPUTE;
+        g->nodes[k].origin = i;   /* the forward nodes keep their numbers: copies come after them */
     }
 }
 

@@ -53,6 +53,9 @@ int tr_build(struct tr_built *b, const struct tr_plan_job *job, const struct tr_
         checkpoint_blocks(b, k);
     if (k->shard == 3 && !b->g.error)   /* ZeRO 3: every rank keeps its shard, reads copies gathered whole */
         tr_gather_params(&b->g, job->gather_ahead);
+    if (k->pipeline > 1 && !b->g.error)   /* pipelined: this rank's stage of the model */
+        b->g.error = tr_stages_split(&b->stages, &b->g, NULL, b->g.nnodes, k->pipeline, k->first_block);
+    b->pipelined = k->pipeline > 1 && !b->g.error;
     if (b->g.error)
         return tr_fail(d, TR_EINVAL, "model: %s", b->g.message);
     int keep[2] = {b->m.loss, b->m.logits >= 0 ? b->m.logits : b->m.rank};
@@ -62,23 +65,39 @@ int tr_build(struct tr_built *b, const struct tr_plan_job *job, const struct tr_
         buckets[i] = training ? (struct tr_bucket){k->buckets[i].rows, k->buckets[i].len}
                               : (struct tr_bucket){k->eval_batch, job->seq};
     /* a profile's workspaces are its libraries', counted outside the regions */
-    if (tr_program_plan(&b->p, &b->g, buckets, n, keep, 2, tr_plan_workspace(job->dev),
-                        training && tr_knobs_grads_in_arena(k)))
+    if (b->pipelined ? tr_program_plan_stage(&b->p, &b->g, &b->stages, job->stage, training ? tr_plan_slots(job, k) : 1,
+                                             buckets, n, keep, 2, tr_plan_workspace(job->dev))
+                     : tr_program_plan(&b->p, &b->g, buckets, n, keep, 2, tr_plan_workspace(job->dev),
+                                       training && tr_knobs_grads_in_arena(k)))
         return tr_fail(d, TR_EINVAL, "planning the %s program failed", training ? "training" : "evaluation");
     return 0;
 }
 
+int tr_plan_slots(const struct tr_plan_job *job, const struct tr_knobs *k)
+{
+    int in_flight = k->pipeline - job->stage;   /* 1F1B: the first stage P micro-batches, the last one */
+    int world = job->world > 1 ? job->world : 1;
+    int64_t micro = k->dynamic ? in_flight : (k->accumulation + world - 1) / world;
+    return (int)(micro < in_flight ? (micro > 0 ? micro : 1) : in_flight);
+}
+
 void tr_built_free(struct tr_built *b)
 {
+    tr_stages_free(&b->stages);
     tr_program_free(&b->p);
     tr_graph_free(&b->g);
 }
 
 size_t tr_plan_param_bytes(const struct tr_graph *g)
 {
+    return tr_plan_param_bytes_held(g, NULL);
+}
+
+size_t tr_plan_param_bytes_held(const struct tr_graph *g, const struct tr_memplan *held)
+{
     size_t params = 0;
     for (int v = 0; v < g->nvalues; v++)
-        if (g->values[v].kind == TR_PARAM)
+        if (g->values[v].kind == TR_PARAM && (!held || held->offset[v] >= 0))
             params += (size_t)tr_dim_eval(tr_shape_numel(&g->values[v].shape), 1, 1) * sizeof(float);
     return params;
 }
@@ -88,6 +107,11 @@ static size_t state_bytes(const struct tr_recipe *r, size_t elements);
 size_t tr_plan_optimizer_bytes(const struct tr_recipe *r, const struct tr_graph *g)
 {
     return state_bytes(r, tr_plan_param_bytes(g) / sizeof(float));
+}
+
+size_t tr_plan_optimizer_bytes_held(const struct tr_recipe *r, const struct tr_graph *g, const struct tr_memplan *held)
+{
+    return state_bytes(r, tr_plan_param_bytes_held(g, held) / sizeof(float));
 }
 
 int64_t tr_plan_shard_elements(const struct tr_graph *g, int world, int rank)

@@ -119,9 +119,16 @@ static double measured_seconds(const struct tr_node *n, const struct tr_tensor *
 double tr_plan_step_seconds(const struct tr_graph *g, int64_t B, int64_t S, const struct tr_device *dev,
                             double *flops, double *bytes)
 {
+    return tr_plan_nodes_seconds(g, NULL, g->nnodes, B, S, dev, flops, bytes);
+}
+
+double tr_plan_nodes_seconds(const struct tr_graph *g, const int *nodes, int count, int64_t B, int64_t S,
+                             const struct tr_device *dev, double *flops, double *bytes)
+{
     struct tr_tensor in[TR_MAX_IN], out[TR_MAX_OUT];
     double seconds = 0, f_sum = 0, b_sum = 0, by_op[TR_NOPS] = {0};
-    for (int node = 0; node < g->nnodes; node++) {   /* the schedule is creation order (program.c) */
+    for (int i = 0; i < count; i++) {   /* the schedule is creation order (program.c) */
+        int node = nodes ? nodes[i] : i;
         const struct tr_node *n = &g->nodes[node];
         if (tr_op_is_view(n->op))   /* no kernel */
             continue;
@@ -154,4 +161,26 @@ double tr_plan_optimizer_seconds(const struct tr_device *dev, int nstate, double
     /* the gradients zeroed, their norm taken (every step: clipping and the divergence check), the update */
     return grad_bytes * (k->fill_byte_seconds + k->sumsq_byte_seconds) +
            param_bytes * k->optimizer_byte_seconds[nstate >= 2];
+}
+
+void tr_plan_balance(const struct tr_graph *g, int stages, int64_t B, int64_t S, const struct tr_device *dev,
+                     int *first_block)
+{
+    int blocks = tr_graph_blocks(g);
+    double *weight = tr_xcalloc((size_t)blocks + 1, sizeof *weight), outside = 0, after = 0;
+    for (int i = 0; i < g->nnodes; i++) {
+        double t = tr_plan_nodes_seconds(g, &i, 1, B, S, dev, NULL, NULL);
+        if (g->nodes[i].block >= 0)
+            weight[g->nodes[i].block] += t;
+        else
+            outside += t;
+    }
+    struct tr_stages two;   /* the head's: a second stage of no blocks */
+    int cut[3] = {0, blocks, blocks};
+    if (!tr_stages_split(&two, g, NULL, g->nnodes, 2, cut)) {
+        after = tr_plan_nodes_seconds(g, two.stage[1].schedule, two.stage[1].n, B, S, dev, NULL, NULL);
+        tr_stages_free(&two);
+    }
+    tr_stages_balance(weight, blocks, outside - after, after, stages, first_block);
+    free(weight);
 }

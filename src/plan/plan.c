@@ -36,6 +36,8 @@ struct pair {
     int64_t min_micro;        /* batch norm keeps its statistics meaningful */
     double optimizer_seconds, optimizer_shard_seconds;   /* the update's passes, whole or the rank's part */
     double gather_copy_seconds;   /* ZeRO 1 and 2's updated parameters through the host buffer */
+    int first_block[TR_MAX_STAGES + 1];   /* pipelined: the stages' blocks (balanced by time) */
+    size_t params_most;       /* pipelined: the largest stage's parameters' bytes */
     size_t (*eval_regions)[TR_NREGIONS];   /* per evaluation batch (≤ batch): its plan's regions, once
                                             * planned (the optimizer's slot, unused, marks it done);
                                             * row 0 for larger batches, planned every time */
@@ -226,10 +228,65 @@ static uint64_t ranks_bytes(const struct pair *p, const struct tr_candidate *c)
     return bytes;
 }
 
+static void take_program(size_t *regions, const struct tr_program *prog)
+{
+    struct tr_memplan whole = {.workspace_bytes = prog->workspace_bytes};
+    memcpy(whole.region_bytes, prog->region_bytes, sizeof whole.region_bytes);
+    take_max(regions, &whole);
+}
+
+/* Pipelined: every stage's regions (its program's, its micro-batches in flight, its parameters'
+ * optimizer state) and footprint; the candidate's are the job's stage's, and it fits when the
+ * largest stage does. */
+static void measure_stages(struct pair *p, struct tr_candidate *c)
+{
+    const struct tr_plan_job *job = p->job;
+    struct tr_bucket train[TR_PLAN_MAX_BUCKETS], eval = {c->k.eval_batch, job->seq};
+    for (int b = 0; b < c->k.nbuckets; b++)
+        train[b] = (struct tr_bucket){c->k.buckets[b].rows, c->k.buckets[b].len};
+    int keep[2] = {p->train.m.loss, p->train.m.logits >= 0 ? p->train.m.logits : p->train.m.rank};
+    int keep_eval[2] = {p->eval.m.loss, p->eval.m.logits >= 0 ? p->eval.m.logits : p->eval.m.rank};
+    size_t own[TR_NREGIONS] = {0};
+    c->worst_footprint = 0;
+    for (int s = c->k.pipeline - 1; s >= 0; s--) {   /* the job's stage last: its numbers stay */
+        struct tr_plan_job one = *job;
+        one.stage = s;
+        struct tr_program prog;
+        memset(c->regions, 0, sizeof c->regions);
+        tr_program_plan_stage(&prog, &p->train.g, &p->train.stages, s, tr_plan_slots(&one, &c->k), train,
+                              c->k.nbuckets, keep, 2, tr_plan_workspace(job->dev));
+        take_program(c->regions, &prog);
+        c->regions[TR_REGION_OPTIMIZER] = tr_plan_optimizer_bytes_held(job->r, &p->train.g, &prog.plans[0]);
+        tr_program_free(&prog);
+        tr_program_plan_stage(&prog, &p->eval.g, &p->eval.stages, s, 1, &eval, 1, keep_eval, 2,
+                              tr_plan_workspace(job->dev));
+        take_program(c->regions, &prog);
+        tr_program_free(&prog);
+        c->peak = 0;
+        for (int r = 0; r < TR_NREGIONS; r++)
+            c->peak += c->regions[r];
+        outside(job, c, ranks_bytes(p, c));
+        c->stage[s].peak = c->peak, c->stage[s].footprint = c->footprint;
+        if (c->footprint > c->worst_footprint)
+            c->worst_footprint = c->footprint;
+        if (s == job->stage)
+            memcpy(own, c->regions, sizeof own);
+    }
+    memcpy(c->regions, own, sizeof own);
+    c->peak = c->stage[job->stage].peak, c->footprint = c->stage[job->stage].footprint;
+    outside(job, c, ranks_bytes(p, c));
+    c->fits = c->worst_footprint <= job->budget;
+    c->remat_nodes = p->train.remat_nodes;
+}
+
 /* Regions and footprint of knobs k on the pair's programs. */
 static void measure(struct pair *p, struct tr_candidate *c)
 {
     const struct tr_plan_job *job = p->job;
+    if (p->train.pipelined) {
+        measure_stages(p, c);
+        return;
+    }
     memset(c->regions, 0, sizeof c->regions);
     for (int b = 0; b < c->k.nbuckets; b++) {
         struct tr_memplan mp;
@@ -274,6 +331,47 @@ static double pass_seconds(struct pair *p, int64_t B, double S, struct tr_candid
     double f, b, t = tr_plan_step_seconds(&p->train.g, B, s < 1 ? 1 : s, p->job->dev, &f, &b);
     c->flops += f * times, c->bytes_moved += b * times;
     return t * times;
+}
+
+/* Pipelined: the step is 1F1B's — each stage's micro-batches one after another, the stages'
+ * work on one micro-batch ahead of the first and behind the last. With T_s a stage's time for one
+ * micro-batch (forward and backward), m micro-batches and P stages, the step takes
+ * Σ_s T_s + (m − 1) · max_s T_s, the stages idle 1 − m Σ_s T_s / (P · that) of it (the bubble:
+ * (P − 1) / (m + P − 1) when balanced). Scaled from the whole model's forecast (timing's, at
+ * each bucket's sizes) by the stages' shares at the largest bucket; the update over the largest
+ * stage's parameters; each micro-batch's activations and gradients between stages at the bus
+ * rate, the busiest stage's. */
+static void timing_stages(struct pair *p, struct tr_candidate *c)
+{
+    const struct tr_plan_job *job = p->job;
+    const struct tr_length_bucket *big = &c->k.buckets[c->k.nbuckets - 1];
+    int P = c->k.pipeline, world = job->world > 1 ? job->world : 1;
+    double sum = 0, most = 0, busiest = 0, params_most = 0;
+    for (int s = 0; s < P; s++) {
+        const struct tr_stage *st = &p->train.stages.stage[s];
+        c->stage[s].seconds = tr_plan_nodes_seconds(&p->train.g, st->schedule, st->n, big->rows, big->len, job->dev,
+                                                    NULL, NULL);
+        c->stage[s].sent_bytes = 0;
+        for (int i = 0; i < p->train.stages.ntransfers; i++) {
+            const struct tr_transfer *t = &p->train.stages.transfers[i];
+            const struct tr_value *v = &p->train.g.values[t->value];
+            if (t->from == s || t->to == s)
+                c->stage[s].sent_bytes += (double)tr_dim_eval(tr_shape_numel(&v->shape), big->rows, big->len) *
+                                          (double)tr_dtype_size(v->dtype);
+        }
+        sum += c->stage[s].seconds;
+        most = c->stage[s].seconds > most ? c->stage[s].seconds : most;
+        busiest = c->stage[s].sent_bytes > busiest ? c->stage[s].sent_bytes : busiest;
+    }
+    params_most = (double)p->params_most;
+    double m = ceil(c->micro_steps / world), compute = c->step_seconds - c->comm_seconds - p->optimizer_seconds;
+    double share = sum > 0 ? most / sum : 1;
+    double piped = compute * (1 / m + (m - 1) / m * share);
+    c->bubble = sum > 0 ? 1 - m * sum / (P * (sum + (m - 1) * most)) : 0;
+    double transfers = job->bus_rate > 0 ? m * busiest / job->bus_rate : 0;
+    c->comm_seconds += transfers;
+    c->step_seconds = piped + p->optimizer_seconds * (p->params ? params_most / (double)p->params : 1) +
+                      c->comm_seconds;
 }
 
 /* Fixed batching: ⌈batch / micro⌉ micro-steps, each padded to its own longest sequence.
@@ -324,9 +422,41 @@ static void timing(struct pair *p, const struct lengths *h, struct tr_candidate 
     if (c->k.shard >= 2)
         c->step_seconds += rounds * 3 * bytes / job->dev->bandwidth;
     c->step_seconds += c->comm_seconds;
+    if (p->train.pipelined)
+        timing_stages(p, c);
 }
 
 /* ---- the search ----------------------------------------------------------------------------- */
+
+/* Pipelined: the blocks dealt to k's stages — as k says (a saved plan), else balanced by the
+ * time model at the longest sequence — and both programs split there. */
+static int split_pair(struct pair *p, const struct tr_plan_job *job, const struct tr_knobs *k, struct tr_diag *d)
+{
+    int blocks = tr_graph_blocks(&p->train.g);
+    if (k->pipeline > blocks)
+        return tr_fail(d, TR_EINVAL, "optimize.parallel.pipeline %d: the model has %d block%s to deal to its stages",
+                       k->pipeline, blocks, blocks == 1 ? "" : "s");
+    if (k->first_block[k->pipeline] == blocks)
+        memcpy(p->first_block, k->first_block, sizeof p->first_block);
+    else
+        tr_plan_balance(&p->train.g, k->pipeline, 1, job->seq, job->dev, p->first_block);
+    for (int i = 0; i < 2; i++) {
+        struct tr_built *b = i ? &p->eval : &p->train;
+        if (tr_stages_split(&b->stages, &b->g, NULL, b->g.nnodes, k->pipeline, p->first_block))
+            return tr_fail(d, TR_EINVAL, "model: %s", b->g.message);
+        b->pipelined = true;
+    }
+    for (int s = 0; s < k->pipeline; s++) {   /* the largest stage's parameters (its update's time) */
+        struct tr_memplan mp;
+        const struct tr_stage *st = &p->train.stages.stage[s];
+        tr_memplan_build_stage(&mp, &p->train.g, st->schedule, st->n, st->split, s, p->train.stages.transfers,
+                               p->train.stages.ntransfers, 1, 1, NULL, 0, NULL);
+        size_t held = tr_plan_param_bytes_held(&p->train.g, &mp);
+        p->params_most = held > p->params_most ? held : p->params_most;
+        tr_memplan_free(&mp);
+    }
+    return 0;
+}
 
 static int open_pair(struct pair *p, const struct tr_plan_job *job, const struct tr_knobs *k, struct tr_diag *d)
 {
@@ -334,9 +464,12 @@ static int open_pair(struct pair *p, const struct tr_plan_job *job, const struct
     p->job = job;
     struct tr_knobs probe = *k;   /* any sizes: the pair re-plans each batching itself */
     probe.nbuckets = 1, probe.buckets[0] = (struct tr_length_bucket){job->seq, 1}, probe.eval_batch = 1;
+    probe.pipeline = 1;   /* pipelined: the whole model, split below */
     int rc = tr_build(&p->train, job, &probe, true, d);
     if (!rc)
         rc = tr_build(&p->eval, job, &probe, false, d);
+    if (!rc && k->pipeline > 1)
+        rc = split_pair(p, job, k, d);
     if (rc)
         return rc;
     p->eval_regions = tr_xcalloc((size_t)job->r->train.batch_size + 1, sizeof *p->eval_regions);
@@ -602,12 +735,15 @@ static void describe(const struct tr_plan *p, const struct tr_candidate *c, char
     const char *shard = c->k.shard == 3 ? ", optimizer state, gradients and parameters sharded"
                         : c->k.shard == 2 ? ", optimizer state and gradients sharded"
                         : c->k.shard ? ", optimizer state sharded" : "";
+    char piped[48] = "";
+    if (c->k.pipeline > 1)
+        snprintf(piped, sizeof piped, ", %d pipeline stages", c->k.pipeline);
     if (c->k.dynamic)
-        snprintf(out, size, "%s, checkpointing %s, dynamic batching in %d buckets (%.1f micro-steps a step)%s",
-                 tr_precision_name(c->k.precision), remat, c->k.nbuckets, c->micro_steps, shard);
+        snprintf(out, size, "%s, checkpointing %s, dynamic batching in %d buckets (%.1f micro-steps a step)%s%s",
+                 tr_precision_name(c->k.precision), remat, c->k.nbuckets, c->micro_steps, shard, piped);
     else
-        snprintf(out, size, "%s, checkpointing %s, %lld × %lld%s", tr_precision_name(c->k.precision), remat,
-                 (long long)c->k.accumulation, (long long)c->k.micro, shard);
+        snprintf(out, size, "%s, checkpointing %s, %lld × %lld%s%s", tr_precision_name(c->k.precision), remat,
+                 (long long)c->k.accumulation, (long long)c->k.micro, shard, piped);
 }
 
 static void choose(struct tr_plan *p)
@@ -726,10 +862,11 @@ int tr_plan_search(struct tr_plan *p, const struct tr_plan_job *job, struct tr_d
     for (int a = 0; a < sp.nprecisions && !rc; a++)
         for (int k = 0; k < sp.nremat && !rc; k++)
             for (int gathered = 0; gathered < 2 && !rc; gathered++) {   /* ZeRO 3's program is its own */
-                if (gathered && (!sp.shard[3] || p->stateful))
+                if (gathered && (!sp.shard[3] || p->stateful || job->stages > 1))
                     continue;
                 struct tr_knobs knobs = {.precision = sp.precisions[a], .remat_mode = sp.remat[k].mode,
-                                         .remat_blocks = sp.remat[k].blocks, .shard = gathered ? 3 : 0};
+                                         .remat_blocks = sp.remat[k].blocks, .shard = gathered ? 3 : 0,
+                                         .pipeline = job->stages > 1 ? job->stages : 1};
                 struct pair pair;
                 if ((rc = open_pair(&pair, job, &knobs, diag))) {
                     close_pair(&pair);
@@ -741,11 +878,13 @@ int tr_plan_search(struct tr_plan *p, const struct tr_plan_job *job, struct tr_d
                              job->r->optimize.checkpointing.name == TR_CKPT_AUTO;
                 for (int dyn = 0; dyn < 2 && !empty; dyn++)
                     for (int shard = gathered ? 3 : 0; shard < (gathered ? 4 : 3); shard++) {
-                        if (!sp.batching[dyn] || !sp.shard[shard] || p->ncand >= MAX_CANDIDATES)
+                        if (!sp.batching[dyn] || !sp.shard[shard] || p->ncand >= MAX_CANDIDATES ||
+                            (shard && job->stages > 1))   /* pipelined: no ZeRO yet */
                             continue;
                         struct tr_candidate *c = add_candidate(p);
                         c->k = knobs;
                         c->k.shard = shard;
+                        memcpy(c->k.first_block, pair.first_block, sizeof c->k.first_block);
                         if (dyn)
                             search_dynamic(&pair, &h, c);
                         else
@@ -788,6 +927,8 @@ int tr_plan_replay(struct tr_plan *p, const struct tr_plan_job *job, const struc
     lengths_of(job, &h);
     struct tr_candidate *c = add_candidate(p);
     c->k = *k;
+    if (k->pipeline > 1)
+        memcpy(c->k.first_block, pair.first_block, sizeof c->k.first_block);
     measure(&pair, c);
     timing(&pair, &h, c);
     free(h.count);

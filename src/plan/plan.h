@@ -16,6 +16,7 @@
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "graph/program.h"
+#include "graph/stages.h"
 #include "models/models.h"
 #include "plan/device.h"
 #include "plan/shard.h"
@@ -43,6 +44,8 @@ struct tr_knobs {
                                * summed into the shards after its backward; 3, of the
                                * parameters too, each read through copies gathered whole
                                * (graph.h: the gather pass); 0: every rank all */
+    int pipeline;             /* stages the model's blocks are dealt to (graph/stages.h): 1, none */
+    int first_block[TR_MAX_STAGES + 1];   /* stage s runs blocks first_block[s] … first_block[s + 1] − 1 */
 };
 
 /* Whether every optimizer step under knobs k is one micro-batch, one run of the schedule: then
@@ -60,7 +63,10 @@ struct tr_built {
     struct tr_program p;
     int loss_scale;           /* training: autodiff's loss-scale input; else −1 */
     int remat_nodes;          /* recompute nodes the remat pass added */
+    struct tr_stages stages;  /* pipelined: the split; p is job->stage's program */
+    bool pipelined;
 };
+
 
 /* A ceiling on the footprint below the recipe's budget, from this host (ceiling.c): a memory
  * cgroup's memory.max or memory.high, or an address-space limit (RLIMIT_AS, RLIMIT_DATA),
@@ -90,7 +96,9 @@ struct tr_plan_job {
     struct tr_ceiling ceiling;   /* CPU host: the tightest of the host's ceilings, when below the
                                   * budget (the budget then is its bytes) */
     int world, rank;          /* the ranks the batch is shared by (1 alone) and whose regions are
-                               * planned: with sharding they differ by rank */
+                               * planned: with sharding they differ by rank (pipelined: the data
+                               * ranks of one stage) */
+    int stages, stage;        /* pipelined: the layout's stages (1: none) and this rank's */
     double bus_rate;          /* across ranks: the bus bytes a second the ranks sum at, measured
                                * (tr_comm_bus_rate); 0: unknown, their communication not forecast */
     bool gather_ahead;        /* across ranks: ZeRO 3's copies gathered a block ahead, on a thread
@@ -128,7 +136,15 @@ struct tr_candidate {
     double micro_steps;            /* micro-batches a step, on average */
     double padding;                /* padded slots per real token, on average (text) */
     int remat_nodes;
-    bool fits;                     /* footprint ≤ budget */
+    bool fits;                     /* footprint ≤ budget (pipelined: every stage's) */
+    /* pipelined (k's pipeline > 1): regions and footprint above are the job's stage's; per stage: */
+    struct tr_stage_forecast {
+        uint64_t peak, footprint;  /* its regions, and what it holds with everything outside them */
+        double seconds;            /* one micro-batch's forward and backward through its nodes */
+        double sent_bytes;         /* what it sends and receives a micro-batch */
+    } stage[TR_MAX_STAGES];
+    uint64_t worst_footprint;      /* the largest stage footprint: what must fit */
+    double bubble;                 /* of the step, the stages' idle share (1F1B: (P − 1) / (m + P − 1) balanced) */
 };
 
 struct tr_plan {
@@ -213,6 +229,9 @@ int tr_plan_search(struct tr_plan *p, const struct tr_plan_job *job, struct tr_d
 int tr_plan_replay(struct tr_plan *p, const struct tr_plan_job *job, const struct tr_knobs *k,
                    struct tr_diag *diag);
 void tr_plan_free(struct tr_plan *p);
+/* Pipelined (k's pipeline > 1): the micro-batches job's stage keeps between their forward and
+ * backward under 1F1B — min(stages − stage, its micro-batches a step). */
+int tr_plan_slots(const struct tr_plan_job *job, const struct tr_knobs *k);
 
 /* Builds the program for knobs k: the model, the amp pass, autodiff and the remat pass for
  * training, and one memory plan per bucket (training) or at k->eval_batch (evaluation).
@@ -227,6 +246,9 @@ size_t tr_plan_param_bytes(const struct tr_graph *g);
 /* The optimizer's state for the parameters of g: each state tensor its descriptor keeps for
  * the recipe (recipe/optimizers.h), one per parameter. */
 size_t tr_plan_optimizer_bytes(const struct tr_recipe *r, const struct tr_graph *g);
+/* The same for the parameters a plan holds (a pipeline stage's: memplan.h; NULL: all). */
+size_t tr_plan_param_bytes_held(const struct tr_graph *g, const struct tr_memplan *held);
+size_t tr_plan_optimizer_bytes_held(const struct tr_recipe *r, const struct tr_graph *g, const struct tr_memplan *held);
 /* The same for rank's shard of them among world ranks (plan/shard.h). */
 size_t tr_plan_optimizer_shard_bytes(const struct tr_recipe *r, const struct tr_graph *g, int world, int rank);
 /* The parameters' elements rank's shard holds among world ranks. */
@@ -236,6 +258,13 @@ int64_t tr_plan_shard_elements(const struct tr_graph *g, int world, int rank);
  * behind it (either pointer may be NULL). */
 double tr_plan_step_seconds(const struct tr_graph *g, int64_t B, int64_t S, const struct tr_device *dev,
                             double *flops, double *bytes);
+/* The same for nodes[0 … count − 1] alone (NULL: the first count in creation order). */
+double tr_plan_nodes_seconds(const struct tr_graph *g, const int *nodes, int count, int64_t B, int64_t S,
+                             const struct tr_device *dev, double *flops, double *bytes);
+/* The blocks of g (differentiated) dealt to stages by the time model at (B, S): each block's
+ * nodes' time, the embeddings' with the first stage and the head's with the last (stages.h). */
+void tr_plan_balance(const struct tr_graph *g, int stages, int64_t B, int64_t S, const struct tr_device *dev,
+                     int *first_block);
 
 /* The time model's view of one node bound at its sizes (cost.c): its kernel class (device.h:
  * TR_COST_CLASSES) with the work its curve is read at, and the precision it computes in. */

@@ -34,10 +34,29 @@ static json_t *candidate_json(const struct tr_plan *p, const struct tr_candidate
                      "regions", regions, "outside", out);
 }
 
+/* Pipelined: the layout, each stage's blocks, regions and time, the bubble. */
+static void pipeline_json(json_t *j, const struct tr_candidate *c)
+{
+    if (c->k.pipeline < 2)
+        return;
+    json_t *stages = json_array();
+    for (int s = 0; s < c->k.pipeline; s++)
+        json_array_append_new(stages, json_pack("{sisisIsIsfsf}", "first_block", c->k.first_block[s], "blocks",
+                                                c->k.first_block[s + 1] - c->k.first_block[s], "predicted_peak_bytes",
+                                                (json_int_t)c->stage[s].peak, "predicted_footprint_bytes",
+                                                (json_int_t)c->stage[s].footprint, "predicted_micro_seconds",
+                                                c->stage[s].seconds, "sent_bytes_per_micro", c->stage[s].sent_bytes));
+    json_object_set_new(j, "pipeline", json_pack("{sisosfsI}", "stages", c->k.pipeline, "stage", stages,
+                                                 "predicted_bubble", c->bubble, "worst_footprint_bytes",
+                                                 (json_int_t)c->worst_footprint));
+}
+
 char *tr_plan_to_json(const struct tr_plan *p, bool all_candidates, const char *recipe_hash)
 {
     int show = p->chosen >= 0 ? p->chosen : p->smallest;
     json_t *j = show >= 0 ? candidate_json(p, &p->cand[show]) : json_object();
+    if (show >= 0)
+        pipeline_json(j, &p->cand[show]);
     if (show < 0)
         json_object_set_new(j, "fits", json_false());
     json_object_set_new(j, "budget_bytes", json_integer((json_int_t)p->budget));
@@ -115,6 +134,21 @@ int tr_plan_read_knobs(const char *path, struct tr_knobs *k, struct tr_diag *dia
     const char *shard = json_string_value(json_object_get(j, "shard"));
     if (!rc && shard && (k->shard = name_index(shard, (const char *const[]){"off", "optimizer", "gradients", "parameters"}, 4)) < 0)
         rc = tr_fail(diag, TR_EINVAL, "%s: unknown shard '%s' (off, optimizer, gradients or parameters)", path, shard);
+    /* pipelined: the stages and their blocks; plans written before pipelines have none */
+    json_t *piped = json_object_get(json_object_get(j, "pipeline"), "stage");
+    k->pipeline = 1;
+    if (!rc && json_is_array(piped) && json_array_size(piped) >= 2 && json_array_size(piped) <= TR_MAX_STAGES) {
+        k->pipeline = (int)json_array_size(piped);
+        json_t *one;
+        json_array_foreach(piped, i, one) {
+            json_int_t first = -1, count = -1;
+            if (json_unpack(one, "{sIsI}", "first_block", &first, "blocks", &count) || first < 0 || count < 1) {
+                rc = tr_fail(diag, TR_EINVAL, "%s: pipeline stage %zu needs first_block ≥ 0 and blocks ≥ 1", path, i);
+                break;
+            }
+            k->first_block[i] = (int)first, k->first_block[i + 1] = (int)(first + count);
+        }
+    }
     if (!rc) {
         k->remat_blocks = blocks, k->dynamic = dynamic, k->nbuckets = (int)json_array_size(buckets);
         k->micro = micro, k->accumulation = accumulation, k->eval_batch = eval_batch;

@@ -35,6 +35,7 @@ enum tr_optimizer  { TR_OPT_ADAMW, TR_OPT_SGD, TR_OPT_LION };
 enum { TR_OPT_COUNT = TR_OPT_LION + 1 };          /* their descriptors: recipe/optimizers.h */
 enum tr_schedule   { TR_SCHED_CONSTANT, TR_SCHED_LINEAR, TR_SCHED_COSINE };
 enum tr_amp        { TR_AMP_AUTO, TR_AMP_OFF, TR_AMP_BF16, TR_AMP_FP16 };
+enum tr_parallel_mode { TR_PARALLEL_AUTO, TR_PARALLEL_DATA };   /* how the model spreads over ranks */
 enum tr_shard_mode { TR_SHARD_AUTO, TR_SHARD_OFF, TR_SHARD_OPTIMIZER, TR_SHARD_GRADIENTS, TR_SHARD_PARAMETERS };   /* ZeRO: what ranks split */
 enum tr_switch     { TR_SWITCH_AUTO, TR_SWITCH_ON, TR_SWITCH_OFF };
 enum tr_ckpt       { TR_CKPT_AUTO, TR_CKPT_OFF, TR_CKPT_SELECTIVE, TR_CKPT_FULL };
@@ -120,6 +121,8 @@ struct tr_recipe {
         struct { int mode; struct tr_ints buckets; int64_t pool, tokens; } dynamic_batching;
         struct tr_choice accumulation;        /* auto (name 0), or a number of micro-steps */
         int shard;                            /* enum tr_shard_mode */
+        struct { int mode; int64_t pipeline, tensor; } parallel;   /* mode: enum tr_parallel_mode;
+                                                                    * pipeline, tensor 0 when null */
     } optimize;
     struct {
         char *dir;

@@ -22,6 +22,7 @@ static const char *const header_names[] = {"auto", "true", "false", "sklearn", N
 static const char *const missing_names[] = {"refuse", "drop", "zero", "mean", NULL};     /* enum tr_missing */
 static const char *const tokenizer_names[] = {"none", "bytes", "chars", "wordpiece", "gpt2-bpe", NULL};
 static const char *const tristate_names[] = {"auto", "off", "on", NULL};
+static const char *const parallel_names[] = {"auto", "data", NULL};   /* enum tr_parallel_mode */
 static const char *const schedule_names[] = {"constant", "linear", "cosine", NULL};
 static const char *const amp_names[] = {"auto", "off", "bf16", "fp16", NULL};
 static const char *const shard_names[] = {"auto", "off", "optimizer", "gradients", "parameters", NULL};   /* enum tr_shard_mode */
@@ -190,6 +191,14 @@ const struct tr_key tr_keys[] = {
     {"optimize.shard", TR_T_ENUM, OFF(optimize.shard), "auto", 0, 0, shard_names, 0, 0, 0,
      "across ranks, ZeRO: each rank keeps and updates only its part of the optimizer's state (stage 1), "
      "and of the summed gradients (gradients: stage 2) (auto: the planner's choice)"},
+    {"optimize.parallel.mode", TR_T_ENUM, OFF(optimize.parallel.mode), "auto", 0, 0, parallel_names,
+     TR_SHORTHAND, 0, 0,
+     "across ranks, how the model spreads: auto (the planner's choice), data (every rank the whole model), "
+     "or pinned by pipeline and tensor"},
+    {"optimize.parallel.pipeline", TR_T_INT, OFF(optimize.parallel.pipeline), "null", 1, 64, NULL, TR_NULLABLE, 0,
+     0, "pipeline stages the model's blocks are dealt to (null: the planner's choice)"},
+    {"optimize.parallel.tensor", TR_T_INT, OFF(optimize.parallel.tensor), "null", 1, 64, NULL, TR_NULLABLE, 0, 0,
+     "ranks each transformer block's heads and MLP are split across (null: the planner's choice)"},
 
     {"report.dir", TR_T_STR, OFF(report.dir), "runs", 0, 0, NULL, 0, 0, 0,
      "where run folders go: DIR/NAME/YYYYmmdd-HHMMSS/"},

@@ -96,6 +96,24 @@ static struct tr_batch batch_of(const struct tr_split *split, int lm, int64_t st
     return b;
 }
 
+/* Pipelined: the last stage's counts, which alone it has, given to the stages before it. */
+static int from_last_stage(struct tr_session *s, double *sum, int64_t *correct, int64_t *in_top5, int64_t *counted,
+                           struct tr_diag *d)
+{
+    const struct tr_comm *c = &s->pipe_comm;
+    int last = c->world - 1, tag = s->eval.b.stages.ntransfers + 1, rc = 0;
+    double counts[4] = {*sum, (double)*correct, (double)*in_top5, (double)*counted};
+    for (int k = 0; k < last && c->rank == last && !rc; k++) {
+        struct tr_comm_request r;
+        rc = tr_comm_send(c, counts, sizeof counts, k, tag, &r, d);
+        rc = rc ? rc : tr_comm_sent(c, &r, d);
+    }
+    if (c->rank != last)
+        rc = tr_comm_recv(c, counts, sizeof counts, last, tag, "receiving the evaluation from the last stage", d);
+    *sum = counts[0], *correct = (int64_t)counts[1], *in_top5 = (int64_t)counts[2], *counted = (int64_t)counts[3];
+    return rc;
+}
+
 int tr_evaluate(struct tr_session *s, const struct tr_data *data, const struct tr_split *split, const char *what,
                 bool interruptible, int64_t eval_samples, struct tr_eval *out, struct tr_diag *d)
 {
@@ -108,6 +126,7 @@ int tr_evaluate(struct tr_session *s, const struct tr_data *data, const struct t
     int64_t n_eval = eval_samples && eval_samples < split->n ? eval_samples : split->n;
     struct tr_exec *x = &s->eval.x;
     const struct tr_model *m = &s->eval.b.m;
+    bool piped = s->eval.b.pipelined;
     struct tr_progress shown;
     tr_progress_begin(&shown, what, n_eval, "samples");
     for (int64_t start = 0; start < n_eval && !rc; start += batch) {
@@ -119,8 +138,17 @@ int tr_evaluate(struct tr_session *s, const struct tr_data *data, const struct t
         float part;
         size_t bytes = m->logits >= 0 ? (size_t)(rows * classes) * sizeof(float) : (size_t)(rows * b.S) * sizeof(int32_t);
         struct tr_diag why = {0};
-        if (tr_feed(x, m, s->eval.lm, &b, f, &why) || tr_exec_run(x, rows, b.S, &why) ||
-            tr_exec_read(x, m->logits >= 0 ? m->logits : m->rank, e.scores, bytes, &why) ||
+        x->plan = tr_program_plan_for(&s->eval.b.p, rows, b.S);
+        if (tr_feed(x, m, s->eval.lm, &b, f, &why) ||
+            (piped ? tr_pipe_forward(&s->eval_pipe, x, rows, b.S, &why) : tr_exec_run(x, rows, b.S, &why))) {
+            rc = tr_fail_because(d, TR_EFAIL, &why, "evaluation");
+            break;
+        }
+        if (!tr_exec_holds(x, m->loss)) {   /* a pipeline's stage before the last: its part done */
+            tr_progress_update(&shown, start + rows);
+            continue;
+        }
+        if (tr_exec_read(x, m->logits >= 0 ? m->logits : m->rank, e.scores, bytes, &why) ||
             tr_exec_read(x, m->loss, &part, sizeof part, &why)) {
             rc = tr_fail_because(d, TR_EFAIL, &why, "evaluation");
             break;
@@ -133,6 +161,8 @@ int tr_evaluate(struct tr_session *s, const struct tr_data *data, const struct t
     }
     tr_progress_end(&shown);
     buffers_free(&e);
+    if (!rc && piped)
+        rc = from_last_stage(s, &sum, &correct, &in_top5, &counted, d);
     out->loss = counted ? sum / (double)counted : NAN;
     out->accuracy = counted ? (double)correct / (double)counted : NAN;
     out->top5 = counted ? (double)in_top5 / (double)counted : NAN;

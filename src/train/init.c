@@ -56,8 +56,8 @@ static void init_value(const struct tr_init_target *t, int v, float *data)
 
 int tr_init_random(const struct tr_init_target *t, struct tr_diag *d)
 {
-    for (int v = 0; v < t->g->nvalues; v++)
-        if (is_weight(&t->g->values[v]))
+    for (int v = 0; v < t->g->nvalues; v++)   /* a pipeline stage: the weights it holds */
+        if (is_weight(&t->g->values[v]) && tr_exec_host(t->x, v))
             init_value(t, v, tr_exec_host(t->x, v));
     return tr_exec_push(t->x, TR_PARAM, d);
 }
@@ -351,7 +351,7 @@ int tr_init_load(const struct tr_init_target *t, const char *path, struct tr_ini
     base_prefix(t->g, info->base, sizeof info->base);
     for (int v = 0; v < t->g->nvalues && !rc; v++) {
         int absent;
-        if (is_weight(&t->g->values[v]) && !(rc = load_value(&l, v, &absent)) && absent)
+        if (is_weight(&t->g->values[v]) && tr_exec_host(t->x, v) && !(rc = load_value(&l, v, &absent)) && absent)
             missing[nmissing++] = v;
     }
     if (!rc && nmissing)

@@ -66,7 +66,7 @@ int tr_loop_checkpoint(struct tr_loop *l, struct tr_session *s, struct tr_run_fo
     if (tr_path_set(&dir, d, "%s/checkpoints", f->dir.s))
         return TR_EINVAL;
     /* across ranks: every rank holds the same parameters, rank 0 writes them, all learn how it went */
-    int rc = tr_ranks_same_params(l->comm, &s->train.x, step, d);
+    int rc = tr_ranks_same_params(&s->data_comm, &s->train.x, step, d);   /* pipelined: a stage's */
     if (!rc)   /* sharded: the optimizer's state (ZeRO 3: and the parameters) whole on rank 0, for the file */
         rc = tr_optim_gather(&s->optim, d);
     if (!rc && !f->silent)
@@ -354,8 +354,8 @@ static int train_step(struct loop_run *c, const struct tr_step *st, const struct
     tr_comm_watch_step(c->l->comm, t);   /* for what the watchdog says */
     struct tr_step_runner runner = {.x = &side->x, .p = &side->b.p, .m = &side->b.m, .loss_scale = side->loss_scale,
                                     .lm = side->lm, .features = tr_split_features(&c->data->train),
-                                    .rng = &c->s->rng, .rank = c->l->comm->rank, .world = c->l->comm->world,
-                                    .reducer = &c->l->reducer};
+                                    .rng = &c->s->rng, .rank = c->s->data_comm.rank, .world = c->s->data_comm.world,
+                                    .reducer = &c->l->reducer, .pipe = side->b.pipelined ? &c->s->pipe : NULL};
     struct tr_diag why = {0}, across = {0};
     bool ran = false;
     int failed = tr_step_gradients(&runner, st, next, (uint64_t)t, c->s->scaler.scale, &o->loss, &ran, &why);
@@ -367,7 +367,7 @@ static int train_step(struct loop_run *c, const struct tr_step *st, const struct
                                      failed != 0};
     double reduce_began = tr_now();
     c->l->reducer.step = t;
-    int reduced = tr_ranks_after_backward(&c->l->reducer, c->s->optim.grads, ran && !failed, agreed, &across);
+    int reduced = tr_ranks_after_backward(&c->l->reducer, c->l->comm, c->s->optim.grads, ran && !failed, agreed, &across);
     if (c->l->comm->world > 1)   /* in the trace: the collectives, and the wait for the slower rank in them */
         span(c, ALL_REDUCE, t, reduce_began);
     if (failed) {
@@ -805,7 +805,7 @@ int tr_loop_run(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f
     tr_timer_start(&l->timer, c.began, tr_loader_wait_seconds(c.loader));
     l->profile = (struct tr_exec_profile){.per_op = getenv("TR_PROFILE") != NULL, .phase_seconds = l->timer.phase};
     s->train.x.hook = tr_exec_profiler(&l->profile);
-    tr_grad_reducer_init(&l->reducer, l->comm, s->be, s->optim.spans, s->optim.nspans, &s->train.b.g,
+    tr_grad_reducer_init(&l->reducer, &s->data_comm, s->be, s->optim.spans, s->optim.nspans, &s->train.b.g,
                          &s->train.b.p.plans[0], r->distributed.bucket, s->k.shard);
     l->reducer.profile = &l->profile;
     struct tr_diag why = {0};
@@ -814,7 +814,7 @@ int tr_loop_run(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f
     else if (l->reducer.on_device)
         tr_run_folder_say(f, "ranks: the GPUs sum their gradients over NCCL\n");
     tr_diag_free(&why);
-    if (tr_plan_overlap(r, l->comm->local_world, s->dev.threads)) {
+    if (tr_plan_overlap(r, l->comm->local_world, s->dev.threads) && !s->train.b.pipelined) {
         if (tr_grad_reducer_overlap(&l->reducer, &s->train.b.g, s->train.b.p.schedule, s->train.b.p.n,
                                     &s->train.b.p.plans[0]))
             s->train.x.hook = tr_grad_reducer_hook(&l->reducer, s->train.x.hook);

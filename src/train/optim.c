@@ -32,12 +32,12 @@ void tr_optim_init(struct tr_optim *o, const struct tr_recipe *r, const struct t
                            .eps = r->train.optimizer.eps, .momentum = r->train.optimizer.momentum,
                            .nesterov = r->train.optimizer.nesterov, .grad_factor = 1};
     o->nstate = tr_optimizer_nstate(r);
-    o->state_bytes = tr_plan_optimizer_bytes(r, g);
-    for (int v = 0; v < g->nvalues; v++)
-        o->nspans += g->values[v].kind == TR_PARAM;
+    o->state_bytes = tr_plan_optimizer_bytes_held(r, g, plan);
+    for (int v = 0; v < g->nvalues; v++)   /* a pipeline stage's plan holds its own alone */
+        o->nspans += g->values[v].kind == TR_PARAM && plan->offset[v] >= 0;
     o->spans = tr_xcalloc((size_t)(o->nspans ? o->nspans : 1), sizeof *o->spans);
     for (int v = 0, i = 0; v < g->nvalues; v++) {
-        if (g->values[v].kind != TR_PARAM)
+        if (g->values[v].kind != TR_PARAM || plan->offset[v] < 0)
             continue;
         o->spans[i++] = (struct tr_param_span){.param = plan->offset[v], .grad = plan->offset[g->values[v].grad],
                                                .state = o->total, .numel = numel(g, v),
@@ -80,9 +80,32 @@ static void shard_init(struct tr_optim *o, const struct tr_comm *c, size_t bucke
     free(numel), free(first);
 }
 
+void tr_optim_pipelined(struct tr_optim *o, const struct tr_comm *pipe, const struct tr_stages *st, int stage)
+{
+    o->pipe = pipe;
+    o->piece_at = tr_xcalloc((size_t)(o->nspans + 1), sizeof *o->piece_at);
+    o->counted = tr_xcalloc((size_t)(o->nspans + 1), 1);
+    o->npieces = 0;
+    for (int v = 0, i = 0; v < o->g->nvalues; v++) {
+        if (o->g->values[v].kind != TR_PARAM)
+            continue;
+        int64_t pieces = (numel(o->g, v) + TR_SUMSQ_PIECE - 1) / TR_SUMSQ_PIECE;
+        if (o->plan->offset[v] >= 0) {   /* a shared weight's gradient counts once: on its first stage */
+            uint64_t on = 0;
+            for (int k = 0; k < st->nshared; k++)
+                on = st->shared[k] == v ? st->shared_on[k] : on;
+            o->counted[i] = !on || __builtin_ctzll(on) == stage;
+            o->piece_at[i++] = o->npieces;
+        }
+        o->npieces += pieces;
+    }
+    o->pieces = tr_xcalloc((size_t)(o->npieces ? o->npieces : 1), sizeof *o->pieces);
+}
+
 void tr_optim_free(struct tr_optim *o)
 {
-    free(o->spans);
+    free(o->spans), free(o->piece_at), free(o->counted);
+    o->piece_at = NULL, o->counted = NULL;
     if (o->host_state != o->state)
         free(o->host_state);
     tr_ahead_stop(o->ahead);
@@ -345,11 +368,34 @@ static int sumsq_shared(struct tr_optim *o, double *sum, struct tr_diag *d)
     return rc;
 }
 
+/* Pipelined: each stage's pieces at their places among all the model's, summed across the
+ * stages, then added in order — the same bits as one device's. */
+static int sumsq_pipelined(struct tr_optim *o, double *sum, struct tr_diag *d)
+{
+    memset(o->pieces, 0, (size_t)o->npieces * sizeof *o->pieces);
+    int rc = 0;
+    for (int i = 0; i < o->nspans && !rc; i++)
+        for (int64_t at = 0, k = 0; o->counted[i] && at < o->spans[i].numel && !rc; at += TR_SUMSQ_PIECE, k++) {
+            struct tr_param_span piece = o->spans[i];
+            piece.param += at * (int64_t)sizeof(float), piece.grad += at * (int64_t)sizeof(float);
+            piece.numel = o->spans[i].numel - at < TR_SUMSQ_PIECE ? o->spans[i].numel - at : TR_SUMSQ_PIECE;
+            struct tr_optim_args a = args_of(o, 0, d);
+            a.spans = &piece, a.nspans = 1;
+            rc = tr_backend_grad_sumsq(o->be, &a, &o->pieces[o->piece_at[i] + k]) ? TR_EFAIL : 0;
+        }
+    if (!rc)
+        rc = tr_comm_sum_doubles(o->pipe, o->pieces, (size_t)o->npieces, d);
+    *sum = 0;
+    for (int64_t j = 0; j < o->npieces; j++)
+        *sum += o->pieces[j];
+    return rc;
+}
+
 double tr_grad_clip(struct tr_optim *o, double clip, struct tr_diag *d)
 {
     struct tr_optim_args a = args_of(o, 0, d);
     double sum = 0;
-    if (o->comm ? sumsq_shared(o, &sum, d) : tr_backend_grad_sumsq(o->be, &a, &sum))
+    if (o->pipe ? sumsq_pipelined(o, &sum, d) : o->comm ? sumsq_shared(o, &sum, d) : tr_backend_grad_sumsq(o->be, &a, &sum))
         return NAN;
     double norm = sqrt(sum);
     o->grad_factor = 1;
@@ -364,8 +410,10 @@ bool tr_grad_unscale(struct tr_optim *o, float inv, struct tr_diag *d)
     bool finite = false;
     if (tr_backend_grad_scale(o->be, &a, inv, &finite))
         return false;
-    double overflowed = !finite;   /* sharded: whether any rank's part did */
+    double overflowed = !finite;   /* sharded: whether any rank's part did; pipelined, any stage's */
     if (o->comm && tr_comm_sum_doubles(o->comm, &overflowed, 1, d))
+        return false;
+    if (o->pipe && tr_comm_sum_doubles(o->pipe, &overflowed, 1, d))
         return false;
     return overflowed == 0;
 }

@@ -7,6 +7,7 @@
 
 #include "backend/exec.h"
 #include "dist/comm.h"
+#include "graph/stages.h"
 #include "recipe/recipe.h"
 
 struct tr_ahead;
@@ -46,6 +47,11 @@ struct tr_optim {
     struct tr_exec *x;         /* stage 3: the executor whose host view the parameters gather into */
     struct tr_ahead *ahead;    /* stage 3 a block ahead: the thread gathering the copies (dist/ahead.h) */
     int *ahead_counts;         /* its counts and displacements */
+    /* pipelined (tr_optim_pipelined): the stages this one's parameters are among */
+    const struct tr_comm *pipe;
+    int64_t *piece_at;         /* per span: its first piece among all the model's (the norm's) */
+    uint8_t *counted;          /* per span: its gradient counts in the norm here (a shared weight's
+                                * on its first stage alone) */
 };
 
 /* The optimizer over g's parameters and gradients (at plan's offsets), its state in `state`
@@ -56,6 +62,9 @@ struct tr_optim {
 void tr_optim_init(struct tr_optim *o, const struct tr_recipe *r, const struct tr_graph *g,
                    const struct tr_memplan *plan, const struct tr_backend *be, char *params, char *grads,
                    float *state, const struct tr_comm *shard, int stage);
+/* A pipeline stage's optimizer (graph/stages.h): its plan holds its stage's parameters alone,
+ * the gradients' norm and fp16's overflow check are the stages' together over pipe. */
+void tr_optim_pipelined(struct tr_optim *o, const struct tr_comm *pipe, const struct tr_stages *st, int stage);
 void tr_optim_free(struct tr_optim *o);
 /* The host's view of the state, for checkpoints: the state itself on a host-visible backend,
  * else a host copy that pull fills from the device and push copies back (0, or a code with the

@@ -8,15 +8,15 @@
 #include "core/alloc.h"
 #include "report/crc32c.h"
 
-int tr_ranks_after_backward(struct tr_grad_reducer *r, char *grads, bool ran, struct tr_ranks_step *st,
-                            struct tr_diag *d)
+int tr_ranks_after_backward(struct tr_grad_reducer *r, const struct tr_comm *all, char *grads, bool ran,
+                            struct tr_ranks_step *st, struct tr_diag *d)
 {
-    if (r->comm->world == 1)
+    if (all->world == 1)
         return 0;
-    int rc = tr_grad_reduce(r, grads, ran, d);
+    int rc = r->comm->world > 1 ? tr_grad_reduce(r, grads, ran, d) : 0;
     double sums[4] = {st->loss, st->signal, st->time_up, st->failed};
     if (!rc)
-        rc = tr_comm_sum_doubles(r->comm, sums, 4, d);
+        rc = tr_comm_sum_doubles(all, sums, 4, d);
     if (!rc)
         *st = (struct tr_ranks_step){sums[0], sums[1] > 0, sums[2] > 0, sums[3] > 0};
     return rc;

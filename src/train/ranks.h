@@ -20,10 +20,12 @@ struct tr_ranks_step {
     bool failed;       /* a rank's step failed (its own output says why) */
 };
 
-/* After step's backward: the gradients at grads summed (ran: whether this rank ran a micro-batch
- * of the step), then the loss and the stop wishes. 0, or a code with the sentence in d. */
-int tr_ranks_after_backward(struct tr_grad_reducer *r, char *grads, bool ran, struct tr_ranks_step *st,
-                            struct tr_diag *d);
+/* After step's backward: the gradients at grads summed over r's ranks (a stage's data ranks; ran:
+ * whether this rank ran a micro-batch of the step), then the loss and the stop wishes over all the
+ * ranks (pipelined, the stages before the last add 0 to the loss). 0, or a code with the sentence
+ * in d. */
+int tr_ranks_after_backward(struct tr_grad_reducer *r, const struct tr_comm *all, char *grads, bool ran,
+                            struct tr_ranks_step *st, struct tr_diag *d);
 /* Whether every rank runs the same job: a hash of its resolved recipe and of the data it
  * loaded (each split's samples and tokens) against rank 0's. TR_EINVAL naming the ranks that
  * differ (a conf file or an override that differs between hosts, other data) otherwise. */

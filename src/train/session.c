@@ -7,6 +7,26 @@
 #include <string.h>
 #include <unistd.h>
 
+int tr_session_lay_out(struct tr_session *s, const struct tr_recipe *r, struct tr_diag *d)
+{
+    int world = s->comm ? s->comm->world : 1, rank = s->comm ? s->comm->rank : 0;
+    int P = r->optimize.parallel.pipeline > 0 ? (int)r->optimize.parallel.pipeline : 1;
+    if (P > 1 && r->optimize.parallel.mode == TR_PARALLEL_DATA)
+        return tr_fail(d, TR_EINVAL, "optimize.parallel: data keeps the whole model on every rank, but pipeline is %d", P);
+    if (world % P)
+        return tr_fail(d, TR_EINVAL, "optimize.parallel.pipeline %d does not divide the %d rank%s: start a multiple "
+                       "of %d (mpirun -np %d)", P, world, world == 1 ? "" : "s", P, P);
+    s->layout = (struct tr_rank_layout){.data = world / P, .pipeline = P, .data_rank = rank / P, .stage = rank % P};
+    if (!s->comm) {
+        s->data_comm = (struct tr_comm){.world = 1, .local_world = 1};
+        return 0;
+    }
+    int rc = tr_comm_split(s->comm, s->layout.stage, s->layout.data_rank, &s->data_comm, d);
+    if (!rc && P > 1)
+        rc = tr_comm_split(s->comm, s->layout.data_rank, s->layout.stage, &s->pipe_comm, d);
+    return rc;
+}
+
 int tr_session_plan(struct tr_session *s, const struct tr_recipe *r, const struct tr_data *data,
                     const char *plan_file, const char *resume_dir, const struct tr_knobs *given,
                     struct tr_diag *d)
@@ -28,8 +48,11 @@ int tr_session_plan(struct tr_session *s, const struct tr_recipe *r, const struc
         return TR_EFAIL;
     if (tr_plan_job_init(&s->job, r, data, &s->dev, d))
         return TR_EINVAL;
+    if (!s->layout.pipeline && tr_session_lay_out(s, r, d))   /* alone: here; ranks: all of them before */
+        return TR_EINVAL;
+    s->job.stages = s->layout.pipeline, s->job.stage = s->layout.stage;
     if (s->comm) {   /* each rank plans its own regions (sharded, they differ) */
-        s->job.world = s->comm->world, s->job.rank = s->comm->rank, s->job.bus_rate = s->bus_rate;
+        s->job.world = s->layout.data, s->job.rank = s->layout.data_rank, s->job.bus_rate = s->bus_rate;
         s->job.gather_ahead = s->comm->world > 1 && s->comm->multiple &&
                               tr_plan_overlap(r, s->comm->local_world, s->dev.threads);
     }
@@ -99,7 +122,8 @@ static int allocate(struct tr_session *s, const struct tr_recipe *r, struct tr_d
         bytes[k] = larger(train->region_bytes[k], eval->region_bytes[k]);
     if (train->region_bytes[TR_PARAM] != eval->region_bytes[TR_PARAM])
         return tr_fail(d, TR_EFAIL, "internal: training and evaluation lay parameters out differently");
-    size_t own = s->comm ? (size_t)tr_plan_shard_elements(&s->train.b.g, s->comm->world, s->comm->rank) * sizeof(float) : 0;
+    const struct tr_comm *data = s->comm ? &s->data_comm : NULL;
+    size_t own = data ? (size_t)tr_plan_shard_elements(&s->train.b.g, data->world, data->rank) * sizeof(float) : 0;
     if (s->k.shard >= 2 && s->comm)   /* ZeRO 2: the summed gradients of this rank's shard alone */
         bytes[TR_GRAD] = own;
     if (s->k.shard == 3 && s->comm)   /* ZeRO 3: and its parameters */
@@ -114,19 +138,24 @@ static int allocate(struct tr_session *s, const struct tr_recipe *r, struct tr_d
     memcpy(s->eval.x.base, s->train.x.base, sizeof s->eval.x.base);
     memcpy(s->eval.x.region_bytes, s->train.x.region_bytes, sizeof s->eval.x.region_bytes);
     s->eval.x.workspace = s->train.x.workspace;
-    const struct tr_comm *shard = s->k.shard ? s->comm : NULL;   /* ZeRO: this rank's part */
+    const struct tr_comm *shard = s->k.shard ? data : NULL;   /* ZeRO: this rank's part */
+    const struct tr_memplan *plan = s->train.x.plan;   /* the gradients' offsets are in the arena where it holds them */
     size_t state = shard ? tr_plan_optimizer_shard_bytes(r, &s->train.b.g, shard->world, shard->rank)
-                         : tr_plan_optimizer_bytes(r, &s->train.b.g);
+                         : tr_plan_optimizer_bytes_held(r, &s->train.b.g, plan);
     void *p = NULL;
     if (tr_alloc_region(&s->alloc, TR_REGION_OPTIMIZER, state, &p))
         return tr_fail(d, TR_ENOFIT, "memory budget: %s", tr_alloc_error(&s->alloc));
-    const struct tr_memplan *plan = s->train.x.plan;   /* the gradients' offsets are in the arena where it holds them */
     bool arena = plan->grads_in_arena && s->k.shard < 2;   /* stage 2: the optimizer reads the shard's */
     tr_optim_init(&s->optim, r, &s->train.b.g, plan, s->be, s->train.x.base[TR_PARAM],
                   s->train.x.base[arena ? TR_ACT : TR_GRAD], p, shard, s->k.shard);
     if (s->k.shard == 3 && shard) {   /* both programs read copies gathered from the ranks' parts */
         tr_optim_serve(&s->optim, &s->train.x);
         tr_optim_serve(&s->optim, &s->eval.x);
+    }
+    if (s->train.b.pipelined) {   /* each program's stage among the stages; the norm is theirs together */
+        tr_pipe_init(&s->pipe, &s->pipe_comm, &s->train.b.stages, s->layout.stage, s->train.b.p.slots);
+        tr_pipe_init(&s->eval_pipe, &s->pipe_comm, &s->eval.b.stages, s->layout.stage, 1);
+        tr_optim_pipelined(&s->optim, &s->pipe_comm, &s->train.b.stages, s->layout.stage);
     }
     return 0;
 }
@@ -143,6 +172,8 @@ int tr_session_build(struct tr_session *s, const struct tr_recipe *r, struct tr_
 
 void tr_session_free(struct tr_session *s)
 {
+    tr_pipe_free(&s->pipe), tr_pipe_free(&s->eval_pipe);
+    tr_comm_close(&s->data_comm), tr_comm_close(&s->pipe_comm);
     tr_alloc_destroy(&s->alloc);
     tr_optim_free(&s->optim);
     for (int i = 0; i < 2; i++) {

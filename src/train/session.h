@@ -16,6 +16,7 @@
 #include "recipe/recipe.h"
 #include "train/optim.h"
 #include "train/scaler.h"
+#include "train/step.h"
 
 struct tr_side {               /* one of the two programs: training or evaluation */
     struct tr_built b;         /* its graph, model and program (plan/build.c) */
@@ -24,8 +25,20 @@ struct tr_side {               /* one of the two programs: training or evaluatio
     int lm;                    /* a language model: its targets are the next tokens */
 };
 
+/* How the ranks spread the job (DESIGN.md §10): ranks = data × pipeline; rank r is stage
+ * r mod pipeline of data rank r div pipeline (a pipeline's stages on neighbouring ranks). */
+struct tr_rank_layout {
+    int data, pipeline;
+    int data_rank, stage;      /* this rank's */
+};
+
 struct tr_session {
     const struct tr_comm *comm;   /* the ranks it trains among (NULL: alone) */
+    struct tr_rank_layout layout;
+    struct tr_comm data_comm;     /* the ranks of this stage: the batch is theirs to share, their
+                                   * gradients summed (without a pipeline: comm's ranks) */
+    struct tr_comm pipe_comm;     /* pipelined: the stages of this data rank, rank the stage */
+    struct tr_pipe pipe, eval_pipe;   /* pipelined: each program's stage among them */
     double bus_rate;              /* theirs, measured (tr_comm_bus_rate), for the plan's forecast */
     struct tr_device dev;      /* recipe device: this host, calibrated, or a GPU, measured */
     struct tr_backend *be;         /* the device's kernels and memory: the run's instance */
@@ -42,6 +55,11 @@ struct tr_session {
     struct tr_scaler scaler;   /* fp16's loss scale */
 };
 
+/* The ranks' layout (tr_rank_layout): optimize.parallel's pipeline, the rest data parallel, and
+ * the communicators of a stage's data ranks and of a data rank's stages — every rank calls it,
+ * before tr_session_plan (which lays a single process out itself). 0, or TR_EINVAL: a pipeline
+ * that does not divide the ranks, or pinned beside optimize.parallel: data. */
+int tr_session_lay_out(struct tr_session *s, const struct tr_recipe *r, struct tr_diag *d);
 /* The plan stage: the recipe's device and its backend, then the plan — searched for this host
  * and the budget, or replayed: the knobs given (another rank's choice), else from plan_file
  * (--plan FILE) or a resumed run's own plan.json (resume_dir; when it kept one). 0; TR_ENOFIT

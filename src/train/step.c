@@ -1,9 +1,14 @@
 /* An optimizer step's micro-batches, forward and backward (step.h). */
 #include "train/step.h"
 
+#include "core/clock.h"
+
 #include <stdbool.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "dist/comm.h"
 
 /* The arrays the loader made, by the input each fills: features and labels, or token ids, the
  * padding mask and the labels or next-token targets. */
@@ -31,7 +36,7 @@ static int loaded_inputs(const struct tr_model *m, int lm, const struct tr_batch
 /* The inputs made here, not by the loader: positions 0, 1, … and segment 0 (text). */
 static int made_inputs(struct tr_exec *x, const struct tr_model *m, const struct tr_batch *b, struct tr_diag *d)
 {
-    if (m->x >= 0)
+    if (m->x >= 0 || !tr_exec_holds(x, m->positions))   /* a pipeline stage past the embeddings: none */
         return 0;
     int64_t n = b->n, S = b->S;
     int32_t *pos = tr_exec_host(x, m->positions);   /* the host's view of the inputs: made there */
@@ -39,7 +44,12 @@ static int made_inputs(struct tr_exec *x, const struct tr_model *m, const struct
         pos[i] = (int32_t)(i % S);
     size_t cells = (size_t)(n * S);
     int rc = tr_exec_write(x, m->positions, pos, cells * sizeof(int32_t), d);
-    return rc ? rc : m->segments >= 0 ? tr_exec_fill(x, m->segments, 0, cells * sizeof(int32_t), d) : 0;
+    return rc ? rc : tr_exec_holds(x, m->segments) ? tr_exec_fill(x, m->segments, 0, cells * sizeof(int32_t), d) : 0;
+}
+
+bool tr_exec_holds(const struct tr_exec *x, int v)
+{
+    return v >= 0 && x->plan->offset[tr_storage_of(x->g, v)] >= 0;
 }
 
 int tr_feed(struct tr_exec *x, const struct tr_model *m, int lm, const struct tr_batch *b, int64_t features,
@@ -47,8 +57,8 @@ int tr_feed(struct tr_exec *x, const struct tr_model *m, int lm, const struct tr
 {
     struct loaded in[3];
     int count = loaded_inputs(m, lm, b, features, in), rc;
-    for (int i = 0; i < count; i++)
-        if ((rc = tr_exec_write(x, in[i].v, in[i].host, in[i].bytes, d)))
+    for (int i = 0; i < count; i++)   /* a pipeline stage's: those its nodes read */
+        if (tr_exec_holds(x, in[i].v) && (rc = tr_exec_write(x, in[i].v, in[i].host, in[i].bytes, d)))
             return rc;
     return made_inputs(x, m, b, d);
 }
@@ -104,6 +114,221 @@ static int runnable(const struct tr_step *st, int i, int end, int lm)
     return i;
 }
 
+/* ---- pipelined: 1F1B through the stages -------------------------------------------------------- */
+
+void tr_pipe_init(struct tr_pipe *pp, const struct tr_comm *comm, const struct tr_stages *st, int stage, int slots)
+{
+    *pp = (struct tr_pipe){.comm = comm, .st = st, .stage = stage};
+    for (int i = 0; i < st->ntransfers; i++)
+        pp->nforward += st->transfers[i].from == stage && st->transfers[i].part == TR_PART_FORWARD;
+    pp->sent = tr_xcalloc((size_t)(slots * pp->nforward + 1), sizeof *pp->sent);
+}
+
+void tr_pipe_free(struct tr_pipe *pp)
+{
+    free(pp->sent);
+    memset(pp, 0, sizeof *pp);
+}
+
+/* A transfer's bytes at (B, S): its value's, exactly (both ends count them alike). */
+static size_t transfer_bytes(const struct tr_exec *x, int v, int64_t B, int64_t S)
+{
+    const struct tr_value *val = &x->g->values[v];
+    return (size_t)tr_dim_eval(tr_shape_numel(&val->shape), B, S) * tr_dtype_size(val->dtype);
+}
+
+/* What this stage receives in part, into its slots (a host-visible backend's memory itself). */
+static int receive(struct tr_pipe *pp, struct tr_exec *x, int part, int64_t B, int64_t S, struct tr_diag *d)
+{
+    double began = tr_now();
+    int rc = 0;
+    for (int i = 0; i < pp->st->ntransfers && !rc; i++) {
+        const struct tr_transfer *t = &pp->st->transfers[i];
+        if (t->to == pp->stage && t->part == part && getenv("TR_DEBUG_PIPE"))
+            fprintf(stderr, "recv value %d offset %lld first %d last %d region %d stash %d\n", t->value, (long long)x->plan->offset[t->value], x->plan->first[t->value], x->plan->last[t->value], x->plan->region[t->value], x->plan->stash ? x->plan->stash[t->value] : -1);
+        if (t->to == pp->stage && t->part == part)
+            rc = tr_comm_recv(pp->comm, tr_exec_data(x, t->value), transfer_bytes(x, t->value, B, S), t->from, i,
+                              part == TR_PART_FORWARD ? "receiving activations from the stage before"
+                                                      : "receiving gradients from the stage after", d);
+    }
+    pp->waited += tr_now() - began;
+    return rc;
+}
+
+/* What this stage sends in part: the forward's left in flight in slot's requests (its values
+ * stay in the stash until the slot's backward), the backward's waited for (the next part may
+ * write over them). */
+static int send(struct tr_pipe *pp, struct tr_exec *x, int part, int slot, int64_t B, int64_t S, struct tr_diag *d)
+{
+    int rc = 0;
+    for (int i = 0, k = 0; i < pp->st->ntransfers && !rc; i++) {
+        const struct tr_transfer *t = &pp->st->transfers[i];
+        if (t->from != pp->stage || t->part != part)
+            continue;
+        struct tr_comm_request one, *r = part == TR_PART_FORWARD ? &pp->sent[slot * pp->nforward + k++] : &one;
+        size_t bytes = transfer_bytes(x, t->value, B, S);
+        rc = tr_comm_send(pp->comm, tr_exec_data(x, t->value), bytes, t->to, i, r, d);
+        pp->sent_bytes += (double)bytes;
+        if (!rc && part == TR_PART_BACKWARD) {
+            double began = tr_now();
+            rc = tr_comm_sent(pp->comm, r, d);
+            pp->waited += tr_now() - began;
+        }
+    }
+    return rc;
+}
+
+/* The forward's sends of slot, done: before its backward writes over them. */
+static int sends_done(struct tr_pipe *pp, int slot, struct tr_diag *d)
+{
+    double began = tr_now();
+    int rc = 0;
+    for (int k = 0; k < pp->nforward && !rc; k++)
+        rc = tr_comm_sent(pp->comm, &pp->sent[slot * pp->nforward + k], d);
+    pp->waited += tr_now() - began;
+    return rc;
+}
+
+static int run_part(struct tr_pipe *pp, struct tr_exec *x, int64_t B, int64_t S, int from, int to, struct tr_diag *d)
+{
+    double began = tr_now();
+    int rc = tr_exec_run_part(x, B, S, from, to, d);
+    pp->ran += tr_now() - began;
+    return rc;
+}
+
+int tr_pipe_forward(struct tr_pipe *pp, struct tr_exec *x, int64_t B, int64_t S, struct tr_diag *d)
+{
+    int rc = receive(pp, x, TR_PART_FORWARD, B, S, d);
+    if (!rc)
+        rc = run_part(pp, x, B, S, 0, x->n, d);
+    if (!rc)
+        rc = send(pp, x, TR_PART_FORWARD, 0, B, S, d);
+    return rc ? rc : sends_done(pp, 0, d);
+}
+
+/* Micro-batch b's forward on this stage, in slot: its inputs, what it receives, its nodes, its
+ * loss (the last stage's) weighted by share, what it sends. */
+static int pipe_forward(const struct tr_step_runner *r, const struct tr_batch *b, int slot, float scaled, double share,
+                        double *loss, struct tr_diag *d)
+{
+    struct tr_exec *x = r->x;
+    struct tr_pipe *pp = r->pipe;
+    x->plan = tr_program_slot_plan(r->p, b->n, b->S, slot);
+    if (!x->plan)
+        return tr_fail(d, TR_EINVAL, "no plan holds a micro-batch of %lld × %lld", (long long)b->n, (long long)b->S);
+    r->rng->sample_ids = b->ids;
+    int rc = tr_feed(x, r->m, r->lm, b, r->features, d);
+    if (!rc && tr_exec_holds(x, r->loss_scale))
+        rc = tr_exec_write(x, r->loss_scale, &scaled, sizeof scaled, d);
+    if (!rc)
+        rc = receive(pp, x, TR_PART_FORWARD, b->n, b->S, d);
+    if (!rc)
+        rc = run_part(pp, x, b->n, b->S, 0, r->p->split, d);
+    float part = 0;
+    if (!rc && tr_exec_holds(x, r->m->loss) && !(rc = tr_exec_read(x, r->m->loss, &part, sizeof part, d)))
+        *loss += share * part;
+    if (!rc)
+        rc = send(pp, x, TR_PART_FORWARD, slot, b->n, b->S, d);
+    if (++pp->in_flight > pp->in_flight_peak)
+        pp->in_flight_peak = pp->in_flight;
+    return rc;
+}
+
+/* Micro-batch b's backward on this stage, from slot. */
+static int pipe_backward(const struct tr_step_runner *r, const struct tr_batch *b, int slot, struct tr_diag *d)
+{
+    struct tr_exec *x = r->x;
+    struct tr_pipe *pp = r->pipe;
+    x->plan = tr_program_slot_plan(r->p, b->n, b->S, slot);
+    r->rng->sample_ids = b->ids;   /* recomputation draws the forward's dropout masks again */
+    int rc = sends_done(pp, slot, d);
+    if (!rc)
+        rc = receive(pp, x, TR_PART_BACKWARD, b->n, b->S, d);
+    if (!rc)
+        rc = run_part(pp, x, b->n, b->S, r->p->split, r->p->n, d);
+    if (!rc)
+        rc = send(pp, x, TR_PART_BACKWARD, slot, b->n, b->S, d);
+    pp->in_flight--;
+    return rc;
+}
+
+/* The gradients of weights several stages read (GPT's tied embedding): each holder's part sent
+ * to the others, and every holder left with the parts summed in stage order (the same bits). */
+static int shared_sums(const struct tr_step_runner *r, struct tr_diag *d)
+{
+    struct tr_pipe *pp = r->pipe;
+    struct tr_exec *x = r->x;
+    int rc = 0;
+    for (int i = 0; i < pp->st->nshared && !rc; i++) {
+        uint64_t on = pp->st->shared_on[i];
+        int grad = x->g->values[pp->st->shared[i]].grad, holders = __builtin_popcountll(on);
+        if (!(on >> pp->stage & 1))
+            continue;
+        size_t n = (size_t)tr_dim_eval(tr_shape_numel(&x->g->values[grad].shape), 1, 1);
+        float *mine = tr_exec_data(x, grad), *parts = tr_xmalloc((size_t)holders * n * sizeof *parts);
+        struct tr_comm_request *sent = tr_xcalloc((size_t)holders, sizeof *sent);
+        for (int h = 0, k = 0; h < pp->st->count && !rc; h++)
+            if (on >> h & 1 && h != pp->stage)
+                rc = tr_comm_send(pp->comm, mine, n * sizeof *mine, h, pp->st->ntransfers, &sent[k++], d);
+        for (int h = 0, k = 0; h < pp->st->count && !rc; h++, k += (int)(on >> h & 1))
+            if (on >> h & 1)
+                rc = h == pp->stage ? (memcpy(parts + (size_t)k * n, mine, n * sizeof *mine), 0)
+                                    : tr_comm_recv(pp->comm, parts + (size_t)k * n, n * sizeof *mine, h,
+                                                   pp->st->ntransfers, "summing a shared weight's gradient", d);
+        for (int k = 0; k < holders; k++)
+            rc = rc ? rc : tr_comm_sent(pp->comm, &sent[k], d);
+        for (size_t e = 0; !rc && e < n; e++) {
+            float sum = parts[e];
+            for (int k = 1; k < holders; k++)
+                sum += parts[(size_t)k * n + e];
+            mine[e] = sum;
+        }
+        free(parts), free(sent);
+    }
+    return rc;
+}
+
+static int forward_of(const struct tr_step_runner *r, const struct tr_step *st, int i, int slot, double scale,
+                      int64_t total, double *loss, struct tr_diag *d)
+{
+    if (getenv("TR_DEBUG_PIPE")) fprintf(stderr, "stage %d F micro %d slot %d %lldx%lld\n", r->pipe->stage, i, slot, (long long)st->micro[i].n, (long long)st->micro[i].S);
+    const struct tr_batch *mb = &st->micro[i];
+    double share = (double)tr_batch_targets(mb, r->lm) / (double)total;
+    return pipe_forward(r, mb, slot, (float)(share * scale), share, loss, d);
+}
+
+/* The step's micro-batches 1F1B: the first stage P − 1 forwards ahead (the last none), then one
+ * forward and one backward by turns, then the backwards left. */
+static int pipelined(const struct tr_step_runner *r, const struct tr_step *st, int lo, int hi, double scale,
+                     int64_t total, double *loss, bool *ran, struct tr_diag *d)
+{
+    int *list = tr_xmalloc((size_t)(hi - lo + 1) * sizeof *list), m = 0;
+    for (int i = runnable(st, lo, hi, r->lm); i < hi; i = runnable(st, i + 1, hi, r->lm))
+        list[m++] = i;
+    *ran = m > 0;
+    struct tr_pipe *pp = r->pipe;
+    int slots = r->p->slots, ahead = pp->st->count - pp->stage - 1, rc = 0;
+    ahead = ahead < m ? ahead : m;
+    int f = 0, b = 0;
+    for (; f < ahead && f < slots && !rc; f++)
+        rc = forward_of(r, st, list[f], f % slots, scale, total, loss, d);
+    while (b < m && !rc) {
+        if (f < m && f - b < slots) {
+            rc = forward_of(r, st, list[f], f % slots, scale, total, loss, d);
+            f++;
+        }
+        if (!rc) {
+            if (getenv("TR_DEBUG_PIPE")) fprintf(stderr, "stage %d B micro %d slot %d\n", r->pipe->stage, list[b], b % slots);
+            rc = pipe_backward(r, &st->micro[list[b]], b % slots, d);
+            b++;
+        }
+    }
+    free(list);
+    if (rc && getenv("TR_DEBUG_PIPE")) fprintf(stderr, "stage %d failed: %s\n", r->pipe->stage, tr_diag_last(d));
+    return rc ? rc : shared_sums(r, d);
+}
+
 int tr_step_gradients(const struct tr_step_runner *r, const struct tr_step *st, const struct tr_step *next,
                       uint64_t step, double scale, double *loss, bool *ran, struct tr_diag *d)
 {
@@ -123,6 +348,8 @@ int tr_step_gradients(const struct tr_step_runner *r, const struct tr_step *st, 
     r->rng->step = step;
     int lo, hi, next_lo = 0, next_hi = 0;
     share_of(r, st, &lo, &hi);
+    if (r->pipe)
+        return pipelined(r, st, lo, hi, scale, total, loss, ran, d);
     if (r->reducer)   /* ZeRO 2: as many sums on every rank, the most micro-batches any rank runs */
         tr_grad_reducer_begin(r->reducer, x->base[TR_GRAD], (int)((st->nmicro + r->world - 1) / (r->world > 1 ? r->world : 1)));
     if (next)

@@ -11,7 +11,31 @@
 #include "data/loader.h"
 #include "graph/program.h"
 #include "dist/gradients.h"
+#include "graph/stages.h"
 #include "models/models.h"
+
+/* A pipeline stage's side of the pipeline (DESIGN.md §10): its neighbours over comm (the stages
+ * of one data rank: comm's rank is the stage), the split, the forward's sends in flight per slot,
+ * and what it measured. */
+struct tr_pipe {
+    const struct tr_comm *comm;
+    const struct tr_stages *st;
+    int stage;
+    struct tr_comm_request *sent;   /* [slot · nforward + i]: the forward's i-th send of the slot */
+    int nforward;                   /* the transfers this stage sends in its forward */
+    int in_flight, in_flight_peak;  /* micro-batches between their forward and backward: now, and
+                                     * the most there were (1F1B: min(stages − stage, micro-batches)) */
+    double waited, ran;             /* seconds waiting for neighbours, running the stage's nodes */
+    double sent_bytes;              /* bytes sent to other stages */
+};
+
+void tr_pipe_init(struct tr_pipe *pp, const struct tr_comm *comm, const struct tr_stages *st, int stage, int slots);
+void tr_pipe_free(struct tr_pipe *pp);
+/* A forward alone through the stages (evaluation): what this stage receives, its nodes at (B, S),
+ * what it sends. */
+int tr_pipe_forward(struct tr_pipe *pp, struct tr_exec *x, int64_t B, int64_t S, struct tr_diag *d);
+/* Whether x holds value v (a stage holds only what its nodes use). */
+bool tr_exec_holds(const struct tr_exec *x, int v);
 
 struct tr_step_runner {
     struct tr_exec *x;              /* its plan is switched to each micro-batch's */
@@ -26,6 +50,8 @@ struct tr_step_runner {
                                      * micro-batches, in order (world 0 or 1: all of them) */
     struct tr_grad_reducer *reducer;   /* armed before the rank's last micro-batch of a step (its
                                         * buckets leave as that backward writes them); NULL: none */
+    struct tr_pipe *pipe;           /* pipelined: the micro-batches run 1F1B through the stages, the
+                                     * shared weights' gradients summed after; NULL: none */
 };
 
 /* A micro-batch into x's inputs (at x's plan): features and labels, or for text the token
@@ -44,8 +70,10 @@ int64_t tr_batch_targets(const struct tr_batch *b, int lm);
  * it ran any.
  * Each micro-batch's inputs are staged (exec.h) while the one before it runs; next, when not
  * NULL, is the step that follows, whose first micro-batch is staged while this one's last runs
- * (its arrays must stay valid until it has run: loader.h's hold 2). Returns 0, or a code with
- * the sentence in d. */
+ * (its arrays must stay valid until it has run: loader.h's hold 2). Pipelined, this stage's
+ * part of each micro-batch in the 1F1B order (the first stage at most min(stages, micro-batches)
+ * in flight), *loss the last stage's alone (0 on the others). Returns 0, or a code with the
+ * sentence in d. */
 int tr_step_gradients(const struct tr_step_runner *r, const struct tr_step *st, const struct tr_step *next,
                       uint64_t step, double scale, double *loss, bool *ran, struct tr_diag *d);
 

@@ -1,0 +1,207 @@
+/* The pipeline's split (stages.h). */
+#include "graph/stages.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "graph/memplan.h"
+#include "graph/ops.h"
+
+static int stage_of_block(const struct tr_stages *st, int b)
+{
+    int s = 0;
+    while (s + 1 < st->count && b >= st->first_block[s + 1])
+        s++;
+    return s;
+}
+
+static uint64_t lowest(uint64_t m)
+{
+    return m & (~m + 1);
+}
+
+static int refuse(const struct tr_graph *g, struct tr_stages *st, const char *what, int v)
+{
+    struct tr_graph *w = (struct tr_graph *)g;   /* the sentence only */
+    snprintf(w->message, sizeof w->message, "pipeline: value %d (%s) %s", v, g->values[v].name, what);
+    tr_stages_free(st);
+    return TR_EINVAL;
+}
+
+/* Each forward node's stages: its block's; outside the blocks, its readers' — all of them for a
+ * node that reads parameters and inputs alone, else the first (later ones receive its output). */
+static void forward_stages(const struct tr_stages *st, const struct tr_graph *g, const int *schedule, int n,
+                           uint64_t *mask)
+{
+    bool *param_only = tr_xcalloc((size_t)g->nnodes + 1, 1);
+    uint64_t *readers = tr_xcalloc((size_t)g->nvalues + 1, sizeof *readers);
+    for (int i = 0; i < n; i++) {
+        const struct tr_node *node = &g->nodes[schedule[i]];
+        bool only = node->phase == TR_FORWARD;
+        for (int j = 0; j < node->nin && only; j++) {
+            const struct tr_value *v = &g->values[node->in[j]];
+            only = v->kind != TR_ACT || (v->producer >= 0 && param_only[v->producer]);
+        }
+        param_only[schedule[i]] = only;
+    }
+    for (int i = n - 1; i >= 0; i--) {
+        int k = schedule[i];
+        const struct tr_node *node = &g->nodes[k];
+        if (node->phase != TR_FORWARD)
+            continue;
+        uint64_t m = 0;
+        if (node->block >= 0) {
+            m = 1ull << stage_of_block(st, node->block);
+        } else {
+            for (int j = 0; j < node->nout; j++)
+                m |= readers[node->out[j]];
+            if (!m)   /* read by nothing: the loss, the logits */
+                m = 1ull << (st->count - 1);
+            if (!param_only[k])
+                m = lowest(m);
+        }
+        mask[k] = m;
+        for (int j = 0; j < node->nin; j++)
+            readers[node->in[j]] |= m;
+    }
+    free(param_only), free(readers);
+}
+
+int tr_stages_split(struct tr_stages *st, const struct tr_graph *g, const int *schedule, int n, int count,
+                    const int *first_block)
+{
+    memset(st, 0, sizeof *st);
+    if (count < 1 || count > TR_MAX_STAGES) {
+        snprintf(((struct tr_graph *)g)->message, sizeof g->message, "pipeline: %d stages (1 … %d)", count,
+                 TR_MAX_STAGES);
+        return TR_EINVAL;
+    }
+    int *order = NULL;
+    if (!schedule) {   /* creation order */
+        order = tr_xmalloc((size_t)(n ? n : 1) * sizeof *order);
+        for (int i = 0; i < n; i++)
+            order[i] = i;
+        schedule = order;
+    }
+    st->count = count;
+    memcpy(st->first_block, first_block, (size_t)(count + 1) * sizeof *first_block);
+    uint64_t *mask = tr_xcalloc((size_t)g->nnodes + 1, sizeof *mask);
+    forward_stages(st, g, schedule, n, mask);
+    for (int i = 0; i < n; i++) {   /* backward and recomputation: their forward's */
+        int k = schedule[i];
+        const struct tr_node *node = &g->nodes[k];
+        if (node->phase != TR_FORWARD)
+            mask[k] = node->block >= 0 ? 1ull << stage_of_block(st, node->block)
+                      : node->origin >= 0 ? mask[node->origin] : 1ull << (count - 1);
+    }
+    /* who writes each value, and in which part */
+    uint64_t *writers = tr_xcalloc((size_t)g->nvalues + 1, sizeof *writers), *to = tr_xcalloc((size_t)g->nvalues + 1, sizeof *to);
+    uint8_t *part = tr_xcalloc((size_t)g->nvalues + 1, 1);
+    int rc = 0, bad = -1;
+    const char *why = NULL;
+    for (int i = 0; i < n && !rc; i++) {
+        const struct tr_node *node = &g->nodes[schedule[i]];
+        for (int j = 0; j < node->nout && !tr_op_is_view(node->op); j++) {   /* a view writes nothing */
+            int v = tr_storage_of(g, node->out[j]);
+            if (g->values[v].kind == TR_ACT && writers[v] && writers[v] != mask[schedule[i]])
+                rc = TR_EINVAL, bad = v, why = "would be written on two stages";
+            writers[v] |= mask[schedule[i]];
+            part[v] = node->phase == TR_FORWARD ? TR_PART_FORWARD : TR_PART_BACKWARD;
+        }
+    }
+    for (int i = 0; i < n && !rc; i++) {   /* what each stage reads that it does not make */
+        const struct tr_node *node = &g->nodes[schedule[i]];
+        for (int j = 0; j < node->nin; j++) {
+            int v = tr_storage_of(g, node->in[j]);
+            if (g->values[v].kind == TR_ACT)
+                to[v] |= mask[schedule[i]] & ~writers[v];
+        }
+    }
+    for (int v = 0; v < g->nvalues && !rc; v++) {
+        if (!to[v])
+            continue;
+        if (__builtin_popcountll(writers[v]) != 1) {
+            rc = TR_EINVAL, bad = v, why = "is read on a stage that does not make it, and made on several";
+            break;
+        }
+        int from = __builtin_ctzll(writers[v]);
+        for (uint64_t m = to[v]; m; m &= m - 1) {
+            int t = __builtin_ctzll(m);
+            if ((part[v] == TR_PART_FORWARD) != (t > from)) {
+                rc = TR_EINVAL, bad = v, why = "would travel against its pass's direction";
+                break;
+            }
+            st->transfers = tr_xrealloc(st->transfers, (size_t)(st->ntransfers + 1) * sizeof *st->transfers);
+            st->transfers[st->ntransfers++] = (struct tr_transfer){v, from, t, part[v]};
+        }
+    }
+    for (int v = 0; v < g->nvalues && !rc; v++)   /* weights two stages read: their gradients summed */
+        if (g->values[v].kind == TR_PARAM && g->values[v].grad >= 0 &&
+            __builtin_popcountll(writers[g->values[v].grad]) > 1) {
+            st->shared = tr_xrealloc(st->shared, (size_t)(st->nshared + 1) * sizeof *st->shared);
+            st->shared_on = tr_xrealloc(st->shared_on, (size_t)(st->nshared + 1) * sizeof *st->shared_on);
+            st->shared_on[st->nshared] = writers[g->values[v].grad];
+            st->shared[st->nshared++] = v;
+        }
+    st->stage = tr_xcalloc((size_t)count, sizeof *st->stage);
+    for (int s = 0; s < count && !rc; s++) {
+        struct tr_stage *one = &st->stage[s];
+        one->schedule = tr_xmalloc((size_t)(n ? n : 1) * sizeof *one->schedule);
+        one->split = -1;
+        for (int i = 0; i < n; i++) {
+            const struct tr_node *node = &g->nodes[schedule[i]];
+            if (!(mask[schedule[i]] >> s & 1))
+                continue;
+            if (node->phase != TR_FORWARD && one->split < 0)
+                one->split = one->n;
+            if (node->phase == TR_FORWARD && one->split >= 0)
+                rc = TR_EINVAL, bad = node->out[0], why = "is made by a forward node after the backward began";
+            one->schedule[one->n++] = schedule[i];
+        }
+        if (one->split < 0)
+            one->split = one->n;
+    }
+    free(mask), free(writers), free(to), free(part), free(order);
+    return rc ? refuse(g, st, why, bad) : 0;
+}
+
+void tr_stages_free(struct tr_stages *st)
+{
+    for (int s = 0; st->stage && s < st->count; s++)
+        free(st->stage[s].schedule);
+    free(st->stage), free(st->transfers), free(st->shared), free(st->shared_on);
+    memset(st, 0, sizeof *st);
+}
+
+void tr_stages_balance(const double *weight, int nblocks, double before, double after, int count, int *first_block)
+{
+    /* cost[s][i]: the lightest heaviest stage dealing blocks 0 … i − 1 to stages 0 … s, one block
+     * each at least (−1: impossible); cut[s][i]: where stage s then begins */
+    int cols = nblocks + 1;
+    double *prefix = tr_xcalloc((size_t)cols, sizeof *prefix);
+    for (int b = 0; b < nblocks; b++)
+        prefix[b + 1] = prefix[b] + (weight ? weight[b] : 1.0);
+    double *cost = tr_xmalloc((size_t)(count * cols) * sizeof *cost);
+    int *cut = tr_xcalloc((size_t)(count * cols), sizeof *cut);
+    for (int s = 0; s < count; s++)
+        for (int i = 0; i <= nblocks; i++) {
+            double tail = s == count - 1 ? after : 0, best = -1;
+            if (s == 0) {
+                best = i >= 1 || nblocks == 0 ? prefix[i] + before + tail : -1;
+            } else {
+                for (int c = s; c < i; c++) {
+                    double earlier = cost[(s - 1) * cols + c], own = prefix[i] - prefix[c] + tail;
+                    double worst = earlier > own ? earlier : own;
+                    if (earlier >= 0 && (best < 0 || worst < best))
+                        best = worst, cut[s * cols + i] = c;
+                }
+            }
+            cost[s * cols + i] = best;
+        }
+    first_block[count] = nblocks;
+    for (int s = count - 1, i = nblocks; s >= 0; s--)
+        i = first_block[s] = s ? cut[s * cols + i] : 0;
+    free(prefix), free(cost), free(cut);
+}
