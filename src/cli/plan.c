@@ -144,7 +144,10 @@ static int plan_recipe(const struct tr_recipe *whole, const struct tr_args *a, s
     }
     tr_diag_free(&err);
     double began = seconds_now(CLOCK_MONOTONIC), began_cpu = seconds_now(CLOCK_PROCESS_CPUTIME_ID);
-    if (!rc && (saved ? tr_plan_replay(&plan, &job, &knobs, diag) : tr_plan_search(&plan, &job, diag)))
+    struct tr_recipe layout_share;   /* across ranks: the share of the layout searched */
+    if (!rc && (saved ? tr_plan_replay(&plan, &job, &knobs, diag)
+                : world > 1 ? tr_plan_search_layouts(&plan, &job, &layout_share, whole, world, diag)
+                            : tr_plan_search(&plan, &job, diag)))
         rc = TR_EXIT_USAGE;
     double took = seconds_now(CLOCK_MONOTONIC) - began, cpu = seconds_now(CLOCK_PROCESS_CPUTIME_ID) - began_cpu;
     if (!rc) {

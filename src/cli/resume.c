@@ -16,7 +16,20 @@
 #include "train/run_folder.h"
 #include "train/runs.h"
 
-static const char usage[] = "usage: trainrun resume RUN_DIR [--quiet]\n";
+static const char usage[] = "usage: trainrun resume RUN_DIR [optimize.parallel.KEY=VALUE ...] [--quiet]\n";
+
+/* The overrides a resume takes: the ranks' layout alone (optimize.parallel.*), which changes how
+ * the run trains, not what — its checkpoints hold whole tensors, the same on any layout. */
+static bool layout_only(const struct tr_args *a)
+{
+    static const char prefix[] = "optimize.parallel";
+    for (int i = 0; i < a->noverrides; i++) {
+        const char *o = a->overrides[i] + (a->overrides[i][0] == '~');
+        if (strncmp(o, prefix, sizeof prefix - 1) || (o[sizeof prefix - 1] != '.' && o[sizeof prefix - 1] != '='))
+            return false;
+    }
+    return true;
+}
 
 int tr_cli_resume_dir(struct tr_comm *comm, const char *dir, const struct tr_args *a, struct tr_diag *diag)
 {
@@ -31,6 +44,10 @@ int tr_cli_resume_dir(struct tr_comm *comm, const char *dir, const struct tr_arg
     }
     if (tr_recipe_load(&recipe, &src, diag) || tr_run_folder_check_recipe(dir, &recipe, diag)) {
         tr_diag_print(diag, stderr);   /* an edited recipe.yaml: refused before anything is touched */
+        rc = TR_EXIT_USAGE;
+    } else if (a->noverrides && (tr_recipe_free(&recipe), src.overrides = a->overrides, src.noverrides = a->noverrides,
+                                 tr_recipe_load(&recipe, &src, diag))) {
+        tr_diag_print(diag, stderr);   /* the layout's overrides (tr_cmd_resume let no other through) */
         rc = TR_EXIT_USAGE;
     } else {
         tr_cli_watch_ranks(comm, &recipe);   /* its distributed.timeout, unless the caller's recipe set one */
@@ -90,8 +107,9 @@ int tr_cmd_resume(int argc, char **argv)
     int rc = tr_args_start(argc, argv, flags, usage, &args);
     if (rc)
         return rc < 0 ? TR_EXIT_OK : rc;
-    if (args.noverrides) {
-        fprintf(stderr, "trainrun: resume continues a run as it was recorded; it takes no overrides\n%s", usage);
+    if (!layout_only(&args)) {
+        fprintf(stderr, "trainrun: resume continues a run as it was recorded; it takes no overrides but the ranks' "
+                "layout (optimize.parallel.*)\n%s", usage);
         tr_args_free(&args);
         return TR_EXIT_USAGE;
     }

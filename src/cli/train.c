@@ -92,16 +92,17 @@ static int plan_ranked(const struct tr_comm *comm, struct tr_session *s, const s
         return tr_comm_agree(comm, rc, "measuring the collectives", d);
     if (comm->rank == 0)
         tr_plan_bus_rate_save(comm->world, s->bus_rate);
-    rc = tr_session_lay_out(s, share, d);   /* every rank: the communicators of the layout */
-    rc = tr_comm_agree(comm, rc, "laying out the ranks", d);
-    if (rc)
-        return rc;
     rc = comm->rank == 0 ? tr_session_plan(s, share, data, plan_file, resume_dir, NULL, d) : 0;
     rc = tr_comm_agree(comm, rc, "planning", d);
-    if (rc || comm->world == 1)
+    if (rc)
         return rc;
+    if (comm->world == 1)   /* alone: laid out by the plan */
+        return tr_session_lay_out(s, share, s->layout.pipeline, d);
     struct tr_knobs k = s->k;
     rc = tr_comm_broadcast(comm, &k, sizeof k, d);
+    if (!rc)   /* every rank: the communicators of rank 0's layout */
+        rc = tr_session_lay_out(s, share, k.pipeline > 1 ? k.pipeline : 1, d);
+    rc = tr_comm_agree(comm, rc, "laying out the ranks", d);
     if (!rc && comm->rank != 0)
         rc = tr_session_plan(s, share, data, NULL, NULL, &k, d);
     return tr_comm_agree(comm, rc, "taking rank 0's plan", d);
@@ -188,7 +189,7 @@ static int train(const struct tr_comm *comm, const struct tr_recipe *r, const ch
     if (!rc && !(rc = tr_stop_check(d, "the data's loading")))
         rc = plan_ranked(comm, &s, &share, &data, plan_file, resume_dir, d);   /* plan */
     if (!rc && !(rc = tr_stop_check(d, "planning")))
-        rc = tr_session_build(&s, &share, d);                            /* programs, regions */
+        rc = tr_session_build(&s, s.job.r, d);                           /* programs, regions */
     if (!rc)
         rc = tr_weights_init(&s, r, &data, resume_dir, &w, d);           /* first weights */
     if (comm->world > 1 && !(rc = tr_comm_agree(comm, rc, "building its program", d)))
@@ -213,8 +214,10 @@ static int train(const struct tr_comm *comm, const struct tr_recipe *r, const ch
         rc = tr_loop_last_checkpoint(&loop, &s, folder, r, res->steps, d);   /* the last checkpoint */
     tr_comm_watch_arm(comm, false);
     watched.folder = NULL;
-    /* evaluation, on the clock's stop too: rank 0's (ZeRO 3: every rank's, whose parts it gathers) */
-    if ((!rc || rc == TR_ETIMEUP) && data.test.n && (!folder->silent || s.eval.x.shard.fill))
+    /* evaluation, on the clock's stop too: rank 0's (ZeRO 3: every rank's, whose parts it gathers;
+     * pipelined: every stage of rank 0's pipeline) */
+    if ((!rc || rc == TR_ETIMEUP) && data.test.n &&
+        (!folder->silent || s.eval.x.shard.fill || (s.eval.b.pipelined && s.layout.data_rank == 0)))
         rc = test(&loop, &s, r, &data, res, rc, d);
     tr_finish_say_done(folder, &data, res, rc, d);                       /* finish */
     int measured = folder->silent ? 0 : tr_finish_measured_plan(folder, &s, r, &data, res, d);

@@ -167,6 +167,29 @@ int tr_stages_split(struct tr_stages *st, const struct tr_graph *g, const int *s
     return rc ? refuse(g, st, why, bad) : 0;
 }
 
+bool tr_stages_holds(const struct tr_stages *st, const struct tr_graph *g, int s, int v)
+{
+    const struct tr_stage *one = &st->stage[s];
+    for (int i = 0; i < one->n; i++) {
+        const struct tr_node *node = &g->nodes[one->schedule[i]];
+        for (int j = 0; j < node->nin; j++)
+            if (tr_storage_of(g, node->in[j]) == v)
+                return true;
+        for (int j = 0; j < node->nout; j++)
+            if (tr_storage_of(g, node->out[j]) == v)
+                return true;
+    }
+    return false;
+}
+
+int tr_stages_holder(const struct tr_stages *st, const struct tr_graph *g, int v)
+{
+    for (int s = 0; s < st->count; s++)
+        if (tr_stages_holds(st, g, s, v))
+            return s;
+    return -1;
+}
+
 void tr_stages_free(struct tr_stages *st)
 {
     for (int s = 0; st->stage && s < st->count; s++)

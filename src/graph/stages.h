@@ -44,6 +44,10 @@ struct tr_stages {
 int tr_stages_split(struct tr_stages *st, const struct tr_graph *g, const int *schedule, int n, int count,
                     const int *first_block);
 void tr_stages_free(struct tr_stages *st);
+/* Whether stage s's nodes read or write value v (a weight: whether the stage holds it), and the
+ * first stage that does (−1: none). */
+bool tr_stages_holds(const struct tr_stages *st, const struct tr_graph *g, int s, int v);
+int tr_stages_holder(const struct tr_stages *st, const struct tr_graph *g, int v);
 
 /* Blocks dealt to count stages by weight (each block's cost: time or bytes; NULL: one each),
  * as evenly as contiguous runs allow — the heaviest stage as light as it can be — with the

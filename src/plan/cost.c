@@ -184,3 +184,32 @@ void tr_plan_balance(const struct tr_graph *g, int stages, int64_t B, int64_t S,
     tr_stages_balance(weight, blocks, outside - after, after, stages, first_block);
     free(weight);
 }
+
+void tr_plan_balance_memory(const struct tr_graph *g, int stages, int nstate, int *first_block)
+{
+    int blocks = tr_graph_blocks(g);
+    double *weight = tr_xcalloc((size_t)blocks + 1, sizeof *weight), outside = 0, after = 0;
+    struct tr_stages two;   /* the head's: a second stage of no blocks */
+    int cut[3] = {0, blocks, blocks};
+    bool split = !tr_stages_split(&two, g, NULL, g->nnodes, 2, cut);
+    for (int v = 0; v < g->nvalues; v++) {   /* each weight with its first reader's block */
+        if (g->values[v].kind != TR_PARAM)
+            continue;
+        int block = -2;
+        for (int i = 0; i < g->nnodes && block == -2; i++)
+            for (int j = 0; j < g->nodes[i].nin; j++)
+                if (g->nodes[i].in[j] == v)
+                    block = g->nodes[i].block;
+        double bytes = (double)tr_dim_eval(tr_shape_numel(&g->values[v].shape), 1, 1) * 4 * (2 + nstate);
+        if (block >= 0)
+            weight[block] += bytes;
+        else if (split && tr_stages_holds(&two, g, 1, v) && !tr_stages_holds(&two, g, 0, v))
+            after += bytes;
+        else
+            outside += bytes;
+    }
+    if (split)
+        tr_stages_free(&two);
+    tr_stages_balance(weight, blocks, outside, after, stages, first_block);
+    free(weight);
+}

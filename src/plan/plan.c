@@ -430,7 +430,8 @@ static void timing(struct pair *p, const struct lengths *h, struct tr_candidate 
 
 /* Pipelined: the blocks dealt to k's stages — as k says (a saved plan), else balanced by the
  * time model at the longest sequence — and both programs split there. */
-static int split_pair(struct pair *p, const struct tr_plan_job *job, const struct tr_knobs *k, struct tr_diag *d)
+static int split_pair(struct pair *p, const struct tr_plan_job *job, const struct tr_knobs *k, bool by_memory,
+                      struct tr_diag *d)
 {
     int blocks = tr_graph_blocks(&p->train.g);
     if (k->pipeline > blocks)
@@ -438,6 +439,8 @@ static int split_pair(struct pair *p, const struct tr_plan_job *job, const struc
                        k->pipeline, blocks, blocks == 1 ? "" : "s");
     if (k->first_block[k->pipeline] == blocks)
         memcpy(p->first_block, k->first_block, sizeof p->first_block);
+    else if (by_memory)
+        tr_plan_balance_memory(&p->train.g, k->pipeline, tr_optimizer_nstate(job->r), p->first_block);
     else
         tr_plan_balance(&p->train.g, k->pipeline, 1, job->seq, job->dev, p->first_block);
     for (int i = 0; i < 2; i++) {
@@ -458,7 +461,8 @@ static int split_pair(struct pair *p, const struct tr_plan_job *job, const struc
     return 0;
 }
 
-static int open_pair(struct pair *p, const struct tr_plan_job *job, const struct tr_knobs *k, struct tr_diag *d)
+static int open_pair(struct pair *p, const struct tr_plan_job *job, const struct tr_knobs *k, bool by_memory,
+                     struct tr_diag *d)
 {
     memset(p, 0, sizeof *p);
     p->job = job;
@@ -469,7 +473,7 @@ static int open_pair(struct pair *p, const struct tr_plan_job *job, const struct
     if (!rc)
         rc = tr_build(&p->eval, job, &probe, false, d);
     if (!rc && k->pipeline > 1)
-        rc = split_pair(p, job, k, d);
+        rc = split_pair(p, job, k, by_memory, d);
     if (rc)
         return rc;
     p->eval_regions = tr_xcalloc((size_t)job->r->train.batch_size + 1, sizeof *p->eval_regions);
@@ -572,6 +576,18 @@ static void search_fixed(struct pair *p, const struct lengths *h, struct tr_cand
     while (m >= lo && !c->fits && c->k.micro > lo)
         fixed_at(&pr, c->k.micro - 1);
     timing(p, h, c);
+    /* pipelined: fewer rows a micro-batch keep more stages busy (the bubble is (P − 1) / (m + P − 1)):
+     * m = P, 2P and 4P micro-batches tried beside the largest that fits, the fastest kept */
+    for (int times = 1; p->train.pipelined && r->optimize.accumulation.name >= 0 && times <= 4; times *= 2) {
+        int64_t micro = (batch + times * c->k.pipeline - 1) / (times * c->k.pipeline);
+        if (micro < lo || micro >= c->k.micro)
+            continue;
+        struct tr_candidate kept = *c;
+        fixed_at(&pr, micro);
+        timing(p, h, c);
+        if (!c->fits || (kept.fits && kept.step_seconds <= c->step_seconds))
+            *c = kept;
+    }
 }
 
 /* Dynamic batching's bucket bounds: the recipe's, or powers of two from 16 below the longest
@@ -746,12 +762,18 @@ static void describe(const struct tr_plan *p, const struct tr_candidate *c, char
                  (long long)c->k.accumulation, (long long)c->k.micro, shard, piped);
 }
 
+/* What must fit of a candidate: its footprint, pipelined its largest stage's. */
+static uint64_t needs(const struct tr_candidate *c)
+{
+    return c->k.pipeline > 1 ? c->worst_footprint : c->footprint;
+}
+
 static void choose(struct tr_plan *p)
 {
     p->chosen = p->smallest = -1;
     for (int i = 0; i < p->ncand; i++) {
         const struct tr_candidate *c = &p->cand[i];
-        if (p->smallest < 0 || c->footprint < p->cand[p->smallest].footprint)
+        if (p->smallest < 0 || needs(c) < needs(&p->cand[p->smallest]))
             p->smallest = i;
         if (c->fits && (p->chosen < 0 || c->step_seconds < p->cand[p->chosen].step_seconds))
             p->chosen = i;
@@ -764,19 +786,19 @@ static void choose(struct tr_plan *p)
             return;
         }
         describe(p, &p->cand[p->smallest], what, sizeof what);
-        tr_format_bytes(p->cand[p->smallest].footprint, size);
+        tr_format_bytes(needs(&p->cand[p->smallest]), size);
         char raise[512] = "";
         if (p->ceiling.kind != TR_CEILING_NONE)
-            tr_plan_ceiling_refusal(&p->ceiling, p->cand[p->smallest].footprint, raise, sizeof raise);
+            tr_plan_ceiling_refusal(&p->ceiling, needs(&p->cand[p->smallest]), raise, sizeof raise);
         if (p->ceiling.kind == TR_CEILING_SPACE)
             snprintf(p->reason, sizeof p->reason, "%s (the smallest footprint is %s: %s)", raise, size, what);
         else if (*raise)
             snprintf(p->reason, sizeof p->reason, "nothing fits in %s, the %s of this process's cgroup: the smallest "
                      "footprint is %s (%s); %s", budget, p->ceiling.name, size, what, raise);
         else
-            snprintf(p->reason, sizeof p->reason, "nothing fits in %s: the smallest footprint is %s (%s); "
-                     "budget.memory=%llu or more would fit", budget, size, what,
-                     (unsigned long long)p->cand[p->smallest].footprint);
+            snprintf(p->reason, sizeof p->reason, "nothing fits in %s%s: the smallest footprint is %s (%s); "
+                     "budget.memory=%llu or more would fit", budget, p->cand[p->smallest].k.pipeline > 1 ?
+                     " on each rank" : "", size, what, (unsigned long long)needs(&p->cand[p->smallest]));
         return;
     }
     double fastest = p->cand[p->chosen].step_seconds;
@@ -859,16 +881,20 @@ int tr_plan_search(struct tr_plan *p, const struct tr_plan_job *job, struct tr_d
                        "which every rank keeps and averages: this model has them; take gradients instead");
     struct lengths h;
     lengths_of(job, &h);
+    int by_time[TR_MAX_STAGES + 1] = {0};   /* pipelined: the last split balanced by time */
     for (int a = 0; a < sp.nprecisions && !rc; a++)
         for (int k = 0; k < sp.nremat && !rc; k++)
-            for (int gathered = 0; gathered < 2 && !rc; gathered++) {   /* ZeRO 3's program is its own */
-                if (gathered && (!sp.shard[3] || p->stateful || job->stages > 1))
+            for (int gathered = 0; gathered < 2 + (job->stages > 1) && !rc; gathered++) {   /* ZeRO 3's program
+                                                                                          * is its own; pipelined, the
+                                                                                          * stages balanced by memory */
+                if (gathered == 1 && (!sp.shard[3] || p->stateful || job->stages > 1))
                     continue;
+                bool by_memory = gathered == 2;
                 struct tr_knobs knobs = {.precision = sp.precisions[a], .remat_mode = sp.remat[k].mode,
-                                         .remat_blocks = sp.remat[k].blocks, .shard = gathered ? 3 : 0,
+                                         .remat_blocks = sp.remat[k].blocks, .shard = gathered == 1 ? 3 : 0,
                                          .pipeline = job->stages > 1 ? job->stages : 1};
                 struct pair pair;
-                if ((rc = open_pair(&pair, job, &knobs, diag))) {
+                if ((rc = open_pair(&pair, job, &knobs, by_memory, diag))) {
                     close_pair(&pair);
                     break;
                 }
@@ -876,8 +902,12 @@ int tr_plan_search(struct tr_plan *p, const struct tr_plan_job *job, struct tr_d
                  * searched again only when the recipe pins it */
                 bool empty = knobs.remat_mode == TR_REMAT_SELECTIVE && pair.train.remat_nodes == 0 &&
                              job->r->optimize.checkpointing.name == TR_CKPT_AUTO;
-                for (int dyn = 0; dyn < 2 && !empty; dyn++)
-                    for (int shard = gathered ? 3 : 0; shard < (gathered ? 4 : 3); shard++) {
+                /* balanced by memory as by time: nothing new to try */
+                bool same_split = !memcmp(pair.first_block, by_time, sizeof by_time);
+                if (!by_memory)
+                    memcpy(by_time, pair.first_block, sizeof by_time);
+                for (int dyn = 0; dyn < 2 && !empty && !(by_memory && same_split); dyn++)
+                    for (int shard = gathered == 1 ? 3 : 0; shard < (gathered == 1 ? 4 : 3); shard++) {
                         if (!sp.batching[dyn] || !sp.shard[shard] || p->ncand >= MAX_CANDIDATES ||
                             (shard && job->stages > 1))   /* pipelined: no ZeRO yet */
                             continue;
@@ -896,6 +926,75 @@ int tr_plan_search(struct tr_plan *p, const struct tr_plan_job *job, struct tr_d
     if (!rc)
         choose(p);
     return rc;
+}
+
+/* Whether layout a (its plan) beats b: one that fits beats one that does not; among those that
+ * fit, the faster by more than a near-tie, else the fewer stages (the seed's decision tree spreads
+ * the model last); among those that do not, the smaller largest footprint. */
+static bool better_layout(const struct tr_plan *a, const struct tr_plan *b)
+{
+    if (b->ncand == 0)
+        return a->ncand > 0;
+    if ((a->chosen >= 0) != (b->chosen >= 0))
+        return a->chosen >= 0;
+    if (a->chosen >= 0)
+        return a->cand[a->chosen].step_seconds < b->cand[b->chosen].step_seconds * (1 - NEAR_TIE);
+    const struct tr_candidate *x = &a->cand[a->smallest], *y = &b->cand[b->smallest];
+    uint64_t fx = x->k.pipeline > 1 ? x->worst_footprint : x->footprint;
+    uint64_t fy = y->k.pipeline > 1 ? y->worst_footprint : y->footprint;
+    return fx < fy;
+}
+
+int tr_plan_search_layouts(struct tr_plan *p, struct tr_plan_job *job, struct tr_recipe *share,
+                           const struct tr_recipe *whole, int ranks, struct tr_diag *diag)
+{
+    const struct tr_recipe *r = whole;
+    int pinned = r->optimize.parallel.pipeline > 0 ? (int)r->optimize.parallel.pipeline : 0;
+    int most = pinned ? pinned : r->optimize.parallel.mode == TR_PARALLEL_DATA ? 1 : ranks;
+    memset(p, 0, sizeof *p);
+    int best = 0, rc = 0;
+    char whole_model[160] = "";   /* how the layout with the whole model on each rank did */
+    for (int P = pinned ? pinned : 1; P <= most && P <= TR_MAX_STAGES && !rc; P++) {
+        int64_t data = ranks / P;
+        if (ranks % P || r->train.batch_size % data) {   /* a layout the ranks or the batch cannot take */
+            if ((P == pinned || P == 1) && ranks % P)
+                rc = tr_fail(diag, TR_EINVAL, "optimize.parallel.pipeline %d does not divide the %d ranks", P, ranks);
+            else if (P == pinned || P == 1)
+                rc = tr_fail(diag, TR_EINVAL, "train.batch_size %lld does not split evenly over %lld data ranks",
+                             (long long)r->train.batch_size, (long long)data);
+            continue;
+        }
+        struct tr_recipe one = *whole;
+        one.train.batch_size = r->train.batch_size / data;
+        struct tr_plan_job at = *job;
+        at.r = &one, at.world = (int)data, at.rank = 0, at.stages = P, at.stage = 0;
+        struct tr_plan plan;
+        struct tr_diag why = {0};
+        int failed = tr_plan_search(&plan, &at, &why);
+        if (!failed && P == 1 && plan.chosen >= 0)
+            snprintf(whole_model, sizeof whole_model, "faster than the whole model on each rank (%.3g s a step)",
+                     plan.cand[plan.chosen].step_seconds);
+        else if (!failed && P == 1 && plan.smallest >= 0)
+            snprintf(whole_model, sizeof whole_model, "with the whole model on each rank nothing fits (the smallest "
+                     "footprint is %.0f MiB)", (double)plan.cand[plan.smallest].footprint / 1048576);
+        if (failed && (P == 1 || P == pinned)) {   /* the model itself refused */
+            rc = tr_fail_because(diag, failed, &why, "planning");
+        } else if (!failed && better_layout(&plan, p)) {
+            tr_plan_free(p);
+            *p = plan;
+            best = P;
+            *share = one;
+        } else {
+            tr_plan_free(&plan);
+        }
+        tr_diag_free(&why);
+    }
+    if (rc || !best)
+        return rc ? rc : tr_fail(diag, TR_EINVAL, "no layout of %d ranks could be planned", ranks);
+    job->r = share, job->world = ranks / best, job->rank = 0, job->stages = best, job->stage = 0;
+    snprintf(p->layout_why, sizeof p->layout_why, "%s", pinned ? "optimize.parallel.pipeline pins it"
+             : best == 1 ? "the whole model fits each rank, and spreading it is no faster" : whole_model);
+    return 0;
 }
 
 int tr_plan_replay(struct tr_plan *p, const struct tr_plan_job *job, const struct tr_knobs *k,
@@ -919,7 +1018,7 @@ int tr_plan_replay(struct tr_plan *p, const struct tr_plan_job *job, const struc
     p->replayed = true;
     struct pair pair;
     struct tr_diag why = {0};
-    if (open_pair(&pair, job, k, &why)) {
+    if (open_pair(&pair, job, k, false, &why)) {
         close_pair(&pair);
         return tr_fail_because(diag, TR_EINVAL, &why, "the saved plan");
     }

@@ -52,7 +52,7 @@ struct tr_knobs {
  * the gradients are planned in the arena (memplan.h), since nothing adds up across runs. */
 static inline bool tr_knobs_grads_in_arena(const struct tr_knobs *k)
 {
-    return (!k->dynamic && k->nbuckets == 1 && k->accumulation == 1 && !k->shard) || k->shard >= 2;
+    return k->pipeline < 2 && ((!k->dynamic && k->nbuckets == 1 && k->accumulation == 1 && !k->shard) || k->shard >= 2);
 }
 
 /* A program built for a set of knobs: the training one (differentiated, checkpointed) or the
@@ -168,6 +168,7 @@ struct tr_plan {
                                     * holds them whole, so ZeRO 3 is not searched */
     int world;
     double bus_rate;               /* the job's */
+    char layout_why[320];          /* across ranks: why the layout (tr_plan_search_layouts), or "" */
 };
 
 /* This host's ceilings (ceiling.c). The tightest on a job's footprint, for a CPU host's job
@@ -226,6 +227,16 @@ int tr_plan_search(struct tr_plan *p, const struct tr_plan_job *job, struct tr_d
 /* The one candidate k (read from a saved plan), evaluated again for this job (a fixed micro-batch
  * counted again for its batch: a plan saved at another batch or rank count): p->chosen is 0
  * when it fits, −1 with the reason when it no longer does. */
+/* The search across ranks' layouts (DESIGN.md §10, the decision tree's last step): ranks = data ×
+ * pipeline, each layout's plan searched for its per-data-rank share of whole's batch (into
+ * *share, which job->r then names) and stage 0's regions (every stage's footprint must fit);
+ * optimize.parallel pins the stages (pipeline) or keeps the model whole (data); auto takes the
+ * fastest layout that fits, a near-tie going to fewer stages, so a model is spread only when no
+ * plan fits one rank or spreading is faster. job's world, rank, stages and stage are set to the
+ * layout chosen. 0 (p->chosen −1: nothing fits in any layout, p's reason naming the smallest
+ * footprint, of the layout closest to fitting), or TR_EINVAL. */
+int tr_plan_search_layouts(struct tr_plan *p, struct tr_plan_job *job, struct tr_recipe *share,
+                           const struct tr_recipe *whole, int ranks, struct tr_diag *diag);
 int tr_plan_replay(struct tr_plan *p, const struct tr_plan_job *job, const struct tr_knobs *k,
                    struct tr_diag *diag);
 void tr_plan_free(struct tr_plan *p);
@@ -265,6 +276,9 @@ double tr_plan_nodes_seconds(const struct tr_graph *g, const int *nodes, int cou
  * nodes' time, the embeddings' with the first stage and the head's with the last (stages.h). */
 void tr_plan_balance(const struct tr_graph *g, int stages, int64_t B, int64_t S, const struct tr_device *dev,
                      int *first_block);
+/* The same by memory: each block's parameters with their gradients and nstate optimizer tensors
+ * (the embeddings' with the first stage, the head's with the last). */
+void tr_plan_balance_memory(const struct tr_graph *g, int stages, int nstate, int *first_block);
 
 /* The time model's view of one node bound at its sizes (cost.c): its kernel class (device.h:
  * TR_COST_CLASSES) with the work its curve is read at, and the precision it computes in. */

@@ -3,6 +3,8 @@
  * the plan it trains with, in its log and in TensorBoard's text. */
 #include "plan/plan.h"
 
+#include <math.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,9 +54,13 @@ static void print_table(const struct tr_plan *p, FILE *out)
         tr_knobs_remat_words(&c->k, p->blocks, remat, sizeof remat);
         batching_words(c, batching, sizeof batching);
         tr_format_bytes(c->peak, peak);
-        tr_format_bytes(c->footprint, foot);
-        fprintf(out, "%4d  %-9s %-13s %-24s %12s %12s %10.4f  %s%s\n", i + 1, tr_precision_name(c->k.precision),
-                remat, batching, peak, foot, c->step_seconds, c->fits ? "yes" : "no",
+        tr_format_bytes(c->k.pipeline > 1 ? c->worst_footprint : c->footprint, foot);   /* pipelined: the largest stage's */
+        char split[96] = "";
+        for (int s = 0, used = 0; c->k.pipeline > 1 && s < c->k.pipeline && used < (int)sizeof split; s++)
+            used += snprintf(split + used, sizeof split - (size_t)used, "%s%d–%d", s ? " | " : "  stages ",
+                             c->k.first_block[s], c->k.first_block[s + 1] - 1);
+        fprintf(out, "%4d  %-9s %-13s %-24s %12s %12s %10.4f  %s%s%s\n", i + 1, tr_precision_name(c->k.precision),
+                remat, batching, peak, foot, c->step_seconds, c->fits ? "yes" : "no", split,
                 i == p->chosen ? "  <- chosen" : "");
     }
 }
@@ -231,6 +237,42 @@ static void explain(const struct tr_plan *p, const struct tr_plan_job *job, FILE
     tr_built_free(&b);
 }
 
+/* Stage s's micro-batches in flight under c (build.c: tr_plan_slots). */
+static int in_flight(const struct tr_plan_job *job, const struct tr_candidate *c, int s)
+{
+    struct tr_plan_job at = *job;
+    at.stage = s;
+    return tr_plan_slots(&at, &c->k);
+}
+
+/* Pipelined: the layout, each stage's blocks, regions, footprint and time, the bubble, what
+ * travels between stages, and why the model is spread. */
+static void print_layout(const struct tr_plan *p, const struct tr_plan_job *job, const struct tr_candidate *c, FILE *out)
+{
+    if (c->k.pipeline < 2)
+        return;
+    fprintf(out, "\nlayout: %d ranks = %d data × %d pipeline stages (1F1B)\n", job->world * c->k.pipeline, job->world,
+            c->k.pipeline);
+    double sent = 0;
+    for (int s = 0; s < c->k.pipeline; s++) {
+        char peak[32], foot[32], bytes[32];
+        tr_format_bytes(c->stage[s].peak, peak);
+        tr_format_bytes(c->stage[s].footprint, foot);
+        tr_format_bytes((uint64_t)c->stage[s].sent_bytes, bytes);
+        fprintf(out, "  stage %d: blocks %d–%d%s%s, regions %s, footprint %s, %.1f ms a micro-batch, %s in and out "
+                "a micro-batch, %d micro-batch%s in flight\n", s, c->k.first_block[s], c->k.first_block[s + 1] - 1,
+                s == 0 ? " and the embeddings" : "", s == c->k.pipeline - 1 ? " and the head" : "", peak, foot,
+                1e3 * c->stage[s].seconds, bytes, in_flight(job, c, s), in_flight(job, c, s) == 1 ? "" : "es");
+        sent += c->stage[s].sent_bytes;
+    }
+    char moved[32];
+    tr_format_bytes((uint64_t)(sent / 2 * ceil(c->micro_steps / (job->world > 1 ? job->world : 1))), moved);
+    fprintf(out, "  bubble %.0f%% of the step predicted; %s between stages a step (%.3g s of it at the bus rate)\n",
+            100 * c->bubble, moved, c->comm_seconds);
+    if (*p->layout_why)
+        fprintf(out, "  why: %s\n", p->layout_why);
+}
+
 void tr_plan_print(const struct tr_plan *p, const struct tr_plan_job *job, bool explain_it, FILE *out)
 {
     char budget[32], mem[32];
@@ -247,6 +289,8 @@ void tr_plan_print(const struct tr_plan *p, const struct tr_plan_job *job, bool 
             p->blocks);
     print_table(p, out);
     fprintf(out, "\n%s: %s\n", p->chosen >= 0 ? "decision" : "no plan", p->reason);
+    if (p->chosen >= 0 || p->smallest >= 0)
+        print_layout(p, job, &p->cand[p->chosen >= 0 ? p->chosen : p->smallest], out);
     if (p->chosen >= 0 && !explain_it)
         print_breakdown(&p->cand[p->chosen], out);
     if (explain_it && (p->chosen >= 0 || p->smallest >= 0))

@@ -161,6 +161,10 @@ int tr_evaluate(struct tr_session *s, const struct tr_data *data, const struct t
     }
     tr_progress_end(&shown);
     buffers_free(&e);
+    if (piped) {   /* the last sends, then the last stage's counts */
+        int drained = tr_pipe_drain(&s->eval_pipe, d);
+        rc = rc ? rc : drained;
+    }
     if (!rc && piped)
         rc = from_last_stage(s, &sum, &correct, &in_top5, &counted, d);
     out->loss = counted ? sum / (double)counted : NAN;

@@ -20,6 +20,7 @@
 #include "train/checkpoint.h"
 #include "train/step.h"
 #include "train/trim.h"
+#include "train/whole.h"
 
 void tr_loop_init(struct tr_loop *l, const struct tr_recipe *r, const struct tr_data *data, double started,
                   const struct tr_comm *comm)
@@ -39,7 +40,8 @@ enum { STATE_SIZE = 320 };
 
 /* Rank 0's part of a checkpoint (or the only process's): the files. */
 static int write_checkpoint(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f,
-                            const struct tr_recipe *r, const char *dir, int64_t step, struct tr_diag *d)
+                            const struct tr_recipe *r, const char *dir, int64_t step, struct tr_exec *x,
+                            struct tr_optim *o, struct tr_diag *d)
 {
     char state[STATE_SIZE], scaler[128];
     tr_scaler_format(&s->scaler, scaler, sizeof scaler);
@@ -53,7 +55,7 @@ static int write_checkpoint(struct tr_loop *l, struct tr_session *s, struct tr_r
     if (!rc && f->record)   /* how long they were: a resume from this checkpoint cuts them back */
         tr_run_folder_note(f, "checkpointed", tr_trim_mark(f, step));
     struct tr_diag why = {0};
-    if (!rc && tr_checkpoint_write(dir, &s->train.x, &s->optim, step, r->name, state, &why))
+    if (!rc && tr_checkpoint_write(dir, x, o, step, r->name, state, &why))
         rc = tr_fail_because(d, TR_EFAIL, &why, "checkpoint");
     return rc;
 }
@@ -69,8 +71,15 @@ int tr_loop_checkpoint(struct tr_loop *l, struct tr_session *s, struct tr_run_fo
     int rc = tr_ranks_same_params(&s->data_comm, &s->train.x, step, d);   /* pipelined: a stage's */
     if (!rc)   /* sharded: the optimizer's state (ZeRO 3: and the parameters) whole on rank 0, for the file */
         rc = tr_optim_gather(&s->optim, d);
+    struct tr_whole whole = {0};   /* pipelined: the stages' tensors whole on rank 0 */
+    if (s->train.b.pipelined && l->comm->rank == 0)
+        tr_whole_open(&whole, s);
+    if (!rc && s->train.b.pipelined)
+        rc = tr_whole_gather(s, &whole, d);
     if (!rc && !f->silent)
-        rc = write_checkpoint(l, s, f, r, dir.s, step, d);
+        rc = write_checkpoint(l, s, f, r, dir.s, step, s->train.b.pipelined ? &whole.x : &s->train.x,
+                              s->train.b.pipelined ? &whole.o : &s->optim, d);
+    tr_whole_close(&whole);
     tr_optim_release(&s->optim);
     if (l->comm->world > 1)
         rc = tr_comm_agree(l->comm, rc, "writing the checkpoint", d);
@@ -94,7 +103,11 @@ int tr_loop_resume(struct tr_loop *l, struct tr_session *s, struct tr_run_folder
     if (tr_path_set(&dir, d, "%s/checkpoints", f->dir.s))
         return TR_EINVAL;
     struct tr_diag why = {0};
-    if (tr_checkpoint_resume(dir.s, &s->train.x, &s->optim, start, state, sizeof state, warn, sizeof warn, &why))
+    if (s->train.b.pipelined)   /* the whole model here, each stage's part given to it (tr_loop_share_resume) */
+        tr_whole_open(&l->whole, s);
+    if (tr_checkpoint_resume(dir.s, s->train.b.pipelined ? &l->whole.x : &s->train.x,
+                             s->train.b.pipelined ? &l->whole.o : &s->optim, start, state, sizeof state, warn,
+                             sizeof warn, &why))
         return tr_fail_because(d, why.code == TR_EINVAL ? TR_EINVAL : TR_EFAIL, &why, "resume");   /* refused: 2 */
     long long best_step, bad;
     int stopped;
@@ -133,10 +146,14 @@ int tr_loop_share_resume(struct tr_loop *l, struct tr_session *s, int64_t *start
     } state = {*start, l->total_steps, l->checkpointed, s->optim.step, l->eval_pending,
                {l->early.best, l->early.best_step, l->early.bad, l->early.stopped}, s->scaler};
     int rc = tr_comm_broadcast(c, &state, sizeof state, d);
-    /* resumed: rank 0's parameters to every rank (ZeRO 3: its own part of them, in the share below) */
-    if (!rc && state.start && !s->train.x.shard.fill)
+    if (s->train.b.pipelined) {   /* each rank what its stage holds of rank 0's whole model */
+        if (!rc && state.start)
+            rc = tr_whole_scatter(s, &l->whole, d);
+        tr_whole_close(&l->whole);
+    } else if (!rc && state.start && !s->train.x.shard.fill)
         rc = tr_ranks_broadcast_region(c, s->be, s->train.x.base[TR_PARAM], s->train.x.region_bytes[TR_PARAM], d);
-    if (!rc && state.start && s->optim.comm) {   /* sharded: each rank keeps its part of rank 0's (ZeRO 3:
+    if (s->train.b.pipelined) {
+    } else if (!rc && state.start && s->optim.comm) {   /* sharded: each rank keeps its part of rank 0's (ZeRO 3:
                                                   * of its parameters too) */
         rc = tr_optim_share(&s->optim, d);
         tr_optim_release(&s->optim);
@@ -747,7 +764,7 @@ static int open_loader(struct loop_run *c)
  * waited for after the backward (all of them without overlap), in gathering the parameters
  * (ZeRO stage 1) and waiting for data, and its regions predicted and measured (sharded, they
  * differ by rank) — gathered, every rank taking part, rank 0 writing. */
-enum { RANK_TIMES = 6, RANK_FIELDS = RANK_TIMES + 2 * TR_NREGIONS };
+enum { RANK_TIMES = 6, RANK_PIPE = RANK_TIMES + 2 * TR_NREGIONS, RANK_FIELDS = RANK_PIPE + 7 };
 static void note_ranks(struct loop_run *c)
 {
     const struct tr_comm *comm = c->l->comm;
@@ -763,6 +780,14 @@ static void note_ranks(struct loop_run *c)
         mine[RANK_TIMES + k] = (double)chosen->regions[k];
         mine[RANK_TIMES + TR_NREGIONS + k] = (double)held.region[k].peak;
     }
+    const struct tr_pipe *pp = &c->s->pipe;   /* pipelined: its stage, the micro-batches it kept, its waits */
+    const struct tr_program *prog = &c->s->train.b.p;
+    if (c->s->train.b.pipelined) {
+        double in_use = (double)prog->region_bytes[TR_ACT] - (double)(prog->slots - pp->in_flight_peak) * (double)prog->stash_bytes;
+        double pipe[7] = {c->s->layout.stage, pp->in_flight_peak, prog->slots, (double)prog->stash_bytes, in_use,
+                          pp->waited, pp->ran};
+        memcpy(mine + RANK_PIPE, pipe, sizeof pipe);
+    }
     double *all = tr_xcalloc((size_t)comm->world * RANK_FIELDS, sizeof *all);
     struct tr_diag why = {0};
     if (!tr_comm_gather_doubles(comm, mine, RANK_FIELDS, all, &why)) {
@@ -775,11 +800,20 @@ static void note_ranks(struct loop_run *c)
                 json_object_set_new(measured, tr_region_name(g),
                                     json_integer((json_int_t)a[RANK_TIMES + TR_NREGIONS + g]));
             }
-            json_array_append_new(each, json_pack("{si sI sf sf sf sf sf so so}", "rank", k, "peak_resident_bytes",
-                                                  (json_int_t)a[0], "step_seconds", a[1], "reduce_seconds", a[2],
-                                                  "reduce_exposed_seconds", a[3], "gather_seconds", a[4],
-                                                  "data_wait_seconds", a[5], "predicted_regions", predicted,
-                                                  "measured_regions", measured));
+            json_t *one = json_pack("{si sI sf sf sf sf sf so so}", "rank", k, "peak_resident_bytes",
+                                    (json_int_t)a[0], "step_seconds", a[1], "reduce_seconds", a[2],
+                                    "reduce_exposed_seconds", a[3], "gather_seconds", a[4], "data_wait_seconds", a[5],
+                                    "predicted_regions", predicted, "measured_regions", measured);
+            const double *p = a + RANK_PIPE;
+            if (c->s->train.b.pipelined)   /* the arena in use at its peak: the rest, and the stash of each
+                                            * micro-batch in flight at once (1F1B: min(stages − stage, m)) */
+                json_object_set_new(one, "pipeline", json_pack("{si si si sI sI sf sf sf}", "stage", (int)p[0],
+                                                               "in_flight_peak", (int)p[1], "slots", (int)p[2],
+                                                               "stash_bytes", (json_int_t)p[3],
+                                                               "arena_in_use_peak_bytes", (json_int_t)p[4],
+                                                               "waited_seconds", p[5], "ran_seconds", p[6],
+                                                               "bubble", p[5] + p[6] > 0 ? p[5] / (p[5] + p[6]) : 0.0));
+            json_array_append_new(each, one);
         }
         tr_run_folder_note(c->f, "ranks", json_pack("{si ss sI sb ss so}", "world", comm->world, "launcher",
                                                      comm->launcher, "bucket_bytes",
@@ -896,7 +930,18 @@ void tr_loop_say_start(const struct tr_loop *l, const struct tr_session *s, stru
         tr_run_folder_say(f, "%s", lines);
     }
     free(lines);
-    if (l->comm->world > 1) {
+    if (l->comm->world > 1 && s->layout.pipeline > 1) {
+        const struct tr_candidate *c = tr_session_chosen(s);
+        char blocks[256] = "";
+        for (int k = 0, used = 0; k < s->layout.pipeline && used < (int)sizeof blocks; k++)
+            used += snprintf(blocks + used, sizeof blocks - (size_t)used, "%s%d–%d", k ? ", " : "", c->k.first_block[k],
+                             c->k.first_block[k + 1] - 1);
+        tr_run_folder_say(f, "ranks: %d (started by %s) = %d data × %d pipeline stages (blocks %s), each pipeline "
+                          "running 1F1B over its share of a step's micro-batches as planned above for %lld samples; "
+                          "predicted bubble %.0f%%\n", l->comm->world, l->comm->launcher, s->layout.data,
+                          s->layout.pipeline, blocks, (long long)(r->train.batch_size / s->layout.data),
+                          100 * c->bubble);
+    } else if (l->comm->world > 1) {
         char bucket[32];
         tr_format_bytes(r->distributed.bucket, bucket);
         tr_run_folder_say(f, "ranks: %d (started by %s), each running its share of a step's micro-batches as "

@@ -17,6 +17,7 @@
 #include "train/record.h"
 #include "train/run_folder.h"
 #include "train/session.h"
+#include "train/whole.h"
 
 struct tr_loop {
     int64_t total_steps;
@@ -41,6 +42,7 @@ struct tr_loop {
     const struct tr_comm *comm;   /* the ranks (dist/comm.h): world 1 alone */
     struct tr_grad_reducer reducer;   /* their gradients summed after each backward (train/ranks.h) */
     struct tr_ranks_step agreed;  /* the last step's sums: its loss, and whether any rank would stop */
+    struct tr_whole whole;        /* pipelined: rank 0's resumed checkpoint, until the stages take it */
 };
 
 /* What the run did, for the caller's result line. */

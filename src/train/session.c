@@ -7,24 +7,51 @@
 #include <string.h>
 #include <unistd.h>
 
-int tr_session_lay_out(struct tr_session *s, const struct tr_recipe *r, struct tr_diag *d)
+/* The layout's numbers for P stages among the ranks (session.h), checked; no communicators yet. */
+static int layout_for(struct tr_session *s, const struct tr_recipe *r, int P, struct tr_diag *d)
 {
     int world = s->comm ? s->comm->world : 1, rank = s->comm ? s->comm->rank : 0;
-    int P = r->optimize.parallel.pipeline > 0 ? (int)r->optimize.parallel.pipeline : 1;
     if (P > 1 && r->optimize.parallel.mode == TR_PARALLEL_DATA)
         return tr_fail(d, TR_EINVAL, "optimize.parallel: data keeps the whole model on every rank, but pipeline is %d", P);
-    if (world % P)
+    if (P < 1 || world % P)
         return tr_fail(d, TR_EINVAL, "optimize.parallel.pipeline %d does not divide the %d rank%s: start a multiple "
                        "of %d (mpirun -np %d)", P, world, world == 1 ? "" : "s", P, P);
     s->layout = (struct tr_rank_layout){.data = world / P, .pipeline = P, .data_rank = rank / P, .stage = rank % P};
-    if (!s->comm) {
+    return 0;
+}
+
+int tr_session_lay_out(struct tr_session *s, const struct tr_recipe *r, int stages, struct tr_diag *d)
+{
+    int rc = layout_for(s, r, stages, d);
+    if (rc || !s->comm) {
         s->data_comm = (struct tr_comm){.world = 1, .local_world = 1};
-        return 0;
+        return rc;
     }
-    int rc = tr_comm_split(s->comm, s->layout.stage, s->layout.data_rank, &s->data_comm, d);
-    if (!rc && P > 1)
+    rc = tr_comm_split(s->comm, s->layout.stage, s->layout.data_rank, &s->data_comm, d);
+    if (!rc && stages > 1)
         rc = tr_comm_split(s->comm, s->layout.data_rank, s->layout.stage, &s->pipe_comm, d);
     return rc;
+}
+
+/* The stages r pins (optimize.parallel.pipeline), else 1: the layout train's share of the batch
+ * was cut for (cli/train.c). */
+static int pinned_stages(const struct tr_recipe *r)
+{
+    return r->optimize.parallel.pipeline > 1 ? (int)r->optimize.parallel.pipeline : 1;
+}
+
+/* This rank's share of the batch under the layout (s->recipe, which the job reads). */
+static int share_for_layout(struct tr_session *s, const struct tr_recipe *whole, struct tr_diag *d)
+{
+    s->recipe = *whole;
+    if (whole->train.batch_size % s->layout.data)
+        return tr_fail(d, TR_EINVAL, "train.batch_size %lld does not split evenly over %d data ranks",
+                       (long long)whole->train.batch_size, s->layout.data);
+    s->recipe.train.batch_size = whole->train.batch_size / s->layout.data;
+    s->job.r = &s->recipe;
+    s->job.stages = s->layout.pipeline, s->job.stage = s->layout.stage;
+    s->job.world = s->layout.data, s->job.rank = s->layout.data_rank;
+    return 0;
 }
 
 int tr_session_plan(struct tr_session *s, const struct tr_recipe *r, const struct tr_data *data,
@@ -48,29 +75,53 @@ int tr_session_plan(struct tr_session *s, const struct tr_recipe *r, const struc
         return TR_EFAIL;
     if (tr_plan_job_init(&s->job, r, data, &s->dev, d))
         return TR_EINVAL;
-    if (!s->layout.pipeline && tr_session_lay_out(s, r, d))   /* alone: here; ranks: all of them before */
-        return TR_EINVAL;
-    s->job.stages = s->layout.pipeline, s->job.stage = s->layout.stage;
-    if (s->comm) {   /* each rank plans its own regions (sharded, they differ) */
-        s->job.world = s->layout.data, s->job.rank = s->layout.data_rank, s->job.bus_rate = s->bus_rate;
-        s->job.gather_ahead = s->comm->world > 1 && s->comm->multiple &&
-                              tr_plan_overlap(r, s->comm->local_world, s->dev.threads);
+    int world = s->comm ? s->comm->world : 1;
+    struct tr_recipe whole = *r;   /* r is the share of the layout cli/train.c cut it for */
+    whole.train.batch_size = r->train.batch_size * (world % pinned_stages(r) ? world : world / pinned_stages(r));
+    if (s->comm) {
+        s->job.bus_rate = s->bus_rate;
+        s->job.gather_ahead = world > 1 && s->comm->multiple && tr_plan_overlap(r, s->comm->local_world, s->dev.threads);
     }
-    int rc;
-    if (given) {
-        rc = tr_plan_replay(&s->plan, &s->job, given, d);
-    } else if (saved && (plan_file || access(saved, F_OK) == 0)) {
-        struct tr_knobs k;
+    struct tr_knobs k;
+    bool replay = saved && (plan_file || access(saved, F_OK) == 0);
+    if (replay) {
         struct tr_diag why = {0};
         if (tr_plan_read_knobs(saved, &k, &why))
             return tr_fail_because(d, TR_EINVAL, &why, "%s", plan_file ? "--plan" : "resume");
-        /* a run resumed on more ranks than it began on: each rank's share of the batch is smaller
-         * than the micro-batch it planned, so the share is planned again (the step's gradient is
-         * the same sum whatever its micro-batches) */
-        bool regrown = !plan_file && !k.dynamic && k.micro > r->train.batch_size;
-        rc = regrown ? tr_plan_search(&s->plan, &s->job, d) : tr_plan_replay(&s->plan, &s->job, &k, d);
+    }
+    int rc, P = given ? (given->pipeline > 1 ? given->pipeline : 1) : pinned_stages(r);
+    if (!given && replay && r->optimize.parallel.mode == TR_PARALLEL_AUTO && !r->optimize.parallel.pipeline &&
+        k.pipeline > 1 && world % k.pipeline == 0)
+        P = k.pipeline;   /* a saved plan's layout the planner chose, where these ranks can take it */
+    if (!given && !replay && world > 1) {   /* the layouts searched: the model spread last */
+        rc = tr_plan_search_layouts(&s->plan, &s->job, &s->recipe, &whole, world, d);
+        if (!rc)
+            rc = layout_for(s, r, s->job.stages, d);
+        if (!rc)
+            rc = share_for_layout(s, &whole, d);
     } else {
-        rc = tr_plan_search(&s->plan, &s->job, d);
+        rc = s->layout.pipeline ? 0 : layout_for(s, r, P, d);   /* ranks other than 0: laid out already */
+        if (!rc)
+            rc = share_for_layout(s, &whole, d);
+        if (rc) {
+        } else if (given) {
+            rc = tr_plan_replay(&s->plan, &s->job, given, d);
+        } else if (replay) {
+            /* a run resumed on more ranks than it began on: each rank's share of the batch is
+             * smaller than the micro-batch it planned, so the share is planned again (the step's
+             * gradient is the same sum whatever its micro-batches) */
+            bool regrown = !plan_file && !k.dynamic && k.micro > s->recipe.train.batch_size;
+            /* another layout (a resume's optimize.parallel, --plan of another run): the same
+             * micro-batches, precision and checkpointing on this run's stages, balanced again (a
+             * checkpoint holds whole tensors: any stage takes its own) */
+            if ((k.pipeline > 1 ? k.pipeline : 1) != s->job.stages) {
+                k.pipeline = s->job.stages;
+                memset(k.first_block, 0, sizeof k.first_block);
+            }
+            rc = regrown ? tr_plan_search(&s->plan, &s->job, d) : tr_plan_replay(&s->plan, &s->job, &k, d);
+        } else {
+            rc = tr_plan_search(&s->plan, &s->job, d);
+        }
     }
     if (rc)
         return TR_EINVAL;
@@ -154,7 +205,7 @@ static int allocate(struct tr_session *s, const struct tr_recipe *r, struct tr_d
     }
     if (s->train.b.pipelined) {   /* each program's stage among the stages; the norm is theirs together */
         tr_pipe_init(&s->pipe, &s->pipe_comm, &s->train.b.stages, s->layout.stage, s->train.b.p.slots);
-        tr_pipe_init(&s->eval_pipe, &s->pipe_comm, &s->eval.b.stages, s->layout.stage, 1);
+        tr_pipe_init(&s->eval_pipe, &s->pipe_comm, &s->eval.b.stages, s->layout.stage, 2);
         tr_optim_pipelined(&s->optim, &s->pipe_comm, &s->train.b.stages, s->layout.stage);
     }
     return 0;

@@ -43,6 +43,8 @@ struct tr_session {
     struct tr_device dev;      /* recipe device: this host, calibrated, or a GPU, measured */
     struct tr_backend *be;         /* the device's kernels and memory: the run's instance */
     struct tr_plan_job job;
+    struct tr_recipe recipe;   /* this rank's share of the batch under the layout: what job plans for
+                                * and the programs are built for */
     struct tr_plan plan;       /* the planner's choice: plan.cand[plan.chosen] */
     /* The chosen knobs: one (micro, seq), or with dynamic batching one plan per length bucket —
      * all in one arena, the largest plan's. */
@@ -55,11 +57,12 @@ struct tr_session {
     struct tr_scaler scaler;   /* fp16's loss scale */
 };
 
-/* The ranks' layout (tr_rank_layout): optimize.parallel's pipeline, the rest data parallel, and
- * the communicators of a stage's data ranks and of a data rank's stages — every rank calls it,
- * before tr_session_plan (which lays a single process out itself). 0, or TR_EINVAL: a pipeline
- * that does not divide the ranks, or pinned beside optimize.parallel: data. */
-int tr_session_lay_out(struct tr_session *s, const struct tr_recipe *r, struct tr_diag *d);
+/* The ranks' layout (tr_rank_layout) of stages pipeline stages (rank 0's plan's: cli/train.c), the
+ * rest data parallel, and the communicators of a stage's data ranks and of a data rank's stages —
+ * every rank calls it, after rank 0 planned (its layout search: plan.h) and before the others
+ * replay its plan. 0, or TR_EINVAL: stages that do not divide the ranks, or more than one beside
+ * optimize.parallel: data. */
+int tr_session_lay_out(struct tr_session *s, const struct tr_recipe *r, int stages, struct tr_diag *d);
 /* The plan stage: the recipe's device and its backend, then the plan — searched for this host
  * and the budget, or replayed: the knobs given (another rank's choice), else from plan_file
  * (--plan FILE) or a resumed run's own plan.json (resume_dir; when it kept one). 0; TR_ENOFIT

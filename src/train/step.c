@@ -118,15 +118,19 @@ static int runnable(const struct tr_step *st, int i, int end, int lm)
 
 void tr_pipe_init(struct tr_pipe *pp, const struct tr_comm *comm, const struct tr_stages *st, int stage, int slots)
 {
-    *pp = (struct tr_pipe){.comm = comm, .st = st, .stage = stage};
+    *pp = (struct tr_pipe){.comm = comm, .st = st, .stage = stage, .slots = slots};
     for (int i = 0; i < st->ntransfers; i++)
         pp->nforward += st->transfers[i].from == stage && st->transfers[i].part == TR_PART_FORWARD;
     pp->sent = tr_xcalloc((size_t)(slots * pp->nforward + 1), sizeof *pp->sent);
+    pp->copies = tr_xcalloc((size_t)(slots * pp->nforward + 1), sizeof *pp->copies);
+    pp->copy_bytes = tr_xcalloc((size_t)(slots * pp->nforward + 1), sizeof *pp->copy_bytes);
 }
 
 void tr_pipe_free(struct tr_pipe *pp)
 {
-    free(pp->sent);
+    for (int i = 0; pp->copies && i < pp->slots * pp->nforward; i++)
+        free(pp->copies[i]);
+    free(pp->sent), free(pp->copies), free(pp->copy_bytes);
     memset(pp, 0, sizeof *pp);
 }
 
@@ -202,9 +206,33 @@ int tr_pipe_forward(struct tr_pipe *pp, struct tr_exec *x, int64_t B, int64_t S,
     int rc = receive(pp, x, TR_PART_FORWARD, B, S, d);
     if (!rc)
         rc = run_part(pp, x, B, S, 0, x->n, d);
-    if (!rc)
-        rc = send(pp, x, TR_PART_FORWARD, 0, B, S, d);
-    return rc ? rc : sends_done(pp, 0, d);
+    int turn = pp->turn++ % 2;
+    if (!rc)   /* the sends of two batches ago are done: their copies take this batch's */
+        rc = sends_done(pp, turn, d);
+    for (int i = 0, k = 0; i < pp->st->ntransfers && !rc; i++) {
+        const struct tr_transfer *t = &pp->st->transfers[i];
+        if (t->from != pp->stage || t->part != TR_PART_FORWARD)
+            continue;
+        size_t bytes = transfer_bytes(x, t->value, B, S), at = (size_t)(turn * pp->nforward + k++);
+        if (pp->copy_bytes[at] < bytes) {
+            free(pp->copies[at]);
+            pp->copies[at] = tr_xmalloc(bytes);
+            pp->copy_bytes[at] = bytes;
+        }
+        rc = tr_exec_read(x, t->value, pp->copies[at], bytes, d);
+        if (!rc)
+            rc = tr_comm_send(pp->comm, pp->copies[at], bytes, t->to, i, &pp->sent[at], d);
+        pp->sent_bytes += (double)bytes;
+    }
+    return rc;
+}
+
+int tr_pipe_drain(struct tr_pipe *pp, struct tr_diag *d)
+{
+    int rc = 0;
+    for (int turn = 0; turn < 2 && !rc && pp->copies; turn++)
+        rc = sends_done(pp, turn, d);
+    return rc;
 }
 
 /* Micro-batch b's forward on this stage, in slot: its inputs, what it receives, its nodes, its

@@ -23,17 +23,24 @@ struct tr_pipe {
     int stage;
     struct tr_comm_request *sent;   /* [slot · nforward + i]: the forward's i-th send of the slot */
     int nforward;                   /* the transfers this stage sends in its forward */
+    int slots;                      /* its micro-batches in flight at most (tr_pipe_init's) */
     int in_flight, in_flight_peak;  /* micro-batches between their forward and backward: now, and
                                      * the most there were (1F1B: min(stages − stage, micro-batches)) */
     double waited, ran;             /* seconds waiting for neighbours, running the stage's nodes */
     double sent_bytes;              /* bytes sent to other stages */
+    void **copies;                  /* a forward alone (evaluation): each send's host copy, two turns
+                                     * of them, so that the next batch runs while this one travels */
+    size_t *copy_bytes;
+    int turn;
 };
 
 void tr_pipe_init(struct tr_pipe *pp, const struct tr_comm *comm, const struct tr_stages *st, int stage, int slots);
 void tr_pipe_free(struct tr_pipe *pp);
-/* A forward alone through the stages (evaluation): what this stage receives, its nodes at (B, S),
- * what it sends. */
+/* A forward alone through the stages (evaluation; pp initialised with 2 slots): what this stage
+ * receives, its nodes at (B, S), what it sends — copied, so that the next batch may run while it
+ * travels; tr_pipe_drain waits for the last ones. */
 int tr_pipe_forward(struct tr_pipe *pp, struct tr_exec *x, int64_t B, int64_t S, struct tr_diag *d);
+int tr_pipe_drain(struct tr_pipe *pp, struct tr_diag *d);
 /* Whether x holds value v (a stage holds only what its nodes use). */
 bool tr_exec_holds(const struct tr_exec *x, int v);
 

@@ -1,0 +1,194 @@
+#!/bin/sh
+# Pipeline parallelism over MPI (DESIGN.md §10), as a cluster runs it: mpirun --oversubscribe, one
+# thread a rank. The model's blocks dealt to 2 and 4 stages (and 2 data ranks × 2 stages) train as
+# one process does over the same micro-batches (it replays the pipelined run's plan.json): BERT to
+# the bit — losses, and the checkpoint file itself — since each stage runs the one device's ops in
+# its order; GPT, whose tied token embedding is read by the first and the last stage (its gradient
+# summed between them), within 1e-5 relative. 1F1B, not GPipe: stage s keeps min(P − s, m)
+# micro-batches between forward and backward (measured), the arena it uses at its peak as planned,
+# and every rank's regions as predicted. Checkpoints hold whole tensors, so a pipelined run resumes
+# on one process and a one-process run on 2 stages (resume's optimize.parallel overrides) to the
+# same bits as uninterrupted. A stage that dies ends every rank within distributed.timeout + 10 s.
+# Layouts that cannot be are refused (status 2). Skipped (77) without mpirun or MPI.
+. "$srcdir/tests/lib.sh"
+command -v mpirun >/dev/null || { echo "SKIP: no mpirun (scripts/setup installs openmpi-bin)"; exit 77; }
+"$TRAINRUN" --version | grep -q "^Ranks: across processes over MPI" ||
+  { echo "SKIP: trainrun was built without MPI"; exit 77; }
+OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM OMP_NUM_THREADS
+TRAINRUN_DATASETS=$scratch/datasets
+export TRAINRUN_DATASETS
+"$srcdir/bench/gpu/datasets" "$TRAINRUN_DATASETS" >/dev/null || { echo "FAIL: bench/gpu/datasets"; exit 1; }
+
+bert="$srcdir/recipes/bert-small.yaml"
+gpt="$srcdir/recipes/gpt-small.yaml"
+short="train.steps=20 train.eval_every=10 train.eval_samples=64 train.checkpoint_every=10 report.log_every=1"
+
+# ranks N LABEL RECIPE [key=value...]: N ranks train into $scratch/LABEL; the run folder in $dir.
+ranks() {
+  n=$1 label=$2
+  shift 2
+  # shellcheck disable=SC2086 # $short is a list of words
+  run timeout 300 mpirun --oversubscribe --bind-to none -np "$n" "$TRAINRUN" "$@" $short report.dir="$scratch/$label" --quiet
+  expect_rc 0 "$label: $n ranks"
+  dir=$(echo "$scratch/$label"/*/latest)
+}
+
+# alone LABEL PLAN RECIPE [key=value...]: one process replays PLAN into $scratch/LABEL.
+alone() {
+  label=$1 plan=$2
+  shift 2
+  # shellcheck disable=SC2086
+  run "$TRAINRUN" "$@" $short report.dir="$scratch/$label" --plan "$plan" --quiet
+  expect_rc 0 "$label: one process"
+  dir=$(echo "$scratch/$label"/*/latest)
+}
+
+# same_checkpoint A B WHAT: run folders A and B end with the same step-20 checkpoint, byte for byte.
+same_checkpoint() {
+  checks=$((checks + 1))
+  cmp -s "$1/checkpoints/step-20.safetensors" "$2/checkpoints/step-20.safetensors" ||
+    fail "$3: the checkpoints differ"
+}
+
+# as_1f1b DIR P M: DIR's run.json says each stage s kept min(P − s, M) micro-batches in flight
+# (slots planned as many), its arena in use at that peak as planned, and each rank's regions as
+# predicted, none above what the allocator held.
+as_1f1b() {
+  checks=$((checks + 1))
+  python3 - "$1" "$2" "$3" <<'PY' || fail "$1: not 1F1B as planned"
+import json, sys
+run = json.load(open(sys.argv[1] + "/run.json"))
+P, m = int(sys.argv[2]), int(sys.argv[3])
+for r in run["ranks"]["each"]:
+    p = r["pipeline"]
+    want = min(P - p["stage"], m)
+    assert p["in_flight_peak"] == want == p["slots"], (r["rank"], p, want)
+    assert p["arena_in_use_peak_bytes"] == r["measured_regions"]["arena"], (r["rank"], p)
+    assert r["measured_regions"] == r["predicted_regions"], (r["rank"], r["measured_regions"], r["predicted_regions"])
+    print("rank %d, stage %d: %d micro-batches in flight of %d (1F1B: min(%d - %d, %d)), arena %d bytes as planned"
+          % (r["rank"], p["stage"], p["in_flight_peak"], m, P, p["stage"], m, r["measured_regions"]["arena"]))
+PY
+}
+
+# BERT, 2 and 4 stages, and 2 data ranks × 2 stages, 8 micro-batches a step (fixed batching, so m is
+# known): the same bits as one process over the same micro-batches.
+fixed="optimize.dynamic_batching=off optimize.accumulation=8"
+# shellcheck disable=SC2086
+ranks 2 bert-p2 "$bert" $fixed optimize.parallel.pipeline=2
+p2=$dir
+as_1f1b "$p2" 2 8
+expect_in "$(cat "$p2/log.txt")" "2 pipeline stages" "the log says the layout"
+alone bert-p2-alone "$p2/plan.json" "$bert"
+same_losses "$p2" "$dir" "bert-small, 2 stages" 0 20
+same_checkpoint "$p2" "$dir" "bert-small, 2 stages"
+
+# shellcheck disable=SC2086
+ranks 4 bert-p4 "$bert" $fixed optimize.parallel.pipeline=4
+p4=$dir
+as_1f1b "$p4" 4 8
+alone bert-p4-alone "$p4/plan.json" "$bert"
+same_losses "$p4" "$dir" "bert-small, 4 stages" 0 20
+same_checkpoint "$p4" "$dir" "bert-small, 4 stages"
+
+# shellcheck disable=SC2086
+ranks 4 bert-d2p2 "$bert" $fixed optimize.parallel.pipeline=2
+d2p2=$dir
+as_1f1b "$d2p2" 2 4
+expect_in "$(cat "$d2p2/log.txt")" "ranks: 4 (started by mpirun)" "4 ranks ran"
+alone bert-d2p2-alone "$d2p2/plan.json" "$bert"
+same_losses "$d2p2" "$dir" "bert-small, 2 data ranks × 2 stages" 1e-6 20
+
+# GPT: the tied token embedding's gradient is the first and the last stage's parts summed
+ranks 2 gpt-p2 "$gpt" optimize.parallel.pipeline=2
+gp2=$dir
+alone gpt-p2-alone "$gp2/plan.json" "$gpt"
+same_losses "$gp2" "$dir" "gpt-small, 2 stages" 1e-5 20
+
+# Resume on another layout: a 2-stage run stopped by SIGTERM, resumed by one process; a one-process
+# run stopped, resumed on 2 stages; each ends as the uninterrupted 2-stage run (the same bits).
+long="train.steps=400 train.eval_every=0 train.eval_samples=64 train.checkpoint_every=20 report.log_every=1"
+# shellcheck disable=SC2086
+run timeout 600 mpirun --oversubscribe --bind-to none -np 2 "$TRAINRUN" "$bert" $long optimize.parallel.pipeline=2 \
+  report.dir="$scratch/whole" --quiet
+expect_rc 0 "the uninterrupted 2-stage run"
+whole=$(echo "$scratch/whole"/*/latest)
+# cut LABEL KEYS LAUNCH...: LAUNCH (the recipe, $long and KEYS follow) into $scratch/LABEL, SIGTERM
+# once step 40 is checkpointed; the run folder in $dir.
+cut() {
+  label=$1 keys=$2
+  shift 2
+  # shellcheck disable=SC2086
+  "$@" "$bert" $long $keys report.dir="$scratch/$label" --quiet >"$scratch/cut.out" 2>&1 &
+  launched=$!
+  i=0
+  while [ ! -e "$scratch/$label/bert-small/latest/checkpoints/step-40.safetensors" ] && [ $i -lt 1200 ]; do
+    sleep 0.1
+    i=$((i + 1))
+  done
+  pkill -TERM -f "report.dir=$scratch/$label" 2>/dev/null
+  wait "$launched"
+  dir=$(echo "$scratch/$label"/*/latest)
+  checks=$((checks + 1))
+  grep -q "stopped by SIGTERM after step" "$dir/log.txt" || fail "$label: not stopped by SIGTERM: $(tail -n 3 "$scratch/cut.out")"
+}
+cut two-to-one optimize.parallel.pipeline=2 mpirun --oversubscribe --bind-to none -np 2 "$TRAINRUN"
+run "$TRAINRUN" resume "$dir" optimize.parallel.pipeline=1 --quiet
+expect_rc 0 "2 stages resumed by one process"
+same_losses "$whole" "$dir" "2 stages, resumed by one process" 0 400
+cut one-to-two "--plan $whole/plan.json" "$TRAINRUN"
+run timeout 600 mpirun --oversubscribe --bind-to none -np 2 "$TRAINRUN" resume "$dir" optimize.parallel.pipeline=2 --quiet
+expect_rc 0 "one process resumed on 2 stages"
+expect_in "$(cat "$dir/log.txt")" "2 pipeline stages" "the resumed part ran on 2 stages"
+same_losses "$whole" "$dir" "one process, resumed on 2 stages" 0 400
+
+# A stage killed mid-run: every rank ends within distributed.timeout + 10 s, none left running.
+rm -rf "$scratch/fault"
+mpirun --oversubscribe --bind-to none -np 2 "$TRAINRUN" "$bert" train.steps=1000000 train.eval_every=0 \
+  train.checkpoint_every=20 optimize.parallel.pipeline=2 distributed.timeout=5s report.dir="$scratch/fault" --quiet \
+  >"$scratch/fault.out" 2>"$scratch/fault.err" &
+launcher=$!
+i=0
+while [ ! -e "$scratch/fault/bert-small/latest/checkpoints/step-20.safetensors" ] && [ $i -lt 1200 ]; do
+  sleep 0.1
+  i=$((i + 1))
+done
+victim=
+for p in $(pgrep -f "report.dir=$scratch/fault"); do
+  tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && victim=$p
+done
+checks=$((checks + 1))
+if [ -z "$victim" ]; then
+  fail "no stage 1 to kill"
+  kill "$launcher"
+else
+  began=$(date +%s)
+  kill -KILL "$victim"
+  i=0
+  while kill -0 "$launcher" 2>/dev/null && [ $i -lt 600 ]; do
+    sleep 0.1
+    i=$((i + 1))
+  done
+  took=$(($(date +%s) - began))
+  wait "$launcher"
+  rc=$?
+  [ "$took" -le 15 ] || fail "a killed stage: the ranks ended after $took s, more than distributed.timeout + 10"
+  checks=$((checks + 1))
+  pgrep -f "report.dir=$scratch/fault" >/dev/null && fail "a killed stage: a rank is left running"
+  checks=$((checks + 1))
+  [ "$rc" -ne 0 ] || fail "a killed stage: mpirun said 0"
+  echo "a killed stage: every rank ended after $took s, status $rc"
+fi
+
+# Layouts that cannot be: refused before anything trains.
+run timeout 120 mpirun --oversubscribe --bind-to none -np 2 "$TRAINRUN" "$bert" optimize.parallel.pipeline=3 \
+  report.dir="$scratch/bad" --quiet
+expect_rc 2 "3 stages on 2 ranks"
+expect_in "$err" "optimize.parallel.pipeline 3 does not divide the 2 ranks" "says why"
+run timeout 120 mpirun --oversubscribe --bind-to none -np 2 "$TRAINRUN" "$bert" model.layers=1 optimize.parallel.pipeline=2 \
+  report.dir="$scratch/bad" --quiet
+expect_rc 2 "2 stages of a 1-block model"
+expect_in "$err" "the model has 1 block to deal to its stages" "says why"
+run "$TRAINRUN" resume "$p2" train.steps=30 --quiet
+expect_rc 2 "a resume with an override beside the layout"
+finish
