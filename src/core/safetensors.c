@@ -522,7 +522,7 @@ static int tensor_by_layout(const void *a, const void *b)
     return strcmp((*x)->name, (*y)->name);
 }
 
-static int check_tensor(const char *path, const struct tr_st_tensor *t, struct tr_diag *d)
+static int check_tensor(const char *path, const struct tr_st_tensor *t, bool filled_later, struct tr_diag *d)
 {
     char q[QUOTED_MAX], shape[160];
     if (!t->name)
@@ -545,7 +545,7 @@ static int check_tensor(const char *path, const struct tr_st_tensor *t, struct t
         return fail(d, TR_EINVAL, path, "tensor '%s': bytes is %zu, but shape %s of "
                     "%s needs %lld", quote(t->name, q, sizeof q), t->bytes, shape,
                     dtype_names[t->dtype], (long long)need);
-    if (t->bytes && !t->data)
+    if (t->bytes && !t->data && !filled_later)
         return fail(d, TR_EINVAL, path, "tensor '%s': data is NULL",
                     quote(t->name, q, sizeof q));
     return 0;
@@ -657,7 +657,7 @@ int tr_st_write(const char *path, const struct tr_st_tensor *tensors, int n,
     if (n < 0 || (n > 0 && !tensors))
         return fail(d, TR_EINVAL, path, "invalid tensor list");
     for (int i = 0; i < n; i++) {
-        int rc = check_tensor(path, &tensors[i], d);
+        int rc = check_tensor(path, &tensors[i], false, d);
         if (rc)
             return rc;
     }
@@ -673,5 +673,56 @@ int tr_st_write(const char *path, const struct tr_st_tensor *tensors, int n,
         rc = write_atomically(path, header, order, n, d);
     free(header);
     free(order);
+    return rc;
+}
+
+int tr_st_write_each(const char *path, const struct tr_st_tensor *tensors, int n, const char *const *metadata_kv,
+                     tr_st_fill_fn fill, void *ctx, const char *const *(*finish)(void *ctx), struct tr_diag *d)
+{
+    if (n < 0 || (n > 0 && !tensors))
+        return fail(d, TR_EINVAL, path, "invalid tensor list");
+    const struct tr_st_tensor **order = malloc((size_t)(n ? n : 1) * sizeof *order);
+    if (!order)
+        return fail(d, TR_ENOMEM, path, "out of memory");
+    size_t most = 1;
+    for (int i = 0; i < n; i++) {
+        int rc = check_tensor(path, &tensors[i], true, d);
+        if (rc)
+            return free(order), rc;
+        order[i] = &tensors[i];
+        most = tensors[i].bytes > most ? tensors[i].bytes : most;
+    }
+    qsort(order, (size_t)n, sizeof *order, tensor_by_layout);
+    int64_t *at = calloc((size_t)(n ? n : 1), sizeof *at);   /* each tensor's place in the data, by index */
+    char *header = NULL, *buf = malloc(most);
+    int rc = !at || !buf ? fail(d, TR_ENOMEM, path, "out of memory") : 0;
+    int64_t offset = 0;
+    for (int i = 0; !rc && i < n; i++)
+        at[order[i] - tensors] = offset, offset += (int64_t)order[i]->bytes;
+    if (!rc)
+        rc = build_header(path, order, n, metadata_kv, &header, d);
+    struct tr_atomic a = {0};
+    if (!rc)
+        rc = tr_atomic_open(&a, path, d);
+    size_t len = header ? strlen(header) : 0, start = 8 + len + (8 - len % 8) % 8;
+    if (!rc)   /* the header as it will be (its late values their final length), then each tensor */
+        (void)write_contents(a.f, header, order, 0);
+    for (int i = 0; !rc && i < n; i++) {
+        rc = fill(ctx, i, buf, d);
+        if (!rc && tensors[i].bytes && (fseeko(a.f, (off_t)(start + (size_t)at[i]), SEEK_SET) ||
+                                        fwrite(buf, 1, tensors[i].bytes, a.f) != tensors[i].bytes))
+            rc = fail(d, TR_EIO, path, "writing a tensor failed");
+    }
+    const char *const *late = !rc && finish ? finish(ctx) : NULL;
+    char *again = NULL;
+    if (late && !(rc = build_header(path, order, n, late, &again, d)) && strlen(again) != len)
+        rc = fail(d, TR_EINVAL, path, "internal: the header's late values changed its length");
+    if (!rc && again && (fseeko(a.f, 0, SEEK_SET) || write_contents(a.f, again, order, 0)))
+        rc = fail(d, TR_EIO, path, "writing the header failed");
+    if (!rc)
+        rc = tr_atomic_commit(&a, d);
+    else
+        tr_atomic_abort(&a);
+    free(header), free(again), free(order), free(at), free(buf);
     return rc;
 }

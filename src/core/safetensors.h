@@ -91,6 +91,14 @@ void tr_st_close(struct tr_safetensors *st);
  * Returns 0, TR_EINVAL (bad input: nothing is created), TR_EIO or TR_ENOMEM. */
 int tr_st_write(const char *path, const struct tr_st_tensor *tensors, int n,
                 const char *const *metadata_kv, struct tr_diag *d);
+/* The same a tensor at a time, for files larger than one wants in memory: tensors' data unused,
+ * fill(ctx, i, buf) puts tensor i's bytes in buf (as large as the largest), called for i = 0 … n − 1
+ * in that order whatever the file's layout; then finish(ctx) (NULL: none) may give the metadata
+ * again with values only it knows, each as long as metadata_kv's placeholder (a checksum of the
+ * bytes filled), and the header is written again. Atomic as tr_st_write. */
+typedef int (*tr_st_fill_fn)(void *ctx, int i, void *buf, struct tr_diag *d);
+int tr_st_write_each(const char *path, const struct tr_st_tensor *tensors, int n, const char *const *metadata_kv,
+                     tr_st_fill_fn fill, void *ctx, const char *const *(*finish)(void *ctx), struct tr_diag *d);
 
 /* "F32", "BF16", …: the format's name for a dtype. */
 const char *tr_st_dtype_name(enum tr_dtype t);

@@ -9,6 +9,9 @@
 
 #define ALIGN 64
 
+/* A pipeline stage's plan: which stage, and what travels between the stages (stages.h). */
+struct stage_of { int stage; const struct tr_transfer *t; int nt; };
+
 static size_t align_up(size_t n)
 {
     return (n + ALIGN - 1) / ALIGN * ALIGN;
@@ -126,7 +129,8 @@ static void liveness(struct tr_memplan *p, const struct tr_graph *g, const int *
 }
 
 /* A pipeline stage's liveness (tr_memplan_build_stage): inputs from step 0, what it receives
- * from the start of the part that reads it, what it sends to the end of the part that makes it. */
+ * from the start of the part that reads it, what it sends to the end of the part that makes it
+ * (the forward's: into the backward's first step). */
 static void stage_liveness(struct tr_memplan *p, const struct tr_graph *g, int n, int stage,
                            const struct tr_transfer *t, int nt)
 {
@@ -135,7 +139,10 @@ static void stage_liveness(struct tr_memplan *p, const struct tr_graph *g, int n
             p->first[v] = 0;
     for (int i = 0; i < nt; i++) {
         int v = t[i].value, begins = t[i].part == TR_PART_FORWARD ? 0 : p->split;
-        int ends = t[i].part == TR_PART_FORWARD ? p->split - 1 : n - 1;
+        /* the forward's sends travel while later micro-batches run: kept, with the micro-batch's
+         * stash, until its backward begins (the step.c's waits for them there); the backward's
+         * are waited for as its part ends */
+        int ends = t[i].part == TR_PART_FORWARD ? (p->split < n ? p->split : n - 1) : n - 1;
         if (t[i].to == stage && p->first[v] >= 0)
             p->first[v] = begins;
         if (t[i].from == stage && p->first[v] >= 0 && p->last[v] < ends)
@@ -259,12 +266,16 @@ static void gathers_listed(struct tr_memplan *p, const struct tr_graph *g, int n
 
 /* A stage's arena values no node of its writes — its inputs, what it receives — by their first
  * step (the start of the part that reads them), −1 after the last; *count 0. */
-static int *given_values(const struct tr_memplan *p, const struct tr_graph *g, const int *schedule, int n, int *count)
+static int *given_values(const struct tr_memplan *p, const struct tr_graph *g, const int *schedule, int n,
+                         const struct stage_of *stage, int *count)
 {
     bool *made = tr_xcalloc((size_t)g->nvalues + 1, 1);
     for (int step = 0; step < n; step++)
         for (int i = 0; i < g->nodes[schedule[step]].nout && !tr_op_is_view(g->nodes[schedule[step]].op); i++)
             made[tr_storage_of(g, g->nodes[schedule[step]].out[i])] = true;   /* a view makes nothing */
+    for (int i = 0; i < stage->nt; i++)   /* received: given, though its nodes may add into it */
+        if (stage->t[i].to == stage->stage)
+            made[stage->t[i].value] = false;
     int *list = tr_xmalloc((size_t)(g->nvalues + 1) * sizeof *list), k = 0;
     for (int step = 0; step <= n; step++)   /* few distinct first steps (0, split): a scan each is cheap */
         for (int v = 0; v < g->nvalues && (step == 0 || step == p->split); v++)
@@ -276,7 +287,8 @@ static int *given_values(const struct tr_memplan *p, const struct tr_graph *g, c
     return list;
 }
 
-static void place_arena(struct tr_memplan *p, const struct tr_graph *g, const int *schedule, int n)
+static void place_arena(struct tr_memplan *p, const struct tr_graph *g, const int *schedule, int n,
+                        const struct stage_of *stage)
 {
     struct arena a = {0}, kept = {0};   /* kept: a stage's stash */
     bool *has_views = tr_xcalloc((size_t)g->nvalues, 1);
@@ -290,7 +302,7 @@ static void place_arena(struct tr_memplan *p, const struct tr_graph *g, const in
     if (g->gather_ahead)
         gathers_ahead(p, g, schedule, n);
     gathers_listed(p, g, n);
-    int next = 0, *given = p->staged ? given_values(p, g, schedule, n, &next) : NULL;
+    int next = 0, *given = stage ? given_values(p, g, schedule, n, stage, &next) : NULL;
     for (int v = 0; v < g->nvalues; v++)
         if (g->values[v].kind == TR_ACT && g->values[v].view_of < 0 && p->first[v] >= 0)
             list_add(dying, ndying, p->last[v], v);
@@ -358,8 +370,6 @@ static void place_persistent(struct tr_memplan *p, const struct tr_graph *g)
     }
 }
 
-struct stage_of { int stage; const struct tr_transfer *t; int nt; };
-
 static int build(struct tr_memplan *p, const struct tr_graph *g, const int *schedule, int n, int64_t B, int64_t S,
                  const int *keep, int nkeep, tr_workspace_fn workspace, bool grads_in_arena, int split,
                  const struct stage_of *stage)
@@ -393,7 +403,7 @@ static int build(struct tr_memplan *p, const struct tr_graph *g, const int *sche
         for (int v = 0; v < g->nvalues; v++)
             p->stash[v] = p->region[v] == TR_ACT && g->values[v].view_of < 0 && stashed(p, v);
     }
-    place_arena(p, g, schedule, n);
+    place_arena(p, g, schedule, n, stage);
     place_persistent(p, g);
     for (int v = 0; v < g->nvalues; v++)   /* views live where their storage does */
         if (g->values[v].view_of >= 0)

@@ -96,8 +96,11 @@ int tr_stages_split(struct tr_stages *st, const struct tr_graph *g, const int *s
             mask[k] = node->block >= 0 ? 1ull << stage_of_block(st, node->block)
                       : node->origin >= 0 ? mask[node->origin] : 1ull << (count - 1);
     }
-    /* who writes each value, and in which part */
+    /* who makes each value (its first writer, not adding into it), and in which part; a stage that
+     * adds into a value another made (a gradient flowing down a pre-LN model's residual stream)
+     * reads it: it is sent there, and added into on arrival */
     uint64_t *writers = tr_xcalloc((size_t)g->nvalues + 1, sizeof *writers), *to = tr_xcalloc((size_t)g->nvalues + 1, sizeof *to);
+    uint64_t *adders = tr_xcalloc((size_t)g->nvalues + 1, sizeof *adders);
     uint8_t *part = tr_xcalloc((size_t)g->nvalues + 1, 1);
     int rc = 0, bad = -1;
     const char *why = NULL;
@@ -105,6 +108,10 @@ int tr_stages_split(struct tr_stages *st, const struct tr_graph *g, const int *s
         const struct tr_node *node = &g->nodes[schedule[i]];
         for (int j = 0; j < node->nout && !tr_op_is_view(node->op); j++) {   /* a view writes nothing */
             int v = tr_storage_of(g, node->out[j]);
+            if (node->accumulate) {
+                adders[v] |= mask[schedule[i]];
+                continue;
+            }
             if (g->values[v].kind == TR_ACT && writers[v] && writers[v] != mask[schedule[i]])
                 rc = TR_EINVAL, bad = v, why = "would be written on two stages";
             writers[v] |= mask[schedule[i]];
@@ -118,6 +125,12 @@ int tr_stages_split(struct tr_stages *st, const struct tr_graph *g, const int *s
             if (g->values[v].kind == TR_ACT)
                 to[v] |= mask[schedule[i]] & ~writers[v];
         }
+    }
+    for (int v = 0; v < g->nvalues; v++) {
+        if (g->values[v].kind == TR_ACT)
+            to[v] |= adders[v] & ~writers[v];
+        else
+            writers[v] |= adders[v];   /* a weight's gradient: each stage's part (shared below) */
     }
     for (int v = 0; v < g->nvalues && !rc; v++) {
         if (!to[v])
@@ -163,7 +176,7 @@ int tr_stages_split(struct tr_stages *st, const struct tr_graph *g, const int *s
         if (one->split < 0)
             one->split = one->n;
     }
-    free(mask), free(writers), free(to), free(part), free(order);
+    free(mask), free(writers), free(to), free(part), free(order), free(adders);
     return rc ? refuse(g, st, why, bad) : 0;
 }
 

@@ -21,12 +21,15 @@
 struct entries {
     struct tr_st_tensor *t;
     char **names;
+    int *value, *state;   /* each one's value, and its optimizer state tensor (−1: the value's own) */
     int n;
 };
 
-static void add(struct entries *e, const char *name, const struct tr_value *val, enum tr_dtype dtype, void *data)
+static void add(struct entries *e, const char *name, int v, int k, const struct tr_value *val, enum tr_dtype dtype,
+                void *data)
 {
     struct tr_st_tensor *t = &e->t[e->n];
+    e->value[e->n] = v, e->state[e->n] = k;
     e->names[e->n] = tr_strdup(name);
     *t = (struct tr_st_tensor){.name = e->names[e->n], .dtype = dtype, .rank = val->shape.rank, .data = data};
     for (int d = 0; d < val->shape.rank; d++)
@@ -41,13 +44,16 @@ static void list_entries(struct entries *e, const struct tr_checkpoint_layout *l
 {
     const struct tr_graph *g = l->g;
     const struct tr_optimizer_desc *desc = &tr_optimizers[l->optimizer];
-    e->t = tr_xcalloc((size_t)g->nvalues * (1 + TR_OPT_MAX_STATES) + 1, sizeof *e->t);
-    e->names = tr_xcalloc((size_t)g->nvalues * (1 + TR_OPT_MAX_STATES) + 1, sizeof *e->names);
+    size_t most = (size_t)g->nvalues * (1 + TR_OPT_MAX_STATES) + 1;
+    e->t = tr_xcalloc(most, sizeof *e->t);
+    e->names = tr_xcalloc(most, sizeof *e->names);
+    e->value = tr_xcalloc(most, sizeof *e->value);
+    e->state = tr_xcalloc(most, sizeof *e->state);
     e->n = 0;
     int64_t total = 0, offset = 0;
     for (int v = 0; v < g->nvalues; v++) {
         if (g->values[v].kind == TR_PARAM || g->values[v].kind == TR_STATE)
-            add(e, g->values[v].name, &g->values[v], TR_F32, x ? tr_exec_host(x, v) : NULL);
+            add(e, g->values[v].name, v, -1, &g->values[v], TR_F32, x ? tr_exec_host(x, v) : NULL);
         if (g->values[v].kind == TR_PARAM)
             total += tr_dim_eval(tr_shape_numel(&g->values[v].shape), 1, 1);
     }
@@ -56,7 +62,7 @@ static void list_entries(struct entries *e, const struct tr_checkpoint_layout *l
             continue;
         for (int k = 0; k < l->nstate; k++) {
             char *name = tr_strdup_printf("optimizer.%s.%s", desc->state[k].name, g->values[v].name);
-            add(e, name, &g->values[v], desc->state[k].dtype, state ? state + k * total + offset : NULL);
+            add(e, name, v, k, &g->values[v], desc->state[k].dtype, state ? state + k * total + offset : NULL);
             free(name);
         }
         offset += tr_dim_eval(tr_shape_numel(&g->values[v].shape), 1, 1);
@@ -72,7 +78,7 @@ static void free_entries(struct entries *e)
 {
     for (int i = 0; i < e->n; i++)
         free(e->names[i]);
-    free(e->names), free(e->t);
+    free(e->names), free(e->t), free(e->value), free(e->state);
 }
 
 /* Format 2's checksum: SHA-256 over every tensor in name order — its name, dtype and shape as
@@ -101,12 +107,21 @@ static void hash_text(struct tr_sha256 *s, const char *text)
     tr_sha256_update(s, text, strlen(text) + 1);
 }
 
-static void checksum(const struct tr_st_tensor *t, int n, const char *const *kv, char hex[65])
+/* One tensor's part of the checksum: its name, dtype and shape as text, then its bytes. */
+static void checksum_tensor(struct tr_sha256 *s, const struct tr_st_tensor *t, const void *data)
 {
-    const struct tr_st_tensor **order = tr_xcalloc((size_t)n + 1, sizeof *order);
-    for (int i = 0; i < n; i++)
-        order[i] = &t[i];
-    qsort(order, (size_t)n, sizeof *order, tensor_by_name);
+    char shape[32 * TR_MAX_RANK] = "";
+    for (int k = 0; k < t->rank; k++)
+        snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%" PRId64, k ? "," : "", t->shape[k]);
+    hash_text(s, t->name);
+    hash_text(s, tr_st_dtype_name(t->dtype));
+    hash_text(s, shape);
+    tr_sha256_update(s, data, t->bytes);
+}
+
+/* The metadata's part (every pair but the checksum's own, in key order), and the hex digest. */
+static void checksum_end(struct tr_sha256 *s, const char *const *kv, char hex[65])
+{
     int npairs = 0;
     while (kv[2 * npairs])
         npairs++;
@@ -114,27 +129,28 @@ static void checksum(const struct tr_st_tensor *t, int n, const char *const *kv,
     for (int i = 0; i < npairs; i++)
         pairs[i] = &kv[2 * i];
     qsort(pairs, (size_t)npairs, sizeof *pairs, pair_by_key);
-    struct tr_sha256 s;
-    unsigned char digest[32];
-    tr_sha256_init(&s);
-    for (int i = 0; i < n; i++) {
-        char shape[32 * TR_MAX_RANK] = "";
-        for (int k = 0; k < order[i]->rank; k++)
-            snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%" PRId64, k ? "," : "",
-                     order[i]->shape[k]);
-        hash_text(&s, order[i]->name);
-        hash_text(&s, tr_st_dtype_name(order[i]->dtype));
-        hash_text(&s, shape);
-        tr_sha256_update(&s, order[i]->data, order[i]->bytes);
-    }
     for (int i = 0; i < npairs; i++)
         if (strcmp(pairs[i][0], "trainrun.sha256")) {
-            hash_text(&s, pairs[i][0]);
-            hash_text(&s, pairs[i][1]);
+            hash_text(s, pairs[i][0]);
+            hash_text(s, pairs[i][1]);
         }
-    tr_sha256_final(&s, digest);
+    unsigned char digest[32];
+    tr_sha256_final(s, digest);
     tr_sha256_hex(digest, hex);
     free(pairs);
+}
+
+static void checksum(const struct tr_st_tensor *t, int n, const char *const *kv, char hex[65])
+{
+    const struct tr_st_tensor **order = tr_xcalloc((size_t)n + 1, sizeof *order);
+    for (int i = 0; i < n; i++)
+        order[i] = &t[i];
+    qsort(order, (size_t)n, sizeof *order, tensor_by_name);
+    struct tr_sha256 s;
+    tr_sha256_init(&s);
+    for (int i = 0; i < n; i++)
+        checksum_tensor(&s, order[i], order[i]->data);
+    checksum_end(&s, kv, hex);
     free(order);
 }
 
@@ -166,6 +182,91 @@ int tr_checkpoint_write(const char *dir, struct tr_exec *x, struct tr_optim *o, 
     meta[12] = "trainrun.sha256";
     rc = tr_st_write(path.s, e.t, e.n, meta, d);
     free_entries(&e);
+    return rc;
+}
+
+/* ---- a tensor at a time ---------------------------------------------------------------------- */
+
+int tr_checkpoint_tensors(const struct tr_checkpoint_layout *l, struct tr_checkpoint_tensor **out)
+{
+    struct entries e;
+    list_entries(&e, l, NULL, NULL);
+    const struct tr_st_tensor **order = tr_xcalloc((size_t)e.n + 1, sizeof *order);
+    for (int i = 0; i < e.n; i++)
+        order[i] = &e.t[i];
+    qsort(order, (size_t)e.n, sizeof *order, tensor_by_name);
+    *out = tr_xcalloc((size_t)e.n + 1, sizeof **out);
+    for (int i = 0; i < e.n; i++) {
+        int at = (int)(order[i] - e.t);
+        (*out)[i] = (struct tr_checkpoint_tensor){.t = *order[i], .value = e.value[at], .state = e.state[at]};
+        (*out)[i].t.name = e.names[at];   /* kept: tr_checkpoint_tensors_free frees them */
+        e.names[at] = NULL;
+    }
+    int n = e.n;
+    free(order);
+    free_entries(&e);
+    return n;
+}
+
+void tr_checkpoint_tensors_free(struct tr_checkpoint_tensor *t, int n)
+{
+    for (int i = 0; i < n; i++)
+        free((char *)t[i].t.name);
+    free(t);
+}
+
+struct streamed {
+    const struct tr_checkpoint_tensor *t;
+    tr_checkpoint_fill_fn fill;
+    void *ctx;
+    struct tr_sha256 sha;
+    const char **meta;
+    char hex[65];
+};
+
+static int fill_one(void *ctx, int i, void *buf, struct tr_diag *d)
+{
+    struct streamed *s = ctx;
+    int rc = s->fill(s->ctx, &s->t[i], buf, d);
+    if (!rc)
+        checksum_tensor(&s->sha, &s->t[i].t, buf);
+    return rc;
+}
+
+static const char *const *finish_one(void *ctx)
+{
+    struct streamed *s = ctx;
+    checksum_end(&s->sha, s->meta, s->hex);
+    return s->meta;
+}
+
+int tr_checkpoint_write_each(const char *dir, const struct tr_checkpoint_layout *l, int64_t step, int64_t optimizer_step,
+                             const char *recipe_name, const char *trainer_state, tr_checkpoint_fill_fn fill, void *ctx,
+                             struct tr_diag *d)
+{
+    struct tr_path path;
+    int rc = tr_path_set(&path, d, "%s/step-%" PRId64 ".safetensors", dir, step);
+    if (rc)
+        return rc;
+    struct tr_checkpoint_tensor *t;
+    int n = tr_checkpoint_tensors(l, &t);
+    struct tr_st_tensor *list = tr_xcalloc((size_t)n + 1, sizeof *list);
+    for (int i = 0; i < n; i++)
+        list[i] = t[i].t;
+    char steps[32], ostep[32];
+    snprintf(steps, sizeof steps, "%" PRId64, step);
+    snprintf(ostep, sizeof ostep, "%" PRId64, optimizer_step);
+    struct streamed s = {.t = t, .fill = fill, .ctx = ctx};
+    memset(s.hex, '0', 64);   /* the checksum's place, filled once every tensor has passed */
+    const char *meta[] = {"format", "pt", "trainrun.format_version", TR_CHECKPOINT_VERSION,
+                          "trainrun.step", steps, "trainrun.optimizer_step", ostep,
+                          "trainrun.recipe", recipe_name, "trainrun.trainer_state", trainer_state ? trainer_state : "",
+                          "trainrun.sha256", s.hex, NULL};
+    s.meta = meta;
+    tr_sha256_init(&s.sha);
+    rc = tr_st_write_each(path.s, list, n, meta, fill_one, &s, finish_one, d);
+    free(list);
+    tr_checkpoint_tensors_free(t, n);
     return rc;
 }
 
@@ -517,6 +618,29 @@ int tr_checkpoint_resume(const char *dir, struct tr_exec *x, struct tr_optim *o,
     if (!rc && c.found)
         rc = load(&c, x, o, step, state, statesize, d);
     tr_checkpoint_close(&c);
+    return rc;
+}
+
+int tr_checkpoint_resume_open(const char *dir, const struct tr_checkpoint_layout *l, struct tr_checkpoint *c,
+                              int64_t *step, int64_t *optimizer_step, char *state, size_t statesize, char *warn,
+                              size_t warnsize, struct tr_diag *d)
+{
+    *step = *optimizer_step = 0;
+    if (statesize)
+        state[0] = '\0';
+    struct tr_diag skipped = {0};
+    int rc = open_newest(dir, l, RESUMING, c, &skipped, d);
+    join_skipped(&skipped, warn, warnsize);
+    tr_diag_free(&skipped);
+    if (!rc)
+        move_damaged_aside(dir, c, warn, warnsize);
+    if (!rc && c->found) {
+        *optimizer_step = strtoll(tr_st_metadata(&c->st, "trainrun.optimizer_step"), NULL, 10);
+        *step = strtoll(tr_st_metadata(&c->st, "trainrun.step"), NULL, 10);
+        snprintf(state, statesize, "%s", tr_st_metadata(&c->st, "trainrun.trainer_state"));
+    }
+    if (rc)
+        tr_checkpoint_close(c);
     return rc;
 }
 

@@ -51,6 +51,26 @@ void tr_checkpoint_close(struct tr_checkpoint *c);
  * record), kept in the metadata. */
 int tr_checkpoint_write(const char *dir, struct tr_exec *x, struct tr_optim *o, int64_t step,
                         const char *recipe_name, const char *trainer_state, struct tr_diag *d);
+/* A checkpoint a tensor at a time, for a model no one process holds whole (a pipeline's stages):
+ * l's tensors in the file's name order, each with its value and optimizer state (−1: the value's
+ * own); tr_checkpoint_write_each writes the file tr_checkpoint_write would of the same tensors,
+ * fill(ctx, t, buf) giving each one's bytes in that order. */
+struct tr_checkpoint_tensor {
+    struct tr_st_tensor t;     /* its name, dtype, shape and bytes (no data) */
+    int value, state;
+};
+int tr_checkpoint_tensors(const struct tr_checkpoint_layout *l, struct tr_checkpoint_tensor **out);
+void tr_checkpoint_tensors_free(struct tr_checkpoint_tensor *t, int n);
+typedef int (*tr_checkpoint_fill_fn)(void *ctx, const struct tr_checkpoint_tensor *t, void *buf, struct tr_diag *d);
+int tr_checkpoint_write_each(const char *dir, const struct tr_checkpoint_layout *l, int64_t step, int64_t optimizer_step,
+                             const char *recipe_name, const char *trainer_state, tr_checkpoint_fill_fn fill, void *ctx,
+                             struct tr_diag *d);
+/* tr_checkpoint_resume's finding and verifying without its loading: c left open on the newest
+ * checkpoint of l that verifies (c->found false: none), its step, optimizer step and trainer state
+ * read; tr_st_find(&c->st, name) then gives each tensor. The same refusals. */
+int tr_checkpoint_resume_open(const char *dir, const struct tr_checkpoint_layout *l, struct tr_checkpoint *c,
+                              int64_t *step, int64_t *optimizer_step, char *state, size_t statesize, char *warn,
+                              size_t warnsize, struct tr_diag *d);
 /* Loads the newest checkpoint in dir that verifies into the regions and the optimizer; sets
  * *step (0 when dir holds none that verifies) and copies its trainer state into state. Files
  * that do not verify are named in warn (if not NULL) and renamed to step-N.safetensors.damaged

@@ -40,8 +40,7 @@ enum { STATE_SIZE = 320 };
 
 /* Rank 0's part of a checkpoint (or the only process's): the files. */
 static int write_checkpoint(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f,
-                            const struct tr_recipe *r, const char *dir, int64_t step, struct tr_exec *x,
-                            struct tr_optim *o, struct tr_diag *d)
+                            const struct tr_recipe *r, const char *dir, int64_t step, int rc, struct tr_diag *d)
 {
     char state[STATE_SIZE], scaler[128];
     tr_scaler_format(&s->scaler, scaler, sizeof scaler);
@@ -51,12 +50,16 @@ static int write_checkpoint(struct tr_loop *l, struct tr_session *s, struct tr_r
     /* What the checkpoint says happened is on disk before it is: the log, metrics.jsonl and
      * the events up to this step are synced first, so a crash between the two never leaves a
      * checkpoint ahead of them (a resume cuts them back to its step: tr_resume_trim). */
-    int rc = tr_run_folder_sync(f, d);
+    rc = rc ? rc : tr_run_folder_sync(f, d);
     if (!rc && f->record)   /* how long they were: a resume from this checkpoint cuts them back */
         tr_run_folder_note(f, "checkpointed", tr_trim_mark(f, step));
     struct tr_diag why = {0};
-    if (!rc && tr_checkpoint_write(dir, x, o, step, r->name, state, &why))
+    if (s->train.b.pipelined) {   /* a tensor at a time from the stages; after a failure here, taken and dropped */
+        int wrote = tr_whole_write(s, rc ? NULL : dir, step, r->name, state, rc ? &why : d);
+        rc = rc ? rc : wrote;
+    } else if (!rc && tr_checkpoint_write(dir, &s->train.x, &s->optim, step, r->name, state, &why))
         rc = tr_fail_because(d, TR_EFAIL, &why, "checkpoint");
+    tr_diag_free(&why);
     return rc;
 }
 
@@ -71,15 +74,10 @@ int tr_loop_checkpoint(struct tr_loop *l, struct tr_session *s, struct tr_run_fo
     int rc = tr_ranks_same_params(&s->data_comm, &s->train.x, step, d);   /* pipelined: a stage's */
     if (!rc)   /* sharded: the optimizer's state (ZeRO 3: and the parameters) whole on rank 0, for the file */
         rc = tr_optim_gather(&s->optim, d);
-    struct tr_whole whole = {0};   /* pipelined: the stages' tensors whole on rank 0 */
-    if (s->train.b.pipelined && l->comm->rank == 0)
-        tr_whole_open(&whole, s);
-    if (!rc && s->train.b.pipelined)
-        rc = tr_whole_gather(s, &whole, d);
-    if (!rc && !f->silent)
-        rc = write_checkpoint(l, s, f, r, dir.s, step, s->train.b.pipelined ? &whole.x : &s->train.x,
-                              s->train.b.pipelined ? &whole.o : &s->optim, d);
-    tr_whole_close(&whole);
+    if (!f->silent)
+        rc = write_checkpoint(l, s, f, r, dir.s, step, rc, d);
+    else if (!rc && s->train.b.pipelined)   /* the other stages of rank 0's pipeline: their tensors to it */
+        rc = tr_whole_write(s, NULL, step, NULL, NULL, d);
     tr_optim_release(&s->optim);
     if (l->comm->world > 1)
         rc = tr_comm_agree(l->comm, rc, "writing the checkpoint", d);
@@ -103,11 +101,12 @@ int tr_loop_resume(struct tr_loop *l, struct tr_session *s, struct tr_run_folder
     if (tr_path_set(&dir, d, "%s/checkpoints", f->dir.s))
         return TR_EINVAL;
     struct tr_diag why = {0};
-    if (s->train.b.pipelined)   /* the whole model here, each stage's part given to it (tr_loop_share_resume) */
-        tr_whole_open(&l->whole, s);
-    if (tr_checkpoint_resume(dir.s, s->train.b.pipelined ? &l->whole.x : &s->train.x,
-                             s->train.b.pipelined ? &l->whole.o : &s->optim, start, state, sizeof state, warn,
-                             sizeof warn, &why))
+    struct tr_checkpoint_layout whole = tr_whole_layout(s);   /* pipelined: left open, dealt to the stages
+                                                               * tensor by tensor (tr_loop_share_resume) */
+    if (s->train.b.pipelined ? tr_checkpoint_resume_open(dir.s, &whole, &l->resumed, start, &s->optim.step, state,
+                                                         sizeof state, warn, sizeof warn, &why)
+                             : tr_checkpoint_resume(dir.s, &s->train.x, &s->optim, start, state, sizeof state, warn,
+                                                    sizeof warn, &why))
         return tr_fail_because(d, why.code == TR_EINVAL ? TR_EINVAL : TR_EFAIL, &why, "resume");   /* refused: 2 */
     long long best_step, bad;
     int stopped;
@@ -146,10 +145,10 @@ int tr_loop_share_resume(struct tr_loop *l, struct tr_session *s, int64_t *start
     } state = {*start, l->total_steps, l->checkpointed, s->optim.step, l->eval_pending,
                {l->early.best, l->early.best_step, l->early.bad, l->early.stopped}, s->scaler};
     int rc = tr_comm_broadcast(c, &state, sizeof state, d);
-    if (s->train.b.pipelined) {   /* each rank what its stage holds of rank 0's whole model */
+    if (s->train.b.pipelined) {   /* each rank what its stage holds of rank 0's checkpoint */
         if (!rc && state.start)
-            rc = tr_whole_scatter(s, &l->whole, d);
-        tr_whole_close(&l->whole);
+            rc = tr_whole_scatter(s, &l->resumed, d);
+        tr_checkpoint_close(&l->resumed);
     } else if (!rc && state.start && !s->train.x.shard.fill)
         rc = tr_ranks_broadcast_region(c, s->be, s->train.x.base[TR_PARAM], s->train.x.region_bytes[TR_PARAM], d);
     if (s->train.b.pipelined) {

@@ -42,7 +42,8 @@ struct tr_loop {
     const struct tr_comm *comm;   /* the ranks (dist/comm.h): world 1 alone */
     struct tr_grad_reducer reducer;   /* their gradients summed after each backward (train/ranks.h) */
     struct tr_ranks_step agreed;  /* the last step's sums: its loss, and whether any rank would stop */
-    struct tr_whole whole;        /* pipelined: rank 0's resumed checkpoint, until the stages take it */
+    struct tr_checkpoint resumed; /* pipelined: rank 0's checkpoint resumed from, open until the stages
+                                   * take their tensors (tr_loop_share_resume) */
 };
 
 /* What the run did, for the caller's result line. */

@@ -1,28 +1,24 @@
-/* A pipelined run's whole model, on rank 0 for a checkpoint's while (DESIGN.md §10): the stages
- * hold their own parameters and optimizer state, but a checkpoint holds whole tensors — the file
- * one device writes, which PyTorch reads and a run of another layout resumes from. The stages of
- * data rank 0 send theirs to rank 0, which writes them as one device would; a resume's rank 0
- * reads the file into it and sends every rank what its stage holds. */
+/* A pipelined run's checkpoints (DESIGN.md §10): the stages hold their own parameters and
+ * optimizer state, but a checkpoint holds whole tensors — the file one device writes, which
+ * PyTorch reads and a run of another layout resumes from. Rank 0 writes it a tensor at a time,
+ * each from the first stage of data rank 0's pipeline that holds it, so no process ever holds the
+ * whole model; a resume's rank 0 reads the file and gives every rank, tensor by tensor, what its
+ * stage holds. */
 #ifndef TR_WHOLE_H
 #define TR_WHOLE_H
 
+#include "train/checkpoint.h"
 #include "train/session.h"
 
-struct tr_whole {
-    struct tr_memplan plan;    /* the whole model's parameters laid out as one device lays them */
-    struct tr_exec x;          /* over them: what the checkpoint writer and reader take */
-    struct tr_optim o;         /* the optimizer state, whole */
-    float *params, *state;
-};
-
-/* Rank 0: the whole model's room, empty (host memory: its parameters and state once). */
-void tr_whole_open(struct tr_whole *w, const struct tr_session *s);
-void tr_whole_close(struct tr_whole *w);
-/* Every stage of data rank 0: its parameters and optimizer state into rank 0's w (opened there;
- * the others pass theirs alone). The other data ranks' stages hold the same: nothing. */
-int tr_whole_gather(struct tr_session *s, struct tr_whole *w, struct tr_diag *d);
-/* Every rank: from rank 0's w (read from a checkpoint), what its stage holds, with the
- * optimizer's step. */
-int tr_whole_scatter(struct tr_session *s, struct tr_whole *w, struct tr_diag *d);
+/* Every stage of data rank 0 (the others: nothing): its tensors to rank 0, which writes
+ * dir/step-<step>.safetensors with the trainer's state (dir NULL: rank 0 takes them and writes
+ * nothing — its own part of the checkpoint failed — so that no stage waits on it). */
+int tr_whole_write(struct tr_session *s, const char *dir, int64_t step, const char *recipe_name,
+                   const char *trainer_state, struct tr_diag *d);
+/* The checkpoints' layout: the whole model's (every stage's graph is it). */
+struct tr_checkpoint_layout tr_whole_layout(const struct tr_session *s);
+/* Every rank, after rank 0 opened the checkpoint to resume from in c (tr_checkpoint_resume_open):
+ * what its stage holds, from c's tensors. */
+int tr_whole_scatter(struct tr_session *s, const struct tr_checkpoint *c, struct tr_diag *d);
 
 #endif
