@@ -139,10 +139,18 @@ int tr_stages_split(struct tr_stages *st, const struct tr_graph *g, const int *s
             rc = TR_EINVAL, bad = v, why = "is read on a stage that does not make it, and made on several";
             break;
         }
-        int from = __builtin_ctzll(writers[v]);
+        /* the stages that write it, the maker first: each reader takes it from the nearest of them
+         * on the side it comes from (the forward's from below, the backward's from above), so that
+         * what each adds reaches the stages after it */
+        uint64_t chain = writers[v] | (g->values[v].kind == TR_ACT ? adders[v] : 0);
+        int maker = __builtin_ctzll(writers[v]);
         for (uint64_t m = to[v]; m; m &= m - 1) {
-            int t = __builtin_ctzll(m);
-            if ((part[v] == TR_PART_FORWARD) != (t > from)) {
+            int t = __builtin_ctzll(m), from = -1;
+            for (int k = 0; k < st->count; k++)
+                if (chain >> k & 1 && (part[v] == TR_PART_FORWARD ? k < t : k > t) &&
+                    (from < 0 || (part[v] == TR_PART_FORWARD ? k > from : k < from)))
+                    from = k;
+            if (from < 0 || (part[v] == TR_PART_FORWARD) != (t > maker)) {
                 rc = TR_EINVAL, bad = v, why = "would travel against its pass's direction";
                 break;
             }
@@ -214,30 +222,33 @@ void tr_stages_free(struct tr_stages *st)
 void tr_stages_balance(const double *weight, int nblocks, double before, double after, int count, int *first_block)
 {
     /* cost[s][i]: the lightest heaviest stage dealing blocks 0 … i − 1 to stages 0 … s, one block
-     * each at least (−1: impossible); cut[s][i]: where stage s then begins */
+     * each at least (−1: impossible), and among deals as light, the least sum of squares (the most
+     * even); cut[s][i]: where stage s then begins */
     int cols = nblocks + 1;
     double *prefix = tr_xcalloc((size_t)cols, sizeof *prefix);
     for (int b = 0; b < nblocks; b++)
         prefix[b + 1] = prefix[b] + (weight ? weight[b] : 1.0);
-    double *cost = tr_xmalloc((size_t)(count * cols) * sizeof *cost);
+    double *cost = tr_xmalloc((size_t)(count * cols) * sizeof *cost), *squares = tr_xcalloc((size_t)(count * cols), sizeof *squares);
     int *cut = tr_xcalloc((size_t)(count * cols), sizeof *cut);
     for (int s = 0; s < count; s++)
         for (int i = 0; i <= nblocks; i++) {
-            double tail = s == count - 1 ? after : 0, best = -1;
+            double tail = s == count - 1 ? after : 0, best = -1, even = 0;
             if (s == 0) {
                 best = i >= 1 || nblocks == 0 ? prefix[i] + before + tail : -1;
+                even = best * best;
             } else {
                 for (int c = s; c < i; c++) {
                     double earlier = cost[(s - 1) * cols + c], own = prefix[i] - prefix[c] + tail;
-                    double worst = earlier > own ? earlier : own;
-                    if (earlier >= 0 && (best < 0 || worst < best))
-                        best = worst, cut[s * cols + i] = c;
+                    double worst = earlier > own ? earlier : own, sq = squares[(s - 1) * cols + c] + own * own;
+                    bool tie = best >= 0 && worst <= best * (1 + 1e-12) && worst >= best * (1 - 1e-12);
+                    if (earlier >= 0 && (best < 0 || (tie ? sq < even : worst < best)))
+                        best = worst, even = sq, cut[s * cols + i] = c;
                 }
             }
-            cost[s * cols + i] = best;
+            cost[s * cols + i] = best, squares[s * cols + i] = even;
         }
     first_block[count] = nblocks;
     for (int s = count - 1, i = nblocks; s >= 0; s--)
         i = first_block[s] = s ? cut[s * cols + i] : 0;
-    free(prefix), free(cost), free(cut);
+    free(prefix), free(cost), free(squares), free(cut);
 }
