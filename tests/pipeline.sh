@@ -105,6 +105,30 @@ gp2=$dir
 alone gpt-p2-alone "$gp2/plan.json" "$gpt"
 same_losses "$gp2" "$dir" "gpt-small, 2 stages" 1e-5 20
 
+# A budget no plan with the whole model on one rank fits, but 2 stages do: the planner spreads the
+# model (its own choice: optimize.parallel auto), every rank's regions are as predicted, and no
+# rank's resident set passes the budget — rank 0's included, which writes the checkpoints.
+run timeout 300 mpirun --oversubscribe --bind-to none -np 2 "$TRAINRUN" "$bert" budget.memory=240MiB train.steps=10 \
+  train.eval_every=5 train.eval_samples=64 train.checkpoint_every=5 report.dir="$scratch/budget" --quiet
+expect_rc 0 "bert-small in 240 MiB a rank on 2 ranks"
+dir=$(echo "$scratch/budget"/*/latest)
+expect_in "$(cat "$dir/log.txt")" "2 pipeline stages" "the planner spread the model"
+run "$TRAINRUN" plan "$bert" budget.memory=240MiB --ranks 2
+expect_in "$out" "why: with the whole model on each rank nothing fits" "plan --ranks says why"
+checks=$((checks + 1))
+python3 - "$dir" 251658240 <<'PY' || fail "240 MiB a rank: a rank's regions or resident set are not as planned"
+import json, sys
+run = json.load(open(sys.argv[1] + "/run.json"))
+for r in run["ranks"]["each"]:
+    assert r["measured_regions"] == r["predicted_regions"], r
+    assert r["peak_resident_bytes"] <= int(sys.argv[2]), r
+    print("rank %d (stage %d): regions as predicted, peak resident %.1f MiB of 240" % (r["rank"], r["pipeline"]["stage"],
+          r["peak_resident_bytes"] / 2**20))
+PY
+run "$TRAINRUN" plan "$bert" budget.memory=100MiB --ranks 2
+expect_rc 3 "nothing fits in 100 MiB a rank, however spread"
+expect_in "$err" "on each rank: the smallest footprint is" "says the smallest footprint a rank"
+
 # Resume on another layout: a 2-stage run stopped by SIGTERM, resumed by one process; a one-process
 # run stopped, resumed on 2 stages; each ends as the uninterrupted 2-stage run (the same bits).
 long="train.steps=400 train.eval_every=0 train.eval_samples=64 train.checkpoint_every=20 report.log_every=1"

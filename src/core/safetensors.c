@@ -684,17 +684,15 @@ int tr_st_write_each(const char *path, const struct tr_st_tensor *tensors, int n
     const struct tr_st_tensor **order = malloc((size_t)(n ? n : 1) * sizeof *order);
     if (!order)
         return fail(d, TR_ENOMEM, path, "out of memory");
-    size_t most = 1;
     for (int i = 0; i < n; i++) {
         int rc = check_tensor(path, &tensors[i], true, d);
         if (rc)
             return free(order), rc;
         order[i] = &tensors[i];
-        most = tensors[i].bytes > most ? tensors[i].bytes : most;
     }
     qsort(order, (size_t)n, sizeof *order, tensor_by_layout);
     int64_t *at = calloc((size_t)(n ? n : 1), sizeof *at);   /* each tensor's place in the data, by index */
-    char *header = NULL, *buf = malloc(most);
+    char *header = NULL, *buf = malloc(TR_ST_PIECE);
     int rc = !at || !buf ? fail(d, TR_ENOMEM, path, "out of memory") : 0;
     int64_t offset = 0;
     for (int i = 0; !rc && i < n; i++)
@@ -707,12 +705,16 @@ int tr_st_write_each(const char *path, const struct tr_st_tensor *tensors, int n
     size_t len = header ? strlen(header) : 0, start = 8 + len + (8 - len % 8) % 8;
     if (!rc)   /* the header as it will be (its late values their final length), then each tensor */
         (void)write_contents(a.f, header, order, 0);
-    for (int i = 0; !rc && i < n; i++) {
-        rc = fill(ctx, i, buf, d);
-        if (!rc && tensors[i].bytes && (fseeko(a.f, (off_t)(start + (size_t)at[i]), SEEK_SET) ||
-                                        fwrite(buf, 1, tensors[i].bytes, a.f) != tensors[i].bytes))
-            rc = fail(d, TR_EIO, path, "writing a tensor failed");
-    }
+    for (int i = 0; !rc && i < n; i++)
+        for (size_t from = 0; !rc && (from < tensors[i].bytes || (from == 0 && !tensors[i].bytes)); from += TR_ST_PIECE) {
+            size_t piece = tensors[i].bytes - from < TR_ST_PIECE ? tensors[i].bytes - from : TR_ST_PIECE;
+            rc = fill(ctx, i, from, buf, piece, d);
+            if (!rc && piece && (fseeko(a.f, (off_t)(start + (size_t)at[i] + from), SEEK_SET) ||
+                                 fwrite(buf, 1, piece, a.f) != piece))
+                rc = fail(d, TR_EIO, path, "writing a tensor failed");
+            if (!tensors[i].bytes)
+                break;
+        }
     const char *const *late = !rc && finish ? finish(ctx) : NULL;
     char *again = NULL;
     if (late && !(rc = build_header(path, order, n, late, &again, d)) && strlen(again) != len)

@@ -91,12 +91,14 @@ void tr_st_close(struct tr_safetensors *st);
  * Returns 0, TR_EINVAL (bad input: nothing is created), TR_EIO or TR_ENOMEM. */
 int tr_st_write(const char *path, const struct tr_st_tensor *tensors, int n,
                 const char *const *metadata_kv, struct tr_diag *d);
-/* The same a tensor at a time, for files larger than one wants in memory: tensors' data unused,
- * fill(ctx, i, buf) puts tensor i's bytes in buf (as large as the largest), called for i = 0 … n − 1
- * in that order whatever the file's layout; then finish(ctx) (NULL: none) may give the metadata
- * again with values only it knows, each as long as metadata_kv's placeholder (a checksum of the
- * bytes filled), and the header is written again. Atomic as tr_st_write. */
-typedef int (*tr_st_fill_fn)(void *ctx, int i, void *buf, struct tr_diag *d);
+/* The same a piece at a time, for files larger than one wants in memory: tensors' data unused,
+ * fill(ctx, i, from, buf, bytes) puts bytes [from, from + bytes) of tensor i in buf, pieces of
+ * TR_ST_PIECE bytes (a tensor's last one shorter; an empty tensor one piece of 0), called for
+ * i = 0 … n − 1 in that order whatever the file's layout; then finish(ctx) (NULL: none) may give
+ * the metadata again with values only it knows, each as long as metadata_kv's placeholder (a
+ * checksum of the bytes filled), and the header is written again. Atomic as tr_st_write. */
+#define TR_ST_PIECE ((size_t)4 << 20)
+typedef int (*tr_st_fill_fn)(void *ctx, int i, size_t from, void *buf, size_t bytes, struct tr_diag *d);
 int tr_st_write_each(const char *path, const struct tr_st_tensor *tensors, int n, const char *const *metadata_kv,
                      tr_st_fill_fn fill, void *ctx, const char *const *(*finish)(void *ctx), struct tr_diag *d);
 

@@ -3,6 +3,7 @@
  * bisection since memory grows with the micro-batch; then the fastest of those, near-ties
  * broken in the checklist's order of risk. */
 #include "plan/plan.h"
+#include "core/safetensors.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -209,13 +210,22 @@ static void outside(const struct tr_plan_job *job, struct tr_candidate *c, uint6
  * gather the updated parameters through, and on rank 0 of a sharded plan what each checkpoint
  * gathers whole (the optimizer's state; ZeRO 3's parameters, a view and a flat copy). On a
  * GPU: NCCL's buffers (NCCL_BUFFSIZE, 4 MiB, sending and receiving, on each of 2 channels). */
-static uint64_t ranks_bytes(const struct pair *p, const struct tr_candidate *c)
+static uint64_t ranks_bytes(const struct pair *p, const struct tr_candidate *c, int stage)
 {
     const struct tr_plan_job *job = p->job;
+    uint64_t piped = 0;   /* pipelined: rank 0's piece of a checkpoint as it passes (whole.h), and the
+                           * copies of an evaluation batch's sends, two batches' (step.h) */
+    for (int i = 0; p->eval.pipelined && i < p->eval.stages.ntransfers; i++) {
+        const struct tr_transfer *t = &p->eval.stages.transfers[i];
+        const struct tr_value *v = &p->eval.g.values[t->value];
+        if (t->from == stage)
+            piped += 2 * (uint64_t)tr_dim_eval(tr_shape_numel(&v->shape), c->k.eval_batch, job->seq) * tr_dtype_size(v->dtype);
+    }
+    piped += c->k.pipeline > 1 && stage == 0 && job->rank == 0 ? (uint64_t)TR_ST_PIECE : 0;
     if (job->world < 2)
-        return 0;
+        return piped;
     if (job->dev->kind != TR_DEVICE_CPU)
-        return (uint64_t)16 << 20;
+        return ((uint64_t)16 << 20) + piped;
     uint64_t params = p->params;
     uint64_t bucket = job->r->distributed.bucket < params ? job->r->distributed.bucket : params;
     uint64_t bytes = bucket;
@@ -225,7 +235,7 @@ static uint64_t ranks_bytes(const struct pair *p, const struct tr_candidate *c)
         bytes += bucket;
     if (c->k.shard && job->rank == 0)
         bytes += p->optimizer + (c->k.shard == 3 ? 2 * params : 0);
-    return bytes;
+    return bytes + piped;
 }
 
 static void take_program(size_t *regions, const struct tr_program *prog)
@@ -265,7 +275,7 @@ static void measure_stages(struct pair *p, struct tr_candidate *c)
         c->peak = 0;
         for (int r = 0; r < TR_NREGIONS; r++)
             c->peak += c->regions[r];
-        outside(job, c, ranks_bytes(p, c));
+        outside(job, c, ranks_bytes(p, c, s));
         c->stage[s].peak = c->peak, c->stage[s].footprint = c->footprint;
         if (c->footprint > c->worst_footprint)
             c->worst_footprint = c->footprint;
@@ -274,7 +284,7 @@ static void measure_stages(struct pair *p, struct tr_candidate *c)
     }
     memcpy(c->regions, own, sizeof own);
     c->peak = c->stage[job->stage].peak, c->footprint = c->stage[job->stage].footprint;
-    outside(job, c, ranks_bytes(p, c));
+    outside(job, c, ranks_bytes(p, c, job->stage));
     c->fits = c->worst_footprint <= job->budget;
     c->remat_nodes = p->train.remat_nodes;
 }
@@ -318,7 +328,7 @@ static void measure(struct pair *p, struct tr_candidate *c)
     c->peak = 0;
     for (int r = 0; r < TR_NREGIONS; r++)
         c->peak += c->regions[r];
-    outside(job, c, ranks_bytes(p, c));
+    outside(job, c, ranks_bytes(p, c, job->stage));
     c->fits = c->footprint <= job->budget;
     c->remat_nodes = p->train.remat_nodes;
 }
@@ -868,9 +878,20 @@ static int model_blocks(struct tr_plan *p, const struct tr_plan_job *job)
     return blocks;
 }
 
+/* What no plan can do yet: split the blocks across ranks (tensor parallelism). */
+static int refused(const struct tr_plan_job *job, struct tr_diag *diag)
+{
+    if (job->r->optimize.parallel.tensor > 1)
+        return tr_fail(diag, TR_EINVAL, "optimize.parallel.tensor %lld: tensor parallelism is not built yet; set it to "
+                       "1 or null (pipeline and data parallelism are)", (long long)job->r->optimize.parallel.tensor);
+    return 0;
+}
+
 int tr_plan_search(struct tr_plan *p, const struct tr_plan_job *job, struct tr_diag *diag)
 {
     start(p, job);
+    if (refused(job, diag))
+        return TR_EINVAL;
     p->blocks = model_blocks(p, job);
     struct space sp;
     int rc = open_space(job, p->blocks, &sp, diag);
@@ -1014,6 +1035,8 @@ int tr_plan_replay(struct tr_plan *p, const struct tr_plan_job *job, const struc
         kept.shard = 0;
     k = &kept;
     start(p, job);
+    if (refused(job, diag))
+        return TR_EINVAL;
     p->blocks = model_blocks(p, job);
     p->replayed = true;
     struct pair pair;

@@ -108,7 +108,7 @@ static void hash_text(struct tr_sha256 *s, const char *text)
 }
 
 /* One tensor's part of the checksum: its name, dtype and shape as text, then its bytes. */
-static void checksum_tensor(struct tr_sha256 *s, const struct tr_st_tensor *t, const void *data)
+static void checksum_names(struct tr_sha256 *s, const struct tr_st_tensor *t)
 {
     char shape[32 * TR_MAX_RANK] = "";
     for (int k = 0; k < t->rank; k++)
@@ -116,6 +116,11 @@ static void checksum_tensor(struct tr_sha256 *s, const struct tr_st_tensor *t, c
     hash_text(s, t->name);
     hash_text(s, tr_st_dtype_name(t->dtype));
     hash_text(s, shape);
+}
+
+static void checksum_tensor(struct tr_sha256 *s, const struct tr_st_tensor *t, const void *data)
+{
+    checksum_names(s, t);
     tr_sha256_update(s, data, t->bytes);
 }
 
@@ -224,12 +229,14 @@ struct streamed {
     char hex[65];
 };
 
-static int fill_one(void *ctx, int i, void *buf, struct tr_diag *d)
+static int fill_one(void *ctx, int i, size_t from, void *buf, size_t bytes, struct tr_diag *d)
 {
     struct streamed *s = ctx;
-    int rc = s->fill(s->ctx, &s->t[i], buf, d);
+    int rc = s->fill(s->ctx, &s->t[i], from, buf, bytes, d);
+    if (!rc && from == 0)
+        checksum_names(&s->sha, &s->t[i].t);
     if (!rc)
-        checksum_tensor(&s->sha, &s->t[i].t, buf);
+        tr_sha256_update(&s->sha, buf, bytes);
     return rc;
 }
 

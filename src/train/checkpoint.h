@@ -54,14 +54,16 @@ int tr_checkpoint_write(const char *dir, struct tr_exec *x, struct tr_optim *o, 
 /* A checkpoint a tensor at a time, for a model no one process holds whole (a pipeline's stages):
  * l's tensors in the file's name order, each with its value and optimizer state (−1: the value's
  * own); tr_checkpoint_write_each writes the file tr_checkpoint_write would of the same tensors,
- * fill(ctx, t, buf) giving each one's bytes in that order. */
+ * fill(ctx, t, from, buf, bytes) giving each one's bytes in that order, a piece at a time
+ * (core/safetensors.h: TR_ST_PIECE). */
 struct tr_checkpoint_tensor {
     struct tr_st_tensor t;     /* its name, dtype, shape and bytes (no data) */
     int value, state;
 };
 int tr_checkpoint_tensors(const struct tr_checkpoint_layout *l, struct tr_checkpoint_tensor **out);
 void tr_checkpoint_tensors_free(struct tr_checkpoint_tensor *t, int n);
-typedef int (*tr_checkpoint_fill_fn)(void *ctx, const struct tr_checkpoint_tensor *t, void *buf, struct tr_diag *d);
+typedef int (*tr_checkpoint_fill_fn)(void *ctx, const struct tr_checkpoint_tensor *t, size_t from, void *buf,
+                                     size_t bytes, struct tr_diag *d);
 int tr_checkpoint_write_each(const char *dir, const struct tr_checkpoint_layout *l, int64_t step, int64_t optimizer_step,
                              const char *recipe_name, const char *trainer_state, tr_checkpoint_fill_fn fill, void *ctx,
                              struct tr_diag *d);

@@ -43,20 +43,44 @@ static void *place(const struct stage_view *w, const struct tr_checkpoint_tensor
 
 struct gathering {
     struct stage_view view;
-    int filled;
+    int filled;         /* the tensors whose pieces all came */
+    size_t partial;     /* of the next one, the bytes that came */
 };
 
-static int fill(void *ctx, const struct tr_checkpoint_tensor *t, void *buf, struct tr_diag *d)
+static int fill(void *ctx, const struct tr_checkpoint_tensor *t, size_t at, void *buf, size_t bytes, struct tr_diag *d)
 {
     struct gathering *g = ctx;
     struct tr_session *s = g->view.s;
     int from = tr_stages_holder(&s->train.b.stages, &s->train.b.g, t->value);   /* the first that holds it */
-    g->filled++;
+    bool last = at + bytes >= t->t.bytes;
+    g->filled += last;
+    g->partial = last ? 0 : at + bytes;
     if (from == 0) {
-        memcpy(buf, place(&g->view, t), t->t.bytes);
+        memcpy(buf, (char *)place(&g->view, t) + at, bytes);
         return 0;
     }
-    return tr_comm_recv(&s->pipe_comm, buf, t->t.bytes, from, TAG, "receiving the checkpoint's tensors", d);
+    return tr_comm_recv(&s->pipe_comm, buf, bytes, from, TAG, "receiving the checkpoint's tensors", d);
+}
+
+/* Tensor t's pieces (TR_ST_PIECE) from byte `skip` on, from stage `from` to rank 0: sent (data) or
+ * taken and dropped (NULL). */
+static int pieces(struct tr_session *s, const struct tr_checkpoint_tensor *t, const char *data, int from, size_t skip,
+                  struct tr_diag *d)
+{
+    int rc = 0;
+    void *scratch = data ? NULL : tr_xmalloc(TR_ST_PIECE);
+    for (size_t at = skip; at < t->t.bytes && !rc; at += TR_ST_PIECE) {
+        size_t bytes = t->t.bytes - at < TR_ST_PIECE ? t->t.bytes - at : TR_ST_PIECE;
+        struct tr_comm_request r;
+        if (data) {
+            rc = tr_comm_send(&s->pipe_comm, data + at, bytes, 0, TAG, &r, d);
+            rc = rc ? rc : tr_comm_sent(&s->pipe_comm, &r, d);
+        } else {
+            rc = tr_comm_recv(&s->pipe_comm, scratch, bytes, from, TAG, "receiving the checkpoint's tensors", d);
+        }
+    }
+    free(scratch);
+    return rc;
 }
 
 int tr_whole_write(struct tr_session *s, const char *dir, int64_t step, const char *recipe_name,
@@ -75,13 +99,9 @@ int tr_whole_write(struct tr_session *s, const char *dir, int64_t step, const ch
         int from = tr_stages_holder(&s->train.b.stages, &s->train.b.g, t[i].value);
         struct tr_diag unused = {0};
         if (s->layout.stage == 0 && from != 0) {
-            void *scratch = tr_xmalloc(t[i].t.bytes + 1);
-            tr_comm_recv(&s->pipe_comm, scratch, t[i].t.bytes, from, TAG, "receiving the checkpoint's tensors", &unused);
-            free(scratch);
+            pieces(s, &t[i], NULL, from, i == g.filled ? g.partial : 0, &unused);
         } else if (s->layout.stage != 0 && from == s->layout.stage) {
-            struct tr_comm_request r;
-            int sent = tr_comm_send(&s->pipe_comm, place(&g.view, &t[i]), t[i].t.bytes, 0, TAG, &r, d);
-            sent = sent ? sent : tr_comm_sent(&s->pipe_comm, &r, d);
+            int sent = pieces(s, &t[i], place(&g.view, &t[i]), 0, 0, d);
             rc = rc ? rc : sent;
         }
         tr_diag_free(&unused);
