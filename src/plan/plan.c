@@ -884,6 +884,9 @@ static int refused(const struct tr_plan_job *job, struct tr_diag *diag)
     if (job->r->optimize.parallel.tensor > 1)
         return tr_fail(diag, TR_EINVAL, "optimize.parallel.tensor %lld: tensor parallelism is not built yet; set it to "
                        "1 or null (pipeline and data parallelism are)", (long long)job->r->optimize.parallel.tensor);
+    if (job->stages > 1 && job->dev->kind != TR_DEVICE_CPU)
+        return tr_fail(diag, TR_EINVAL, "optimize.parallel.pipeline %d: pipeline stages run on CPU ranks; on GPU ranks "
+                       "(NCCL's send and receive) not yet", job->stages);
     return 0;
 }
 
@@ -1053,6 +1056,8 @@ int tr_plan_replay(struct tr_plan *p, const struct tr_plan_job *job, const struc
         memcpy(c->k.first_block, pair.first_block, sizeof c->k.first_block);
     measure(&pair, c);
     timing(&pair, &h, c);
+    if (k->pipeline > 1)   /* rank 0 chose it for every stage; here this rank's stage must fit its own process */
+        c->fits = c->footprint <= job->budget;
     free(h.count);
     close_pair(&pair);
     char what[160], need[32], budget[32];
