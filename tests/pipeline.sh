@@ -156,7 +156,9 @@ cut() {
   checks=$((checks + 1))
   grep -q "stopped by SIGTERM after step" "$dir/log.txt" || fail "$label: not stopped by SIGTERM: $(tail -n 3 "$scratch/cut.out")"
 }
-cut two-to-one optimize.parallel.pipeline=2 mpirun --oversubscribe --bind-to none -np 2 "$TRAINRUN"
+# both replay the uninterrupted run's plan: the same micro-batches whatever the host's load when
+# each planned (the ranks' bus rate, measured at the start, weighs the candidates)
+cut two-to-one "optimize.parallel.pipeline=2 --plan $whole/plan.json" mpirun --oversubscribe --bind-to none -np 2 "$TRAINRUN"
 run "$TRAINRUN" resume "$dir" optimize.parallel.pipeline=1 --quiet
 expect_rc 0 "2 stages resumed by one process"
 same_losses "$whole" "$dir" "2 stages, resumed by one process" 0 400

@@ -231,8 +231,8 @@ int tr_plan_search(struct tr_plan *p, const struct tr_plan_job *job, struct tr_d
  * pipeline, each layout's plan searched for its per-data-rank share of whole's batch (into
  * *share, which job->r then names) and stage 0's regions (every stage's footprint must fit);
  * optimize.parallel pins the stages (pipeline) or keeps the model whole (data); auto takes the
- * fastest layout that fits, a near-tie going to fewer stages, so a model is spread only when no
- * plan fits one rank or spreading is faster. job's world, rank, stages and stage are set to the
+ * layout with the fewest stages that fits, so a model is spread only when no plan fits one rank
+ * with the whole model. job's world, rank, stages and stage are set to the
  * layout chosen. 0 (p->chosen −1: nothing fits in any layout, p's reason naming the smallest
  * footprint, of the layout closest to fitting), or TR_EINVAL. */
 int tr_plan_search_layouts(struct tr_plan *p, struct tr_plan_job *job, struct tr_recipe *share,

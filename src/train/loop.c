@@ -841,6 +841,7 @@ int tr_loop_run(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f
     tr_grad_reducer_init(&l->reducer, &s->data_comm, s->be, s->optim.spans, s->optim.nspans, &s->train.b.g,
                          &s->train.b.p.plans[0], r->distributed.bucket, s->k.shard);
     l->reducer.profile = &l->profile;
+    s->pipe.profile = &l->profile;   /* pipelined: each wait for the stages beside a span in the traces */
     struct tr_diag why = {0};
     if (tr_grad_reducer_device(&l->reducer, &why))   /* GPU ranks: NCCL, else through host copies */
         tr_run_folder_say(f, "warning: %s\n", tr_diag_last(&why));

@@ -134,6 +134,15 @@ void tr_pipe_free(struct tr_pipe *pp)
     memset(pp, 0, sizeof *pp);
 }
 
+/* A wait for the neighbours since began: counted, and a span in the trace while one records. */
+static void waited(struct tr_pipe *pp, const char *what, double began)
+{
+    double now = tr_now();
+    pp->waited += now - began;
+    if (pp->profile)
+        tr_exec_profile_span(pp->profile, what, pp->step, began, now);
+}
+
 /* A transfer's bytes at (B, S): its value's, exactly (both ends count them alike). */
 static size_t transfer_bytes(const struct tr_exec *x, int v, int64_t B, int64_t S)
 {
@@ -148,14 +157,12 @@ static int receive(struct tr_pipe *pp, struct tr_exec *x, int part, int64_t B, i
     int rc = 0;
     for (int i = 0; i < pp->st->ntransfers && !rc; i++) {
         const struct tr_transfer *t = &pp->st->transfers[i];
-        if (t->to == pp->stage && t->part == part && getenv("TR_DEBUG_PIPE"))
-            fprintf(stderr, "recv value %d offset %lld first %d last %d region %d stash %d\n", t->value, (long long)x->plan->offset[t->value], x->plan->first[t->value], x->plan->last[t->value], x->plan->region[t->value], x->plan->stash ? x->plan->stash[t->value] : -1);
         if (t->to == pp->stage && t->part == part)
             rc = tr_comm_recv(pp->comm, tr_exec_data(x, t->value), transfer_bytes(x, t->value, B, S), t->from, i,
                               part == TR_PART_FORWARD ? "receiving activations from the stage before"
                                                       : "receiving gradients from the stage after", d);
     }
-    pp->waited += tr_now() - began;
+    waited(pp, part == TR_PART_FORWARD ? "pipeline: receive activations" : "pipeline: receive gradients", began);
     return rc;
 }
 
@@ -176,7 +183,7 @@ static int send(struct tr_pipe *pp, struct tr_exec *x, int part, int slot, int64
         if (!rc && part == TR_PART_BACKWARD) {
             double began = tr_now();
             rc = tr_comm_sent(pp->comm, r, d);
-            pp->waited += tr_now() - began;
+            waited(pp, "pipeline: send gradients", began);
         }
     }
     return rc;
@@ -189,7 +196,7 @@ static int sends_done(struct tr_pipe *pp, int slot, struct tr_diag *d)
     int rc = 0;
     for (int k = 0; k < pp->nforward && !rc; k++)
         rc = tr_comm_sent(pp->comm, &pp->sent[slot * pp->nforward + k], d);
-    pp->waited += tr_now() - began;
+    waited(pp, "pipeline: send activations", began);
     return rc;
 }
 
@@ -320,7 +327,6 @@ static int shared_sums(const struct tr_step_runner *r, struct tr_diag *d)
 static int forward_of(const struct tr_step_runner *r, const struct tr_step *st, int i, int slot, double scale,
                       int64_t total, double *loss, struct tr_diag *d)
 {
-    if (getenv("TR_DEBUG_PIPE")) fprintf(stderr, "stage %d F micro %d slot %d %lldx%lld\n", r->pipe->stage, i, slot, (long long)st->micro[i].n, (long long)st->micro[i].S);
     const struct tr_batch *mb = &st->micro[i];
     double share = (double)tr_batch_targets(mb, r->lm) / (double)total;
     return pipe_forward(r, mb, slot, (float)(share * scale), share, loss, d);
@@ -336,6 +342,7 @@ static int pipelined(const struct tr_step_runner *r, const struct tr_step *st, i
         list[m++] = i;
     *ran = m > 0;
     struct tr_pipe *pp = r->pipe;
+    pp->step = (int64_t)r->rng->step;
     int slots = r->p->slots, ahead = pp->st->count - pp->stage - 1, rc = 0;
     ahead = ahead < m ? ahead : m;
     int f = 0, b = 0;
@@ -347,13 +354,11 @@ static int pipelined(const struct tr_step_runner *r, const struct tr_step *st, i
             f++;
         }
         if (!rc) {
-            if (getenv("TR_DEBUG_PIPE")) fprintf(stderr, "stage %d B micro %d slot %d\n", r->pipe->stage, list[b], b % slots);
             rc = pipe_backward(r, &st->micro[list[b]], b % slots, d);
             b++;
         }
     }
     free(list);
-    if (rc && getenv("TR_DEBUG_PIPE")) fprintf(stderr, "stage %d failed: %s\n", r->pipe->stage, tr_diag_last(d));
     return rc ? rc : shared_sums(r, d);
 }
 

@@ -8,6 +8,7 @@
 #define TR_STEP_H
 
 #include "backend/exec.h"
+#include "backend/profile.h"
 #include "data/loader.h"
 #include "graph/program.h"
 #include "dist/gradients.h"
@@ -27,6 +28,8 @@ struct tr_pipe {
     int in_flight, in_flight_peak;  /* micro-batches between their forward and backward: now, and
                                      * the most there were (1F1B: min(stages − stage, micro-batches)) */
     double waited, ran;             /* seconds waiting for neighbours, running the stage's nodes */
+    struct tr_exec_profile *profile;   /* the trainer's: each wait a span in the traces (NULL: none) */
+    int64_t step;                   /* the step in progress, for those spans */
     double sent_bytes;              /* bytes sent to other stages */
     void **copies;                  /* a forward alone (evaluation): each send's host copy, two turns
                                      * of them, so that the next batch runs while this one travels */
