@@ -59,6 +59,20 @@ sys.exit(0 if sorted(a) == sorted(b) and steps and worst <= float(sys.argv[4]) e
 PY
 }
 
+# mpi_ranks: for a test of ranks under mpirun: skips (77) without mpirun or where trainrun was built
+# without MPI; one thread a rank, mpirun as root allowed, the data sets the benchmarks use (and
+# the CPU tests of ranks) made in the test's own folder.
+mpi_ranks() {
+  command -v mpirun >/dev/null || { echo "SKIP: no mpirun (scripts/setup installs openmpi-bin)"; exit 77; }
+  "$TRAINRUN" --version | grep -q "^Ranks: across processes over MPI" ||
+    { echo "SKIP: trainrun was built without MPI"; exit 77; }
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+  export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM OMP_NUM_THREADS
+  TRAINRUN_DATASETS=$scratch/datasets
+  export TRAINRUN_DATASETS
+  "$srcdir/bench/gpu/datasets" "$TRAINRUN_DATASETS" >/dev/null || { echo "FAIL: bench/gpu/datasets"; exit 1; }
+}
+
 # gpu_skip_reason VERSION: why a test that needs a GPU must skip, from `trainrun --version`'s
 # text (built without CUDA, or no GPU visible); prints nothing and fails when a GPU is seen.
 gpu_skip_reason() {

@@ -13,14 +13,7 @@
 # not split over the ranks and a launch MPI did not make are refused.
 # Skipped (77) without mpirun or where trainrun was built without MPI.
 . "$srcdir/tests/lib.sh"
-command -v mpirun >/dev/null || { echo "SKIP: no mpirun (scripts/setup installs openmpi-bin)"; exit 77; }
-"$TRAINRUN" --version | grep -q "^Ranks: across processes over MPI" ||
-  { echo "SKIP: trainrun was built without MPI"; exit 77; }
-OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
-export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM OMP_NUM_THREADS
-TRAINRUN_DATASETS=$scratch/datasets
-export TRAINRUN_DATASETS
-"$srcdir/bench/gpu/datasets" "$TRAINRUN_DATASETS" >/dev/null || { echo "FAIL: bench/gpu/datasets"; exit 1; }
+mpi_ranks
 
 # ranks N LABEL RECIPE [key=value...]: N ranks train into $scratch/LABEL; the run folder in $dir.
 ranks() {
