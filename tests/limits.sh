@@ -42,7 +42,12 @@ checks=$((checks + 1))
 # 400 MB (where OpenBLAS used to spin in the first GEMM, deaf to SIGTERM): refused alike.
 run timeout 120 prlimit --as=400000000 "$TRAINRUN" "$recipes/mlp.yaml" --quiet report.dir="$scratch/runs"
 expect_rc 3 "RLIMIT_AS 400 MB"
-expect_in "$err" "RLIMIT_AS is 400 MB; this run reserves about $need MB" "the same reservation named"
+# the same reservation named (each process's address space differs by a few hundred KB: a
+# megabyte either way)
+again=$(printf '%s\n' "$err" | sed -n 's/.*RLIMIT_AS is 400 MB; this run reserves about \([0-9]*\) MB.*/\1/p' | head -n 1)
+checks=$((checks + 1))
+[ -n "$again" ] && [ $((again - need)) -le 1 ] && [ $((need - again)) -le 1 ] ||
+  fail "the same reservation named: $need MB under 200 MB, then '$again' under 400 MB: $err"
 
 # RLIMIT_DATA counts VmData: its own figure, and ulimit -d.
 run timeout 120 prlimit --data=200000000 "$TRAINRUN" "$recipes/mlp.yaml" --quiet report.dir="$scratch/runs"
@@ -63,7 +68,7 @@ expect_in "$out" "RLIMIT_AS is $need MB, and this run reserves about " "plan say
 expect_in "$out" "below the budget" "and below what the budget"
 
 # A run killed with SIGTERM under the limit ends the documented way (130), never spins.
-timeout 900 prlimit --as="${need}000000" "$TRAINRUN" "$recipes/mlp.yaml" --quiet train.steps=100000 \
+timeout 900 prlimit --as="$((need + 2))000000" "$TRAINRUN" "$recipes/mlp.yaml" --quiet train.steps=100000 \
   report.dir="$scratch/term" >"$scratch/term.out" 2>&1 &
 pid=$!
 i=0
