@@ -68,30 +68,25 @@ PY
 # BERT, 2 and 4 stages, and 2 data ranks × 2 stages, 8 micro-batches a step (fixed batching, so m is
 # known): the same bits as one process over the same micro-batches.
 fixed="optimize.dynamic_batching=off optimize.accumulation=8"
-# shellcheck disable=SC2086
-ranks 2 bert-p2 "$bert" $fixed optimize.parallel.pipeline=2
-p2=$dir
-as_1f1b "$p2" 2 8
-expect_in "$(cat "$p2/log.txt")" "2 pipeline stages" "the log says the layout"
-alone bert-p2-alone "$p2/plan.json" "$bert"
-same_losses "$p2" "$dir" "bert-small, 2 stages" 0 20
-same_checkpoint "$p2" "$dir" "bert-small, 2 stages"
-
-# shellcheck disable=SC2086
-ranks 4 bert-p4 "$bert" $fixed optimize.parallel.pipeline=4
-p4=$dir
-as_1f1b "$p4" 4 8
-alone bert-p4-alone "$p4/plan.json" "$bert"
-same_losses "$p4" "$dir" "bert-small, 4 stages" 0 20
-same_checkpoint "$p4" "$dir" "bert-small, 4 stages"
-
-# shellcheck disable=SC2086
-ranks 4 bert-d2p2 "$bert" $fixed optimize.parallel.pipeline=2
-d2p2=$dir
-as_1f1b "$d2p2" 2 4
-expect_in "$(cat "$d2p2/log.txt")" "ranks: 4 (started by mpirun)" "4 ranks ran"
-alone bert-d2p2-alone "$d2p2/plan.json" "$bert"
-same_losses "$d2p2" "$dir" "bert-small, 2 data ranks × 2 stages" 1e-6 20
+# bert_stages N P M WHAT TOLERANCE: bert-small on N ranks, P stages, 8 micro-batches a step (M a
+# pipeline's), 1F1B as planned, against one process over the same micro-batches; the pipelined
+# run's folder in $piped.
+bert_stages() {
+  # shellcheck disable=SC2086
+  ranks "$1" "bert-$1-$2" "$bert" $fixed optimize.parallel.pipeline="$2"
+  piped=$dir
+  as_1f1b "$piped" "$2" "$3"
+  expect_in "$(cat "$piped/log.txt")" "ranks: $1 (started by mpirun) = $(($1 / $2)) data × $2 pipeline stages" \
+    "$4: the log says the layout"
+  alone "bert-$1-$2-alone" "$piped/plan.json" "$bert"
+  same_losses "$piped" "$dir" "bert-small, $4" "$5" 20
+}
+bert_stages 2 2 8 "2 stages" 0
+same_checkpoint "$piped" "$dir" "bert-small, 2 stages"
+p2=$piped
+bert_stages 4 4 8 "4 stages" 0
+same_checkpoint "$piped" "$dir" "bert-small, 4 stages"
+bert_stages 4 2 4 "2 data ranks × 2 stages" 1e-6
 
 # GPT: the tied token embedding's gradient is the first and the last stage's parts summed
 ranks 2 gpt-p2 "$gpt" optimize.parallel.pipeline=2
