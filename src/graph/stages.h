@@ -13,6 +13,8 @@
 #include "graph/graph.h"
 
 #define TR_MAX_STAGES 64
+#define TR_PIPE_PIECE ((size_t)1 << 20)   /* floats at a time a shared weight's gradient is summed in
+                                           * between its stages (train/step.c) */
 
 enum tr_part { TR_PART_FORWARD, TR_PART_BACKWARD };
 

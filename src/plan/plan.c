@@ -222,6 +222,10 @@ static uint64_t ranks_bytes(const struct pair *p, const struct tr_candidate *c, 
             piped += 2 * (uint64_t)tr_dim_eval(tr_shape_numel(&v->shape), c->k.eval_batch, job->seq) * tr_dtype_size(v->dtype);
     }
     piped += c->k.pipeline > 1 && stage == 0 && job->rank == 0 ? (uint64_t)TR_ST_PIECE : 0;
+    for (int i = 0; p->train.pipelined && i < p->train.stages.nshared; i++)   /* a shared weight's gradient: its
+                                                                                * holders' pieces (step.c) */
+        if (p->train.stages.shared_on[i] >> stage & 1)
+            piped += (uint64_t)__builtin_popcountll(p->train.stages.shared_on[i]) * TR_PIPE_PIECE * sizeof(float);
     if (job->world < 2)
         return piped;
     if (job->dev->kind != TR_DEVICE_CPU)

@@ -149,15 +149,17 @@ int tr_loop_share_resume(struct tr_loop *l, struct tr_session *s, int64_t *start
         if (!rc && state.start)
             rc = tr_whole_scatter(s, &l->resumed, d);
         tr_checkpoint_close(&l->resumed);
-    } else if (!rc && state.start && !s->train.x.shard.fill)
-        rc = tr_ranks_broadcast_region(c, s->be, s->train.x.base[TR_PARAM], s->train.x.region_bytes[TR_PARAM], d);
-    if (s->train.b.pipelined) {
-    } else if (!rc && state.start && s->optim.comm) {   /* sharded: each rank keeps its part of rank 0's (ZeRO 3:
-                                                  * of its parameters too) */
-        rc = tr_optim_share(&s->optim, d);
-        tr_optim_release(&s->optim);
     } else if (!rc && state.start) {
-        rc = tr_ranks_broadcast_region(c, s->be, (char *)s->optim.state, s->optim.state_bytes, d);
+        /* rank 0's parameters to every rank (ZeRO 3: its own part of them, in the share below) */
+        if (!s->train.x.shard.fill)
+            rc = tr_ranks_broadcast_region(c, s->be, s->train.x.base[TR_PARAM], s->train.x.region_bytes[TR_PARAM], d);
+        if (!rc && s->optim.comm) {   /* sharded: each rank keeps its part of rank 0's (ZeRO 3: of its
+                                       * parameters too) */
+            rc = tr_optim_share(&s->optim, d);
+            tr_optim_release(&s->optim);
+        } else if (!rc) {
+            rc = tr_ranks_broadcast_region(c, s->be, (char *)s->optim.state, s->optim.state_bytes, d);
+        }
     }
     if (rc || c->rank == 0)
         return rc;

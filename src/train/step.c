@@ -130,7 +130,7 @@ void tr_pipe_free(struct tr_pipe *pp)
 {
     for (int i = 0; pp->copies && i < pp->slots * pp->nforward; i++)
         free(pp->copies[i]);
-    free(pp->sent), free(pp->copies), free(pp->copy_bytes);
+    free(pp->sent), free(pp->copies), free(pp->copy_bytes), free(pp->parts);
     memset(pp, 0, sizeof *pp);
 }
 
@@ -288,8 +288,9 @@ static int pipe_backward(const struct tr_step_runner *r, const struct tr_batch *
     return rc;
 }
 
-/* The gradients of weights several stages read (GPT's tied embedding): each holder's part sent
- * to the others, and every holder left with the parts summed in stage order (the same bits). */
+/* The gradients of weights several stages read (GPT's tied embedding), a piece at a time
+ * (TR_PIPE_PIECE floats): each holder's piece sent to the others, and every holder left with the
+ * pieces summed in stage order (the same bits on each). */
 static int shared_sums(const struct tr_step_runner *r, struct tr_diag *d)
 {
     struct tr_pipe *pp = r->pipe;
@@ -297,29 +298,41 @@ static int shared_sums(const struct tr_step_runner *r, struct tr_diag *d)
     int rc = 0;
     for (int i = 0; i < pp->st->nshared && !rc; i++) {
         uint64_t on = pp->st->shared_on[i];
-        int grad = x->g->values[pp->st->shared[i]].grad, holders = __builtin_popcountll(on);
         if (!(on >> pp->stage & 1))
             continue;
+        int grad = x->g->values[pp->st->shared[i]].grad, holders = __builtin_popcountll(on), tag = pp->st->ntransfers;
         size_t n = (size_t)tr_dim_eval(tr_shape_numel(&x->g->values[grad].shape), 1, 1);
-        float *mine = tr_exec_data(x, grad), *parts = tr_xmalloc((size_t)holders * n * sizeof *parts);
-        struct tr_comm_request *sent = tr_xcalloc((size_t)holders, sizeof *sent);
-        for (int h = 0, k = 0; h < pp->st->count && !rc; h++)
-            if (on >> h & 1 && h != pp->stage)
-                rc = tr_comm_send(pp->comm, mine, n * sizeof *mine, h, pp->st->ntransfers, &sent[k++], d);
-        for (int h = 0, k = 0; h < pp->st->count && !rc; h++, k += (int)(on >> h & 1))
-            if (on >> h & 1)
-                rc = h == pp->stage ? (memcpy(parts + (size_t)k * n, mine, n * sizeof *mine), 0)
-                                    : tr_comm_recv(pp->comm, parts + (size_t)k * n, n * sizeof *mine, h,
-                                                   pp->st->ntransfers, "summing a shared weight's gradient", d);
-        for (int k = 0; k < holders; k++)
-            rc = rc ? rc : tr_comm_sent(pp->comm, &sent[k], d);
-        for (size_t e = 0; !rc && e < n; e++) {
-            float sum = parts[e];
-            for (int k = 1; k < holders; k++)
-                sum += parts[(size_t)k * n + e];
-            mine[e] = sum;
+        float *mine = tr_exec_data(x, grad);
+        if (pp->nparts < holders) {
+            free(pp->parts);
+            pp->parts = tr_xmalloc((size_t)holders * TR_PIPE_PIECE * sizeof *pp->parts);
+            pp->nparts = holders;
         }
-        free(parts), free(sent);
+        struct tr_comm_request sent[TR_MAX_STAGES];
+        for (size_t at = 0; at < n && !rc; at += TR_PIPE_PIECE) {
+            size_t m = n - at < TR_PIPE_PIECE ? n - at : TR_PIPE_PIECE;
+            int k = 0, nsent = 0;
+            for (int h = 0; h < pp->st->count && !rc; h++)
+                if (on >> h & 1 && h != pp->stage)
+                    rc = tr_comm_send(pp->comm, mine + at, m * sizeof *mine, h, tag, &sent[nsent++], d);
+            for (int h = 0; h < pp->st->count && !rc; h++) {
+                if (!(on >> h & 1))
+                    continue;
+                float *part = pp->parts + (size_t)k++ * TR_PIPE_PIECE;
+                if (h == pp->stage)
+                    memcpy(part, mine + at, m * sizeof *mine);
+                else
+                    rc = tr_comm_recv(pp->comm, part, m * sizeof *mine, h, tag, "summing a shared weight's gradient", d);
+            }
+            for (int j = 0; j < nsent; j++)   /* before the sums write over what they send */
+                rc = rc ? rc : tr_comm_sent(pp->comm, &sent[j], d);
+            for (size_t e = 0; !rc && e < m; e++) {
+                float sum = pp->parts[e];
+                for (int h = 1; h < holders; h++)
+                    sum += pp->parts[(size_t)h * TR_PIPE_PIECE + e];
+                mine[at + e] = sum;
+            }
+        }
     }
     return rc;
 }

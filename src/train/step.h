@@ -35,6 +35,9 @@ struct tr_pipe {
                                      * of them, so that the next batch runs while this one travels */
     size_t *copy_bytes;
     int turn;
+    float *parts;                   /* a shared weight's gradient, each holder's piece (TR_PIPE_PIECE
+                                     * floats each: nparts of them), summed after the step's backward */
+    int nparts;
 };
 
 void tr_pipe_init(struct tr_pipe *pp, const struct tr_comm *comm, const struct tr_stages *st, int stage, int slots);

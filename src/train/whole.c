@@ -16,13 +16,17 @@ struct tr_checkpoint_layout tr_whole_layout(const struct tr_session *s)
 struct stage_view {
     struct tr_session *s;
     int64_t *own;
+    int *first;        /* each weight's first stage that holds it (−1: none; not a weight) */
 };
 
 static int view_open(struct stage_view *w, struct tr_session *s, bool pull, struct tr_diag *d)
 {
     const struct tr_graph *g = &s->train.b.g;
-    *w = (struct stage_view){.s = s, .own = tr_xmalloc((size_t)(g->nvalues + 1) * sizeof *w->own)};
+    *w = (struct stage_view){.s = s, .own = tr_xmalloc((size_t)(g->nvalues + 1) * sizeof *w->own),
+                             .first = tr_xmalloc((size_t)(g->nvalues + 1) * sizeof *w->first)};
     for (int v = 0, at = 0; v < g->nvalues; v++) {
+        enum tr_value_kind kind = g->values[v].kind;
+        w->first[v] = kind == TR_PARAM || kind == TR_STATE ? tr_stages_holder(&s->train.b.stages, g, v) : -1;
         bool held = g->values[v].kind == TR_PARAM && tr_exec_holds(&s->train.x, v);
         w->own[v] = held ? at : -1;
         at += held ? (int)tr_dim_eval(tr_shape_numel(&g->values[v].shape), 1, 1) : 0;
@@ -51,7 +55,7 @@ static int fill(void *ctx, const struct tr_checkpoint_tensor *t, size_t at, void
 {
     struct gathering *g = ctx;
     struct tr_session *s = g->view.s;
-    int from = tr_stages_holder(&s->train.b.stages, &s->train.b.g, t->value);   /* the first that holds it */
+    int from = g->view.first[t->value];   /* the first stage that holds it */
     bool last = at + bytes >= t->t.bytes;
     g->filled += last;
     g->partial = last ? 0 : at + bytes;
@@ -96,7 +100,7 @@ int tr_whole_write(struct tr_session *s, const char *dir, int64_t step, const ch
     if (s->layout.stage == 0 && dir && !rc)
         rc = tr_checkpoint_write_each(dir, &l, step, s->optim.step, recipe_name, trainer_state, fill, &g, d);
     for (int i = s->layout.stage == 0 ? g.filled : 0; i < n; i++) {   /* rank 0: what a failure left; the others: theirs */
-        int from = tr_stages_holder(&s->train.b.stages, &s->train.b.g, t[i].value);
+        int from = g.view.first[t[i].value];
         struct tr_diag unused = {0};
         if (s->layout.stage == 0 && from != 0) {
             pieces(s, &t[i], NULL, from, i == g.filled ? g.partial : 0, &unused);
@@ -109,7 +113,7 @@ int tr_whole_write(struct tr_session *s, const char *dir, int64_t step, const ch
     if (s->layout.stage == 0 && !dir && !rc)
         rc = TR_EFAIL;
     tr_checkpoint_tensors_free(t, n);
-    free(g.view.own);
+    free(g.view.own), free(g.view.first);
     return rc;
 }
 
@@ -140,7 +144,7 @@ int tr_whole_scatter(struct tr_session *s, const struct tr_checkpoint *c, struct
         }
     }
     tr_checkpoint_tensors_free(t, n);
-    free(w.own);
+    free(w.own), free(w.first);
     struct tr_diag why = {0};
     if (!rc && (tr_exec_push(&s->train.x, TR_PARAM, &why) || tr_optim_push(&s->optim, &why)))
         rc = tr_fail_because(d, TR_EFAIL, &why, "a resumed checkpoint's tensors");
