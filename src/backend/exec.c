@@ -343,7 +343,12 @@ int tr_exec_run_part(struct tr_exec *x, int64_t B, int64_t S, int from, int to, 
             int rc;
             if (hook && hook->before && (rc = hook->before(hook->ctx, x, step, node, &why)))
                 return fail(node, step, rc, &why, NULL, d);
-            if ((rc = tr_backend_run(x->be, &a)))
+            if (tr_ops[node->op].runs_on == TR_OP_RUNS_ON_COLLECTIVE)
+                rc = x->collective.run ? x->collective.run(x->collective.ctx, &a)
+                                       : tr_fail(&why, TR_EFAIL, "internal: a collective and no ranks to run it");
+            else
+                rc = tr_backend_run(x->be, &a);
+            if (rc)
                 return fail(node, step, rc, &why, NULL, d);
             if (hook && hook->after && (rc = hook->after(hook->ctx, x, step, node, &why)))
                 return fail(node, step, rc, &why, NULL, d);

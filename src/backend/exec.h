@@ -66,6 +66,13 @@ struct tr_exec {
         int (*push)(void *ctx, const char *view, struct tr_diag *d);
         void *ctx;
     } shard;
+    /* Tensor parallelism: runs a collective node (ops.h: TR_OP_RUNS_ON_COLLECTIVE) over its
+     * bound tensors — every tensor rank calls it for the same nodes in the same order. NULL run:
+     * a graph with such a node fails at it. */
+    struct tr_exec_collective {
+        int (*run)(void *ctx, const struct tr_kernel_args *a);
+        void *ctx;
+    } collective;
 };
 
 /* Every call that can fail returns 0, or a code with its sentence added to d (core/error.h);

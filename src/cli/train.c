@@ -97,11 +97,11 @@ static int plan_ranked(const struct tr_comm *comm, struct tr_session *s, const s
     if (rc)
         return rc;
     if (comm->world == 1)   /* alone: laid out by the plan */
-        return tr_session_lay_out(s, share, s->layout.pipeline, d);
+        return tr_session_lay_out(s, share, s->layout.pipeline, s->layout.tensor, d);
     struct tr_knobs k = s->k;
     rc = tr_comm_broadcast(comm, &k, sizeof k, d);
     if (!rc)   /* every rank: the communicators of rank 0's layout */
-        rc = tr_session_lay_out(s, share, k.pipeline > 1 ? k.pipeline : 1, d);
+        rc = tr_session_lay_out(s, share, k.pipeline > 1 ? k.pipeline : 1, k.tensor > 1 ? k.tensor : 1, d);
     rc = tr_comm_agree(comm, rc, "laying out the ranks", d);
     if (!rc && comm->rank != 0)
         rc = tr_session_plan(s, share, data, NULL, NULL, &k, d);
@@ -176,8 +176,10 @@ static int train(const struct tr_comm *comm, const struct tr_recipe *r, const ch
     struct tr_weights w = {0};
     struct tr_loop loop = {0};
     int64_t start = 0;
-    /* the batch is the data ranks' to share: pipelined, each pipeline's stages run the same samples */
-    int64_t P = r->optimize.parallel.pipeline > 1 ? r->optimize.parallel.pipeline : 1;
+    /* the batch is the data ranks' to share: a pipeline's stages and a block's tensor ranks run the
+     * same samples */
+    int64_t P = (r->optimize.parallel.pipeline > 1 ? r->optimize.parallel.pipeline : 1) *
+                (r->optimize.parallel.tensor > 1 ? r->optimize.parallel.tensor : 1);
     int rc = tr_cli_rank_share(comm->world % P ? comm->world : comm->world / (int)P, r, &share, d);
     if (rc && comm->rank > 0)   /* every rank found it: rank 0 says it */
         tr_diag_free(d);
@@ -215,9 +217,10 @@ static int train(const struct tr_comm *comm, const struct tr_recipe *r, const ch
     tr_comm_watch_arm(comm, false);
     watched.folder = NULL;
     /* evaluation, on the clock's stop too: rank 0's (ZeRO 3: every rank's, whose parts it gathers;
-     * pipelined: every stage of rank 0's pipeline) */
+     * pipelined or tensor parallel: every rank of data rank 0's, which work on it together) */
+    bool spread = s.eval.b.pipelined || s.layout.tensor > 1;
     if ((!rc || rc == TR_ETIMEUP) && data.test.n &&
-        (!folder->silent || s.eval.x.shard.fill || (s.eval.b.pipelined && s.layout.data_rank == 0)))
+        (!folder->silent || s.eval.x.shard.fill || (spread && s.layout.data_rank == 0)))
         rc = test(&loop, &s, r, &data, res, rc, d);
     tr_finish_say_done(folder, &data, res, rc, d);                       /* finish */
     int measured = folder->silent ? 0 : tr_finish_measured_plan(folder, &s, r, &data, res, d);

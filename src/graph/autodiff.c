@@ -320,6 +320,22 @@ void tr_grad_cast(struct tr_autodiff *ad, const struct tr_node *n, int gy)
     emit(ad, TR_OP_CAST, &gy, 1, &n->in[0], 1, NULL);
 }
 
+/* Tensor parallelism (Megatron-LM's g and f): a sum over the tensor ranks passes the gradient to
+ * each unchanged; the input of column-split layers, each rank's part of the gradient, summed. */
+void tr_grad_allreduce(struct tr_autodiff *ad, const struct tr_node *n, int gy)
+{
+    pass_through(ad, n->in[0], gy);
+}
+
+void tr_grad_tensor_in(struct tr_autodiff *ad, const struct tr_node *n, int gy)
+{
+    if (!ad->needs[n->in[0]])
+        return;
+    int sum = new_act(ad, n->in[0]);
+    backward_node(ad, TR_OP_ALLREDUCE, &gy, 1, &sum, 1, NULL, false);
+    pass_through(ad, n->in[0], sum);
+}
+
 /* SUM and MEAN: dy broadcast back over the reduced axis, ÷ its size for the mean. */
 void tr_grad_sum(struct tr_autodiff *ad, const struct tr_node *n, int gy)
 {
@@ -360,6 +376,8 @@ static tr_grad_rule *const rules[TR_NOPS] = {
     [TR_OP_GATHER] = tr_grad_gather,
     [TR_OP_MASKED_FILL] = tr_grad_masked_fill,
     [TR_OP_CAST] = tr_grad_cast,
+    [TR_OP_ALLREDUCE] = tr_grad_allreduce,
+    [TR_OP_TENSOR_IN] = tr_grad_tensor_in,
     [TR_OP_SUM] = tr_grad_sum,
     [TR_OP_MEAN] = tr_grad_sum,
 };

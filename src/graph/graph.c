@@ -21,6 +21,7 @@ void tr_graph_init(struct tr_graph *g)
     memset(g, 0, sizeof *g);
     g->block = -1;
     g->loss = -1;
+    g->tensor = 1;
 }
 
 void tr_graph_free(struct tr_graph *g)
@@ -71,6 +72,8 @@ int tr_value_add(struct tr_graph *g, enum tr_value_kind kind, enum tr_dtype t, c
     v->grad = -1;
     v->view_of = -1;
     v->gathers = -1;
+    v->split_axis = -1;
+    v->init_key = g->nvalues - g->tensor_values;
     if (name)
         snprintf(v->name, sizeof v->name, "%s", name);
     return g->nvalues++;
@@ -580,6 +583,55 @@ int tr_masked_fill(struct tr_graph *g, int x, int mask, float value)
         return fail(g, "masked_fill: the mask must be u8 with a prefix of x's shape");
     return emit(g, TR_OP_MASKED_FILL, (int[]){x, mask}, 2, g->values[x].dtype, sx,
                 &(union tr_attrs){.fill = {value}});
+}
+
+int tr_allreduce(struct tr_graph *g, int x)
+{
+    CHECK_VALUES(g, x);
+    g->tensor_values++;
+    return emit(g, TR_OP_ALLREDUCE, &x, 1, g->values[x].dtype, shape(g, x), NULL);
+}
+
+int tr_tensor_in(struct tr_graph *g, int x)
+{
+    CHECK_VALUES(g, x);
+    g->tensor_values++;
+    int y = emit(g, TR_OP_TENSOR_IN, &x, 1, g->values[x].dtype, shape(g, x), NULL);
+    g->values[y].view_of = g->values[x].view_of >= 0 ? g->values[x].view_of : x;
+    return y;
+}
+
+void tr_param_split(struct tr_graph *g, int p, int axis, int parts)
+{
+    if (!valid(g, p) || g->tensor <= 1)
+        return;
+    g->values[p].split_axis = (int8_t)axis;
+    g->values[p].split_parts = (uint8_t)parts;
+}
+
+struct tr_shape tr_value_whole_shape(const struct tr_graph *g, int v)
+{
+    struct tr_shape s = g->values[v].shape;
+    if (g->values[v].split_axis >= 0)
+        s.dim[g->values[v].split_axis].k *= g->tensor;
+    return s;
+}
+
+void tr_value_slice(const struct tr_graph *g, int v, int rank, void *whole, void *slice, size_t size, bool to_slice)
+{
+    const struct tr_value *val = &g->values[v];
+    int64_t outer = 1, inner = size, len = val->shape.dim[val->split_axis].k;
+    for (int i = 0; i < val->split_axis; i++)
+        outer *= val->shape.dim[i].k;
+    for (int i = val->split_axis + 1; i < val->shape.rank; i++)
+        inner *= val->shape.dim[i].k;
+    int64_t parts = val->split_parts, block = len / parts;   /* this rank's rows of each part */
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t q = 0; q < parts; q++) {
+            char *w = (char *)whole + ((o * len * g->tensor) + (q * g->tensor + rank) * block) * inner;
+            char *sl = (char *)slice + (o * len + q * block) * inner;
+            memcpy(to_slice ? sl : w, to_slice ? w : sl, (size_t)(block * inner));
+        }
 }
 
 int tr_cast(struct tr_graph *g, int x, enum tr_dtype to)

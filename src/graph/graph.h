@@ -50,6 +50,9 @@ enum tr_op {
     TR_OP_SUM,            /* over one axis, or all (axis = -1) */
     TR_OP_MEAN,
     TR_OP_ARGMAX,         /* over the last dim → i32 */
+    /* tensor parallelism (Megatron-LM's f and g): a collective over the tensor ranks */
+    TR_OP_ALLREDUCE,      /* y = Σ over the tensor ranks of x (g); its gradient passes unchanged */
+    TR_OP_TENSOR_IN,      /* y = x, a view (f); its gradient is summed over the tensor ranks */
     /* backward */
     TR_OP_BIAS_GRAD,      /* dbias = Σ_rows dy */
     TR_OP_RELU_BWD,       /* dx = dy · [y > 0] */
@@ -122,6 +125,13 @@ struct tr_value {
     int gathers;        /* the gather pass's copies: the parameter they hold whole, by its place
                          * among the graph's parameters (the optimizer's order); else -1 */
     char name[96];      /* params and inputs: "bert.encoder.layer.11.attention.output.LayerNorm.weight" */
+    /* Tensor parallelism: a parameter held a slice per tensor rank (tr_param_split) — along
+     * split_axis (−1: whole on every rank), the whole axis being split_parts blocks (GPT's fused
+     * QKV: 3), of which each rank holds its 1/T of each, in rank order. init_key: its number in
+     * the graph built on one device, which initialisation is keyed by (tensor_values). */
+    int8_t split_axis;
+    uint8_t split_parts;
+    int init_key;
 };
 
 struct tr_node {
@@ -158,6 +168,10 @@ struct tr_graph {
     char message[256];
     int loss;           /* the scalar loss value, once set; -1 before */
     bool gather_ahead;  /* the gather pass's copies travel a block ahead (tr_gather_params) */
+    int tensor;         /* tensor parallelism: the model built for T ranks (1: whole) … */
+    int tensor_rank;    /* … as this one's slice of it */
+    int tensor_values;  /* values the split added (tr_allreduce, tr_tensor_in): a value's init_key
+                         * is its index less those before it */
 };
 
 void tr_graph_init(struct tr_graph *g);
@@ -216,6 +230,18 @@ int tr_cast(struct tr_graph *g, int x, enum tr_dtype to);
 int tr_sum(struct tr_graph *g, int x, int axis);    /* axis −1: all elements → [1] */
 int tr_mean(struct tr_graph *g, int x, int axis);
 int tr_argmax(struct tr_graph *g, int x);
+
+/* Tensor parallelism (Megatron-LM), for builders whose graph is a slice (g->tensor > 1):
+ * tr_allreduce sums x over the tensor ranks (a row-split layer's partial outputs); tr_tensor_in
+ * is x itself, whose gradient is summed over them (before a column-split layer). tr_param_split
+ * says how parameter p is sliced (graph.h's split_axis, split_parts); tr_value_whole_shape gives
+ * the shape one device holds; tr_value_slice copies between a whole tensor and this rank's
+ * slice of it (elements of `size` bytes; to_slice: whole → slice, else slice → whole). */
+int tr_allreduce(struct tr_graph *g, int x);
+int tr_tensor_in(struct tr_graph *g, int x);
+void tr_param_split(struct tr_graph *g, int p, int axis, int parts);
+struct tr_shape tr_value_whole_shape(const struct tr_graph *g, int v);
+void tr_value_slice(const struct tr_graph *g, int v, int rank, void *whole, void *slice, size_t size, bool to_slice);
 
 /* Marks the loss; tr_autodiff differentiates it. */
 void tr_graph_set_loss(struct tr_graph *g, int loss);

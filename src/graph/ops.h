@@ -35,9 +35,9 @@ enum tr_grad_kind {
     TR_GRAD_NONE,        /* not differentiable: its outputs carry no gradient (argmax) */
 };
 
-/* What runs it. A collective (all-reduce, reduce-scatter, all-gather, send, receive: none
- * yet) runs on no single device's kernel table, so a backend's table may leave it NULL and
- * the executor will hand it to the communicator; check_ops asks a kernel only of DEVICE ops. */
+/* What runs it. A collective (tensor parallelism's all-reduce) runs on no single device's
+ * kernel table, so a backend's table leaves it NULL and the executor hands it to its
+ * communicator (exec.h: collective); check_ops asks a kernel only of DEVICE ops. */
 enum tr_op_runs_on {
     TR_OP_RUNS_ON_UNSET,
     TR_OP_RUNS_ON_NOTHING,    /* a view (reshape): no kernel, the executor skips it */
@@ -86,7 +86,7 @@ tr_grad_rule tr_grad_matmul, tr_grad_bias_add, tr_grad_add, tr_grad_mul, tr_grad
     tr_grad_linear_cross_entropy, tr_grad_layernorm, tr_grad_embedding, tr_grad_attention, tr_grad_conv2d,
     tr_grad_batchnorm, tr_grad_maxpool, tr_grad_avgpool, tr_grad_global_avgpool, tr_grad_reshape,
     tr_grad_permute, tr_grad_slice, tr_grad_concat, tr_grad_gather, tr_grad_masked_fill, tr_grad_cast,
-    tr_grad_sum;
+    tr_grad_sum, tr_grad_allreduce, tr_grad_tensor_in;
 
 static inline bool tr_op_is_view(enum tr_op op)
 {

@@ -14,25 +14,25 @@
 
 static int block(struct tr_graph *g, const struct tr_recipe *r, int x, int mask, int layer, float p)
 {
-    int64_t D = r->model.hidden, H = r->model.heads, F = r->model.ffn;
+    int64_t D = r->model.hidden, H = r->model.heads, F = r->model.ffn, T = g->tensor;
     char at[96], name[128];
     snprintf(at, sizeof at, "bert.encoder.layer.%d", layer);
     tr_graph_block(g, layer);
-    int qkv[3];
+    int qkv[3], in = tr_tf_tensor_in(g, x);
     static const char *const parts[3] = {"query", "key", "value"};
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 3; i++) {   /* tensor parallel: each rank H/T heads */
         snprintf(name, sizeof name, "%s.attention.self.%s", at, parts[i]);
-        qkv[i] = tr_tf_heads(g, tr_tf_linear(g, x, D, D, STD, name), H, D / H);
+        qkv[i] = tr_tf_heads(g, tr_tf_project(g, in, D, D, STD, name, false, TR_TF_COLUMNS, 1), H / T, D / H);
     }
-    int o = tr_tf_merge(g, tr_attention(g, qkv[0], qkv[1], qkv[2], mask, 0), D);
+    int o = tr_tf_merge(g, tr_attention(g, qkv[0], qkv[1], qkv[2], mask, 0), D / T);
     snprintf(name, sizeof name, "%s.attention.output.dense", at);
-    o = tr_tf_dropout(g, tr_tf_linear(g, o, D, D, STD, name), p, (uint32_t)(4 * layer + 1));
+    o = tr_tf_dropout(g, tr_tf_project(g, o, D, D, STD, name, false, TR_TF_ROWS, 1), p, (uint32_t)(4 * layer + 1));
     snprintf(name, sizeof name, "%s.attention.output.LayerNorm", at);
     int h = tr_tf_layernorm(g, tr_add(g, x, o), D, EPS, name);
     snprintf(name, sizeof name, "%s.intermediate.dense", at);
-    int f = tr_tf_gelu(g, r, tr_tf_linear(g, h, D, F, STD, name), 0);
+    int f = tr_tf_gelu(g, r, tr_tf_project(g, tr_tf_tensor_in(g, h), D, F, STD, name, false, TR_TF_COLUMNS, 1), 0);
     snprintf(name, sizeof name, "%s.output.dense", at);
-    f = tr_tf_dropout(g, tr_tf_linear(g, f, F, D, STD, name), p, (uint32_t)(4 * layer + 2));
+    f = tr_tf_dropout(g, tr_tf_project(g, f, F, D, STD, name, false, TR_TF_ROWS, 1), p, (uint32_t)(4 * layer + 2));
     snprintf(name, sizeof name, "%s.output.LayerNorm", at);
     int y = tr_tf_layernorm(g, tr_add(g, h, f), D, EPS, name);
     tr_graph_block(g, -1);
@@ -44,9 +44,8 @@ int tr_bert_build(struct tr_graph *g, const struct tr_recipe *r, const struct tr
 {
     int64_t D = r->model.hidden, P = r->model.max_len, types = 2;
     float p = training ? (float)r->model.dropout : 0;
-    if (r->model.heads <= 0 || D % r->model.heads)
-        return snprintf(g->message, sizeof g->message, "model.hidden %lld is not a multiple of model.heads %lld",
-                        (long long)D, (long long)r->model.heads), g->error = -1;
+    if (tr_tf_check_split(g, r))
+        return -1;
     int word = tr_tf_param(g, 2, (int64_t[]){vocab, D}, STD, 1, "bert.embeddings.word_embeddings.weight");
     int pos = tr_tf_param(g, 2, (int64_t[]){P, D}, STD, 1, "bert.embeddings.position_embeddings.weight");
     int type = tr_tf_param(g, 2, (int64_t[]){types, D}, STD, 1, "bert.embeddings.token_type_embeddings.weight");

@@ -15,28 +15,28 @@
 
 static int block(struct tr_graph *g, const struct tr_recipe *r, int x, int mask, int layer, float p)
 {
-    int64_t D = r->model.hidden, H = r->model.heads, F = r->model.ffn;
+    int64_t D = r->model.hidden, H = r->model.heads, F = r->model.ffn, T = g->tensor;
     float proj_std = STD / sqrtf(2.0f * (float)r->model.layers);
     char at[96], name[128];
     snprintf(at, sizeof at, "transformer.h.%d", layer);
     tr_graph_block(g, layer);
     snprintf(name, sizeof name, "%s.ln_1", at);
-    int a = tr_tf_layernorm(g, x, D, EPS, name);
+    int a = tr_tf_tensor_in(g, tr_tf_layernorm(g, x, D, EPS, name));
     snprintf(name, sizeof name, "%s.attn.c_attn", at);
-    int qkv[3];
-    tr_split(g, tr_tf_conv1d(g, a, D, 3 * D, STD, name), 2, 3, qkv);
+    int qkv[3];   /* tensor parallel: each rank H/T heads of each of Q, K and V */
+    tr_split(g, tr_tf_project(g, a, D, 3 * D, STD, name, true, TR_TF_COLUMNS, 3), 2, 3, qkv);
     for (int i = 0; i < 3; i++)
-        qkv[i] = tr_tf_heads(g, qkv[i], H, D / H);
-    int o = tr_tf_merge(g, tr_attention(g, qkv[0], qkv[1], qkv[2], mask, 1), D);
+        qkv[i] = tr_tf_heads(g, qkv[i], H / T, D / H);
+    int o = tr_tf_merge(g, tr_attention(g, qkv[0], qkv[1], qkv[2], mask, 1), D / T);
     snprintf(name, sizeof name, "%s.attn.c_proj", at);
-    o = tr_tf_dropout(g, tr_tf_conv1d(g, o, D, D, proj_std, name), p, (uint32_t)(4 * layer + 1));
+    o = tr_tf_dropout(g, tr_tf_project(g, o, D, D, proj_std, name, true, TR_TF_ROWS, 1), p, (uint32_t)(4 * layer + 1));
     int h = tr_add(g, x, o);
     snprintf(name, sizeof name, "%s.ln_2", at);
-    int f = tr_tf_layernorm(g, h, D, EPS, name);
+    int f = tr_tf_tensor_in(g, tr_tf_layernorm(g, h, D, EPS, name));
     snprintf(name, sizeof name, "%s.mlp.c_fc", at);
-    f = tr_tf_gelu(g, r, tr_tf_conv1d(g, f, D, F, STD, name), 1);
+    f = tr_tf_gelu(g, r, tr_tf_project(g, f, D, F, STD, name, true, TR_TF_COLUMNS, 1), 1);
     snprintf(name, sizeof name, "%s.mlp.c_proj", at);
-    f = tr_tf_dropout(g, tr_tf_conv1d(g, f, F, D, proj_std, name), p, (uint32_t)(4 * layer + 2));
+    f = tr_tf_dropout(g, tr_tf_project(g, f, F, D, proj_std, name, true, TR_TF_ROWS, 1), p, (uint32_t)(4 * layer + 2));
     int y = tr_add(g, h, f);
     tr_graph_block(g, -1);
     return y;
@@ -47,9 +47,8 @@ int tr_gpt_build(struct tr_graph *g, const struct tr_recipe *r, const struct tr_
 {
     float p = training ? (float)r->model.dropout : 0;
     int64_t D = r->model.hidden, P = r->model.max_len;
-    if (r->model.heads <= 0 || D % r->model.heads)
-        return snprintf(g->message, sizeof g->message, "model.hidden %lld is not a multiple of model.heads %lld",
-                        (long long)D, (long long)r->model.heads), g->error = -1;
+    if (tr_tf_check_split(g, r))
+        return -1;
     int wte = tr_tf_param(g, 2, (int64_t[]){vocab, D}, STD, 1, "transformer.wte.weight");
     int wpe = tr_tf_param(g, 2, (int64_t[]){P, D}, STD / 2, 1, "transformer.wpe.weight");
     int x = tr_add(g, tr_embedding(g, wte, m->ids), tr_embedding(g, wpe, m->positions));

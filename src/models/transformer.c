@@ -21,16 +21,45 @@ int tr_tf_param(struct tr_graph *g, int rank, const int64_t *dims, float std, in
 
 int tr_tf_linear(struct tr_graph *g, int x, int64_t in, int64_t out, float std, const char *prefix)
 {
-    int w = tr_tf_param(g, 2, (int64_t[]){out, in}, std, 0, "%s.weight", prefix);
-    int b = tr_tf_param(g, 1, &out, 0, 1, "%s.bias", prefix);
-    return tr_linear(g, x, w, b);
+    return tr_tf_project(g, x, in, out, std, prefix, false, TR_TF_WHOLE, 1);
 }
 
-int tr_tf_conv1d(struct tr_graph *g, int x, int64_t in, int64_t out, float std, const char *prefix)
+int tr_tf_project(struct tr_graph *g, int x, int64_t in, int64_t out, float std, const char *prefix, bool conv1d,
+                  enum tr_tf_split how, int parts)
 {
-    int w = tr_tf_param(g, 2, (int64_t[]){in, out}, std, 0, "%s.weight", prefix);
-    int b = tr_tf_param(g, 1, &out, 0, 1, "%s.bias", prefix);
-    return tr_bias_add(g, tr_matmul(g, x, w, 0, 0), b);
+    int64_t T = how == TR_TF_WHOLE ? 1 : g->tensor;
+    int64_t i = how == TR_TF_ROWS ? in / T : in, o = how == TR_TF_COLUMNS ? out / T : out;
+    int w = tr_tf_param(g, 2, conv1d ? (int64_t[]){i, o} : (int64_t[]){o, i}, std, 0, "%s.weight", prefix);
+    int b = tr_tf_param(g, 1, &o, 0, 1, "%s.bias", prefix);
+    if (how == TR_TF_COLUMNS) {   /* its outputs: the weight's out axis, and the bias */
+        tr_param_split(g, w, conv1d ? 1 : 0, parts);
+        tr_param_split(g, b, 0, parts);
+    } else if (how == TR_TF_ROWS) {   /* its inputs: the weight's in axis; the bias whole */
+        tr_param_split(g, w, conv1d ? 0 : 1, 1);
+    }
+    int y = tr_matmul(g, x, w, 0, !conv1d);
+    if (how == TR_TF_ROWS && T > 1)
+        y = tr_allreduce(g, y);
+    return tr_bias_add(g, y, b);
+}
+
+int tr_tf_tensor_in(struct tr_graph *g, int x)
+{
+    return g->tensor > 1 ? tr_tensor_in(g, x) : x;
+}
+
+int tr_tf_check_split(struct tr_graph *g, const struct tr_recipe *r)
+{
+    int64_t T = g->tensor;
+    if (r->model.heads <= 0 || r->model.hidden % r->model.heads)
+        return snprintf(g->message, sizeof g->message, "model.hidden %lld is not a multiple of model.heads %lld",
+                        (long long)r->model.hidden, (long long)r->model.heads), g->error = -1;
+    if (r->model.heads % T || r->model.ffn % T)
+        return snprintf(g->message, sizeof g->message, "optimize.parallel.tensor %lld does not divide model.heads "
+                        "%lld and model.ffn %lld: each tensor rank takes whole heads and an equal part of the "
+                        "feed-forward", (long long)T, (long long)r->model.heads, (long long)r->model.ffn),
+               g->error = -1;
+    return 0;
 }
 
 int tr_tf_layernorm(struct tr_graph *g, int x, int64_t D, float eps, const char *prefix)

@@ -5,6 +5,7 @@
 #define TR_TRANSFORMER_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 
 #include "models/models.h"
 
@@ -14,8 +15,20 @@ int tr_tf_param(struct tr_graph *g, int rank, const int64_t *dims, float std, in
     __attribute__((format(printf, 6, 7)));
 /* A Linear layer with HF's layout (weight [out, in], bias [out]) named prefix.weight/.bias. */
 int tr_tf_linear(struct tr_graph *g, int x, int64_t in, int64_t out, float std, const char *prefix);
-/* GPT-2's Conv1D: weight stored [in, out], y = x·W + b. */
-int tr_tf_conv1d(struct tr_graph *g, int x, int64_t in, int64_t out, float std, const char *prefix);
+/* A projection y = x·W + b of in → out features (the whole model's), HF's Linear (weight
+ * [out, in]) or GPT-2's Conv1D (weight [in, out]: conv1d), split over g->tensor ranks as
+ * Megatron-LM splits a transformer's (graph.h: tensor parallelism): whole; by columns — each rank
+ * 1/T of the outputs of each of `parts` blocks (GPT's fused QKV: 3, so that every rank takes whole
+ * heads of Q, K and V), x read through tr_tf_tensor_in; by rows — each rank 1/T of the inputs (a
+ * column-split layer's outputs), the partial products summed over the ranks, then the bias,
+ * whole on each. */
+enum tr_tf_split { TR_TF_WHOLE, TR_TF_COLUMNS, TR_TF_ROWS };
+int tr_tf_project(struct tr_graph *g, int x, int64_t in, int64_t out, float std, const char *prefix, bool conv1d,
+                  enum tr_tf_split how, int parts);
+/* x as column-split layers read it: tr_tensor_in over several ranks, else x. */
+int tr_tf_tensor_in(struct tr_graph *g, int x);
+/* The recipe's heads and feed-forward against g->tensor: 0, or g->error with a sentence. */
+int tr_tf_check_split(struct tr_graph *g, const struct tr_recipe *r);
 /* LayerNorm with weight/bias named prefix.weight, prefix.bias (HF "LayerNorm" or "ln_1"). */
 int tr_tf_layernorm(struct tr_graph *g, int x, int64_t D, float eps, const char *prefix);
 /* [B, S, D] → [B, H, S, D/H] and back. */

@@ -122,6 +122,19 @@ double tr_plan_step_seconds(const struct tr_graph *g, int64_t B, int64_t S, cons
     return tr_plan_nodes_seconds(g, NULL, g->nnodes, B, S, dev, flops, bytes);
 }
 
+double tr_plan_collective_bytes(const struct tr_graph *g, int64_t B, int64_t S)
+{
+    struct tr_tensor in[TR_MAX_IN], out[TR_MAX_OUT];
+    double bytes = 0;
+    for (int i = 0; i < g->nnodes; i++) {
+        if (tr_ops[g->nodes[i].op].runs_on != TR_OP_RUNS_ON_COLLECTIVE)
+            continue;
+        tr_bind_shapes(g, &g->nodes[i], B, S, in, out);
+        bytes += (double)tr_tensor_numel(&out[0]) * (double)tr_dtype_size(out[0].dtype);
+    }
+    return bytes;
+}
+
 double tr_plan_nodes_seconds(const struct tr_graph *g, const int *nodes, int count, int64_t B, int64_t S,
                              const struct tr_device *dev, double *flops, double *bytes)
 {
@@ -130,7 +143,8 @@ double tr_plan_nodes_seconds(const struct tr_graph *g, const int *nodes, int cou
     for (int i = 0; i < count; i++) {   /* the schedule is creation order (program.c) */
         int node = nodes ? nodes[i] : i;
         const struct tr_node *n = &g->nodes[node];
-        if (tr_op_is_view(n->op))   /* no kernel */
+        if (tr_op_is_view(n->op) || tr_ops[n->op].runs_on == TR_OP_RUNS_ON_COLLECTIVE)   /* no kernel; the
+                                                                                         * bus's (plan.c) */
             continue;
         tr_bind_shapes(g, n, B, S, in, out);
         double f = tr_ops[n->op].flops(n, in, out), b = tr_node_bytes(n, in, out);

@@ -341,9 +341,16 @@ static void measure(struct pair *p, struct tr_candidate *c)
 
 static double pass_seconds(struct pair *p, int64_t B, double S, struct tr_candidate *c, double times)
 {
-    int64_t s = (int64_t)ceil(S);
-    double f, b, t = tr_plan_step_seconds(&p->train.g, B, s < 1 ? 1 : s, p->job->dev, &f, &b);
+    int64_t s = (int64_t)ceil(S) < 1 ? 1 : (int64_t)ceil(S);
+    double f, b, t = tr_plan_step_seconds(&p->train.g, B, s, p->job->dev, &f, &b);
     c->flops += f * times, c->bytes_moved += b * times;
+    int T = c->k.tensor;
+    if (T > 1) {   /* a ring all-reduce moves 2 (T − 1) / T of what it sums in and out of each rank */
+        double summed = tr_plan_collective_bytes(&p->train.g, B, s);
+        double seconds = p->job->bus_rate > 0 ? 2.0 * (T - 1) / T * summed / p->job->bus_rate : 0;
+        c->tensor_bytes += summed * times, c->tensor_seconds += seconds * times;
+        t += seconds;
+    }
     return t * times;
 }
 
@@ -396,6 +403,7 @@ static void timing(struct pair *p, const struct lengths *h, struct tr_candidate 
     int64_t batch = p->job->r->train.batch_size;
     double slots = 0, tokens = mean_length(h, 0, h->max) * (double)batch;
     c->flops = c->bytes_moved = 0, c->step_seconds = 0, c->micro_steps = 0;
+    c->tensor_seconds = c->tensor_bytes = 0;
     if (!c->k.dynamic) {
         int64_t last = batch - (c->k.accumulation - 1) * c->k.micro;
         double s_full = expected_longest(h, 0, h->max, c->k.micro), s_last = expected_longest(h, 0, h->max, last);
@@ -882,15 +890,16 @@ static int model_blocks(struct tr_plan *p, const struct tr_plan_job *job)
     return blocks;
 }
 
-/* What no plan can do yet: split the blocks across ranks (tensor parallelism). */
+/* What no plan can do yet: pipelines and tensor parallelism on GPU ranks, the two together, and
+ * either with ZeRO (the search skips those candidates). */
 static int refused(const struct tr_plan_job *job, struct tr_diag *diag)
 {
-    if (job->r->optimize.parallel.tensor > 1)
-        return tr_fail(diag, TR_EINVAL, "optimize.parallel.tensor %lld: tensor parallelism is not built yet; set it to "
-                       "1 or null (pipeline and data parallelism are)", (long long)job->r->optimize.parallel.tensor);
-    if (job->stages > 1 && job->dev->kind != TR_DEVICE_CPU)
-        return tr_fail(diag, TR_EINVAL, "optimize.parallel.pipeline %d: pipeline stages run on CPU ranks; on GPU ranks "
-                       "(NCCL's send and receive) not yet", job->stages);
+    if ((job->stages > 1 || job->tensors > 1) && job->dev->kind != TR_DEVICE_CPU)
+        return tr_fail(diag, TR_EINVAL, "optimize.parallel: pipeline stages and tensor parallelism run on CPU ranks; "
+                       "on GPU ranks (NCCL) not yet");
+    if (job->stages > 1 && job->tensors > 1)
+        return tr_fail(diag, TR_EINVAL, "optimize.parallel: pipeline %d and tensor %d together are not built yet; "
+                       "choose one of them", job->stages, job->tensors);
     return 0;
 }
 
@@ -915,12 +924,13 @@ int tr_plan_search(struct tr_plan *p, const struct tr_plan_job *job, struct tr_d
             for (int gathered = 0; gathered < 2 + (job->stages > 1) && !rc; gathered++) {   /* ZeRO 3's program
                                                                                           * is its own; pipelined, the
                                                                                           * stages balanced by memory */
-                if (gathered == 1 && (!sp.shard[3] || p->stateful || job->stages > 1))
+                if (gathered == 1 && (!sp.shard[3] || p->stateful || job->stages > 1 || job->tensors > 1))
                     continue;
                 bool by_memory = gathered == 2;
                 struct tr_knobs knobs = {.precision = sp.precisions[a], .remat_mode = sp.remat[k].mode,
                                          .remat_blocks = sp.remat[k].blocks, .shard = gathered == 1 ? 3 : 0,
-                                         .pipeline = job->stages > 1 ? job->stages : 1};
+                                         .pipeline = job->stages > 1 ? job->stages : 1,
+                                         .tensor = job->tensors > 1 ? job->tensors : 1};
                 struct pair pair;
                 if ((rc = open_pair(&pair, job, &knobs, by_memory, diag))) {
                     close_pair(&pair);
@@ -937,7 +947,7 @@ int tr_plan_search(struct tr_plan *p, const struct tr_plan_job *job, struct tr_d
                 for (int dyn = 0; dyn < 2 && !empty && !(by_memory && same_split); dyn++)
                     for (int shard = gathered == 1 ? 3 : 0; shard < (gathered == 1 ? 4 : 3); shard++) {
                         if (!sp.batching[dyn] || !sp.shard[shard] || p->ncand >= MAX_CANDIDATES ||
-                            (shard && job->stages > 1))   /* pipelined: no ZeRO yet */
+                            (shard && (job->stages > 1 || job->tensors > 1)))   /* spread: no ZeRO yet */
                             continue;
                         struct tr_candidate *c = add_candidate(p);
                         c->k = knobs;
@@ -956,19 +966,20 @@ int tr_plan_search(struct tr_plan *p, const struct tr_plan_job *job, struct tr_d
     return rc;
 }
 
-/* Whether layout a (its plan; more stages than b's) beats b: the seed's decision tree spreads the
- * model last — a layout with more stages only when b's fits nothing (bench/README.md: on this
- * host's ranks the measured bubble outgrows the forecast with many small micro-batches, so
- * "faster" is not trusted to move a model that fits: pin optimize.parallel.pipeline for that);
- * between layouts that fit nothing, the smaller largest footprint. */
-static bool better_layout(const struct tr_plan *a, const struct tr_plan *b)
+/* Whether layout a (its plan; the model spread over as many ranks as b's or more) beats b: the
+ * seed's decision tree spreads the model last — over more ranks only when b's fits nothing
+ * (bench/README.md: on this host's ranks the measured bubble outgrows the forecast with many small
+ * micro-batches, so "faster" is not trusted to move a model that fits: pin optimize.parallel for
+ * that); over as many (pipeline or tensor), the faster by forecast when both fit; between layouts
+ * that fit nothing, the smaller largest footprint. */
+static bool better_layout(const struct tr_plan *a, int a_spread, const struct tr_plan *b, int b_spread)
 {
     if (b->ncand == 0)
         return a->ncand > 0;
-    if (b->chosen >= 0)
-        return false;
-    if (a->chosen >= 0)
-        return true;
+    if (a->chosen >= 0 && b->chosen >= 0)
+        return a_spread == b_spread && a->cand[a->chosen].step_seconds < b->cand[b->chosen].step_seconds;
+    if (b->chosen >= 0 || a->chosen >= 0)
+        return a->chosen >= 0;
     const struct tr_candidate *x = &a->cand[a->smallest], *y = &b->cand[b->smallest];
     uint64_t fx = x->k.pipeline > 1 ? x->worst_footprint : x->footprint;
     uint64_t fy = y->k.pipeline > 1 ? y->worst_footprint : y->footprint;
@@ -979,48 +990,58 @@ int tr_plan_search_layouts(struct tr_plan *p, struct tr_plan_job *job, struct tr
                            const struct tr_recipe *whole, int ranks, struct tr_diag *diag)
 {
     const struct tr_recipe *r = whole;
-    int pinned = r->optimize.parallel.pipeline > 0 ? (int)r->optimize.parallel.pipeline : 0;
-    int most = pinned ? pinned : r->optimize.parallel.mode == TR_PARALLEL_DATA ? 1 : ranks;
+    int pinned_p = r->optimize.parallel.pipeline > 0 ? (int)r->optimize.parallel.pipeline : 0;
+    int pinned_t = r->optimize.parallel.tensor > 0 ? (int)r->optimize.parallel.tensor : 0;
+    bool data_only = r->optimize.parallel.mode == TR_PARALLEL_DATA;
     memset(p, 0, sizeof *p);
-    int best = 0, rc = 0;
+    int best_p = 0, best_t = 0, rc = 0;
     char whole_model[160] = "";   /* how the layout with the whole model on each rank did */
-    for (int P = pinned ? pinned : 1; P <= most && P <= TR_MAX_STAGES && !rc; P++) {
-        int64_t data = ranks / P;
-        if (ranks % P || r->train.batch_size % data) {   /* a layout the ranks or the batch cannot take */
-            if ((P == pinned || P == 1) && ranks % P)
-                rc = tr_fail(diag, TR_EINVAL, "optimize.parallel.pipeline %d does not divide the %d ranks", P, ranks);
-            else if (P == pinned || P == 1)
-                rc = tr_fail(diag, TR_EINVAL, "train.batch_size %lld does not split evenly over %lld data ranks",
-                             (long long)r->train.batch_size, (long long)data);
-            continue;
+    /* by the ranks a model is spread over, fewest first; at each, the pipelines then the tensor splits */
+    for (int spread = 1; spread <= ranks && !rc; spread++)
+        for (int P = 1; P <= spread && P <= TR_MAX_STAGES && !rc; P++) {
+            int T = spread / P;
+            if (spread % P || (pinned_p && P != pinned_p) || (pinned_t && T != pinned_t) ||
+                (data_only && spread > 1) || (P > 1 && T > 1))   /* pipeline × tensor: not built yet */
+                continue;
+            bool named = spread == 1 || (P == (pinned_p ? pinned_p : 1) && T == (pinned_t ? pinned_t : 1));
+            int64_t data = ranks / spread;
+            if (ranks % spread || r->train.batch_size % data) {   /* a layout the ranks or the batch cannot take */
+                if (named && ranks % spread)
+                    rc = tr_fail(diag, TR_EINVAL, "optimize.parallel.pipeline %d × tensor %d does not divide the %d "
+                                 "ranks", P, T, ranks);
+                else if (named)
+                    rc = tr_fail(diag, TR_EINVAL, "train.batch_size %lld does not split evenly over %lld data ranks",
+                                 (long long)r->train.batch_size, (long long)data);
+                continue;
+            }
+            struct tr_recipe one = *whole;
+            one.train.batch_size = r->train.batch_size / data;
+            struct tr_plan_job at = *job;
+            at.r = &one, at.world = (int)data, at.rank = 0, at.stages = P, at.stage = 0, at.tensors = T, at.tensor = 0;
+            struct tr_plan plan;
+            struct tr_diag why = {0};
+            int failed = tr_plan_search(&plan, &at, &why);
+            if (!failed && spread == 1 && plan.smallest >= 0)
+                snprintf(whole_model, sizeof whole_model, "with the whole model on each rank nothing fits (the "
+                         "smallest footprint is %.0f MiB)", (double)plan.cand[plan.smallest].footprint / 1048576);
+            if (failed && named) {   /* the model itself refused */
+                rc = tr_fail_because(diag, failed, &why, "planning");
+            } else if (!failed && better_layout(&plan, spread, p, best_p * best_t)) {
+                tr_plan_free(p);
+                *p = plan;
+                best_p = P, best_t = T;
+                *share = one;
+            } else {
+                tr_plan_free(&plan);
+            }
+            tr_diag_free(&why);
         }
-        struct tr_recipe one = *whole;
-        one.train.batch_size = r->train.batch_size / data;
-        struct tr_plan_job at = *job;
-        at.r = &one, at.world = (int)data, at.rank = 0, at.stages = P, at.stage = 0;
-        struct tr_plan plan;
-        struct tr_diag why = {0};
-        int failed = tr_plan_search(&plan, &at, &why);
-        if (!failed && P == 1 && plan.smallest >= 0)
-            snprintf(whole_model, sizeof whole_model, "with the whole model on each rank nothing fits (the smallest "
-                     "footprint is %.0f MiB)", (double)plan.cand[plan.smallest].footprint / 1048576);
-        if (failed && (P == 1 || P == pinned)) {   /* the model itself refused */
-            rc = tr_fail_because(diag, failed, &why, "planning");
-        } else if (!failed && better_layout(&plan, p)) {
-            tr_plan_free(p);
-            *p = plan;
-            best = P;
-            *share = one;
-        } else {
-            tr_plan_free(&plan);
-        }
-        tr_diag_free(&why);
-    }
-    if (rc || !best)
+    if (rc || !best_p)
         return rc ? rc : tr_fail(diag, TR_EINVAL, "no layout of %d ranks could be planned", ranks);
-    job->r = share, job->world = ranks / best, job->rank = 0, job->stages = best, job->stage = 0;
-    snprintf(p->layout_why, sizeof p->layout_why, "%s", pinned ? "optimize.parallel.pipeline pins it"
-             : best == 1 ? "the whole model fits each rank" : whole_model);
+    job->r = share, job->world = ranks / (best_p * best_t), job->rank = 0;
+    job->stages = best_p, job->stage = 0, job->tensors = best_t, job->tensor = 0;
+    snprintf(p->layout_why, sizeof p->layout_why, "%s", pinned_p || pinned_t ? "optimize.parallel pins it"
+             : best_p * best_t == 1 ? "the whole model fits each rank" : whole_model);
     return 0;
 }
 

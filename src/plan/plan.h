@@ -46,6 +46,8 @@ struct tr_knobs {
                                * (graph.h: the gather pass); 0: every rank all */
     int pipeline;             /* stages the model's blocks are dealt to (graph/stages.h): 1, none */
     int first_block[TR_MAX_STAGES + 1];   /* stage s runs blocks first_block[s] … first_block[s + 1] − 1 */
+    int tensor;               /* tensor parallelism: the ranks each block's layers are split over
+                               * (graph.h; 0 or 1: none) */
 };
 
 /* Whether every optimizer step under knobs k is one micro-batch, one run of the schedule: then
@@ -99,6 +101,8 @@ struct tr_plan_job {
                                * planned: with sharding they differ by rank (pipelined: the data
                                * ranks of one stage) */
     int stages, stage;        /* pipelined: the layout's stages (1: none) and this rank's */
+    int tensors, tensor;      /* tensor parallel: the ranks a block is split over (1: none) and
+                               * this rank's place among them */
     double bus_rate;          /* across ranks: the bus bytes a second the ranks sum at, measured
                                * (tr_comm_bus_rate); 0: unknown, their communication not forecast */
     bool gather_ahead;        /* across ranks: ZeRO 3's copies gathered a block ahead, on a thread
@@ -132,6 +136,9 @@ struct tr_candidate {
     double step_seconds;           /* predicted time of one optimizer step (communication included) */
     double comm_seconds;           /* of it, across ranks: summing the gradients (and, sharded,
                                     * gathering the parameters), not overlapped; 0 when not forecast */
+    double tensor_seconds;         /* of it, tensor parallel: the blocks' all-reduces (four a block
+                                    * a micro-batch, and again in recomputation) at the bus rate */
+    double tensor_bytes;           /* the bytes those all-reduces sum a step, a rank's */
     double flops, bytes_moved;     /* per step, recompute and padding included */
     double micro_steps;            /* micro-batches a step, on average */
     double padding;                /* padded slots per real token, on average (text) */
@@ -269,6 +276,9 @@ int64_t tr_plan_shard_elements(const struct tr_graph *g, int world, int rank);
  * behind it (either pointer may be NULL). */
 double tr_plan_step_seconds(const struct tr_graph *g, int64_t B, int64_t S, const struct tr_device *dev,
                             double *flops, double *bytes);
+/* The bytes g's collectives (tensor parallelism's all-reduces) sum in one pass at (B, S): their
+ * time is the bus's, not the device's (tr_plan_nodes_seconds leaves them out). */
+double tr_plan_collective_bytes(const struct tr_graph *g, int64_t B, int64_t S);
 /* The same for nodes[0 … count − 1] alone (NULL: the first count in creation order). */
 double tr_plan_nodes_seconds(const struct tr_graph *g, const int *nodes, int count, int64_t B, int64_t S,
                              const struct tr_device *dev, double *flops, double *bytes);

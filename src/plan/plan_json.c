@@ -51,12 +51,21 @@ static void pipeline_json(json_t *j, const struct tr_candidate *c)
                                                  (json_int_t)c->worst_footprint));
 }
 
+/* Tensor parallel: the ranks a block is split over, and what their all-reduces sum a step. */
+static void tensor_json(json_t *j, const struct tr_candidate *c)
+{
+    if (c->k.tensor < 2)
+        return;
+    json_object_set_new(j, "tensor", json_pack("{sisfsf}", "ranks", c->k.tensor, "allreduce_bytes_per_step",
+                                               c->tensor_bytes, "predicted_allreduce_seconds", c->tensor_seconds));
+}
+
 char *tr_plan_to_json(const struct tr_plan *p, bool all_candidates, const char *recipe_hash)
 {
     int show = p->chosen >= 0 ? p->chosen : p->smallest;
     json_t *j = show >= 0 ? candidate_json(p, &p->cand[show]) : json_object();
     if (show >= 0)
-        pipeline_json(j, &p->cand[show]);
+        pipeline_json(j, &p->cand[show]), tensor_json(j, &p->cand[show]);
     if (show < 0)
         json_object_set_new(j, "fits", json_false());
     json_object_set_new(j, "budget_bytes", json_integer((json_int_t)p->budget));
@@ -149,6 +158,13 @@ int tr_plan_read_knobs(const char *path, struct tr_knobs *k, struct tr_diag *dia
             k->first_block[i] = (int)first, k->first_block[i + 1] = (int)(first + count);
         }
     }
+    /* tensor parallel: the ranks a block is split over; plans written before it have none */
+    json_t *tensor = json_object_get(json_object_get(j, "tensor"), "ranks");
+    k->tensor = 1;
+    if (!rc && tensor && (!json_is_integer(tensor) || json_integer_value(tensor) < 1 || json_integer_value(tensor) > 64))
+        rc = tr_fail(diag, TR_EINVAL, "%s: tensor.ranks must be an integer from 1 to 64", path);
+    else if (!rc && tensor)
+        k->tensor = (int)json_integer_value(tensor);
     if (!rc) {
         k->remat_blocks = blocks, k->dynamic = dynamic, k->nbuckets = (int)json_array_size(buckets);
         k->micro = micro, k->accumulation = accumulation, k->eval_batch = eval_batch;

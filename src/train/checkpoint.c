@@ -25,16 +25,18 @@ struct entries {
     int n;
 };
 
-static void add(struct entries *e, const char *name, int v, int k, const struct tr_value *val, enum tr_dtype dtype,
+/* Tensor parallel: a sliced value's entry is its whole tensor's (whole.h gathers it). */
+static void add(struct entries *e, const char *name, int v, int k, const struct tr_graph *g, enum tr_dtype dtype,
                 void *data)
 {
     struct tr_st_tensor *t = &e->t[e->n];
+    struct tr_shape shape = tr_value_whole_shape(g, v);
     e->value[e->n] = v, e->state[e->n] = k;
     e->names[e->n] = tr_strdup(name);
-    *t = (struct tr_st_tensor){.name = e->names[e->n], .dtype = dtype, .rank = val->shape.rank, .data = data};
-    for (int d = 0; d < val->shape.rank; d++)
-        t->shape[d] = val->shape.dim[d].k;
-    t->bytes = (size_t)tr_dim_eval(tr_shape_numel(&val->shape), 1, 1) * tr_dtype_size(dtype);
+    *t = (struct tr_st_tensor){.name = e->names[e->n], .dtype = dtype, .rank = shape.rank, .data = data};
+    for (int d = 0; d < shape.rank; d++)
+        t->shape[d] = shape.dim[d].k;
+    t->bytes = (size_t)tr_dim_eval(tr_shape_numel(&shape), 1, 1) * tr_dtype_size(dtype);
     e->n++;
 }
 
@@ -53,7 +55,7 @@ static void list_entries(struct entries *e, const struct tr_checkpoint_layout *l
     int64_t total = 0, offset = 0;
     for (int v = 0; v < g->nvalues; v++) {
         if (g->values[v].kind == TR_PARAM || g->values[v].kind == TR_STATE)
-            add(e, g->values[v].name, v, -1, &g->values[v], TR_F32, x ? tr_exec_host(x, v) : NULL);
+            add(e, g->values[v].name, v, -1, g, TR_F32, x ? tr_exec_host(x, v) : NULL);
         if (g->values[v].kind == TR_PARAM)
             total += tr_dim_eval(tr_shape_numel(&g->values[v].shape), 1, 1);
     }
@@ -62,7 +64,7 @@ static void list_entries(struct entries *e, const struct tr_checkpoint_layout *l
             continue;
         for (int k = 0; k < l->nstate; k++) {
             char *name = tr_strdup_printf("optimizer.%s.%s", desc->state[k].name, g->values[v].name);
-            add(e, name, v, k, &g->values[v], desc->state[k].dtype, state ? state + k * total + offset : NULL);
+            add(e, name, v, k, g, desc->state[k].dtype, state ? state + k * total + offset : NULL);
             free(name);
         }
         offset += tr_dim_eval(tr_shape_numel(&g->values[v].shape), 1, 1);

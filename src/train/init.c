@@ -34,17 +34,20 @@ static int64_t numel(const struct tr_value *val)
 
 /* ---- drawn ------------------------------------------------------------------------------------ */
 
+/* The whole value (tensor parallel: its whole shape), keyed by its number in the one-device graph. */
 static void init_value(const struct tr_init_target *t, int v, float *data)
 {
     const struct tr_value *val = &t->g->values[v];
-    int64_t n = numel(val);
+    struct tr_shape whole = tr_value_whole_shape(t->g, v);
+    int64_t n = tr_dim_eval(tr_shape_numel(&whole), 1, 1);
+    uint64_t key = (uint64_t)val->init_key;
     for (int64_t i = 0; i < n; i++) {
-        float u = tr_rng_uniform(t->seed, 0, (uint64_t)v, (uint32_t)(i >> 32), (uint32_t)i, INIT_STREAM);
+        float u = tr_rng_uniform(t->seed, 0, key, (uint32_t)(i >> 32), (uint32_t)i, INIT_STREAM);
         switch (val->init) {
         case TR_INIT_ONE:     data[i] = 1; break;
         case TR_INIT_UNIFORM: data[i] = (2 * u - 1) * val->init_scale; break;
         case TR_INIT_NORMAL: {   /* Box–Muller from a second, independent uniform */
-            float u2 = tr_rng_uniform(t->seed, 0, (uint64_t)v, (uint32_t)(i >> 32) | 0x80000000u, (uint32_t)i,
+            float u2 = tr_rng_uniform(t->seed, 0, key, (uint32_t)(i >> 32) | 0x80000000u, (uint32_t)i,
                                       INIT_STREAM);
             data[i] = val->init_scale * sqrtf(-2 * logf(1 - u)) * cosf(6.2831853f * u2);
             break;
@@ -56,9 +59,20 @@ static void init_value(const struct tr_init_target *t, int v, float *data)
 
 int tr_init_random(const struct tr_init_target *t, struct tr_diag *d)
 {
-    for (int v = 0; v < t->g->nvalues; v++)   /* a pipeline stage: the weights it holds */
-        if (is_weight(&t->g->values[v]) && tr_exec_host(t->x, v))
+    for (int v = 0; v < t->g->nvalues; v++) {   /* a pipeline stage: the weights it holds */
+        if (!is_weight(&t->g->values[v]) || !tr_exec_host(t->x, v))
+            continue;
+        if (t->g->values[v].split_axis < 0) {
             init_value(t, v, tr_exec_host(t->x, v));
+            continue;
+        }
+        /* tensor parallel: the whole weight drawn, this rank's slice kept — the one device's values */
+        float *whole = tr_xmalloc((size_t)tr_dim_eval(tr_shape_numel(&t->g->values[v].shape), 1, 1) *
+                                  (size_t)t->g->tensor * sizeof *whole);
+        init_value(t, v, whole);
+        tr_value_slice(t->g, v, t->g->tensor_rank, whole, tr_exec_host(t->x, v), sizeof *whole, true);
+        free(whole);
+    }
     return tr_exec_push(t->x, TR_PARAM, d);
 }
 
@@ -157,12 +171,13 @@ static const struct tr_st_tensor *find(const struct load *l, const char *name, i
     return hit;
 }
 
-/* The file tensor's shape is the value's; dims gets the value's (constant) sizes. */
-static int same_shape(const struct tr_value *val, const struct tr_st_tensor *t, int64_t *dims)
+/* The file tensor's shape is value v's (whole); dims gets its (constant) sizes. */
+static int same_shape(const struct tr_graph *g, int v, const struct tr_st_tensor *t, int64_t *dims)
 {
-    int same = t->rank == val->shape.rank;
-    for (int i = 0; i < val->shape.rank; i++) {
-        dims[i] = tr_dim_eval(val->shape.dim[i], 1, 1);
+    struct tr_shape whole = tr_value_whole_shape(g, v);   /* tensor parallel: the file's is the whole */
+    int same = t->rank == whole.rank;
+    for (int i = 0; i < whole.rank; i++) {
+        dims[i] = tr_dim_eval(whole.dim[i], 1, 1);
         same = same && t->shape[i] == dims[i];
     }
     return same;
@@ -251,9 +266,18 @@ static int load_value(struct load *l, int v, int *missing)
     if (!t)
         return 0;
     int64_t dims[TR_MAX_RANK];
-    if (!same_shape(val, t, dims))
+    if (!same_shape(l->t->g, v, t, dims))
         return shape_error(l, val->name, t, dims, val->shape.rank);
-    if (to_f32(t, tr_exec_host(l->t->x, v), numel(val)))
+    int T = val->split_axis >= 0 ? l->t->g->tensor : 1;   /* tensor parallel: this rank's slice */
+    float *whole = T > 1 ? malloc((size_t)numel(val) * (size_t)T * sizeof *whole) : tr_exec_host(l->t->x, v);
+    if (!whole)
+        return out_of_memory(l);
+    int bad = to_f32(t, whole, numel(val) * T);
+    if (T > 1 && !bad)
+        tr_value_slice(l->t->g, v, l->t->g->tensor_rank, whole, tr_exec_host(l->t->x, v), sizeof *whole, true);
+    if (T > 1)
+        free(whole);
+    if (bad)
         return dtype_error(l, t);
     l->used[t - l->st.tensors] = 1;
     l->info->loaded++;
@@ -307,7 +331,7 @@ static int check_tied(struct load *l)
         if (!t || v == g->nvalues || l->used[t - l->st.tensors])
             continue;
         int64_t n = numel(&g->values[v]), dims[TR_MAX_RANK];
-        if (!same_shape(&g->values[v], t, dims))
+        if (!same_shape(g, v, t, dims))
             return shape_error(l, tied[i].param, t, dims, g->values[v].shape.rank);
         float *copy = malloc((size_t)(n ? n : 1) * sizeof *copy);
         if (!copy)

@@ -54,7 +54,7 @@ static int write_checkpoint(struct tr_loop *l, struct tr_session *s, struct tr_r
     if (!rc && f->record)   /* how long they were: a resume from this checkpoint cuts them back */
         tr_run_folder_note(f, "checkpointed", tr_trim_mark(f, step));
     struct tr_diag why = {0};
-    if (s->train.b.pipelined) {   /* a tensor at a time from the stages; after a failure here, taken and dropped */
+    if (tr_session_spread(s)) {   /* a tensor at a time from the ranks; after a failure here, taken and dropped */
         int wrote = tr_whole_write(s, rc ? NULL : dir, step, r->name, state, rc ? &why : d);
         rc = rc ? rc : wrote;
     } else if (!rc && tr_checkpoint_write(dir, &s->train.x, &s->optim, step, r->name, state, &why))
@@ -76,7 +76,7 @@ int tr_loop_checkpoint(struct tr_loop *l, struct tr_session *s, struct tr_run_fo
         rc = tr_optim_gather(&s->optim, d);
     if (!f->silent)
         rc = write_checkpoint(l, s, f, r, dir.s, step, rc, d);
-    else if (!rc && s->train.b.pipelined)   /* the other stages of rank 0's pipeline: their tensors to it */
+    else if (!rc && tr_session_spread(s))   /* the other ranks of data rank 0: their tensors to it */
         rc = tr_whole_write(s, NULL, step, NULL, NULL, d);
     tr_optim_release(&s->optim);
     if (l->comm->world > 1)
@@ -103,7 +103,7 @@ int tr_loop_resume(struct tr_loop *l, struct tr_session *s, struct tr_run_folder
     struct tr_diag why = {0};
     struct tr_checkpoint_layout whole = tr_whole_layout(s);   /* pipelined: left open, dealt to the stages
                                                                * tensor by tensor (tr_loop_share_resume) */
-    if (s->train.b.pipelined ? tr_checkpoint_resume_open(dir.s, &whole, &l->resumed, start, &s->optim.step, state,
+    if (tr_session_spread(s) ? tr_checkpoint_resume_open(dir.s, &whole, &l->resumed, start, &s->optim.step, state,
                                                          sizeof state, warn, sizeof warn, &why)
                              : tr_checkpoint_resume(dir.s, &s->train.x, &s->optim, start, state, sizeof state, warn,
                                                     sizeof warn, &why))
@@ -145,7 +145,7 @@ int tr_loop_share_resume(struct tr_loop *l, struct tr_session *s, int64_t *start
     } state = {*start, l->total_steps, l->checkpointed, s->optim.step, l->eval_pending,
                {l->early.best, l->early.best_step, l->early.bad, l->early.stopped}, s->scaler};
     int rc = tr_comm_broadcast(c, &state, sizeof state, d);
-    if (s->train.b.pipelined) {   /* each rank what its stage holds of rank 0's checkpoint */
+    if (tr_session_spread(s)) {   /* each rank what its stage holds (its slice) of rank 0's checkpoint */
         if (!rc && state.start)
             rc = tr_whole_scatter(s, &l->resumed, d);
         tr_checkpoint_close(&l->resumed);
@@ -380,7 +380,9 @@ static int train_step(struct loop_run *c, const struct tr_step *st, const struct
     /* across ranks: the step's gradients and loss, whether any rank failed or would stop after it
      * (a rank that failed still takes part, with zeros, so that none waits for it) */
     struct tr_ranks_step *agreed = &c->l->agreed;
-    *agreed = (struct tr_ranks_step){failed ? 0 : o->loss, tr_stop_requested() != 0,
+    /* tensor parallel: every tensor rank has the whole loss, counted once (tensor rank 0's) */
+    bool counts = c->s->layout.tensor_rank == 0;
+    *agreed = (struct tr_ranks_step){failed || !counts ? 0 : o->loss, tr_stop_requested() != 0,
                                      c->l->deadline && t < c->l->total_steps && tr_now() >= c->l->deadline,
                                      failed != 0};
     double reduce_began = tr_now();
@@ -850,7 +852,7 @@ int tr_loop_run(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f
     else if (l->reducer.on_device)
         tr_run_folder_say(f, "ranks: the GPUs sum their gradients over NCCL\n");
     tr_diag_free(&why);
-    if (tr_plan_overlap(r, l->comm->local_world, s->dev.threads) && !s->train.b.pipelined) {
+    if (tr_plan_overlap(r, l->comm->local_world, s->dev.threads) && !tr_session_spread(s)) {
         if (tr_grad_reducer_overlap(&l->reducer, &s->train.b.g, s->train.b.p.schedule, s->train.b.p.n,
                                     &s->train.b.p.plans[0]))
             s->train.x.hook = tr_grad_reducer_hook(&l->reducer, s->train.x.hook);

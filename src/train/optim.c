@@ -102,8 +102,23 @@ void tr_optim_pipelined(struct tr_optim *o, const struct tr_comm *pipe, const st
     o->pieces = tr_xcalloc((size_t)(o->npieces ? o->npieces : 1), sizeof *o->pieces);
 }
 
+void tr_optim_tensor(struct tr_optim *o, const struct tr_comm *tensor)
+{
+    o->tensor = tensor;
+    o->norm_spans = tr_xcalloc((size_t)(o->nspans + 1), sizeof *o->norm_spans);
+    for (int v = 0, i = 0; v < o->g->nvalues; v++) {
+        if (o->g->values[v].kind != TR_PARAM || o->plan->offset[v] < 0)
+            continue;
+        if (o->g->values[v].split_axis >= 0 || tensor->rank == 0)
+            o->norm_spans[o->nnorm++] = o->spans[i];
+        i++;
+    }
+}
+
 void tr_optim_free(struct tr_optim *o)
 {
+    free(o->norm_spans);
+    o->norm_spans = NULL;
     free(o->spans), free(o->piece_at), free(o->counted);
     o->piece_at = NULL, o->counted = NULL;
     if (o->host_state != o->state)
@@ -395,7 +410,11 @@ double tr_grad_clip(struct tr_optim *o, double clip, struct tr_diag *d)
 {
     struct tr_optim_args a = args_of(o, 0, d);
     double sum = 0;
+    if (o->tensor)   /* this rank's part of the sum, then the tensor ranks' together */
+        a.spans = o->norm_spans, a.nspans = o->nnorm;
     if (o->pipe ? sumsq_pipelined(o, &sum, d) : o->comm ? sumsq_shared(o, &sum, d) : tr_backend_grad_sumsq(o->be, &a, &sum))
+        return NAN;
+    if (o->tensor && tr_comm_sum_doubles(o->tensor, &sum, 1, d))
         return NAN;
     double norm = sqrt(sum);
     o->grad_factor = 1;
@@ -414,6 +433,8 @@ bool tr_grad_unscale(struct tr_optim *o, float inv, struct tr_diag *d)
     if (o->comm && tr_comm_sum_doubles(o->comm, &overflowed, 1, d))
         return false;
     if (o->pipe && tr_comm_sum_doubles(o->pipe, &overflowed, 1, d))
+        return false;
+    if (o->tensor && tr_comm_sum_doubles(o->tensor, &overflowed, 1, d))
         return false;
     return overflowed == 0;
 }

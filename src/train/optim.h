@@ -52,6 +52,11 @@ struct tr_optim {
     int64_t *piece_at;         /* per span: its first piece among all the model's (the norm's) */
     uint8_t *counted;          /* per span: its gradient counts in the norm here (a shared weight's
                                 * on its first stage alone) */
+    /* tensor parallel (tr_optim_tensor): the ranks this one's blocks are split over, and the spans
+     * whose gradients count in the norm here (the sliced ones; the whole ones on tensor rank 0) */
+    const struct tr_comm *tensor;
+    struct tr_param_span *norm_spans;
+    int nnorm;
 };
 
 /* The optimizer over g's parameters and gradients (at plan's offsets), its state in `state`
@@ -65,6 +70,10 @@ void tr_optim_init(struct tr_optim *o, const struct tr_recipe *r, const struct t
 /* A pipeline stage's optimizer (graph/stages.h): its plan holds its stage's parameters alone,
  * the gradients' norm and fp16's overflow check are the stages' together over pipe. */
 void tr_optim_pipelined(struct tr_optim *o, const struct tr_comm *pipe, const struct tr_stages *st, int stage);
+/* Tensor parallel (graph.h): the gradients' norm and fp16's overflow check are the tensor ranks'
+ * together — each sliced parameter's part from its rank, a whole one (the same on every rank)
+ * counted once. */
+void tr_optim_tensor(struct tr_optim *o, const struct tr_comm *tensor);
 void tr_optim_free(struct tr_optim *o);
 /* The host's view of the state, for checkpoints: the state itself on a host-visible backend,
  * else a host copy that pull fills from the device and push copies back (0, or a code with the

@@ -115,3 +115,31 @@ int tr_ranks_same_params(const struct tr_comm *c, const struct tr_exec *x, int64
                      "builds)", (long long)step, differ);
     return rc;
 }
+
+int tr_ranks_tensor_sum(void *ctx, const struct tr_kernel_args *a)
+{
+    const struct tr_comm *c = ctx;
+    const struct tr_tensor *in = &a->in[0], *out = &a->out[0];
+    int64_t n = tr_tensor_numel(out);
+    if (out->dtype == TR_F32) {
+        if (out->data != in->data)
+            memcpy(out->data, in->data, (size_t)n * sizeof(float));
+        return tr_comm_sum_floats(c, out->data, (size_t)n, a->diag);
+    }
+    if (!tr_dtype_is_16bit(out->dtype))
+        return tr_fail(a->diag, TR_EFAIL, "internal: an all-reduce of %s values", tr_dtype_name(out->dtype));
+    enum { PIECE = 65536 };   /* the f32 sum of a piece, on the stack */
+    float sum[PIECE];
+    const uint16_t *from = in->data;
+    uint16_t *to = out->data;
+    int rc = 0;
+    for (int64_t at = 0; at < n && !rc; at += PIECE) {
+        int64_t m = n - at < PIECE ? n - at : PIECE;
+        for (int64_t i = 0; i < m; i++)
+            sum[i] = out->dtype == TR_BF16 ? tr_bf16_to_f32(from[at + i]) : tr_f16_to_f32(from[at + i]);
+        rc = tr_comm_sum_floats(c, sum, (size_t)m, a->diag);
+        for (int64_t i = 0; i < m && !rc; i++)
+            to[at + i] = out->dtype == TR_BF16 ? tr_f32_to_bf16(sum[i]) : tr_f32_to_f16(sum[i]);
+    }
+    return rc;
+}

@@ -40,4 +40,9 @@ int tr_ranks_broadcast_region(const struct tr_comm *c, const struct tr_backend *
  * each rank holds its own part: 0. */
 int tr_ranks_same_params(const struct tr_comm *c, const struct tr_exec *x, int64_t step, struct tr_diag *d);
 
+/* Tensor parallelism's all-reduce (exec.h: collective; ctx the stage's tensor communicator): a
+ * node's input summed over the tensor ranks into its output, every rank the same bits; 16-bit
+ * values summed in f32 a piece at a time and rounded once. */
+int tr_ranks_tensor_sum(void *ctx, const struct tr_kernel_args *a);
+
 #endif

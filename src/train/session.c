@@ -2,42 +2,54 @@
  * built by the same model builder, so their parameters (and batch-norm statistics) sit at the
  * same offsets: both programs run on one set of regions, each as large as the larger plan needs. */
 #include "train/session.h"
+#include "train/ranks.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
-/* The layout's numbers for P stages among the ranks (session.h), checked; no communicators yet. */
-static int layout_for(struct tr_session *s, const struct tr_recipe *r, int P, struct tr_diag *d)
+/* The layout's numbers for P stages of T tensor ranks among the ranks (session.h), checked; no
+ * communicators yet. */
+static int layout_for(struct tr_session *s, const struct tr_recipe *r, int P, int T, struct tr_diag *d)
 {
     int world = s->comm ? s->comm->world : 1, rank = s->comm ? s->comm->rank : 0;
-    if (P > 1 && r->optimize.parallel.mode == TR_PARALLEL_DATA)
-        return tr_fail(d, TR_EINVAL, "optimize.parallel: data keeps the whole model on every rank, but pipeline is %d", P);
-    if (P < 1 || world % P)
-        return tr_fail(d, TR_EINVAL, "optimize.parallel.pipeline %d does not divide the %d rank%s: start a multiple "
-                       "of %d (mpirun -np %d)", P, world, world == 1 ? "" : "s", P, P);
-    s->layout = (struct tr_rank_layout){.data = world / P, .pipeline = P, .data_rank = rank / P, .stage = rank % P};
+    if ((P > 1 || T > 1) && r->optimize.parallel.mode == TR_PARALLEL_DATA)
+        return tr_fail(d, TR_EINVAL, "optimize.parallel: data keeps the whole model on every rank, but pipeline is %d "
+                       "and tensor %d", P, T);
+    if (P < 1 || T < 1 || world % (P * T))
+        return tr_fail(d, TR_EINVAL, "optimize.parallel.pipeline %d × tensor %d does not divide the %d rank%s: start "
+                       "a multiple of %d (mpirun -np %d)", P, T, world, world == 1 ? "" : "s", P * T, P * T);
+    s->layout = (struct tr_rank_layout){.data = world / (P * T), .pipeline = P, .tensor = T,
+                                        .data_rank = rank / (P * T), .stage = rank / T % P, .tensor_rank = rank % T};
     return 0;
 }
 
-int tr_session_lay_out(struct tr_session *s, const struct tr_recipe *r, int stages, struct tr_diag *d)
+int tr_session_lay_out(struct tr_session *s, const struct tr_recipe *r, int stages, int tensors, struct tr_diag *d)
 {
-    int rc = layout_for(s, r, stages, d);
+    int rc = layout_for(s, r, stages, tensors, d);
     if (rc || !s->comm) {
         s->data_comm = (struct tr_comm){.world = 1, .local_world = 1};
         return rc;
     }
-    rc = tr_comm_split(s->comm, s->layout.stage, s->layout.data_rank, &s->data_comm, d);
+    const struct tr_rank_layout *l = &s->layout;
+    rc = tr_comm_split(s->comm, l->stage * l->tensor + l->tensor_rank, l->data_rank, &s->data_comm, d);
     if (!rc && stages > 1)
-        rc = tr_comm_split(s->comm, s->layout.data_rank, s->layout.stage, &s->pipe_comm, d);
+        rc = tr_comm_split(s->comm, l->data_rank * l->tensor + l->tensor_rank, l->stage, &s->pipe_comm, d);
+    if (!rc && tensors > 1)
+        rc = tr_comm_split(s->comm, l->data_rank * l->pipeline + l->stage, l->tensor_rank, &s->tensor_comm, d);
     return rc;
 }
 
-/* The stages r pins (optimize.parallel.pipeline), else 1: the layout train's share of the batch
- * was cut for (cli/train.c). */
+/* The ranks r pins the model's spread over (optimize.parallel.pipeline, .tensor), else 1: the
+ * layout train's share of the batch was cut for (cli/train.c). */
 static int pinned_stages(const struct tr_recipe *r)
 {
     return r->optimize.parallel.pipeline > 1 ? (int)r->optimize.parallel.pipeline : 1;
+}
+
+static int pinned_tensors(const struct tr_recipe *r)
+{
+    return r->optimize.parallel.tensor > 1 ? (int)r->optimize.parallel.tensor : 1;
 }
 
 /* This rank's share of the batch under the layout (s->recipe, which the job reads). */
@@ -50,6 +62,7 @@ static int share_for_layout(struct tr_session *s, const struct tr_recipe *whole,
     s->recipe.train.batch_size = whole->train.batch_size / s->layout.data;
     s->job.r = &s->recipe;
     s->job.stages = s->layout.pipeline, s->job.stage = s->layout.stage;
+    s->job.tensors = s->layout.tensor, s->job.tensor = s->layout.tensor_rank;
     s->job.world = s->layout.data, s->job.rank = s->layout.data_rank;
     return 0;
 }
@@ -77,7 +90,8 @@ int tr_session_plan(struct tr_session *s, const struct tr_recipe *r, const struc
         return TR_EINVAL;
     int world = s->comm ? s->comm->world : 1;
     struct tr_recipe whole = *r;   /* r is the share of the layout cli/train.c cut it for */
-    whole.train.batch_size = r->train.batch_size * (world % pinned_stages(r) ? world : world / pinned_stages(r));
+    int spread = pinned_stages(r) * pinned_tensors(r);
+    whole.train.batch_size = r->train.batch_size * (world % spread ? world : world / spread);
     if (s->comm) {
         s->job.bus_rate = s->bus_rate;
         s->job.gather_ahead = world > 1 && s->comm->multiple && tr_plan_overlap(r, s->comm->local_world, s->dev.threads);
@@ -90,17 +104,21 @@ int tr_session_plan(struct tr_session *s, const struct tr_recipe *r, const struc
             return tr_fail_because(d, TR_EINVAL, &why, "%s", plan_file ? "--plan" : "resume");
     }
     int rc, P = given ? (given->pipeline > 1 ? given->pipeline : 1) : pinned_stages(r);
+    int T = given ? (given->tensor > 1 ? given->tensor : 1) : pinned_tensors(r);
     if (!given && replay && r->optimize.parallel.mode == TR_PARALLEL_AUTO && !r->optimize.parallel.pipeline &&
-        k.pipeline > 1 && world % k.pipeline == 0)
-        P = k.pipeline;   /* a saved plan's layout the planner chose, where these ranks can take it */
+        !r->optimize.parallel.tensor && (k.pipeline > 1 || k.tensor > 1) &&
+        world % ((k.pipeline > 1 ? k.pipeline : 1) * (k.tensor > 1 ? k.tensor : 1)) == 0)
+        P = k.pipeline > 1 ? k.pipeline : 1, T = k.tensor > 1 ? k.tensor : 1;   /* a saved plan's layout the
+                                                                                  * planner chose, where these
+                                                                                  * ranks can take it */
     if (!given && !replay && world > 1) {   /* the layouts searched: the model spread last */
         rc = tr_plan_search_layouts(&s->plan, &s->job, &s->recipe, &whole, world, d);
         if (!rc)
-            rc = layout_for(s, r, s->job.stages, d);
+            rc = layout_for(s, r, s->job.stages, s->job.tensors, d);
         if (!rc)
             rc = share_for_layout(s, &whole, d);
     } else {
-        rc = s->layout.pipeline ? 0 : layout_for(s, r, P, d);   /* ranks other than 0: laid out already */
+        rc = s->layout.pipeline ? 0 : layout_for(s, r, P, T, d);   /* ranks other than 0: laid out already */
         if (!rc)
             rc = share_for_layout(s, &whole, d);
         if (rc) {
@@ -118,6 +136,7 @@ int tr_session_plan(struct tr_session *s, const struct tr_recipe *r, const struc
                 k.pipeline = s->job.stages;
                 memset(k.first_block, 0, sizeof k.first_block);
             }
+            k.tensor = s->job.tensors;
             rc = regrown ? tr_plan_search(&s->plan, &s->job, d) : tr_plan_replay(&s->plan, &s->job, &k, d);
         } else {
             rc = tr_plan_search(&s->plan, &s->job, d);
@@ -208,6 +227,11 @@ static int allocate(struct tr_session *s, const struct tr_recipe *r, struct tr_d
         tr_pipe_init(&s->eval_pipe, &s->pipe_comm, &s->eval.b.stages, s->layout.stage, 2);
         tr_optim_pipelined(&s->optim, &s->pipe_comm, &s->train.b.stages, s->layout.stage);
     }
+    if (s->layout.tensor > 1) {   /* both programs' all-reduces over this stage's tensor ranks; the norm theirs */
+        s->train.x.collective = s->eval.x.collective =
+            (struct tr_exec_collective){.run = tr_ranks_tensor_sum, .ctx = &s->tensor_comm};
+        tr_optim_tensor(&s->optim, &s->tensor_comm);
+    }
     return 0;
 }
 
@@ -224,7 +248,7 @@ int tr_session_build(struct tr_session *s, const struct tr_recipe *r, struct tr_
 void tr_session_free(struct tr_session *s)
 {
     tr_pipe_free(&s->pipe), tr_pipe_free(&s->eval_pipe);
-    tr_comm_close(&s->data_comm), tr_comm_close(&s->pipe_comm);
+    tr_comm_close(&s->data_comm), tr_comm_close(&s->pipe_comm), tr_comm_close(&s->tensor_comm);
     tr_alloc_destroy(&s->alloc);
     tr_optim_free(&s->optim);
     for (int i = 0; i < 2; i++) {

@@ -25,11 +25,12 @@ struct tr_side {               /* one of the two programs: training or evaluatio
     int lm;                    /* a language model: its targets are the next tokens */
 };
 
-/* How the ranks spread the job (DESIGN.md §10): ranks = data × pipeline; rank r is stage
- * r mod pipeline of data rank r div pipeline (a pipeline's stages on neighbouring ranks). */
+/* How the ranks spread the job (DESIGN.md §10): ranks = data × pipeline × tensor; rank r is
+ * tensor rank r mod T of stage (r div T) mod P of data rank r div (P·T) — a block's tensor ranks
+ * on neighbouring ranks (they talk most), then a pipeline's stages. */
 struct tr_rank_layout {
-    int data, pipeline;
-    int data_rank, stage;      /* this rank's */
+    int data, pipeline, tensor;
+    int data_rank, stage, tensor_rank;      /* this rank's */
 };
 
 struct tr_session {
@@ -38,6 +39,7 @@ struct tr_session {
     struct tr_comm data_comm;     /* the ranks of this stage: the batch is theirs to share, their
                                    * gradients summed (without a pipeline: comm's ranks) */
     struct tr_comm pipe_comm;     /* pipelined: the stages of this data rank, rank the stage */
+    struct tr_comm tensor_comm;   /* tensor parallel: the ranks this stage's blocks are split over */
     struct tr_pipe pipe, eval_pipe;   /* pipelined: each program's stage among them */
     double bus_rate;              /* theirs, measured (tr_comm_bus_rate), for the plan's forecast */
     struct tr_device dev;      /* recipe device: this host, calibrated, or a GPU, measured */
@@ -57,12 +59,13 @@ struct tr_session {
     struct tr_scaler scaler;   /* fp16's loss scale */
 };
 
-/* The ranks' layout (tr_rank_layout) of stages pipeline stages (rank 0's plan's: cli/train.c), the
- * rest data parallel, and the communicators of a stage's data ranks and of a data rank's stages —
- * every rank calls it, after rank 0 planned (its layout search: plan.h) and before the others
- * replay its plan. 0, or TR_EINVAL: stages that do not divide the ranks, or more than one beside
+/* The ranks' layout (tr_rank_layout) of stages pipeline stages each split over tensors ranks
+ * (rank 0's plan's: cli/train.c), the rest data parallel, and the communicators of a stage's
+ * data ranks, of a data rank's stages and of a stage's tensor ranks — every rank calls it, after
+ * rank 0 planned (its layout search: plan.h) and before the others replay its plan. 0, or
+ * TR_EINVAL: stages × tensors that do not divide the ranks, or more than one beside
  * optimize.parallel: data. */
-int tr_session_lay_out(struct tr_session *s, const struct tr_recipe *r, int stages, struct tr_diag *d);
+int tr_session_lay_out(struct tr_session *s, const struct tr_recipe *r, int stages, int tensors, struct tr_diag *d);
 /* The plan stage: the recipe's device and its backend, then the plan — searched for this host
  * and the budget, or replayed: the knobs given (another rank's choice), else from plan_file
  * (--plan FILE) or a resumed run's own plan.json (resume_dir; when it kept one). 0; TR_ENOFIT
@@ -82,5 +85,12 @@ void tr_session_free(struct tr_session *s);
 int64_t tr_session_footprint(const struct tr_session *s);
 /* The chosen candidate's predictions. */
 const struct tr_candidate *tr_session_chosen(const struct tr_session *s);
+
+/* Whether the model is spread over the ranks (a pipeline, tensor parallelism): its checkpoints
+ * then travel a tensor at a time (whole.h). */
+static inline bool tr_session_spread(const struct tr_session *s)
+{
+    return s->train.b.pipelined || s->layout.tensor > 1;
+}
 
 #endif

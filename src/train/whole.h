@@ -1,9 +1,10 @@
-/* A pipelined run's checkpoints (DESIGN.md §10): the stages hold their own parameters and
- * optimizer state, but a checkpoint holds whole tensors — the file one device writes, which
- * PyTorch reads and a run of another layout resumes from. Rank 0 writes it a tensor at a time,
- * each from the first stage of data rank 0's pipeline that holds it, so no process ever holds the
- * whole model; a resume's rank 0 reads the file and gives every rank, tensor by tensor, what its
- * stage holds. */
+/* A spread run's checkpoints (DESIGN.md §10): pipeline stages hold their own parameters and
+ * optimizer state, tensor ranks their slices of each block's, but a checkpoint holds whole
+ * tensors — the file one device writes, which PyTorch reads and a run of another layout resumes
+ * from. Rank 0 writes it a tensor at a time, each from the first stage of data rank 0's pipeline
+ * that holds it (a sliced one put together from its tensor ranks' slices, one tensor whole at a
+ * time), so no process ever holds the whole model; a resume's rank 0 reads the file and gives
+ * every rank, tensor by tensor, what its stage holds (its slice of it). */
 #ifndef TR_WHOLE_H
 #define TR_WHOLE_H
 
