@@ -192,7 +192,7 @@ static void relink(struct tr_graph *g)
             g->values[v].producer = -1;
     for (int i = 0; i < g->nnodes; i++) {
         const struct tr_node *n = &g->nodes[i];
-        if (n->op == TR_OP_RESHAPE)
+        if (tr_op_is_view(n->op))   /* reshape, tensor_in */
             g->values[n->out[0]].view_of = storage(g, n->in[0]);
         for (int j = 0; j < n->nout; j++) {
             struct tr_value *val = &g->values[n->out[j]];

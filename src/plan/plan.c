@@ -890,16 +890,13 @@ static int model_blocks(struct tr_plan *p, const struct tr_plan_job *job)
     return blocks;
 }
 
-/* What no plan can do yet: pipelines and tensor parallelism on GPU ranks, the two together, and
- * either with ZeRO (the search skips those candidates). */
+/* What no plan can do yet: pipelines and tensor parallelism on GPU ranks (and either with ZeRO:
+ * the search skips those candidates). */
 static int refused(const struct tr_plan_job *job, struct tr_diag *diag)
 {
     if ((job->stages > 1 || job->tensors > 1) && job->dev->kind != TR_DEVICE_CPU)
         return tr_fail(diag, TR_EINVAL, "optimize.parallel: pipeline stages and tensor parallelism run on CPU ranks; "
                        "on GPU ranks (NCCL) not yet");
-    if (job->stages > 1 && job->tensors > 1)
-        return tr_fail(diag, TR_EINVAL, "optimize.parallel: pipeline %d and tensor %d together are not built yet; "
-                       "choose one of them", job->stages, job->tensors);
     return 0;
 }
 
@@ -1001,7 +998,7 @@ int tr_plan_search_layouts(struct tr_plan *p, struct tr_plan_job *job, struct tr
         for (int P = 1; P <= spread && P <= TR_MAX_STAGES && !rc; P++) {
             int T = spread / P;
             if (spread % P || (pinned_p && P != pinned_p) || (pinned_t && T != pinned_t) ||
-                (data_only && spread > 1) || (P > 1 && T > 1))   /* pipeline × tensor: not built yet */
+                (data_only && spread > 1))
                 continue;
             bool named = spread == 1 || (P == (pinned_p ? pinned_p : 1) && T == (pinned_t ? pinned_t : 1));
             int64_t data = ranks / spread;

@@ -109,8 +109,11 @@ void tr_optim_tensor(struct tr_optim *o, const struct tr_comm *tensor)
     for (int v = 0, i = 0; v < o->g->nvalues; v++) {
         if (o->g->values[v].kind != TR_PARAM || o->plan->offset[v] < 0)
             continue;
-        if (o->g->values[v].split_axis >= 0 || tensor->rank == 0)
+        bool counts = o->g->values[v].split_axis >= 0 || tensor->rank == 0;
+        if (counts)
             o->norm_spans[o->nnorm++] = o->spans[i];
+        if (o->counted)   /* pipelined too: the stage's pieces, a whole weight's on tensor rank 0 alone */
+            o->counted[i] = o->counted[i] && counts;
         i++;
     }
 }
