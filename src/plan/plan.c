@@ -221,7 +221,17 @@ static uint64_t ranks_bytes(const struct pair *p, const struct tr_candidate *c, 
         if (t->from == stage)
             piped += 2 * (uint64_t)tr_dim_eval(tr_shape_numel(&v->shape), c->k.eval_batch, job->seq) * tr_dtype_size(v->dtype);
     }
-    piped += c->k.pipeline > 1 && stage == 0 && job->rank == 0 ? (uint64_t)TR_ST_PIECE : 0;
+    bool spread = c->k.pipeline > 1 || c->k.tensor > 1;
+    bool writer = stage == 0 && job->rank == 0 && job->tensor == 0;   /* of data rank 0, the one writing */
+    piped += spread && writer ? (uint64_t)TR_ST_PIECE : 0;
+    uint64_t sliced = 0;   /* tensor parallel: rank 0 puts the largest sliced tensor together whole, a slice
+                            * at a time (whole.h); every rank sums a 16-bit all-reduce's piece on its stack */
+    for (int v = 0; c->k.tensor > 1 && writer && v < p->train.g.nvalues; v++)
+        if (p->train.g.values[v].kind == TR_PARAM && p->train.g.values[v].split_axis >= 0) {
+            uint64_t part = (uint64_t)tr_dim_eval(tr_shape_numel(&p->train.g.values[v].shape), 1, 1) * sizeof(float);
+            sliced = part * (uint64_t)(c->k.tensor + 1) > sliced ? part * (uint64_t)(c->k.tensor + 1) : sliced;
+        }
+    piped += sliced;
     for (int i = 0; p->train.pipelined && i < p->train.stages.nshared; i++)   /* a shared weight's gradient: its
                                                                                 * holders' pieces (step.c) */
         if (p->train.stages.shared_on[i] >> stage & 1)

@@ -249,10 +249,29 @@ static int in_flight(const struct tr_plan_job *job, const struct tr_candidate *c
  * travels between stages, and why the model is spread. */
 static void print_layout(const struct tr_plan *p, const struct tr_plan_job *job, const struct tr_candidate *c, FILE *out)
 {
-    if (c->k.pipeline < 2)
+    int T = c->k.tensor > 1 ? c->k.tensor : 1, P = c->k.pipeline > 1 ? c->k.pipeline : 1;
+    if (P * T < 2)
         return;
-    fprintf(out, "\nlayout: %d ranks = %d data × %d pipeline stages (1F1B)\n", job->world * c->k.pipeline, job->world,
-            c->k.pipeline);
+    fprintf(out, "\nlayout: %d ranks = %d data", job->world * P * T, job->world);
+    if (P > 1)
+        fprintf(out, " × %d pipeline stages (1F1B)", P);
+    if (T > 1)
+        fprintf(out, " × %d tensor ranks (Megatron-LM: each block's heads and feed-forward split over them)", T);
+    fprintf(out, "\n");
+    if (T > 1) {
+        char moved[32], regions[32], foot[32];
+        tr_format_bytes((uint64_t)c->tensor_bytes, moved);
+        tr_format_bytes(c->peak, regions);
+        tr_format_bytes(P > 1 ? c->worst_footprint : c->footprint, foot);
+        fprintf(out, "  each tensor rank: regions %s, footprint %s%s; its all-reduces (2 forward, 2 backward a block "
+                "a micro-batch) sum %s a step, %.3g s at the bus rate\n", regions, foot, P > 1 ? " (the largest stage)" : "",
+                moved, c->tensor_seconds);
+    }
+    if (P < 2) {
+        if (*p->layout_why)
+            fprintf(out, "  why: %s\n", p->layout_why);
+        return;
+    }
     double sent = 0;
     for (int s = 0; s < c->k.pipeline; s++) {
         char peak[32], foot[32], bytes[32];

@@ -767,7 +767,8 @@ static int open_loader(struct loop_run *c)
  * waited for after the backward (all of them without overlap), in gathering the parameters
  * (ZeRO stage 1) and waiting for data, and its regions predicted and measured (sharded, they
  * differ by rank) — gathered, every rank taking part, rank 0 writing. */
-enum { RANK_TIMES = 6, RANK_PIPE = RANK_TIMES + 2 * TR_NREGIONS, RANK_FIELDS = RANK_PIPE + 7 };
+enum { RANK_TIMES = 6, RANK_PIPE = RANK_TIMES + 2 * TR_NREGIONS, RANK_TENSOR = RANK_PIPE + 7,
+       RANK_FIELDS = RANK_TENSOR + 4 };
 static void note_ranks(struct loop_run *c)
 {
     const struct tr_comm *comm = c->l->comm;
@@ -791,6 +792,9 @@ static void note_ranks(struct loop_run *c)
                           pp->waited, pp->ran};
         memcpy(mine + RANK_PIPE, pipe, sizeof pipe);
     }
+    const struct tr_tensor_sums *sums = &c->s->tensor_sums[0];   /* tensor parallel: the training's all-reduces */
+    double tensor[4] = {c->s->layout.tensor_rank, (double)sums->count, sums->bytes, sums->seconds};
+    memcpy(mine + RANK_TENSOR, tensor, sizeof tensor);
     double *all = tr_xcalloc((size_t)comm->world * RANK_FIELDS, sizeof *all);
     struct tr_diag why = {0};
     if (!tr_comm_gather_doubles(comm, mine, RANK_FIELDS, all, &why)) {
@@ -816,6 +820,17 @@ static void note_ranks(struct loop_run *c)
                                                                "arena_in_use_peak_bytes", (json_int_t)p[4],
                                                                "waited_seconds", p[5], "ran_seconds", p[6],
                                                                "bubble", p[5] + p[6] > 0 ? p[5] / (p[5] + p[6]) : 0.0));
+            const double *t = a + RANK_TENSOR;
+            double steps = (double)(c->res->steps - c->start);   /* this process's */
+            if (c->s->layout.tensor > 1)   /* the all-reduces of its blocks, against the forecast */
+                json_object_set_new(one, "tensor", json_pack("{si sI sf sf sf sf sf}", "rank", (int)t[0], "allreduces",
+                                                             (json_int_t)t[1], "allreduce_bytes", t[2],
+                                                             "allreduce_seconds", t[3], "allreduce_seconds_per_step",
+                                                             steps > 0 ? t[3] / steps : 0.0,
+                                                             "predicted_allreduce_seconds_per_step",
+                                                             tr_session_chosen(c->s)->tensor_seconds,
+                                                             "predicted_allreduce_bytes_per_step",
+                                                             tr_session_chosen(c->s)->tensor_bytes));
             json_array_append_new(each, one);
         }
         tr_run_folder_note(c->f, "ranks", json_pack("{si ss sI sb ss so}", "world", comm->world, "launcher",
@@ -934,7 +949,18 @@ void tr_loop_say_start(const struct tr_loop *l, const struct tr_session *s, stru
         tr_run_folder_say(f, "%s", lines);
     }
     free(lines);
-    if (l->comm->world > 1 && s->layout.pipeline > 1) {
+    if (l->comm->world > 1 && s->layout.tensor > 1) {
+        const struct tr_candidate *c = tr_session_chosen(s);
+        char stages[64] = "", moved[32];
+        if (s->layout.pipeline > 1)
+            snprintf(stages, sizeof stages, " × %d pipeline stages", s->layout.pipeline);
+        tr_format_bytes((uint64_t)c->tensor_bytes, moved);
+        tr_run_folder_say(f, "ranks: %d (started by %s) = %d data%s × %d tensor ranks (each block's heads and "
+                          "feed-forward split over them, an all-reduce after each half, forward and backward: %s "
+                          "summed a step, %.3g s of it predicted) for %lld samples a data rank\n", l->comm->world,
+                          l->comm->launcher, s->layout.data, stages, s->layout.tensor, moved, c->tensor_seconds,
+                          (long long)(r->train.batch_size / s->layout.data));
+    } else if (l->comm->world > 1 && s->layout.pipeline > 1) {
         const struct tr_candidate *c = tr_session_chosen(s);
         char blocks[256] = "";
         for (int k = 0, used = 0; k < s->layout.pipeline && used < (int)sizeof blocks; k++)

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "core/clock.h"
 #include "report/crc32c.h"
 
 int tr_ranks_after_backward(struct tr_grad_reducer *r, const struct tr_comm *all, char *grads, bool ran,
@@ -116,9 +117,8 @@ int tr_ranks_same_params(const struct tr_comm *c, const struct tr_exec *x, int64
     return rc;
 }
 
-int tr_ranks_tensor_sum(void *ctx, const struct tr_kernel_args *a)
+static int tensor_sum(const struct tr_comm *c, const struct tr_kernel_args *a)
 {
-    const struct tr_comm *c = ctx;
     const struct tr_tensor *in = &a->in[0], *out = &a->out[0];
     int64_t n = tr_tensor_numel(out);
     if (out->dtype == TR_F32) {
@@ -141,5 +141,16 @@ int tr_ranks_tensor_sum(void *ctx, const struct tr_kernel_args *a)
         for (int64_t i = 0; i < m && !rc; i++)
             to[at + i] = out->dtype == TR_BF16 ? tr_f32_to_bf16(sum[i]) : tr_f32_to_f16(sum[i]);
     }
+    return rc;
+}
+
+int tr_ranks_tensor_sum(void *ctx, const struct tr_kernel_args *a)
+{
+    struct tr_tensor_sums *t = ctx;
+    double began = tr_now();
+    int rc = tensor_sum(t->comm, a);
+    t->seconds += tr_now() - began;
+    t->bytes += (double)tr_tensor_numel(&a->out[0]) * (double)tr_dtype_size(a->out[0].dtype);
+    t->count++;
     return rc;
 }

@@ -40,9 +40,15 @@ int tr_ranks_broadcast_region(const struct tr_comm *c, const struct tr_backend *
  * each rank holds its own part: 0. */
 int tr_ranks_same_params(const struct tr_comm *c, const struct tr_exec *x, int64_t step, struct tr_diag *d);
 
-/* Tensor parallelism's all-reduce (exec.h: collective; ctx the stage's tensor communicator): a
- * node's input summed over the tensor ranks into its output, every rank the same bits; 16-bit
- * values summed in f32 a piece at a time and rounded once. */
+/* Tensor parallelism's all-reduces over a stage's tensor ranks, and what they cost (run.json). */
+struct tr_tensor_sums {
+    const struct tr_comm *comm;
+    int64_t count;
+    double bytes, seconds;     /* summed, and the time spent in them (waits for the other ranks included) */
+};
+/* The all-reduce (exec.h: collective; ctx a struct tr_tensor_sums): a node's input summed over the
+ * tensor ranks into its output, every rank the same bits; 16-bit values summed in f32 a piece at
+ * a time and rounded once. */
 int tr_ranks_tensor_sum(void *ctx, const struct tr_kernel_args *a);
 
 #endif

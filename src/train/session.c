@@ -228,8 +228,11 @@ static int allocate(struct tr_session *s, const struct tr_recipe *r, struct tr_d
         tr_optim_pipelined(&s->optim, &s->pipe_comm, &s->train.b.stages, s->layout.stage);
     }
     if (s->layout.tensor > 1) {   /* both programs' all-reduces over this stage's tensor ranks; the norm theirs */
-        s->train.x.collective = s->eval.x.collective =
-            (struct tr_exec_collective){.run = tr_ranks_tensor_sum, .ctx = &s->tensor_comm};
+        for (int i = 0; i < 2; i++) {
+            s->tensor_sums[i] = (struct tr_tensor_sums){.comm = &s->tensor_comm};
+            (i ? &s->eval : &s->train)->x.collective =
+                (struct tr_exec_collective){.run = tr_ranks_tensor_sum, .ctx = &s->tensor_sums[i]};
+        }
         tr_optim_tensor(&s->optim, &s->tensor_comm);
     }
     return 0;

@@ -15,6 +15,7 @@
 #include "plan/plan.h"
 #include "recipe/recipe.h"
 #include "train/optim.h"
+#include "train/ranks.h"
 #include "train/scaler.h"
 #include "train/step.h"
 
@@ -40,6 +41,7 @@ struct tr_session {
                                    * gradients summed (without a pipeline: comm's ranks) */
     struct tr_comm pipe_comm;     /* pipelined: the stages of this data rank, rank the stage */
     struct tr_comm tensor_comm;   /* tensor parallel: the ranks this stage's blocks are split over */
+    struct tr_tensor_sums tensor_sums[2];   /* and their all-reduces: training's, evaluation's */
     struct tr_pipe pipe, eval_pipe;   /* pipelined: each program's stage among them */
     double bus_rate;              /* theirs, measured (tr_comm_bus_rate), for the plan's forecast */
     struct tr_device dev;      /* recipe device: this host, calibrated, or a GPU, measured */
