@@ -95,14 +95,15 @@ alone gpt-p2-alone "$gp2/plan.json" "$gpt"
 same_losses "$gp2" "$dir" "gpt-small, 2 stages" 1e-5 20
 
 # A budget no plan with the whole model on one rank fits, but 2 stages do: the planner spreads the
-# model (its own choice: optimize.parallel auto), every rank's regions are as predicted, and no
-# rank's resident set passes the budget — rank 0's included, which writes the checkpoints.
-run timeout 300 mpirun --oversubscribe --bind-to none -np 2 "$TRAINRUN" "$bert" budget.memory=240MiB train.steps=10 \
+# model (its own choice of stages; tensor parallelism, which it would take here, left out), every
+# rank's regions are as predicted, and no rank's resident set passes the budget — rank 0's
+# included, which writes the checkpoints.
+run timeout 300 mpirun --oversubscribe --bind-to none -np 2 "$TRAINRUN" "$bert" budget.memory=240MiB optimize.parallel.tensor=1 train.steps=10 \
   train.eval_every=5 train.eval_samples=64 train.checkpoint_every=5 report.dir="$scratch/budget" --quiet
 expect_rc 0 "bert-small in 240 MiB a rank on 2 ranks"
 dir=$(echo "$scratch/budget"/*/latest)
 expect_in "$(cat "$dir/log.txt")" "2 pipeline stages" "the planner spread the model"
-run "$TRAINRUN" plan "$bert" budget.memory=240MiB --ranks 2
+run "$TRAINRUN" plan "$bert" budget.memory=240MiB optimize.parallel.tensor=1 --ranks 2
 expect_in "$out" "why: with the whole model on each rank nothing fits" "plan --ranks says why"
 checks=$((checks + 1))
 python3 - "$dir" 251658240 <<'PY' || fail "240 MiB a rank: a rank's regions or resident set are not as planned"

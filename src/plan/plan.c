@@ -1001,6 +1001,15 @@ int tr_plan_search_layouts(struct tr_plan *p, struct tr_plan_job *job, struct tr
     int pinned_t = r->optimize.parallel.tensor > 0 ? (int)r->optimize.parallel.tensor : 0;
     bool data_only = r->optimize.parallel.mode == TR_PARALLEL_DATA;
     memset(p, 0, sizeof *p);
+    int want_p = pinned_p ? pinned_p : 1, want_t = pinned_t ? pinned_t : 1;
+    if (data_only && want_p * want_t > 1)
+        return tr_fail(diag, TR_EINVAL, "optimize.parallel: data keeps the whole model on every rank, but pipeline is %d "
+                       "and tensor %d", want_p, want_t);
+    if (ranks % (want_p * want_t) && want_t == 1)
+        return tr_fail(diag, TR_EINVAL, "optimize.parallel.pipeline %d does not divide the %d ranks", want_p, ranks);
+    if (ranks % (want_p * want_t))
+        return tr_fail(diag, TR_EINVAL, "optimize.parallel.tensor %d%s%.0d does not divide the %d ranks", want_t,
+                       want_p > 1 ? " × pipeline " : "", want_p > 1 ? want_p : 0, ranks);
     int best_p = 0, best_t = 0, rc = 0;
     char whole_model[160] = "";   /* how the layout with the whole model on each rank did */
     /* by the ranks a model is spread over, fewest first; at each, the pipelines then the tensor splits */
@@ -1013,10 +1022,7 @@ int tr_plan_search_layouts(struct tr_plan *p, struct tr_plan_job *job, struct tr
             bool named = spread == 1 || (P == (pinned_p ? pinned_p : 1) && T == (pinned_t ? pinned_t : 1));
             int64_t data = ranks / spread;
             if (ranks % spread || r->train.batch_size % data) {   /* a layout the ranks or the batch cannot take */
-                if (named && ranks % spread)
-                    rc = tr_fail(diag, TR_EINVAL, "optimize.parallel.pipeline %d × tensor %d does not divide the %d "
-                                 "ranks", P, T, ranks);
-                else if (named)
+                if (named && !(ranks % spread))
                     rc = tr_fail(diag, TR_EINVAL, "train.batch_size %lld does not split evenly over %lld data ranks",
                                  (long long)r->train.batch_size, (long long)data);
                 continue;
@@ -1047,7 +1053,7 @@ int tr_plan_search_layouts(struct tr_plan *p, struct tr_plan_job *job, struct tr
         return rc ? rc : tr_fail(diag, TR_EINVAL, "no layout of %d ranks could be planned", ranks);
     job->r = share, job->world = ranks / (best_p * best_t), job->rank = 0;
     job->stages = best_p, job->stage = 0, job->tensors = best_t, job->tensor = 0;
-    snprintf(p->layout_why, sizeof p->layout_why, "%s", pinned_p || pinned_t ? "optimize.parallel pins it"
+    snprintf(p->layout_why, sizeof p->layout_why, "%s", pinned_p > 1 || pinned_t > 1 ? "optimize.parallel pins it"
              : best_p * best_t == 1 ? "the whole model fits each rank" : whole_model);
     return 0;
 }

@@ -16,9 +16,14 @@ static int layout_for(struct tr_session *s, const struct tr_recipe *r, int P, in
     if ((P > 1 || T > 1) && r->optimize.parallel.mode == TR_PARALLEL_DATA)
         return tr_fail(d, TR_EINVAL, "optimize.parallel: data keeps the whole model on every rank, but pipeline is %d "
                        "and tensor %d", P, T);
+    char spread[64];
+    if (T > 1 && P > 1)
+        snprintf(spread, sizeof spread, "pipeline %d × tensor %d", P, T);
+    else
+        snprintf(spread, sizeof spread, "%s %d", T > 1 ? "tensor" : "pipeline", T > 1 ? T : P);
     if (P < 1 || T < 1 || world % (P * T))
-        return tr_fail(d, TR_EINVAL, "optimize.parallel.pipeline %d × tensor %d does not divide the %d rank%s: start "
-                       "a multiple of %d (mpirun -np %d)", P, T, world, world == 1 ? "" : "s", P * T, P * T);
+        return tr_fail(d, TR_EINVAL, "optimize.parallel.%s does not divide the %d rank%s: start a multiple of %d "
+                       "(mpirun -np %d)", spread, world, world == 1 ? "" : "s", P * T, P * T);
     s->layout = (struct tr_rank_layout){.data = world / (P * T), .pipeline = P, .tensor = T,
                                         .data_rank = rank / (P * T), .stage = rank / T % P, .tensor_rank = rank % T};
     return 0;

@@ -1,0 +1,190 @@
+/* Tensor parallelism in the graph (graph.h: tr_allreduce, tr_tensor_in, tr_param_split): a slice
+ * of a whole tensor is the rank's blocks of each part, and goes back in place; a residual block
+ * split Megatron-style over 2 ranks — a column-split GEMM, tanh, a row-split GEMM summed by an
+ * all-reduce, the bias after it — run by two threads, each its own graph and regions, their
+ * all-reduces summed between them, gives the whole block's loss and gradients (each rank its slice
+ * of a split weight's, a whole weight's entire) over 2 micro-batches — no MPI needed. */
+#include "runner.h"
+
+#include <pthread.h>
+
+#include "harness.h"
+#include "models.h"
+
+enum { D = 4, F = 6, T = 2, B = 3 };
+
+START_TEST(slices_by_parts)
+{
+    struct tr_graph g;
+    tr_graph_init(&g);
+    g.tensor = T;
+    int p = tr_param(&g, "w", TR_F64, 2, (struct tr_dim[]){tr_dim_const(2), tr_dim_const(3)});   /* [2, 6/T] */
+    tr_param_split(&g, p, 1, 3);   /* 3 parts (Q, K, V) of 2 columns each, one a rank */
+    struct tr_shape whole = tr_value_whole_shape(&g, p);
+    ck_assert(whole.rank == 2 && whole.dim[0].k == 2 && whole.dim[1].k == 6);
+    double all[12], part[6], back[12] = {0};
+    for (int i = 0; i < 12; i++)
+        all[i] = i;
+    for (int r = 0; r < T; r++) {
+        tr_value_slice(&g, p, r, all, part, sizeof(double), true);
+        for (int row = 0; row < 2; row++)
+            for (int q = 0; q < 3; q++)   /* part q's column r of each row */
+                ck_assert(part[row * 3 + q] == all[row * 6 + q * 2 + r]);
+        tr_value_slice(&g, p, r, back, part, sizeof(double), false);
+    }
+    ck_assert(!memcmp(all, back, sizeof all));
+    tr_graph_free(&g);
+}
+END_TEST
+
+/* x [B, D] → e = tanh(embed(x)) → h = e + (tanh(e·W1ᵀ + b1))·W2ᵀ + b2 → Σ head(h): W1 [F, D] and b1 split by rows (the
+ * columns of the product), W2 [D, F] by columns (the rows of its GEMM). */
+static void block(struct tr_graph *g)
+{
+    int x = tr_input(g, "x", TR_F64, 2, (struct tr_dim[]){tr_dim_B(1), tr_dim_const(D)});
+    x = tr_tanh(g, model_linear(g, TR_F64, "embed", x, D, D));   /* whole on every rank: its gradient summed */
+    int in = g->tensor > 1 ? tr_tensor_in(g, x) : x;
+    int w1 = model_param(g, TR_F64, "fc1", "weight", 2, (int64_t[]){F / g->tensor, D});
+    int b1 = model_param(g, TR_F64, "fc1", "bias", 1, (int64_t[]){F / g->tensor});
+    tr_param_split(g, w1, 0, 1), tr_param_split(g, b1, 0, 1);
+    int u = tr_tanh(g, tr_linear(g, in, w1, b1));
+    int w2 = model_param(g, TR_F64, "fc2", "weight", 2, (int64_t[]){D, F / g->tensor});
+    int b2 = model_param(g, TR_F64, "fc2", "bias", 1, (int64_t[]){D});
+    tr_param_split(g, w2, 1, 1);
+    int v = tr_matmul(g, u, w2, 0, 1);
+    if (g->tensor > 1)
+        v = tr_allreduce(g, v);
+    int h = tr_add(g, x, tr_bias_add(g, v, b2));
+    tr_graph_set_loss(g, tr_sum(g, model_linear(g, TR_F64, "head", h, D, 2), -1));
+}
+
+/* Two ranks' all-reduce: each publishes its input, both sum the two in the same order. */
+struct pair {
+    pthread_barrier_t met;
+    const double *in[T];
+};
+
+struct rank_run {
+    struct pair *pair;
+    int rank;
+    struct harness h;
+    double loss;
+};
+
+static int pair_sum(void *ctx, const struct tr_kernel_args *a)
+{
+    struct rank_run *r = ctx;
+    int64_t n = tr_tensor_numel(&a->out[0]);
+    double *sum = malloc((size_t)n * sizeof *sum);
+    r->pair->in[r->rank] = a->in[0].data;
+    pthread_barrier_wait(&r->pair->met);
+    for (int64_t i = 0; i < n; i++)
+        sum[i] = r->pair->in[0][i] + r->pair->in[1][i];
+    pthread_barrier_wait(&r->pair->met);   /* both read both before either writes its output */
+    memcpy(a->out[0].data, sum, (size_t)n * sizeof *sum);
+    free(sum);
+    return 0;
+}
+
+/* Two micro-batches, gradients added across them. */
+static void *two_micro(void *arg)
+{
+    struct rank_run *r = arg;
+    struct harness *h = &r->h;
+    memset(h->x.base[TR_GRAD], 0, h->plan.region_bytes[TR_GRAD]);
+    r->loss = 0;
+    for (int m = 0; m < 2; m++) {
+        double *x = harness_f64(h, 0);
+        for (int i = 0; i < B * D; i++)
+            x[i] = sin(1.0 + i + 7.0 * m);
+        *harness_f64(h, h->loss_scale) = 1;
+        struct tr_diag why = {0};
+        ck_assert_msg(tr_exec_run(&h->x, B, 1, &why) == 0, "%s", tr_diag_last(&why));
+        r->loss += *harness_f64(h, h->g.loss);
+    }
+    return NULL;
+}
+
+static int named(const struct tr_graph *g, const char *name)
+{
+    for (int v = 0; v < g->nvalues; v++)
+        if (g->values[v].kind == TR_PARAM && !strcmp(g->values[v].name, name))
+            return v;
+    return -1;
+}
+
+START_TEST(split_block_equals_whole)
+{
+    struct rank_run whole = {.rank = 0}, ranks[T];
+    tr_graph_init(&whole.h.g);
+    block(&whole.h.g);
+    harness_plan(&whole.h, B, 1, false);
+    uint64_t seed = 7;
+    for (int v = 0; v < whole.h.g.nvalues; v++)
+        if (whole.h.g.values[v].kind == TR_PARAM)
+            harness_fill(&whole.h, v, &seed, -1, 1);
+    two_micro(&whole);
+    struct pair pair;
+    pthread_barrier_init(&pair.met, NULL, T);
+    pthread_t threads[T];
+    for (int r = 0; r < T; r++) {
+        ranks[r] = (struct rank_run){.pair = &pair, .rank = r};
+        struct harness *h = &ranks[r].h;
+        tr_graph_init(&h->g);
+        h->g.tensor = T, h->g.tensor_rank = r;
+        block(&h->g);
+        harness_plan(h, B, 1, true);   /* debug: each kernel writes its outputs alone */
+        h->x.collective = (struct tr_exec_collective){.run = pair_sum, .ctx = &ranks[r]};
+        for (int v = 0; v < h->g.nvalues; v++) {   /* the whole weights, each rank its slice */
+            int w = named(&whole.h.g, h->g.values[v].name);
+            if (h->g.values[v].kind != TR_PARAM)
+                continue;
+            if (h->g.values[v].split_axis >= 0)
+                tr_value_slice(&h->g, v, r, harness_f64(&whole.h, w), harness_f64(h, v), sizeof(double), true);
+            else
+                memcpy(harness_f64(h, v), harness_f64(&whole.h, w), h->plan.bytes[v]);
+        }
+        ck_assert(pthread_create(&threads[r], NULL, two_micro, &ranks[r]) == 0);
+    }
+    for (int r = 0; r < T; r++)
+        pthread_join(threads[r], NULL);
+    pthread_barrier_destroy(&pair.met);
+    for (int r = 0; r < T; r++) {
+        struct harness *h = &ranks[r].h;
+        ck_assert_msg(fabs(ranks[r].loss - whole.loss) <= 1e-12 * fabs(whole.loss), "rank %d: loss %.17g, whole %.17g",
+                      r, ranks[r].loss, whole.loss);
+        for (int v = 0; v < h->g.nvalues; v++) {
+            if (h->g.values[v].kind != TR_PARAM)
+                continue;
+            const struct tr_value *val = &whole.h.g.values[named(&whole.h.g, h->g.values[v].name)];
+            const double *want = harness_f64(&whole.h, val->grad), *got = harness_f64(h, h->g.values[v].grad);
+            int64_t n = tr_dim_eval(tr_shape_numel(&h->g.values[v].shape), 1, 1);
+            double *slice = malloc((size_t)n * sizeof *slice);
+            if (h->g.values[v].split_axis >= 0)
+                tr_value_slice(&h->g, v, r, (void *)want, slice, sizeof(double), true);
+            else
+                memcpy(slice, want, (size_t)n * sizeof *slice);
+            for (int64_t i = 0; i < n; i++)
+                ck_assert_msg(fabs(got[i] - slice[i]) <= 1e-12 * (1 + fabs(slice[i])), "rank %d, %s[%lld]: %.17g, whole %.17g",
+                              r, h->g.values[v].name, (long long)i, got[i], slice[i]);
+            free(slice);
+        }
+        int sums = 0;
+        for (int i = 0; i < h->g.nnodes; i++)
+            sums += h->g.nodes[i].op == TR_OP_ALLREDUCE;
+        ck_assert_int_eq(sums, 2);   /* one forward (after the row-split GEMM), one backward (x's) */
+        harness_free(h);
+    }
+    harness_free(&whole.h);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("split");
+    TCase *tc = tcase_create("split");
+    tcase_add_test(tc, slices_by_parts);
+    tcase_add_test(tc, split_block_equals_whole);
+    suite_add_tcase(s, tc);
+    return unit_run(s);
+}

@@ -1,0 +1,208 @@
+#!/bin/sh
+# Tensor parallelism over MPI (DESIGN.md §10), as a cluster runs it: mpirun --oversubscribe, one
+# thread a rank. Each transformer block's heads and feed-forward split over 2 ranks as Megatron-LM
+# splits them (QKV and the first feed-forward GEMM by columns — GPT's fused QKV by heads of each of
+# Q, K and V — the output projections by rows, an all-reduce after each half forward and one before
+# it backward) train as one process does over the same micro-batches (it replays the split run's
+# plan.json), within 1e-5 relative over 20 fp32 steps: bert-small, gpt-small, 2 data ranks × 2
+# tensor ranks, 2 pipeline stages × 2 tensor ranks, and with every block recomputed (checkpointing
+# copies the blocks' all-reduces). Every rank's regions are as predicted and it ran 4 all-reduces
+# a block a micro-batch. Checkpoints hold whole tensors (the one device's names and shapes), so a
+# split run resumes on one process and a one-process run on 2 tensor ranks, each to the
+# uninterrupted split run's losses. A budget one rank cannot meet: the planner splits the model
+# itself, no rank passing the budget. A rank killed mid-run ends every rank within
+# distributed.timeout + 10 s. Layouts that cannot be are refused (status 2). Skipped (77) without
+# mpirun or MPI.
+. "$srcdir/tests/lib.sh"
+mpi_ranks
+
+bert="$srcdir/recipes/bert-small.yaml"
+gpt="$srcdir/recipes/gpt-small.yaml"
+short="train.steps=20 train.eval_every=10 train.eval_samples=64 train.checkpoint_every=10 report.log_every=1"
+fixed="optimize.dynamic_batching=off optimize.accumulation=8"
+
+# split N LABEL RECIPE [key=value...]: N ranks train into $scratch/LABEL, then one process replays
+# their plan into $scratch/LABEL-alone; the folders in $split and $dir.
+split() {
+  n=$1 label=$2 recipe=$3
+  shift 3
+  # shellcheck disable=SC2086 # $short is a list of words
+  run timeout 300 mpirun --oversubscribe --bind-to none -np "$n" "$TRAINRUN" "$recipe" "$@" $short \
+    report.dir="$scratch/$label" --quiet
+  expect_rc 0 "$label: $n ranks"
+  split=$(echo "$scratch/$label"/*/latest)
+  # shellcheck disable=SC2086
+  run "$TRAINRUN" "$recipe" $short report.dir="$scratch/$label-alone" --plan "$split/plan.json" --quiet
+  expect_rc 0 "$label: one process"
+  dir=$(echo "$scratch/$label-alone"/*/latest)
+}
+
+# as_planned DIR BLOCKS MICRO SUMS: every rank of DIR's run had its regions as predicted and ran SUMS
+# all-reduces a block a micro-batch (MICRO a step, 20 steps: 4, or 6 where the blocks' forward is
+# recomputed), their bytes as forecast within 10%.
+as_planned() {
+  checks=$((checks + 1))
+  python3 - "$@" <<'PY' || fail "$1: the ranks' regions or all-reduces are not as planned"
+import json, sys
+run = json.load(open(sys.argv[1] + "/run.json"))
+blocks, micro, sums = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+for r in run["ranks"]["each"]:
+    t = r["tensor"]
+    assert r["measured_regions"] == r["predicted_regions"], (r["rank"], r["measured_regions"], r["predicted_regions"])
+    assert t["allreduces"] == sums * blocks * micro * 20, (r["rank"], t)
+    per_step = t["allreduce_bytes"] / 20
+    assert abs(per_step - t["predicted_allreduce_bytes_per_step"]) <= 0.1 * per_step, (r["rank"], t)
+    print("rank %d (tensor rank %d): regions as predicted; %d all-reduces, %.2f MiB a step (forecast %.2f), "
+          "%.1f ms a step (forecast %.1f)" % (r["rank"], t["rank"], t["allreduces"], per_step / 2**20,
+          t["predicted_allreduce_bytes_per_step"] / 2**20, 1e3 * t["allreduce_seconds_per_step"],
+          1e3 * t["predicted_allreduce_seconds_per_step"]))
+PY
+}
+
+# same_tensors A B: the step-20 checkpoints of A and B hold the same tensors, names, dtypes and shapes.
+same_tensors() {
+  checks=$((checks + 1))
+  python3 - "$1/checkpoints/step-20.safetensors" "$2/checkpoints/step-20.safetensors" <<'PY' ||
+import json, struct, sys
+def header(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        h = json.loads(f.read(n))
+    h.pop("__metadata__", None)
+    return {k: (v["dtype"], v["shape"]) for k, v in h.items()}
+a, b = header(sys.argv[1]), header(sys.argv[2])
+assert a == b, sorted(set(a.items()) ^ set(b.items()))[:4]
+print("the split run's checkpoint holds the one device's %d tensors, whole" % len(a))
+PY
+    fail "$1: its checkpoint's tensors are not the one device's"
+}
+
+split 2 bert-t2 "$bert" $fixed optimize.parallel.tensor=2
+expect_in "$(cat "$split/log.txt")" "ranks: 2 (started by mpirun) = 1 data × 2 tensor ranks" "the log says the layout"
+same_losses "$split" "$dir" "bert-small, 2 tensor ranks" 1e-5 20
+as_planned "$split" 4 8 4
+same_tensors "$split" "$dir"
+t2=$split
+split 2 gpt-t2 "$gpt" $fixed optimize.parallel.tensor=2
+same_losses "$split" "$dir" "gpt-small, 2 tensor ranks" 1e-5 20
+as_planned "$split" 4 8 4
+split 4 bert-d2t2 "$bert" $fixed optimize.parallel.tensor=2
+expect_in "$(cat "$split/log.txt")" "= 2 data × 2 tensor ranks" "the log says 2 data × 2 tensor ranks"
+same_losses "$split" "$dir" "bert-small, 2 data × 2 tensor ranks" 1e-5 20
+split 4 bert-p2t2 "$bert" $fixed optimize.parallel.tensor=2 optimize.parallel.pipeline=2
+expect_in "$(cat "$split/log.txt")" "= 1 data × 2 pipeline stages × 2 tensor ranks" "the log says 2 stages × 2 tensor ranks"
+same_losses "$split" "$dir" "bert-small, 2 pipeline stages × 2 tensor ranks" 1e-5 20
+split 2 bert-t2-full "$bert" $fixed optimize.parallel.tensor=2 optimize.checkpointing=full
+same_losses "$split" "$dir" "bert-small, 2 tensor ranks, every block recomputed" 1e-5 20
+as_planned "$split" 4 8 6
+
+# A budget no plan with the whole model on one rank fits (250 MiB at the least): the planner
+# splits the blocks over the 2 ranks (its own choice: faster by its forecast than 2 stages),
+# every rank's regions are as predicted, and no rank's resident set passes the budget.
+run timeout 300 mpirun --oversubscribe --bind-to none -np 2 "$TRAINRUN" "$bert" budget.memory=240MiB train.steps=10 \
+  train.eval_every=5 train.eval_samples=64 train.checkpoint_every=5 report.dir="$scratch/budget" --quiet
+expect_rc 0 "bert-small in 240 MiB a rank on 2 ranks"
+dir=$(echo "$scratch/budget"/*/latest)
+expect_in "$(cat "$dir/log.txt")" "2 tensor ranks" "the planner split the blocks"
+run "$TRAINRUN" plan "$bert" budget.memory=240MiB --ranks 2
+expect_in "$out" "layout: 2 ranks = 1 data × 2 tensor ranks" "plan --ranks shows the layout"
+expect_in "$out" "why: with the whole model on each rank nothing fits" "plan --ranks says why"
+checks=$((checks + 1))
+python3 - "$dir" 251658240 <<'PY' || fail "240 MiB a rank: a rank's regions or resident set are not as planned"
+import json, sys
+run = json.load(open(sys.argv[1] + "/run.json"))
+for r in run["ranks"]["each"]:
+    assert r["measured_regions"] == r["predicted_regions"], r
+    assert r["peak_resident_bytes"] <= int(sys.argv[2]), r
+    print("rank %d (tensor rank %d): regions as predicted, peak resident %.1f MiB of 240" % (r["rank"],
+          r["tensor"]["rank"], r["peak_resident_bytes"] / 2**20))
+PY
+
+# Resume on another layout: a split run stopped by SIGTERM, resumed by one process; a one-process
+# run stopped, resumed on 2 tensor ranks; each ends as the uninterrupted split run.
+long="train.steps=100 train.eval_every=0 train.eval_samples=64 train.checkpoint_every=20 report.log_every=1"
+# shellcheck disable=SC2086
+run timeout 600 mpirun --oversubscribe --bind-to none -np 2 "$TRAINRUN" "$bert" $long optimize.parallel.tensor=2 \
+  report.dir="$scratch/whole" --quiet
+expect_rc 0 "the uninterrupted split run"
+whole=$(echo "$scratch/whole"/*/latest)
+# cut LABEL KEYS LAUNCH...: LAUNCH (the recipe, $long and KEYS follow) into $scratch/LABEL, SIGTERM
+# once step 40 is checkpointed; the run folder in $dir.
+cut() {
+  label=$1 keys=$2
+  shift 2
+  # shellcheck disable=SC2086
+  "$@" "$bert" $long $keys report.dir="$scratch/$label" --quiet >"$scratch/cut.out" 2>&1 &
+  launched=$!
+  i=0
+  while [ ! -e "$scratch/$label/bert-small/latest/checkpoints/step-40.safetensors" ] && [ $i -lt 1200 ]; do
+    sleep 0.1
+    i=$((i + 1))
+  done
+  pkill -TERM -f "report.dir=$scratch/$label" 2>/dev/null
+  wait "$launched"
+  dir=$(echo "$scratch/$label"/*/latest)
+  checks=$((checks + 1))
+  grep -q "stopped by SIGTERM after step" "$dir/log.txt" || fail "$label: not stopped by SIGTERM: $(tail -n 3 "$scratch/cut.out")"
+}
+cut two-to-one "optimize.parallel.tensor=2 --plan $whole/plan.json" mpirun --oversubscribe --bind-to none -np 2 "$TRAINRUN"
+run "$TRAINRUN" resume "$dir" optimize.parallel.tensor=1 --quiet
+expect_rc 0 "2 tensor ranks resumed by one process"
+same_losses "$whole" "$dir" "2 tensor ranks, resumed by one process" 1e-5 100
+cut one-to-two "--plan $whole/plan.json" "$TRAINRUN"
+run timeout 600 mpirun --oversubscribe --bind-to none -np 2 "$TRAINRUN" resume "$dir" optimize.parallel.tensor=2 --quiet
+expect_rc 0 "one process resumed on 2 tensor ranks"
+expect_in "$(cat "$dir/log.txt")" "2 tensor ranks" "the resumed part ran on 2 tensor ranks"
+same_losses "$whole" "$dir" "one process, resumed on 2 tensor ranks" 1e-5 100
+
+# A tensor rank killed mid-run: every rank ends within distributed.timeout + 10 s, none left running.
+rm -rf "$scratch/fault"
+mpirun --oversubscribe --bind-to none -np 2 "$TRAINRUN" "$bert" train.steps=1000000 train.eval_every=0 \
+  train.checkpoint_every=20 optimize.parallel.tensor=2 distributed.timeout=5s report.dir="$scratch/fault" --quiet \
+  >"$scratch/fault.out" 2>"$scratch/fault.err" &
+launcher=$!
+i=0
+while [ ! -e "$scratch/fault/bert-small/latest/checkpoints/step-20.safetensors" ] && [ $i -lt 1200 ]; do
+  sleep 0.1
+  i=$((i + 1))
+done
+victim=
+for p in $(pgrep -f "report.dir=$scratch/fault"); do
+  tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && victim=$p
+done
+checks=$((checks + 1))
+if [ -z "$victim" ]; then
+  fail "no tensor rank 1 to kill"
+  kill "$launcher"
+else
+  began=$(date +%s)
+  kill -KILL "$victim"
+  i=0
+  while kill -0 "$launcher" 2>/dev/null && [ $i -lt 600 ]; do
+    sleep 0.1
+    i=$((i + 1))
+  done
+  took=$(($(date +%s) - began))
+  wait "$launcher"
+  rc=$?
+  [ "$took" -le 15 ] || fail "a killed tensor rank: the ranks ended after $took s, more than distributed.timeout + 10"
+  checks=$((checks + 1))
+  pgrep -f "report.dir=$scratch/fault" >/dev/null && fail "a killed tensor rank: a rank is left running"
+  checks=$((checks + 1))
+  [ "$rc" -ne 0 ] || fail "a killed tensor rank: mpirun said 0"
+  echo "a killed tensor rank: every rank ended after $took s, status $rc"
+fi
+
+# Layouts that cannot be: refused before anything trains.
+run timeout 120 mpirun --oversubscribe --bind-to none -np 2 "$TRAINRUN" "$bert" optimize.parallel.tensor=3 \
+  report.dir="$scratch/bad" --quiet
+expect_rc 2 "3 tensor ranks on 2 ranks"
+expect_in "$err" "optimize.parallel.tensor 3 does not divide the 2 ranks" "says why"
+run timeout 120 mpirun --oversubscribe --bind-to none -np 2 "$TRAINRUN" "$bert" model.heads=1 model.hidden=64 \
+  optimize.parallel.tensor=2 report.dir="$scratch/bad" --quiet
+expect_rc 2 "one head over 2 tensor ranks"
+expect_in "$err" "optimize.parallel.tensor 2 does not divide model.heads 1" "says why"
+run timeout 120 mpirun --oversubscribe --bind-to none -np 2 "$TRAINRUN" "$bert" optimize.parallel=data \
+  optimize.parallel.tensor=2 report.dir="$scratch/bad" --quiet
+expect_rc 2 "tensor ranks beside optimize.parallel: data"
+finish
