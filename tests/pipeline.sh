@@ -140,7 +140,7 @@ cut() {
     sleep 0.1
     i=$((i + 1))
   done
-  pkill -TERM -f "report.dir=$scratch/$label" 2>/dev/null
+  pkill -TERM -f "^$TRAINRUN .*report.dir=$scratch/$label" 2>/dev/null   # the ranks: mpirun, signalled, would end them
   wait "$launched"
   dir=$(echo "$scratch/$label"/*/latest)
   checks=$((checks + 1))

@@ -206,7 +206,7 @@ mpirun --oversubscribe --bind-to none -np 3 "$TRAINRUN" "$@" report.log_every=1 
   report.dir="$scratch/zero-3-cut" --quiet >"$scratch/cut.out" 2>&1 &
 launched=$!
 wait_for "$scratch/zero-3-cut/bert-small/latest/checkpoints/step-5.safetensors"
-pkill -TERM -f "report.dir=$scratch/zero-3-cut" 2>/dev/null
+pkill -TERM -f "^$TRAINRUN .*report.dir=$scratch/zero-3-cut" 2>/dev/null   # the ranks: mpirun, signalled, would end them
 wait "$launched"
 dir=$(echo "$scratch/zero-3-cut"/*/latest)
 checks=$((checks + 1))
@@ -278,7 +278,7 @@ cut() {
   "$@" $long $keys report.dir="$scratch/$label" --quiet >"$scratch/cut.out" 2>&1 &
   launched=$!
   wait_for "$scratch/$label/mlp/latest/checkpoints/step-100.safetensors"
-  pkill -TERM -f "report.dir=$scratch/$label" 2>/dev/null
+  pkill -TERM -f "^$TRAINRUN .*report.dir=$scratch/$label" 2>/dev/null   # the ranks: mpirun, signalled, would end them
   wait "$launched"
   dir=$(echo "$scratch/$label"/*/latest)
   checks=$((checks + 1))

@@ -140,7 +140,7 @@ static int plan_recipe(const struct tr_recipe *whole, const struct tr_args *a, s
     } else {
         job.world = world;   /* rank 0's regions; the others' below */
         job.gather_ahead = world > 1 && tr_plan_overlap(r, world, dev.threads);   /* on one host, Open MPI's */
-        job.bus_rate = world > 1 ? tr_plan_bus_rate_cached(world) : 0;   /* the last such run's */
+        job.bus_rate = world > 1 ? tr_plan_bus_rate_cached(world, &job.bus_latency) : 0;   /* the last such run's */
     }
     tr_diag_free(&err);
     double began = seconds_now(CLOCK_MONOTONIC), began_cpu = seconds_now(CLOCK_PROCESS_CPUTIME_ID);

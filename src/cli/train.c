@@ -87,11 +87,11 @@ static int plan_ranked(const struct tr_comm *comm, struct tr_session *s, const s
                        const struct tr_data *data, const char *plan_file, const char *resume_dir, struct tr_diag *d)
 {
     /* the rate the ranks sum at, for the plan's forecast; kept for `trainrun plan --ranks` */
-    int rc = tr_comm_bus_rate(comm, &s->bus_rate, d);
+    int rc = tr_comm_bus_rate(comm, &s->bus_rate, &s->bus_latency, d);
     if (rc)
         return tr_comm_agree(comm, rc, "measuring the collectives", d);
     if (comm->rank == 0)
-        tr_plan_bus_rate_save(comm->world, s->bus_rate);
+        tr_plan_bus_rate_save(comm->world, s->bus_rate, s->bus_latency);
     rc = comm->rank == 0 ? tr_session_plan(s, share, data, plan_file, resume_dir, NULL, d) : 0;
     rc = tr_comm_agree(comm, rc, "planning", d);
     if (rc)

@@ -517,9 +517,9 @@ int tr_comm_gather_floats(const struct tr_comm *c, const float *mine, float *all
     return err ? mpi_failed(c, d, err, "MPI_Gatherv") : 0;
 }
 
-int tr_comm_bus_rate(const struct tr_comm *c, double *bytes_per_second, struct tr_diag *d)
+int tr_comm_bus_rate(const struct tr_comm *c, double *bytes_per_second, double *latency, struct tr_diag *d)
 {
-    *bytes_per_second = 0;
+    *bytes_per_second = *latency = 0;
     if (c->world == 1)
         return 0;
     enum { FLOATS = 2 << 20, TRIES = 5 };
@@ -537,13 +537,26 @@ int tr_comm_bus_rate(const struct tr_comm *c, double *bytes_per_second, struct t
         double took = tr_now() - began;
         best = i == 0 || took < best ? took : best;
     }
-    double mine[1] = {best}, *all = tr_xcalloc((size_t)c->world, sizeof *all);
+    enum { SMALL = 256, SUMS = 16 };
+    double small = 0;
+    for (int i = 0; i < TRIES && !rc; i++) {   /* a small sum's cost: its messages' latency */
+        double began = tr_now();
+        for (int k = 0; k < SUMS && !rc; k++)
+            rc = tr_comm_sum_floats(c, buf, SMALL, d);
+        double took = (tr_now() - began) / SUMS;
+        small = i == 0 || took < small ? took : small;
+    }
+    double mine[2] = {best, small}, *all = tr_xcalloc((size_t)c->world * 2, sizeof *all);
     if (!rc)   /* the slowest rank's best: the sum waits for it */
-        rc = tr_comm_gather_doubles(c, mine, 1, all, d);
-    for (int k = 0; !rc && k < c->world; k++)
-        best = all[k] > best ? all[k] : best;
+        rc = tr_comm_gather_doubles(c, mine, 2, all, d);
+    for (int k = 0; !rc && k < c->world; k++) {
+        best = all[2 * k] > best ? all[2 * k] : best;
+        small = all[2 * k + 1] > small ? all[2 * k + 1] : small;
+    }
     if (!rc && best > 0)
         *bytes_per_second = 2.0 * (c->world - 1) / c->world * (double)FLOATS * sizeof(float) / best;
+    if (!rc)
+        *latency = small;
     free(buf), free(counts), free(all);
     return rc;
 }

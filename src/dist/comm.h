@@ -118,8 +118,10 @@ int tr_comm_gather_floats(const struct tr_comm *c, const float *mine, float *all
  * over equal parts): bus bytes a second — 2 (world − 1) / world of the bytes summed, over the
  * fastest of a few sums of 8 MiB — measured here, every rank taking part; 0 alone. A ring moves
  * that many bytes in and out of each rank, so a sum of B bytes takes 2 (world − 1) / world · B
- * over it. */
-int tr_comm_bus_rate(const struct tr_comm *c, double *bytes_per_second, struct tr_diag *d);
+ * over it. *latency: the seconds one small sum (1 KiB) takes, its messages' cost whatever their
+ * size — the fastest of a few, the slowest rank's: what each of tensor parallelism's many sums
+ * pays beside its bytes. */
+int tr_comm_bus_rate(const struct tr_comm *c, double *bytes_per_second, double *latency, struct tr_diag *d);
 /* Every rank's value, into all[0 … world − 1] on every rank. */
 int tr_comm_gather(const struct tr_comm *c, uint64_t mine, uint64_t *all, struct tr_diag *d);
 /* Every rank's n doubles, rank by rank, into all[0 … world·n − 1] on every rank. */

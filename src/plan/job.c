@@ -119,20 +119,23 @@ static char *collectives_file(void)
     return path;
 }
 
-double tr_plan_bus_rate_cached(int world)
+double tr_plan_bus_rate_cached(int world, double *latency)
 {
-    char *path = collectives_file(), key[16];
+    char *path = collectives_file(), key[32];
     json_t *j = path ? json_load_file(path, 0, NULL) : NULL;
     snprintf(key, sizeof key, "%d", world);
     double rate = json_number_value(json_object_get(j, key));
+    snprintf(key, sizeof key, "%d.latency", world);   /* caches written before it have none: 0 */
+    *latency = json_number_value(json_object_get(j, key));
+    *latency = *latency > 0 ? *latency : 0;
     json_decref(j);
     free(path);
     return rate > 0 ? rate : 0;
 }
 
-void tr_plan_bus_rate_save(int world, double rate)
+void tr_plan_bus_rate_save(int world, double rate, double latency)
 {
-    char *path = collectives_file(), key[16];
+    char *path = collectives_file(), key[32];
     if (!path || rate <= 0) {
         free(path);
         return;
@@ -144,6 +147,8 @@ void tr_plan_bus_rate_save(int world, double rate)
     }
     snprintf(key, sizeof key, "%d", world);
     json_object_set_new(j, key, json_real(rate));
+    snprintf(key, sizeof key, "%d.latency", world);
+    json_object_set_new(j, key, json_real(latency));
     char *dir = tr_cache_path("calibration");
     struct tr_atomic a;
     struct tr_diag ignored = {0};   /* a cache: not written is not an error */

@@ -355,9 +355,12 @@ static double pass_seconds(struct pair *p, int64_t B, double S, struct tr_candid
     double f, b, t = tr_plan_step_seconds(&p->train.g, B, s, p->job->dev, &f, &b);
     c->flops += f * times, c->bytes_moved += b * times;
     int T = c->k.tensor;
-    if (T > 1) {   /* a ring all-reduce moves 2 (T − 1) / T of what it sums in and out of each rank */
-        double summed = tr_plan_collective_bytes(&p->train.g, B, s);
+    if (T > 1) {   /* a ring all-reduce moves 2 (T − 1) / T of what it sums in and out of each rank, and
+                    * each pays the messages' latency */
+        int sums;
+        double summed = tr_plan_collective_bytes(&p->train.g, B, s, &sums);
         double seconds = p->job->bus_rate > 0 ? 2.0 * (T - 1) / T * summed / p->job->bus_rate : 0;
+        seconds += sums * p->job->bus_latency;
         c->tensor_bytes += summed * times, c->tensor_seconds += seconds * times;
         t += seconds;
     }

@@ -105,6 +105,7 @@ struct tr_plan_job {
                                * this rank's place among them */
     double bus_rate;          /* across ranks: the bus bytes a second the ranks sum at, measured
                                * (tr_comm_bus_rate); 0: unknown, their communication not forecast */
+    double bus_latency;       /* and the seconds a small sum takes (0: unknown) */
     bool gather_ahead;        /* across ranks: ZeRO 3's copies gathered a block ahead, on a thread
                                * of their own (distributed.overlap as tr_plan_overlap resolves it) */
 };
@@ -205,10 +206,11 @@ int tr_plan_device(struct tr_device *d, const char *profile, bool recalibrate, s
  * cuda:N (that GPU, measured: tr_device_cuda), auto (the first GPU when one is seen, else
  * this host). 0 or TR_E… with the sentence in diag. */
 int tr_plan_device_named(struct tr_device *d, const char *device, struct tr_diag *diag);
-/* The bus rate (tr_plan_job's bus_rate) the last run of world ranks on this host measured, 0 when
- * none did, from the calibration cache; a multi-rank run's rank 0 saves what it measured. */
-double tr_plan_bus_rate_cached(int world);
-void tr_plan_bus_rate_save(int world, double rate);
+/* The bus rate (tr_plan_job's bus_rate) and *latency (its bus_latency) the last run of world ranks
+ * on this host measured, 0 when none did, from the calibration cache; a multi-rank run's rank 0
+ * saves what it measured. */
+double tr_plan_bus_rate_cached(int world, double *latency);
+void tr_plan_bus_rate_save(int world, double rate, double latency);
 /* The kind of backend that sizes a device's kernels' workspaces (its kind's), or NULL when this
  * build has none for it (planning a GPU profile without CUDA: no workspace counted). */
 const struct tr_backend_ops *tr_plan_backend(const struct tr_device *dev);
@@ -276,9 +278,10 @@ int64_t tr_plan_shard_elements(const struct tr_graph *g, int world, int rank);
  * behind it (either pointer may be NULL). */
 double tr_plan_step_seconds(const struct tr_graph *g, int64_t B, int64_t S, const struct tr_device *dev,
                             double *flops, double *bytes);
-/* The bytes g's collectives (tensor parallelism's all-reduces) sum in one pass at (B, S): their
- * time is the bus's, not the device's (tr_plan_nodes_seconds leaves them out). */
-double tr_plan_collective_bytes(const struct tr_graph *g, int64_t B, int64_t S);
+/* The bytes g's collectives (tensor parallelism's all-reduces) sum in one pass at (B, S), and
+ * *count how many there are: their time is the bus's, not the device's (tr_plan_nodes_seconds
+ * leaves them out). */
+double tr_plan_collective_bytes(const struct tr_graph *g, int64_t B, int64_t S, int *count);
 /* The same for nodes[0 … count − 1] alone (NULL: the first count in creation order). */
 double tr_plan_nodes_seconds(const struct tr_graph *g, const int *nodes, int count, int64_t B, int64_t S,
                              const struct tr_device *dev, double *flops, double *bytes);

@@ -264,7 +264,7 @@ static void print_layout(const struct tr_plan *p, const struct tr_plan_job *job,
         tr_format_bytes(c->peak, regions);
         tr_format_bytes(P > 1 ? c->worst_footprint : c->footprint, foot);
         fprintf(out, "  each tensor rank: regions %s, footprint %s%s; its all-reduces (2 forward, 2 backward a block "
-                "a micro-batch) sum %s a step, %.3g s at the bus rate\n", regions, foot, P > 1 ? " (the largest stage)" : "",
+                "a micro-batch) sum %s a step, %.3g s at the bus rate and latency\n", regions, foot, P > 1 ? " (the largest stage)" : "",
                 moved, c->tensor_seconds);
     }
     if (P < 2) {

@@ -98,7 +98,7 @@ int tr_session_plan(struct tr_session *s, const struct tr_recipe *r, const struc
     int spread = pinned_stages(r) * pinned_tensors(r);
     whole.train.batch_size = r->train.batch_size * (world % spread ? world : world / spread);
     if (s->comm) {
-        s->job.bus_rate = s->bus_rate;
+        s->job.bus_rate = s->bus_rate, s->job.bus_latency = s->bus_latency;
         s->job.gather_ahead = world > 1 && s->comm->multiple && tr_plan_overlap(r, s->comm->local_world, s->dev.threads);
     }
     struct tr_knobs k;

@@ -43,7 +43,7 @@ struct tr_session {
     struct tr_comm tensor_comm;   /* tensor parallel: the ranks this stage's blocks are split over */
     struct tr_tensor_sums tensor_sums[2];   /* and their all-reduces: training's, evaluation's */
     struct tr_pipe pipe, eval_pipe;   /* pipelined: each program's stage among them */
-    double bus_rate;              /* theirs, measured (tr_comm_bus_rate), for the plan's forecast */
+    double bus_rate, bus_latency; /* theirs, measured (tr_comm_bus_rate), for the plan's forecast */
     struct tr_device dev;      /* recipe device: this host, calibrated, or a GPU, measured */
     struct tr_backend *be;         /* the device's kernels and memory: the run's instance */
     struct tr_plan_job job;
