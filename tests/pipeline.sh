@@ -128,23 +128,12 @@ run timeout 600 mpirun --oversubscribe --bind-to none -np 2 "$TRAINRUN" "$bert" 
 expect_rc 0 "the uninterrupted 2-stage run"
 whole=$(echo "$scratch/whole"/*/latest)
 # cut LABEL KEYS LAUNCH...: LAUNCH (the recipe, $long and KEYS follow) into $scratch/LABEL, SIGTERM
-# once step 40 is checkpointed; the run folder in $dir.
+# once step 40 is checkpointed (lib.sh); the run folder in $dir.
 cut() {
   label=$1 keys=$2
   shift 2
   # shellcheck disable=SC2086
-  "$@" "$bert" $long $keys report.dir="$scratch/$label" --quiet >"$scratch/cut.out" 2>&1 &
-  launched=$!
-  i=0
-  while [ ! -e "$scratch/$label/bert-small/latest/checkpoints/step-40.safetensors" ] && [ $i -lt 1200 ]; do
-    sleep 0.1
-    i=$((i + 1))
-  done
-  pkill -TERM -f "^$TRAINRUN .*report.dir=$scratch/$label" 2>/dev/null   # the ranks: mpirun, signalled, would end them
-  wait "$launched"
-  dir=$(echo "$scratch/$label"/*/latest)
-  checks=$((checks + 1))
-  grep -q "stopped by SIGTERM after step" "$dir/log.txt" || fail "$label: not stopped by SIGTERM: $(tail -n 3 "$scratch/cut.out")"
+  sigterm_cut "$label" 40 "$@" "$bert" $long $keys
 }
 # both replay the uninterrupted run's plan: the same micro-batches whatever the host's load when
 # each planned (the ranks' bus rate, measured at the start, weighs the candidates)

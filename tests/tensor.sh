@@ -77,6 +77,7 @@ PY
     fail "$1: its checkpoint's tensors are not the one device's"
 }
 
+# shellcheck disable=SC2086 # $fixed is a list of words
 split 2 bert-t2 "$bert" $fixed optimize.parallel.tensor=2
 expect_in "$(cat "$split/log.txt")" "ranks: 2 (started by mpirun) = 1 data × 2 tensor ranks" "the log says the layout"
 same_losses "$split" "$dir" "bert-small, 2 tensor ranks" 1e-5 20
@@ -129,23 +130,12 @@ run timeout 600 mpirun --oversubscribe --bind-to none -np 2 "$TRAINRUN" "$bert" 
 expect_rc 0 "the uninterrupted split run"
 whole=$(echo "$scratch/whole"/*/latest)
 # cut LABEL KEYS LAUNCH...: LAUNCH (the recipe, $long and KEYS follow) into $scratch/LABEL, SIGTERM
-# once step 40 is checkpointed; the run folder in $dir.
+# once step 40 is checkpointed (lib.sh); the run folder in $dir.
 cut() {
   label=$1 keys=$2
   shift 2
   # shellcheck disable=SC2086
-  "$@" "$bert" $long $keys report.dir="$scratch/$label" --quiet >"$scratch/cut.out" 2>&1 &
-  launched=$!
-  i=0
-  while [ ! -e "$scratch/$label/bert-small/latest/checkpoints/step-40.safetensors" ] && [ $i -lt 1200 ]; do
-    sleep 0.1
-    i=$((i + 1))
-  done
-  pkill -TERM -f "^$TRAINRUN .*report.dir=$scratch/$label" 2>/dev/null   # the ranks: mpirun, signalled, would end them
-  wait "$launched"
-  dir=$(echo "$scratch/$label"/*/latest)
-  checks=$((checks + 1))
-  grep -q "stopped by SIGTERM after step" "$dir/log.txt" || fail "$label: not stopped by SIGTERM: $(tail -n 3 "$scratch/cut.out")"
+  sigterm_cut "$label" 40 "$@" "$bert" $long $keys
 }
 cut two-to-one "optimize.parallel.tensor=2 --plan $whole/plan.json" mpirun --oversubscribe --bind-to none -np 2 "$TRAINRUN"
 run "$TRAINRUN" resume "$dir" optimize.parallel.tensor=1 --quiet
