@@ -89,6 +89,45 @@ sigterm_cut() {
   grep -q "stopped by SIGTERM after step" "$dir/log.txt" || fail "$label: not stopped by SIGTERM: $(tail -n 3 "$scratch/cut.out")"
 }
 
+# kill_rank1 WHAT LABEL LAUNCH...: LAUNCH (mpirun … trainrun, a recipe of 1,000,000 steps with
+# distributed.timeout=5s and checkpoints every 20) into $scratch/LABEL; once step 20 is
+# checkpointed, rank 1 killed (SIGKILL): every rank ends within distributed.timeout + 10 s, none
+# left running, mpirun not 0. WHAT names the rank in the sentences ("a killed stage").
+kill_rank1() {
+  what=$1 label=$2
+  shift 2
+  rm -rf "${scratch:?}/$label"
+  "$@" report.dir="$scratch/$label" --quiet >"$scratch/$label.out" 2>"$scratch/$label.err" &
+  launcher=$!
+  i=0
+  while ! ls "$scratch/$label"/*/latest/checkpoints/step-20.safetensors >/dev/null 2>&1 && [ $i -lt 1200 ]; do
+    sleep 0.1
+    i=$((i + 1))
+  done
+  victim=
+  for p in $(pgrep -f "report.dir=$scratch/$label"); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && victim=$p
+  done
+  checks=$((checks + 1))
+  [ -n "$victim" ] || { fail "$what: no rank 1 to kill"; kill "$launcher"; return; }
+  began=$(date +%s)
+  kill -KILL "$victim"
+  i=0
+  while kill -0 "$launcher" 2>/dev/null && [ $i -lt 600 ]; do
+    sleep 0.1
+    i=$((i + 1))
+  done
+  took=$(($(date +%s) - began))
+  wait "$launcher"
+  rc=$?
+  [ "$took" -le 15 ] || fail "$what: the ranks ended after $took s, more than distributed.timeout + 10"
+  checks=$((checks + 1))
+  pgrep -f "report.dir=$scratch/$label" >/dev/null && fail "$what: a rank is left running"
+  checks=$((checks + 1))
+  [ "$rc" -ne 0 ] || fail "$what: mpirun said 0"
+  echo "$what: every rank ended after $took s, status $rc"
+}
+
 # mpi_ranks: for a test of ranks under mpirun: skips (77) without mpirun or where trainrun was built
 # without MPI; one thread a rank, mpirun as root allowed, the data sets the benchmarks use (and
 # the CPU tests of ranks) made in the test's own folder.
