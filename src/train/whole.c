@@ -69,6 +69,12 @@ static size_t part_bytes(const struct tr_session *s, const struct tr_checkpoint_
     return sliced(s, t->value) ? t->t.bytes / (size_t)s->layout.tensor : t->t.bytes;
 }
 
+/* The bytes of one element of tensor t (a parameter's f32, or its optimizer state's dtype). */
+static size_t element_bytes(const struct tr_session *s, const struct tr_checkpoint_tensor *t)
+{
+    return part_bytes(s, t) / (size_t)tr_dim_eval(tr_shape_numel(&s->train.b.g.values[t->value].shape), 1, 1);
+}
+
 struct gathering {
     struct stage_view view;
     const struct tr_checkpoint_tensor *t;   /* the tensors, in the file's order */
@@ -82,8 +88,7 @@ struct gathering {
 static int assemble(struct gathering *g, const struct tr_checkpoint_tensor *t, struct tr_diag *d)
 {
     struct tr_session *s = g->view.s;
-    size_t slice = part_bytes(s, t), size = t->t.bytes / (size_t)tr_dim_eval(tr_shape_numel(
-                                                  &s->train.b.g.values[t->value].shape), 1, 1) / (size_t)s->layout.tensor;
+    size_t slice = part_bytes(s, t), size = element_bytes(s, t);
     int from = g->view.first[t->value], rc = 0;
     g->whole = tr_xmalloc(t->t.bytes);
     g->assembled = (int)(t - g->t);
@@ -216,7 +221,7 @@ int tr_whole_scatter(struct tr_session *s, const struct tr_checkpoint *c, struct
         }
         size_t bytes = part_bytes(s, &t[i]);
         char *slice = comm->rank == 0 && sliced(s, t[i].value) ? tr_xmalloc(bytes) : NULL;
-        size_t size = bytes / (size_t)tr_dim_eval(tr_shape_numel(&s->train.b.g.values[t[i].value].shape), 1, 1);
+        size_t size = element_bytes(s, &t[i]);
         for (int to = 0; to < comm->world && !rc; to++) {   /* each rank whose stage holds it, in turn */
             if ((comm->rank != 0 && comm->rank != to) || !holds(s, to / T % P, t[i].value))
                 continue;
