@@ -4,13 +4,28 @@
  * nothing when quiet. */
 #include "runner.h"
 
+#include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "core/progress.h"
 #include "core/stop.h"
+
+/* Sends sig to the process, as kill(1) does, and waits for the stop thread to have taken it. */
+static void send(int sig)
+{
+    unsigned before = tr_stop_taken();
+    kill(getpid(), sig);
+    for (int i = 0; i < 5000 && tr_stop_taken() == before; i++)
+        usleep(1000);
+    ck_assert_uint_gt(tr_stop_taken(), before);
+}
 
 START_TEST(first_signal_is_the_one_reported)
 {
@@ -18,9 +33,9 @@ START_TEST(first_signal_is_the_one_reported)
     ck_assert_int_eq(tr_stop_requested(), 0);
     struct tr_diag d = {0};
     ck_assert_int_eq(tr_stop_check(&d, "the evaluation"), 0);
-    raise(SIGHUP);   /* a closed terminal: stops cleanly too, no longer kills the process */
+    send(SIGHUP);   /* a closed terminal: stops cleanly too, no longer kills the process */
     ck_assert_int_eq(tr_stop_requested(), SIGHUP);
-    raise(SIGTERM);
+    send(SIGTERM);
     ck_assert_int_eq(tr_stop_requested(), SIGHUP);
     ck_assert_int_eq(tr_stop_check(&d, "the evaluation"), TR_EINTERRUPTED);
     ck_assert_str_eq(tr_diag_last(&d), "stopped by SIGHUP during the evaluation");
@@ -28,10 +43,124 @@ START_TEST(first_signal_is_the_one_reported)
     tr_stop_uninstall();
     tr_stop_install();   /* a new run starts with no stop requested */
     ck_assert_int_eq(tr_stop_requested(), 0);
-    raise(SIGINT);
+    send(SIGINT);
     ck_assert_str_eq(tr_stop_signal_name(tr_stop_requested()), "SIGINT");
     tr_stop_uninstall();
     ck_assert_str_eq(tr_stop_signal_name(SIGTERM), "SIGTERM");
+}
+END_TEST
+
+/* Whether the calling thread blocks SIGINT, SIGTERM and SIGHUP. */
+static void *blocks_all(void *unused)
+{
+    (void)unused;
+    sigset_t now;
+    pthread_sigmask(SIG_BLOCK, NULL, &now);
+    return (void *)(intptr_t)(sigismember(&now, SIGINT) && sigismember(&now, SIGTERM) && sigismember(&now, SIGHUP));
+}
+
+/* No thread but the stop thread takes a stop signal (a handler's frame would land below a
+ * oneDNN kernel's stack pointer): this one, one made later, OpenMP's. */
+START_TEST(no_thread_runs_a_handler)
+{
+    tr_stop_init();
+    ck_assert(blocks_all(NULL));
+    pthread_t t;
+    void *blocked = NULL;
+    ck_assert_int_eq(pthread_create(&t, NULL, blocks_all, NULL), 0);
+    pthread_join(t, &blocked);
+    ck_assert(blocked);
+    int all = 1;
+#pragma omp parallel num_threads(2) reduction(&& : all)
+    all = blocks_all(NULL) != NULL;
+    ck_assert(all);
+}
+END_TEST
+
+static double seconds_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void *term_soon(void *unused)
+{
+    (void)unused;
+    usleep(100000);
+    kill(getpid(), SIGTERM);
+    return NULL;
+}
+
+/* A wait sees a stop within a slice, though no signal cuts it short; without one it sleeps
+ * the whole time. */
+START_TEST(sleep_ends_at_a_stop)
+{
+    tr_stop_install();
+    double began = seconds_now();
+    ck_assert(!tr_stop_sleep(0.12));
+    ck_assert_double_ge(seconds_now() - began, 0.12);
+    pthread_t t;
+    pthread_create(&t, NULL, term_soon, NULL);
+    began = seconds_now();
+    ck_assert(tr_stop_sleep(10));
+    ck_assert_double_lt(seconds_now() - began, 0.1 + 10 * TR_STOP_SLICE);
+    ck_assert_int_eq(tr_stop_requested(), SIGTERM);
+    pthread_join(t, NULL);
+    tr_stop_uninstall();
+}
+END_TEST
+
+/* How a child that runs f ended: the signal that ended it, or 0 when it returned. */
+static int child_ends_by(void (*f)(void))
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        f();
+        _exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+}
+
+static void stop_caught_then_ended(void)
+{
+    struct tr_stop_catch c;
+    tr_stop_catch_begin(&c);
+    send(SIGTERM);
+    if (tr_stop_requested() != SIGTERM)
+        _exit(1);
+    tr_stop_catch_end(&c);   /* nobody else catches it: the process ends by it now */
+}
+
+static void default_after_uninstall(void)
+{
+    tr_stop_install();
+    tr_stop_uninstall();
+    kill(getpid(), SIGHUP);
+    sleep(5);
+}
+
+static void hup_ignored(void)
+{
+    signal(SIGHUP, SIG_IGN);   /* nohup */
+    tr_stop_init();
+    tr_stop_install();
+    send(SIGHUP);
+    if (tr_stop_requested())
+        _exit(1);
+    tr_stop_uninstall();
+    send(SIGHUP);
+}
+
+/* Outside a run a stop signal ends the process, as by its default action; an ignored SIGHUP
+ * stays ignored. */
+START_TEST(outside_a_run_the_signal_ends_the_process)
+{
+    ck_assert_int_eq(child_ends_by(stop_caught_then_ended), SIGTERM);
+    ck_assert_int_eq(child_ends_by(default_after_uninstall), SIGHUP);
+    ck_assert_int_eq(child_ends_by(hup_ignored), 0);
 }
 END_TEST
 
@@ -103,6 +232,9 @@ int main(void)
     Suite *s = suite_create("stop");
     TCase *tc = tcase_create("stop");
     tcase_add_test(tc, first_signal_is_the_one_reported);
+    tcase_add_test(tc, no_thread_runs_a_handler);
+    tcase_add_test(tc, sleep_ends_at_a_stop);
+    tcase_add_test(tc, outside_a_run_the_signal_ends_the_process);
     tcase_add_test(tc, plain_lines_only_when_due);
     tcase_add_test(tc, terminal_line_redrawn_and_cleared);
     tcase_add_test(tc, quiet_shows_nothing);

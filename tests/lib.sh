@@ -62,29 +62,21 @@ PY
 # sigterm_cut LABEL STEP LAUNCH...: LAUNCH (a whole command line: trainrun or mpirun … trainrun, the
 # recipe and its keys) into $scratch/LABEL, SIGTERM to its trainrun processes alone once step STEP
 # is checkpointed (mpirun, signalled, would end ranks slow to stop); the run folder in $dir, its
-# output in $scratch/cut.out. A run that crashes instead of stopping — a heap corruption seen after
-# SIGTERM in multi-rank runs since before tensor parallelism, not found yet (issue 27's note of
-# 2026-12-06) — is cut once more from scratch, saying so; a second crash fails.
+# output in $scratch/cut.out.
 sigterm_cut() {
   label=$1 at=$2
   shift 2
-  for attempt in 1 2; do
-    rm -rf "${scratch:?}/$label"
-    "$@" report.dir="$scratch/$label" --quiet >"$scratch/cut.out" 2>&1 &
-    launched=$!
-    i=0
-    while ! ls "$scratch/$label"/*/latest/checkpoints/step-"$at".safetensors >/dev/null 2>&1 && [ $i -lt 1200 ]; do
-      sleep 0.1
-      i=$((i + 1))
-    done
-    pkill -TERM -f "^$TRAINRUN .*report.dir=$scratch/$label" 2>/dev/null
-    wait "$launched"
-    dir=$(echo "$scratch/$label"/*/latest)
-    grep -q "stopped by SIGTERM after step" "$dir/log.txt" 2>/dev/null && break
-    [ $attempt = 1 ] && grep -q "Process received signal\|corrupted\|malloc()\|free()" "$scratch/cut.out" || break
-    echo "WARNING: $label: the run crashed after SIGTERM instead of stopping (the known heap corruption); cut again:"
-    grep -m 3 "corrupted\|malloc()\|free()\|Signal:" "$scratch/cut.out"
+  rm -rf "${scratch:?}/$label"
+  "$@" report.dir="$scratch/$label" --quiet >"$scratch/cut.out" 2>&1 &
+  launched=$!
+  i=0
+  while ! ls "$scratch/$label"/*/latest/checkpoints/step-"$at".safetensors >/dev/null 2>&1 && [ $i -lt 1200 ]; do
+    sleep 0.1
+    i=$((i + 1))
   done
+  pkill -TERM -f "^$TRAINRUN .*report.dir=$scratch/$label" 2>/dev/null
+  wait "$launched"
+  dir=$(echo "$scratch/$label"/*/latest)
   checks=$((checks + 1))
   grep -q "stopped by SIGTERM after step" "$dir/log.txt" || fail "$label: not stopped by SIGTERM: $(tail -n 3 "$scratch/cut.out")"
 }

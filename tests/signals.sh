@@ -3,7 +3,8 @@
 # budget.time stops it by the clock (checkpointed, evaluated, reported, exit 8, run.json says
 # "time-limit", and each resume gets the time again); SIGHUP ends it as SIGINT and SIGTERM do
 # (checkpoint, exit 130, run.json names the signal); a signal during the final evaluation ends
-# it at once and the resume evaluates again; and a run killed with SIGKILL again and again,
+# it at once and the resume evaluates again; no thread but one takes a stop signal, and a run
+# sent SIGTERM hundreds of times a second through its GEMMs stops cleanly and resumes; and a run killed with SIGKILL again and again,
 # then resumed, has each step once in metrics.jsonl and its event files, the first of which
 # keeps the recipe, plan, HParams and graph.
 . "$srcdir/tests/lib.sh"
@@ -77,6 +78,34 @@ else
   cmp -s "$(newest "$scratch/ref")/checkpoints/step-600.safetensors" "$dir/checkpoints/step-600.safetensors" ||
     fail "SIGHUP + resume changed the result"
 fi
+
+# ---- no thread takes a signal in the middle of its work -----------------------------------------
+# A signal handler's frame lands below the interrupted thread's stack pointer, where oneDNN's f32
+# GEMM kernels keep state (a SIGTERM during one corrupted the heap: core/stop.h). Every thread of
+# a run blocks SIGINT, SIGTERM and SIGHUP but the one that takes them; a run sent SIGTERM every
+# few milliseconds through a half-second step of bert-small's GEMMs (on oneDNN, whatever the CPU)
+# stops after that step, checkpointed, and resumes.
+bert="$srcdir/recipes/bert-small.yaml"
+set -- train.batch_size=512 train.steps=4 train.eval_every=0 train.eval_samples=64 report.log_every=1 --quiet
+TR_CPU_GEMM=onednn "$TRAINRUN" "$bert" "$@" report.dir="$scratch/storm" >"$scratch/storm.out" 2>&1 &
+pid=$!
+stepped() { grep -qs "^step 1/" "$scratch"/storm/bert-small/*/log.txt; }
+wait_for stepped
+checks=$((checks + 1))
+unblocked=$(for t in /proc/"$pid"/task/*; do
+  [ "$(cat "$t/comm" 2>/dev/null)" = trainrun-stop ] && continue
+  mask=$(sed -n 's/^SigBlk:[[:space:]]*//p' "$t/status" 2>/dev/null)
+  [ -n "$mask" ] && [ $((0x$mask & 0x4003)) != $((0x4003)) ] && echo "${t##*/}"
+done)
+[ -z "$unblocked" ] || fail "threads $unblocked of a run take stop signals themselves"
+while kill -TERM "$pid" 2>/dev/null; do sleep 0.002; done
+wait "$pid"
+rc=$? err=$(cat "$scratch/storm.out")
+expect_rc 130 "a run sent SIGTERM hundreds of times a second"
+expect_in "$err" "stopped by SIGTERM after step" "it stopped after the step"
+dir=$(echo "$scratch"/storm/bert-small/2*)
+run env TR_CPU_GEMM=onednn "$TRAINRUN" resume "$dir" --quiet
+expect_rc 0 "the resume after the storm"
 
 # ---- a signal during the final evaluation ------------------------------------------------------
 # A wide MLP on Fashion-MNIST's 10,000 test images: one step, then seconds of evaluation.

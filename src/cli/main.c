@@ -12,6 +12,7 @@
 #include "config.h"
 #include "cli/exit.h"
 #include "core/blas.h"
+#include "core/stop.h"
 #include "data/fetch.h"
 #include "dist/comm.h"
 #ifdef HAVE_CUDA
@@ -125,6 +126,7 @@ int main(int argc, char **argv)
      * its write with EFBIG, which the writer reports and recovers from (a checkpoint leaves
      * the previous one in place), instead of the signal killing the process mid-write. */
     signal(SIGXFSZ, SIG_IGN);
+    tr_stop_init();   /* while this is the only thread: no thread takes a stop signal but its own */
     if (argc < 2) {
         usage(stderr);
         return TR_EXIT_USAGE;

@@ -667,15 +667,6 @@ static bool cached_copy(const struct paths *p, const char *url, struct tr_fetch_
     return ok;
 }
 
-/* Sleeps s seconds; true when a stop cut the sleep short. */
-static bool sleep_unless_stopped(double s)
-{
-    struct timespec ts = {.tv_sec = (time_t)s, .tv_nsec = (long)((s - floor(s)) * 1e9)};
-    while (!tr_stop_requested() && nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-    return tr_stop_requested() != 0;
-}
-
 /* The downloaded part: hashed, checked against the pin, renamed into place with its metadata. */
 static int install(const char *url, const char *shown, const struct paths *p, const char *sha256, const char *pinned_by,
                    struct tr_fetch_meta *got, struct tr_fetch_result *res, struct tr_diag *diag)
@@ -779,7 +770,7 @@ static int fetch_locked(CURL *curl, const char *url, const char *shown, const st
                 wait = retry_after < o->backoff_max ? retry_after : o->backoff_max;
             tr_diag_add(warnings, (struct tr_where){0}, "%s: %s; retrying in %g s (retry %d of %d)", shown, why, wait,
                         retry + 1, o->retries);
-            if (sleep_unless_stopped(wait)) {
+            if (tr_stop_sleep(wait)) {
                 int sig = tr_stop_requested();
                 rc = tr_fail(diag, TR_EINTERRUPTED, "fetching %s: stopped by signal %d (%s) while waiting to retry",
                              shown, sig, strsignal(sig));
@@ -817,11 +808,12 @@ static int fetch_in(const char *folder, const char *url, const char *shown, cons
     paths_of(&p, folder, url);
     int rc = TR_EIO;
     int lock = open(p.lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, META_MODE);
-    int locked = lock >= 0 ? flock(lock, LOCK_EX) : -1;
-    while (locked && errno == EINTR && !tr_stop_requested())   /* a signal that asks for no stop */
-        locked = flock(lock, LOCK_EX);
+    int locked = lock >= 0 ? flock(lock, LOCK_EX | LOCK_NB) : -1;
+    bool stopped = false;   /* no signal cuts a wait short (core/stop.h): the lock is tried a slice apart */
+    while (locked && errno == EWOULDBLOCK && !(stopped = tr_stop_sleep(TR_STOP_SLICE)))
+        locked = flock(lock, LOCK_EX | LOCK_NB);
     CURL *curl = locked ? NULL : curl_easy_init();
-    if (locked && errno == EINTR)
+    if (locked && stopped)
         rc = tr_fail(diag, TR_EINTERRUPTED, "fetching %s: stopped by signal %d while waiting for another run's "
                      "download", shown, tr_stop_requested());
     else if (locked)

@@ -2,6 +2,7 @@
 #include "report/graph_dot.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,7 +184,14 @@ int tr_graph_svg(const char *dot_path, const char *svg_path, struct tr_diag *d)
     char *partial = svg_path ? tr_strdup_printf("%s.partial", svg_path) : NULL;
     char *argv[] = {"dot", "-Tsvg", (char *)dot_path, partial ? "-o" : NULL, partial, NULL};
     pid_t pid;
-    int err = posix_spawnp(&pid, "dot", NULL, NULL, argv, environ), status = 0, rc = 0;
+    posix_spawnattr_t attr;   /* trainrun's threads block the stop signals (core/stop.h); dot does not */
+    sigset_t none;
+    sigemptyset(&none);
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+    int err = posix_spawnp(&pid, "dot", NULL, &attr, argv, environ), status = 0, rc = 0;
+    posix_spawnattr_destroy(&attr);
     if (err == ENOENT)
         rc = tr_fail(d, TR_EIO, "Graphviz's dot is not on PATH (Debian: apt-get install graphviz)");
     else if (err)

@@ -342,13 +342,6 @@ static bool worth_retrying(CURLcode code, long http)
     return code != CURLE_URL_MALFORMAT && code != CURLE_UNSUPPORTED_PROTOCOL && code != CURLE_OUT_OF_MEMORY;
 }
 
-/* Sleeps, unless a stop is asked for: a signal that asks for none sleeps the rest. */
-static void sleep_for(double seconds)
-{
-    struct timespec t = {.tv_sec = (time_t)seconds, .tv_nsec = (long)((seconds - (double)(time_t)seconds) * 1e9)};
-    while (nanosleep(&t, &t) && !tr_stop_requested())
-        ;
-}
 
 /* What went wrong with the last attempt, as a sentence (may hold secrets: scrub it). */
 static char *attempt_error(const struct post *post, CURLcode code, long http)
@@ -395,7 +388,7 @@ static int post_send(struct post *post, const char *body, double deadline, const
             free(msg);
             return TR_EIO;
         }
-        sleep_for(backoff);
+        tr_stop_sleep(backoff);
     }
 }
 
