@@ -26,17 +26,18 @@ int64_t tr_dim_eval(struct tr_dim d, int64_t B, int64_t S)
         n *= B;
     for (int i = 0; i < d.s; i++)
         n *= S;
-    return n;
+    return d.div > 1 ? n / d.div : n;
 }
 
 bool tr_dim_equal(struct tr_dim a, struct tr_dim b)
 {
-    return a.k == b.k && a.b == b.b && a.s == b.s;
+    return a.k == b.k && a.b == b.b && a.s == b.s && (a.div > 1 ? a.div : 1) == (b.div > 1 ? b.div : 1);
 }
 
 struct tr_dim tr_dim_mul(struct tr_dim a, struct tr_dim b)
 {
-    return (struct tr_dim){a.k * b.k, (uint8_t)(a.b + b.b), (uint8_t)(a.s + b.s)};
+    int div = (a.div > 1 ? a.div : 1) * (b.div > 1 ? b.div : 1);
+    return (struct tr_dim){a.k * b.k, (uint8_t)(a.b + b.b), (uint8_t)(a.s + b.s), (uint8_t)(div > 1 ? div : 0)};
 }
 
 struct tr_shape tr_shape_make(int rank, const struct tr_dim *dims)
@@ -75,6 +76,8 @@ static int format_dim(struct tr_dim d, char *out, size_t n)
         len += snprintf(buf + len, sizeof buf - (size_t)len, "%sB", len ? "·" : "");
     for (int i = 0; i < d.s; i++)
         len += snprintf(buf + len, sizeof buf - (size_t)len, "%sS", len ? "·" : "");
+    if (d.div > 1)
+        len += snprintf(buf + len, sizeof buf - (size_t)len, "/%d", d.div);
     return snprintf(out, n, "%s", buf);
 }
 

@@ -20,10 +20,12 @@ enum tr_dtype {
 
 #define TR_MAX_RANK 5
 
-/* The size k·B^b·S^s: B is the micro-batch, S the sequence length. */
+/* The size k·B^b·S^s / div: B is the micro-batch, S the sequence length; div (0 read as 1)
+ * divides what the rest makes, exactly — sequence parallelism's S/T, where every S is a
+ * multiple of T (the loader pads it so). */
 struct tr_dim {
     int64_t k;
-    uint8_t b, s;
+    uint8_t b, s, div;
 };
 
 struct tr_shape {
@@ -45,9 +47,15 @@ const char *tr_dtype_name(enum tr_dtype t);
 static inline bool tr_dtype_is_16bit(enum tr_dtype t) { return t == TR_BF16 || t == TR_F16; }
 static inline bool tr_dtype_is_float(enum tr_dtype t) { return t == TR_F32 || t == TR_F64 || tr_dtype_is_16bit(t); }
 
-static inline struct tr_dim tr_dim_const(int64_t k) { return (struct tr_dim){k, 0, 0}; }
-static inline struct tr_dim tr_dim_B(int64_t k) { return (struct tr_dim){k, 1, 0}; }
-static inline struct tr_dim tr_dim_S(int64_t k) { return (struct tr_dim){k, 0, 1}; }
+static inline struct tr_dim tr_dim_const(int64_t k) { return (struct tr_dim){k, 0, 0, 0}; }
+static inline struct tr_dim tr_dim_B(int64_t k) { return (struct tr_dim){k, 1, 0, 0}; }
+static inline struct tr_dim tr_dim_S(int64_t k) { return (struct tr_dim){k, 0, 1, 0}; }
+/* d divided by parts (the sequence split over tensor ranks). */
+static inline struct tr_dim tr_dim_div(struct tr_dim d, int parts)
+{
+    d.div = (uint8_t)((d.div ? d.div : 1) * parts);
+    return d;
+}
 int64_t tr_dim_eval(struct tr_dim d, int64_t B, int64_t S);
 bool tr_dim_equal(struct tr_dim a, struct tr_dim b);
 struct tr_dim tr_dim_mul(struct tr_dim a, struct tr_dim b);

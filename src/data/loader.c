@@ -49,7 +49,7 @@ struct worker {
 
 struct tr_loader {
     const struct tr_split *s;
-    int64_t batch, micro, features, per_epoch, pool;
+    int64_t batch, micro, features, per_epoch, pool, multiple;
     struct tr_length_bucket *buckets;
     int nbuckets;
     uint64_t seed;
@@ -121,7 +121,17 @@ int64_t tr_text_percentile(const struct tr_split *s, double q)
     return p;
 }
 
-int64_t tr_text_batch(const struct tr_split *s, const int64_t *ids, int64_t n, int32_t *tokens,
+static int64_t round_up(int64_t x, int64_t multiple)
+{
+    return multiple > 1 ? (x + multiple - 1) / multiple * multiple : x;
+}
+
+int64_t tr_text_padded(const struct tr_split *s, int64_t multiple)
+{
+    return s->offsets ? round_up(tr_text_longest(s), multiple) : tr_text_longest(s);
+}
+
+int64_t tr_text_batch(const struct tr_split *s, const int64_t *ids, int64_t n, int64_t multiple, int32_t *tokens,
                       int32_t *targets, uint8_t *mask, int32_t *labels)
 {
     if (!s->offsets) {   /* language modelling: a window and the same shifted by one */
@@ -138,6 +148,7 @@ int64_t tr_text_batch(const struct tr_split *s, const int64_t *ids, int64_t n, i
     for (int64_t i = 0; i < n; i++)
         if (s->offsets[ids[i] + 1] - s->offsets[ids[i]] > S)
             S = s->offsets[ids[i] + 1] - s->offsets[ids[i]];
+    S = round_up(S, multiple);
     for (int64_t i = 0; i < n; i++) {
         int64_t len = s->offsets[ids[i] + 1] - s->offsets[ids[i]];
         memcpy(tokens + i * S, s->tokens + s->offsets[ids[i]], (size_t)len * sizeof(int32_t));
@@ -223,7 +234,7 @@ static void fill_micro(const struct tr_loader *l, struct slot *slot, const int64
     memcpy(b->ids, order, (size_t)n * sizeof(int64_t));
     if (l->seq) {
         b->tokens = slot->tokens + t, b->targets = slot->targets + t, b->mask = slot->mask + t;
-        b->S = tr_text_batch(l->s, b->ids, n, b->tokens, b->targets, b->mask, b->y);
+        b->S = tr_text_batch(l->s, b->ids, n, l->multiple, b->tokens, b->targets, b->mask, b->y);
         return;
     }
     b->x = slot->x + r * l->features;
@@ -420,7 +431,7 @@ size_t tr_loader_memory_bytes(const struct tr_split *s, const struct tr_loader_o
 {
     size_t ring = (size_t)o->num_workers * (size_t)o->prefetch + (size_t)held(o), batch = (size_t)o->batch;
     size_t n = (size_t)s->n, workers = o->num_workers ? (size_t)o->num_workers : 1;
-    size_t seq = s->tokens ? (size_t)tr_text_longest(s) : 0;
+    size_t seq = s->tokens ? (size_t)tr_text_padded(s, o->seq_multiple) : 0;
     size_t stride = seq ? 0 : (batch * (size_t)tr_split_features(s) + 15) & ~(size_t)15;
     size_t tstride = (batch * seq + 63) & ~(size_t)63;
     size_t bytes = ring * (tstride * (2 * sizeof(int32_t) + 1) + stride * sizeof(float) + sizeof(struct slot) +
@@ -481,7 +492,8 @@ int tr_loader_open(struct tr_loader **out, const struct tr_split *s, const struc
     *l = (struct tr_loader){.s = s, .batch = o->batch, .micro = o->micro ? o->micro : o->batch,
                             .features = s->tokens ? 0 : tr_split_features(s),
                             .buckets = buckets, .nbuckets = o->nbuckets, .pool = o->pool,
-                            .seq = s->tokens ? tr_text_longest(s) : 0, .seed = o->seed,
+                            .seq = s->tokens ? tr_text_padded(s, o->seq_multiple) : 0, .seed = o->seed,
+                            .multiple = o->seq_multiple,
                             .shuffle = o->shuffle != 0, .drop_last = o->drop_last != 0,
                             .nworkers = o->num_workers, .hold = held(o), .ring = o->num_workers * o->prefetch + held(o),
                             .mem = o->memory ? *o->memory : tr_cpu_memory};

@@ -69,6 +69,8 @@ struct tr_loader_options {
                           * while this one's are still read) */
     const struct tr_memory_ops *memory;   /* the ring's batches: NULL, the heap; a GPU run's
                           * backend gives page-locked memory, which its copies read directly */
+    int64_t seq_multiple;   /* text classification: each micro-batch padded to a multiple of this
+                             * many positions (sequence parallelism's tensor ranks; 0 or 1: none) */
 };
 
 /* The heap bytes tr_loader_open(s, o) will take: its ring of steps and its workers' sample
@@ -88,11 +90,14 @@ void tr_loader_seek(struct tr_loader *l, int64_t epoch, int64_t index);
 int64_t tr_loader_steps_per_epoch(const struct tr_loader *l);
 /* Seconds tr_loader_next spent waiting for data (producing it, with 0 workers). */
 double tr_loader_wait_seconds(const struct tr_loader *l);
-/* A text batch of the samples ids[0..n) of s into caller arrays of n × tr_text_longest(s):
- * classification pads to the batch's longest sample (id 0, mask 0) and copies the labels;
- * language modelling copies each window and its targets. Returns the batch's S. */
-int64_t tr_text_batch(const struct tr_split *s, const int64_t *ids, int64_t n, int32_t *tokens,
+/* A text batch of the samples ids[0..n) of s into caller arrays of n × tr_text_padded(s,
+ * multiple): classification pads to the batch's longest sample (id 0, mask 0), rounded up to a
+ * multiple of `multiple` (0 or 1: none), and copies the labels; language modelling copies each
+ * window and its targets. Returns the batch's S. */
+int64_t tr_text_batch(const struct tr_split *s, const int64_t *ids, int64_t n, int64_t multiple, int32_t *tokens,
                       int32_t *targets, uint8_t *mask, int32_t *labels);
+/* The longest a batch of s can be padded to: tr_text_longest, rounded up to a multiple (classification). */
+int64_t tr_text_padded(const struct tr_split *s, int64_t multiple);
 /* The longest sequence in a text split (the window, for language modelling). */
 int64_t tr_text_longest(const struct tr_split *s);
 /* The length at or below which a fraction q (0 … 1) of the split's sequences lie: the

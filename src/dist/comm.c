@@ -487,6 +487,30 @@ int tr_comm_allgather(const struct tr_comm *c, float *buf, const int *counts, co
     return err ? mpi_failed(c, d, err, "MPI_Allgatherv") : 0;
 }
 
+int tr_comm_reduce_scatter_block(const struct tr_comm *c, const float *in, float *out, size_t n, struct tr_diag *d)
+{
+    if (c->world == 1) {
+        memmove(out, in, n * sizeof *out);
+        return 0;
+    }
+    waiting(c, "summing a part of the sequence");
+    int err = c->mpi->reduce_scatter_block(c->handle, in, out, (int)n);
+    answered(c);
+    return err ? mpi_failed(c, d, err, "MPI_Reduce_scatter_block") : 0;
+}
+
+int tr_comm_allgather_bytes(const struct tr_comm *c, const void *mine, void *all, size_t bytes, struct tr_diag *d)
+{
+    if (c->world == 1) {
+        memmove(all, mine, bytes);
+        return 0;
+    }
+    waiting(c, "gathering the sequence's parts");
+    int err = c->mpi->allgather_bytes(c->handle, mine, all, (int)bytes);
+    answered(c);
+    return err ? mpi_failed(c, d, err, "MPI_Allgather") : 0;
+}
+
 int tr_comm_allgather_copy(const struct tr_comm *c, float *buf, const int *counts, const int *displs,
                            struct tr_diag *d)
 {

@@ -104,6 +104,11 @@ int tr_comm_sum_doubles(const struct tr_comm *c, double *buf, size_t n, struct t
 int tr_comm_reduce_scatter(const struct tr_comm *c, float *buf, const int *counts, const int *displs,
                            struct tr_diag *d);
 int tr_comm_allgather(const struct tr_comm *c, float *buf, const int *counts, const int *displs, struct tr_diag *d);
+/* Sequence parallelism's, over equal parts: in holds world parts of n floats, rank k left with
+ * the ranks' sum of part k in out; each rank's `bytes` bytes into every rank's all, rank k's at
+ * k·bytes. */
+int tr_comm_reduce_scatter_block(const struct tr_comm *c, const float *in, float *out, size_t n, struct tr_diag *d);
+int tr_comm_allgather_bytes(const struct tr_comm *c, const void *mine, void *all, size_t bytes, struct tr_diag *d);
 /* The same on a communicator of ZeRO 3's copies alone (multiple): from their own thread, while the
  * main thread makes the others. */
 int tr_comm_allgather_copy(const struct tr_comm *c, float *buf, const int *counts, const int *displs,

@@ -92,6 +92,16 @@ static int allgather_floats(int comm, float *buf, const int *counts, const int *
     return MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, MPI_FLOAT, comms[comm]);
 }
 
+static int reduce_scatter_block(int comm, const float *in, float *out, int n)
+{
+    return MPI_Reduce_scatter_block(in, out, n, MPI_FLOAT, MPI_SUM, comms[comm]);
+}
+
+static int allgather_bytes(int comm, const void *mine, void *all, int bytes)
+{
+    return MPI_Allgather(mine, bytes, MPI_BYTE, all, bytes, MPI_BYTE, comms[comm]);
+}
+
 static int gather_floats(int comm, const float *mine, float *all, const int *counts, const int *displs)
 {
     int rank = 0, err = MPI_Comm_rank(comms[comm], &rank);
@@ -236,4 +246,5 @@ const struct tr_mpi_ops tr_mpi_ops = {
     .gather_floats = gather_floats, .watch_open = watch_open, .watch_answer = watch_answer, .watch_ask = watch_ask,
     .watch_close = watch_close, .copies_open = copies_open, .allgather_copy = allgather_copy,
     .copies_close = copies_close, .split = split, .isend = isend, .wait = wait, .recv = recv,
+    .reduce_scatter_block = reduce_scatter_block, .allgather_bytes = allgather_bytes,
 };

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 /* Raised whenever the table changes: a plugin of another build is refused, not called wrongly. */
-#define TR_MPI_OPS_VERSION 6
+#define TR_MPI_OPS_VERSION 7
 
 enum tr_mpi_type { TR_MPI_FLOAT, TR_MPI_DOUBLE };   /* what sum adds */
 
@@ -59,6 +59,11 @@ struct tr_mpi_ops {
     int (*isend)(int comm, const void *buf, int bytes, int to, int tag, void **request);
     int (*wait)(void *request);
     int (*recv)(int comm, void *buf, int bytes, int from, int tag, int *got);
+    /* Sequence parallelism's: each rank's n floats summed over the ranks, rank k left with part k
+     * of the sum in out (in holds world parts of n, one after the other); each rank's `bytes`
+     * bytes put together into every rank's all, rank k's at k·bytes. */
+    int (*reduce_scatter_block)(int comm, const float *in, float *out, int n);
+    int (*allgather_bytes)(int comm, const void *mine, void *all, int bytes);
 };
 
 /* The symbol comm.c looks up in trainrun-mpi.so. */

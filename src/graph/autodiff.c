@@ -336,6 +336,20 @@ void tr_grad_tensor_in(struct tr_autodiff *ad, const struct tr_node *n, int gy)
     pass_through(ad, n->in[0], sum);
 }
 
+/* Sequence parallelism: a gather's gradient reduce-scattered (partial) or sliced; a scatter's
+ * and a slice's gathered (the gradient of a whole value every rank holds alike, each rank
+ * having computed the same). */
+void tr_grad_seq(struct tr_autodiff *ad, const struct tr_node *n, int gy)
+{
+    if (!ad->needs[n->in[0]])
+        return;
+    enum tr_op op = n->op != TR_OP_SEQ_GATHER ? TR_OP_SEQ_GATHER : n->attrs.seq.partial ? TR_OP_SEQ_SCATTER
+                                                                                        : TR_OP_SEQ_SLICE;
+    int dx = new_act(ad, n->in[0]);
+    backward_node(ad, op, &gy, 1, &dx, 1, &(union tr_attrs){.seq = {0}}, false);
+    pass_through(ad, n->in[0], dx);
+}
+
 /* SUM and MEAN: dy broadcast back over the reduced axis, ÷ its size for the mean. */
 void tr_grad_sum(struct tr_autodiff *ad, const struct tr_node *n, int gy)
 {
@@ -378,6 +392,9 @@ static tr_grad_rule *const rules[TR_NOPS] = {
     [TR_OP_CAST] = tr_grad_cast,
     [TR_OP_ALLREDUCE] = tr_grad_allreduce,
     [TR_OP_TENSOR_IN] = tr_grad_tensor_in,
+    [TR_OP_SEQ_GATHER] = tr_grad_seq,
+    [TR_OP_SEQ_SCATTER] = tr_grad_seq,
+    [TR_OP_SEQ_SLICE] = tr_grad_seq,
     [TR_OP_SUM] = tr_grad_sum,
     [TR_OP_MEAN] = tr_grad_sum,
 };

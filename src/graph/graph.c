@@ -283,7 +283,10 @@ int tr_dropout(struct tr_graph *g, int x, float p, uint32_t stream)
 {
     if (!(p >= 0 && p < 1))
         return fail(g, "dropout: p = %g is outside [0, 1)", p);
-    return unary(g, TR_OP_DROPOUT, x, &(union tr_attrs){.dropout = {p, stream}});
+    CHECK_VALUES(g, x);
+    bool part = shape(g, x)->rank >= 3 && tr_value_seq_part(g, x);   /* sequence parallel */
+    return unary(g, TR_OP_DROPOUT, x, &(union tr_attrs){.dropout = {p, stream, (uint16_t)(part ? g->tensor_rank : 0),
+                                                                    (uint16_t)(part ? g->tensor : 1)}});
 }
 
 /* ---- losses and normalisation ------------------------------------------------------------ */
@@ -553,8 +556,8 @@ int tr_concat(struct tr_graph *g, const int *xs, int n, int axis)
         for (int d = 0; d < s.rank; d++)
             if (d != axis && !tr_dim_equal(shape(g, xs[i])->dim[d], s.dim[d]))
                 return fail(g, "concat: inputs differ outside axis %d", axis);
-        if (!tr_dim_equal((struct tr_dim){1, s.dim[axis].b, s.dim[axis].s},
-                          (struct tr_dim){1, shape(g, xs[i])->dim[axis].b, shape(g, xs[i])->dim[axis].s}))
+        if (!tr_dim_equal((struct tr_dim){1, s.dim[axis].b, s.dim[axis].s, s.dim[axis].div},
+                          (struct tr_dim){1, shape(g, xs[i])->dim[axis].b, shape(g, xs[i])->dim[axis].s, shape(g, xs[i])->dim[axis].div}))
             return fail(g, "concat: sizes along axis %d must have the same form", axis);
         s.dim[axis].k += shape(g, xs[i])->dim[axis].k;
     }
@@ -590,6 +593,38 @@ int tr_allreduce(struct tr_graph *g, int x)
     CHECK_VALUES(g, x);
     g->tensor_values++;
     return emit(g, TR_OP_ALLREDUCE, &x, 1, g->values[x].dtype, shape(g, x), NULL);
+}
+
+/* x's shape with axis 1 divided by the tensor ranks (parted) or made whole again. */
+static struct tr_shape seq_shape(struct tr_graph *g, int x, bool parted)
+{
+    struct tr_shape s = *shape(g, x);
+    int div = s.dim[1].div > 1 ? s.dim[1].div : 1;
+    s.dim[1].div = (uint8_t)(parted ? div * g->tensor : div / g->tensor);
+    if (s.dim[1].div == 1)
+        s.dim[1].div = 0;
+    return s;
+}
+
+static int seq_op(struct tr_graph *g, enum tr_op op, int x, bool parted, uint8_t partial)
+{
+    CHECK_VALUES(g, x);
+    if (shape(g, x)->rank < 2 || g->tensor < 2 || parted == tr_value_seq_part(g, x))
+        return fail(g, "%s: x must be %s along axis 1 on more than one tensor rank", tr_op_name(op),
+                    parted ? "whole" : "a part");
+    g->tensor_values++;
+    struct tr_shape s = seq_shape(g, x, parted);
+    return emit(g, op, &x, 1, g->values[x].dtype, &s, &(union tr_attrs){.seq = {partial}});
+}
+
+int tr_seq_gather(struct tr_graph *g, int x, bool partial) { return seq_op(g, TR_OP_SEQ_GATHER, x, false, partial); }
+int tr_seq_scatter(struct tr_graph *g, int x) { return seq_op(g, TR_OP_SEQ_SCATTER, x, true, 0); }
+int tr_seq_slice(struct tr_graph *g, int x) { return seq_op(g, TR_OP_SEQ_SLICE, x, true, 0); }
+
+bool tr_value_seq_part(const struct tr_graph *g, int v)
+{
+    const struct tr_shape *s = &g->values[v].shape;
+    return s->rank >= 2 && s->dim[1].div > 1;
 }
 
 int tr_tensor_in(struct tr_graph *g, int x)

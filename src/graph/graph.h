@@ -53,6 +53,13 @@ enum tr_op {
     /* tensor parallelism (Megatron-LM's f and g): a collective over the tensor ranks */
     TR_OP_ALLREDUCE,      /* y = Σ over the tensor ranks of x (g); its gradient passes unchanged */
     TR_OP_TENSOR_IN,      /* y = x, a view (f); its gradient is summed over the tensor ranks */
+    /* sequence parallelism: [B, S/T, …] on each tensor rank ↔ [B, S, …] whole, along axis 1 */
+    TR_OP_SEQ_GATHER,     /* y = the ranks' parts one after the other (all-gather); its gradient
+                           * reduce-scattered (partial: each rank's is a part of the sum) or this
+                           * rank's part taken (the same on every rank) */
+    TR_OP_SEQ_SCATTER,    /* y = this rank's part of Σ over the ranks of x (reduce-scatter); its
+                           * gradient gathered */
+    TR_OP_SEQ_SLICE,      /* y = this rank's part of x (the same on every rank); its gradient gathered */
     /* backward */
     TR_OP_BIAS_GRAD,      /* dbias = Σ_rows dy */
     TR_OP_RELU_BWD,       /* dx = dy · [y > 0] */
@@ -88,7 +95,9 @@ union tr_attrs {
     struct { float alpha; } scale;
     struct { uint8_t tanh_approx; } gelu;
     struct { float eps; } norm;                         /* layer norm, batch norm */
-    struct { float p; uint32_t stream; } dropout;
+    struct { float p; uint32_t stream; uint16_t seq_rank, seq_parts; } dropout;
+                        /* seq_parts > 1: x is this tensor rank's part of the sequence (axis 1),
+                         * its positions offset by seq_rank parts: the one device's mask */
     struct { uint8_t causal, padding_mask; float scale; } attention;   /* scale 0: 1/√D */
     struct { int32_t ignore_index, chunk; uint8_t add_dw; } cross_entropy;
                         /* chunk: rows of logits held at once (0: the backend's choice);
@@ -102,6 +111,7 @@ union tr_attrs {
     struct { int axis; uint8_t mean; } axis;            /* concat, sum, mean; sum_bwd (mean: ÷ n) */
     struct { float value; } fill;
     struct { int64_t count; } gather;                   /* rows of the table (gather_bwd) */
+    struct { uint8_t partial; } seq;                    /* seq_gather: its gradient reduce-scattered */
 };
 
 /* How the trainer fills a parameter or state value before the first step. */
@@ -170,6 +180,8 @@ struct tr_graph {
     bool gather_ahead;  /* the gather pass's copies travel a block ahead (tr_gather_params) */
     int tensor;         /* tensor parallelism: the model built for T ranks (1: whole) … */
     int tensor_rank;    /* … as this one's slice of it */
+    bool sequence;      /* sequence parallelism beside it: the blocks' residual stream, norms and
+                         * dropouts a part of the sequence a tensor rank (tr_seq_gather, …) */
     int tensor_values;  /* values the split added (tr_allreduce, tr_tensor_in): a value's init_key
                          * is its index less those before it */
 };
@@ -238,6 +250,18 @@ int tr_argmax(struct tr_graph *g, int x);
  * the shape one device holds; tr_value_slice copies between a whole tensor and this rank's
  * slice of it (elements of `size` bytes; to_slice: whole → slice, else slice → whole). */
 int tr_allreduce(struct tr_graph *g, int x);
+/* Sequence parallelism (Korthikanti et al., 2022), along axis 1 of x: tr_seq_gather puts the
+ * tensor ranks' parts [B, S/T, …] together into [B, S, …] — its gradient each rank's part of the
+ * sum over the ranks (partial: the column-split layers it feeds give each rank a part of the
+ * gradient) or of the gradient itself (the layers it feeds are whole on every rank);
+ * tr_seq_scatter sums a row-split layer's partial outputs and keeps this rank's part;
+ * tr_seq_slice keeps this rank's part of a value every rank holds whole. A dropout over a part
+ * draws the one device's mask (its positions offset). S must be a multiple of T. */
+int tr_seq_gather(struct tr_graph *g, int x, bool partial);
+int tr_seq_scatter(struct tr_graph *g, int x);
+int tr_seq_slice(struct tr_graph *g, int x);
+/* Whether axis 1 of v is a tensor rank's part of the sequence. */
+bool tr_value_seq_part(const struct tr_graph *g, int v);
 int tr_tensor_in(struct tr_graph *g, int x);
 void tr_param_split(struct tr_graph *g, int p, int axis, int parts);
 struct tr_shape tr_value_whole_shape(const struct tr_graph *g, int v);

@@ -86,7 +86,7 @@ tr_grad_rule tr_grad_matmul, tr_grad_bias_add, tr_grad_add, tr_grad_mul, tr_grad
     tr_grad_linear_cross_entropy, tr_grad_layernorm, tr_grad_embedding, tr_grad_attention, tr_grad_conv2d,
     tr_grad_batchnorm, tr_grad_maxpool, tr_grad_avgpool, tr_grad_global_avgpool, tr_grad_reshape,
     tr_grad_permute, tr_grad_slice, tr_grad_concat, tr_grad_gather, tr_grad_masked_fill, tr_grad_cast,
-    tr_grad_sum, tr_grad_allreduce, tr_grad_tensor_in;
+    tr_grad_sum, tr_grad_allreduce, tr_grad_tensor_in, tr_grad_seq;
 
 static inline bool tr_op_is_view(enum tr_op op)
 {

@@ -52,8 +52,10 @@ int tr_bert_build(struct tr_graph *g, const struct tr_recipe *r, const struct tr
     int x = tr_add(g, tr_add(g, tr_embedding(g, word, m->ids), tr_embedding(g, pos, m->positions)),
                    tr_embedding(g, type, m->segments));
     x = tr_tf_dropout(g, tr_tf_layernorm(g, x, D, EPS, "bert.embeddings.LayerNorm"), p, 0);
+    x = tr_tf_sequence_in(g, x);
     for (int layer = 0; layer < r->model.layers; layer++)
         x = block(g, r, x, m->mask, layer, p);
+    x = tr_tf_sequence_out(g, x);
     int first = tr_reshape(g, tr_slice(g, x, 1, 0, 1), 2, (struct tr_dim[]){tr_dim_B(1), tr_dim_const(D)});
     int pooled = tr_tanh(g, tr_tf_linear(g, first, D, D, STD, "bert.pooler.dense"));
     pooled = tr_tf_dropout(g, pooled, p, 0xFFFFu);

@@ -53,8 +53,10 @@ int tr_gpt_build(struct tr_graph *g, const struct tr_recipe *r, const struct tr_
     int wpe = tr_tf_param(g, 2, (int64_t[]){P, D}, STD / 2, 1, "transformer.wpe.weight");
     int x = tr_add(g, tr_embedding(g, wte, m->ids), tr_embedding(g, wpe, m->positions));
     x = tr_tf_dropout(g, x, p, 0);
+    x = tr_tf_sequence_in(g, x);
     for (int layer = 0; layer < r->model.layers; layer++)
         x = block(g, r, x, m->mask, layer, p);
+    x = tr_tf_sequence_out(g, x);
     *head = wte;   /* tied: the logits are x·wteᵀ */
     return tr_tf_layernorm(g, x, D, EPS, "transformer.ln_f");
 }

@@ -38,14 +38,26 @@ int tr_tf_project(struct tr_graph *g, int x, int64_t in, int64_t out, float std,
         tr_param_split(g, w, conv1d ? 0 : 1, 1);
     }
     int y = tr_matmul(g, x, w, 0, !conv1d);
-    if (how == TR_TF_ROWS && T > 1)
-        y = tr_allreduce(g, y);
+    if (how == TR_TF_ROWS && T > 1)   /* sequence parallel: each rank its part of the sum */
+        y = g->sequence ? tr_seq_scatter(g, y) : tr_allreduce(g, y);
     return tr_bias_add(g, y, b);
 }
 
 int tr_tf_tensor_in(struct tr_graph *g, int x)
 {
-    return g->tensor > 1 ? tr_tensor_in(g, x) : x;
+    if (g->tensor < 2)
+        return x;
+    return g->sequence ? tr_seq_gather(g, x, true) : tr_tensor_in(g, x);
+}
+
+int tr_tf_sequence_in(struct tr_graph *g, int x)
+{
+    return g->tensor > 1 && g->sequence ? tr_seq_slice(g, x) : x;
+}
+
+int tr_tf_sequence_out(struct tr_graph *g, int x)
+{
+    return g->tensor > 1 && g->sequence ? tr_seq_gather(g, x, false) : x;
 }
 
 int tr_tf_check_split(struct tr_graph *g, const struct tr_recipe *r)

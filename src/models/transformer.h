@@ -27,6 +27,14 @@ int tr_tf_project(struct tr_graph *g, int x, int64_t in, int64_t out, float std,
                   enum tr_tf_split how, int parts);
 /* x as column-split layers read it: tr_tensor_in over several ranks, else x. */
 int tr_tf_tensor_in(struct tr_graph *g, int x);
+/* Sequence parallel (g->sequence): the blocks' residual stream a part of the sequence a tensor
+ * rank — tr_tf_tensor_in gathers it whole before a column-split layer, a row-split layer sums
+ * into each rank's part (tr_tf_project), the norms, dropouts and residual adds between work on
+ * parts; tr_tf_sequence_in takes this rank's part of the embeddings' output (the same on every
+ * rank) and tr_tf_sequence_out puts the last block's output together for the head. Without it,
+ * x itself. */
+int tr_tf_sequence_in(struct tr_graph *g, int x);
+int tr_tf_sequence_out(struct tr_graph *g, int x);
 /* The recipe's heads and feed-forward against g->tensor: 0, or g->error with a sentence. */
 int tr_tf_check_split(struct tr_graph *g, const struct tr_recipe *r);
 /* LayerNorm with weight/bias named prefix.weight, prefix.bias (HF "LayerNorm" or "ln_1"). */

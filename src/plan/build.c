@@ -41,6 +41,7 @@ int tr_build(struct tr_built *b, const struct tr_plan_job *job, const struct tr_
     tr_graph_layout(&b->g, job->dev->kind == TR_DEVICE_CPU ? TR_NHWC : TR_NCHW);
     b->g.tensor = k->tensor > 1 ? k->tensor : 1;   /* tensor parallel: this rank's slice of each block */
     b->g.tensor_rank = k->tensor > 1 ? job->tensor : 0;
+    b->g.sequence = k->tensor > 1 && k->sequence;
     tr_model_build(&b->g, job->r, split->rank, split->dims, job->data->nclasses, job->data->vocab, training, &b->m);
     /* 16-bit working copies of the weights are what 16-bit GEMM hardware reads: a GPU's, and a
      * CPU's bf16 on oneDNN (AVX-512 BF16, AMX); elsewhere the CPU's kernels would widen them

@@ -122,17 +122,20 @@ double tr_plan_step_seconds(const struct tr_graph *g, int64_t B, int64_t S, cons
     return tr_plan_nodes_seconds(g, NULL, g->nnodes, B, S, dev, flops, bytes);
 }
 
-double tr_plan_collective_bytes(const struct tr_graph *g, int64_t B, int64_t S, int *count)
+double tr_plan_collective_bytes(const struct tr_graph *g, int64_t B, int64_t S, int *count, double *moved)
 {
     struct tr_tensor in[TR_MAX_IN], out[TR_MAX_OUT];
     double bytes = 0;
-    *count = 0;
+    *count = 0, *moved = 0;
     for (int i = 0; i < g->nnodes; i++) {
-        if (tr_ops[g->nodes[i].op].runs_on != TR_OP_RUNS_ON_COLLECTIVE)
+        enum tr_op op = g->nodes[i].op;
+        if (tr_ops[op].runs_on != TR_OP_RUNS_ON_COLLECTIVE || op == TR_OP_SEQ_SLICE)
             continue;
         ++*count;
         tr_bind_shapes(g, &g->nodes[i], B, S, in, out);
-        bytes += (double)tr_tensor_numel(&out[0]) * (double)tr_dtype_size(out[0].dtype);
+        const struct tr_tensor *whole = op == TR_OP_SEQ_SCATTER ? &in[0] : &out[0];
+        double n = (double)tr_tensor_numel(whole) * (double)tr_dtype_size(whole->dtype);
+        bytes += n, *moved += op == TR_OP_ALLREDUCE ? 2 * n : n;
     }
     return bytes;
 }

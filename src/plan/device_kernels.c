@@ -112,9 +112,9 @@ static void curve_add(struct tr_cost_curve *c, double work, double seconds, int 
 
 /* ---- the probes ----------------------------------------------------------------------------- */
 
-#define D(k) ((struct tr_dim){(k), 0, 0})
-#define DB(k) ((struct tr_dim){(k), 1, 0})                 /* k·B */
-#define DBS(k) ((struct tr_dim){(k), 1, 1})                /* k·B·S */
+#define D(k) ((struct tr_dim){(k), 0, 0, 0})
+#define DB(k) ((struct tr_dim){(k), 1, 0, 0})                /* k·B */
+#define DBS(k) ((struct tr_dim){(k), 1, 1, 0})              /* k·B·S */
 
 /* One probe: a graph builder and the sizes (B, S) it is run at. */
 struct probe {
@@ -136,20 +136,20 @@ static int param(struct tr_graph *g, int rank, struct tr_dim a, struct tr_dim b)
 static void build_transformer(struct tr_graph *g, const int *dims)
 {
     int64_t Dm = dims[0], H = dims[1], V = dims[2], F = 4 * Dm;
-    struct tr_dim tok[2] = {DB(1), {1, 0, 1}}, mask_d[2] = {DB(1), {1, 0, 1}};
+    struct tr_dim tok[2] = {DB(1), {1, 0, 1, 0}}, mask_d[2] = {DB(1), {1, 0, 1, 0}};
     int ids = tr_input(g, "ids", TR_I32, 2, tok), mask = tr_input(g, "mask", TR_U8, 2, mask_d);
     int x = tr_embedding(g, param(g, 2, D(V), D(Dm)), ids);
     tr_graph_block(g, 0);
     int h = tr_layernorm(g, x, param(g, 1, D(Dm), D(0)), param(g, 1, D(Dm), D(0)), 1e-5f);
     int qkv[3];
-    struct tr_dim heads[4] = {DB(1), {1, 0, 1}, D(H), D(Dm / H)};
+    struct tr_dim heads[4] = {DB(1), {1, 0, 1, 0}, D(H), D(Dm / H)};
     static const int to_heads[4] = {0, 2, 1, 3};
     for (int i = 0; i < 3; i++) {
         int y = tr_linear(g, h, param(g, 2, D(Dm), D(Dm)), param(g, 1, D(Dm), D(0)));
         qkv[i] = tr_permute(g, tr_reshape(g, y, 4, heads), to_heads);
     }
     int o = tr_add(g, tr_attention(g, qkv[0], qkv[1], qkv[2], mask, 0), tr_attention(g, qkv[0], qkv[1], qkv[2], -1, 1));
-    struct tr_dim flat[3] = {DB(1), {1, 0, 1}, D(Dm)};
+    struct tr_dim flat[3] = {DB(1), {1, 0, 1, 0}, D(Dm)};
     o = tr_reshape(g, tr_permute(g, o, to_heads), 3, flat);
     o = tr_dropout(g, tr_linear(g, o, param(g, 2, D(Dm), D(Dm)), param(g, 1, D(Dm), D(0))), 0.1f, 1);
     x = tr_layernorm(g, tr_add(g, x, o), param(g, 1, D(Dm), D(0)), param(g, 1, D(Dm), D(0)), 1e-5f);

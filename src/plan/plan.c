@@ -167,7 +167,8 @@ static struct tr_loader_options loader_options(const struct tr_plan_job *job, co
                                       .pool = r->optimize.dynamic_batching.pool, .seed = (uint64_t)r->seed,
                                       .shuffle = r->data.shuffle, .num_workers = (int)tr_recipe_num_workers(r, 0),
                                       .prefetch = (int)r->data.prefetch_factor,
-                                      .hold = tr_plan_backend(job->dev) && tr_plan_backend(job->dev)->copy_ahead ? 2 : 1};
+                                      .hold = tr_plan_backend(job->dev) && tr_plan_backend(job->dev)->copy_ahead ? 2 : 1,
+                                      .seq_multiple = tr_knobs_seq_multiple(k)};
 }
 
 /* What lives outside the regions: the process (or context), threads, loader, evaluation's
@@ -355,11 +356,11 @@ static double pass_seconds(struct pair *p, int64_t B, double S, struct tr_candid
     double f, b, t = tr_plan_step_seconds(&p->train.g, B, s, p->job->dev, &f, &b);
     c->flops += f * times, c->bytes_moved += b * times;
     int T = c->k.tensor;
-    if (T > 1) {   /* a ring all-reduce moves 2 (T − 1) / T of what it sums in and out of each rank, and
-                    * each pays the messages' latency */
+    if (T > 1) {   /* a ring all-reduce moves 2 (T − 1) / T of what it sums in and out of each rank, an
+                    * all-gather or reduce-scatter (T − 1) / T, and each pays the messages' latency */
         int sums;
-        double summed = tr_plan_collective_bytes(&p->train.g, B, s, &sums);
-        double seconds = p->job->bus_rate > 0 ? 2.0 * (T - 1) / T * summed / p->job->bus_rate : 0;
+        double moved, summed = tr_plan_collective_bytes(&p->train.g, B, s, &sums, &moved);
+        double seconds = p->job->bus_rate > 0 ? (double)(T - 1) / T * moved / p->job->bus_rate : 0;
         seconds += sums * p->job->bus_latency;
         c->tensor_bytes += summed * times, c->tensor_seconds += seconds * times;
         t += seconds;
@@ -913,11 +914,34 @@ static int refused(const struct tr_plan_job *job, struct tr_diag *diag)
     return 0;
 }
 
+/* Why sequence parallelism cannot split this job's sequence over its tensor ranks, or NULL:
+ * every micro-batch's length must be a multiple of them — a classifier's batches are padded to
+ * one, which its positions must reach (model.max_len a multiple), a language model's windows
+ * are as long as they are. */
+static const char *sequence_refused(const struct tr_plan_job *job)
+{
+    int64_t T = job->tensors;
+    if (T < 2)
+        return "it splits the sequence over tensor ranks: set optimize.parallel.tensor to 2 or more";
+    if (job->r->model.max_len % T)
+        return "model.max_len is not a multiple of optimize.parallel.tensor (each micro-batch's length is padded "
+               "to one)";
+    if (job->data->kind == TR_DATA_TEXT_LM && tr_text_longest(&job->data->train) % T)
+        return "the language model's window is not a multiple of optimize.parallel.tensor";
+    return NULL;
+}
+
 int tr_plan_search(struct tr_plan *p, const struct tr_plan_job *job, struct tr_diag *diag)
 {
     start(p, job);
     if (refused(job, diag))
         return TR_EINVAL;
+    /* sequence parallelism, beside tensor parallelism: a memory knob searched like checkpointing */
+    int seq_mode = job->r->optimize.parallel.sequence;
+    const char *no_sequence = sequence_refused(job);
+    if (seq_mode == TR_SWITCH_ON && no_sequence)
+        return tr_fail(diag, TR_EINVAL, "optimize.parallel.sequence: on, but %s", no_sequence);
+    int seq_first = seq_mode == TR_SWITCH_ON, seq_last = seq_mode != TR_SWITCH_OFF && !no_sequence;
     p->blocks = model_blocks(p, job);
     struct space sp;
     int rc = open_space(job, p->blocks, &sp, diag);
@@ -929,6 +953,7 @@ int tr_plan_search(struct tr_plan *p, const struct tr_plan_job *job, struct tr_d
     struct lengths h;
     lengths_of(job, &h);
     int by_time[TR_MAX_STAGES + 1] = {0};   /* pipelined: the last split balanced by time */
+    for (int seq = seq_first; seq <= seq_last && !rc; seq++)
     for (int a = 0; a < sp.nprecisions && !rc; a++)
         for (int k = 0; k < sp.nremat && !rc; k++)
             for (int gathered = 0; gathered < 2 + (job->stages > 1) && !rc; gathered++) {   /* ZeRO 3's program
@@ -940,7 +965,7 @@ int tr_plan_search(struct tr_plan *p, const struct tr_plan_job *job, struct tr_d
                 struct tr_knobs knobs = {.precision = sp.precisions[a], .remat_mode = sp.remat[k].mode,
                                          .remat_blocks = sp.remat[k].blocks, .shard = gathered == 1 ? 3 : 0,
                                          .pipeline = job->stages > 1 ? job->stages : 1,
-                                         .tensor = job->tensors > 1 ? job->tensors : 1};
+                                         .tensor = job->tensors > 1 ? job->tensors : 1, .sequence = seq};
                 struct pair pair;
                 if ((rc = open_pair(&pair, job, &knobs, by_memory, diag))) {
                     close_pair(&pair);
@@ -1020,8 +1045,8 @@ int tr_plan_search_layouts(struct tr_plan *p, struct tr_plan_job *job, struct tr
         for (int P = 1; P <= spread && P <= TR_MAX_STAGES && !rc; P++) {
             int T = spread / P;
             if (spread % P || (pinned_p && P != pinned_p) || (pinned_t && T != pinned_t) ||
-                (data_only && spread > 1))
-                continue;
+                (data_only && spread > 1) || (r->optimize.parallel.sequence == TR_SWITCH_ON && T < 2 && !pinned_t))
+                continue;   /* sequence parallelism pinned on: only layouts with tensor ranks */
             bool named = spread == 1 || (P == (pinned_p ? pinned_p : 1) && T == (pinned_t ? pinned_t : 1));
             int64_t data = ranks / spread;
             if (ranks % spread || r->train.batch_size % data) {   /* a layout the ranks or the batch cannot take */
@@ -1034,6 +1059,7 @@ int tr_plan_search_layouts(struct tr_plan *p, struct tr_plan_job *job, struct tr
             one.train.batch_size = r->train.batch_size / data;
             struct tr_plan_job at = *job;
             at.r = &one, at.world = (int)data, at.rank = 0, at.stages = P, at.stage = 0, at.tensors = T, at.tensor = 0;
+            tr_plan_job_round_seq(&at);
             struct tr_plan plan;
             struct tr_diag why = {0};
             int failed = tr_plan_search(&plan, &at, &why);
@@ -1056,6 +1082,7 @@ int tr_plan_search_layouts(struct tr_plan *p, struct tr_plan_job *job, struct tr
         return rc ? rc : tr_fail(diag, TR_EINVAL, "no layout of %d ranks could be planned", ranks);
     job->r = share, job->world = ranks / (best_p * best_t), job->rank = 0;
     job->stages = best_p, job->stage = 0, job->tensors = best_t, job->tensor = 0;
+    tr_plan_job_round_seq(job);
     snprintf(p->layout_why, sizeof p->layout_why, "%s", pinned_p > 1 || pinned_t > 1 ? "optimize.parallel pins it"
              : best_p * best_t == 1 ? "the whole model fits each rank" : whole_model);
     return 0;

@@ -48,7 +48,15 @@ struct tr_knobs {
     int first_block[TR_MAX_STAGES + 1];   /* stage s runs blocks first_block[s] … first_block[s + 1] − 1 */
     int tensor;               /* tensor parallelism: the ranks each block's layers are split over
                                * (graph.h; 0 or 1: none) */
+    bool sequence;            /* and sequence parallelism beside it (graph.h): every micro-batch's
+                               * length a multiple of tensor */
 };
+
+/* The multiple every micro-batch's length is padded to under k: sequence parallelism's ranks. */
+static inline int64_t tr_knobs_seq_multiple(const struct tr_knobs *k)
+{
+    return k->sequence && k->tensor > 1 ? k->tensor : 1;
+}
 
 /* Whether every optimizer step under knobs k is one micro-batch, one run of the schedule: then
  * the gradients are planned in the arena (memplan.h), since nothing adds up across runs. */
@@ -109,6 +117,15 @@ struct tr_plan_job {
     bool gather_ahead;        /* across ranks: ZeRO 3's copies gathered a block ahead, on a thread
                                * of their own (distributed.overlap as tr_plan_overlap resolves it) */
 };
+
+/* Tensor parallel (job->tensors > 1): the longest sequence planned for rounded up to a multiple
+ * of the tensor ranks, which sequence parallelism pads every micro-batch to. */
+static inline void tr_plan_job_round_seq(struct tr_plan_job *job)
+{
+    if (job->tensors > 1)
+        job->seq = (job->seq + job->tensors - 1) / job->tensors * job->tensors;
+}
+
 
 /* Bytes a candidate takes outside the regions, by cause: modelled, never measured here. */
 enum tr_outside {
@@ -278,11 +295,14 @@ int64_t tr_plan_shard_elements(const struct tr_graph *g, int world, int rank);
  * behind it (either pointer may be NULL). */
 double tr_plan_step_seconds(const struct tr_graph *g, int64_t B, int64_t S, const struct tr_device *dev,
                             double *flops, double *bytes);
-/* The bytes g's collectives (tensor parallelism's all-reduces) sum in one pass at (B, S), and
- * *count how many there are: their time is the bus's, not the device's (tr_plan_nodes_seconds
- * leaves them out). */
-double tr_plan_collective_bytes(const struct tr_graph *g, int64_t B, int64_t S, int *count);
-/* The same for nodes[0 … count − 1] alone (NULL: the first count in creation order). */
+/* The bytes g's collectives (tensor parallelism's all-reduces, sequence parallelism's
+ * all-gathers and reduce-scatters) sum or gather in one pass at (B, S), each the whole tensor's,
+ * and their count in *count; *moved: what a ring moves of them, in units of (T − 1)/T of a
+ * tensor — an all-reduce 2 of its bytes, a gather or scatter 1 (a slice moves nothing and is
+ * not counted). */
+double tr_plan_collective_bytes(const struct tr_graph *g, int64_t B, int64_t S, int *count, double *moved);
+/* tr_plan_step_seconds for nodes[0 … count − 1] alone (NULL: the first count in creation order),
+ * the collectives left out: their time is the bus's (tr_plan_collective_bytes). */
 double tr_plan_nodes_seconds(const struct tr_graph *g, const int *nodes, int count, int64_t B, int64_t S,
                              const struct tr_device *dev, double *flops, double *bytes);
 /* The blocks of g (differentiated) dealt to stages by the time model at (B, S): each block's

@@ -51,13 +51,15 @@ static void pipeline_json(json_t *j, const struct tr_candidate *c)
                                                  (json_int_t)c->worst_footprint));
 }
 
-/* Tensor parallel: the ranks a block is split over, and what their all-reduces sum a step. */
+/* Tensor parallel: the ranks a block is split over, whether the sequence is too (sequence
+ * parallelism), and what their collectives sum or gather a step. */
 static void tensor_json(json_t *j, const struct tr_candidate *c)
 {
     if (c->k.tensor < 2)
         return;
-    json_object_set_new(j, "tensor", json_pack("{sisfsf}", "ranks", c->k.tensor, "allreduce_bytes_per_step",
-                                               c->tensor_bytes, "predicted_allreduce_seconds", c->tensor_seconds));
+    json_object_set_new(j, "tensor", json_pack("{sisbsfsf}", "ranks", c->k.tensor, "sequence", c->k.sequence,
+                                               "allreduce_bytes_per_step", c->tensor_bytes,
+                                               "predicted_allreduce_seconds", c->tensor_seconds));
 }
 
 char *tr_plan_to_json(const struct tr_plan *p, bool all_candidates, const char *recipe_hash)
@@ -165,6 +167,10 @@ int tr_plan_read_knobs(const char *path, struct tr_knobs *k, struct tr_diag *dia
         rc = tr_fail(diag, TR_EINVAL, "%s: tensor.ranks must be an integer from 1 to 64", path);
     else if (!rc && tensor)
         k->tensor = (int)json_integer_value(tensor);
+    json_t *sequence = json_object_get(json_object_get(j, "tensor"), "sequence");   /* none before it: off */
+    if (!rc && sequence && !json_is_boolean(sequence))
+        rc = tr_fail(diag, TR_EINVAL, "%s: tensor.sequence must be true or false", path);
+    k->sequence = !rc && k->tensor > 1 && json_is_true(sequence);
     if (!rc) {
         k->remat_blocks = blocks, k->dynamic = dynamic, k->nbuckets = (int)json_array_size(buckets);
         k->micro = micro, k->accumulation = accumulation, k->eval_batch = eval_batch;

@@ -256,16 +256,19 @@ static void print_layout(const struct tr_plan *p, const struct tr_plan_job *job,
     if (P > 1)
         fprintf(out, " × %d pipeline stages (1F1B)", P);
     if (T > 1)
-        fprintf(out, " × %d tensor ranks (Megatron-LM: each block's heads and feed-forward split over them)", T);
+        fprintf(out, " × %d tensor ranks (Megatron-LM: each block's heads and feed-forward split over them%s)", T,
+                c->k.sequence ? "; sequence parallel: its norms, dropouts and residual stream a part of the sequence "
+                                "each" : "");
     fprintf(out, "\n");
     if (T > 1) {
         char moved[32], regions[32], foot[32];
         tr_format_bytes((uint64_t)c->tensor_bytes, moved);
         tr_format_bytes(c->peak, regions);
         tr_format_bytes(P > 1 ? c->worst_footprint : c->footprint, foot);
-        fprintf(out, "  each tensor rank: regions %s, footprint %s%s; its all-reduces (2 forward, 2 backward a block "
-                "a micro-batch) sum %s a step, %.3g s at the bus rate and latency\n", regions, foot, P > 1 ? " (the largest stage)" : "",
-                moved, c->tensor_seconds);
+        fprintf(out, "  each tensor rank: regions %s, footprint %s%s; its %s %s a step, %.3g s at the bus rate and "
+                "latency\n", regions, foot, P > 1 ? " (the largest stage)" : "",
+                c->k.sequence ? "all-gathers and reduce-scatters (4 forward, 4 backward a block a micro-batch) take"
+                              : "all-reduces (2 forward, 2 backward a block a micro-batch) sum", moved, c->tensor_seconds);
     }
     if (P < 2) {
         if (*p->layout_why)

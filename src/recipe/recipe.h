@@ -121,8 +121,8 @@ struct tr_recipe {
         struct { int mode; struct tr_ints buckets; int64_t pool, tokens; } dynamic_batching;
         struct tr_choice accumulation;        /* auto (name 0), or a number of micro-steps */
         int shard;                            /* enum tr_shard_mode */
-        struct { int mode; int64_t pipeline, tensor; } parallel;   /* mode: enum tr_parallel_mode;
-                                                                    * pipeline, tensor 0 when null */
+        struct { int mode; int64_t pipeline, tensor; int sequence; } parallel;
+              /* mode: enum tr_parallel_mode; pipeline, tensor 0 when null; sequence: enum tr_switch */
     } optimize;
     struct {
         char *dir;

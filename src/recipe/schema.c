@@ -199,6 +199,9 @@ const struct tr_key tr_keys[] = {
      0, "pipeline stages the model's blocks are dealt to (null: the planner's choice)"},
     {"optimize.parallel.tensor", TR_T_INT, OFF(optimize.parallel.tensor), "null", 1, 64, NULL, TR_NULLABLE, 0, 0,
      "ranks each transformer block's heads and MLP are split across (null: the planner's choice)"},
+    {"optimize.parallel.sequence", TR_T_ENUM, OFF(optimize.parallel.sequence), "auto", 0, 0, switch_names, 0, 0, 0,
+     "with tensor parallelism, the blocks' norms, dropouts and residual stream split along the sequence "
+     "across the tensor ranks (auto: the planner's choice)"},
 
     {"report.dir", TR_T_STR, OFF(report.dir), "runs", 0, 0, NULL, 0, 0, 0,
      "where run folders go: DIR/NAME/YYYYmmdd-HHMMSS/"},

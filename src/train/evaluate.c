@@ -75,13 +75,13 @@ static void buffers_free(struct eval_buffers *e)
 
 /* Rows [start, start + rows) of split as a batch. */
 static struct tr_batch batch_of(const struct tr_split *split, int lm, int64_t start, int64_t rows, int64_t f,
-                                struct eval_buffers *e)
+                                int64_t multiple, struct eval_buffers *e)
 {
     struct tr_batch b = {.n = rows, .S = 1, .ids = e->ids};
     for (int64_t i = 0; i < rows; i++)
         e->ids[i] = start + i;
     if (split->tokens) {
-        b.S = tr_text_batch(split, e->ids, rows, e->tokens, e->targets, e->mask, e->labels);
+        b.S = tr_text_batch(split, e->ids, rows, multiple, e->tokens, e->targets, e->mask, e->labels);
         b.tokens = e->tokens, b.mask = e->mask;
         if (lm)
             b.targets = e->targets;
@@ -133,7 +133,7 @@ int tr_evaluate(struct tr_session *s, const struct tr_data *data, const struct t
         if (interruptible && (rc = tr_stop_check(d, what)))   /* a signal: the run ends without the rest */
             break;
         int64_t rows = n_eval - start < batch ? n_eval - start : batch;
-        struct tr_batch b = batch_of(split, data->kind == TR_DATA_TEXT_LM, start, rows, f, &e);
+        struct tr_batch b = batch_of(split, data->kind == TR_DATA_TEXT_LM, start, rows, f, tr_knobs_seq_multiple(&s->k), &e);
         s->rng.sample_ids = e.ids;
         float part;
         size_t bytes = m->logits >= 0 ? (size_t)(rows * classes) * sizeof(float) : (size_t)(rows * b.S) * sizeof(int32_t);

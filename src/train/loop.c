@@ -373,7 +373,8 @@ static int train_step(struct loop_run *c, const struct tr_step *st, const struct
     struct tr_step_runner runner = {.x = &side->x, .p = &side->b.p, .m = &side->b.m, .loss_scale = side->loss_scale,
                                     .lm = side->lm, .features = tr_split_features(&c->data->train),
                                     .rng = &c->s->rng, .rank = c->s->data_comm.rank, .world = c->s->data_comm.world,
-                                    .reducer = &c->l->reducer, .pipe = side->b.pipelined ? &c->s->pipe : NULL};
+                                    .reducer = &c->l->reducer, .pipe = side->b.pipelined ? &c->s->pipe : NULL,
+                                    .sequence = c->s->tensor_sums[0].npartial ? &c->s->tensor_sums[0] : NULL};
     struct tr_diag why = {0}, across = {0};
     bool ran = false;
     int failed = tr_step_gradients(&runner, st, next, (uint64_t)t, c->s->scaler.scale, &o->loss, &ran, &why);
@@ -752,7 +753,8 @@ static int open_loader(struct loop_run *c)
                                   .pool = r->optimize.dynamic_batching.pool, .seed = (uint64_t)r->seed,
                                   .shuffle = r->data.shuffle, .num_workers = (int)tr_recipe_num_workers(r, 0),
                                   .prefetch = (int)r->data.prefetch_factor, .memory = c->s->be->host_memory,
-                                  .hold = tr_backend_copies_ahead(c->s->be) ? 2 : 1};
+                                  .hold = tr_backend_copies_ahead(c->s->be) ? 2 : 1,
+                                  .seq_multiple = tr_knobs_seq_multiple(k)};
     int err = tr_loader_open(&c->loader, &c->data->train, &o, c->d);
     if (err)   /* out of memory is the host's failure (1), not the data's (4) */
         return err == TR_ENOMEM ? TR_ENOMEM : TR_EDATA;

@@ -144,13 +144,155 @@ static int tensor_sum(const struct tr_comm *c, const struct tr_kernel_args *a)
     return rc;
 }
 
+/* ---- sequence parallelism: a tensor rank's part of axis 1 -------------------------------------- */
+
+/* [B, S, …] whole against [B, S/T, …] a rank's part: element i of rank k's part (in its own
+ * order) is element whole_at(p, k, i) of the whole. */
+struct seq_parts {
+    int T, rank;
+    int64_t part;    /* elements in a rank's part */
+    int64_t inner;   /* a part's elements a sample: S/T · … */
+    size_t size;     /* an element's bytes */
+};
+
+static struct seq_parts seq_parts_of(const struct tr_comm *c, const struct tr_tensor *part)
+{
+    struct seq_parts p = {c->world, c->rank, tr_tensor_numel(part), 1, tr_dtype_size(part->dtype)};
+    for (int i = 1; i < part->rank; i++)
+        p.inner *= part->dim[i];
+    return p;
+}
+
+static int64_t whole_at(const struct seq_parts *p, int k, int64_t i)
+{
+    return (i / p->inner * p->T + k) * p->inner + i % p->inner;
+}
+
+/* Copies elements [at, at + n) of rank k's part between its order and the whole's: into the
+ * whole (to_whole) or out of it, a run at a time. */
+static void seq_copy(const struct seq_parts *p, int k, int64_t at, int64_t n, char *part, char *whole, bool to_whole)
+{
+    for (int64_t i = at; i < at + n;) {
+        int64_t run = p->inner - i % p->inner;
+        run = run < at + n - i ? run : at + n - i;
+        char *w = whole + (size_t)whole_at(p, k, i) * p->size, *q = part + (size_t)(i - at) * p->size;
+        memcpy(to_whole ? w : q, to_whole ? q : w, (size_t)run * p->size);
+        i += run;
+    }
+}
+
+enum { SEQ_PIECE = 262144 };   /* the bytes of the ranks' pieces, on the stack */
+
+/* All-gather: each rank's part into the whole, a piece of each part at a time. */
+static int seq_gather(const struct tr_comm *c, const struct tr_kernel_args *a)
+{
+    struct seq_parts p = seq_parts_of(c, &a->in[0]);
+    char all[SEQ_PIECE];
+    int64_t m = (int64_t)(SEQ_PIECE / ((size_t)p.T * p.size));
+    int rc = 0;
+    for (int64_t at = 0; at < p.part && !rc; at += m) {
+        int64_t n = p.part - at < m ? p.part - at : m;
+        rc = tr_comm_allgather_bytes(c, (const char *)a->in[0].data + (size_t)at * p.size, all, (size_t)n * p.size,
+                                     a->diag);
+        for (int k = 0; k < p.T && !rc; k++)
+            seq_copy(&p, k, at, n, all + (size_t)k * (size_t)n * p.size, a->out[0].data, true);
+    }
+    return rc;
+}
+
+/* Reduce-scatter: this rank's part of the ranks' sum, summed in f32 a piece at a time (16-bit
+ * values rounded once). */
+static int seq_scatter(const struct tr_comm *c, const struct tr_kernel_args *a)
+{
+    struct seq_parts p = seq_parts_of(c, &a->out[0]);
+    enum tr_dtype t = a->out[0].dtype;
+    if (t != TR_F32 && !tr_dtype_is_16bit(t))
+        return tr_fail(a->diag, TR_EFAIL, "internal: a reduce-scatter of %s values", tr_dtype_name(t));
+    float all[SEQ_PIECE / sizeof(float)], sum[SEQ_PIECE / sizeof(float) / 2];
+    int64_t m = (int64_t)(sizeof sum / sizeof *sum) / p.T;
+    int rc = 0;
+    for (int64_t at = 0; at < p.part && !rc; at += m) {
+        int64_t n = p.part - at < m ? p.part - at : m;
+        for (int k = 0; k < p.T; k++) {
+            float *to = all + (size_t)k * (size_t)n;
+            if (t == TR_F32) {
+                seq_copy(&p, k, at, n, (char *)to, a->in[0].data, false);
+                continue;
+            }
+            uint16_t piece[SEQ_PIECE / sizeof(float) / 2];
+            seq_copy(&p, k, at, n, (char *)piece, a->in[0].data, false);
+            for (int64_t i = 0; i < n; i++)
+                to[i] = t == TR_BF16 ? tr_bf16_to_f32(piece[i]) : tr_f16_to_f32(piece[i]);
+        }
+        float *out = t == TR_F32 ? (float *)a->out[0].data + at : sum;
+        rc = tr_comm_reduce_scatter_block(c, all, out, (size_t)n, a->diag);
+        uint16_t *to = (uint16_t *)a->out[0].data + at;
+        for (int64_t i = 0; t != TR_F32 && !rc && i < n; i++)
+            to[i] = t == TR_BF16 ? tr_f32_to_bf16(sum[i]) : tr_f32_to_f16(sum[i]);
+    }
+    return rc;
+}
+
+/* This rank's part of a value every rank holds whole: no communication. */
+static int seq_slice(const struct tr_comm *c, const struct tr_kernel_args *a)
+{
+    struct seq_parts p = seq_parts_of(c, &a->out[0]);
+    seq_copy(&p, p.rank, 0, p.part, a->out[0].data, a->in[0].data, false);
+    return 0;
+}
+
+void tr_ranks_find_partial(struct tr_tensor_sums *t, const struct tr_graph *g)
+{
+    free(t->partial);
+    t->partial = NULL, t->npartial = 0;
+    bool *partial = tr_xcalloc((size_t)g->nvalues, sizeof *partial);
+    for (int i = 0; i < g->nnodes; i++) {   /* a forward node over a part of the sequence */
+        const struct tr_node *n = &g->nodes[i];
+        bool part = false;
+        for (int j = 0; j < n->nin; j++)
+            part = part || tr_value_seq_part(g, n->in[j]);
+        for (int j = 0; part && n->phase == TR_FORWARD && j < n->nin; j++)
+            partial[n->in[j]] = partial[n->in[j]] || g->values[n->in[j]].kind == TR_PARAM;
+    }
+    t->partial = tr_xcalloc((size_t)g->nvalues, sizeof *t->partial);
+    for (int v = 0; v < g->nvalues; v++)
+        if (partial[v] && g->values[v].grad >= 0)
+            t->partial[t->npartial++] = g->values[v].grad;
+    free(partial);
+}
+
+int tr_ranks_sum_partial(struct tr_tensor_sums *t, const struct tr_exec *x, struct tr_diag *d)
+{
+    int rc = 0;
+    for (int i = 0; i < t->npartial && !rc; i++) {
+        int v = t->partial[i];
+        struct tr_kernel_args a = {.nin = 1, .nout = 1, .diag = d};
+        const struct tr_value *val = &x->g->values[v];
+        a.in[0] = (struct tr_tensor){.dtype = val->dtype, .rank = val->shape.rank, .data = tr_exec_data(x, v)};
+        for (int k = 0; k < val->shape.rank; k++)
+            a.in[0].dim[k] = tr_dim_eval(val->shape.dim[k], 1, 1);
+        a.out[0] = a.in[0];
+        double began = tr_now();
+        rc = tensor_sum(t->comm, &a);
+        t->seconds += tr_now() - began;
+        t->bytes += (double)tr_tensor_bytes(&a.in[0]);
+        t->count++;
+    }
+    return rc;
+}
+
 int tr_ranks_tensor_sum(void *ctx, const struct tr_kernel_args *a)
 {
     struct tr_tensor_sums *t = ctx;
+    enum tr_op op = a->node->op;
+    if (op == TR_OP_SEQ_SLICE)
+        return seq_slice(t->comm, a);
     double began = tr_now();
-    int rc = tensor_sum(t->comm, a);
+    int rc = op == TR_OP_SEQ_GATHER ? seq_gather(t->comm, a) : op == TR_OP_SEQ_SCATTER ? seq_scatter(t->comm, a)
+                                                                                    : tensor_sum(t->comm, a);
     t->seconds += tr_now() - began;
-    t->bytes += (double)tr_tensor_numel(&a->out[0]) * (double)tr_dtype_size(a->out[0].dtype);
+    const struct tr_tensor *whole = op == TR_OP_SEQ_SCATTER ? &a->in[0] : &a->out[0];
+    t->bytes += (double)tr_tensor_numel(whole) * (double)tr_dtype_size(whole->dtype);
     t->count++;
     return rc;
 }

@@ -45,10 +45,17 @@ struct tr_tensor_sums {
     const struct tr_comm *comm;
     int64_t count;
     double bytes, seconds;     /* summed, and the time spent in them (waits for the other ranks included) */
+    int *partial, npartial;    /* sequence parallel: the parameters each rank has a part of the
+                                * gradient of (norms and biases over a part of the sequence) */
 };
-/* The all-reduce (exec.h: collective; ctx a struct tr_tensor_sums): a node's input summed over the
- * tensor ranks into its output, every rank the same bits; 16-bit values summed in f32 a piece at
- * a time and rounded once. */
+/* The collectives (exec.h: collective; ctx a struct tr_tensor_sums) over the tensor ranks: the
+ * all-reduce (a node's input summed into its output, every rank the same bits) and sequence
+ * parallelism's all-gather, reduce-scatter and slice along axis 1; 16-bit values summed in f32
+ * a piece at a time and rounded once. */
 int tr_ranks_tensor_sum(void *ctx, const struct tr_kernel_args *a);
+/* Sequence parallel: t's partial parameters (found by tr_ranks_find_partial in x's graph) have
+ * their gradients summed over the tensor ranks, once the step's backward is done. */
+void tr_ranks_find_partial(struct tr_tensor_sums *t, const struct tr_graph *g);
+int tr_ranks_sum_partial(struct tr_tensor_sums *t, const struct tr_exec *x, struct tr_diag *d);
 
 #endif

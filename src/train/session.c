@@ -68,6 +68,7 @@ static int share_for_layout(struct tr_session *s, const struct tr_recipe *whole,
     s->job.r = &s->recipe;
     s->job.stages = s->layout.pipeline, s->job.stage = s->layout.stage;
     s->job.tensors = s->layout.tensor, s->job.tensor = s->layout.tensor_rank;
+    tr_plan_job_round_seq(&s->job);
     s->job.world = s->layout.data, s->job.rank = s->layout.data_rank;
     return 0;
 }
@@ -239,6 +240,8 @@ static int allocate(struct tr_session *s, const struct tr_recipe *r, struct tr_d
                 (struct tr_exec_collective){.run = tr_ranks_tensor_sum, .ctx = &s->tensor_sums[i]};
         }
         tr_optim_tensor(&s->optim, &s->tensor_comm);
+        if (s->train.b.g.sequence)   /* the norms' and biases' gradients over a part of the sequence */
+            tr_ranks_find_partial(&s->tensor_sums[0], &s->train.b.g);
     }
     return 0;
 }
@@ -257,6 +260,8 @@ void tr_session_free(struct tr_session *s)
 {
     tr_pipe_free(&s->pipe), tr_pipe_free(&s->eval_pipe);
     tr_comm_close(&s->data_comm), tr_comm_close(&s->pipe_comm), tr_comm_close(&s->tensor_comm);
+    free(s->tensor_sums[0].partial);
+    s->tensor_sums[0].partial = NULL;
     tr_alloc_destroy(&s->alloc);
     tr_optim_free(&s->optim);
     for (int i = 0; i < 2; i++) {

@@ -2,6 +2,7 @@
 #include "train/step.h"
 
 #include "core/clock.h"
+#include "train/ranks.h"
 
 #include <stdbool.h>
 #include <stdlib.h>
@@ -394,8 +395,10 @@ int tr_step_gradients(const struct tr_step_runner *r, const struct tr_step *st, 
     r->rng->step = step;
     int lo, hi, next_lo = 0, next_hi = 0;
     share_of(r, st, &lo, &hi);
-    if (r->pipe)
-        return pipelined(r, st, lo, hi, scale, total, loss, ran, d);
+    if (r->pipe) {
+        rc = pipelined(r, st, lo, hi, scale, total, loss, ran, d);
+        return !rc && r->sequence ? tr_ranks_sum_partial(r->sequence, x, d) : rc;
+    }
     if (r->reducer)   /* ZeRO 2: as many sums on every rank, the most micro-batches any rank runs */
         tr_grad_reducer_begin(r->reducer, x->base[TR_GRAD], (int)((st->nmicro + r->world - 1) / (r->world > 1 ? r->world : 1)));
     if (next)
@@ -444,5 +447,5 @@ int tr_step_gradients(const struct tr_step_runner *r, const struct tr_step *st, 
     while (!rc && x->shard.fill && r->reducer && tr_grad_reducer_owes(r->reducer))
         if (!(rc = tr_exec_gathers(x, d)))
             rc = tr_grad_reduce_micro(r->reducer, NULL, d);
-    return rc;
+    return !rc && r->sequence ? tr_ranks_sum_partial(r->sequence, x, d) : rc;
 }

@@ -65,6 +65,8 @@ struct tr_step_runner {
                                         * buckets leave as that backward writes them); NULL: none */
     struct tr_pipe *pipe;           /* pipelined: the micro-batches run 1F1B through the stages, the
                                      * shared weights' gradients summed after; NULL: none */
+    struct tr_tensor_sums *sequence;   /* sequence parallel: the partial gradients summed over the
+                                        * tensor ranks after the backward; NULL: none */
 };
 
 /* A micro-batch into x's inputs (at x's plan): features and labels, or for text the token
