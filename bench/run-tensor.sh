@@ -1,7 +1,7 @@
 #!/bin/sh
 # Tensor parallelism on this machine (not run in CI): bert-small and gpt-small, one process (one
-# thread, and "x2": two, the cores the ranks take) against 2 tensor ranks and 2 pipeline stages (one
-# thread a rank), the batch of 32 in 8 micro-batches
+# thread, and "x2": two, the cores the ranks take) against 2 tensor ranks (without and with
+# sequence parallelism, "+ seq") and 2 pipeline stages (one thread a rank), the batch of 32 in 8 micro-batches
 # (fixed batching), each layout once a round, interleaved. Per case: the step's median time; the
 # all-reduces' bytes and seconds a step, measured (run.json ranks.each[].tensor: their time counts
 # the waits for the other rank) against the planner's forecast (plan.json tensor: the bytes at
@@ -19,7 +19,9 @@ rounds = int(sys.argv[1])
 SHORT = ["train.steps=30", "train.epochs=null", "train.eval_every=0", "train.eval_samples=8",
          "train.checkpoint_every=0", "report.tensorboard=false", "report.monitor_every=0",
          "optimize.dynamic_batching=off", "optimize.accumulation=8", "--quiet"]
-LAYOUTS = [("1 process", 1, []), ("1 process x2", 1, []), ("2 tensor ranks", 2, ["optimize.parallel.tensor=2"]),
+LAYOUTS = [("1 process", 1, []), ("1 process x2", 1, []),
+           ("2 tensor ranks", 2, ["optimize.parallel.tensor=2", "optimize.parallel.sequence=off"]),
+           ("2 tensor + seq", 2, ["optimize.parallel.tensor=2", "optimize.parallel.sequence=on"]),
            ("2 stages", 2, ["optimize.parallel.pipeline=2"])]
 CASES = [(model, layout) for model in ("bert-small", "gpt-small") for layout in LAYOUTS]
 scratch = tempfile.mkdtemp(prefix="tensor.")

@@ -37,23 +37,27 @@ split() {
   dir=$(echo "$scratch/$label-alone"/*/latest)
 }
 
-# as_planned DIR BLOCKS MICRO SUMS: every rank of DIR's run had its regions as predicted and ran SUMS
-# all-reduces a block a micro-batch (MICRO a step, 20 steps: 4, or 6 where the blocks' forward is
-# recomputed), their bytes as forecast within 10%.
+# as_planned DIR MICRO PER_MICRO [PER_STEP]: every rank of DIR's run had its regions as predicted and
+# ran PER_MICRO collectives a micro-batch (MICRO a step, 20 steps) and PER_STEP more a step, their
+# bytes as forecast within 10%. Tensor parallel, 4 all-reduces a block a micro-batch (6 where the
+# blocks' forward is recomputed); sequence parallel, 4 all-gathers and 4 reduce-scatters a block,
+# the head's gather and the embeddings' part's gradient gathered, then the 6 norm and bias
+# gradients a block each rank has a part of, summed once a step.
 as_planned() {
   checks=$((checks + 1))
-  python3 - "$@" <<'PY' || fail "$1: the ranks' regions or all-reduces are not as planned"
+  python3 - "$@" <<'PY' || fail "$1: the ranks' regions or collectives are not as planned"
 import json, sys
 run = json.load(open(sys.argv[1] + "/run.json"))
-blocks, micro, sums = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+micro, per_micro = int(sys.argv[2]), int(sys.argv[3])
+per_step = int(sys.argv[4]) if len(sys.argv) > 4 else 0
 for r in run["ranks"]["each"]:
     t = r["tensor"]
     assert r["measured_regions"] == r["predicted_regions"], (r["rank"], r["measured_regions"], r["predicted_regions"])
-    assert t["allreduces"] == sums * blocks * micro * 20, (r["rank"], t)
-    per_step = t["allreduce_bytes"] / 20
-    assert abs(per_step - t["predicted_allreduce_bytes_per_step"]) <= 0.1 * per_step, (r["rank"], t)
-    print("rank %d (tensor rank %d): regions as predicted; %d all-reduces, %.2f MiB a step (forecast %.2f), "
-          "%.1f ms a step (forecast %.1f)" % (r["rank"], t["rank"], t["allreduces"], per_step / 2**20,
+    assert t["allreduces"] == (per_micro * micro + per_step) * 20, (r["rank"], t)
+    moved = t["allreduce_bytes"] / 20
+    assert abs(moved - t["predicted_allreduce_bytes_per_step"]) <= 0.1 * moved, (r["rank"], t)
+    print("rank %d (tensor rank %d): regions as predicted; %d collectives, %.2f MiB a step (forecast %.2f), "
+          "%.1f ms a step (forecast %.1f)" % (r["rank"], t["rank"], t["allreduces"], moved / 2**20,
           t["predicted_allreduce_bytes_per_step"] / 2**20, 1e3 * t["allreduce_seconds_per_step"],
           1e3 * t["predicted_allreduce_seconds_per_step"]))
 PY
@@ -78,36 +82,78 @@ PY
 }
 
 # shellcheck disable=SC2086 # $fixed is a list of words
-split 2 bert-t2 "$bert" $fixed optimize.parallel.tensor=2
+split 2 bert-t2 "$bert" $fixed optimize.parallel.tensor=2 optimize.parallel.sequence=off
 expect_in "$(cat "$split/log.txt")" "ranks: 2 (started by mpirun) = 1 data × 2 tensor ranks" "the log says the layout"
 same_losses "$split" "$dir" "bert-small, 2 tensor ranks" 1e-5 20
-as_planned "$split" 4 8 4
+as_planned "$split" 8 16
 same_tensors "$split" "$dir"
 t2=$split
-split 2 gpt-t2 "$gpt" $fixed optimize.parallel.tensor=2
+split 2 gpt-t2 "$gpt" $fixed optimize.parallel.tensor=2 optimize.parallel.sequence=off
 same_losses "$split" "$dir" "gpt-small, 2 tensor ranks" 1e-5 20
-as_planned "$split" 4 8 4
-split 4 bert-d2t2 "$bert" $fixed optimize.parallel.tensor=2
+as_planned "$split" 8 16
+split 4 bert-d2t2 "$bert" $fixed optimize.parallel.tensor=2 optimize.parallel.sequence=off
 expect_in "$(cat "$split/log.txt")" "= 2 data × 2 tensor ranks" "the log says 2 data × 2 tensor ranks"
 same_losses "$split" "$dir" "bert-small, 2 data × 2 tensor ranks" 1e-5 20
-split 4 bert-p2t2 "$bert" $fixed optimize.parallel.tensor=2 optimize.parallel.pipeline=2
+split 4 bert-p2t2 "$bert" $fixed optimize.parallel.tensor=2 optimize.parallel.pipeline=2 optimize.parallel.sequence=on
 expect_in "$(cat "$split/log.txt")" "= 1 data × 2 pipeline stages × 2 tensor ranks" "the log says 2 stages × 2 tensor ranks"
-same_losses "$split" "$dir" "bert-small, 2 pipeline stages × 2 tensor ranks" 1e-5 20
-split 2 bert-t2-full "$bert" $fixed optimize.parallel.tensor=2 optimize.checkpointing=full
+same_losses "$split" "$dir" "bert-small, 2 pipeline stages × 2 tensor ranks, sequence parallel" 1e-5 20
+split 2 bert-t2-full "$bert" $fixed optimize.parallel.tensor=2 optimize.checkpointing=full optimize.parallel.sequence=off
 same_losses "$split" "$dir" "bert-small, 2 tensor ranks, every block recomputed" 1e-5 20
-as_planned "$split" 4 8 6
+as_planned "$split" 8 24
+
+# Sequence parallelism beside it: the blocks' residual stream, norms and dropouts a part of the
+# sequence on each tensor rank (all-gathers before the column-split layers, reduce-scatters after
+# the row-split ones), each micro-batch padded to a multiple of 2; the same losses, dropout masks
+# included, and the one device's checkpoint.
+split 2 bert-sp "$bert" $fixed optimize.parallel.tensor=2 optimize.parallel.sequence=on
+expect_in "$(cat "$split/log.txt")" "sequence parallel" "the log says sequence parallel"
+same_losses "$split" "$dir" "bert-small, 2 tensor ranks, sequence parallel" 1e-5 20
+as_planned "$split" 8 34 24
+same_tensors "$split" "$dir"
+sp_arena=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['ranks']['each'][0]['measured_regions']['arena'])" "$split/run.json")
+tp_arena=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['ranks']['each'][0]['measured_regions']['arena'])" "$t2/run.json")
+checks=$((checks + 1))
+[ "$sp_arena" -lt "$tp_arena" ] || fail "sequence parallel: arena $sp_arena bytes, not below tensor parallel's $tp_arena"
+echo "arena a rank: $tp_arena bytes tensor parallel, $sp_arena sequence parallel"
+split 2 gpt-sp "$gpt" $fixed optimize.parallel.tensor=2 optimize.parallel.sequence=on
+same_losses "$split" "$dir" "gpt-small, 2 tensor ranks, sequence parallel" 1e-5 20
+as_planned "$split" 8 34 24
+
+# A budget only sequence parallelism meets: bert-small's micro-batch of 64 on 2 tensor ranks needs
+# 345 MiB at the least without it, 321 MiB with it; in 333 MiB the planner takes it, every
+# rank's regions are as predicted and no rank's resident set passes the budget.
+run timeout 300 mpirun --oversubscribe --bind-to none -np 2 "$TRAINRUN" "$bert" budget.memory=333MiB \
+  optimize.parallel.tensor=2 train.batch_size=64 optimize.dynamic_batching=off optimize.accumulation=1 \
+  train.steps=10 train.eval_every=0 train.eval_samples=64 report.dir="$scratch/sp-budget" --quiet
+expect_rc 0 "bert-small's micro-batch of 64 in 333 MiB a rank on 2 tensor ranks"
+dir=$(echo "$scratch/sp-budget"/*/latest)
+expect_in "$(grep planner "$dir/log.txt")" "sequence parallel" "the planner took sequence parallelism"
+checks=$((checks + 1))
+python3 - "$dir" 349175808 <<'PY' || fail "333 MiB a rank: a rank's regions or resident set are not as planned"
+import json, sys
+run = json.load(open(sys.argv[1] + "/run.json"))
+for r in run["ranks"]["each"]:
+    assert r["measured_regions"] == r["predicted_regions"], r
+    assert r["peak_resident_bytes"] <= int(sys.argv[2]), r
+    print("sequence parallel, rank %d: regions as predicted, peak resident %.1f MiB of 333" % (r["rank"],
+          r["peak_resident_bytes"] / 2**20))
+PY
+run timeout 120 mpirun --oversubscribe --bind-to none -np 2 "$TRAINRUN" "$bert" budget.memory=333MiB \
+  optimize.parallel.tensor=2 optimize.parallel.sequence=off train.batch_size=64 optimize.dynamic_batching=off \
+  optimize.accumulation=1 train.steps=10 report.dir="$scratch/sp-budget" --quiet
+expect_rc 3 "the same without sequence parallelism"
 
 # A budget no plan with the whole model on one rank fits (250 MiB at the least): the planner
 # splits the blocks over the 2 ranks (its own choice of tensor ranks; 2 stages, which fit too and
 # which it may find faster by a near tie, left out), every rank's regions are as predicted, and no
 # rank's resident set passes the budget.
 run timeout 300 mpirun --oversubscribe --bind-to none -np 2 "$TRAINRUN" "$bert" budget.memory=240MiB \
-  optimize.parallel.pipeline=1 train.steps=10 \
+  optimize.parallel.pipeline=1 optimize.parallel.sequence=off train.steps=10 \
   train.eval_every=5 train.eval_samples=64 train.checkpoint_every=5 report.dir="$scratch/budget" --quiet
 expect_rc 0 "bert-small in 240 MiB a rank on 2 ranks"
 dir=$(echo "$scratch/budget"/*/latest)
 expect_in "$(cat "$dir/log.txt")" "2 tensor ranks" "the planner split the blocks"
-run "$TRAINRUN" plan "$bert" budget.memory=240MiB optimize.parallel.pipeline=1 --ranks 2
+run "$TRAINRUN" plan "$bert" budget.memory=240MiB optimize.parallel.pipeline=1 optimize.parallel.sequence=off --ranks 2
 expect_in "$out" "layout: 2 ranks = 1 data × 2 tensor ranks" "plan --ranks shows the layout"
 expect_in "$out" "why: with the whole model on each rank nothing fits" "plan --ranks says why"
 checks=$((checks + 1))
@@ -163,4 +209,8 @@ expect_in "$err" "optimize.parallel.tensor 2 does not divide model.heads 1" "say
 run timeout 120 mpirun --oversubscribe --bind-to none -np 2 "$TRAINRUN" "$bert" optimize.parallel=data \
   optimize.parallel.tensor=2 report.dir="$scratch/bad" --quiet
 expect_rc 2 "tensor ranks beside optimize.parallel: data"
+run timeout 120 mpirun --oversubscribe --bind-to none -np 2 "$TRAINRUN" "$bert" optimize.parallel.tensor=2 \
+  optimize.parallel.sequence=on model.max_len=127 report.dir="$scratch/bad" --quiet
+expect_rc 2 "sequence parallel with model.max_len 127 on 2 tensor ranks"
+expect_in "$err" "model.max_len is not a multiple of optimize.parallel.tensor" "says why"
 finish

@@ -787,9 +787,11 @@ static void describe(const struct tr_plan *p, const struct tr_candidate *c, char
     const char *shard = c->k.shard == 3 ? ", optimizer state, gradients and parameters sharded"
                         : c->k.shard == 2 ? ", optimizer state and gradients sharded"
                         : c->k.shard ? ", optimizer state sharded" : "";
-    char piped[48] = "";
+    char piped[80] = "";
     if (c->k.pipeline > 1)
         snprintf(piped, sizeof piped, ", %d pipeline stages", c->k.pipeline);
+    if (c->k.sequence)
+        snprintf(piped + strlen(piped), sizeof piped - strlen(piped), ", sequence parallel");
     if (c->k.dynamic)
         snprintf(out, size, "%s, checkpointing %s, dynamic batching in %d buckets (%.1f micro-steps a step)%s%s",
                  tr_precision_name(c->k.precision), remat, c->k.nbuckets, c->micro_steps, shard, piped);
@@ -922,7 +924,8 @@ static const char *sequence_refused(const struct tr_plan_job *job)
 {
     int64_t T = job->tensors;
     if (T < 2)
-        return "it splits the sequence over tensor ranks: set optimize.parallel.tensor to 2 or more";
+        return "there are no tensor ranks to split the sequence over: run on 2 or more ranks with "
+               "optimize.parallel.tensor 2 or more";
     if (job->r->model.max_len % T)
         return "model.max_len is not a multiple of optimize.parallel.tensor (each micro-batch's length is padded "
                "to one)";

@@ -59,9 +59,9 @@ static void print_table(const struct tr_plan *p, FILE *out)
         for (int s = 0, used = 0; c->k.pipeline > 1 && s < c->k.pipeline && used < (int)sizeof split; s++)
             used += snprintf(split + used, sizeof split - (size_t)used, "%s%d–%d", s ? " | " : "  stages ",
                              c->k.first_block[s], c->k.first_block[s + 1] - 1);
-        fprintf(out, "%4d  %-9s %-13s %-24s %12s %12s %10.4f  %s%s%s\n", i + 1, tr_precision_name(c->k.precision),
+        fprintf(out, "%4d  %-9s %-13s %-24s %12s %12s %10.4f  %s%s%s%s\n", i + 1, tr_precision_name(c->k.precision),
                 remat, batching, peak, foot, c->step_seconds, c->fits ? "yes" : "no", split,
-                i == p->chosen ? "  <- chosen" : "");
+                c->k.sequence ? "  sequence parallel" : "", i == p->chosen ? "  <- chosen" : "");
     }
 }
 

@@ -957,11 +957,14 @@ void tr_loop_say_start(const struct tr_loop *l, const struct tr_session *s, stru
         if (s->layout.pipeline > 1)
             snprintf(stages, sizeof stages, " × %d pipeline stages", s->layout.pipeline);
         tr_format_bytes((uint64_t)c->tensor_bytes, moved);
+        const char *how = c->k.sequence ? "sequence parallel: the residual stream, norms and dropouts a part of the "
+                                          "sequence each, gathered before each half and reduce-scattered after it, "
+                                          "forward and backward"
+                                        : "an all-reduce after each half, forward and backward";
         tr_run_folder_say(f, "ranks: %d (started by %s) = %d data%s × %d tensor ranks (each block's heads and "
-                          "feed-forward split over them, an all-reduce after each half, forward and backward: %s "
-                          "summed a step, %.3g s of it predicted) for %lld samples a data rank\n", l->comm->world,
-                          l->comm->launcher, s->layout.data, stages, s->layout.tensor, moved, c->tensor_seconds,
-                          (long long)(r->train.batch_size / s->layout.data));
+                          "feed-forward split over them; %s: %s a step, %.3g s of it predicted) for %lld samples a "
+                          "data rank\n", l->comm->world, l->comm->launcher, s->layout.data, stages, s->layout.tensor,
+                          how, moved, c->tensor_seconds, (long long)(r->train.batch_size / s->layout.data));
     } else if (l->comm->world > 1 && s->layout.pipeline > 1) {
         const struct tr_candidate *c = tr_session_chosen(s);
         char blocks[256] = "";

@@ -268,7 +268,10 @@ int tr_ranks_sum_partial(struct tr_tensor_sums *t, const struct tr_exec *x, stru
         int v = t->partial[i];
         struct tr_kernel_args a = {.nin = 1, .nout = 1, .diag = d};
         const struct tr_value *val = &x->g->values[v];
-        a.in[0] = (struct tr_tensor){.dtype = val->dtype, .rank = val->shape.rank, .data = tr_exec_data(x, v)};
+        void *data = tr_exec_data(x, v);
+        if (!data)   /* pipelined: another stage's (this stage's tensor ranks skip it alike) */
+            continue;
+        a.in[0] = (struct tr_tensor){.dtype = val->dtype, .rank = val->shape.rank, .data = data};
         for (int k = 0; k < val->shape.rank; k++)
             a.in[0].dim[k] = tr_dim_eval(val->shape.dim[k], 1, 1);
         a.out[0] = a.in[0];
