@@ -42,21 +42,27 @@ START_TEST(slices_by_parts)
 }
 END_TEST
 
-/* x [B, D] → e = tanh(embed(x)) → h = e + (tanh(e·W1ᵀ + b1))·W2ᵀ + b2 → Σ head(h): W1 [F, D] and b1 split by rows (the
- * columns of the product), W2 [D, F] by columns (the rows of its GEMM). */
-static void block(struct tr_graph *g)
+/* The split halves on in: u = tanh(in·W1ᵀ + b1), W1 [F, D] and b1 split by rows (the columns of
+ * the product); u·W2ᵀ, W2 [D, F] split by columns (the rows of its GEMM): each rank's partial
+ * product, to be summed; the whole bias b2 [D] into *b2. */
+static int split_halves(struct tr_graph *g, int in, int *b2)
 {
-    int x = tr_input(g, "x", TR_F64, 2, (struct tr_dim[]){tr_dim_B(1), tr_dim_const(D)});
-    x = tr_tanh(g, model_linear(g, TR_F64, "embed", x, D, D));   /* whole on every rank: its gradient summed */
-    int in = g->tensor > 1 ? tr_tensor_in(g, x) : x;
     int w1 = model_param(g, TR_F64, "fc1", "weight", 2, (int64_t[]){F / g->tensor, D});
     int b1 = model_param(g, TR_F64, "fc1", "bias", 1, (int64_t[]){F / g->tensor});
     tr_param_split(g, w1, 0, 1), tr_param_split(g, b1, 0, 1);
     int u = tr_tanh(g, tr_linear(g, in, w1, b1));
     int w2 = model_param(g, TR_F64, "fc2", "weight", 2, (int64_t[]){D, F / g->tensor});
-    int b2 = model_param(g, TR_F64, "fc2", "bias", 1, (int64_t[]){D});
+    *b2 = model_param(g, TR_F64, "fc2", "bias", 1, (int64_t[]){D});
     tr_param_split(g, w2, 1, 1);
-    int v = tr_matmul(g, u, w2, 0, 1);
+    return tr_matmul(g, u, w2, 0, 1);
+}
+
+/* x [B, D] → e = tanh(embed(x)) → h = e + the halves' sum + b2 → Σ head(h). */
+static void block(struct tr_graph *g)
+{
+    int x = tr_input(g, "x", TR_F64, 2, (struct tr_dim[]){tr_dim_B(1), tr_dim_const(D)});
+    x = tr_tanh(g, model_linear(g, TR_F64, "embed", x, D, D));   /* whole on every rank: its gradient summed */
+    int b2, v = split_halves(g, g->tensor > 1 ? tr_tensor_in(g, x) : x, &b2);
     if (g->tensor > 1)
         v = tr_allreduce(g, v);
     int h = tr_add(g, x, tr_bias_add(g, v, b2));
@@ -76,14 +82,7 @@ static void seq_block(struct tr_graph *g)
     int beta = model_param(g, TR_F64, "norm", "bias", 1, (int64_t[]){D});
     int n = tr_layernorm(g, x, gamma, beta, 1e-5f);
     int in = sp ? tr_seq_gather(g, n, true) : g->tensor > 1 ? tr_tensor_in(g, n) : n;
-    int w1 = model_param(g, TR_F64, "fc1", "weight", 2, (int64_t[]){F / g->tensor, D});
-    int b1 = model_param(g, TR_F64, "fc1", "bias", 1, (int64_t[]){F / g->tensor});
-    tr_param_split(g, w1, 0, 1), tr_param_split(g, b1, 0, 1);
-    int u = tr_tanh(g, tr_linear(g, in, w1, b1));
-    int w2 = model_param(g, TR_F64, "fc2", "weight", 2, (int64_t[]){D, F / g->tensor});
-    int b2 = model_param(g, TR_F64, "fc2", "bias", 1, (int64_t[]){D});
-    tr_param_split(g, w2, 1, 1);
-    int v = tr_matmul(g, u, w2, 0, 1);
+    int b2, v = split_halves(g, in, &b2);
     v = sp ? tr_seq_scatter(g, v) : g->tensor > 1 ? tr_allreduce(g, v) : v;
     int h = tr_add(g, x, tr_dropout(g, tr_bias_add(g, v, b2), 0.5f, 3));
     if (sp)

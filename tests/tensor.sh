@@ -7,10 +7,13 @@
 # plan.json), within 1e-5 relative over 20 fp32 steps: bert-small, gpt-small, 2 data ranks × 2
 # tensor ranks, 2 pipeline stages × 2 tensor ranks, and with every block recomputed (checkpointing
 # copies the blocks' all-reduces). Every rank's regions are as predicted and it ran 4 all-reduces
-# a block a micro-batch. Checkpoints hold whole tensors (the one device's names and shapes), so a
-# split run resumes on one process and a one-process run on 2 tensor ranks, each to the
-# uninterrupted split run's losses. A budget one rank cannot meet: the planner splits the model
-# itself, no rank passing the budget. A rank killed mid-run ends every rank within
+# a block a micro-batch. Sequence parallelism beside it (the residual stream, norms and dropouts a
+# part of the sequence a rank) trains as one process does too (bert-small, gpt-small, 2 stages ×
+# 2 tensor ranks), its collectives as counted, its arena smaller. Checkpoints hold whole tensors
+# (the one device's names and shapes), so a split run resumes on one process and a one-process
+# run on 2 tensor ranks, each to the uninterrupted split run's losses. A budget one rank cannot
+# meet: the planner splits the model itself, no rank passing the budget; one only sequence
+# parallelism meets: the planner takes it. A rank killed mid-run ends every rank within
 # distributed.timeout + 10 s. Layouts that cannot be are refused (status 2). Skipped (77) without
 # mpirun or MPI.
 . "$srcdir/tests/lib.sh"
@@ -81,6 +84,20 @@ PY
     fail "$1: its checkpoint's tensors are not the one device's"
 }
 
+# within_budget DIR MIB: every rank of DIR's run had its regions as predicted, its resident set within MIB.
+within_budget() {
+  checks=$((checks + 1))
+  python3 - "$1" "$2" <<'PY' || fail "$2 MiB a rank: a rank's regions or resident set are not as planned"
+import json, sys
+run, budget = json.load(open(sys.argv[1] + "/run.json")), int(sys.argv[2])
+for r in run["ranks"]["each"]:
+    assert r["measured_regions"] == r["predicted_regions"], r
+    assert r["peak_resident_bytes"] <= budget * 2**20, r
+    print("rank %d (tensor rank %d): regions as predicted, peak resident %.1f MiB of %d" % (r["rank"],
+          r["tensor"]["rank"], r["peak_resident_bytes"] / 2**20, budget))
+PY
+}
+
 # shellcheck disable=SC2086 # $fixed is a list of words
 split 2 bert-t2 "$bert" $fixed optimize.parallel.tensor=2 optimize.parallel.sequence=off
 expect_in "$(cat "$split/log.txt")" "ranks: 2 (started by mpirun) = 1 data × 2 tensor ranks" "the log says the layout"
@@ -128,16 +145,7 @@ run timeout 300 mpirun --oversubscribe --bind-to none -np 2 "$TRAINRUN" "$bert" 
 expect_rc 0 "bert-small's micro-batch of 64 in 333 MiB a rank on 2 tensor ranks"
 dir=$(echo "$scratch/sp-budget"/*/latest)
 expect_in "$(grep planner "$dir/log.txt")" "sequence parallel" "the planner took sequence parallelism"
-checks=$((checks + 1))
-python3 - "$dir" 349175808 <<'PY' || fail "333 MiB a rank: a rank's regions or resident set are not as planned"
-import json, sys
-run = json.load(open(sys.argv[1] + "/run.json"))
-for r in run["ranks"]["each"]:
-    assert r["measured_regions"] == r["predicted_regions"], r
-    assert r["peak_resident_bytes"] <= int(sys.argv[2]), r
-    print("sequence parallel, rank %d: regions as predicted, peak resident %.1f MiB of 333" % (r["rank"],
-          r["peak_resident_bytes"] / 2**20))
-PY
+within_budget "$dir" 333
 run timeout 120 mpirun --oversubscribe --bind-to none -np 2 "$TRAINRUN" "$bert" budget.memory=333MiB \
   optimize.parallel.tensor=2 optimize.parallel.sequence=off train.batch_size=64 optimize.dynamic_batching=off \
   optimize.accumulation=1 train.steps=10 report.dir="$scratch/sp-budget" --quiet
@@ -156,23 +164,15 @@ expect_in "$(cat "$dir/log.txt")" "2 tensor ranks" "the planner split the blocks
 run "$TRAINRUN" plan "$bert" budget.memory=240MiB optimize.parallel.pipeline=1 optimize.parallel.sequence=off --ranks 2
 expect_in "$out" "layout: 2 ranks = 1 data × 2 tensor ranks" "plan --ranks shows the layout"
 expect_in "$out" "why: with the whole model on each rank nothing fits" "plan --ranks says why"
-checks=$((checks + 1))
-python3 - "$dir" 251658240 <<'PY' || fail "240 MiB a rank: a rank's regions or resident set are not as planned"
-import json, sys
-run = json.load(open(sys.argv[1] + "/run.json"))
-for r in run["ranks"]["each"]:
-    assert r["measured_regions"] == r["predicted_regions"], r
-    assert r["peak_resident_bytes"] <= int(sys.argv[2]), r
-    print("rank %d (tensor rank %d): regions as predicted, peak resident %.1f MiB of 240" % (r["rank"],
-          r["tensor"]["rank"], r["peak_resident_bytes"] / 2**20))
-PY
+within_budget "$dir" 240
 
-# Resume on another layout: a split run stopped by SIGTERM, resumed by one process; a one-process
-# run stopped, resumed on 2 tensor ranks; each ends as the uninterrupted split run.
+# Resume on another layout: a split run (sequence parallel too, dynamic batching) stopped by
+# SIGTERM, resumed by one process; a one-process run stopped, resumed on 2 tensor ranks; each ends
+# as the uninterrupted split run.
 long="train.steps=100 train.eval_every=0 train.eval_samples=64 train.checkpoint_every=20 report.log_every=1"
 # shellcheck disable=SC2086
 run timeout 600 mpirun --oversubscribe --bind-to none -np 2 "$TRAINRUN" "$bert" $long optimize.parallel.tensor=2 \
-  report.dir="$scratch/whole" --quiet
+  optimize.parallel.sequence=on report.dir="$scratch/whole" --quiet
 expect_rc 0 "the uninterrupted split run"
 whole=$(echo "$scratch/whole"/*/latest)
 # cut LABEL KEYS LAUNCH...: LAUNCH (the recipe, $long and KEYS follow) into $scratch/LABEL, SIGTERM
@@ -188,7 +188,8 @@ run "$TRAINRUN" resume "$dir" optimize.parallel.tensor=1 --quiet
 expect_rc 0 "2 tensor ranks resumed by one process"
 same_losses "$whole" "$dir" "2 tensor ranks, resumed by one process" 1e-5 100
 cut one-to-two "--plan $whole/plan.json" "$TRAINRUN"
-run timeout 600 mpirun --oversubscribe --bind-to none -np 2 "$TRAINRUN" resume "$dir" optimize.parallel.tensor=2 --quiet
+run timeout 600 mpirun --oversubscribe --bind-to none -np 2 "$TRAINRUN" resume "$dir" optimize.parallel.tensor=2 \
+  optimize.parallel.sequence=on --quiet
 expect_rc 0 "one process resumed on 2 tensor ranks"
 expect_in "$(cat "$dir/log.txt")" "2 tensor ranks" "the resumed part ran on 2 tensor ranks"
 same_losses "$whole" "$dir" "one process, resumed on 2 tensor ranks" 1e-5 100
