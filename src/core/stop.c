@@ -104,6 +104,11 @@ int tr_stop_requested(void)
     return atomic_load_explicit(&stop_signal, memory_order_relaxed);
 }
 
+int tr_stop_threads(void)
+{
+    return watched == getpid();
+}
+
 unsigned tr_stop_taken(void)
 {
     return atomic_load(&taken);

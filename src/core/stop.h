@@ -26,6 +26,11 @@
  * install or catch; a child a fork made (the check framework's) starts its own. */
 void tr_stop_init(void);
 
+/* 1 when this process runs the stop thread, else 0: a count of the process's threads that asks
+ * whether others have started (OpenMP's team: plan/ceiling.c) leaves it out. It never allocates,
+ * so it has no malloc arena of its own; its stack is 256 KiB. */
+int tr_stop_threads(void);
+
 /* Records sig as the reason to stop, unless one was recorded already (the first signal is the
  * one reported). */
 void tr_stop_request(int sig);

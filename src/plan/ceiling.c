@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/blas.h"
+#include "core/stop.h"
 
 /* ---- address space ---------------------------------------------------------------------------- */
 
@@ -61,7 +62,7 @@ struct tr_space tr_plan_space_pending(const struct tr_device *dev)
     struct tr_space pending = {0, 0};
     if (!tr_blas_loaded())
         pending = plus(pending, dev->blas_space, 1);
-    if (threads_running() <= 1)   /* no parallel region yet: OpenMP's team is still to come */
+    if (threads_running() - tr_stop_threads() <= 1)   /* no parallel region yet: OpenMP's team is still to come */
         pending = plus(pending, dev->thread_space, 1);
     return pending;
 }
