@@ -136,6 +136,7 @@ struct dropout_args {
     uint64_t seed, step;
     uint32_t stream;
     float p;
+    int64_t first;               /* sequence parallel: this rank's part's first position (graph.h) */
 };
 
 __global__ void dropout_kernel(struct dropout_args d)
@@ -146,7 +147,7 @@ __global__ void dropout_kernel(struct dropout_args d)
         int64_t g = t % d.groups, pos = t / d.groups % d.positions, r = t / (d.groups * d.positions);
         uint64_t sample = d.sample_ids ? (uint64_t)d.sample_ids[r] : (uint64_t)r;
         float u[4];
-        tr_rng_uniform4(d.seed, d.step, sample, (uint32_t)pos, (uint32_t)g, d.stream, u);
+        tr_rng_uniform4(d.seed, d.step, sample, (uint32_t)(d.first + pos), (uint32_t)g, d.stream, u);
 #pragma unroll
         for (int w = 0; w < 4; w++) {   /* unrolled: u stays in registers */
             int64_t f = 4 * g + w, i = (r * d.positions + pos) * d.features + f;
@@ -173,9 +174,10 @@ int tr_cuda_dropout(const struct tr_kernel_args *a)
         return TR_EINVAL;
     struct dropout_args d = {x->data, a->out[0].data, (int)x->dtype, (int)a->out[0].dtype, a->node->accumulate,
                              rows, x->rank >= 3 ? x->dim[1] : 1, 1, 0, ids,
-                             rng->seed, rng->step, a->node->attrs.dropout.stream, p};
+                             rng->seed, rng->step, a->node->attrs.dropout.stream, p, 0};
     d.features = n / (d.rows * d.positions);
     d.groups = (d.features + 3) / 4;
+    d.first = (int64_t)a->node->attrs.dropout.seq_rank * d.positions;
     dropout_kernel<<<cuda_blocks(d.rows * d.positions * d.groups, 256), 256, 0, ctx->stream>>>(d);
     return cuda_launched(a, "dropout");
 }
