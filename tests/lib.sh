@@ -81,6 +81,28 @@ sigterm_cut() {
   grep -q "stopped by SIGTERM after step" "$dir/log.txt" || fail "$label: not stopped by SIGTERM: $(tail -n 3 "$scratch/cut.out")"
 }
 
+# signal_rank1 SIGNAL PATTERN: SIGNAL to rank 1's process (OMPI_COMM_WORLD_RANK=1) among those
+# PATTERN matches (pgrep -f), then up to 60 s for $launcher (mpirun) to end: the seconds that
+# took in $took, its status in $rc, rank 1's pid in $victim. 1, and $launcher killed, when no
+# rank 1 runs.
+signal_rank1() {
+  victim=
+  for p in $(pgrep -f "$2"); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && victim=$p
+  done
+  [ -n "$victim" ] || { kill "$launcher"; return 1; }
+  began=$(date +%s)
+  kill "-$1" "$victim"
+  i=0
+  while kill -0 "$launcher" 2>/dev/null && [ $i -lt 600 ]; do
+    sleep 0.1
+    i=$((i + 1))
+  done
+  took=$(($(date +%s) - began))
+  wait "$launcher"
+  rc=$?
+}
+
 # kill_rank1 WHAT LABEL LAUNCH...: LAUNCH (mpirun … trainrun, a recipe of 1,000,000 steps with
 # distributed.timeout=5s and checkpoints every 20) into $scratch/LABEL; once step 20 is
 # checkpointed, rank 1 killed (SIGKILL): every rank ends within distributed.timeout + 10 s, none
@@ -96,22 +118,8 @@ kill_rank1() {
     sleep 0.1
     i=$((i + 1))
   done
-  victim=
-  for p in $(pgrep -f "report.dir=$scratch/$label"); do
-    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && victim=$p
-  done
   checks=$((checks + 1))
-  [ -n "$victim" ] || { fail "$what: no rank 1 to kill"; kill "$launcher"; return; }
-  began=$(date +%s)
-  kill -KILL "$victim"
-  i=0
-  while kill -0 "$launcher" 2>/dev/null && [ $i -lt 600 ]; do
-    sleep 0.1
-    i=$((i + 1))
-  done
-  took=$(($(date +%s) - began))
-  wait "$launcher"
-  rc=$?
+  signal_rank1 KILL "report.dir=$scratch/$label" || { fail "$what: no rank 1 to kill"; return; }
   [ "$took" -le 15 ] || fail "$what: the ranks ended after $took s, more than distributed.timeout + 10"
   checks=$((checks + 1))
   pgrep -f "report.dir=$scratch/$label" >/dev/null && fail "$what: a rank is left running"

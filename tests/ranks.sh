@@ -202,15 +202,8 @@ sharded_as_planned "$off" "$gathered" parameters
 set -- "$@" optimize.shard=parameters train.steps=60
 ranks 3 zero-3-whole "$@"
 whole3=$dir
-mpirun --oversubscribe --bind-to none -np 3 "$TRAINRUN" "$@" report.log_every=1 train.eval_samples=64 \
-  report.dir="$scratch/zero-3-cut" --quiet >"$scratch/cut.out" 2>&1 &
-launched=$!
-wait_for "$scratch/zero-3-cut/bert-small/latest/checkpoints/step-5.safetensors"
-pkill -TERM -f "^$TRAINRUN .*report.dir=$scratch/zero-3-cut" 2>/dev/null   # the ranks: mpirun, signalled, would end them
-wait "$launched"
-dir=$(echo "$scratch/zero-3-cut"/*/latest)
-checks=$((checks + 1))
-grep -q "stopped by SIGTERM after step" "$dir/log.txt" || fail "ZeRO 3 cut: not stopped by SIGTERM: $(tail -n 3 "$scratch/cut.out")"
+sigterm_cut zero-3-cut 5 mpirun --oversubscribe --bind-to none -np 3 "$TRAINRUN" "$@" report.log_every=1 \
+  train.eval_samples=64
 run timeout 300 mpirun --oversubscribe --bind-to none -np 2 "$TRAINRUN" resume "$dir" --quiet
 expect_rc 0 "ZeRO 3 on 3 ranks resumed on 2"
 expect_in "$(cat "$dir/log.txt")" "ranks: 2 (started by mpirun)" "the resumed part ran on 2 ranks"
@@ -314,21 +307,7 @@ fault() {
     >"$scratch/fault.out" 2>"$scratch/fault.err" &
   launcher=$!
   wait_for "$scratch/fault/mlp/latest/checkpoints/step-1000.safetensors"
-  victim=
-  for p in $(pgrep -f "recipes/mlp.yaml train.steps=1000000"); do
-    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && victim=$p
-  done
-  [ -n "$victim" ] || { fail "$1: no rank 1 to stop"; kill "$launcher"; return; }
-  began=$(date +%s)
-  kill "-$1" "$victim"
-  i=0
-  while kill -0 "$launcher" 2>/dev/null && [ $i -lt 600 ]; do
-    sleep 0.1
-    i=$((i + 1))
-  done
-  took=$(($(date +%s) - began))
-  wait "$launcher"
-  rc=$?
+  signal_rank1 "$1" "recipes/mlp.yaml train.steps=1000000" || { fail "$1: no rank 1 to stop"; return; }
   err=$(cat "$scratch/fault.err")
   kill -9 "$victim" 2>/dev/null
   checks=$((checks + 1))

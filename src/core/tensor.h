@@ -50,12 +50,6 @@ static inline bool tr_dtype_is_float(enum tr_dtype t) { return t == TR_F32 || t 
 static inline struct tr_dim tr_dim_const(int64_t k) { return (struct tr_dim){k, 0, 0, 0}; }
 static inline struct tr_dim tr_dim_B(int64_t k) { return (struct tr_dim){k, 1, 0, 0}; }
 static inline struct tr_dim tr_dim_S(int64_t k) { return (struct tr_dim){k, 0, 1, 0}; }
-/* d divided by parts (the sequence split over tensor ranks). */
-static inline struct tr_dim tr_dim_div(struct tr_dim d, int parts)
-{
-    d.div = (uint8_t)((d.div ? d.div : 1) * parts);
-    return d;
-}
 int64_t tr_dim_eval(struct tr_dim d, int64_t B, int64_t S);
 bool tr_dim_equal(struct tr_dim a, struct tr_dim b);
 struct tr_dim tr_dim_mul(struct tr_dim a, struct tr_dim b);
