@@ -227,6 +227,14 @@ expect_in "$err" "optimize.parallel.tensor 2 does not divide model.heads 1" "say
 run timeout 120 mpirun --oversubscribe --bind-to none -np 2 "$TRAINRUN" "$bert" optimize.parallel=data \
   optimize.parallel.tensor=2 report.dir="$scratch/bad" --quiet
 expect_rc 2 "tensor ranks beside optimize.parallel: data"
+# Sequence parallel with the recipe's bucket bounds odd: each rounded up to a multiple of 2, which
+# the micro-batches padded to 2 then stay within.
+run timeout 300 mpirun --oversubscribe --bind-to none -np 2 "$TRAINRUN" "$bert" optimize.parallel.tensor=2 \
+  optimize.parallel.sequence=on "optimize.dynamic_batching.buckets=[17,33]" train.steps=4 train.eval_every=0 \
+  train.eval_samples=64 report.dir="$scratch/odd" --quiet
+expect_rc 0 "sequence parallel, buckets of 17 and 33 tokens"
+expect_in "$(python3 -c "import json,sys; print(sorted({b['max_len'] for b in json.load(open(sys.argv[1]))['micro_batch']}))" \
+  "$scratch"/odd/*/latest/plan.json)" "[18, 34, 128]" "the bucket bounds rounded up to multiples of 2"
 run timeout 120 mpirun --oversubscribe --bind-to none -np 2 "$TRAINRUN" "$bert" optimize.parallel.tensor=2 \
   optimize.parallel.sequence=on model.max_len=127 report.dir="$scratch/bad" --quiet
 expect_rc 2 "sequence parallel with model.max_len 127 on 2 tensor ranks"

@@ -627,14 +627,17 @@ static void search_fixed(struct pair *p, const struct lengths *h, struct tr_cand
 }
 
 /* Dynamic batching's bucket bounds: the recipe's, or powers of two from 16 below the longest
- * sequence, then the longest itself. */
+ * sequence, then the longest itself; tensor parallel, each rounded up to a multiple of the ranks. */
 static int bucket_bounds(const struct tr_plan_job *job, struct tr_length_bucket *b)
 {
     const struct tr_ints *given = &job->r->optimize.dynamic_batching.buckets;
+    int64_t T = job->tensors > 1 ? job->tensors : 1;   /* tensor parallel: each a multiple of T, as job->seq
+                                                        * is, which a padded micro-batch then stays within */
     int n = 0;
     for (int i = 0; n < TR_PLAN_MAX_BUCKETS - 1 && (given->n ? i < given->n : ((int64_t)16 << i) < job->seq); i++) {
-        int64_t len = given->n ? given->v[i] : (int64_t)16 << i;
-        if (len < job->seq)
+        int64_t len = (given->n ? given->v[i] : (int64_t)16 << i) + T - 1;
+        len -= len % T;
+        if (len < job->seq && (n == 0 || len > b[n - 1].len))
             b[n++].len = len;
     }
     b[n++].len = job->seq;
@@ -956,48 +959,47 @@ int tr_plan_search(struct tr_plan *p, const struct tr_plan_job *job, struct tr_d
     struct lengths h;
     lengths_of(job, &h);
     int by_time[TR_MAX_STAGES + 1] = {0};   /* pipelined: the last split balanced by time */
-    for (int seq = seq_first; seq <= seq_last && !rc; seq++)
-    for (int a = 0; a < sp.nprecisions && !rc; a++)
-        for (int k = 0; k < sp.nremat && !rc; k++)
-            for (int gathered = 0; gathered < 2 + (job->stages > 1) && !rc; gathered++) {   /* ZeRO 3's program
-                                                                                          * is its own; pipelined, the
-                                                                                          * stages balanced by memory */
-                if (gathered == 1 && (!sp.shard[3] || p->stateful || job->stages > 1 || job->tensors > 1))
-                    continue;
-                bool by_memory = gathered == 2;
-                struct tr_knobs knobs = {.precision = sp.precisions[a], .remat_mode = sp.remat[k].mode,
-                                         .remat_blocks = sp.remat[k].blocks, .shard = gathered == 1 ? 3 : 0,
-                                         .pipeline = job->stages > 1 ? job->stages : 1,
-                                         .tensor = job->tensors > 1 ? job->tensors : 1, .sequence = seq};
-                struct pair pair;
-                if ((rc = open_pair(&pair, job, &knobs, by_memory, diag))) {
-                    close_pair(&pair);
-                    break;
-                }
-                /* selective recomputation that finds nothing cheap to recompute is no checkpointing:
-                 * searched again only when the recipe pins it */
-                bool empty = knobs.remat_mode == TR_REMAT_SELECTIVE && pair.train.remat_nodes == 0 &&
-                             job->r->optimize.checkpointing.name == TR_CKPT_AUTO;
-                /* balanced by memory as by time: nothing new to try */
-                bool same_split = !memcmp(pair.first_block, by_time, sizeof by_time);
-                if (!by_memory)
-                    memcpy(by_time, pair.first_block, sizeof by_time);
-                for (int dyn = 0; dyn < 2 && !empty && !(by_memory && same_split); dyn++)
-                    for (int shard = gathered == 1 ? 3 : 0; shard < (gathered == 1 ? 4 : 3); shard++) {
-                        if (!sp.batching[dyn] || !sp.shard[shard] || p->ncand >= MAX_CANDIDATES ||
-                            (shard && (job->stages > 1 || job->tensors > 1)))   /* spread: no ZeRO yet */
-                            continue;
-                        struct tr_candidate *c = add_candidate(p);
-                        c->k = knobs;
-                        c->k.shard = shard;
-                        memcpy(c->k.first_block, pair.first_block, sizeof c->k.first_block);
-                        if (dyn)
-                            search_dynamic(&pair, &h, c);
-                        else
-                            search_fixed(&pair, &h, c);
+    for (int seq = seq_first; seq <= seq_last && !rc; seq++)   /* sequence parallel: off, then on */
+        for (int a = 0; a < sp.nprecisions && !rc; a++)
+            for (int k = 0; k < sp.nremat && !rc; k++)
+                /* gathered 1: ZeRO 3's program, which is its own; 2: pipelined, the stages balanced by memory */
+                for (int gathered = 0; gathered < 2 + (job->stages > 1) && !rc; gathered++) {
+                    if (gathered == 1 && (!sp.shard[3] || p->stateful || job->stages > 1 || job->tensors > 1))
+                        continue;
+                    bool by_memory = gathered == 2;
+                    struct tr_knobs knobs = {.precision = sp.precisions[a], .remat_mode = sp.remat[k].mode,
+                                             .remat_blocks = sp.remat[k].blocks, .shard = gathered == 1 ? 3 : 0,
+                                             .pipeline = job->stages > 1 ? job->stages : 1,
+                                             .tensor = job->tensors > 1 ? job->tensors : 1, .sequence = seq};
+                    struct pair pair;
+                    if ((rc = open_pair(&pair, job, &knobs, by_memory, diag))) {
+                        close_pair(&pair);
+                        break;
                     }
-                close_pair(&pair);
-            }
+                    /* selective recomputation that finds nothing cheap to recompute is no checkpointing:
+                     * searched again only when the recipe pins it */
+                    bool empty = knobs.remat_mode == TR_REMAT_SELECTIVE && pair.train.remat_nodes == 0 &&
+                                 job->r->optimize.checkpointing.name == TR_CKPT_AUTO;
+                    /* balanced by memory as by time: nothing new to try */
+                    bool same_split = !memcmp(pair.first_block, by_time, sizeof by_time);
+                    if (!by_memory)
+                        memcpy(by_time, pair.first_block, sizeof by_time);
+                    for (int dyn = 0; dyn < 2 && !empty && !(by_memory && same_split); dyn++)
+                        for (int shard = gathered == 1 ? 3 : 0; shard < (gathered == 1 ? 4 : 3); shard++) {
+                            if (!sp.batching[dyn] || !sp.shard[shard] || p->ncand >= MAX_CANDIDATES ||
+                                (shard && (job->stages > 1 || job->tensors > 1)))   /* spread: no ZeRO yet */
+                                continue;
+                            struct tr_candidate *c = add_candidate(p);
+                            c->k = knobs;
+                            c->k.shard = shard;
+                            memcpy(c->k.first_block, pair.first_block, sizeof c->k.first_block);
+                            if (dyn)
+                                search_dynamic(&pair, &h, c);
+                            else
+                                search_fixed(&pair, &h, c);
+                        }
+                    close_pair(&pair);
+                }
     free(h.count);
     if (!rc)
         choose(p);
