@@ -217,8 +217,12 @@ struct tr_backend_ops {
      * on a second queue; it starts once everything queued before it is done and runs beside
      * whatever is queued after. Its source must stay as it is until join has been called and
      * a later synchronize or copy to the host has returned. join: whatever is queued after it
-     * waits for every copy ahead queued before it. */
-    int (*copy_ahead)(const struct tr_backend *be, void *dst, const void *src, size_t bytes, struct tr_diag *d);
+     * waits for every copy ahead queued before it. direction TR_COPY_TO_HOST (copy behind: an
+     * activation offloaded): the same queue the other way, from device memory into the host's
+     * (page-locked on a GPU); the device source must stay as it is until join, and the host
+     * bytes are there for a later copy ahead on the queue, or once a synchronize returns. */
+    int (*copy_ahead)(const struct tr_backend *be, void *dst, const void *src, size_t bytes, enum tr_copy direction,
+                      struct tr_diag *d);
     int (*join)(const struct tr_backend *be, struct tr_diag *d);
     /* The device's own clock around what is queued between the two (the profiler's traces: a
      * node's kernels, without the host's launch and wait): timer_start marks the queue,
@@ -285,7 +289,14 @@ static inline bool tr_backend_copies_ahead(const struct tr_backend *be) { return
 static inline int tr_backend_copy_ahead(const struct tr_backend *be, void *dst, const void *src, size_t bytes,
                                         struct tr_diag *d)
 {
-    return be->ops->copy_ahead(be, dst, src, bytes, d);
+    return be->ops->copy_ahead(be, dst, src, bytes, TR_COPY_TO_DEVICE, d);
+}
+
+/* The copy queue the other way (copy_ahead's TR_COPY_TO_HOST): device bytes to the host's memory. */
+static inline int tr_backend_copy_behind(const struct tr_backend *be, void *dst, const void *src, size_t bytes,
+                                         struct tr_diag *d)
+{
+    return be->ops->copy_ahead(be, dst, src, bytes, TR_COPY_TO_HOST, d);
 }
 
 static inline int tr_backend_join(const struct tr_backend *be, struct tr_diag *d) { return be->ops->join(be, d); }

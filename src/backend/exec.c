@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "graph/ops.h"
 
@@ -278,6 +279,57 @@ int tr_exec_gathers(struct tr_exec *x, struct tr_diag *d)
     return rc ? rc : done;
 }
 
+/* Every copy on the queue landed (activation offload's, and inputs copied ahead with them). */
+static int landed(struct tr_exec *x, struct tr_diag *d)
+{
+    if (!x->in_flight)
+        return 0;
+    double began = tr_now();
+    int rc = tr_backend_join(x->be, d);
+    x->copies.seconds += tr_now() - began;
+    x->in_flight = false, x->join_at = INT_MAX;
+    return rc;
+}
+
+/* The first step after `step` that reads value v's storage (x->n: none). */
+static int first_reader(const struct tr_exec *x, int step, int v)
+{
+    for (int s = step + 1; s < x->n; s++) {
+        const struct tr_node *n = &x->g->nodes[x->schedule[s]];
+        for (int i = 0; i < n->nin; i++)
+            if (n->in[i] >= 0 && tr_storage_of(x->g, n->in[i]) == v)
+                return s;
+    }
+    return x->n;
+}
+
+/* An offload pass's copy (exec.h): queued where the backend has a queue, else done at once. */
+static int run_copy(struct tr_exec *x, int step, const struct tr_kernel_args *a, struct tr_diag *d)
+{
+    bool queue = tr_backend_copies_ahead(x->be) && !x->debug;   /* debug: the shadow sees each land */
+    size_t bytes = tr_tensor_bytes(&a->in[0]);   /* the micro-batch's, not the bucket's */
+    double began = tr_now();
+    int rc = 0;
+    if (!x->in_flight)
+        x->join_at = INT_MAX;
+    if (a->node->op == TR_OP_OFFLOAD) {
+        rc = queue ? tr_backend_copy_behind(x->be, a->out[0].data, a->in[0].data, bytes, d)
+                   : tr_backend_copy(x->be, a->out[0].data, a->in[0].data, bytes, TR_COPY_TO_HOST, d);
+        x->copies.sent += bytes;
+        x->in_flight |= queue;
+    } else if (a->node->op == TR_OP_RELOAD) {
+        rc = queue ? tr_backend_copy_ahead(x->be, a->out[0].data, a->in[0].data, bytes, d)
+                   : tr_backend_copy(x->be, a->out[0].data, a->in[0].data, bytes, TR_COPY_TO_DEVICE, d);
+        x->copies.back += bytes;
+        if (queue) {
+            int reader = first_reader(x, step, tr_storage_of(x->g, a->node->out[0]));
+            x->in_flight = true, x->join_at = reader < x->join_at ? reader : x->join_at;
+        }
+    }   /* OFFLOAD_WAIT: joined below, the slot reused after it */
+    x->copies.seconds += tr_now() - began;
+    return rc ? rc : a->node->op == TR_OP_OFFLOAD_WAIT ? landed(x, d) : 0;
+}
+
 int tr_exec_run(struct tr_exec *x, int64_t B, int64_t S, struct tr_diag *d)
 {
     return tr_exec_run_part(x, B, S, 0, x->n, d);
@@ -341,9 +393,13 @@ int tr_exec_run_part(struct tr_exec *x, int64_t B, int64_t S, int from, int to, 
             for (int i = 0; i < node->nout; i++)
                 a.out[i].data = tr_exec_data(x, node->out[i]);
             int rc;
+            if (x->in_flight && x->join_at <= step && (rc = landed(x, &why)))   /* what it reads came back */
+                return fail(node, step, rc, &why, NULL, d);
             if (hook && hook->before && (rc = hook->before(hook->ctx, x, step, node, &why)))
                 return fail(node, step, rc, &why, NULL, d);
-            if (tr_ops[node->op].runs_on == TR_OP_RUNS_ON_COLLECTIVE)
+            if (tr_ops[node->op].runs_on == TR_OP_RUNS_ON_COPY)
+                rc = run_copy(x, step, &a, &why);
+            else if (tr_ops[node->op].runs_on == TR_OP_RUNS_ON_COLLECTIVE)
                 rc = x->collective.run ? x->collective.run(x->collective.ctx, &a)
                                        : tr_fail(&why, TR_EFAIL, "internal: a collective and no ranks to run it");
             else
@@ -357,7 +413,8 @@ int tr_exec_run_part(struct tr_exec *x, int64_t B, int64_t S, int from, int to, 
         if (x->debug && ((rc = police(x, node, step, d)) || (rc = poison(x, step, d))))
             return rc;
     }
-    return 0;
+    int rc = landed(x, &why);   /* nothing left on its way past the run */
+    return rc ? fail(&x->g->nodes[x->schedule[to - 1]], to - 1, rc, &why, NULL, d) : 0;
 }
 
 size_t tr_exec_inputs_bytes(const struct tr_backend_ops *ops, size_t inputs)

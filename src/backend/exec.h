@@ -73,6 +73,17 @@ struct tr_exec {
         int (*run)(void *ctx, const struct tr_kernel_args *a);
         void *ctx;
     } collective;
+    /* Activation offload (graph.h: the offload pass): on a backend with a copy queue (backend.h:
+     * copy_ahead), OFFLOAD sends behind and RELOAD brings back ahead, joined at OFFLOAD_WAIT
+     * and before the first node that reads what came back (join_at: that step, INT_MAX when
+     * none is on its way); elsewhere, and in debug mode, each copy at once. Counted over every
+     * run: the bytes each way, the seconds the host spent queuing and waiting for them. */
+    bool in_flight;             /* a copy queued and not joined */
+    int join_at;
+    struct tr_exec_copies {
+        uint64_t sent, back;
+        double seconds;
+    } copies;
 };
 
 /* Every call that can fail returns 0, or a code with its sentence added to d (core/error.h);

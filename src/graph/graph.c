@@ -107,6 +107,24 @@ int tr_node_add(struct tr_graph *g, enum tr_op op, const int *in, int nin, const
     return g->nnodes++;
 }
 
+void tr_graph_relink(struct tr_graph *g)
+{
+    for (int v = 0; v < g->nvalues; v++)
+        if (g->values[v].kind == TR_ACT)
+            g->values[v].producer = -1;
+    for (int i = 0; i < g->nnodes; i++) {
+        const struct tr_node *n = &g->nodes[i];
+        int in = n->nin ? n->in[0] : -1;
+        if (tr_op_is_view(n->op))   /* reshape, tensor_in */
+            g->values[n->out[0]].view_of = g->values[in].view_of >= 0 ? g->values[in].view_of : in;
+        for (int j = 0; j < n->nout; j++) {
+            struct tr_value *val = &g->values[n->out[j]];
+            if (val->kind == TR_ACT && val->producer < 0)
+                val->producer = i;
+        }
+    }
+}
+
 /* ---- helpers for builders ------------------------------------------------------------- */
 
 static bool valid(const struct tr_graph *g, int v)

@@ -13,6 +13,8 @@ enum tr_value_kind {
     TR_STATE,    /* persistent non-trained state: batch-norm running statistics */
     TR_INPUT,    /* data fed per micro-batch: the data buffers region */
     TR_ACT,      /* everything else: lives in the arena while live */
+    TR_HOST,     /* an activation's copy in the host's memory, between its forward and its
+                  * backward (the offload pass): the host ring, outside the device's regions */
 };
 
 enum tr_op {
@@ -60,6 +62,10 @@ enum tr_op {
     TR_OP_SEQ_SCATTER,    /* y = this rank's part of Σ over the ranks of x (reduce-scatter); its
                            * gradient gathered */
     TR_OP_SEQ_SLICE,      /* y = this rank's part of x (the same on every rank); its gradient gathered */
+    /* activation offload (the offload pass): copies between the arena and the host ring */
+    TR_OP_OFFLOAD,        /* h (TR_HOST) = x: sent to the host on the copy queue, beside the kernels */
+    TR_OP_OFFLOAD_WAIT,   /* reads x, writes nothing: x's copy has left before its slot is reused */
+    TR_OP_RELOAD,         /* y = h: back from the host on the copy queue, landed before y's first reader */
     /* backward */
     TR_OP_BIAS_GRAD,      /* dbias = Σ_rows dy */
     TR_OP_RELU_BWD,       /* dx = dy · [y > 0] */
@@ -299,6 +305,20 @@ int tr_remat(struct tr_graph *g, const uint8_t *mode, int nblocks);
  * copies of the block before its reader's are, so that it can travel (on a thread of its own)
  * while that block runs — one block's copies more in the arena (memplan.h). */
 void tr_gather_params(struct tr_graph *g, bool ahead);
+/* The offload pass (offload.c): activation offload, after autodiff and remat. Each saved
+ * activation — made by the forward, read by the backward (or its recomputation), neither kept
+ * (keep) nor a parameter's size — whose forward ends a block or more before its backward
+ * begins is sent to the host's memory and brought back: an OFFLOAD node after its last forward
+ * reader copies it into a TR_HOST value, an OFFLOAD_WAIT where the next block's forward begins
+ * holds its slot until the copy has left (it travels beside that block's kernels), and a
+ * RELOAD where the backward of the block before its reader's begins copies it into a new
+ * activation (landing while that block's backward runs), which the backward reads instead; its
+ * views are made again over the copy. So the memory plan frees its slot between the two and
+ * the arena shrinks by what the offload keeps out of it. Returns the values offloaded (0: none
+ * worth it), or -1 with g->error set. */
+int tr_offload(struct tr_graph *g, const int *keep, int nkeep);
+/* After a pass rebuilt the nodes: views point at their storage, producers at the node numbers. */
+void tr_graph_relink(struct tr_graph *g);
 /* The number of blocks the builder marked (one more than the highest block number). */
 int tr_graph_blocks(const struct tr_graph *g);
 

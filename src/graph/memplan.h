@@ -13,7 +13,7 @@
 #include "graph/graph.h"
 #include "graph/stages.h"
 
-#define TR_NKINDS 5   /* enum tr_value_kind: params, grads, state, inputs, arena */
+#define TR_NKINDS 6   /* enum tr_value_kind: params, grads, state, inputs, arena, host */
 
 struct tr_memplan {
     int64_t B, S;
@@ -21,7 +21,8 @@ struct tr_memplan {
     int64_t *offset;            /* per value: offset in its kind's region (views: their root's) */
     size_t *bytes;              /* per value: its size at (B, S), 64-byte aligned */
     int *first, *last;          /* per value: the schedule steps where its storage is live */
-    size_t region_bytes[TR_NKINDS];  /* by tr_region_kind; [TR_ACT] is the arena: the planned peak */
+    size_t region_bytes[TR_NKINDS];  /* by tr_region_kind; [TR_ACT] is the arena: the planned peak;
+                                      * [TR_HOST] the host ring offloaded activations take */
     size_t arena_sum;           /* Σ sizes of arena values: what no reuse would take */
     size_t arena_live_peak;     /* the most bytes live at one step: the bound any packing meets */
     size_t *live;               /* per schedule step: the arena's bytes live while it runs (its

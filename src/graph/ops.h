@@ -43,6 +43,8 @@ enum tr_op_runs_on {
     TR_OP_RUNS_ON_NOTHING,    /* a view (reshape): no kernel, the executor skips it */
     TR_OP_RUNS_ON_DEVICE,     /* a kernel of the backend's table (backend.h: kernels[op]) */
     TR_OP_RUNS_ON_COLLECTIVE, /* communication between devices, no kernel of one device */
+    TR_OP_RUNS_ON_COPY,       /* a copy between the device's memory and the host's (activation
+                               * offload): the executor queues it on the backend's copy entries */
 };
 
 struct tr_autodiff;   /* autodiff.c's state while it appends a backward */

@@ -184,24 +184,6 @@ static void emit_copies(struct remat *rm, int b, int before)
     }
 }
 
-/* Views point at their storage, producers at the new node numbers. */
-static void relink(struct tr_graph *g)
-{
-    for (int v = 0; v < g->nvalues; v++)
-        if (g->values[v].kind == TR_ACT)
-            g->values[v].producer = -1;
-    for (int i = 0; i < g->nnodes; i++) {
-        const struct tr_node *n = &g->nodes[i];
-        if (tr_op_is_view(n->op))   /* reshape, tensor_in */
-            g->values[n->out[0]].view_of = storage(g, n->in[0]);
-        for (int j = 0; j < n->nout; j++) {
-            struct tr_value *val = &g->values[n->out[j]];
-            if (val->kind == TR_ACT && val->producer < 0)
-                val->producer = i;
-        }
-    }
-}
-
 int tr_graph_blocks(const struct tr_graph *g)
 {
     int most = -1;
@@ -251,7 +233,7 @@ int tr_remat(struct tr_graph *g, const uint8_t *mode, int nblocks)
         g->nodes[k] = n;   /* phase, block, accumulate as they were; the new inputs */
     }
     g->block = saved_block;
-    relink(g);
+    tr_graph_relink(g);
     free((void *)rm.old);
     free(rm.home), free(rm.producer), free(rm.escapes), free(rm.needed), free(rm.want);
     free(rm.recomputable), free(rm.copy), free(rm.read_back), free(rm.map), free(rm.first_backward);

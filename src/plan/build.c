@@ -56,12 +56,14 @@ int tr_build(struct tr_built *b, const struct tr_plan_job *job, const struct tr_
         checkpoint_blocks(b, k);
     if (k->shard == 3 && !b->g.error)   /* ZeRO 3: every rank keeps its shard, reads copies gathered whole */
         tr_gather_params(&b->g, job->gather_ahead);
+    int keep[2] = {b->m.loss, b->m.logits >= 0 ? b->m.logits : b->m.rank};
+    if (training && (k->offload & TR_OFFLOAD_SAVED) && !b->g.error)   /* saved activations to the host */
+        b->offloaded = tr_offload(&b->g, keep, 2);
     if (k->pipeline > 1 && !b->g.error)   /* pipelined: this rank's stage of the model */
         b->g.error = tr_stages_split(&b->stages, &b->g, NULL, b->g.nnodes, k->pipeline, k->first_block);
     b->pipelined = k->pipeline > 1 && !b->g.error;
     if (b->g.error)
         return tr_fail(d, TR_EINVAL, "model: %s", b->g.message);
-    int keep[2] = {b->m.loss, b->m.logits >= 0 ? b->m.logits : b->m.rank};
     struct tr_bucket buckets[TR_PLAN_MAX_BUCKETS];
     int n = training ? k->nbuckets : 1;
     for (int i = 0; i < n; i++)

@@ -148,8 +148,8 @@ double tr_plan_nodes_seconds(const struct tr_graph *g, const int *nodes, int cou
     for (int i = 0; i < count; i++) {   /* the schedule is creation order (program.c) */
         int node = nodes ? nodes[i] : i;
         const struct tr_node *n = &g->nodes[node];
-        if (tr_op_is_view(n->op) || tr_ops[n->op].runs_on == TR_OP_RUNS_ON_COLLECTIVE)   /* no kernel; the
-                                                                                         * bus's (plan.c) */
+        if (tr_op_is_view(n->op) || tr_ops[n->op].runs_on == TR_OP_RUNS_ON_COLLECTIVE ||
+            tr_ops[n->op].runs_on == TR_OP_RUNS_ON_COPY)   /* no kernel; the bus's or the host link's (plan.c) */
             continue;
         tr_bind_shapes(g, n, B, S, in, out);
         double f = tr_ops[n->op].flops(n, in, out), b = tr_node_bytes(n, in, out);

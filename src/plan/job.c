@@ -2,6 +2,7 @@
  * and the job: the data's longest sequence, the process's footprint so far, the budget. */
 #include "plan/plan.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -67,6 +68,24 @@ bool tr_plan_overlap(const struct tr_recipe *r, int local_world, int threads)
     return cores > (long)local_world * (threads > 0 ? threads : 1);
 }
 
+/* What the machine can spare for offloading, measured: MemAvailable, less (on a CPU device,
+ * whose memory the host's is) the device's budget. */
+static uint64_t host_spare(const struct tr_device *dev, uint64_t budget)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    unsigned long long kib = 0;
+    char line[256];
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1)
+            break;
+    if (f)
+        fclose(f);
+    uint64_t spare = (uint64_t)kib * 1024;
+    if (dev->kind == TR_DEVICE_CPU)
+        spare = spare > budget ? spare - budget : 0;
+    return spare;
+}
+
 int tr_plan_job_init(struct tr_plan_job *job, const struct tr_recipe *r, const struct tr_data *data,
                      const struct tr_device *dev, struct tr_diag *diag)
 {
@@ -101,6 +120,7 @@ int tr_plan_job_init(struct tr_plan_job *job, const struct tr_recipe *r, const s
     tr_plan_ceiling(job, job->budget, &job->ceiling);   /* a cgroup's or an address-space limit */
     if (job->ceiling.kind != TR_CEILING_NONE)
         job->budget = job->ceiling.bytes;
+    job->host_budget = r->budget.host_memory ? r->budget.host_memory : host_spare(dev, job->budget);
     return 0;
 }
 

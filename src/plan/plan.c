@@ -12,6 +12,7 @@
 #include "backend/exec.h"
 #include "core/tensor.h"
 #include "recipe/optimizers.h"
+#include "recipe/schema.h"
 
 #define NEAR_TIE 0.03                       /* candidates within 3 % of the fastest tie */
 #define RESERVE_FRACTION 0.02               /* the footprint's stated reserve … */
@@ -37,6 +38,7 @@ struct pair {
     int64_t min_micro;        /* batch norm keeps its statistics meaningful */
     double optimizer_seconds, optimizer_shard_seconds;   /* the update's passes, whole or the rank's part */
     double gather_copy_seconds;   /* ZeRO 1 and 2's updated parameters through the host buffer */
+    double host_optimizer_seconds;   /* offloaded: the update on the host's CPU, at its memory's rate */
     int first_block[TR_MAX_STAGES + 1];   /* pipelined: the stages' blocks (balanced by time) */
     size_t params_most;       /* pipelined: the largest stage's parameters' bytes */
     size_t (*eval_regions)[TR_NREGIONS];   /* per evaluation batch (≤ batch): its plan's regions, once
@@ -260,6 +262,32 @@ static void take_program(size_t *regions, const struct tr_program *prog)
     take_max(regions, &whole);
 }
 
+/* Offloaded: the optimizer's state leaves the device for the host, with a host copy of the
+ * parameters and of their gradients (train/optim.h); the activations' ring is measured with
+ * the plans. c->host_bytes: the host's total. */
+static void offloaded(const struct pair *p, struct tr_candidate *c)
+{
+    if (c->k.offload & TR_OFFLOAD_STATE) {
+        c->host[TR_REGION_OPTIMIZER] = c->regions[TR_REGION_OPTIMIZER];
+        c->host[TR_REGION_PARAMS] = c->regions[TR_REGION_PARAMS];
+        c->host[TR_REGION_GRADS] = p->params;
+        c->regions[TR_REGION_OPTIMIZER] = 0;
+    }
+    c->host_bytes = 0;
+    for (int r = 0; r < TR_NREGIONS; r++)
+        c->host_bytes += c->host[r];
+}
+
+/* The bytes one micro-batch at (B, S) sends to the host and brings back: its TR_HOST values'. */
+static double host_bytes_at(const struct tr_graph *g, int64_t B, int64_t S)
+{
+    double bytes = 0;
+    for (int v = 0; v < g->nvalues; v++)
+        if (g->values[v].kind == TR_HOST)
+            bytes += (double)tr_dim_eval(tr_shape_numel(&g->values[v].shape), B, S) * (double)tr_dtype_size(g->values[v].dtype);
+    return bytes;
+}
+
 /* Pipelined: every stage's regions (its program's, its micro-batches in flight, its parameters'
  * optimizer state) and footprint; the candidate's are the job's stage's, and it fits when the
  * largest stage does. */
@@ -313,11 +341,14 @@ static void measure(struct pair *p, struct tr_candidate *c)
         return;
     }
     memset(c->regions, 0, sizeof c->regions);
+    memset(c->host, 0, sizeof c->host);
     for (int b = 0; b < c->k.nbuckets; b++) {
         struct tr_memplan mp;
         plan_one(&mp, &p->train, p->schedule_train, c->k.buckets[b].rows, c->k.buckets[b].len, job->dev,
                  tr_knobs_grads_in_arena(&c->k));
         take_max(c->regions, &mp);
+        if (mp.region_bytes[TR_HOST] > c->host[TR_REGION_ARENA])   /* the offloaded activations' ring */
+            c->host[TR_REGION_ARENA] = mp.region_bytes[TR_HOST];
         tr_memplan_free(&mp);
     }
     int64_t e = c->k.eval_batch <= job->r->train.batch_size ? c->k.eval_batch : 0;
@@ -334,6 +365,7 @@ static void measure(struct pair *p, struct tr_candidate *c)
         if (r != TR_REGION_OPTIMIZER && p->eval_regions[e][r] > c->regions[r])
             c->regions[r] = p->eval_regions[e][r];
     c->regions[TR_REGION_OPTIMIZER] = c->k.shard ? p->optimizer_shard : p->optimizer;
+    offloaded(p, c);
     if (c->k.shard >= 2)   /* the summed gradients of the rank's shard; each run's are in the arena */
         c->regions[TR_REGION_GRADS] = (size_t)p->shard_elements * sizeof(float);
     if (c->k.shard == 3)   /* its parameters; the copies gathered whole are in the arena */
@@ -344,7 +376,7 @@ static void measure(struct pair *p, struct tr_candidate *c)
     for (int r = 0; r < TR_NREGIONS; r++)
         c->peak += c->regions[r];
     outside(job, c, ranks_bytes(p, c, job->stage));
-    c->fits = c->footprint <= job->budget;
+    c->fits = c->footprint <= job->budget && (!job->host_budget || c->host_bytes <= job->host_budget);
     c->remat_nodes = p->train.remat_nodes;
 }
 
@@ -364,6 +396,13 @@ static double pass_seconds(struct pair *p, int64_t B, double S, struct tr_candid
         seconds += sums * p->job->bus_latency;
         c->tensor_bytes += summed * times, c->tensor_seconds += seconds * times;
         t += seconds;
+    }
+    if (p->train.offloaded) {   /* each offloaded activation out and back at the host link's rate: beside
+                                 * the kernels on a GPU's copy engine, on top of them on a CPU */
+        double moved = 2 * host_bytes_at(&p->train.g, B, s), link = moved / tr_device_host_link(p->job->dev);
+        double exposed = p->job->dev->kind == TR_DEVICE_CUDA ? (link > t ? link - t : 0) : link;
+        c->link_bytes += moved * times, c->link_seconds += link * times, c->link_exposed += exposed * times;
+        t += exposed;
     }
     return t * times;
 }
@@ -418,6 +457,7 @@ static void timing(struct pair *p, const struct lengths *h, struct tr_candidate 
     double slots = 0, tokens = mean_length(h, 0, h->max) * (double)batch;
     c->flops = c->bytes_moved = 0, c->step_seconds = 0, c->micro_steps = 0;
     c->tensor_seconds = c->tensor_bytes = 0;
+    c->link_bytes = c->link_seconds = c->link_exposed = 0;
     if (!c->k.dynamic) {
         int64_t last = batch - (c->k.accumulation - 1) * c->k.micro;
         double s_full = expected_longest(h, 0, h->max, c->k.micro), s_last = expected_longest(h, 0, h->max, last);
@@ -445,6 +485,12 @@ static void timing(struct pair *p, const struct lengths *h, struct tr_candidate 
     c->padding = tokens > 0 && h->max > 1 ? (slots - tokens) / tokens : 0;
     c->step_seconds += !c->k.shard ? p->optimizer_seconds
                        : p->optimizer_shard_seconds + (c->k.shard < 3 ? p->gather_copy_seconds : 0);
+    if (c->k.offload & TR_OFFLOAD_STATE) {   /* the gradients down and the parameters back, one at a time
+                                              * between the backward and the next forward: not hidden */
+        double moved = 2 * (double)p->params, link = moved / tr_device_host_link(p->job->dev);
+        c->link_bytes += moved, c->link_seconds += link, c->link_exposed += link;
+        c->step_seconds += link + p->host_optimizer_seconds - p->optimizer_seconds;
+    }
     /* across ranks, at the measured bus rate: a ring's reduce-scatter and all-gather each move
      * (N − 1) / N of the gradients in and out of a rank (sharded, the all-gather the parameters:
      * as many bytes); stage 2 reduce-scatters every micro-batch's, each packed through the host
@@ -525,6 +571,11 @@ static int open_pair(struct pair *p, const struct tr_plan_job *job, const struct
     double params = (double)p->params;
     p->optimizer_seconds = tr_plan_optimizer_seconds(job->dev, tr_optimizer_nstate(job->r), params, params,
                                                      (double)p->optimizer);
+    struct tr_device host = *job->dev;   /* a GPU's host: its link's rate stands for its memory's */
+    if (host.kind == TR_DEVICE_CUDA)
+        host.bandwidth = 2 * tr_device_host_link(job->dev), host.kernels.measured = false;
+    p->host_optimizer_seconds = tr_plan_optimizer_seconds(&host, tr_optimizer_nstate(job->r), params, params,
+                                                          (double)p->optimizer);
     /* sharded: the update and the norm over the rank's part, the gradients zeroed whole; ZeRO 1
      * and 2 gather the parameters through a host buffer: this rank's part copied in, all of them
      * out (read and written at the host's bandwidth; the collective itself is the communication's) */
@@ -686,7 +737,30 @@ struct space {
     bool batching[2];         /* [0] fixed, [1] dynamic */
     bool shard[4];            /* ZeRO's stages searched: [0] none, [1] optimizer state, [2] gradients,
                                * [3] parameters */
+    bool offload[4];          /* the offloads searched, by their TR_OFFLOAD_* bits: [0] none */
 };
+
+/* optimize.offload: auto searches the host's memory where the device is not the host's (a
+ * backend the host cannot see: a GPU, the fenced CPU), one device alone; pinned, that alone. */
+static int offload_space(const struct tr_plan_job *job, struct space *sp, struct tr_diag *diag)
+{
+    static const int pins[] = {[TR_OFFLOAD_OFF] = 0, [TR_OFFLOAD_OPTIMIZER] = TR_OFFLOAD_STATE,
+                               [TR_OFFLOAD_ACTIVATIONS] = TR_OFFLOAD_SAVED,
+                               [TR_OFFLOAD_BOTH] = TR_OFFLOAD_STATE | TR_OFFLOAD_SAVED};
+    int want = job->r->optimize.offload;
+    bool alone = job->world < 2 && job->stages < 2 && job->tensors < 2;
+    const struct tr_backend_ops *be = tr_plan_backend(job->dev);
+    if (want == TR_OFFLOAD_AUTO) {
+        for (int m = 0; m < 4; m++)
+            sp->offload[m] = m == 0 || (alone && be && !be->host_visible);
+        return 0;
+    }
+    if (pins[want] && !alone)
+        return tr_fail(diag, TR_EINVAL, "optimize.offload: %s offloads one device's memory; across ranks not yet "
+                       "(optimize.offload=off)", tr_keys[tr_key_find("optimize.offload")].names[want]);
+    sp->offload[pins[want]] = true;
+    return 0;
+}
 
 /* ZeRO stage 1 across ranks: the gradients are summed where the host sees them (a device's go
  * through host copies, summed whole: not sharded yet). Alone there is nothing to share. */
@@ -755,7 +829,7 @@ static int open_space(const struct tr_plan_job *job, int blocks, struct space *s
     sp->batching[0] = mode != TR_ON;
     /* language modelling windows are all one length: buckets would hold nothing but the last */
     sp->batching[1] = mode == TR_ON || (mode == TR_AUTO && text && r->optimize.accumulation.name >= 0);
-    return shard_space(job, sp, diag);
+    return offload_space(job, sp, diag) ? TR_EINVAL : shard_space(job, sp, diag);
 }
 
 /* ---- the choice ----------------------------------------------------------------------------- */
@@ -780,7 +854,9 @@ static int risk_order(const struct tr_candidate *a, const struct tr_candidate *b
         return ra < rb ? -1 : 1;
     if (a->k.precision != b->k.precision)
         return a->k.precision - b->k.precision;
-    return a->k.shard - b->k.shard;   /* sharding changes no bit, but is one more moving part */
+    if (a->k.shard != b->k.shard)
+        return a->k.shard - b->k.shard;   /* sharding changes no bit, but is one more moving part */
+    return __builtin_popcount((unsigned)a->k.offload) - __builtin_popcount((unsigned)b->k.offload);   /* as offloading */
 }
 
 static void describe(const struct tr_plan *p, const struct tr_candidate *c, char *out, size_t size)
@@ -790,11 +866,15 @@ static void describe(const struct tr_plan *p, const struct tr_candidate *c, char
     const char *shard = c->k.shard == 3 ? ", optimizer state, gradients and parameters sharded"
                         : c->k.shard == 2 ? ", optimizer state and gradients sharded"
                         : c->k.shard ? ", optimizer state sharded" : "";
-    char piped[80] = "";
+    char piped[160] = "";
     if (c->k.pipeline > 1)
         snprintf(piped, sizeof piped, ", %d pipeline stages", c->k.pipeline);
     if (c->k.sequence)
         snprintf(piped + strlen(piped), sizeof piped - strlen(piped), ", sequence parallel");
+    if (c->k.offload)
+        snprintf(piped + strlen(piped), sizeof piped - strlen(piped), ", %s offloaded to the host",
+                 c->k.offload == TR_OFFLOAD_STATE ? "optimizer state"
+                 : c->k.offload == TR_OFFLOAD_SAVED ? "activations" : "optimizer state and activations");
     if (c->k.dynamic)
         snprintf(out, size, "%s, checkpointing %s, dynamic batching in %d buckets (%.1f micro-steps a step)%s%s",
                  tr_precision_name(c->k.precision), remat, c->k.nbuckets, c->micro_steps, shard, piped);
@@ -819,7 +899,7 @@ static void choose(struct tr_plan *p)
         if (c->fits && (p->chosen < 0 || c->step_seconds < p->cand[p->chosen].step_seconds))
             p->chosen = i;
     }
-    char what[160], size[32], budget[32];
+    char what[320], size[32], budget[32];
     tr_format_bytes(p->budget, budget);
     if (p->chosen < 0) {
         if (p->smallest < 0) {
@@ -877,6 +957,7 @@ static void start(struct tr_plan *p, const struct tr_plan_job *job)
     memset(p, 0, sizeof *p);
     p->dev = *job->dev;
     p->budget = job->budget;
+    p->host_budget = job->host_budget;
     p->ceiling = job->ceiling;
     p->batch = job->r->train.batch_size;
     p->seq = job->seq;
@@ -963,18 +1044,27 @@ int tr_plan_search(struct tr_plan *p, const struct tr_plan_job *job, struct tr_d
         for (int a = 0; a < sp.nprecisions && !rc; a++)
             for (int k = 0; k < sp.nremat && !rc; k++)
                 /* gathered 1: ZeRO 3's program, which is its own; 2: pipelined, the stages balanced by memory */
-                for (int gathered = 0; gathered < 2 + (job->stages > 1) && !rc; gathered++) {
+                for (int gathered = 0; gathered < 2 + (job->stages > 1) && !rc; gathered++)
+                  /* saved: the activations offloaded, a program of its own */
+                  for (int saved = 0; saved <= TR_OFFLOAD_SAVED && !rc; saved += TR_OFFLOAD_SAVED) {
                     if (gathered == 1 && (!sp.shard[3] || p->stateful || job->stages > 1 || job->tensors > 1))
+                        continue;
+                    if (!sp.offload[saved] && !sp.offload[saved | TR_OFFLOAD_STATE])
                         continue;
                     bool by_memory = gathered == 2;
                     struct tr_knobs knobs = {.precision = sp.precisions[a], .remat_mode = sp.remat[k].mode,
                                              .remat_blocks = sp.remat[k].blocks, .shard = gathered == 1 ? 3 : 0,
                                              .pipeline = job->stages > 1 ? job->stages : 1,
-                                             .tensor = job->tensors > 1 ? job->tensors : 1, .sequence = seq};
+                                             .tensor = job->tensors > 1 ? job->tensors : 1, .sequence = seq,
+                                             .offload = saved};
                     struct pair pair;
                     if ((rc = open_pair(&pair, job, &knobs, by_memory, diag))) {
                         close_pair(&pair);
                         break;
+                    }
+                    if (saved && !pair.train.offloaded && job->r->optimize.offload == TR_OFFLOAD_AUTO) {
+                        close_pair(&pair);   /* nothing worth sending: the same program as without */
+                        continue;
                     }
                     /* selective recomputation that finds nothing cheap to recompute is no checkpointing:
                      * searched again only when the recipe pins it */
@@ -985,13 +1075,16 @@ int tr_plan_search(struct tr_plan *p, const struct tr_plan_job *job, struct tr_d
                     if (!by_memory)
                         memcpy(by_time, pair.first_block, sizeof by_time);
                     for (int dyn = 0; dyn < 2 && !empty && !(by_memory && same_split); dyn++)
-                        for (int shard = gathered == 1 ? 3 : 0; shard < (gathered == 1 ? 4 : 3); shard++) {
+                        for (int shard = gathered == 1 ? 3 : 0; shard < (gathered == 1 ? 4 : 3); shard++)
+                          for (int state = 0; state <= TR_OFFLOAD_STATE; state += TR_OFFLOAD_STATE) {
                             if (!sp.batching[dyn] || !sp.shard[shard] || p->ncand >= MAX_CANDIDATES ||
-                                (shard && (job->stages > 1 || job->tensors > 1)))   /* spread: no ZeRO yet */
+                                (shard && (job->stages > 1 || job->tensors > 1)) ||   /* spread: no ZeRO yet */
+                                !sp.offload[saved | state] || (state && shard))
                                 continue;
                             struct tr_candidate *c = add_candidate(p);
                             c->k = knobs;
                             c->k.shard = shard;
+                            c->k.offload = saved | state;
                             memcpy(c->k.first_block, pair.first_block, sizeof c->k.first_block);
                             if (dyn)
                                 search_dynamic(&pair, &h, c);
@@ -1132,7 +1225,7 @@ int tr_plan_replay(struct tr_plan *p, const struct tr_plan_job *job, const struc
         c->fits = c->footprint <= job->budget;
     free(h.count);
     close_pair(&pair);
-    char what[160], need[32], budget[32];
+    char what[320], need[32], budget[32];
     describe(p, c, what, sizeof what);
     tr_format_bytes(c->footprint, need);
     tr_format_bytes(p->budget, budget);

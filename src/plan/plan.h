@@ -50,7 +50,13 @@ struct tr_knobs {
                                * (graph.h; 0 or 1: none) */
     bool sequence;            /* and sequence parallelism beside it (graph.h): every micro-batch's
                                * length a multiple of tensor */
+    int offload;              /* what lives in the host's memory: TR_OFFLOAD_* bits (0: nothing) */
 };
+
+/* The host's memory as extra room (optimize.offload): the optimizer's state, its update and a
+ * host copy of the parameters (train/optim.h: tr_optim_offload); saved activations between
+ * their forward and backward (graph.h: the offload pass). */
+enum { TR_OFFLOAD_STATE = 1, TR_OFFLOAD_SAVED = 2 };
 
 /* The multiple every micro-batch's length is padded to under k: sequence parallelism's ranks. */
 static inline int64_t tr_knobs_seq_multiple(const struct tr_knobs *k)
@@ -75,6 +81,7 @@ struct tr_built {
     int remat_nodes;          /* recompute nodes the remat pass added */
     struct tr_stages stages;  /* pipelined: the split; p is job->stage's program */
     bool pipelined;
+    int offloaded;            /* training: the activations the offload pass sends to the host */
 };
 
 
@@ -99,6 +106,7 @@ struct tr_plan_job {
     const struct tr_device *dev;
     int64_t seq;              /* text: the longest sequence of any split; else 1 */
     uint64_t budget;          /* bytes the footprint must stay within */
+    uint64_t host_budget;     /* bytes of the host's memory offloading may take beside it */
     uint64_t base_bytes;      /* CPU host: the process's resident set at planning (binary,
                                * libraries, the loaded data); 0 for a profile */
     uint64_t prior_peak;      /* CPU host: its peak so far (loading held more for a while): no
@@ -161,7 +169,16 @@ struct tr_candidate {
     double micro_steps;            /* micro-batches a step, on average */
     double padding;                /* padded slots per real token, on average (text) */
     int remat_nodes;
-    bool fits;                     /* footprint ≤ budget (pipelined: every stage's) */
+    bool fits;                     /* footprint ≤ budget (pipelined: every stage's), and host ≤ the
+                                    * host budget */
+    /* offloaded (k.offload): what the host's memory holds, by region (optimizer: the state;
+     * params: their host copy; grads: theirs; arena: the activations' ring), exact from the
+     * memory plans, and what crosses the host link a step */
+    size_t host[TR_NREGIONS];
+    uint64_t host_bytes;           /* Σ host */
+    double link_bytes;             /* both ways, a step */
+    double link_seconds;           /* their time at the host link's rate */
+    double link_exposed;           /* of it, what the step waits for (the rest overlaps kernels) */
     /* pipelined (k's pipeline > 1): regions and footprint above are the job's stage's; per stage: */
     struct tr_stage_forecast {
         uint64_t peak, footprint;  /* its regions, and what it holds with everything outside them */
@@ -175,6 +192,8 @@ struct tr_candidate {
 struct tr_plan {
     struct tr_device dev;
     uint64_t budget;
+    uint64_t host_budget;          /* the host's memory offloading may take (budget.host_memory, or
+                                    * what the machine can spare, measured) */
     int64_t batch, seq;
     int blocks;                    /* the model's checkpointable blocks */
     struct tr_candidate *cand;     /* every candidate considered, in search order */

@@ -9,6 +9,20 @@
 
 static const char *const remat_names[] = {"none", "selective", "full"};
 
+static const char *const offload_names[] = {"off", "optimizer", "activations", "both"};   /* by TR_OFFLOAD_* bits */
+
+/* What the candidate keeps in the host's memory, by region, and moves over the host link. */
+static json_t *host_json(const struct tr_plan *p, const struct tr_candidate *c)
+{
+    json_t *regions = json_object();
+    for (int r = 0; r < TR_NREGIONS; r++)
+        if (c->host[r])
+            json_object_set_new(regions, tr_region_name(r), json_integer((json_int_t)c->host[r]));
+    return json_pack("{sI sI so sf sf sf}", "predicted_bytes", (json_int_t)c->host_bytes, "budget_bytes",
+                     (json_int_t)p->host_budget, "regions", regions, "link_bytes_per_step", c->link_bytes,
+                     "predicted_link_seconds", c->link_seconds, "predicted_link_exposed_seconds", c->link_exposed);
+}
+
 static json_t *candidate_json(const struct tr_plan *p, const struct tr_candidate *c)
 {
     json_t *buckets = json_array(), *regions = json_object(), *out = json_object();
@@ -19,7 +33,7 @@ static json_t *candidate_json(const struct tr_plan *p, const struct tr_candidate
         json_object_set_new(regions, tr_region_name(r), json_integer((json_int_t)c->regions[r]));
     for (int i = 0; i < TR_NOUTSIDE; i++)
         json_object_set_new(out, tr_outside_key(i), json_integer((json_int_t)c->outside[i]));
-    return json_pack("{ss s{sssisi} sb so sI sI sI ss sI sI sI sb sf sf sf sf sf sf so so}",
+    json_t *j = json_pack("{ss s{sssisi} sb so sI sI sI ss sI sI sI sb sf sf sf sf sf sf so so}",
                      "precision", tr_precision_name(c->k.precision),
                      "checkpointing", "mode", remat_names[c->k.remat_mode], "blocks", c->k.remat_blocks, "of",
                      p->blocks,
@@ -32,6 +46,9 @@ static json_t *candidate_json(const struct tr_plan *p, const struct tr_candidate
                      "micro_steps", c->micro_steps,
                      "padding_fraction", c->padding, "flops", c->flops, "bytes_moved", c->bytes_moved,
                      "regions", regions, "outside", out);
+    json_object_set_new(j, "offload", json_string(offload_names[c->k.offload & 3]));
+    json_object_set_new(j, "host", host_json(p, c));
+    return j;
 }
 
 /* Pipelined: the layout, each stage's blocks, regions and time, the bubble. */
@@ -171,6 +188,9 @@ int tr_plan_read_knobs(const char *path, struct tr_knobs *k, struct tr_diag *dia
     if (!rc && sequence && !json_is_boolean(sequence))
         rc = tr_fail(diag, TR_EINVAL, "%s: tensor.sequence must be true or false", path);
     k->sequence = !rc && k->tensor > 1 && json_is_true(sequence);
+    const char *offload = json_string_value(json_object_get(j, "offload"));   /* none before it: off */
+    if (!rc && offload && (k->offload = name_index(offload, offload_names, 4)) < 0)
+        rc = tr_fail(diag, TR_EINVAL, "%s: unknown offload '%s' (off, optimizer, activations or both)", path, offload);
     if (!rc) {
         k->remat_blocks = blocks, k->dynamic = dynamic, k->nbuckets = (int)json_array_size(buckets);
         k->micro = micro, k->accumulation = accumulation, k->eval_batch = eval_batch;

@@ -24,7 +24,24 @@ static void batching_words(const struct tr_candidate *c, char *out, size_t size)
         at += snprintf(out + at, size - (size_t)at, "%s%lld", b ? "/" : " ", (long long)c->k.buckets[b].rows);
 }
 
-static void print_breakdown(const struct tr_candidate *c, FILE *out)
+/* Offloaded: what the host holds, and what crosses the host link a step. */
+static void print_host(const struct tr_plan *p, const struct tr_candidate *c, FILE *out)
+{
+    char size[32], budget[32], moved[32];
+    fputs("  host (exact):", out);
+    for (int r = 0, n = 0; r < TR_NREGIONS; r++)
+        if (c->host[r]) {
+            tr_format_bytes(c->host[r], size);
+            fprintf(out, "%s %s %s", n++ ? "," : "", r == TR_REGION_ARENA ? "activations" : tr_region_name(r), size);
+        }
+    tr_format_bytes(c->host_bytes, size), tr_format_bytes(p->host_budget, budget);
+    tr_format_bytes((uint64_t)c->link_bytes, moved);
+    fprintf(out, "; total %s of the host budget %s\n  host link: %s a step out and back, %.3g s at %.3g GB/s "
+            "(%.3g s of it not hidden behind the kernels)\n", size, budget, moved, c->link_seconds,
+            tr_device_host_link(&p->dev) / 1e9, c->link_exposed);
+}
+
+static void print_breakdown(const struct tr_plan *p, const struct tr_candidate *c, FILE *out)
 {
     char size[32];
     fputs("  regions (exact):", out);
@@ -42,6 +59,8 @@ static void print_breakdown(const struct tr_candidate *c, FILE *out)
     }
     tr_format_bytes(c->footprint, size);
     fprintf(out, "; footprint %s\n", size);
+    if (c->k.offload)
+        print_host(p, c, out);
 }
 
 static void print_table(const struct tr_plan *p, FILE *out)
@@ -59,9 +78,17 @@ static void print_table(const struct tr_plan *p, FILE *out)
         for (int s = 0, used = 0; c->k.pipeline > 1 && s < c->k.pipeline && used < (int)sizeof split; s++)
             used += snprintf(split + used, sizeof split - (size_t)used, "%s%d–%d", s ? " | " : "  stages ",
                              c->k.first_block[s], c->k.first_block[s + 1] - 1);
-        fprintf(out, "%4d  %-9s %-13s %-24s %12s %12s %10.4f  %s%s%s%s\n", i + 1, tr_precision_name(c->k.precision),
+        char host[96] = "";
+        if (c->k.offload) {   /* what the host holds; the seconds the link adds to the step */
+            static const char *const what[] = {"", "optimizer", "activations", "optimizer + activations"};
+            char held[32];
+            tr_format_bytes(c->host_bytes, held);
+            snprintf(host, sizeof host, "  offload %s: host %s, link %.3g s", what[c->k.offload & 3], held,
+                     c->link_exposed);
+        }
+        fprintf(out, "%4d  %-9s %-13s %-24s %12s %12s %10.4f  %s%s%s%s%s\n", i + 1, tr_precision_name(c->k.precision),
                 remat, batching, peak, foot, c->step_seconds, c->fits ? "yes" : "no", split,
-                c->k.sequence ? "  sequence parallel" : "", i == p->chosen ? "  <- chosen" : "");
+                c->k.sequence ? "  sequence parallel" : "", host, i == p->chosen ? "  <- chosen" : "");
     }
 }
 
@@ -230,7 +257,7 @@ static void explain(const struct tr_plan *p, const struct tr_plan_job *job, FILE
     size_t *live = live_bytes(&b.g, mp, b.p.n);
     int peak = peak_of(live, b.p.n);
     fprintf(out, "\nmemory over one step of the %s plan:\n", p->chosen >= 0 ? "chosen" : "smallest");
-    print_breakdown(c, out);
+    print_breakdown(p, c, out);
     print_timeline(&b.g, b.p.schedule, live, b.p.n, out);
     print_largest(&b.g, mp, b.p.schedule[peak], peak, out);
     free(live);
@@ -314,7 +341,7 @@ void tr_plan_print(const struct tr_plan *p, const struct tr_plan_job *job, bool 
     if (p->chosen >= 0 || p->smallest >= 0)
         print_layout(p, job, &p->cand[p->chosen >= 0 ? p->chosen : p->smallest], out);
     if (p->chosen >= 0 && !explain_it)
-        print_breakdown(&p->cand[p->chosen], out);
+        print_breakdown(p, &p->cand[p->chosen], out);
     if (explain_it && (p->chosen >= 0 || p->smallest >= 0))
         explain(p, job, out);
 }

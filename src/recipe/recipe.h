@@ -38,6 +38,8 @@ enum tr_amp        { TR_AMP_AUTO, TR_AMP_OFF, TR_AMP_BF16, TR_AMP_FP16 };
 enum tr_parallel_mode { TR_PARALLEL_AUTO, TR_PARALLEL_DATA };   /* how the model spreads over ranks */
 enum tr_shard_mode { TR_SHARD_AUTO, TR_SHARD_OFF, TR_SHARD_OPTIMIZER, TR_SHARD_GRADIENTS, TR_SHARD_PARAMETERS };   /* ZeRO: what ranks split */
 enum tr_switch     { TR_SWITCH_AUTO, TR_SWITCH_ON, TR_SWITCH_OFF };
+/* optimize.offload: what lives in the host's memory instead of the device's */
+enum tr_offload_mode { TR_OFFLOAD_AUTO, TR_OFFLOAD_OFF, TR_OFFLOAD_OPTIMIZER, TR_OFFLOAD_ACTIVATIONS, TR_OFFLOAD_BOTH };
 enum tr_ckpt       { TR_CKPT_AUTO, TR_CKPT_OFF, TR_CKPT_SELECTIVE, TR_CKPT_FULL };
 enum tr_notify_on  { TR_NOTIFY_FAILURE, TR_NOTIFY_REGRESSION, TR_NOTIFY_SUCCESS };
 enum tr_stop_metric { TR_STOP_NONE, TR_STOP_EVAL_LOSS, TR_STOP_EVAL_ACCURACY };
@@ -112,6 +114,8 @@ struct tr_recipe {
     } train;
     struct {
         uint64_t memory;   /* bytes */
+        uint64_t host_memory;   /* bytes of the host's memory offloading may take; 0 when null
+                                 * (what the machine can spare, measured) */
         double time;       /* seconds; 0 when null (no limit) */
     } budget;
     struct {
@@ -123,6 +127,7 @@ struct tr_recipe {
         int shard;                            /* enum tr_shard_mode */
         struct { int mode; int64_t pipeline, tensor; int sequence; } parallel;
               /* mode: enum tr_parallel_mode; pipeline, tensor 0 when null; sequence: enum tr_switch */
+        int offload;                          /* enum tr_offload_mode */
     } optimize;
     struct {
         char *dir;

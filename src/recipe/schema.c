@@ -27,6 +27,7 @@ static const char *const schedule_names[] = {"constant", "linear", "cosine", NUL
 static const char *const amp_names[] = {"auto", "off", "bf16", "fp16", NULL};
 static const char *const shard_names[] = {"auto", "off", "optimizer", "gradients", "parameters", NULL};   /* enum tr_shard_mode */
 static const char *const switch_names[] = {"auto", "on", "off", NULL};         /* enum tr_switch */
+static const char *const offload_names[] = {"auto", "off", "optimizer", "activations", "both", NULL};   /* enum tr_offload_mode */
 static const char *const ckpt_names[] = {"auto", "off", "selective", "full", NULL};
 static const char *const auto_names[] = {"auto", NULL};
 static const char *const notify_names[] = {"failure", "regression", "success", NULL};
@@ -153,6 +154,8 @@ const struct tr_key tr_keys[] = {
 
     {"budget.memory", TR_T_SIZE, OFF(budget.memory), "14GiB", 1048576, BIG, NULL, 0, 0, 0,
      "the footprint allowed on the training device: GPU memory, or process memory on the CPU"},
+    {"budget.host_memory", TR_T_SIZE, OFF(budget.host_memory), "null", 1048576, BIG, NULL, TR_NULLABLE, 0, 0,
+     "the host memory offloading may take beside the device's (null: what the machine can spare, measured)"},
     {"budget.time", TR_T_DURATION, OFF(budget.time), "null", 0, 31536000, NULL,
      TR_NULLABLE | TR_MIN_OPEN, 0, 0,
      "wall-clock limit: stop, checkpoint and report when reached (null: none)"},
@@ -202,6 +205,9 @@ const struct tr_key tr_keys[] = {
     {"optimize.parallel.sequence", TR_T_ENUM, OFF(optimize.parallel.sequence), "auto", 0, 0, switch_names, 0, 0, 0,
      "with tensor parallelism, the blocks' norms, dropouts and residual stream split along the sequence "
      "across the tensor ranks (auto: the planner's choice)"},
+    {"optimize.offload", TR_T_ENUM, OFF(optimize.offload), "auto", 0, 0, offload_names, 0, 0, 0,
+     "the host's memory as extra room: the optimizer's state and update (optimizer), saved activations "
+     "(activations), both, or off (auto: the planner's choice, on a device the host cannot see)"},
 
     {"report.dir", TR_T_STR, OFF(report.dir), "runs", 0, 0, NULL, 0, 0, 0,
      "where run folders go: DIR/NAME/YYYYmmdd-HHMMSS/"},

@@ -118,8 +118,20 @@ void tr_optim_tensor(struct tr_optim *o, const struct tr_comm *tensor)
     }
 }
 
+void tr_optim_offload(struct tr_optim *o, char *host_params, float *host_grads)
+{
+    o->host_params = host_params, o->host_grads = host_grads, o->stale = true;
+    o->host_spans = tr_xcalloc((size_t)(o->nspans ? o->nspans : 1), sizeof *o->host_spans);
+    for (int i = 0; i < o->nspans; i++) {
+        o->host_spans[i] = o->spans[i];
+        o->host_spans[i].grad = o->spans[i].state * (int64_t)sizeof(float);
+    }
+}
+
 void tr_optim_free(struct tr_optim *o)
 {
+    free(o->host_spans);
+    o->host_spans = NULL;
     free(o->norm_spans);
     o->norm_spans = NULL;
     free(o->spans), free(o->piece_at), free(o->counted);
@@ -139,8 +151,9 @@ float *tr_optim_host_state(struct tr_optim *o)
 {
     if (!o->host_state && o->comm)   /* the whole state, as unsharded */
         o->host_state = tr_xcalloc((size_t)(o->nstate * o->total) + 1, sizeof(float));
-    if (!o->host_state)
-        o->host_state = o->be->ops->host_visible ? o->state : tr_xcalloc(o->state_bytes / sizeof(float) + 1, sizeof(float));
+    if (!o->host_state)   /* offloaded: the state is the host's already */
+        o->host_state = o->be->ops->host_visible || o->host_params ? o->state
+                                                                   : tr_xcalloc(o->state_bytes / sizeof(float) + 1, sizeof(float));
     return o->host_state;
 }
 
@@ -159,7 +172,11 @@ static int state_copy(struct tr_optim *o, enum tr_copy direction, struct tr_diag
 }
 
 int tr_optim_pull(struct tr_optim *o, struct tr_diag *d) { return state_copy(o, TR_COPY_TO_HOST, d); }
-int tr_optim_push(struct tr_optim *o, struct tr_diag *d) { return state_copy(o, TR_COPY_TO_DEVICE, d); }
+int tr_optim_push(struct tr_optim *o, struct tr_diag *d)
+{
+    o->stale = true;   /* the parameters were pushed with it (a resume): the host copy is taken again */
+    return state_copy(o, TR_COPY_TO_DEVICE, d);
+}
 
 /* Each rank's part of the parameters' elements [from, to): world counts, then displacements from
  * `from` (0 for an empty part), in counts. */
@@ -331,11 +348,49 @@ static int gather_params(struct tr_optim *o, struct tr_diag *d)
     return rc;
 }
 
+/* Offloaded (tr_optim_offload): parameter by parameter, its gradient down, the CPU's update of
+ * the host copy, the parameter back on the copy queue while the next one is updated. */
+static int offloaded_step(struct tr_optim *o, struct tr_optim_args *a, struct tr_diag *d)
+{
+    const struct tr_backend *be = o->be;
+    bool queue = tr_backend_copies_ahead(be);
+    double began = tr_now(), update = 0;
+    int rc = 0;
+    if (o->stale) {
+        rc = tr_backend_copy(be, o->host_params, o->params, o->plan->region_bytes[TR_PARAM], TR_COPY_TO_HOST, d);
+        o->stale = rc != 0;
+    }
+    a->params = o->host_params, a->grads = (char *)o->host_grads;
+    for (int i = 0; i < o->nspans && !rc; i++) {
+        const struct tr_param_span *on = &o->spans[i], *host = &o->host_spans[i];
+        size_t bytes = (size_t)on->numel * sizeof(float);
+        rc = tr_backend_copy(be, (char *)o->host_grads + host->grad, o->grads + on->grad, bytes, TR_COPY_TO_HOST, d);
+        double t = tr_now();
+        a->spans = host, a->nspans = 1;
+        if (!rc)
+            rc = tr_backend_optim_step(tr_backend_cpu(), a);
+        update += tr_now() - t;
+        if (!rc)
+            rc = queue ? tr_backend_copy_ahead(be, o->params + on->param, o->host_params + on->param, bytes, d)
+                       : tr_backend_copy(be, o->params + on->param, o->host_params + on->param, bytes, TR_COPY_TO_DEVICE, d);
+        o->moved.down += bytes, o->moved.up += bytes;
+    }
+    if (queue) {   /* every parameter back before the next forward reads it */
+        int joined = tr_backend_join(be, d);
+        rc = rc ? rc : joined;
+    }
+    o->moved.update_seconds += update;
+    o->moved.seconds += tr_now() - began - update;
+    return rc;
+}
+
 int tr_optim_step(struct tr_optim *o, double lr, struct tr_diag *d)
 {
     o->step++;
     struct tr_optim_args a = args_of(o, lr, d);
     o->grad_factor = 1;   /* a factor is for the step after the clipping that set it */
+    if (o->host_params)
+        return offloaded_step(o, &a, d);
     int rc = tr_backend_optim_step(o->be, &a);
     return rc || !o->comm || o->stage == 3 ? rc : gather_params(o, d);
 }

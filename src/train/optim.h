@@ -57,6 +57,17 @@ struct tr_optim {
     const struct tr_comm *tensor;
     struct tr_param_span *norm_spans;
     int nnorm;
+    /* optimizer-state offload (tr_optim_offload): state is the host's memory, the update the
+     * CPU's, over host copies of the parameters (laid out as their region) and gradients */
+    char *host_params;
+    float *host_grads;         /* parameter i's at its state offset, end to end */
+    struct tr_param_span *host_spans;   /* the spans over those copies */
+    bool stale;                /* host_params behind the device's (initialised, or a checkpoint pushed) */
+    struct tr_optim_moved {    /* what the offloaded updates moved, summed over the steps */
+        uint64_t down, up;     /* gradients to the host, parameters back */
+        double seconds;        /* the host's time copying and waiting for the copies */
+        double update_seconds; /* the CPU's updates */
+    } moved;
 };
 
 /* The optimizer over g's parameters and gradients (at plan's offsets), its state in `state`
@@ -74,6 +85,13 @@ void tr_optim_pipelined(struct tr_optim *o, const struct tr_comm *pipe, const st
  * together — each sliced parameter's part from its rank, a whole one (the same on every rank)
  * counted once. */
 void tr_optim_tensor(struct tr_optim *o, const struct tr_comm *tensor);
+/* Optimizer-state offload (ZeRO-Offload's, on one device): the state given to tr_optim_init
+ * is host memory, and each step copies the gradients to host_grads (the parameters' elements,
+ * float each, end to end), updates host_params (the parameters region's bytes, its layout) with
+ * the CPU backend's optimizer — the same code, so the same bits, as on the device — and copies
+ * each parameter back on the copy queue, all landed before the step returns. The host copy of
+ * the parameters is taken from the device before the first step and after any push. */
+void tr_optim_offload(struct tr_optim *o, char *host_params, float *host_grads);
 void tr_optim_free(struct tr_optim *o);
 /* The host's view of the state, for checkpoints: the state itself on a host-visible backend,
  * else a host copy that pull fills from the device and push copies back (0, or a code with the

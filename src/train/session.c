@@ -211,6 +211,18 @@ static int allocate(struct tr_session *s, const struct tr_recipe *r, struct tr_d
     struct tr_diag why = {0};
     if (tr_exec_alloc(&s->train.x, &s->alloc, bytes, work, &why))
         return tr_fail_because(d, TR_ENOFIT, &why, "memory budget");
+    /* offloaded: the host ring of activations, and the optimizer's state, the parameters' host
+     * copy and the gradients' (their host regions: optimizer, params, grads) */
+    bool state_out = s->k.offload & TR_OFFLOAD_STATE;
+    tr_alloc_init(&s->host_alloc, s->be->host_memory);
+    tr_alloc_set_limit(&s->host_alloc, s->plan.host_budget);
+    void *host[3] = {NULL};
+    size_t params = tr_plan_param_bytes(&s->train.b.g);
+    if (tr_alloc_region(&s->host_alloc, TR_REGION_ARENA, bytes[TR_HOST], (void **)&s->train.x.base[TR_HOST]) ||
+        (state_out && (tr_alloc_region(&s->host_alloc, TR_REGION_PARAMS, bytes[TR_PARAM], &host[0]) ||
+                       tr_alloc_region(&s->host_alloc, TR_REGION_GRADS, params, &host[1]))))
+        return tr_fail(d, TR_ENOFIT, "host memory budget: %s", tr_alloc_error(&s->host_alloc));
+    s->train.x.region_bytes[TR_HOST] = bytes[TR_HOST];
     memcpy(s->eval.x.base, s->train.x.base, sizeof s->eval.x.base);
     memcpy(s->eval.x.region_bytes, s->train.x.region_bytes, sizeof s->eval.x.region_bytes);
     s->eval.x.workspace = s->train.x.workspace;
@@ -219,11 +231,14 @@ static int allocate(struct tr_session *s, const struct tr_recipe *r, struct tr_d
     size_t state = shard ? tr_plan_optimizer_shard_bytes(r, &s->train.b.g, shard->world, shard->rank)
                          : tr_plan_optimizer_bytes_held(r, &s->train.b.g, plan);
     void *p = NULL;
-    if (tr_alloc_region(&s->alloc, TR_REGION_OPTIMIZER, state, &p))
-        return tr_fail(d, TR_ENOFIT, "memory budget: %s", tr_alloc_error(&s->alloc));
+    if (tr_alloc_region(state_out ? &s->host_alloc : &s->alloc, TR_REGION_OPTIMIZER, state, &p))
+        return tr_fail(d, TR_ENOFIT, "%smemory budget: %s", state_out ? "host " : "",
+                       tr_alloc_error(state_out ? &s->host_alloc : &s->alloc));
     bool arena = plan->grads_in_arena && s->k.shard < 2;   /* stage 2: the optimizer reads the shard's */
     tr_optim_init(&s->optim, r, &s->train.b.g, plan, s->be, s->train.x.base[TR_PARAM],
                   s->train.x.base[arena ? TR_ACT : TR_GRAD], p, shard, s->k.shard);
+    if (state_out)
+        tr_optim_offload(&s->optim, host[0], host[1]);
     if (s->k.shard == 3 && shard) {   /* both programs read copies gathered from the ranks' parts */
         tr_optim_serve(&s->optim, &s->train.x);
         tr_optim_serve(&s->optim, &s->eval.x);
@@ -263,6 +278,7 @@ void tr_session_free(struct tr_session *s)
     free(s->tensor_sums[0].partial);
     s->tensor_sums[0].partial = NULL;
     tr_alloc_destroy(&s->alloc);
+    tr_alloc_destroy(&s->host_alloc);
     tr_optim_free(&s->optim);
     for (int i = 0; i < 2; i++) {
         struct tr_side *side = i ? &s->eval : &s->train;

@@ -56,6 +56,8 @@ struct tr_session {
     enum tr_dtype amp;         /* the activations' precision: TR_F32, or TR_BF16 / TR_F16 (optimize.amp) */
     struct tr_side train, eval;
     struct tr_allocator alloc;
+    struct tr_allocator host_alloc;   /* offloaded (optimize.offload): the host's regions, from the
+                                       * backend's host memory, within budget.host_memory */
     struct tr_optim optim;
     struct tr_rng_ctx rng;
     struct tr_scaler scaler;   /* fp16's loss scale */

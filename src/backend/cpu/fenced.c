@@ -13,8 +13,6 @@
 #include <unistd.h>
 
 #define MAX_FENCED 16
-/* Copies ahead wait here until join: a GPU's second queue gives no promise before it. */
-#define MAX_AHEAD 64
 
 /* An instance's state. */
 struct fence {
@@ -22,12 +20,15 @@ struct fence {
         void *p;
         size_t bytes;   /* the mapping's, whole pages */
     } mapped[MAX_FENCED];
-    struct {
+    /* Copies ahead (and behind) wait here until join, in the order queued: a GPU's second
+     * queue gives no promise before it. */
+    struct ahead {
         void *dst;
         const void *src;
         size_t bytes;
-    } ahead[MAX_AHEAD];
-    int nahead;
+        enum tr_copy direction;
+    } *ahead;
+    int nahead, cap;
     struct tr_memory_ops memory;   /* the regions: alloc and free with this fence as ctx */
 };
 
@@ -94,6 +95,7 @@ static void fenced_close(struct tr_backend *be)
     for (int i = 0; i < MAX_FENCED; i++)
         if (f->mapped[i].p)
             munmap(f->mapped[i].p, f->mapped[i].bytes);
+    free(f->ahead);
     free(f);
     be->state = NULL;
 }
@@ -116,13 +118,15 @@ static int fenced_copy(const struct tr_backend *be, void *dst, const void *src, 
 }
 
 static int fenced_copy_ahead(const struct tr_backend *be, void *dst, const void *src, size_t bytes,
-                             struct tr_diag *d)
+                             enum tr_copy direction, struct tr_diag *d)
 {
+    (void)d;
     struct fence *f = fence_of(be);
-    if (f->nahead == MAX_AHEAD)
-        return tr_fail(d, TR_EINVAL, "more than %d copies ahead without a join", MAX_AHEAD);
-    f->ahead[f->nahead].dst = dst, f->ahead[f->nahead].src = src, f->ahead[f->nahead].bytes = bytes;
-    f->nahead++;
+    if (f->nahead == f->cap) {   /* grows while the first steps queue their most; then stays */
+        f->cap = f->cap ? 2 * f->cap : 64;
+        f->ahead = tr_xrealloc(f->ahead, (size_t)f->cap * sizeof *f->ahead);
+    }
+    f->ahead[f->nahead++] = (struct ahead){dst, src, bytes, direction};
     return 0;
 }
 
@@ -131,7 +135,7 @@ static int fenced_join(const struct tr_backend *be, struct tr_diag *d)
     struct fence *f = fence_of(be);
     int rc = 0;
     for (int i = 0; i < f->nahead && !rc; i++)
-        rc = fenced_copy(be, f->ahead[i].dst, f->ahead[i].src, f->ahead[i].bytes, TR_COPY_TO_DEVICE, d);
+        rc = fenced_copy(be, f->ahead[i].dst, f->ahead[i].src, f->ahead[i].bytes, f->ahead[i].direction, d);
     f->nahead = 0;
     return rc;
 }

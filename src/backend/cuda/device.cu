@@ -92,18 +92,21 @@ int cuda_copy(const struct tr_backend *be, void *dst, const void *src, size_t by
 
 /* The next micro-batch's inputs, from the loader's page-locked ring into the staging half of
  * the inputs region, on the second stream: after what the kernels' stream holds now (the
- * commit that last read the staging), beside what it will hold next (this micro-batch). */
-int cuda_copy_ahead(const struct tr_backend *be, void *dst, const void *src, size_t bytes, struct tr_diag *d)
+ * commit that last read the staging), beside what it will hold next (this micro-batch). To the
+ * host (an activation offloaded into the page-locked host ring): the same stream, so a later
+ * copy back of those bytes finds them there. */
+int cuda_copy_ahead(const struct tr_backend *be, void *dst, const void *src, size_t bytes, enum tr_copy direction,
+                    struct tr_diag *d)
 {
     struct cuda_context *ctx = cuda_context_for(be, d);
     if (!ctx)
         return TR_EFAIL;
     if (!bytes)
         return 0;
+    cudaMemcpyKind kind = direction == TR_COPY_TO_HOST ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice;
     return said(d, cudaEventRecord(ctx->queued, ctx->stream), "cudaEventRecord on the stream") ||
                    said(d, cudaStreamWaitEvent(ctx->ahead, ctx->queued, 0), "cudaStreamWaitEvent of the copies ahead") ||
-                   said(d, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx->ahead),
-                        "cudaMemcpyAsync ahead") ||
+                   said(d, cudaMemcpyAsync(dst, src, bytes, kind, ctx->ahead), "cudaMemcpyAsync ahead") ||
                    said(d, cudaEventRecord(ctx->arrived, ctx->ahead), "cudaEventRecord on the copy stream")
                ? TR_EFAIL
                : 0;

@@ -71,7 +71,8 @@ int cuda_fill(const struct tr_backend *be, void *dst, int byte, size_t bytes, st
 int cuda_synchronize(const struct tr_backend *be, struct tr_diag *d);
 int cuda_timer_start(const struct tr_backend *be, struct tr_diag *d);
 int cuda_timer_stop(const struct tr_backend *be, double *seconds, struct tr_diag *d);
-int cuda_copy_ahead(const struct tr_backend *be, void *dst, const void *src, size_t bytes, struct tr_diag *d);
+int cuda_copy_ahead(const struct tr_backend *be, void *dst, const void *src, size_t bytes, enum tr_copy direction,
+                    struct tr_diag *d);
 int cuda_join(const struct tr_backend *be, struct tr_diag *d);
 int cuda_optim_step(const struct tr_backend *be, const struct tr_optim_args *a);
 int cuda_grad_sumsq(const struct tr_backend *be, const struct tr_optim_args *a, double *sumsq);
