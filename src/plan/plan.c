@@ -911,7 +911,14 @@ static void choose(struct tr_plan *p)
         char raise[512] = "";
         if (p->ceiling.kind != TR_CEILING_NONE)
             tr_plan_ceiling_refusal(&p->ceiling, needs(&p->cand[p->smallest]), raise, sizeof raise);
-        if (p->ceiling.kind == TR_CEILING_SPACE)
+        const struct tr_candidate *small = &p->cand[p->smallest];
+        if (needs(small) <= p->budget && small->host_bytes > p->host_budget) {   /* the host's budget refused it */
+            char host[32], spare[32];
+            tr_format_bytes(small->host_bytes, host), tr_format_bytes(p->host_budget, spare);
+            snprintf(p->reason, sizeof p->reason, "nothing fits in %s with %s of the host's memory: offloading fits "
+                     "the device (%s, footprint %s) but holds %s in the host's memory; budget.host_memory=%llu or "
+                     "more would fit", budget, spare, what, size, host, (unsigned long long)small->host_bytes);
+        } else if (p->ceiling.kind == TR_CEILING_SPACE)
             snprintf(p->reason, sizeof p->reason, "%s (the smallest footprint is %s: %s)", raise, size, what);
         else if (*raise)
             snprintf(p->reason, sizeof p->reason, "nothing fits in %s, the %s of this process's cgroup: the smallest "

@@ -82,6 +82,48 @@ static void step_time(struct tr_run_folder *f, const struct tr_candidate *c, con
                       res->step_seconds, (long long)res->timed_steps, c->step_seconds, 100 * error);
 }
 
+/* Offloaded: the host's regions measured against the plan's, and what crossed the host link a
+ * step — the bytes each way, the seconds the host spent queuing, copying and waiting for them
+ * against the forecast at the link's rate, and the share of that hidden behind the kernels. A
+ * host-visible or fenced CPU copies at the join, on the host's own time: none is hidden there.
+ * plan.json's "measured_host"; the log's "offload:" line. */
+static void offload_measured(struct tr_run_folder *f, const struct tr_session *s, const struct tr_candidate *c,
+                             json_t *plan, json_t *warnings)
+{
+    if (!c->k.offload)
+        return;
+    struct tr_alloc_stats host;
+    tr_alloc_stats(&s->host_alloc, &host);
+    const struct tr_exec_copies *a = &s->train.x.copies;
+    const struct tr_optim_moved *o = &s->optim.moved;
+    double steps = o->steps > 0 ? (double)o->steps : 1;
+    double bytes = ((double)a->sent + (double)a->back + (double)o->down + (double)o->up) / steps;
+    double seconds = (a->seconds + o->seconds) / steps;
+    bool gpu = s->dev.kind == TR_DEVICE_CUDA;   /* its copies overlap on the device's clock, which the
+                                                 * host's does not see: not measured yet */
+    json_t *regions = json_object();
+    for (int r = 0; r < TR_NREGIONS; r++)
+        if (host.region[r].peak)
+            json_object_set_new(regions, tr_region_name(r), json_integer((json_int_t)host.region[r].peak));
+    json_object_set_new(plan, "measured_host", json_pack(
+        "{sI so sf sf sf sf sf so sf sI}", "bytes", (json_int_t)host.peak, "regions", regions,
+        "link_bytes_per_step", bytes, "activation_bytes_per_step", ((double)a->sent + (double)a->back) / steps,
+        "optimizer_bytes_per_step", ((double)o->down + (double)o->up) / steps, "link_seconds_per_step", seconds,
+        "host_update_seconds_per_step", o->update_seconds / steps, "overlap", gpu ? json_null() : json_real(0),
+        "predicted_link_seconds", c->link_seconds, "steps", (json_int_t)o->steps));
+    char held[32], predicted[32], moved[32], line[300];
+    tr_format_bytes(host.peak, held), tr_format_bytes(c->host_bytes, predicted), tr_format_bytes((uint64_t)bytes, moved);
+    tr_run_folder_say(f, "offload: host regions peaked at %s (predicted %s); %s a step over the host link, %.3g s "
+                      "of the host's time (predicted %.3g s at %.3g GB/s, %.3g s exposed); %s\n", held, predicted,
+                      moved, seconds, c->link_seconds, tr_device_host_link(&s->dev) / 1e9, c->link_exposed,
+                      gpu ? "the overlap on the device's copy engine not measured yet"
+                          : "none hidden behind the kernels: the CPU copies on the host's own time");
+    if (host.peak != c->host_bytes) {
+        snprintf(line, sizeof line, "memory: the host regions peaked at %s, predicted %s", held, predicted);
+        json_array_append_new(warnings, json_string(line));
+    }
+}
+
 int tr_finish_measured_plan(struct tr_run_folder *f, const struct tr_session *s, const struct tr_recipe *r,
                             const struct tr_data *data, const struct tr_train_result *res, struct tr_diag *d)
 {
@@ -104,6 +146,7 @@ int tr_finish_measured_plan(struct tr_run_folder *f, const struct tr_session *s,
     tr_run_folder_say(f, "memory: regions peaked at %s (predicted %s); footprint %s (predicted %s)\n", w.rp, w.rq,
                       w.fp, w.fq);
     json_t *warnings = missed(s, &st, foot, &w);
+    offload_measured(f, s, c, j, warnings);
     step_time(f, c, res, j);
     tr_run_folder_metric(f, json_pack("{sIsfsf}", "step", (json_int_t)step, "memory/measured_peak", (double)st.peak,
                                       "memory/measured_footprint", (double)foot), true);

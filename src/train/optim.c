@@ -386,7 +386,7 @@ static int offloaded_step(struct tr_optim *o, struct tr_optim_args *a, struct tr
 
 int tr_optim_step(struct tr_optim *o, double lr, struct tr_diag *d)
 {
-    o->step++;
+    o->step++, o->moved.steps++;
     struct tr_optim_args a = args_of(o, lr, d);
     o->grad_factor = 1;   /* a factor is for the step after the clipping that set it */
     if (o->host_params)

@@ -63,7 +63,8 @@ struct tr_optim {
     float *host_grads;         /* parameter i's at its state offset, end to end */
     struct tr_param_span *host_spans;   /* the spans over those copies */
     bool stale;                /* host_params behind the device's (initialised, or a checkpoint pushed) */
-    struct tr_optim_moved {    /* what the offloaded updates moved, summed over the steps */
+    struct tr_optim_moved {    /* what the offloaded updates moved, summed over this process's steps */
+        int64_t steps;         /* updates this process made (offloaded or not) */
         uint64_t down, up;     /* gradients to the host, parameters back */
         double seconds;        /* the host's time copying and waiting for the copies */
         double update_seconds; /* the CPU's updates */

@@ -292,7 +292,14 @@ void tr_session_free(struct tr_session *s)
 
 int64_t tr_session_footprint(const struct tr_session *s)
 {
-    return s->dev.kind == TR_DEVICE_CUDA ? tr_device_in_use(&s->dev) : tr_process_peak_rss();
+    if (s->dev.kind == TR_DEVICE_CUDA)
+        return tr_device_in_use(&s->dev);
+    /* offloaded on the CPU (the fenced stand-in for a device): the host's regions are in the same
+     * resident set, and the device's footprint is the rest */
+    struct tr_alloc_stats host;
+    tr_alloc_stats(&s->host_alloc, &host);
+    int64_t rss = tr_process_peak_rss();
+    return rss > 0 && (uint64_t)rss > host.peak ? rss - (int64_t)host.peak : rss;
 }
 
 const struct tr_candidate *tr_session_chosen(const struct tr_session *s)
