@@ -307,15 +307,16 @@ int tr_remat(struct tr_graph *g, const uint8_t *mode, int nblocks);
 void tr_gather_params(struct tr_graph *g, bool ahead);
 /* The offload pass (offload.c): activation offload, after autodiff and remat. Each saved
  * activation — made by the forward, read by the backward (or its recomputation), neither kept
- * (keep) nor a parameter's size — whose forward ends a block or more before its backward
- * begins is sent to the host's memory and brought back: an OFFLOAD node after its last forward
- * reader copies it into a TR_HOST value, an OFFLOAD_WAIT where the next block's forward begins
- * holds its slot until the copy has left (it travels beside that block's kernels), and a
- * RELOAD where the backward of the block before its reader's begins copies it into a new
- * activation (landing while that block's backward runs), which the backward reads instead; its
- * views are made again over the copy. So the memory plan frees its slot between the two and
- * the arena shrinks by what the offload keeps out of it. Returns the values offloaded (0: none
- * worth it), or -1 with g->error set. */
+ * (keep) nor a parameter's size — with a whole run of nodes (one block's forward or backward, the
+ * head's, the embeddings') between its last forward reader and the run before its first
+ * backward reader's is sent to the host's memory and brought back: an OFFLOAD node after its
+ * last forward reader copies it into a TR_HOST value (the copy travels beside the rest of that
+ * run), an OFFLOAD_WAIT where the next run begins holds its slot until the copy has left, and a
+ * RELOAD where the backward run before its reader's begins copies it into a new activation
+ * (landing while that run computes), which the backward reads instead; its views are made again
+ * over the copy. So the memory plan frees its slot between the two; the arena's packing changes
+ * with it and may come out larger for a model of few blocks (the planner compares both).
+ * Returns the values offloaded (0: none has a run between), or -1 with g->error set. */
 int tr_offload(struct tr_graph *g, const int *keep, int nkeep);
 /* After a pass rebuilt the nodes: views point at their storage, producers at the node numbers. */
 void tr_graph_relink(struct tr_graph *g);
