@@ -40,20 +40,18 @@ if [ -d /usr/share/dataset-fashion-mnist ] || ls /usr/share/*fashion* >/dev/null
   train "resnet, batch norm's running statistics" resnet train.batch_size=8 train.steps=2 train.eval_every=2 "$@"
 fi
 
-# Resume on the fenced device: the checkpoint is read back through the backend.
-TRAINRUN_BACKEND=cpu-fenced run "$TRAINRUN" "$srcdir/recipes/mlp.yaml" report.dir="$scratch/whole" train.steps=8 \
-  train.checkpoint_every=4 "$@"
-expect_rc 0 "fenced run of 8 steps"
-TRAINRUN_BACKEND=cpu-fenced run "$TRAINRUN" "$srcdir/recipes/mlp.yaml" report.dir="$scratch/cut" train.steps=4 \
-  train.checkpoint_every=4 "$@"
-first=$(ls -d "$scratch"/cut/mlp/2* | head -n 1)
-# the same run cut at step 4: its run.json asked for 4 steps; resume continues to 8 with the recipe's
-TRAINRUN_BACKEND=cpu-fenced run "$TRAINRUN" resume "$first" train.steps=8 --quiet
-if [ "$rc" = 0 ]; then
-  checks=$((checks + 1))
-  cmp -s "$scratch/whole/mlp/latest/checkpoints/step-8.safetensors" "$first/checkpoints/step-8.safetensors" ||
-    fail "a fenced run resumed at step 4 ends where an uninterrupted one does"
-fi
+# Resume on the fenced device: the checkpoint is read back through the backend. A run cut by
+# SIGTERM after its step-4 checkpoint, resumed, ends where the uninterrupted one does.
+set -- data.num_workers=1 train.eval_samples=64 train.steps=40 train.checkpoint_every=4
+TRAINRUN_BACKEND=cpu-fenced run "$TRAINRUN" "$srcdir/recipes/mlp.yaml" report.dir="$scratch/whole" "$@" --quiet
+expect_rc 0 "fenced run of 40 steps"
+sigterm_cut cut 4 env TRAINRUN_BACKEND=cpu-fenced "$TRAINRUN" "$srcdir/recipes/mlp.yaml" "$@"
+TRAINRUN_BACKEND=cpu-fenced run "$TRAINRUN" resume "$dir" --quiet
+expect_rc 0 "resuming the fenced run"
+checks=$((checks + 1))
+cmp -s "$scratch/whole/mlp/latest/checkpoints/step-40.safetensors" "$dir/checkpoints/step-40.safetensors" ||
+  fail "a fenced run cut by SIGTERM and resumed ends where an uninterrupted one does"
+set -- data.num_workers=1 train.eval_samples=64 --quiet
 
 # A backend that is not there: said plainly.
 TRAINRUN_BACKEND=tpu run "$TRAINRUN" "$srcdir/recipes/mlp.yaml" report.dir="$scratch/tpu" train.steps=1 "$@"

@@ -94,6 +94,8 @@ fi
 set -- data.num_workers=1 train.eval_samples=64 train.steps=40 train.checkpoint_every=4 optimize.offload=both
 run "$TRAINRUN" "$srcdir/recipes/mlp.yaml" report.dir="$scratch/whole" "$@" --quiet
 expect_rc 0 "an offloaded run of 40 steps"
+expect_in "$(cat "$scratch/whole/mlp/latest/report.md")" "| Offload | the optimizer's state and update, saved activations in the host's memory | host regions " "the report's offload row"
+expect_in "$(cat "$scratch/whole/mlp/latest/log.txt")" "offload: host regions peaked at " "the log's offload line"
 sigterm_cut cut 4 "$TRAINRUN" "$srcdir/recipes/mlp.yaml" "$@"
 run "$TRAINRUN" resume "$dir" --quiet
 expect_rc 0 "resuming an offloaded run"

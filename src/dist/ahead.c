@@ -22,6 +22,7 @@ struct tr_ahead {
     struct job *jobs;
     int cap, count, done;         /* jobs[done … count) are still to run */
     int rc;                       /* the first failure of the round, its sentence in why */
+    int failed;                   /* its place: a wait for an earlier one is not failed */
     struct tr_diag why;
     double seconds;
     bool stop;
@@ -45,7 +46,7 @@ static void *work(void *arg)
         pthread_mutex_lock(&a->lock);
         a->seconds += tr_now() - began;
         if (rc && !a->rc)
-            a->rc = rc, a->why = why;
+            a->rc = rc, a->why = why, a->failed = a->done;
         else
             tr_diag_free(&why);
         a->done++;
@@ -100,7 +101,7 @@ int tr_ahead_wait(struct tr_ahead *a, int at, struct tr_diag *d)
             pthread_cond_wait(&a->ran, &a->lock);
         tr_comm_answered(a->comm);
     }
-    int rc = a->rc;
+    int rc = a->rc && a->failed < until ? a->rc : 0;   /* the places waited for ran; one of them failed */
     if (rc)
         rc = tr_fail(d, rc, "%s", tr_diag_last(&a->why));
     pthread_mutex_unlock(&a->lock);

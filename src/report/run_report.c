@@ -539,6 +539,39 @@ static void memory_row(struct tr_run_report *rep)
     snprintf(r->detail, sizeof r->detail, "footprint %s predicted, %s measured; budget %s", pf, mf, budget);
 }
 
+/* Offloading (optimize.offload): the host's regions predicted against measured, what crossed the
+ * host link a step and the host's time on it against the forecast, and the overlap — from
+ * plan.json's "host" and "measured_host" (train/finish.c). No row when nothing was offloaded. */
+static void offload_row(struct tr_run_report *rep)
+{
+    const char *what = json_string_value(json_object_get(rep->plan, "offload"));
+    json_t *host = json_object_get(rep->plan, "host"), *m = json_object_get(rep->plan, "measured_host");
+    if (!what || !strcmp(what, "off") || !host)
+        return;
+    static const struct { const char *name, *words; } said[] = {
+        {"optimizer", "the optimizer's state and update"}, {"activations", "saved activations"},
+        {"both", "the optimizer's state and update, saved activations"}};
+    struct tr_check_row *r = row(rep, "Offload");
+    for (size_t i = 0; i < sizeof said / sizeof said[0]; i++)
+        if (!strcmp(what, said[i].name))
+            snprintf(r->setting, sizeof r->setting, "%s in the host's memory", said[i].words);
+    char predicted[32], measured[32] = "?", budget[32], moved[32] = "?";
+    tr_format_bytes((uint64_t)json_integer_value(json_object_get(host, "predicted_bytes")), predicted);
+    tr_format_bytes((uint64_t)json_integer_value(json_object_get(host, "budget_bytes")), budget);
+    if (m)
+        tr_format_bytes((uint64_t)json_integer_value(json_object_get(m, "bytes")), measured),
+            tr_format_bytes((uint64_t)json_number_value(json_object_get(m, "link_bytes_per_step")), moved);
+    json_t *overlap = m ? json_object_get(m, "overlap") : NULL;
+    char hidden[64] = "overlap not measured";
+    if (json_is_number(overlap))
+        snprintf(hidden, sizeof hidden, "%.0f%% of it hidden behind the kernels", 100 * json_number_value(overlap));
+    snprintf(r->detail, sizeof r->detail, "host regions %s predicted, %s measured (budget %s); %s a step over the "
+             "host link, %.3g s of the host's time (predicted %.3g s, %.3g s exposed); %s", predicted, measured,
+             budget, moved, m ? json_number_value(json_object_get(m, "link_seconds_per_step")) : NAN,
+             json_number_value(json_object_get(host, "predicted_link_seconds")),
+             json_number_value(json_object_get(host, "predicted_link_exposed_seconds")), hidden);
+}
+
 /* The time model against the run: plan.json's predicted step time and the median step the run
  * measured (train/finish.c), as the memory row sets the regions against their prediction. */
 static void step_time_row(struct tr_run_report *rep)
@@ -686,6 +719,7 @@ int tr_run_report_load(const char *dir, const struct tr_run_outcome *outcome, st
     amp_and_loader_rows(rep);
     batching_rows(rep);
     memory_row(rep);
+    offload_row(rep);
     step_time_row(rep);
     leak_row(rep);
     environment_row(rep);

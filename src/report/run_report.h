@@ -53,7 +53,7 @@ struct tr_run_report {
     json_t *plan;                /* plan.json, or NULL */
     json_t *record;              /* run.json (started, environment, segments, leak), or NULL */
     double time[TR_REPORT_TIMES];
-    struct tr_check_row rows[10];
+    struct tr_check_row rows[12];
     int nrows;
     json_t *warnings;            /* [{"kind", "message"}] */
     long long graph_bytes;       /* graph.svg's size (the program drawn); −1 when the folder has none */
