@@ -2,24 +2,28 @@
 # Offloading (optimize.offload): what it saves and costs, and what the planner does with it.
 #   bench/run-offload.sh [STEPS] > bench/offload-DATE-CPU.txt
 # 1. bert-small (4 layers, hidden 256, batch 32, sequences to 128, fp32, no checkpointing, one
-#    micro-batch) on the fenced CPU (TRAINRUN_BACKEND=cpu-fenced: the stand-in for a device the
-#    host cannot see) with each offload pinned: the device's arena, the host's regions and the
-#    device footprint predicted against measured, the step time, and what crossed the link.
+#    micro-batch) with each offload pinned, on BACKEND (default cpu: the plain CPU, whose copies
+#    are memcpys and whose steps time the offload's own cost; cpu-fenced, the stand-in for a
+#    device the host cannot see, adds two mprotect calls a region to every kernel and copy, so
+#    its steps time the fence): the device's arena, the host's regions and the device footprint
+#    predicted against measured, the step time, and what crossed the link.
 # 2. The planner's decisions where offloading is searched: bert-small on the fenced CPU in
 #    200 MiB (with the host's memory as measured, then 64 MiB of it), and BERT-base on the
 #    rtx3090 profile from 22 GiB down to 1 GiB, each beside the same plan with offload=off.
 # Needs the data sets of tests (wordnet) and a built ./trainrun; runs from the source tree.
 set -u
 steps=${1:-6}
+backend=${BACKEND:-cpu}
 tr=${TRAINRUN:-./trainrun}
+"$tr" calibrate >/dev/null   # the forecasts from this binary's calibration, taken before any run
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs"
 echo
-echo "## 1. bert-small on the fenced CPU, $steps steps, each offload pinned"
+echo "## 1. bert-small on the $backend backend, $steps steps, each offload pinned"
 echo
 for mode in off optimizer activations both; do
-  TRAINRUN_BACKEND=cpu-fenced "$tr" recipes/bert-small.yaml report.dir="$out/$mode" optimize.offload=$mode \
+  TRAINRUN_BACKEND=$backend "$tr" recipes/bert-small.yaml report.dir="$out/$mode" optimize.offload=$mode \
     optimize.amp=off optimize.checkpointing=off optimize.dynamic_batching=off optimize.accumulation=1 \
     train.steps="$steps" train.eval_every=0 train.eval_samples=32 train.checkpoint_every=0 data.num_workers=1 \
     --quiet >/dev/null || echo "FAILED: offload $mode"

@@ -14,18 +14,22 @@ set -- data.num_workers=1 train.eval_samples=64 --quiet
 
 sums() { grep -o '"train/loss":[^,]*' "$1/metrics.jsonl" | tr -d '\n'; }
 
-# measured OFF ON: the offloaded run's plan.json against its prediction and the run without.
+# measured OFF ON: the offloaded run's plan.json against its prediction and the run without: the
+# arena as planned, and smaller — but for $shrink no (a model of few blocks: the pass keeps each
+# activation's slot until its copy has left and gives up in-place reuse, and the packing may
+# come out larger; the planner compares both, the pinned runs here take it regardless).
 measured() {
   checks=$((checks + 1))
-  python3 - "$1/plan.json" "$2/plan.json" "$name" <<'PY' || fail "$name: the offloaded run's memory is not as planned"
+  python3 - "$1/plan.json" "$2/plan.json" "$name" "$shrink" <<'PY' || fail "$name: the offloaded run's memory is not as planned"
 import json, sys
 off, on, name = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3]
+shrink = sys.argv[4] == "yes"
 arena, host = on["measured_regions"]["arena"], on["measured_host"]
 print("%s: arena %d predicted, %d measured (%d without offload); host %d predicted, %d measured; "
       "%.0f activation and %.0f optimizer bytes a step over the link" % (name, on["regions"]["arena"], arena,
       off["measured_regions"]["arena"], on["host"]["predicted_bytes"], host["bytes"],
       host["activation_bytes_per_step"], host["optimizer_bytes_per_step"]))
-ok = (on["offload"] == "both" and arena == on["regions"]["arena"] and arena < off["measured_regions"]["arena"]
+ok = (on["offload"] == "both" and arena == on["regions"]["arena"] and (arena < off["measured_regions"]["arena"] or not shrink)
       and on["measured_regions"]["optimizer"] == 0 and host["bytes"] == on["host"]["predicted_bytes"]
       and host["regions"]["optimizer"] == off["regions"]["optimizer"]
       and host["activation_bytes_per_step"] > 0 and host["optimizer_bytes_per_step"] > 0)
@@ -52,11 +56,18 @@ train() {
   rm -rf "$scratch/off" "$scratch/both"
 }
 
-small="model.hidden=64 model.heads=2 model.ffn=128"
+small="model.hidden=64 model.heads=2 model.ffn=128" shrink=yes
 train "mlp" mlp train.steps=6 train.checkpoint_every=3 "$@"
+shrink=no
+train "mlp in fp16, clipped (the unscale, the overflow check and the norm on the device)" mlp \
+  train.steps=6 optimize.amp=fp16 train.grad_clip=0.5 "$@"
+shrink=yes
 # shellcheck disable=SC2086
 train "gpt-small, fused classifier" gpt-small model.layers=3 $small model.max_len=64 train.batch_size=4 \
   train.steps=3 train.eval_every=3 "$@"
+# shellcheck disable=SC2086
+train "gpt-small in bf16 (16-bit activations offloaded)" gpt-small model.layers=3 $small model.max_len=64 \
+  train.batch_size=4 train.steps=3 train.eval_every=3 optimize.amp=bf16 "$@"
 if [ -d /usr/share/wordnet ] || [ -d /usr/share/wordnet-base ]; then
   # shellcheck disable=SC2086
   train "bert-small, dynamic batching" bert-small model.layers=3 $small train.batch_size=8 train.steps=3 \
