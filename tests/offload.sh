@@ -115,6 +115,9 @@ cmp -s "$scratch/whole/mlp/latest/checkpoints/step-40.safetensors" "$dir/checkpo
   fail "an offloaded run cut by SIGTERM and resumed ends where an uninterrupted one does"
 
 # Bad input: said plainly.
+run "$TRAINRUN" plan "$srcdir/recipes/mlp.yaml" --ranks 2 optimize.offload=both
+expect_rc 2 "offloading pinned across ranks"
+expect_in "$err" "optimize.offload: both offloads one device's memory; across ranks not yet" "why is said"
 run "$TRAINRUN" plan "$srcdir/recipes/mlp.yaml" optimize.offload=sometimes
 expect_rc 2 "an unknown optimize.offload"
 expect_in "$err" "optimize.offload" "the key is named"
