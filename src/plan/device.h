@@ -111,6 +111,8 @@ bool tr_device_cuda_seen(void);
 /* A CUDA device's memory in use now, all processes' (total − free), for predicted-against-
  * measured; 0 for the CPU or when it cannot be read. */
 int64_t tr_device_in_use(const struct tr_device *d);
+/* A field of /proc/meminfo ("MemTotal", "MemAvailable") in bytes; 0 where it cannot be read. */
+uint64_t tr_meminfo_bytes(const char *field);
 
 /* This host as a CPU device: RAM (or the memory cgroup's limit when lower), the threads
  * OpenMP will use, and the calibration measured by `exe calibrate` — a clean process, so

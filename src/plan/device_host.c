@@ -82,14 +82,14 @@ static void cpu_model(char *out, size_t size)
         fclose(f);
 }
 
-/* MemTotal: a memory cgroup's limit is a ceiling the planner applies and says (ceiling.c). */
-static uint64_t host_memory(void)
+uint64_t tr_meminfo_bytes(const char *field)
 {
     FILE *f = fopen("/proc/meminfo", "r");
     unsigned long long kib = 0;
-    char line[256];
+    char line[256], want[64];
+    snprintf(want, sizeof want, "%s: %%llu kB", field);
     while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "MemTotal: %llu kB", &kib) == 1)
+        if (sscanf(line, want, &kib) == 1)
             break;
     if (f)
         fclose(f);
@@ -106,7 +106,7 @@ static void host_identity(struct tr_device *d)
     d->threads = omp_get_max_threads();
     snprintf(d->name, sizeof d->name, "cpu");
     snprintf(d->description, sizeof d->description, "this host (%.60s): %.60s, %d threads", host, model, d->threads);
-    d->memory = host_memory();
+    d->memory = tr_meminfo_bytes("MemTotal");   /* a memory cgroup's limit is a ceiling (ceiling.c) */
     /* 16-bit storage everywhere; the kernels widen to f32, so 16-bit GEMMs run at the f32 rate */
     for (int p = 0; p < TR_NPRECISIONS; p++)
         d->supports[p] = true;

@@ -72,15 +72,7 @@ bool tr_plan_overlap(const struct tr_recipe *r, int local_world, int threads)
  * whose memory the host's is) the device's budget. */
 static uint64_t host_spare(const struct tr_device *dev, uint64_t budget)
 {
-    FILE *f = fopen("/proc/meminfo", "r");
-    unsigned long long kib = 0;
-    char line[256];
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1)
-            break;
-    if (f)
-        fclose(f);
-    uint64_t spare = (uint64_t)kib * 1024;
+    uint64_t spare = tr_meminfo_bytes("MemAvailable");
     if (dev->kind == TR_DEVICE_CPU)
         spare = spare > budget ? spare - budget : 0;
     return spare;
