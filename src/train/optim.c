@@ -348,8 +348,16 @@ static int gather_params(struct tr_optim *o, struct tr_diag *d)
     return rc;
 }
 
-/* Offloaded (tr_optim_offload): parameter by parameter, its gradient down, the CPU's update of
- * the host copy, the parameter back on the copy queue while the next one is updated. */
+/* A slot's bytes in a region: the memory plan's 64-byte alignment (memplan.c). */
+static int64_t align64(int64_t bytes)
+{
+    return (bytes + 63) / 64 * 64;
+}
+
+/* Offloaded (tr_optim_offload), in runs of parameters whose bytes lie end to end: a run's
+ * gradients down in one copy, the CPU's update of each parameter's host copy, and each run of
+ * parameters back in one copy on the queue (their slots' padding with them: the host copy holds
+ * the device's) while the next are updated. */
 static int offloaded_step(struct tr_optim *o, struct tr_optim_args *a, struct tr_diag *d)
 {
     const struct tr_backend *be = o->be;
@@ -361,19 +369,30 @@ static int offloaded_step(struct tr_optim *o, struct tr_optim_args *a, struct tr
         o->stale = rc != 0;
     }
     a->params = o->host_params, a->grads = (char *)o->host_grads;
-    for (int i = 0; i < o->nspans && !rc; i++) {
-        const struct tr_param_span *on = &o->spans[i], *host = &o->host_spans[i];
-        size_t bytes = (size_t)on->numel * sizeof(float);
-        rc = tr_backend_copy(be, (char *)o->host_grads + host->grad, o->grads + on->grad, bytes, TR_COPY_TO_HOST, d);
+    for (int i = 0, down = 0, up = 0; i < o->nspans && !rc; i++) {
+        const struct tr_param_span *on = &o->spans[i];
+        if (i == down) {   /* a run of gradients end to end, down at once */
+            int last = i;
+            while (last + 1 < o->nspans && o->spans[last + 1].grad == o->spans[last].grad + o->spans[last].numel * 4)
+                last++;
+            size_t bytes = (size_t)(o->spans[last].grad - on->grad) + (size_t)o->spans[last].numel * sizeof(float);
+            rc = tr_backend_copy(be, (char *)o->host_grads + o->host_spans[i].grad, o->grads + on->grad, bytes,
+                                 TR_COPY_TO_HOST, d);
+            o->moved.down += bytes, down = last + 1;
+        }
         double t = tr_now();
-        a->spans = host, a->nspans = 1;
+        a->spans = &o->host_spans[i], a->nspans = 1;
         if (!rc)
             rc = tr_backend_optim_step(tr_backend_cpu(), a);
         update += tr_now() - t;
-        if (!rc)
-            rc = queue ? tr_backend_copy_ahead(be, o->params + on->param, o->host_params + on->param, bytes, d)
-                       : tr_backend_copy(be, o->params + on->param, o->host_params + on->param, bytes, TR_COPY_TO_DEVICE, d);
-        o->moved.down += bytes, o->moved.up += bytes;
+        bool ends = i + 1 == o->nspans || o->spans[i + 1].param != o->spans[i].param + align64(on->numel * 4);
+        if (!rc && ends) {   /* a run of parameters in adjacent slots, back at once */
+            size_t bytes = (size_t)(on->param - o->spans[up].param) + (size_t)on->numel * sizeof(float);
+            char *to = o->params + o->spans[up].param, *from = o->host_params + o->spans[up].param;
+            rc = queue ? tr_backend_copy_ahead(be, to, from, bytes, d)
+                       : tr_backend_copy(be, to, from, bytes, TR_COPY_TO_DEVICE, d);
+            o->moved.up += bytes, up = i + 1;
+        }
     }
     if (queue) {   /* every parameter back before the next forward reads it */
         int joined = tr_backend_join(be, d);
