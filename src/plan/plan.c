@@ -1052,54 +1052,54 @@ int tr_plan_search(struct tr_plan *p, const struct tr_plan_job *job, struct tr_d
             for (int k = 0; k < sp.nremat && !rc; k++)
                 /* gathered 1: ZeRO 3's program, which is its own; 2: pipelined, the stages balanced by memory */
                 for (int gathered = 0; gathered < 2 + (job->stages > 1) && !rc; gathered++)
-                  /* saved: the activations offloaded, a program of its own */
-                  for (int saved = 0; saved <= TR_OFFLOAD_SAVED && !rc; saved += TR_OFFLOAD_SAVED) {
-                    if (gathered == 1 && (!sp.shard[3] || p->stateful || job->stages > 1 || job->tensors > 1))
-                        continue;
-                    if (!sp.offload[saved] && !sp.offload[saved | TR_OFFLOAD_STATE])
-                        continue;
-                    bool by_memory = gathered == 2;
-                    struct tr_knobs knobs = {.precision = sp.precisions[a], .remat_mode = sp.remat[k].mode,
-                                             .remat_blocks = sp.remat[k].blocks, .shard = gathered == 1 ? 3 : 0,
-                                             .pipeline = job->stages > 1 ? job->stages : 1,
-                                             .tensor = job->tensors > 1 ? job->tensors : 1, .sequence = seq,
-                                             .offload = saved};
-                    struct pair pair;
-                    if ((rc = open_pair(&pair, job, &knobs, by_memory, diag))) {
-                        close_pair(&pair);
-                        break;
-                    }
-                    if (saved && !pair.train.offloaded && job->r->optimize.offload == TR_OFFLOAD_AUTO) {
-                        close_pair(&pair);   /* nothing worth sending: the same program as without */
-                        continue;
-                    }
-                    /* selective recomputation that finds nothing cheap to recompute is no checkpointing:
-                     * searched again only when the recipe pins it */
-                    bool empty = knobs.remat_mode == TR_REMAT_SELECTIVE && pair.train.remat_nodes == 0 &&
-                                 job->r->optimize.checkpointing.name == TR_CKPT_AUTO;
-                    /* balanced by memory as by time: nothing new to try */
-                    bool same_split = !memcmp(pair.first_block, by_time, sizeof by_time);
-                    if (!by_memory)
-                        memcpy(by_time, pair.first_block, sizeof by_time);
-                    for (int dyn = 0; dyn < 2 && !empty && !(by_memory && same_split); dyn++)
-                        for (int shard = gathered == 1 ? 3 : 0; shard < (gathered == 1 ? 4 : 3); shard++)
-                          for (int state = 0; state <= TR_OFFLOAD_STATE; state += TR_OFFLOAD_STATE) {
-                            if (!sp.batching[dyn] || !sp.shard[shard] || p->ncand >= MAX_CANDIDATES ||
-                                (shard && (job->stages > 1 || job->tensors > 1)) ||   /* spread: no ZeRO yet */
-                                !sp.offload[saved | state] || (state && shard))
-                                continue;
-                            struct tr_candidate *c = add_candidate(p);
-                            c->k = knobs;
-                            c->k.shard = shard;
-                            c->k.offload = saved | state;
-                            memcpy(c->k.first_block, pair.first_block, sizeof c->k.first_block);
-                            if (dyn)
-                                search_dynamic(&pair, &h, c);
-                            else
-                                search_fixed(&pair, &h, c);
+                    /* saved: the activations offloaded, a program of its own */
+                    for (int saved = 0; saved <= TR_OFFLOAD_SAVED && !rc; saved += TR_OFFLOAD_SAVED) {
+                        if (gathered == 1 && (!sp.shard[3] || p->stateful || job->stages > 1 || job->tensors > 1))
+                            continue;
+                        if (!sp.offload[saved] && !sp.offload[saved | TR_OFFLOAD_STATE])
+                            continue;
+                        bool by_memory = gathered == 2;
+                        struct tr_knobs knobs = {.precision = sp.precisions[a], .remat_mode = sp.remat[k].mode,
+                                                 .remat_blocks = sp.remat[k].blocks, .shard = gathered == 1 ? 3 : 0,
+                                                 .pipeline = job->stages > 1 ? job->stages : 1,
+                                                 .tensor = job->tensors > 1 ? job->tensors : 1, .sequence = seq,
+                                                 .offload = saved};
+                        struct pair pair;
+                        if ((rc = open_pair(&pair, job, &knobs, by_memory, diag))) {
+                            close_pair(&pair);
+                            break;
                         }
-                    close_pair(&pair);
-                }
+                        if (saved && !pair.train.offloaded && job->r->optimize.offload == TR_OFFLOAD_AUTO) {
+                            close_pair(&pair);   /* nothing worth sending: the same program as without */
+                            continue;
+                        }
+                        /* selective recomputation that finds nothing cheap to recompute is no checkpointing:
+                         * searched again only when the recipe pins it */
+                        bool empty = knobs.remat_mode == TR_REMAT_SELECTIVE && pair.train.remat_nodes == 0 &&
+                                     job->r->optimize.checkpointing.name == TR_CKPT_AUTO;
+                        /* balanced by memory as by time: nothing new to try */
+                        bool same_split = !memcmp(pair.first_block, by_time, sizeof by_time);
+                        if (!by_memory)
+                            memcpy(by_time, pair.first_block, sizeof by_time);
+                        for (int dyn = 0; dyn < 2 && !empty && !(by_memory && same_split); dyn++)
+                            for (int shard = gathered == 1 ? 3 : 0; shard < (gathered == 1 ? 4 : 3); shard++)
+                                for (int state = 0; state <= TR_OFFLOAD_STATE; state += TR_OFFLOAD_STATE) {
+                                    if (!sp.batching[dyn] || !sp.shard[shard] || p->ncand >= MAX_CANDIDATES ||
+                                        (shard && (job->stages > 1 || job->tensors > 1)) ||   /* spread: no ZeRO yet */
+                                        !sp.offload[saved | state] || (state && shard))
+                                        continue;
+                                    struct tr_candidate *c = add_candidate(p);
+                                    c->k = knobs;
+                                    c->k.shard = shard;
+                                    c->k.offload = saved | state;
+                                    memcpy(c->k.first_block, pair.first_block, sizeof c->k.first_block);
+                                    if (dyn)
+                                        search_dynamic(&pair, &h, c);
+                                    else
+                                        search_fixed(&pair, &h, c);
+                                }
+                        close_pair(&pair);
+                    }
     free(h.count);
     if (!rc)
         choose(p);
