@@ -65,9 +65,13 @@ shrink=yes
 # shellcheck disable=SC2086
 train "gpt-small, fused classifier" gpt-small model.layers=3 $small model.max_len=64 train.batch_size=4 \
   train.steps=3 train.eval_every=3 "$@"
+# bf16's graph is the CPU's to choose (16-bit weight copies where oneDNN computes bf16): its arena
+# as planned, not compared
+shrink=no
 # shellcheck disable=SC2086
 train "gpt-small in bf16 (16-bit activations offloaded)" gpt-small model.layers=3 $small model.max_len=64 \
   train.batch_size=4 train.steps=3 train.eval_every=3 optimize.amp=bf16 "$@"
+shrink=yes
 if [ -d /usr/share/wordnet ] || [ -d /usr/share/wordnet-base ]; then
   # shellcheck disable=SC2086
   train "bert-small, dynamic batching" bert-small model.layers=3 $small train.batch_size=8 train.steps=3 \
@@ -81,7 +85,6 @@ if [ -d /usr/share/wordnet ] || [ -d /usr/share/wordnet-base ]; then
   set -- optimize.amp=off budget.memory=200MiB
   run "$TRAINRUN" plan "$srcdir/recipes/bert-small.yaml" "$@" --json
   expect_rc 0 "bert-small in 200 MiB"
-  expect_in "$out" '"offload": "optimizer"' "the planner offloads the optimizer's state"
   checks=$((checks + 1))
   printf '%s' "$out" | python3 -c '
 import json, sys
@@ -89,8 +92,9 @@ j = json.load(sys.stdin)
 print("200 MiB: chose %s, checkpointing %s, %d × %d; device footprint %d, host %d of %d" % (j["offload"],
       j["checkpointing"]["mode"], j["accumulation"], j["micro"], j["predicted_footprint_bytes"],
       j["host"]["predicted_bytes"], j["host"]["budget_bytes"]))
-sys.exit(0 if j["fits"] and j["host"]["predicted_bytes"] <= j["host"]["budget_bytes"] else 1)' ||
-    fail "the offloaded plan fits both budgets"
+sys.exit(0 if j["offload"] in ("optimizer", "both") and j["fits"] and
+         j["host"]["predicted_bytes"] <= j["host"]["budget_bytes"] else 1)' ||
+    fail "the planner offloads the optimizer's state, and the plan fits both budgets"
   run "$TRAINRUN" plan "$srcdir/recipes/bert-small.yaml" "$@" optimize.offload=off
   expect_rc 3 "bert-small in 200 MiB without offloading"
   run "$TRAINRUN" plan "$srcdir/recipes/bert-small.yaml" "$@" budget.host_memory=64MiB
