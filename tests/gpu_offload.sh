@@ -21,15 +21,22 @@ common="device=cuda seed=1 train.steps=10 train.epochs=null train.eval_every=0 t
   train.checkpoint_every=0 report.log_every=1 report.tensorboard=false budget.memory=8GiB optimize.amp=off
   optimize.checkpointing=off optimize.accumulation=1 data.num_workers=1"
 
-# pair NAME RECIPE ARGS...: without offload and with both; the losses within 1e-5, the memory as planned.
-pair() {
-  name=$1 recipe=$2
-  shift 2
-  for mode in off both; do
+# runs "MODES" ARGS...: $recipe trained on cuda under each optimize.offload mode, into $scratch/MODE.
+runs() {
+  modes=$1
+  shift
+  for mode in $modes; do
     # shellcheck disable=SC2086 # $common is a list of words
     run "$TRAINRUN" "$srcdir/recipes/$recipe.yaml" $common optimize.offload=$mode report.dir="$scratch/$mode" "$@" --quiet
     expect_rc 0 "$name on cuda, offload $mode"
   done
+}
+
+# pair NAME RECIPE ARGS...: without offload and with both; the losses within 1e-5, the memory as planned.
+pair() {
+  name=$1 recipe=$2
+  shift 2
+  runs "off both" "$@"
   off=$scratch/off/$recipe/latest on=$scratch/both/$recipe/latest
   same_losses "$off" "$on" "$name, offloaded on cuda" 1e-5 10
   grep -h "^offload:" "$on/log.txt"
@@ -54,11 +61,7 @@ PY
 overlap() {
   name=$1 recipe=$2
   shift 2
-  for mode in off activations; do
-    # shellcheck disable=SC2086 # $common is a list of words
-    run "$TRAINRUN" "$srcdir/recipes/$recipe.yaml" $common optimize.offload=$mode report.dir="$scratch/$mode" "$@" --quiet
-    expect_rc 0 "$name on cuda, offload $mode"
-  done
+  runs "off activations" "$@"
   checks=$((checks + 1))
   python3 - "$scratch/off/$recipe/latest/plan.json" "$scratch/activations/$recipe/latest/plan.json" "$name" <<'PY' ||
 import json, sys

@@ -291,18 +291,6 @@ static int landed(struct tr_exec *x, struct tr_diag *d)
     return rc;
 }
 
-/* The first step after `step` that reads value v's storage (x->n: none). */
-static int first_reader(const struct tr_exec *x, int step, int v)
-{
-    for (int s = step + 1; s < x->n; s++) {
-        const struct tr_node *n = &x->g->nodes[x->schedule[s]];
-        for (int i = 0; i < n->nin; i++)
-            if (n->in[i] >= 0 && tr_storage_of(x->g, n->in[i]) == v)
-                return s;
-    }
-    return x->n;
-}
-
 /* An offload pass's copy (exec.h): queued where the backend has a queue, else done at once. */
 static int run_copy(struct tr_exec *x, int step, const struct tr_kernel_args *a, struct tr_diag *d)
 {
@@ -322,7 +310,8 @@ static int run_copy(struct tr_exec *x, int step, const struct tr_kernel_args *a,
                    : tr_backend_copy(x->be, a->out[0].data, a->in[0].data, bytes, TR_COPY_TO_DEVICE, d);
         x->copies.back += bytes;
         if (queue) {
-            int reader = first_reader(x, step, tr_storage_of(x->g, a->node->out[0]));
+            int reader = x->plan->read_at[tr_storage_of(x->g, a->node->out[0])];   /* the memory plan's */
+            reader = reader < 0 ? x->n : reader;
             x->in_flight = true, x->join_at = reader < x->join_at ? reader : x->join_at;
         }
     }   /* OFFLOAD_WAIT: joined below, the slot reused after it */

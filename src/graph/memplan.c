@@ -112,12 +112,16 @@ static void liveness(struct tr_memplan *p, const struct tr_graph *g, const int *
                      const int *keep, int nkeep)
 {
     for (int v = 0; v < g->nvalues; v++)
-        p->first[v] = p->last[v] = -1;
+        p->first[v] = p->last[v] = p->read_at[v] = -1;
     for (int step = 0; step < n; step++) {
         const struct tr_node *node = &g->nodes[schedule[step]];
-        for (int i = 0; i < node->nin; i++)
-            if (node->in[i] >= 0)
-                touch(p, tr_storage_of(g, node->in[i]), step);
+        for (int i = 0; i < node->nin; i++) {
+            int root = node->in[i] >= 0 ? tr_storage_of(g, node->in[i]) : -1;
+            if (root >= 0 && p->read_at[root] < 0 && p->first[root] >= 0 && p->first[root] < step)
+                p->read_at[root] = step;
+            if (root >= 0)
+                touch(p, root, step);
+        }
         for (int i = 0; i < node->nout; i++)
             touch(p, tr_storage_of(g, node->out[i]), step);
     }
@@ -385,6 +389,7 @@ static int build(struct tr_memplan *p, const struct tr_graph *g, const int *sche
     p->bytes = tr_xmalloc(nv * sizeof *p->bytes);
     p->first = tr_xmalloc(nv * sizeof *p->first);
     p->last = tr_xmalloc(nv * sizeof *p->last);
+    p->read_at = tr_xmalloc(nv * sizeof *p->read_at);
     p->region = tr_xmalloc(nv * sizeof *p->region);
     for (int v = 0; v < g->nvalues; v++) {
         const struct tr_value *val = &g->values[v];
@@ -436,6 +441,6 @@ int tr_memplan_build_stage(struct tr_memplan *p, const struct tr_graph *g, const
 
 void tr_memplan_free(struct tr_memplan *p)
 {
-    free(p->offset), free(p->bytes), free(p->first), free(p->last), free(p->region), free(p->zero), free(p->gather), free(p->gather_at), free(p->live), free(p->stash);
+    free(p->offset), free(p->bytes), free(p->first), free(p->last), free(p->read_at), free(p->region), free(p->zero), free(p->gather), free(p->gather_at), free(p->live), free(p->stash);
     memset(p, 0, sizeof *p);
 }

@@ -25,6 +25,8 @@ struct tr_memplan {
                                       * [TR_HOST] the host ring offloaded activations take */
     size_t arena_sum;           /* Σ sizes of arena values: what no reuse would take */
     size_t arena_live_peak;     /* the most bytes live at one step: the bound any packing meets */
+    int *read_at;               /* per value: the first step after the one that makes it that reads
+                                 * it, or -1 (a RELOAD's copy lands before it: exec.c) */
     size_t *live;               /* per schedule step: the arena's bytes live while it runs (its
                                  * outputs taken, what dies there not yet given back); the peak
                                  * is arena_live_peak. Traces draw it (report/trace.c). */
