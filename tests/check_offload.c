@@ -330,6 +330,33 @@ START_TEST(one_block_offloads_nothing)
 }
 END_TEST
 
+/* The fenced CPU reads a queued copy's source when queued and writes it at the join: a source
+ * changed in between (a gradient sent before its last writer, a slot reused too soon) fails the
+ * join; one left alone lands its bytes as queued. */
+START_TEST(fenced_join_fails_a_changed_source)
+{
+    struct tr_backend *be = NULL;
+    struct tr_diag why = {0};
+    ck_assert_msg(tr_backend_open_ops(&tr_cpu_fenced_ops, 0, &be, &why) == 0, "%s", tr_diag_last(&why));
+    const struct tr_memory_ops *mem = be->memory;
+    float *dev = mem->alloc(4 * sizeof(float), mem->ctx), host[4] = {0}, back[4] = {0}, one[4] = {1, 2, 3, 4};
+    ck_assert_int_eq(tr_backend_copy(be, dev, one, sizeof one, TR_COPY_TO_DEVICE, &why), 0);
+    ck_assert_int_eq(tr_backend_copy_behind(be, host, dev, sizeof host, &why), 0);
+    ck_assert_int_eq(tr_backend_fill(be, dev, 0, 2 * sizeof(float), &why), 0);   /* a writer after the copy */
+    ck_assert_float_eq(host[0], 0);   /* nothing lands before the join */
+    ck_assert_int_ne(tr_backend_join(be, &why), 0);
+    ck_assert_msg(strstr(tr_diag_last(&why), "changed between its queuing and the join"), "%s", tr_diag_last(&why));
+    tr_diag_free(&why);
+    why = (struct tr_diag){0};
+    ck_assert_int_eq(tr_backend_copy_behind(be, back, dev, sizeof back, &why), 0);
+    ck_assert_int_eq(tr_backend_join(be, &why), 0);
+    ck_assert_float_eq(back[0], 0);
+    ck_assert_float_eq(back[3], 4);
+    mem->free(dev, mem->ctx);
+    tr_backend_close(be);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("offload");
@@ -338,6 +365,7 @@ int main(void)
     tcase_add_test(tc, mlp_offloaded_same_gradients);
     tcase_add_test(tc, gpt_offloaded_same_gradients);
     tcase_add_test(tc, one_block_offloads_nothing);
+    tcase_add_test(tc, fenced_join_fails_a_changed_source);
     suite_add_tcase(s, tc);
     return unit_run(s);
 }

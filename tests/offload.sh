@@ -1,16 +1,19 @@
 #!/bin/sh
 # The host's memory as extra room (optimize.offload), on the fenced CPU standing in for a device
 # the host cannot see (tests/device.sh): the optimizer's state and update on the host and saved
-# activations sent there and back train bit for bit as without them — the fenced backend lands
-# every queued copy only at its join, so a copy that landed late, or a slot reused before its copy
-# left, would change a bit — the device's arena is as the plan predicts and smaller than without,
+# activations sent there and back, and the gradients sent down as the backward writes them, train
+# bit for bit as without them — the fenced backend reads a queued copy's source when queued and
+# lands it only at its join, failing the join if the source changed between: a copy read too
+# soon, landed late, or a slot reused before its copy left would fail or change a bit — the
+# device's arena is as the plan predicts and smaller than without,
 # the host's regions as predicted. The planner takes offloading where nothing else fits the
 # budget, and not when the host's budget is too small for it; a resumed offloaded run ends where
 # an uninterrupted one does.
 . "$srcdir/tests/lib.sh"
 TRAINRUN_BACKEND=cpu-fenced
 export TRAINRUN_BACKEND
-set -- data.num_workers=1 train.eval_samples=64 --quiet
+# buckets of 4 KiB: the gradients go down in many copies as the backward writes them
+set -- data.num_workers=1 train.eval_samples=64 distributed.bucket=4KiB --quiet
 
 sums() { grep -o '"train/loss":[^,]*' "$1/metrics.jsonl" | tr -d '\n'; }
 
@@ -29,10 +32,12 @@ print("%s: arena %d predicted, %d measured (%d without offload); host %d predict
       "%.0f activation and %.0f optimizer bytes a step over the link" % (name, on["regions"]["arena"], arena,
       off["measured_regions"]["arena"], on["host"]["predicted_bytes"], host["bytes"],
       host["activation_bytes_per_step"], host["optimizer_bytes_per_step"]))
+print("%s: %.0f bytes of gradients a step sent during the backward" % (name, host["gradient_bytes_during_backward_per_step"]))
 ok = (on["offload"] == "both" and arena == on["regions"]["arena"] and (arena < off["measured_regions"]["arena"] or not shrink)
       and on["measured_regions"]["optimizer"] == 0 and host["bytes"] == on["host"]["predicted_bytes"]
       and host["regions"]["optimizer"] == off["regions"]["optimizer"]
-      and host["activation_bytes_per_step"] > 0 and host["optimizer_bytes_per_step"] > 0)
+      and host["activation_bytes_per_step"] > 0 and host["optimizer_bytes_per_step"] > 0
+      and host["gradient_bytes_during_backward_per_step"] > 0)
 sys.exit(0 if ok else 1)
 PY
 }

@@ -39,6 +39,8 @@ struct pair {
     double optimizer_seconds, optimizer_shard_seconds;   /* the update's passes, whole or the rank's part */
     double gather_copy_seconds;   /* ZeRO 1 and 2's updated parameters through the host buffer */
     double host_optimizer_seconds;   /* offloaded: the update on the host's CPU, at its memory's rate */
+    double pass_kernels, pass_link;   /* the last pass timed (pass_seconds), one micro-batch's: its
+                                       * kernels' seconds and its activations' on the host link */
     int first_block[TR_MAX_STAGES + 1];   /* pipelined: the stages' blocks (balanced by time) */
     size_t params_most;       /* pipelined: the largest stage's parameters' bytes */
     size_t (*eval_regions)[TR_NREGIONS];   /* per evaluation batch (≤ batch): its plan's regions, once
@@ -387,6 +389,7 @@ static double pass_seconds(struct pair *p, int64_t B, double S, struct tr_candid
     int64_t s = (int64_t)ceil(S) < 1 ? 1 : (int64_t)ceil(S);
     double f, b, t = tr_plan_step_seconds(&p->train.g, B, s, p->job->dev, &f, &b);
     c->flops += f * times, c->bytes_moved += b * times;
+    p->pass_kernels = t, p->pass_link = 0;
     int T = c->k.tensor;
     if (T > 1) {   /* a ring all-reduce moves 2 (T − 1) / T of what it sums in and out of each rank, an
                     * all-gather or reduce-scatter (T − 1) / T, and each pays the messages' latency */
@@ -402,6 +405,7 @@ static double pass_seconds(struct pair *p, int64_t B, double S, struct tr_candid
         double moved = 2 * host_bytes_at(&p->train.g, B, s), link = moved / tr_device_host_link(p->job->dev);
         double exposed = p->job->dev->kind == TR_DEVICE_CUDA ? (link > t ? link - t : 0) : link;
         c->link_bytes += moved * times, c->link_seconds += link * times, c->link_exposed += exposed * times;
+        p->pass_link = link;
         t += exposed;
     }
     return t * times;
@@ -485,11 +489,16 @@ static void timing(struct pair *p, const struct lengths *h, struct tr_candidate 
     c->padding = tokens > 0 && h->max > 1 ? (slots - tokens) / tokens : 0;
     c->step_seconds += !c->k.shard ? p->optimizer_seconds
                        : p->optimizer_shard_seconds + (c->k.shard < 3 ? p->gather_copy_seconds : 0);
-    if (c->k.offload & TR_OFFLOAD_STATE) {   /* the gradients down and the parameters back, one at a time
-                                              * between the backward and the next forward: not hidden */
-        double moved = 2 * (double)p->params, link = moved / tr_device_host_link(p->job->dev);
-        c->link_bytes += moved, c->link_seconds += link, c->link_exposed += link;
-        c->step_seconds += link + p->host_optimizer_seconds - p->optimizer_seconds;
+    if (c->k.offload & TR_OFFLOAD_STATE) {
+        /* the gradients down as the last micro-batch's backward writes them: on a GPU beside its
+         * kernels (the backward's two thirds of the pass, less the activations' reloads on the
+         * same link), only the rest exposed; on a CPU all of it. The parameters back after the
+         * host's update, before the next forward: not hidden. */
+        double down = (double)p->params / tr_device_host_link(p->job->dev);
+        double room = 2.0 / 3 * p->pass_kernels - p->pass_link / 2;
+        double exposed = p->job->dev->kind != TR_DEVICE_CUDA ? down : down > room ? down - (room > 0 ? room : 0) : 0;
+        c->link_bytes += 2 * (double)p->params, c->link_seconds += 2 * down, c->link_exposed += exposed + down;
+        c->step_seconds += exposed + down + p->host_optimizer_seconds - p->optimizer_seconds;
     }
     /* across ranks, at the measured bus rate: a ring's reduce-scatter and all-gather each move
      * (N − 1) / N of the gradients in and out of a rank (sharded, the all-gather the parameters:

@@ -106,16 +106,21 @@ static void offload_measured(struct tr_run_folder *f, const struct tr_session *s
         if (host.region[r].peak)
             json_object_set_new(regions, tr_region_name(r), json_integer((json_int_t)host.region[r].peak));
     json_object_set_new(plan, "measured_host", json_pack(
-        "{sI so sf sf sf sf sf so sf sI}", "bytes", (json_int_t)host.peak, "regions", regions,
+        "{sI so sf sf sf sf sf sf so sf sI}", "bytes", (json_int_t)host.peak, "regions", regions,
         "link_bytes_per_step", bytes, "activation_bytes_per_step", ((double)a->sent + (double)a->back) / steps,
-        "optimizer_bytes_per_step", ((double)o->down + (double)o->up) / steps, "link_seconds_per_step", seconds,
+        "optimizer_bytes_per_step", ((double)o->down + (double)o->up) / steps,
+        "gradient_bytes_during_backward_per_step", (double)o->early / steps, "link_seconds_per_step", seconds,
         "host_update_seconds_per_step", o->update_seconds / steps, "overlap", gpu ? json_null() : json_real(0),
         "predicted_link_seconds", c->link_seconds, "steps", (json_int_t)o->steps));
-    char held[32], predicted[32], moved[32], line[300];
+    char held[32], predicted[32], moved[32], early[32], line[300], grads[128] = "";
     tr_format_bytes(host.peak, held), tr_format_bytes(c->host_bytes, predicted), tr_format_bytes((uint64_t)bytes, moved);
+    if (o->down) {
+        tr_format_bytes((uint64_t)((double)o->early / steps), early);
+        snprintf(grads, sizeof grads, "; %s of the gradients a step sent during the backward", early);
+    }
     tr_run_folder_say(f, "offload: host regions peaked at %s (predicted %s); %s a step over the host link, %.3g s "
-                      "of the host's time (predicted %.3g s at %.3g GB/s, %.3g s exposed); %s\n", held, predicted,
-                      moved, seconds, c->link_seconds, tr_device_host_link(&s->dev) / 1e9, c->link_exposed,
+                      "of the host's time (predicted %.3g s at %.3g GB/s, %.3g s exposed)%s; %s\n", held, predicted,
+                      moved, seconds, c->link_seconds, tr_device_host_link(&s->dev) / 1e9, c->link_exposed, grads,
                       gpu ? "the overlap on the device's copy engine not measured yet"
                           : "none hidden behind the kernels: the CPU copies on the host's own time");
     if (host.peak != c->host_bytes) {

@@ -373,7 +373,8 @@ static int train_step(struct loop_run *c, const struct tr_step *st, const struct
     struct tr_step_runner runner = {.x = &side->x, .p = &side->b.p, .m = &side->b.m, .loss_scale = side->loss_scale,
                                     .lm = side->lm, .features = tr_split_features(&c->data->train),
                                     .rng = &c->s->rng, .rank = c->s->data_comm.rank, .world = c->s->data_comm.world,
-                                    .reducer = &c->l->reducer, .pipe = side->b.pipelined ? &c->s->pipe : NULL,
+                                    .reducer = &c->l->reducer, .offload = c->s->optim.down ? &c->s->optim : NULL,
+                                    .pipe = side->b.pipelined ? &c->s->pipe : NULL,
                                     .sequence = c->s->tensor_sums[0].npartial ? &c->s->tensor_sums[0] : NULL};
     struct tr_diag why = {0}, across = {0};
     bool ran = false;
@@ -859,6 +860,9 @@ int tr_loop_run(struct tr_loop *l, struct tr_session *s, struct tr_run_folder *f
     tr_timer_start(&l->timer, c.began, tr_loader_wait_seconds(c.loader));
     l->profile = (struct tr_exec_profile){.per_op = getenv("TR_PROFILE") != NULL, .phase_seconds = l->timer.phase};
     s->train.x.hook = tr_exec_profiler(&l->profile);
+    /* offloaded: the gradients leave for the host as the backward writes them */
+    if (tr_optim_overlap(&s->optim, &s->train.b.g, s->train.b.p.schedule, s->train.b.p.n, r->distributed.bucket))
+        s->train.x.hook = tr_optim_hook(&s->optim, s->train.x.hook);
     tr_grad_reducer_init(&l->reducer, &s->data_comm, s->be, s->optim.spans, s->optim.nspans, &s->train.b.g,
                          &s->train.b.p.plans[0], r->distributed.bucket, s->k.shard);
     l->reducer.profile = &l->profile;

@@ -3,6 +3,7 @@
 
 #include "plan/plan.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,8 +129,11 @@ void tr_optim_offload(struct tr_optim *o, char *host_params, float *host_grads)
     }
 }
 
+static void down_free(struct tr_optim *o);
+
 void tr_optim_free(struct tr_optim *o)
 {
+    down_free(o);
     free(o->host_spans);
     o->host_spans = NULL;
     free(o->norm_spans);
@@ -354,22 +358,171 @@ static int64_t align64(int64_t bytes)
     return (bytes + 63) / 64 * 64;
 }
 
+/* ---- offloaded: the gradients down as the backward writes them ---------------------------------- */
+
+/* A bucket of gradients end to end, at grad in the gradients' memory and host in host_grads,
+ * final after the schedule's node `ready` (−1: before any). */
+struct down_bucket {
+    int64_t grad, host;
+    size_t bytes;
+    int ready;
+};
+
+struct tr_grads_down {
+    struct down_bucket *buckets;   /* in the order they are sent: by ready, then by place */
+    int n, sent;
+    bool armed;                    /* the step's last micro-batch runs */
+    bool queued;                   /* every bucket on the queue, joined; the host has not waited yet */
+    bool here;                     /* this step's gradients are in host_grads */
+    struct tr_exec_hook inner;     /* the hook it chains (the profiler's) */
+};
+
+static void down_free(struct tr_optim *o)
+{
+    if (o->down)
+        free(o->down->buckets);
+    free(o->down);
+    o->down = NULL;
+}
+
+static int by_ready(const void *a, const void *b)
+{
+    const struct down_bucket *x = a, *y = b;
+    return x->ready != y->ready ? (x->ready > y->ready) - (x->ready < y->ready) : (x->grad > y->grad) - (x->grad < y->grad);
+}
+
+bool tr_optim_overlap(struct tr_optim *o, const struct tr_graph *g, const int *schedule, int n, size_t bucket_bytes)
+{
+    if (!o->host_params || !tr_backend_copies_ahead(o->be) || o->down || !o->nspans)
+        return false;
+    int *last = tr_xmalloc((size_t)g->nvalues * sizeof *last);   /* each gradient's last toucher */
+    for (int v = 0; v < g->nvalues; v++)
+        last[v] = -1;
+    for (int step = 0; step < n; step++) {
+        const struct tr_node *node = &g->nodes[schedule[step]];
+        for (int i = 0; i < node->nin + node->nout; i++) {
+            int v = tr_storage_of(g, i < node->nin ? node->in[i] : node->out[i - node->nin]);
+            if (g->values[v].kind == TR_GRAD)
+                last[v] = step;
+        }
+    }
+    struct tr_grads_down *w = tr_xcalloc(1, sizeof *w);
+    w->buckets = tr_xcalloc((size_t)o->nspans, sizeof *w->buckets);
+    for (int i = 0; i < o->nspans; i++) {   /* spans in the bucket while end to end and within its size */
+        const struct tr_param_span *on = &o->spans[i];
+        size_t bytes = (size_t)on->numel * sizeof(float);
+        struct down_bucket *b = &w->buckets[w->n - 1];
+        if (!w->n || on->grad != b->grad + (int64_t)b->bytes || b->bytes + bytes > bucket_bytes)
+            b = &w->buckets[w->n++], *b = (struct down_bucket){.grad = on->grad, .host = o->host_spans[i].grad, .ready = -1};
+        b->bytes += bytes;
+    }
+    for (int v = 0; v < g->nvalues; v++) {   /* each bucket final after its gradients' last toucher */
+        if (g->values[v].kind != TR_GRAD || o->plan->offset[v] < 0)
+            continue;
+        int64_t lo = o->plan->offset[v], hi = lo + numel(g, v) * (int64_t)sizeof(float);
+        for (int b = 0; b < w->n; b++)
+            if (lo < w->buckets[b].grad + (int64_t)w->buckets[b].bytes && hi > w->buckets[b].grad &&
+                last[v] > w->buckets[b].ready)
+                w->buckets[b].ready = last[v];
+    }
+    free(last);
+    qsort(w->buckets, (size_t)w->n, sizeof *w->buckets, by_ready);
+    o->down = w;
+    return true;
+}
+
+/* Every bucket final after the schedule's node `step` (all: INT_MAX) on the queue. */
+static int send_ready(struct tr_optim *o, int step, struct tr_diag *d)
+{
+    struct tr_grads_down *w = o->down;
+    double began = tr_now();
+    int rc = 0;
+    for (; !rc && w->sent < w->n && w->buckets[w->sent].ready <= step; w->sent++) {
+        const struct down_bucket *b = &w->buckets[w->sent];
+        rc = tr_backend_copy_behind(o->be, (char *)o->host_grads + b->host, o->grads + b->grad, b->bytes, d);
+        o->moved.down += b->bytes;
+        o->moved.early += step < INT_MAX ? b->bytes : 0;
+    }
+    o->moved.seconds += tr_now() - began;
+    return rc;
+}
+
+static int down_before(void *ctx, const struct tr_exec *x, int step, const struct tr_node *node, struct tr_diag *d)
+{
+    const struct tr_exec_hook *inner = &((struct tr_optim *)ctx)->down->inner;
+    return inner->before ? inner->before(inner->ctx, x, step, node, d) : 0;
+}
+
+static int down_after(void *ctx, const struct tr_exec *x, int step, const struct tr_node *node, struct tr_diag *d)
+{
+    struct tr_optim *o = ctx;
+    const struct tr_exec_hook *inner = &o->down->inner;
+    int rc = inner->after ? inner->after(inner->ctx, x, step, node, d) : 0;
+    return !rc && o->down->armed ? send_ready(o, step, d) : rc;
+}
+
+struct tr_exec_hook tr_optim_hook(struct tr_optim *o, struct tr_exec_hook inner)
+{
+    if (!o->down)
+        return inner;
+    o->down->inner = inner;
+    return (struct tr_exec_hook){.before = inner.before ? down_before : NULL, .after = down_after, .ctx = o};
+}
+
+int tr_optim_arm(struct tr_optim *o, struct tr_diag *d)
+{
+    if (!o->down)
+        return 0;
+    o->down->armed = true, o->down->sent = 0, o->down->queued = o->down->here = false;
+    return send_ready(o, -1, d);   /* what no node writes: its zeros */
+}
+
+int tr_optim_sent(struct tr_optim *o, struct tr_diag *d)
+{
+    struct tr_grads_down *w = o->down;
+    if (!w || !w->armed)
+        return 0;
+    int rc = send_ready(o, INT_MAX, d);
+    double began = tr_now();
+    if (!rc)
+        rc = tr_backend_join(o->be, d);
+    o->moved.seconds += tr_now() - began;
+    w->armed = false, w->queued = rc == 0;
+    return rc;
+}
+
+/* The host's wait for the gradients sent during the backward, at its first read of them. */
+static int grads_here(struct tr_optim *o, struct tr_diag *d)
+{
+    struct tr_grads_down *w = o->down;
+    if (!w || !w->queued)
+        return 0;
+    double began = tr_now();
+    int rc = tr_backend_synchronize(o->be, d);
+    o->moved.seconds += tr_now() - began;
+    w->queued = false, w->here = rc == 0;
+    return rc;
+}
+
+/* ---- offloaded: the step ------------------------------------------------------------------------- */
+
 /* Offloaded (tr_optim_offload), in runs of parameters whose bytes lie end to end: a run's
- * gradients down in one copy, the CPU's update of each parameter's host copy, and each run of
- * parameters back in one copy on the queue (their slots' padding with them: the host copy holds
- * the device's) while the next are updated. */
+ * gradients down in one copy (unless they came down during the backward), the CPU's update of
+ * each parameter's host copy, and each run of parameters back in one copy on the queue (their
+ * slots' padding with them: the host copy holds the device's) while the next are updated. */
 static int offloaded_step(struct tr_optim *o, struct tr_optim_args *a, struct tr_diag *d)
 {
     const struct tr_backend *be = o->be;
     bool queue = tr_backend_copies_ahead(be);
+    int rc = grads_here(o, d);
+    bool early = o->down && o->down->here;
     double began = tr_now(), update = 0;
-    int rc = 0;
-    if (o->stale) {
+    if (o->stale && !rc) {
         rc = tr_backend_copy(be, o->host_params, o->params, o->plan->region_bytes[TR_PARAM], TR_COPY_TO_HOST, d);
         o->stale = rc != 0;
     }
     a->params = o->host_params, a->grads = (char *)o->host_grads;
-    for (int i = 0, down = 0, up = 0; i < o->nspans && !rc; i++) {
+    for (int i = 0, down = early ? o->nspans : 0, up = 0; i < o->nspans && !rc; i++) {
         const struct tr_param_span *on = &o->spans[i];
         if (i == down) {   /* a run of gradients end to end, down at once */
             int last = i;
@@ -398,6 +551,8 @@ static int offloaded_step(struct tr_optim *o, struct tr_optim_args *a, struct tr
         int joined = tr_backend_join(be, d);
         rc = rc ? rc : joined;
     }
+    if (o->down)
+        o->down->here = false;
     o->moved.update_seconds += update;
     o->moved.seconds += tr_now() - began - update;
     return rc;
@@ -503,9 +658,15 @@ double tr_grad_clip(struct tr_optim *o, double clip, struct tr_diag *d)
 bool tr_grad_unscale(struct tr_optim *o, float inv, struct tr_diag *d)
 {
     struct tr_optim_args a = args_of(o, 0, d);
-    bool finite = false;
+    bool finite = false, copy = true;
     if (tr_backend_grad_scale(o->be, &a, inv, &finite))
         return false;
+    if (o->down && (o->down->queued || o->down->here)) {   /* offloaded: the host's, sent before, the same */
+        struct tr_optim_args h = a;
+        h.params = o->host_params, h.grads = (char *)o->host_grads, h.spans = o->host_spans;
+        if (grads_here(o, d) || tr_backend_grad_scale(tr_backend_cpu(), &h, inv, &copy))
+            return false;
+    }
     double overflowed = !finite;   /* sharded: whether any rank's part did; pipelined, any stage's */
     if (o->comm && tr_comm_sum_doubles(o->comm, &overflowed, 1, d))
         return false;

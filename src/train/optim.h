@@ -63,9 +63,12 @@ struct tr_optim {
     float *host_grads;         /* parameter i's at its state offset, end to end */
     struct tr_param_span *host_spans;   /* the spans over those copies */
     bool stale;                /* host_params behind the device's (initialised, or a checkpoint pushed) */
+    struct tr_grads_down *down;   /* with a copy queue: the gradients leave as the backward writes
+                                   * them (tr_optim_overlap); NULL: down after the backward */
     struct tr_optim_moved {    /* what the offloaded updates moved, summed over this process's steps */
         int64_t steps;         /* updates this process made (offloaded or not) */
         uint64_t down, up;     /* gradients to the host, parameters back */
+        uint64_t early;        /* of down: sent while the backward ran (tr_optim_overlap) */
         double seconds;        /* the host's time copying and waiting for the copies */
         double update_seconds; /* the CPU's updates */
     } moved;
@@ -93,6 +96,19 @@ void tr_optim_tensor(struct tr_optim *o, const struct tr_comm *tensor);
  * each parameter back on the copy queue, all landed before the step returns. The host copy of
  * the parameters is taken from the device before the first step and after any push. */
 void tr_optim_offload(struct tr_optim *o, char *host_params, float *host_grads);
+/* Offloaded, on a backend with a copy queue (backend.h: copy_ahead): the gradients go down in
+ * buckets of at most bucket_bytes (runs of them end to end) as the step's last micro-batch's
+ * backward writes them — each after the last node of schedule (n steps, g's) that touches any
+ * gradient in it, behind that node's kernels on the queue. The hook (chaining inner) sends them
+ * while armed; tr_optim_arm arms it before the last micro-batch runs, and tr_optim_sent, after
+ * it, sends what is left and joins the queue, so that whatever comes after (fp16's unscaling)
+ * waits for every copy; the host reads them once the device is synchronized, at its first use.
+ * A step that armed nothing (its micro-batches had no targets) copies them after the backward,
+ * as without. False, and nothing changes, where not offloaded or no queue. */
+bool tr_optim_overlap(struct tr_optim *o, const struct tr_graph *g, const int *schedule, int n, size_t bucket_bytes);
+struct tr_exec_hook tr_optim_hook(struct tr_optim *o, struct tr_exec_hook inner);
+int tr_optim_arm(struct tr_optim *o, struct tr_diag *d);
+int tr_optim_sent(struct tr_optim *o, struct tr_diag *d);
 void tr_optim_free(struct tr_optim *o);
 /* The host's view of the state, for checkpoints: the state itself on a host-visible backend,
  * else a host copy that pull fills from the device and push copies back (0, or a code with the

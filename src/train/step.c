@@ -2,6 +2,7 @@
 #include "train/step.h"
 
 #include "core/clock.h"
+#include "train/optim.h"
 #include "train/ranks.h"
 
 #include <stdbool.h>
@@ -432,8 +433,12 @@ int tr_step_gradients(const struct tr_step_runner *r, const struct tr_step *st, 
         }
         if (!rc && after >= hi && r->reducer)   /* the rank's last: its gradients final as written */
             tr_grad_reducer_arm(r->reducer, x->base[TR_GRAD]);
+        if (!rc && after >= hi && r->offload)
+            rc = tr_optim_arm(r->offload, d);
         if (!rc)
             rc = tr_exec_run(x, b->n, b->S, d);
+        if (!rc && after >= hi && r->offload)
+            rc = tr_optim_sent(r->offload, d);
         if (!rc)
             rc = tr_exec_read(x, r->m->loss, &part, sizeof part, d);
         if (!rc && r->reducer)   /* ZeRO 2: this micro-batch's gradients into the ranks' shards */

@@ -63,6 +63,9 @@ struct tr_step_runner {
                                      * micro-batches, in order (world 0 or 1: all of them) */
     struct tr_grad_reducer *reducer;   /* armed before the rank's last micro-batch of a step (its
                                         * buckets leave as that backward writes them); NULL: none */
+    struct tr_optim *offload;       /* the optimizer's state offloaded (optim.h: tr_optim_overlap):
+                                     * armed before the last micro-batch of a step, its gradients
+                                     * sent after it; NULL: none */
     struct tr_pipe *pipe;           /* pipelined: the micro-batches run 1F1B through the stages, the
                                      * shared weights' gradients summed after; NULL: none */
     struct tr_tensor_sums *sequence;   /* sequence parallel: the partial gradients summed over the

@@ -21,14 +21,19 @@ struct fence {
         size_t bytes;   /* the mapping's, whole pages */
     } mapped[MAX_FENCED];
     /* Copies ahead (and behind) wait here until join, in the order queued: a GPU's second
-     * queue gives no promise before it. */
+     * queue gives no promise before it. Each reads its source when queued (the earliest a copy
+     * engine may: the kernels before it have run) into held, and writes its destination at the
+     * join (the latest); a source changed in between — a copy queued before its bytes were
+     * final, or its slot reused before the join — fails the join. */
     struct ahead {
         void *dst;
         const void *src;
-        size_t bytes;
+        size_t bytes, held;   /* held: where its source's bytes as queued are in held */
         enum tr_copy direction;
     } *ahead;
     int nahead, cap;
+    char *held;
+    size_t nheld, held_cap;
     struct tr_memory_ops memory;   /* the regions: alloc and free with this fence as ctx */
 };
 
@@ -95,7 +100,7 @@ static void fenced_close(struct tr_backend *be)
     for (int i = 0; i < MAX_FENCED; i++)
         if (f->mapped[i].p)
             munmap(f->mapped[i].p, f->mapped[i].bytes);
-    free(f->ahead);
+    free(f->ahead), free(f->held);
     free(f);
     be->state = NULL;
 }
@@ -122,11 +127,19 @@ static int fenced_copy_ahead(const struct tr_backend *be, void *dst, const void 
 {
     (void)d;
     struct fence *f = fence_of(be);
-    if (f->nahead == f->cap) {   /* grows while the first steps queue their most; then stays */
+    if (f->nahead == f->cap) {   /* both grow while the first steps queue their most; then stay */
         f->cap = f->cap ? 2 * f->cap : 64;
         f->ahead = tr_xrealloc(f->ahead, (size_t)f->cap * sizeof *f->ahead);
     }
-    f->ahead[f->nahead++] = (struct ahead){dst, src, bytes, direction};
+    if (f->nheld + bytes > f->held_cap) {
+        f->held_cap = f->nheld + bytes > 2 * f->held_cap ? f->nheld + bytes : 2 * f->held_cap;
+        f->held = tr_xrealloc(f->held, f->held_cap);
+    }
+    open_fence(be);
+    memcpy(f->held + f->nheld, src, bytes);
+    close_fence(be);
+    f->ahead[f->nahead++] = (struct ahead){dst, src, bytes, f->nheld, direction};
+    f->nheld += bytes;
     return 0;
 }
 
@@ -134,9 +147,17 @@ static int fenced_join(const struct tr_backend *be, struct tr_diag *d)
 {
     struct fence *f = fence_of(be);
     int rc = 0;
-    for (int i = 0; i < f->nahead && !rc; i++)
-        rc = fenced_copy(be, f->ahead[i].dst, f->ahead[i].src, f->ahead[i].bytes, f->ahead[i].direction, d);
-    f->nahead = 0;
+    open_fence(be);
+    for (int i = 0; i < f->nahead && !rc; i++) {
+        const struct ahead *a = &f->ahead[i];
+        if (memcmp(a->src, f->held + a->held, a->bytes))
+            rc = tr_fail(d, TR_EFAIL, "internal: the source of a copy %s (%zu bytes) changed between its queuing "
+                         "and the join", a->direction == TR_COPY_TO_HOST ? "to the host" : "to the device", a->bytes);
+        else
+            memcpy(a->dst, f->held + a->held, a->bytes);
+    }
+    close_fence(be);
+    f->nahead = 0, f->nheld = 0;
     return rc;
 }
 
