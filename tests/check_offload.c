@@ -68,7 +68,7 @@ static void build(struct built *b, enum tr_arch arch, int layers, double dropout
     b->scale = tr_autodiff(&b->g);
     ck_assert_msg(b->scale >= 0, "%s", b->g.message);
     b->keep[0] = b->m.loss, b->keep[1] = b->m.logits >= 0 ? b->m.logits : b->m.rank;
-    b->offloaded = offload ? tr_offload(&b->g, b->keep, 2) : -1;
+    b->offloaded = offload ? tr_offload(&b->g, b->keep, 2, 0) : -1;
     ck_assert_msg(b->offloaded >= -1 && !b->g.error, "%s", b->g.message);
 }
 
@@ -315,6 +315,51 @@ END_TEST
 START_TEST(gpt_offloaded_same_gradients) { check_model(TR_ARCH_GPT, "gpt"); }
 END_TEST
 
+/* A grain (the planner's): the activations made before block 1's forward (the embeddings' and
+ * block 0's) alone — fewer than every block's, none made later — and the same gradients as
+ * without, on the plain CPU and behind the fence; a grain of every block is every block's. */
+START_TEST(first_block_offloaded)
+{
+    struct built plain, all, one, three;
+    build(&plain, TR_ARCH_GPT, 3, 0.1, false);
+    build(&all, TR_ARCH_GPT, 3, 0.1, true);
+    build(&one, TR_ARCH_GPT, 3, 0.1, false);
+    build(&three, TR_ARCH_GPT, 3, 0.1, false);
+    one.offloaded = tr_offload(&one.g, one.keep, 2, 1);
+    three.offloaded = tr_offload(&three.g, three.keep, 2, 3);
+    ck_assert_msg(!one.g.error && !three.g.error, "%s%s", one.g.message, three.g.message);
+    ck_assert_int_gt(one.offloaded, 0);
+    ck_assert_int_lt(one.offloaded, all.offloaded);
+    ck_assert_int_eq(three.offloaded, all.offloaded);
+    ck_assert_int_eq(check_copies(&one.g, "gpt, block 0's"), one.offloaded);
+    int begins = 0;   /* block 1's first forward node */
+    while (begins < one.g.nnodes && !(one.g.nodes[begins].phase == TR_FORWARD && one.g.nodes[begins].block >= 1))
+        begins++;
+    for (int i = 0; i < one.g.nnodes; i++)
+        if (one.g.nodes[i].op == TR_OP_OFFLOAD)
+            ck_assert_msg(one.g.values[one.g.nodes[i].in[0]].producer < begins, "value %d, made at %d, offloaded; "
+                          "block 1 begins at %d", one.g.nodes[i].in[0], one.g.values[one.g.nodes[i].in[0]].producer,
+                          begins);
+    plan(&plain), plan(&all), plan(&one);
+    size_t arena = plain.p.region_bytes[TR_ACT], arena_all = all.p.region_bytes[TR_ACT];
+    size_t arena_one = one.p.region_bytes[TR_ACT];
+    ck_assert_uint_lt(one.p.region_bytes[TR_HOST], all.p.region_bytes[TR_HOST]);
+    struct outcome want = step_on(&plain, tr_backend_cpu(), false), cpu = step_on(&one, tr_backend_cpu(), false);
+    assert_same(&want, &cpu, "gpt, block 0's offloaded, plain CPU");
+    struct tr_backend *be = NULL;
+    struct tr_diag why = {0};
+    ck_assert_msg(tr_backend_open_ops(&tr_cpu_fenced_ops, 0, &be, &why) == 0, "%s", tr_diag_last(&why));
+    struct outcome fenced = step_on(&one, be, true);
+    tr_backend_close(be);
+    assert_same(&want, &fenced, "gpt, block 0's offloaded, fenced CPU");
+    printf("gpt: block 0's %d of %d offloaded; arena %zu bytes (%zu every block's, %zu none); host ring %zu "
+           "bytes (%zu)\n", one.offloaded, all.offloaded, arena_one, arena_all, arena, one.p.region_bytes[TR_HOST],
+           all.p.region_bytes[TR_HOST]);
+    free(want.grads), free(cpu.grads), free(fenced.grads);
+    built_free(&plain), built_free(&all), built_free(&one), built_free(&three);
+}
+END_TEST
+
 /* One block, no dropout: the ReLU's output is read by the head, whose backward comes next; no
  * whole run lies between a forward and its backward, so nothing is sent and nothing changes. */
 START_TEST(one_block_offloads_nothing)
@@ -323,7 +368,7 @@ START_TEST(one_block_offloads_nothing)
     build(&b, TR_ARCH_MLP, 1, 0, false);
     int nodes = b.g.nnodes, values = b.g.nvalues;
     ck_assert_int_eq(tr_graph_blocks(&b.g), 1);
-    ck_assert_int_eq(tr_offload(&b.g, b.keep, 2), 0);
+    ck_assert_int_eq(tr_offload(&b.g, b.keep, 2, 0), 0);
     ck_assert_int_eq(b.g.nnodes, nodes);
     ck_assert_int_eq(b.g.nvalues, values);
     built_free(&b);
@@ -365,6 +410,7 @@ int main(void)
     tcase_add_test(tc, mlp_offloaded_same_gradients);
     tcase_add_test(tc, gpt_offloaded_same_gradients);
     tcase_add_test(tc, one_block_offloads_nothing);
+    tcase_add_test(tc, first_block_offloaded);
     tcase_add_test(tc, fenced_join_fails_a_changed_source);
     suite_add_tcase(s, tc);
     return unit_run(s);

@@ -23,33 +23,36 @@ sums() { grep -o '"train/loss":[^,]*' "$1/metrics.jsonl" | tr -d '\n'; }
 # come out larger; the planner compares both, the pinned runs here take it regardless).
 measured() {
   checks=$((checks + 1))
-  python3 - "$1/plan.json" "$2/plan.json" "$name" "$shrink" <<'PY' || fail "$name: the offloaded run's memory is not as planned"
+  python3 - "$1/plan.json" "$2/plan.json" "$name" "$shrink" "$grain" <<'PY' || fail "$name: the offloaded run's memory is not as planned"
 import json, sys
 off, on, name = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3]
-shrink = sys.argv[4] == "yes"
+shrink, grain = sys.argv[4] == "yes", int(sys.argv[5])
 arena, host = on["measured_regions"]["arena"], on["measured_host"]
 print("%s: arena %d predicted, %d measured (%d without offload); host %d predicted, %d measured; "
       "%.0f activation and %.0f optimizer bytes a step over the link" % (name, on["regions"]["arena"], arena,
       off["measured_regions"]["arena"], on["host"]["predicted_bytes"], host["bytes"],
       host["activation_bytes_per_step"], host["optimizer_bytes_per_step"]))
-print("%s: %.0f bytes of gradients a step sent during the backward" % (name, host["gradient_bytes_during_backward_per_step"]))
+print("%s: the activations of %d of %d blocks; %.0f bytes of gradients a step sent during the backward" % (name,
+      on["offload_blocks"], on["checkpointing"]["of"], host["gradient_bytes_during_backward_per_step"]))
 ok = (on["offload"] == "both" and arena == on["regions"]["arena"] and (arena < off["measured_regions"]["arena"] or not shrink)
       and on["measured_regions"]["optimizer"] == 0 and host["bytes"] == on["host"]["predicted_bytes"]
       and host["regions"]["optimizer"] == off["regions"]["optimizer"]
       and host["activation_bytes_per_step"] > 0 and host["optimizer_bytes_per_step"] > 0
-      and host["gradient_bytes_during_backward_per_step"] > 0)
+      and host["gradient_bytes_during_backward_per_step"] > 0 and on["offload_blocks"] == grain)
 sys.exit(0 if ok else 1)
 PY
 }
 
-# train NAME RECIPE ARGS...: the same run without offload and with both; both must succeed and agree
-# exactly, in every loss and the last checkpoint.
+# train NAME RECIPE ARGS...: the same run without offload and with both, the activations of
+# $grain blocks (optimize.offload_blocks); both must succeed and agree exactly, in every loss and
+# the last checkpoint.
 train() {
   name=$1 recipe=$2; shift 2
-  for mode in off both; do
-    run "$TRAINRUN" "$srcdir/recipes/$recipe.yaml" report.dir="$scratch/$mode" optimize.offload=$mode "$@"
-    expect_rc 0 "$name, offload $mode"
-  done
+  run "$TRAINRUN" "$srcdir/recipes/$recipe.yaml" report.dir="$scratch/off" optimize.offload=off "$@"
+  expect_rc 0 "$name, offload off"
+  run "$TRAINRUN" "$srcdir/recipes/$recipe.yaml" report.dir="$scratch/both" optimize.offload=both \
+    optimize.offload_blocks="$grain" "$@"
+  expect_rc 0 "$name, offload both"
   off=$scratch/off/$recipe/latest on=$scratch/both/$recipe/latest
   checks=$((checks + 1))
   [ -n "$(sums "$off")" ] && [ "$(sums "$off")" = "$(sums "$on")" ] ||
@@ -61,15 +64,20 @@ train() {
   rm -rf "$scratch/off" "$scratch/both"
 }
 
-small="model.hidden=64 model.heads=2 model.ffn=128" shrink=yes
+small="model.hidden=64 model.heads=2 model.ffn=128" shrink=yes grain=2
 train "mlp" mlp train.steps=6 train.checkpoint_every=3 "$@"
 shrink=no
 train "mlp in fp16, clipped (the unscale, the overflow check and the norm on the device)" mlp \
   train.steps=6 optimize.amp=fp16 train.grad_clip=0.5 "$@"
-shrink=yes
+shrink=yes grain=3
 # shellcheck disable=SC2086
 train "gpt-small, fused classifier" gpt-small model.layers=3 $small model.max_len=64 train.batch_size=4 \
   train.steps=3 train.eval_every=3 "$@"
+grain=1
+# shellcheck disable=SC2086
+train "gpt-small, the first block's activations alone" gpt-small model.layers=3 $small model.max_len=64 \
+  train.batch_size=4 train.steps=3 train.eval_every=3 "$@"
+grain=3
 # bf16's graph is the CPU's to choose (16-bit weight copies where oneDNN computes bf16): its arena
 # as planned, not compared
 shrink=no
@@ -130,4 +138,10 @@ expect_in "$err" "optimize.offload: both offloads one device's memory; across ra
 run "$TRAINRUN" plan "$srcdir/recipes/mlp.yaml" optimize.offload=sometimes
 expect_rc 2 "an unknown optimize.offload"
 expect_in "$err" "optimize.offload" "the key is named"
+run "$TRAINRUN" plan "$srcdir/recipes/mlp.yaml" optimize.offload=optimizer optimize.offload_blocks=1
+expect_rc 2 "a grain with no activations offloaded"
+expect_in "$err" "optimize.offload_blocks: 1 blocks, but optimize.offload=optimizer offloads no activations" "why is said"
+run "$TRAINRUN" plan "$srcdir/recipes/mlp.yaml" optimize.offload=both optimize.offload_blocks=3
+expect_rc 2 "a grain of more blocks than the model has"
+expect_in "$err" "optimize.offload_blocks: 3 blocks, but the model has 2 (model.layers)" "the model's blocks are said"
 finish

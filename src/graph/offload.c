@@ -50,10 +50,14 @@ static int runs_of(const struct tr_graph *g, int *run, int *start)
     return r + 1;
 }
 
-/* Which activations go, and where their copies are put: into s, their count returned. */
-static int choose(const struct tr_graph *g, const int *keep, int nkeep, struct sent *s)
+/* Which activations go (blocks > 0: those made before block `blocks`'s forward begins), and
+ * where their copies are put: into s, their count returned. */
+static int choose(const struct tr_graph *g, const int *keep, int nkeep, int blocks, struct sent *s)
 {
-    int nv = g->nvalues, nn = g->nnodes, count = 0;
+    int nv = g->nvalues, nn = g->nnodes, count = 0, limit = 0;
+    while (blocks > 0 && limit < nn && !(forward(&g->nodes[limit]) && g->nodes[limit].block >= blocks))
+        limit++;
+    limit = blocks > 0 ? limit : nn;
     int *last_fwd = tr_xmalloc((size_t)(nv + 1) * sizeof(int)), *first_bwd = tr_xmalloc((size_t)(nv + 1) * sizeof(int));
     bool *no = tr_xcalloc((size_t)nv + 1, 1);
     int *run = tr_xmalloc((size_t)(nn + 1) * sizeof(int)), *start = tr_xmalloc((size_t)(nn + 1) * sizeof(int));
@@ -85,7 +89,7 @@ static int choose(const struct tr_graph *g, const int *keep, int nkeep, struct s
     for (int v = 0; v < nv; v++) {
         const struct tr_value *val = &g->values[v];
         int p = val->producer;
-        if (no[v] || val->kind != TR_ACT || val->view_of >= 0 || val->gathers >= 0 || p < 0 ||
+        if (no[v] || val->kind != TR_ACT || val->view_of >= 0 || val->gathers >= 0 || p < 0 || p >= limit ||
             !forward(&g->nodes[p]) || first_bwd[v] < 0 || tr_shape_numel(&val->shape).b == 0)
             continue;
         int after = last_fwd[v] >= 0 ? last_fwd[v] : p;
@@ -122,13 +126,13 @@ static void emit_reload(struct tr_graph *g, const struct tr_node *old, const str
     }
 }
 
-int tr_offload(struct tr_graph *g, const int *keep, int nkeep)
+int tr_offload(struct tr_graph *g, const int *keep, int nkeep, int blocks)
 {
     if (g->error)
         return -1;
     int nv = g->nvalues, nold = g->nnodes;
     struct sent *s = tr_xmalloc((size_t)(nv + 1) * sizeof *s);
-    int count = choose(g, keep, nkeep, s);
+    int count = choose(g, keep, nkeep, blocks, s);
     if (!count) {
         free(s);
         return 0;

@@ -79,6 +79,24 @@ void tr_knobs_remat_words(const struct tr_knobs *k, int blocks, char *out, size_
         snprintf(out, size, "full %d/%d", k->remat_blocks, blocks);
 }
 
+bool tr_knobs_saved_some(const struct tr_knobs *k, int blocks)
+{
+    return (k->offload & TR_OFFLOAD_SAVED) && k->saved_blocks > 0 && k->saved_blocks < blocks;
+}
+
+void tr_knobs_offload_words(const struct tr_knobs *k, int blocks, bool brief, char *out, size_t size)
+{
+    const char *state = !(k->offload & TR_OFFLOAD_STATE) ? "" : brief ? "optimizer" : "optimizer state";
+    const char *and = (k->offload & TR_OFFLOAD_STATE) && (k->offload & TR_OFFLOAD_SAVED) ? (brief ? " + " : " and ") : "";
+    char saved[64] = "";
+    if (tr_knobs_saved_some(k, blocks))
+        snprintf(saved, sizeof saved, brief ? "activations %d/%d" : "the first %d of %d blocks' activations",
+                 k->saved_blocks, blocks);
+    else if (k->offload & TR_OFFLOAD_SAVED)
+        snprintf(saved, sizeof saved, "activations");
+    snprintf(out, size, "%s%s%s", state, and, saved);
+}
+
 /* ---- the data's lengths ------------------------------------------------------------------- */
 
 static void lengths_of(const struct tr_plan_job *job, struct lengths *h)
@@ -875,15 +893,15 @@ static void describe(const struct tr_plan *p, const struct tr_candidate *c, char
     const char *shard = c->k.shard == 3 ? ", optimizer state, gradients and parameters sharded"
                         : c->k.shard == 2 ? ", optimizer state and gradients sharded"
                         : c->k.shard ? ", optimizer state sharded" : "";
-    char piped[160] = "";
+    char piped[224] = "";
     if (c->k.pipeline > 1)
         snprintf(piped, sizeof piped, ", %d pipeline stages", c->k.pipeline);
     if (c->k.sequence)
         snprintf(piped + strlen(piped), sizeof piped - strlen(piped), ", sequence parallel");
+    char sent[96];
+    tr_knobs_offload_words(&c->k, p->blocks, false, sent, sizeof sent);
     if (c->k.offload)
-        snprintf(piped + strlen(piped), sizeof piped - strlen(piped), ", %s offloaded to the host",
-                 c->k.offload == TR_OFFLOAD_STATE ? "optimizer state"
-                 : c->k.offload == TR_OFFLOAD_SAVED ? "activations" : "optimizer state and activations");
+        snprintf(piped + strlen(piped), sizeof piped - strlen(piped), ", %s offloaded to the host", sent);
     if (c->k.dynamic)
         snprintf(out, size, "%s, checkpointing %s, dynamic batching in %d buckets (%.1f micro-steps a step)%s%s",
                  tr_precision_name(c->k.precision), remat, c->k.nbuckets, c->micro_steps, shard, piped);
@@ -1056,13 +1074,26 @@ int tr_plan_search(struct tr_plan *p, const struct tr_plan_job *job, struct tr_d
     struct lengths h;
     lengths_of(job, &h);
     int by_time[TR_MAX_STAGES + 1] = {0};   /* pipelined: the last split balanced by time */
+    /* the activations' offload by grain: none (-1), every block's (0), then the first quarter's,
+     * half's and three quarters' of the blocks (each a program of its own, taken where it sends
+     * fewer than every block's) */
+    int grains[5] = {-1, 0}, ngrains = 2;
+    const struct tr_choice *pinned = &job->r->optimize.offload_blocks;
+    if (pinned->name < 0)   /* optimize.offload_blocks: that grain alone */
+        grains[1] = pinned->n < p->blocks ? (int)pinned->n : 0;
+    for (int q = 1; q <= 3 && pinned->name >= 0; q++) {
+        int n = (p->blocks * q + 3) / 4;
+        if (n >= 1 && n < p->blocks && n != grains[ngrains - 1])
+            grains[ngrains++] = n;
+    }
     for (int seq = seq_first; seq <= seq_last && !rc; seq++)   /* sequence parallel: off, then on */
         for (int a = 0; a < sp.nprecisions && !rc; a++)
             for (int k = 0; k < sp.nremat && !rc; k++)
                 /* gathered 1: ZeRO 3's program, which is its own; 2: pipelined, the stages balanced by memory */
                 for (int gathered = 0; gathered < 2 + (job->stages > 1) && !rc; gathered++)
-                    /* saved: the activations offloaded, a program of its own */
-                    for (int saved = 0; saved <= TR_OFFLOAD_SAVED && !rc; saved += TR_OFFLOAD_SAVED) {
+                    /* saved: the activations offloaded (grain: of which blocks), a program of its own */
+                    for (int grain = 0, every = 0; grain < ngrains && !rc; grain++) {
+                        int saved = grains[grain] < 0 ? 0 : TR_OFFLOAD_SAVED;
                         if (gathered == 1 && (!sp.shard[3] || p->stateful || job->stages > 1 || job->tensors > 1))
                             continue;
                         if (!sp.offload[saved] && !sp.offload[saved | TR_OFFLOAD_STATE])
@@ -1072,14 +1103,17 @@ int tr_plan_search(struct tr_plan *p, const struct tr_plan_job *job, struct tr_d
                                                  .remat_blocks = sp.remat[k].blocks, .shard = gathered == 1 ? 3 : 0,
                                                  .pipeline = job->stages > 1 ? job->stages : 1,
                                                  .tensor = job->tensors > 1 ? job->tensors : 1, .sequence = seq,
-                                                 .offload = saved};
+                                                 .offload = saved, .saved_blocks = saved ? grains[grain] : 0};
                         struct pair pair;
                         if ((rc = open_pair(&pair, job, &knobs, by_memory, diag))) {
                             close_pair(&pair);
                             break;
                         }
-                        if (saved && !pair.train.offloaded && job->r->optimize.offload == TR_OFFLOAD_AUTO) {
-                            close_pair(&pair);   /* nothing worth sending: the same program as without */
+                        if (saved && grains[grain] == 0)
+                            every = pair.train.offloaded;
+                        if ((saved && !pair.train.offloaded && job->r->optimize.offload == TR_OFFLOAD_AUTO) ||
+                            (grains[grain] > 0 && (!pair.train.offloaded || pair.train.offloaded == every))) {
+                            close_pair(&pair);   /* nothing worth sending, or no fewer: a program searched already */
                             continue;
                         }
                         /* selective recomputation that finds nothing cheap to recompute is no checkpointing:

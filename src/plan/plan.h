@@ -51,6 +51,9 @@ struct tr_knobs {
     bool sequence;            /* and sequence parallelism beside it (graph.h): every micro-batch's
                                * length a multiple of tensor */
     int offload;              /* what lives in the host's memory: TR_OFFLOAD_* bits (0: nothing) */
+    int saved_blocks;         /* TR_OFFLOAD_SAVED: the activations made before this block's forward
+                               * (the embeddings' and the first blocks'); 0, or the model's blocks or
+                               * more: every block's */
 };
 
 /* The host's memory as extra room (optimize.offload): the optimizer's state, its update and a
@@ -344,6 +347,11 @@ double tr_plan_optimizer_seconds(const struct tr_device *dev, int nstate, double
 /* Words for people: "fp32", "bf16", "fp16"; the checkpointing ("none", "selective", "full 3/12"). */
 const char *tr_precision_name(int precision);
 void tr_knobs_remat_words(const struct tr_knobs *k, int blocks, char *out, size_t size);
+/* What k offloads, in words ("optimizer state and the first 3 of 12 blocks' activations"; brief:
+ * "optimizer + activations 3/12"), for a model of `blocks`; "" for nothing. Saved some: the
+ * activations of some blocks alone, not every block's. */
+void tr_knobs_offload_words(const struct tr_knobs *k, int blocks, bool brief, char *out, size_t size);
+bool tr_knobs_saved_some(const struct tr_knobs *k, int blocks);
 
 /* plan.json (plan_json.c): the decision, its candidates and, after a run, the measurements. */
 char *tr_plan_to_json(const struct tr_plan *p, bool all_candidates, const char *recipe_hash);

@@ -47,6 +47,9 @@ static json_t *candidate_json(const struct tr_plan *p, const struct tr_candidate
                      "padding_fraction", c->padding, "flops", c->flops, "bytes_moved", c->bytes_moved,
                      "regions", regions, "outside", out);
     json_object_set_new(j, "offload", json_string(offload_names[c->k.offload & 3]));
+    if (c->k.offload & TR_OFFLOAD_SAVED)   /* the blocks whose activations go, every one: the model's */
+        json_object_set_new(j, "offload_blocks",
+                            json_integer(tr_knobs_saved_some(&c->k, p->blocks) ? c->k.saved_blocks : p->blocks));
     json_object_set_new(j, "host", host_json(p, c));
     return j;
 }
@@ -191,6 +194,11 @@ int tr_plan_read_knobs(const char *path, struct tr_knobs *k, struct tr_diag *dia
     const char *offload = json_string_value(json_object_get(j, "offload"));   /* none before it: off */
     if (!rc && offload && (k->offload = name_index(offload, offload_names, 4)) < 0)
         rc = tr_fail(diag, TR_EINVAL, "%s: unknown offload '%s' (off, optimizer, activations or both)", path, offload);
+    json_t *saved = json_object_get(j, "offload_blocks");   /* none before it: every block's */
+    if (!rc && saved && (!json_is_integer(saved) || json_integer_value(saved) < 0 || json_integer_value(saved) > 1 << 20))
+        rc = tr_fail(diag, TR_EINVAL, "%s: offload_blocks must be a whole number of blocks", path);
+    else if (!rc && saved)
+        k->saved_blocks = (int)json_integer_value(saved);
     if (!rc) {
         k->remat_blocks = blocks, k->dynamic = dynamic, k->nbuckets = (int)json_array_size(buckets);
         k->micro = micro, k->accumulation = accumulation, k->eval_batch = eval_batch;

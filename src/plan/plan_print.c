@@ -78,13 +78,12 @@ static void print_table(const struct tr_plan *p, FILE *out)
         for (int s = 0, used = 0; c->k.pipeline > 1 && s < c->k.pipeline && used < (int)sizeof split; s++)
             used += snprintf(split + used, sizeof split - (size_t)used, "%s%d–%d", s ? " | " : "  stages ",
                              c->k.first_block[s], c->k.first_block[s + 1] - 1);
-        char host[96] = "";
+        char host[160] = "";
         if (c->k.offload) {   /* what the host holds; the seconds the link adds to the step */
-            static const char *const what[] = {"", "optimizer", "activations", "optimizer + activations"};
-            char held[32];
+            char held[32], what[64];
             tr_format_bytes(c->host_bytes, held);
-            snprintf(host, sizeof host, "  offload %s: host %s, link %.3g s", what[c->k.offload & 3], held,
-                     c->link_exposed);
+            tr_knobs_offload_words(&c->k, p->blocks, true, what, sizeof what);
+            snprintf(host, sizeof host, "  offload %s: host %s, link %.3g s", what, held, c->link_exposed);
         }
         fprintf(out, "%4d  %-9s %-13s %-24s %12s %12s %10.4f  %s%s%s%s%s\n", i + 1, tr_precision_name(c->k.precision),
                 remat, batching, peak, foot, c->step_seconds, c->fits ? "yes" : "no", split,

@@ -128,6 +128,7 @@ struct tr_recipe {
         struct { int mode; int64_t pipeline, tensor; int sequence; } parallel;
               /* mode: enum tr_parallel_mode; pipeline, tensor 0 when null; sequence: enum tr_switch */
         int offload;                          /* enum tr_offload_mode */
+        struct tr_choice offload_blocks;      /* auto (name 0), or activation offload's blocks */
     } optimize;
     struct {
         char *dir;

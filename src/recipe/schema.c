@@ -208,6 +208,9 @@ const struct tr_key tr_keys[] = {
     {"optimize.offload", TR_T_ENUM, OFF(optimize.offload), "auto", 0, 0, offload_names, 0, 0, 0,
      "the host's memory as extra room: the optimizer's state and update (optimizer), saved activations "
      "(activations), both, or off (auto: the planner's choice, on a device the host cannot see)"},
+    {"optimize.offload_blocks", TR_T_CHOICE, OFF(optimize.offload_blocks), "auto", 1, 1048576, auto_names, 0, 0, 0,
+     "activation offload's grain: the saved activations of the first N blocks (and the embeddings'), N the "
+     "model's blocks for every one (auto: the planner's choice)"},
 
     {"report.dir", TR_T_STR, OFF(report.dir), "runs", 0, 0, NULL, 0, 0, 0,
      "where run folders go: DIR/NAME/YYYYmmdd-HHMMSS/"},

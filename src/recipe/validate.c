@@ -181,6 +181,13 @@ static void check_optimize(struct checker *c)
     if (ck->name < 0 && ck->n > r->model.layers)
         fail(c, "optimize.checkpointing", "optimize.checkpointing: %lld blocks, but the model has "
              "%lld (model.layers)", (long long)ck->n, (long long)r->model.layers);
+    const struct tr_choice *sent = &r->optimize.offload_blocks;
+    if (sent->name < 0 && sent->n > r->model.layers)
+        fail(c, "optimize.offload_blocks", "optimize.offload_blocks: %lld blocks, but the model has "
+             "%lld (model.layers)", (long long)sent->n, (long long)r->model.layers);
+    else if (sent->name < 0 && (r->optimize.offload == TR_OFFLOAD_OFF || r->optimize.offload == TR_OFFLOAD_OPTIMIZER))
+        fail(c, "optimize.offload_blocks", "optimize.offload_blocks: %lld blocks, but optimize.offload=%s "
+             "offloads no activations", (long long)sent->n, r->optimize.offload == TR_OFFLOAD_OFF ? "off" : "optimizer");
     const struct tr_choice *acc = &r->optimize.accumulation;
     if (acc->name < 0 && r->train.batch_size % acc->n)
         fail(c, "optimize.accumulation", "optimize.accumulation: train.batch_size %lld is not a "
