@@ -309,31 +309,12 @@ static int by_ready(const void *a, const void *b)
     return x->ready != y->ready ? (x->ready > y->ready) - (x->ready < y->ready) : (x->from > y->from) - (x->from < y->from);
 }
 
-/* The value whose storage v is (a reshape's view: its source's). */
-static int storage_of(const struct tr_graph *g, int v)
-{
-    while (g->values[v].view_of >= 0)
-        v = g->values[v].view_of;
-    return v;
-}
-
 bool tr_grad_reducer_overlap(struct tr_grad_reducer *r, const struct tr_graph *g, const int *schedule, int n,
                              const struct tr_memplan *plan)
 {
     if (r->comm->world == 1 || !r->in_place || !r->comm->threads || r->overlap)
         return false;
-    /* each gradient's last toucher in the schedule: after it the backward leaves it alone */
-    int *last = tr_xmalloc((size_t)g->nvalues * sizeof *last);
-    for (int v = 0; v < g->nvalues; v++)
-        last[v] = -1;
-    for (int step = 0; step < n; step++) {
-        const struct tr_node *node = &g->nodes[schedule[step]];
-        for (int i = 0; i < node->nin + node->nout; i++) {
-            int v = storage_of(g, i < node->nin ? node->in[i] : node->out[i - node->nin]);
-            if (g->values[v].kind == TR_GRAD)
-                last[v] = step;
-        }
-    }
+    int *last = tr_last_touch(g, schedule, n, TR_GRAD);   /* after it the backward leaves it alone */
     struct tr_grad_overlap *o = tr_xcalloc(1, sizeof *o);
     int64_t total = (r->end - r->first) / (int64_t)sizeof(float);
     o->nbuckets = (int)((total + r->bucket_elems - 1) / r->bucket_elems);

@@ -444,3 +444,21 @@ void tr_memplan_free(struct tr_memplan *p)
     free(p->offset), free(p->bytes), free(p->first), free(p->last), free(p->read_at), free(p->region), free(p->zero), free(p->gather), free(p->gather_at), free(p->live), free(p->stash);
     memset(p, 0, sizeof *p);
 }
+
+int *tr_last_touch(const struct tr_graph *g, const int *schedule, int n, enum tr_value_kind kind)
+{
+    int *last = tr_xmalloc(((size_t)g->nvalues + 1) * sizeof *last);
+    for (int v = 0; v < g->nvalues; v++)
+        last[v] = -1;
+    for (int step = 0; step < n; step++) {
+        const struct tr_node *node = &g->nodes[schedule[step]];
+        for (int i = 0; i < node->nin + node->nout; i++) {
+            int v = i < node->nin ? node->in[i] : node->out[i - node->nin];
+            while (v >= 0 && g->values[v].view_of >= 0)
+                v = g->values[v].view_of;
+            if (v >= 0 && g->values[v].kind == kind)
+                last[v] = step;
+        }
+    }
+    return last;
+}

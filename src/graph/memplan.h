@@ -95,6 +95,11 @@ static inline int tr_storage_of(const struct tr_graph *g, int v)
     return g->values[v].view_of >= 0 ? g->values[v].view_of : v;
 }
 
+/* Each value of `kind`'s last toucher in schedule (n steps of g's nodes): the step of the last
+ * node that reads or writes its storage (a root's entry; −1: none). g->nvalues entries, the
+ * caller's to free. */
+int *tr_last_touch(const struct tr_graph *g, const int *schedule, int n, enum tr_value_kind kind);
+
 /* The node's tensors bound at (B, S), data pointers left NULL. */
 void tr_bind_shapes(const struct tr_graph *g, const struct tr_node *n, int64_t B, int64_t S,
                     struct tr_tensor *in, struct tr_tensor *out);

@@ -395,17 +395,7 @@ bool tr_optim_overlap(struct tr_optim *o, const struct tr_graph *g, const int *s
 {
     if (!o->host_params || !tr_backend_copies_ahead(o->be) || o->down || !o->nspans)
         return false;
-    int *last = tr_xmalloc((size_t)g->nvalues * sizeof *last);   /* each gradient's last toucher */
-    for (int v = 0; v < g->nvalues; v++)
-        last[v] = -1;
-    for (int step = 0; step < n; step++) {
-        const struct tr_node *node = &g->nodes[schedule[step]];
-        for (int i = 0; i < node->nin + node->nout; i++) {
-            int v = tr_storage_of(g, i < node->nin ? node->in[i] : node->out[i - node->nin]);
-            if (g->values[v].kind == TR_GRAD)
-                last[v] = step;
-        }
-    }
+    int *last = tr_last_touch(g, schedule, n, TR_GRAD);
     struct tr_grads_down *w = tr_xcalloc(1, sizeof *w);
     w->buckets = tr_xcalloc((size_t)o->nspans, sizeof *w->buckets);
     for (int i = 0; i < o->nspans; i++) {   /* spans in the bucket while end to end and within its size */
