@@ -401,8 +401,8 @@ bool tr_optim_overlap(struct tr_optim *o, const struct tr_graph *g, const int *s
     for (int i = 0; i < o->nspans; i++) {   /* spans in the bucket while end to end and within its size */
         const struct tr_param_span *on = &o->spans[i];
         size_t bytes = (size_t)on->numel * sizeof(float);
-        struct down_bucket *b = &w->buckets[w->n - 1];
-        if (!w->n || on->grad != b->grad + (int64_t)b->bytes || b->bytes + bytes > bucket_bytes)
+        struct down_bucket *b = w->n ? &w->buckets[w->n - 1] : NULL;
+        if (!b || on->grad != b->grad + (int64_t)b->bytes || b->bytes + bytes > bucket_bytes)
             b = &w->buckets[w->n++], *b = (struct down_bucket){.grad = on->grad, .host = o->host_spans[i].grad, .ready = -1};
         b->bytes += bytes;
     }
