@@ -53,6 +53,9 @@ START_TEST(every_profile_sane)
                       (unsigned long long)d.context_bytes);
         ck_assert_msg(d.library_workspace > 0, "%s: workspace", n);
         ck_assert_msg(d.widen_16bit == 0 && d.threads == 0, "%s: a GPU widens nothing", n);
+        /* every GPU's link cited: PCIe 3.0 to 5.0 ×16, below its own memory's rate */
+        ck_assert_msg(d.host_link >= 10e9 && d.host_link <= 64e9 && d.host_link < d.bandwidth, "%s: host link %g",
+                      n, d.host_link);
     } else {
         ck_assert_msg(d.widen_16bit == 1 && d.threads > 0 && d.thread_bytes > 0, "%s: cpu", n);
         ck_assert_msg(d.context_bytes == 0, "%s: cpu context is measured, not profiled", n);
@@ -175,6 +178,9 @@ static const struct broken cases[] = {
     {7, "    bf16: 0", "gpu", "key 'gemm_tflops.bf16' must be above 0 when supports.bf16 is true"},
     {9, "  bandwidth_gbs: 1e999", "gpu", "key 'bandwidth_gbs' must be a number"},
     {9, "", "gpu", "key 'bandwidth_gbs' is missing"},
+    {9, "  bandwidth_gbs: 500\n  host_link_gbs: 0", "gpu", ":11: device profile 'gpu': key 'host_link_gbs' must be above 0"},
+    {9, "  bandwidth_gbs: 500\n  host_link_gbs: fast", "gpu", "key 'host_link_gbs' must be a number ≥ 0, not 'fast'"},
+    {9, "  bandwidth_gbs: 500\n  host_link_gbs: {up: 3}", "gpu", "key 'host_link_gbs' must be a single value"},
     {10, "  node_us: [5]", "gpu", "key 'node_us' must be a single value, not a list"},
     {13, "  widen_16bit: 2", "gpu", "key 'widen_16bit' must be 0 or 1"},
     {11, "  context: 1.5", "gpu", "key 'context' must be a size"},
@@ -216,6 +222,16 @@ START_TEST(good_profile_loads)
     ck_assert_uint_eq(d.memory, (uint64_t)8 << 30);
     ck_assert_double_eq_tol(d.gemm_flops[1], 100e12, 1);
     ck_assert_str_eq(d.source, "made up for a test");
+    ck_assert_double_eq(d.host_link, 0);   /* none in the profile: a GPU's PCIe 4.0 ×16 */
+    ck_assert_double_eq_tol(tr_device_host_link(&d), 25e9, 1);
+    free(text);
+    free(path);
+    /* host_link_gbs, where a profile has it, is the link's rate */
+    struct broken link = {9, "  bandwidth_gbs: 500\n  host_link_gbs: 12.6", "gpu", ""};
+    text = broken_text(&link);
+    path = unit_write_in(dir, "devices.yaml", text);
+    ck_assert_msg(tr_device_profile(path, "gpu", &d, &err) == 0, "%s", tr_diag_last(&err));
+    ck_assert_double_eq_tol(tr_device_host_link(&d), 12.6e9, 1);
     free(text);
     free(path);
     unit_rmtree(dir);

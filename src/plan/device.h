@@ -58,7 +58,8 @@ struct tr_device {
     double gemm_flops[TR_NPRECISIONS];   /* dense GEMM rate, FLOP/s, sustained */
     double bandwidth;         /* memory bandwidth, bytes/s, sustained */
     double host_link;         /* bytes/s one way between the host's memory and the device's (the
-                               * offload's copies); 0: tr_device_host_link's default */
+                               * offload's copies): a GPU's measured at start (tr_device_cuda), a
+                               * profile's host_link_gbs; 0: tr_device_host_link's default */
     double node_seconds;      /* fixed cost of one kernel (launch, dispatch), seconds */
     double gemm_seconds;      /* CPU: a GEMM's fixed cost beyond its FLOPs at the sustained rate
                                * (packing, threads meeting): what makes small micro-batches slow */
@@ -160,9 +161,9 @@ int tr_device_measure(struct tr_device *d, const struct tr_calibration_rule *rul
  * caller frees. */
 char *tr_device_calibration_json(const struct tr_device *d);
 
-/* The host link's rate: measured where calibration gives it; else a GPU's PCIe 4.0 ×16 nominal
- * (25 GB/s each way, page-locked), and on the CPU a copy within memory (half its bandwidth: each
- * byte read and written). */
+/* The host link's rate: a GPU's as measured at start, or a profile's host_link_gbs; else a GPU's
+ * PCIe 4.0 ×16 (25 GB/s each way, page-locked), and on the CPU a copy within memory (half its
+ * calibrated bandwidth: each byte read and written). */
 static inline double tr_device_host_link(const struct tr_device *d)
 {
     if (d->host_link > 0)

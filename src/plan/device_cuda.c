@@ -1,7 +1,7 @@
 /* A GPU as the planner's device (device.h, tr_device_cuda): its memory read off the card once
- * this process's context exists — so the context's own cost is measured, not assumed — and its
- * rates from the profile in etc/devices.yaml that names the same GPU (rates are what a profile
- * cites; memory is what this card has free now). */
+ * this process's context exists — so the context's own cost is measured, not assumed — its host
+ * link timed each way, and its other rates from the profile in etc/devices.yaml that names the
+ * same GPU (rates are what a profile cites; memory and the link are what this card has now). */
 #include "plan/device.h"
 
 #include <ctype.h>
@@ -94,10 +94,20 @@ int tr_device_cuda(struct tr_device *d, int index, const char *profiles, struct 
     d->context_bytes = s.total - s.free;   /* this context, its modules, and anything else on the card */
     d->library_workspace = 0;              /* cuBLASLt's is in the context, measured above */
     d->thread_bytes = 0;
+    /* offloading's copies go both ways, as many bytes each: the two rates' harmonic mean */
+    char link[160] = "";
+    if (s.link_up > 0 && s.link_down > 0) {
+        d->host_link = 2 / (1 / s.link_up + 1 / s.link_down);
+        snprintf(link, sizeof link, "; host link measured at start: %.1f GB/s to the device, %.1f GB/s back "
+                 "(page-locked, %llu MiB)", s.link_up / 1e9, s.link_down / 1e9, s.link_bytes >> 20);
+    } else {
+        snprintf(link, sizeof link, "; host link not measured (no page-locked buffer): %.1f GB/s %s",
+                 tr_device_host_link(d) / 1e9, d->host_link > 0 ? "from the profile" : "assumed");
+    }
     snprintf(d->source, sizeof d->source, "memory measured at start (cudaMemGetInfo: %.2f GiB free of %.2f GiB); "
-             "rates %s%s", (double)s.free / (1u << 30), (double)s.total / (1u << 30),
+             "rates %s%s%s", (double)s.free / (1u << 30), (double)s.total / (1u << 30),
              known ? "from the profile " : "assumed (no profile in devices.yaml names this GPU)",
-             known ? p.name : "");
+             known ? p.name : "", link);
     if (tr_path_set(&d->path, diag, "%s", known ? profiles : ""))
         return TR_EINVAL;
     return 0;

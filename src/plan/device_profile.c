@@ -259,13 +259,19 @@ static int read_precisions(const struct profile_reader *rd, struct tr_device *d)
     return 0;
 }
 
-/* The rates and fixed costs: bandwidth, per-kernel cost, widening. */
+/* The rates and fixed costs: bandwidth, the host link (optional: tr_device_host_link's
+ * default where a profile has none), per-kernel cost, widening. */
 static int read_rates(const struct profile_reader *rd, struct tr_device *d)
 {
-    double gbs = 0, node_us = 0;
+    double gbs = 0, node_us = 0, link = 0;
     int rc = read_number(rd, "bandwidth_gbs", &gbs);
     if (!rc && gbs <= 0)
         rc = key_error(rd, node_of(rd, "bandwidth_gbs"), "bandwidth_gbs", "must be above 0");
+    if (!rc && node_of(rd, "host_link_gbs"))
+        rc = read_number(rd, "host_link_gbs", &link);
+    if (!rc && node_of(rd, "host_link_gbs") && link <= 0)
+        rc = key_error(rd, node_of(rd, "host_link_gbs"), "host_link_gbs", "must be above 0");
+    d->host_link = link * 1e9;
     if (!rc)
         rc = read_number(rd, "node_us", &node_us);
     if (!rc)

@@ -95,8 +95,9 @@ char *tr_plan_to_json(const struct tr_plan *p, bool all_candidates, const char *
     json_object_set_new(j, "replayed", json_boolean(p->replayed));
     if (p->chosen < 0 && p->smallest >= 0)
         json_object_set_new(j, "minimum_budget_bytes", json_integer((json_int_t)p->cand[p->smallest].footprint));
-    json_object_set_new(j, "device", json_pack("{ss ss sI ss ss}", "name", p->dev.name, "description",
+    json_object_set_new(j, "device", json_pack("{ss ss sI sf ss ss}", "name", p->dev.name, "description",
                                                p->dev.description, "memory_bytes", (json_int_t)p->dev.memory,
+                                               "host_link_bytes_per_second", tr_device_host_link(&p->dev),
                                                "source", p->dev.source, "calibration", p->dev.path.s));
     if (recipe_hash)
         json_object_set_new(j, "recipe_sha256", json_string(recipe_hash));

@@ -45,6 +45,50 @@ extern "C" int tr_cuda_gpu(int index, char *name, unsigned long namesize, unsign
     return 0;
 }
 
+/* The host link each way, as offloading uses it: a page-locked buffer copied to the device and
+ * back on a stream, timed by the device's clock, the best of 4 after one that warms the path
+ * (the rate a copy engine keeps, not a first copy's page-table walk). Zeros, and CUDA's error
+ * cleared, where the buffers cannot be had: the profile's rate or the default stands then. */
+static void measure_link(struct tr_cuda_start *s)
+{
+    const size_t bytes = (size_t)64 << 20;
+    void *host = NULL, *dev = NULL;
+    cudaStream_t stream = NULL;
+    cudaEvent_t begin = NULL, end = NULL;
+    if (cudaHostAlloc(&host, bytes, cudaHostAllocDefault) == cudaSuccess && cudaMalloc(&dev, bytes) == cudaSuccess &&
+        cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess &&
+        cudaEventCreate(&begin) == cudaSuccess && cudaEventCreate(&end) == cudaSuccess) {
+        memset(host, 0, bytes);
+        for (int down = 0; down < 2; down++) {
+            double best = 0;
+            for (int i = 0; i < 5; i++) {
+                float ms = 0;
+                cudaEventRecord(begin, stream);
+                cudaMemcpyAsync(down ? host : dev, down ? dev : host, bytes,
+                                down ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice, stream);
+                cudaEventRecord(end, stream);
+                if (cudaEventSynchronize(end) != cudaSuccess || cudaEventElapsedTime(&ms, begin, end) != cudaSuccess)
+                    break;
+                if (i > 0 && ms > 0 && (double)bytes / (ms * 1e-3) > best)
+                    best = (double)bytes / (ms * 1e-3);
+            }
+            *(down ? &s->link_down : &s->link_up) = best;
+        }
+        s->link_bytes = bytes;
+    }
+    if (begin)
+        cudaEventDestroy(begin);
+    if (end)
+        cudaEventDestroy(end);
+    if (stream)
+        cudaStreamDestroy(stream);
+    cudaFree(dev);
+    cudaFreeHost(host);
+    cudaGetLastError();
+    if (!(s->link_up > 0 && s->link_down > 0))
+        s->link_up = s->link_down = 0;
+}
+
 extern "C" int tr_cuda_start(int index, struct tr_cuda_start *s, char *err, unsigned long errsize)
 {
     memset(s, 0, sizeof *s);
@@ -67,6 +111,7 @@ extern "C" int tr_cuda_start(int index, struct tr_cuda_start *s, char *err, unsi
         snprintf(err, errsize, "device: cuda:%d: cannot start a context: %s", index, cudaGetErrorString(e));
         return -1;
     }
+    measure_link(s);   /* its buffers freed before the memory is read */
     /* a backend instance's context (stream, cuBLASLt, its buffers) held while the memory is
      * read, so that what it takes is measured: the trainer's own instance makes the same */
     struct tr_backend *be = NULL;

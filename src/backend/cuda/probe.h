@@ -23,14 +23,18 @@ int tr_cuda_gpu(int index, char *name, unsigned long namesize, unsigned long lon
 
 /* What training on a GPU starts with (plan/device_cuda.c): GPU index made current, its context
  * made with every module loaded at once (CUDA_MODULE_LOADING=EAGER, set before the first CUDA
- * call, so that no kernel's code arrives later, outside the measurement), the backend's own
- * context (stream, cuBLASLt) started; then the device's memory read. */
+ * call, so that no kernel's code arrives later, outside the measurement), the host link timed
+ * each way (offloading's copies), the backend's own context (stream, cuBLASLt) started; then
+ * the device's memory read. */
 struct tr_cuda_start {
     char name[256];
     unsigned long long total;     /* the GPU's memory */
     unsigned long long free;      /* what is left once this process's context exists */
     int major, minor;             /* compute capability */
     int multiprocessors;
+    double link_up, link_down;    /* the host link measured each way, bytes/s: page-locked copies
+                                   * to the device and back; 0 when it could not be measured */
+    unsigned long long link_bytes;   /* the copy measured */
 };
 /* 0, or -1 with a sentence in err (no such GPU, no driver, the context failed). */
 int tr_cuda_start(int index, struct tr_cuda_start *s, char *err, unsigned long errsize);
