@@ -27,6 +27,15 @@ struct lengths {
 };
 
 /* One (precision, checkpointing) pair: its two programs, planned again for each batching. */
+/* The training program's memory plan at one size, kept: the candidates of a pair (each batching,
+ * sharding and optimizer offload) probe many of the same sizes, and the plan is the same. */
+struct trained {
+    int64_t B, S;
+    bool grads_in_arena;
+    size_t regions[TR_NREGIONS];   /* take_max's of it alone */
+    size_t host;                   /* its offloaded activations' ring */
+};
+
 struct pair {
     const struct tr_plan_job *job;
     struct tr_built train, eval;
@@ -39,6 +48,8 @@ struct pair {
     double optimizer_seconds, optimizer_shard_seconds;   /* the update's passes, whole or the rank's part */
     double gather_copy_seconds;   /* ZeRO 1 and 2's updated parameters through the host buffer */
     double host_optimizer_seconds;   /* offloaded: the update on the host's CPU, at its memory's rate */
+    struct trained *trained;  /* the training program's plans by size, as measured so far */
+    int ntrained, cap_trained;
     double pass_kernels, pass_link;   /* the last pass timed (pass_seconds), one micro-batch's: its
                                        * kernels' seconds and its activations' on the host link */
     int first_block[TR_MAX_STAGES + 1];   /* pipelined: the stages' blocks (balanced by time) */
@@ -352,6 +363,26 @@ static void measure_stages(struct pair *p, struct tr_candidate *c)
     c->remat_nodes = p->train.remat_nodes;
 }
 
+/* The training program's plan at (B, S): planned once, then kept in the pair. */
+static const struct trained *trained_at(struct pair *p, int64_t B, int64_t S, bool grads_in_arena)
+{
+    for (int i = 0; i < p->ntrained; i++)
+        if (p->trained[i].B == B && p->trained[i].S == S && p->trained[i].grads_in_arena == grads_in_arena)
+            return &p->trained[i];
+    if (p->ntrained == p->cap_trained) {
+        p->cap_trained = p->cap_trained ? 2 * p->cap_trained : 64;
+        p->trained = tr_xrealloc(p->trained, (size_t)p->cap_trained * sizeof *p->trained);
+    }
+    struct trained *t = &p->trained[p->ntrained++];
+    *t = (struct trained){.B = B, .S = S, .grads_in_arena = grads_in_arena};
+    struct tr_memplan mp;
+    plan_one(&mp, &p->train, p->schedule_train, B, S, p->job->dev, grads_in_arena);
+    take_max(t->regions, &mp);
+    t->host = mp.region_bytes[TR_HOST];
+    tr_memplan_free(&mp);
+    return t;
+}
+
 /* Regions and footprint of knobs k on the pair's programs. */
 static void measure(struct pair *p, struct tr_candidate *c)
 {
@@ -363,13 +394,11 @@ static void measure(struct pair *p, struct tr_candidate *c)
     memset(c->regions, 0, sizeof c->regions);
     memset(c->host, 0, sizeof c->host);
     for (int b = 0; b < c->k.nbuckets; b++) {
-        struct tr_memplan mp;
-        plan_one(&mp, &p->train, p->schedule_train, c->k.buckets[b].rows, c->k.buckets[b].len, job->dev,
-                 tr_knobs_grads_in_arena(&c->k));
-        take_max(c->regions, &mp);
-        if (mp.region_bytes[TR_HOST] > c->host[TR_REGION_ARENA])   /* the offloaded activations' ring */
-            c->host[TR_REGION_ARENA] = mp.region_bytes[TR_HOST];
-        tr_memplan_free(&mp);
+        const struct trained *t = trained_at(p, c->k.buckets[b].rows, c->k.buckets[b].len, tr_knobs_grads_in_arena(&c->k));
+        for (int r = 0; r < TR_NREGIONS; r++)
+            c->regions[r] = t->regions[r] > c->regions[r] ? t->regions[r] : c->regions[r];
+        if (t->host > c->host[TR_REGION_ARENA])   /* the offloaded activations' ring */
+            c->host[TR_REGION_ARENA] = t->host;
     }
     int64_t e = c->k.eval_batch <= job->r->train.batch_size ? c->k.eval_batch : 0;
     if (!e || !p->eval_regions[e][TR_REGION_OPTIMIZER]) {   /* evaluation's regions, planned once a size */
@@ -619,7 +648,7 @@ static void close_pair(struct pair *p)
 {
     tr_built_free(&p->train);
     tr_built_free(&p->eval);
-    free(p->schedule_train), free(p->schedule_eval), free(p->eval_regions);
+    free(p->schedule_train), free(p->schedule_eval), free(p->eval_regions), free(p->trained);
 }
 
 /* What bisection probes: a candidate at one size, for the whole step (fixed batching) or for
@@ -1052,6 +1081,27 @@ static const char *sequence_refused(const struct tr_plan_job *job)
     return NULL;
 }
 
+/* Whether the candidates from `from` on without any offloading (and unsharded) all fit the whole
+ * batch in one micro-batch (dynamic: each length bucket's): the same knobs with activations
+ * offloaded run the same kernels and add the link's time, so none of them could be faster or
+ * taken among near-ties (offloading ranks after them in the order of risk). */
+static bool whole_batch(const struct tr_plan *p, int from, int64_t batch)
+{
+    int n = 0;
+    for (int i = from; i < p->ncand; i++) {
+        const struct tr_candidate *c = &p->cand[i];
+        if (c->k.offload || c->k.shard)
+            continue;
+        bool whole = c->k.dynamic || c->k.accumulation == 1;
+        for (int b = 0; c->k.dynamic && b < c->k.nbuckets; b++)
+            whole &= c->k.buckets[b].rows >= batch;
+        if (!c->fits || !whole)
+            return false;
+        n++;
+    }
+    return n > 0;
+}
+
 int tr_plan_search(struct tr_plan *p, const struct tr_plan_job *job, struct tr_diag *diag)
 {
     start(p, job);
@@ -1092,12 +1142,14 @@ int tr_plan_search(struct tr_plan *p, const struct tr_plan_job *job, struct tr_d
                 /* gathered 1: ZeRO 3's program, which is its own; 2: pipelined, the stages balanced by memory */
                 for (int gathered = 0; gathered < 2 + (job->stages > 1) && !rc; gathered++)
                     /* saved: the activations offloaded (grain: of which blocks), a program of its own */
-                    for (int grain = 0, every = 0; grain < ngrains && !rc; grain++) {
+                    for (int grain = 0, every = 0, without = p->ncand; grain < ngrains && !rc; grain++) {
                         int saved = grains[grain] < 0 ? 0 : TR_OFFLOAD_SAVED;
                         if (gathered == 1 && (!sp.shard[3] || p->stateful || job->stages > 1 || job->tensors > 1))
                             continue;
                         if (!sp.offload[saved] && !sp.offload[saved | TR_OFFLOAD_STATE])
                             continue;
+                        if (saved && whole_batch(p, without, job->r->train.batch_size))
+                            break;   /* these knobs fit without it at their fastest: it only adds time */
                         bool by_memory = gathered == 2;
                         struct tr_knobs knobs = {.precision = sp.precisions[a], .remat_mode = sp.remat[k].mode,
                                                  .remat_blocks = sp.remat[k].blocks, .shard = gathered == 1 ? 3 : 0,
