@@ -68,7 +68,7 @@ static void build(struct built *b, enum tr_arch arch, int layers, double dropout
     b->scale = tr_autodiff(&b->g);
     ck_assert_msg(b->scale >= 0, "%s", b->g.message);
     b->keep[0] = b->m.loss, b->keep[1] = b->m.logits >= 0 ? b->m.logits : b->m.rank;
-    b->offloaded = offload ? tr_offload(&b->g, b->keep, 2, 0) : -1;
+    b->offloaded = offload ? tr_offload(&b->g, b->keep, 2, (struct tr_offload_grain){0}) : -1;
     ck_assert_msg(b->offloaded >= -1 && !b->g.error, "%s", b->g.message);
 }
 
@@ -325,8 +325,8 @@ START_TEST(first_block_offloaded)
     build(&all, TR_ARCH_GPT, 3, 0.1, true);
     build(&one, TR_ARCH_GPT, 3, 0.1, false);
     build(&three, TR_ARCH_GPT, 3, 0.1, false);
-    one.offloaded = tr_offload(&one.g, one.keep, 2, 1);
-    three.offloaded = tr_offload(&three.g, three.keep, 2, 3);
+    one.offloaded = tr_offload(&one.g, one.keep, 2, (struct tr_offload_grain){.blocks = 1});
+    three.offloaded = tr_offload(&three.g, three.keep, 2, (struct tr_offload_grain){.blocks = 3});
     ck_assert_msg(!one.g.error && !three.g.error, "%s%s", one.g.message, three.g.message);
     ck_assert_int_gt(one.offloaded, 0);
     ck_assert_int_lt(one.offloaded, all.offloaded);
@@ -360,6 +360,67 @@ START_TEST(first_block_offloaded)
 }
 END_TEST
 
+/* Whether the OFFLOAD nodes of g send value v. */
+static bool sends(const struct tr_graph *g, int v)
+{
+    return node_of(g, TR_OP_OFFLOAD, v) >= 0;
+}
+
+/* The other grain: the largest saved activations until they make half of every one's bytes (at
+ * one row of S tokens) — a subset of every block's, none smaller than one left, and the fewest
+ * that reach half — with the same gradients as without, on the plain CPU and behind the fence;
+ * 100 percent is every one. */
+START_TEST(largest_offloaded)
+{
+    struct built plain, all, half, whole;
+    build(&plain, TR_ARCH_GPT, 3, 0.1, false);
+    build(&all, TR_ARCH_GPT, 3, 0.1, true);
+    build(&half, TR_ARCH_GPT, 3, 0.1, false);
+    build(&whole, TR_ARCH_GPT, 3, 0.1, false);
+    half.offloaded = tr_offload(&half.g, half.keep, 2, (struct tr_offload_grain){.largest = 50, .len = S});
+    whole.offloaded = tr_offload(&whole.g, whole.keep, 2, (struct tr_offload_grain){.largest = 100, .len = S});
+    ck_assert_msg(!half.g.error && !whole.g.error, "%s%s", half.g.message, whole.g.message);
+    ck_assert_int_eq(whole.offloaded, all.offloaded);
+    ck_assert_int_gt(half.offloaded, 0);
+    ck_assert_int_lt(half.offloaded, all.offloaded);
+    ck_assert_int_eq(check_copies(&half.g, "gpt, the largest half"), half.offloaded);
+    size_t total = 0, taken = 0, smallest_taken = SIZE_MAX, largest_left = 0;
+    int n = 0;
+    for (int v = 0; v < plain.g.nvalues; v++) {   /* the original values keep their numbers */
+        if (!sends(&all.g, v)) {
+            ck_assert_msg(!sends(&half.g, v), "value %d sent by the largest, not by every block's", v);
+            continue;
+        }
+        size_t bytes = (size_t)tr_dim_eval(tr_shape_numel(&plain.g.values[v].shape), 1, S) *
+                       tr_dtype_size(plain.g.values[v].dtype);
+        total += bytes;
+        if (sends(&half.g, v))
+            taken += bytes, n++, smallest_taken = bytes < smallest_taken ? bytes : smallest_taken;
+        else
+            largest_left = bytes > largest_left ? bytes : largest_left;
+    }
+    ck_assert_int_eq(n, half.offloaded);
+    ck_assert_msg(taken * 2 >= total && (taken - smallest_taken) * 2 < total, "%zu of %zu bytes taken, the smallest "
+                  "%zu: not the fewest that make half", taken, total, smallest_taken);
+    ck_assert_msg(smallest_taken >= largest_left, "a value of %zu bytes taken, one of %zu left", smallest_taken,
+                  largest_left);
+    plan(&plain), plan(&half);
+    struct outcome want = step_on(&plain, tr_backend_cpu(), false), cpu = step_on(&half, tr_backend_cpu(), false);
+    assert_same(&want, &cpu, "gpt, the largest half offloaded, plain CPU");
+    struct tr_backend *be = NULL;
+    struct tr_diag why = {0};
+    ck_assert_msg(tr_backend_open_ops(&tr_cpu_fenced_ops, 0, &be, &why) == 0, "%s", tr_diag_last(&why));
+    struct outcome fenced = step_on(&half, be, true);
+    tr_backend_close(be);
+    assert_same(&want, &fenced, "gpt, the largest half offloaded, fenced CPU");
+    printf("gpt: the largest %d of %d offloaded, %zu of %zu bytes a row; arena %zu bytes (%zu none); host ring %zu "
+           "bytes\n", half.offloaded, all.offloaded, taken, total, half.p.region_bytes[TR_ACT],
+           plain.p.region_bytes[TR_ACT], half.p.region_bytes[TR_HOST]);
+    free(want.grads), free(cpu.grads), free(fenced.grads);
+    built_free(&plain), built_free(&all), built_free(&half), built_free(&whole);
+}
+END_TEST
+
 /* One block, no dropout: the ReLU's output is read by the head, whose backward comes next; no
  * whole run lies between a forward and its backward, so nothing is sent and nothing changes. */
 START_TEST(one_block_offloads_nothing)
@@ -368,7 +429,7 @@ START_TEST(one_block_offloads_nothing)
     build(&b, TR_ARCH_MLP, 1, 0, false);
     int nodes = b.g.nnodes, values = b.g.nvalues;
     ck_assert_int_eq(tr_graph_blocks(&b.g), 1);
-    ck_assert_int_eq(tr_offload(&b.g, b.keep, 2, 0), 0);
+    ck_assert_int_eq(tr_offload(&b.g, b.keep, 2, (struct tr_offload_grain){0}), 0);
     ck_assert_int_eq(b.g.nnodes, nodes);
     ck_assert_int_eq(b.g.nvalues, values);
     built_free(&b);
@@ -411,6 +472,7 @@ int main(void)
     tcase_add_test(tc, gpt_offloaded_same_gradients);
     tcase_add_test(tc, one_block_offloads_nothing);
     tcase_add_test(tc, first_block_offloaded);
+    tcase_add_test(tc, largest_offloaded);
     tcase_add_test(tc, fenced_join_fails_a_changed_source);
     suite_add_tcase(s, tc);
     return unit_run(s);

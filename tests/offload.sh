@@ -4,8 +4,9 @@
 # activations sent there and back, and the gradients sent down as the backward writes them, train
 # bit for bit as without them — the fenced backend reads a queued copy's source when queued and
 # lands it only at its join, failing the join if the source changed between: a copy read too
-# soon, landed late, or a slot reused before its copy left would fail or change a bit — the
-# device's arena is as the plan predicts and smaller than without,
+# soon, landed late, or a slot reused before its copy left would fail or change a bit — with every
+# block's activations, the first blocks' alone or the largest alone; the device's arena is as the
+# plan predicts and smaller than without,
 # the host's regions as predicted. The planner takes offloading where nothing else fits the
 # budget, and not when the host's budget is too small for it; a resumed offloaded run ends where
 # an uninterrupted one does.
@@ -23,35 +24,38 @@ sums() { grep -o '"train/loss":[^,]*' "$1/metrics.jsonl" | tr -d '\n'; }
 # come out larger; the planner compares both, the pinned runs here take it regardless).
 measured() {
   checks=$((checks + 1))
-  python3 - "$1/plan.json" "$2/plan.json" "$name" "$shrink" "$grain" <<'PY' || fail "$name: the offloaded run's memory is not as planned"
+  python3 - "$1/plan.json" "$2/plan.json" "$name" "$shrink" "$grain" "${largest:-100}" <<'PY' || fail "$name: the offloaded run's memory is not as planned"
 import json, sys
 off, on, name = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3]
-shrink, grain = sys.argv[4] == "yes", int(sys.argv[5])
+shrink, grain, largest = sys.argv[4] == "yes", int(sys.argv[5]), int(sys.argv[6])
 arena, host = on["measured_regions"]["arena"], on["measured_host"]
 print("%s: arena %d predicted, %d measured (%d without offload); host %d predicted, %d measured; "
       "%.0f activation and %.0f optimizer bytes a step over the link" % (name, on["regions"]["arena"], arena,
       off["measured_regions"]["arena"], on["host"]["predicted_bytes"], host["bytes"],
       host["activation_bytes_per_step"], host["optimizer_bytes_per_step"]))
-print("%s: the activations of %d of %d blocks; %.0f bytes of gradients a step sent during the backward" % (name,
-      on["offload_blocks"], on["checkpointing"]["of"], host["gradient_bytes_during_backward_per_step"]))
+print("%s: the activations of %d of %d blocks, the largest making %d%% of their bytes; %.0f bytes of gradients a "
+      "step sent during the backward" % (name, on["offload_blocks"], on["checkpointing"]["of"], on["offload_largest"],
+      host["gradient_bytes_during_backward_per_step"]))
 ok = (on["offload"] == "both" and arena == on["regions"]["arena"] and (arena < off["measured_regions"]["arena"] or not shrink)
       and on["measured_regions"]["optimizer"] == 0 and host["bytes"] == on["host"]["predicted_bytes"]
       and host["regions"]["optimizer"] == off["regions"]["optimizer"]
       and host["activation_bytes_per_step"] > 0 and host["optimizer_bytes_per_step"] > 0
-      and host["gradient_bytes_during_backward_per_step"] > 0 and on["offload_blocks"] == grain)
+      and host["gradient_bytes_during_backward_per_step"] > 0 and on["offload_blocks"] == grain
+      and on["offload_largest"] == largest)
 sys.exit(0 if ok else 1)
 PY
 }
 
 # train NAME RECIPE ARGS...: the same run without offload and with both, the activations of
-# $grain blocks (optimize.offload_blocks); both must succeed and agree exactly, in every loss and
+# $grain blocks (optimize.offload_blocks), the largest making $largest percent of their bytes
+# (optimize.offload_largest, 100: all); both must succeed and agree exactly, in every loss and
 # the last checkpoint.
 train() {
   name=$1 recipe=$2; shift 2
   run "$TRAINRUN" "$srcdir/recipes/$recipe.yaml" report.dir="$scratch/off" optimize.offload=off "$@"
   expect_rc 0 "$name, offload off"
   run "$TRAINRUN" "$srcdir/recipes/$recipe.yaml" report.dir="$scratch/both" optimize.offload=both \
-    optimize.offload_blocks="$grain" "$@"
+    optimize.offload_blocks="$grain" optimize.offload_largest="${largest:-100}" "$@"
   expect_rc 0 "$name, offload both"
   off=$scratch/off/$recipe/latest on=$scratch/both/$recipe/latest
   checks=$((checks + 1))
@@ -77,7 +81,11 @@ grain=1
 # shellcheck disable=SC2086
 train "gpt-small, the first block's activations alone" gpt-small model.layers=3 $small model.max_len=64 \
   train.batch_size=4 train.steps=3 train.eval_every=3 "$@"
-grain=3
+grain=3 largest=50
+# shellcheck disable=SC2086
+train "gpt-small, the largest activations alone (half their bytes)" gpt-small model.layers=3 $small \
+  model.max_len=64 train.batch_size=4 train.steps=3 train.eval_every=3 "$@"
+largest=100
 # bf16's graph is the CPU's to choose (16-bit weight copies where oneDNN computes bf16): its arena
 # as planned, not compared
 shrink=no
@@ -144,4 +152,13 @@ expect_in "$err" "optimize.offload_blocks: 1 blocks, but optimize.offload=optimi
 run "$TRAINRUN" plan "$srcdir/recipes/mlp.yaml" optimize.offload=both optimize.offload_blocks=3
 expect_rc 2 "a grain of more blocks than the model has"
 expect_in "$err" "optimize.offload_blocks: 3 blocks, but the model has 2 (model.layers)" "the model's blocks are said"
+run "$TRAINRUN" plan "$srcdir/recipes/mlp.yaml" optimize.offload=off optimize.offload_largest=50
+expect_rc 2 "the largest activations' grain without activation offload"
+expect_in "$err" "optimize.offload_largest: 50%, but optimize.offload=off offloads no activations" "why is said"
+run "$TRAINRUN" plan "$srcdir/recipes/mlp.yaml" optimize.offload=both optimize.offload_largest=50 optimize.offload_blocks=1
+expect_rc 2 "two grains pinned at once"
+expect_in "$err" "optimize.offload_largest: 50% and optimize.offload_blocks: 1 are two grains; pin one" "why is said"
+run "$TRAINRUN" plan "$srcdir/recipes/mlp.yaml" optimize.offload=both optimize.offload_largest=0
+expect_rc 2 "a share of 0 percent"
+expect_in "$err" "optimize.offload_largest" "the key is named"
 finish

@@ -316,11 +316,18 @@ void tr_gather_params(struct tr_graph *g, bool ahead);
  * (landing while that run computes), which the backward reads instead; its views are made again
  * over the copy. So the memory plan frees its slot between the two; the arena's packing changes
  * with it and may come out larger for a model of few blocks (the planner compares both).
- * blocks > 0: only the activations the forward makes before block `blocks` begins (the
- * embeddings' and the first blocks': theirs wait longest for their backward); ≤ 0, or the
- * model's blocks or more: every one. Returns the values offloaded (0: none has a run between),
+ * Which of them go is the grain's. Returns the values offloaded (0: none has a run between),
  * or -1 with g->error set. */
-int tr_offload(struct tr_graph *g, const int *keep, int nkeep, int blocks);
+struct tr_offload_grain {
+    int blocks;     /* > 0: only the activations the forward makes before block `blocks` begins (the
+                     * embeddings' and the first blocks': theirs wait longest for their backward);
+                     * ≤ 0, or the model's blocks or more: every block's */
+    int largest;    /* 1 … 99: of those, only the largest, by their bytes at one row of `len`
+                     * tokens, until they make `largest` percent of all their bytes (ties: the
+                     * earlier made first); 0 or 100: all of them */
+    int64_t len;    /* the sequence the sizes are compared at: the longest (1 for no sequence) */
+};
+int tr_offload(struct tr_graph *g, const int *keep, int nkeep, struct tr_offload_grain grain);
 /* After a pass rebuilt the nodes: views point at their storage, producers at the node numbers. */
 void tr_graph_relink(struct tr_graph *g);
 /* The number of blocks the builder marked (one more than the highest block number). */

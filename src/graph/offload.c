@@ -11,7 +11,9 @@
  *  - RELOAD at the start of the backward run before its first backward reader's (that run's
  *    kernels hide the copy), or of its reader's own run when it is the backward's first, into
  *    a new activation that every backward reader reads instead, and views of it made again for
- *    the views of the original the backward reads. */
+ *    the views of the original the backward reads.
+ * The grain (graph.h: tr_offload_grain) sends only some of them: those made before a block, or
+ * the largest, the fewest that make a share of all their bytes. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,10 +52,40 @@ static int runs_of(const struct tr_graph *g, int *run, int *start)
     return r + 1;
 }
 
-/* Which activations go (blocks > 0: those made before block `blocks`'s forward begins), and
- * where their copies are put: into s, their count returned. */
-static int choose(const struct tr_graph *g, const int *keep, int nkeep, int blocks, struct sent *s)
+static int64_t bytes_of(const struct tr_graph *g, int v, int64_t len)
 {
+    return tr_dim_eval(tr_shape_numel(&g->values[v].shape), 1, len) * (int64_t)tr_dtype_size(g->values[v].dtype);
+}
+
+/* The grain's largest: s[0 … count) cut to the largest until they make `largest` percent of
+ * all their bytes at one row of len tokens, in the order they were. Returns the new count. */
+static int largest_of(const struct tr_graph *g, struct sent *s, int count, int largest, int64_t len)
+{
+    int *order = tr_xmalloc((size_t)(count + 1) * sizeof *order);
+    int64_t total = 0, taken = 0;
+    for (int i = 0; i < count; i++)
+        order[i] = i, total += bytes_of(g, s[i].v, len);
+    for (int i = 1; i < count; i++)   /* insertion sort: the larger first, the earlier among equals */
+        for (int j = i; j > 0 && bytes_of(g, s[order[j]].v, len) > bytes_of(g, s[order[j - 1]].v, len); j--) {
+            int t = order[j];
+            order[j] = order[j - 1], order[j - 1] = t;
+        }
+    bool *take = tr_xcalloc((size_t)count + 1, 1);
+    for (int i = 0; i < count && taken * 100 < total * largest; i++)
+        take[order[i]] = true, taken += bytes_of(g, s[order[i]].v, len);
+    int n = 0;
+    for (int i = 0; i < count; i++)
+        if (take[i])
+            s[n++] = s[i];
+    free(order), free(take);
+    return n;
+}
+
+/* Which activations go (the grain's), and where their copies are put: into s, their count
+ * returned. */
+static int choose(const struct tr_graph *g, const int *keep, int nkeep, struct tr_offload_grain grain, struct sent *s)
+{
+    int blocks = grain.blocks;
     int nv = g->nvalues, nn = g->nnodes, count = 0, limit = 0;
     while (blocks > 0 && limit < nn && !(forward(&g->nodes[limit]) && g->nodes[limit].block >= blocks))
         limit++;
@@ -101,6 +133,8 @@ static int choose(const struct tr_graph *g, const int *keep, int nkeep, int bloc
         s[count++] = (struct sent){.v = v, .after = after, .wait = start[wait_run], .reload = start[back_run]};
     }
     free(last_fwd), free(first_bwd), free(no), free(run), free(start);
+    if (grain.largest > 0 && grain.largest < 100)
+        count = largest_of(g, s, count, grain.largest, grain.len > 0 ? grain.len : 1);
     return count;
 }
 
@@ -126,13 +160,13 @@ static void emit_reload(struct tr_graph *g, const struct tr_node *old, const str
     }
 }
 
-int tr_offload(struct tr_graph *g, const int *keep, int nkeep, int blocks)
+int tr_offload(struct tr_graph *g, const int *keep, int nkeep, struct tr_offload_grain grain)
 {
     if (g->error)
         return -1;
     int nv = g->nvalues, nold = g->nnodes;
     struct sent *s = tr_xmalloc((size_t)(nv + 1) * sizeof *s);
-    int count = choose(g, keep, nkeep, blocks, s);
+    int count = choose(g, keep, nkeep, grain, s);
     if (!count) {
         free(s);
         return 0;

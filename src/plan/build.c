@@ -58,7 +58,7 @@ int tr_build(struct tr_built *b, const struct tr_plan_job *job, const struct tr_
         tr_gather_params(&b->g, job->gather_ahead);
     int keep[2] = {b->m.loss, b->m.logits >= 0 ? b->m.logits : b->m.rank};
     if (training && (k->offload & TR_OFFLOAD_SAVED) && !b->g.error)   /* saved activations to the host */
-        b->offloaded = tr_offload(&b->g, keep, 2, k->saved_blocks);
+        b->offloaded = tr_offload(&b->g, keep, 2, (struct tr_offload_grain){k->saved_blocks, k->saved_largest, job->seq});
     if (k->pipeline > 1 && !b->g.error)   /* pipelined: this rank's stage of the model */
         b->g.error = tr_stages_split(&b->stages, &b->g, NULL, b->g.nnodes, k->pipeline, k->first_block);
     b->pipelined = k->pipeline > 1 && !b->g.error;

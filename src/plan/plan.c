@@ -92,15 +92,19 @@ void tr_knobs_remat_words(const struct tr_knobs *k, int blocks, char *out, size_
 
 bool tr_knobs_saved_some(const struct tr_knobs *k, int blocks)
 {
-    return (k->offload & TR_OFFLOAD_SAVED) && k->saved_blocks > 0 && k->saved_blocks < blocks;
+    return (k->offload & TR_OFFLOAD_SAVED) && ((k->saved_blocks > 0 && k->saved_blocks < blocks) ||
+                                               (k->saved_largest > 0 && k->saved_largest < 100));
 }
 
 void tr_knobs_offload_words(const struct tr_knobs *k, int blocks, bool brief, char *out, size_t size)
 {
     const char *state = !(k->offload & TR_OFFLOAD_STATE) ? "" : brief ? "optimizer" : "optimizer state";
     const char *and = (k->offload & TR_OFFLOAD_STATE) && (k->offload & TR_OFFLOAD_SAVED) ? (brief ? " + " : " and ") : "";
-    char saved[64] = "";
-    if (tr_knobs_saved_some(k, blocks))
+    char saved[96] = "";
+    if (tr_knobs_saved_some(k, blocks) && k->saved_largest > 0 && k->saved_largest < 100)
+        snprintf(saved, sizeof saved, brief ? "activations largest %d%%" : "the largest activations (%d%% of their bytes)",
+                 k->saved_largest);
+    else if (tr_knobs_saved_some(k, blocks))
         snprintf(saved, sizeof saved, brief ? "activations %d/%d" : "the first %d of %d blocks' activations",
                  k->saved_blocks, blocks);
     else if (k->offload & TR_OFFLOAD_SAVED)
@@ -1124,26 +1128,33 @@ int tr_plan_search(struct tr_plan *p, const struct tr_plan_job *job, struct tr_d
     struct lengths h;
     lengths_of(job, &h);
     int by_time[TR_MAX_STAGES + 1] = {0};   /* pipelined: the last split balanced by time */
-    /* the activations' offload by grain: none (-1), every block's (0), then the first quarter's,
-     * half's and three quarters' of the blocks (each a program of its own, taken where it sends
-     * fewer than every block's) */
-    int grains[5] = {-1, 0}, ngrains = 2;
-    const struct tr_choice *pinned = &job->r->optimize.offload_blocks;
-    if (pinned->name < 0)   /* optimize.offload_blocks: that grain alone */
-        grains[1] = pinned->n < p->blocks ? (int)pinned->n : 0;
-    for (int q = 1; q <= 3 && pinned->name >= 0; q++) {
-        int n = (p->blocks * q + 3) / 4;
-        if (n >= 1 && n < p->blocks && n != grains[ngrains - 1])
-            grains[ngrains++] = n;
+    /* the activations' offload by grain (graph.h: tr_offload_grain): none (blocks −1), every
+     * block's, then the first quarter's, half's and three quarters' of the blocks, and the largest
+     * half of the bytes (each a program of its own, taken where it sends fewer than every
+     * block's); optimize.offload_blocks or offload_largest pinned: that grain alone */
+    struct tr_offload_grain grains[6] = {{-1, 0, 0}, {0, 0, 0}};
+    int ngrains = 2;
+    const struct tr_choice *pin = &job->r->optimize.offload_blocks, *pin_largest = &job->r->optimize.offload_largest;
+    if (pin->name < 0 || pin_largest->name < 0) {
+        grains[1].blocks = pin->name < 0 && pin->n < p->blocks ? (int)pin->n : 0;
+        grains[1].largest = pin_largest->name < 0 && pin_largest->n < 100 ? (int)pin_largest->n : 0;
+    } else {
+        for (int q = 1; q <= 3; q++) {
+            int n = (p->blocks * q + 3) / 4;
+            if (n >= 1 && n < p->blocks && n != grains[ngrains - 1].blocks)
+                grains[ngrains++] = (struct tr_offload_grain){n, 0, 0};
+        }
+        grains[ngrains++] = (struct tr_offload_grain){0, 50, 0};
     }
     for (int seq = seq_first; seq <= seq_last && !rc; seq++)   /* sequence parallel: off, then on */
         for (int a = 0; a < sp.nprecisions && !rc; a++)
             for (int k = 0; k < sp.nremat && !rc; k++)
                 /* gathered 1: ZeRO 3's program, which is its own; 2: pipelined, the stages balanced by memory */
                 for (int gathered = 0; gathered < 2 + (job->stages > 1) && !rc; gathered++)
-                    /* saved: the activations offloaded (grain: of which blocks), a program of its own */
+                    /* saved: the activations offloaded (grain: which of them), a program of its own */
                     for (int grain = 0, every = 0, without = p->ncand; grain < ngrains && !rc; grain++) {
-                        int saved = grains[grain] < 0 ? 0 : TR_OFFLOAD_SAVED;
+                        int saved = grains[grain].blocks < 0 ? 0 : TR_OFFLOAD_SAVED;
+                        bool part = saved && (grains[grain].blocks > 0 || grains[grain].largest > 0);
                         if (gathered == 1 && (!sp.shard[3] || p->stateful || job->stages > 1 || job->tensors > 1))
                             continue;
                         if (!sp.offload[saved] && !sp.offload[saved | TR_OFFLOAD_STATE])
@@ -1155,16 +1166,17 @@ int tr_plan_search(struct tr_plan *p, const struct tr_plan_job *job, struct tr_d
                                                  .remat_blocks = sp.remat[k].blocks, .shard = gathered == 1 ? 3 : 0,
                                                  .pipeline = job->stages > 1 ? job->stages : 1,
                                                  .tensor = job->tensors > 1 ? job->tensors : 1, .sequence = seq,
-                                                 .offload = saved, .saved_blocks = saved ? grains[grain] : 0};
+                                                 .offload = saved, .saved_blocks = saved ? grains[grain].blocks : 0,
+                                                 .saved_largest = grains[grain].largest};
                         struct pair pair;
                         if ((rc = open_pair(&pair, job, &knobs, by_memory, diag))) {
                             close_pair(&pair);
                             break;
                         }
-                        if (saved && grains[grain] == 0)
+                        if (saved && !part)
                             every = pair.train.offloaded;
                         if ((saved && !pair.train.offloaded && job->r->optimize.offload == TR_OFFLOAD_AUTO) ||
-                            (grains[grain] > 0 && (!pair.train.offloaded || pair.train.offloaded == every))) {
+                            (part && (!pair.train.offloaded || pair.train.offloaded == every))) {
                             close_pair(&pair);   /* nothing worth sending, or no fewer: a program searched already */
                             continue;
                         }

@@ -54,6 +54,8 @@ struct tr_knobs {
     int saved_blocks;         /* TR_OFFLOAD_SAVED: the activations made before this block's forward
                                * (the embeddings' and the first blocks'); 0, or the model's blocks or
                                * more: every block's */
+    int saved_largest;        /* TR_OFFLOAD_SAVED: only the largest of them, until they make this
+                               * percent of their bytes (graph.h: tr_offload_grain); 0: all */
 };
 
 /* The host's memory as extra room (optimize.offload): the optimizer's state, its update and a
@@ -348,8 +350,8 @@ double tr_plan_optimizer_seconds(const struct tr_device *dev, int nstate, double
 const char *tr_precision_name(int precision);
 void tr_knobs_remat_words(const struct tr_knobs *k, int blocks, char *out, size_t size);
 /* What k offloads, in words ("optimizer state and the first 3 of 12 blocks' activations"; brief:
- * "optimizer + activations 3/12"), for a model of `blocks`; "" for nothing. Saved some: the
- * activations of some blocks alone, not every block's. */
+ * "optimizer + activations 3/12", "activations largest 50%"), for a model of `blocks`; "" for
+ * nothing. Saved some: the activations of some blocks alone, or the largest alone, not all. */
 void tr_knobs_offload_words(const struct tr_knobs *k, int blocks, bool brief, char *out, size_t size);
 bool tr_knobs_saved_some(const struct tr_knobs *k, int blocks);
 

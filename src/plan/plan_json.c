@@ -47,9 +47,13 @@ static json_t *candidate_json(const struct tr_plan *p, const struct tr_candidate
                      "padding_fraction", c->padding, "flops", c->flops, "bytes_moved", c->bytes_moved,
                      "regions", regions, "outside", out);
     json_object_set_new(j, "offload", json_string(offload_names[c->k.offload & 3]));
-    if (c->k.offload & TR_OFFLOAD_SAVED)   /* the blocks whose activations go, every one: the model's */
-        json_object_set_new(j, "offload_blocks",
-                            json_integer(tr_knobs_saved_some(&c->k, p->blocks) ? c->k.saved_blocks : p->blocks));
+    if (c->k.offload & TR_OFFLOAD_SAVED) {   /* the blocks whose activations go, every one: the model's; and
+                                              * the share of their bytes the largest make, all: 100 */
+        bool some = c->k.saved_blocks > 0 && c->k.saved_blocks < p->blocks;
+        json_object_set_new(j, "offload_blocks", json_integer(some ? c->k.saved_blocks : p->blocks));
+        some = c->k.saved_largest > 0 && c->k.saved_largest < 100;
+        json_object_set_new(j, "offload_largest", json_integer(some ? c->k.saved_largest : 100));
+    }
     json_object_set_new(j, "host", host_json(p, c));
     return j;
 }
@@ -200,6 +204,11 @@ int tr_plan_read_knobs(const char *path, struct tr_knobs *k, struct tr_diag *dia
         rc = tr_fail(diag, TR_EINVAL, "%s: offload_blocks must be a whole number of blocks", path);
     else if (!rc && saved)
         k->saved_blocks = (int)json_integer_value(saved);
+    json_t *largest = json_object_get(j, "offload_largest");   /* none before it: all of them */
+    if (!rc && largest && (!json_is_integer(largest) || json_integer_value(largest) < 1 || json_integer_value(largest) > 100))
+        rc = tr_fail(diag, TR_EINVAL, "%s: offload_largest must be a percentage from 1 to 100", path);
+    else if (!rc && largest)
+        k->saved_largest = (int)json_integer_value(largest);
     if (!rc) {
         k->remat_blocks = blocks, k->dynamic = dynamic, k->nbuckets = (int)json_array_size(buckets);
         k->micro = micro, k->accumulation = accumulation, k->eval_batch = eval_batch;

@@ -129,6 +129,8 @@ struct tr_recipe {
               /* mode: enum tr_parallel_mode; pipeline, tensor 0 when null; sequence: enum tr_switch */
         int offload;                          /* enum tr_offload_mode */
         struct tr_choice offload_blocks;      /* auto (name 0), or activation offload's blocks */
+        struct tr_choice offload_largest;     /* auto (name 0), or the percent of the offloaded
+                                               * activations' bytes the largest of them make */
     } optimize;
     struct {
         char *dir;

@@ -211,6 +211,9 @@ const struct tr_key tr_keys[] = {
     {"optimize.offload_blocks", TR_T_CHOICE, OFF(optimize.offload_blocks), "auto", 1, 1048576, auto_names, 0, 0, 0,
      "activation offload's grain: the saved activations of the first N blocks (and the embeddings'), N the "
      "model's blocks for every one (auto: the planner's choice)"},
+    {"optimize.offload_largest", TR_T_CHOICE, OFF(optimize.offload_largest), "auto", 1, 100, auto_names, 0, 0, 0,
+     "activation offload's other grain: only the largest saved activations, until they make P percent of "
+     "the bytes (100: all of them; auto: the planner's choice)"},
 
     {"report.dir", TR_T_STR, OFF(report.dir), "runs", 0, 0, NULL, 0, 0, 0,
      "where run folders go: DIR/NAME/YYYYmmdd-HHMMSS/"},

@@ -188,6 +188,13 @@ static void check_optimize(struct checker *c)
     else if (sent->name < 0 && (r->optimize.offload == TR_OFFLOAD_OFF || r->optimize.offload == TR_OFFLOAD_OPTIMIZER))
         fail(c, "optimize.offload_blocks", "optimize.offload_blocks: %lld blocks, but optimize.offload=%s "
              "offloads no activations", (long long)sent->n, r->optimize.offload == TR_OFFLOAD_OFF ? "off" : "optimizer");
+    const struct tr_choice *largest = &r->optimize.offload_largest;
+    if (largest->name < 0 && (r->optimize.offload == TR_OFFLOAD_OFF || r->optimize.offload == TR_OFFLOAD_OPTIMIZER))
+        fail(c, "optimize.offload_largest", "optimize.offload_largest: %lld%%, but optimize.offload=%s "
+             "offloads no activations", (long long)largest->n, r->optimize.offload == TR_OFFLOAD_OFF ? "off" : "optimizer");
+    else if (largest->name < 0 && largest->n < 100 && sent->name < 0 && sent->n < r->model.layers)
+        fail(c, "optimize.offload_largest", "optimize.offload_largest: %lld%% and optimize.offload_blocks: %lld "
+             "are two grains; pin one (the other auto)", (long long)largest->n, (long long)sent->n);
     const struct tr_choice *acc = &r->optimize.accumulation;
     if (acc->name < 0 && r->train.batch_size % acc->n)
         fail(c, "optimize.accumulation", "optimize.accumulation: train.batch_size %lld is not a "
