@@ -3,7 +3,8 @@
 #   bench/run-offload.sh [STEPS] > bench/offload-DATE-CPU.txt
 # 1. bert-small (4 layers, hidden 256, batch 32, sequences to 128, fp32, no checkpointing, one
 #    micro-batch) with each offload pinned (the activations every block's, then the first
-#    block's alone: optimize.offload_blocks 4 and 1), on BACKEND (default cpu: the plain CPU, whose copies
+#    block's alone: optimize.offload_blocks 4 and 1, then the largest making half their bytes:
+#    optimize.offload_largest 50, "/L50"), on BACKEND (default cpu: the plain CPU, whose copies
 #    are memcpys and whose steps time the offload's own cost; cpu-fenced, the stand-in for a
 #    device the host cannot see, adds two mprotect calls a region to every kernel and copy, so
 #    its steps time the fence): the device's arena, the host's regions and the device footprint
@@ -23,23 +24,25 @@ echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo 
 echo
 echo "## 1. bert-small on the $backend backend, $steps steps, each offload pinned"
 echo
-for mode in off optimizer activations both activations/1 both/1; do
-  grain=${mode#*/}
+modes="off optimizer activations both activations/1 both/1 activations/L50 both/L50"
+for mode in $modes; do
+  grain=${mode#*/} largest=100
   [ "$grain" = "$mode" ] && grain=4
-  case $mode in off|optimizer) grain=auto ;; esac
-  TRAINRUN_BACKEND=$backend "$tr" recipes/bert-small.yaml report.dir="$out/$mode" optimize.offload="${mode%/*}" \
-    optimize.offload_blocks=$grain \
+  case $grain in L*) largest=${grain#L} grain=4 ;; esac
+  case $mode in off|optimizer) grain=auto largest=auto ;; esac
+  TRAINRUN_BACKEND=$backend "$tr" recipes/bert-small.yaml report.dir="$out/$(echo "$mode" | tr / _)" \
+    optimize.offload="${mode%/*}" optimize.offload_blocks=$grain optimize.offload_largest=$largest \
     optimize.amp=off optimize.checkpointing=off optimize.dynamic_batching=off optimize.accumulation=1 \
     train.steps="$steps" train.eval_every=0 train.eval_samples=32 train.checkpoint_every=0 data.num_workers=1 \
     --quiet >/dev/null || echo "FAILED: offload $mode"
 done
-python3 - "$out" <<'PY'
+python3 - "$out" $modes <<'PY'
 import json, sys
 MiB = 1 << 20
 print("| offload (/blocks) | arena pred / meas (MiB) | device footprint pred / meas (MiB) | host pred / meas (MiB) | link MiB a step | link s a step (pred / meas) | step s (pred / meas) |")
 print("| --- | --- | --- | --- | ---: | --- | --- |")
-for mode in ["off", "optimizer", "activations", "both", "activations/1", "both/1"]:
-    j = json.load(open("%s/%s/bert-small/latest/plan.json" % (sys.argv[1], mode)))
+for mode in sys.argv[2:]:
+    j = json.load(open("%s/%s/bert-small/latest/plan.json" % (sys.argv[1], mode.replace("/", "_"))))
     h, m = j["host"], j.get("measured_host", {})
     print("| %s | %.2f / %.2f | %.1f / %.1f | %.2f / %.2f | %.1f | %.4f / %.4f | %.3f / %.3f |" % (
         mode, j["regions"]["arena"] / MiB, j["measured_regions"]["arena"] / MiB,
