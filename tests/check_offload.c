@@ -315,6 +315,23 @@ END_TEST
 START_TEST(gpt_offloaded_same_gradients) { check_model(TR_ARCH_GPT, "gpt"); }
 END_TEST
 
+/* One step of b on the plain CPU and behind the fence: both the same bytes as want. */
+static void same_on_both(const struct outcome *want, struct built *b, const char *what)
+{
+    char where[160];
+    struct outcome cpu = step_on(b, tr_backend_cpu(), false);
+    snprintf(where, sizeof where, "%s, plain CPU", what);
+    assert_same(want, &cpu, where);
+    struct tr_backend *be = NULL;
+    struct tr_diag why = {0};
+    ck_assert_msg(tr_backend_open_ops(&tr_cpu_fenced_ops, 0, &be, &why) == 0, "%s", tr_diag_last(&why));
+    struct outcome fenced = step_on(b, be, true);
+    tr_backend_close(be);
+    snprintf(where, sizeof where, "%s, fenced CPU", what);
+    assert_same(want, &fenced, where);
+    free(cpu.grads), free(fenced.grads);
+}
+
 /* A grain (the planner's): the activations made before block 1's forward (the embeddings' and
  * block 0's) alone — fewer than every block's, none made later — and the same gradients as
  * without, on the plain CPU and behind the fence; a grain of every block is every block's. */
@@ -344,18 +361,12 @@ START_TEST(first_block_offloaded)
     size_t arena = plain.p.region_bytes[TR_ACT], arena_all = all.p.region_bytes[TR_ACT];
     size_t arena_one = one.p.region_bytes[TR_ACT];
     ck_assert_uint_lt(one.p.region_bytes[TR_HOST], all.p.region_bytes[TR_HOST]);
-    struct outcome want = step_on(&plain, tr_backend_cpu(), false), cpu = step_on(&one, tr_backend_cpu(), false);
-    assert_same(&want, &cpu, "gpt, block 0's offloaded, plain CPU");
-    struct tr_backend *be = NULL;
-    struct tr_diag why = {0};
-    ck_assert_msg(tr_backend_open_ops(&tr_cpu_fenced_ops, 0, &be, &why) == 0, "%s", tr_diag_last(&why));
-    struct outcome fenced = step_on(&one, be, true);
-    tr_backend_close(be);
-    assert_same(&want, &fenced, "gpt, block 0's offloaded, fenced CPU");
+    struct outcome want = step_on(&plain, tr_backend_cpu(), false);
+    same_on_both(&want, &one, "gpt, block 0's offloaded");
     printf("gpt: block 0's %d of %d offloaded; arena %zu bytes (%zu every block's, %zu none); host ring %zu "
            "bytes (%zu)\n", one.offloaded, all.offloaded, arena_one, arena_all, arena, one.p.region_bytes[TR_HOST],
            all.p.region_bytes[TR_HOST]);
-    free(want.grads), free(cpu.grads), free(fenced.grads);
+    free(want.grads);
     built_free(&plain), built_free(&all), built_free(&one), built_free(&three);
 }
 END_TEST
@@ -405,18 +416,12 @@ START_TEST(largest_offloaded)
     ck_assert_msg(smallest_taken >= largest_left, "a value of %zu bytes taken, one of %zu left", smallest_taken,
                   largest_left);
     plan(&plain), plan(&half);
-    struct outcome want = step_on(&plain, tr_backend_cpu(), false), cpu = step_on(&half, tr_backend_cpu(), false);
-    assert_same(&want, &cpu, "gpt, the largest half offloaded, plain CPU");
-    struct tr_backend *be = NULL;
-    struct tr_diag why = {0};
-    ck_assert_msg(tr_backend_open_ops(&tr_cpu_fenced_ops, 0, &be, &why) == 0, "%s", tr_diag_last(&why));
-    struct outcome fenced = step_on(&half, be, true);
-    tr_backend_close(be);
-    assert_same(&want, &fenced, "gpt, the largest half offloaded, fenced CPU");
+    struct outcome want = step_on(&plain, tr_backend_cpu(), false);
+    same_on_both(&want, &half, "gpt, the largest half offloaded");
     printf("gpt: the largest %d of %d offloaded, %zu of %zu bytes a row; arena %zu bytes (%zu none); host ring %zu "
            "bytes\n", half.offloaded, all.offloaded, taken, total, half.p.region_bytes[TR_ACT],
            plain.p.region_bytes[TR_ACT], half.p.region_bytes[TR_HOST]);
-    free(want.grads), free(cpu.grads), free(fenced.grads);
+    free(want.grads);
     built_free(&plain), built_free(&all), built_free(&half), built_free(&whole);
 }
 END_TEST

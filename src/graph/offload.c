@@ -52,32 +52,39 @@ static int runs_of(const struct tr_graph *g, int *run, int *start)
     return r + 1;
 }
 
-static int64_t bytes_of(const struct tr_graph *g, int v, int64_t len)
+/* One candidate's size, for the largest first: its bytes, and its place among them. */
+struct sized {
+    int64_t bytes;
+    int at;
+};
+
+static int larger_first(const void *a, const void *b)
 {
-    return tr_dim_eval(tr_shape_numel(&g->values[v].shape), 1, len) * (int64_t)tr_dtype_size(g->values[v].dtype);
+    const struct sized *x = a, *y = b;
+    return x->bytes != y->bytes ? (x->bytes < y->bytes ? 1 : -1) : (x->at > y->at) - (x->at < y->at);
 }
 
 /* The grain's largest: s[0 … count) cut to the largest until they make `largest` percent of
- * all their bytes at one row of len tokens, in the order they were. Returns the new count. */
+ * all their bytes at one row of len tokens (the earlier among equals), in the order they were.
+ * Returns the new count. */
 static int largest_of(const struct tr_graph *g, struct sent *s, int count, int largest, int64_t len)
 {
-    int *order = tr_xmalloc((size_t)(count + 1) * sizeof *order);
+    struct sized *by = tr_xmalloc((size_t)(count + 1) * sizeof *by);
     int64_t total = 0, taken = 0;
-    for (int i = 0; i < count; i++)
-        order[i] = i, total += bytes_of(g, s[i].v, len);
-    for (int i = 1; i < count; i++)   /* insertion sort: the larger first, the earlier among equals */
-        for (int j = i; j > 0 && bytes_of(g, s[order[j]].v, len) > bytes_of(g, s[order[j - 1]].v, len); j--) {
-            int t = order[j];
-            order[j] = order[j - 1], order[j - 1] = t;
-        }
+    for (int i = 0; i < count; i++) {
+        const struct tr_value *v = &g->values[s[i].v];
+        by[i] = (struct sized){tr_dim_eval(tr_shape_numel(&v->shape), 1, len) * (int64_t)tr_dtype_size(v->dtype), i};
+        total += by[i].bytes;
+    }
+    qsort(by, (size_t)count, sizeof *by, larger_first);
     bool *take = tr_xcalloc((size_t)count + 1, 1);
     for (int i = 0; i < count && taken * 100 < total * largest; i++)
-        take[order[i]] = true, taken += bytes_of(g, s[order[i]].v, len);
+        take[by[i].at] = true, taken += by[i].bytes;
     int n = 0;
     for (int i = 0; i < count; i++)
         if (take[i])
             s[n++] = s[i];
-    free(order), free(take);
+    free(by), free(take);
     return n;
 }
 

@@ -267,10 +267,11 @@ static int read_rates(const struct profile_reader *rd, struct tr_device *d)
     int rc = read_number(rd, "bandwidth_gbs", &gbs);
     if (!rc && gbs <= 0)
         rc = key_error(rd, node_of(rd, "bandwidth_gbs"), "bandwidth_gbs", "must be above 0");
-    if (!rc && node_of(rd, "host_link_gbs"))
+    const yaml_node_t *given = node_of(rd, "host_link_gbs");
+    if (!rc && given)
         rc = read_number(rd, "host_link_gbs", &link);
-    if (!rc && node_of(rd, "host_link_gbs") && link <= 0)
-        rc = key_error(rd, node_of(rd, "host_link_gbs"), "host_link_gbs", "must be above 0");
+    if (!rc && given && link <= 0)
+        rc = key_error(rd, given, "host_link_gbs", "must be above 0");
     d->host_link = link * 1e9;
     if (!rc)
         rc = read_number(rd, "node_us", &node_us);

@@ -26,16 +26,22 @@ struct lengths {
     double n;
 };
 
-/* One (precision, checkpointing) pair: its two programs, planned again for each batching. */
-/* The training program's memory plan at one size, kept: the candidates of a pair (each batching,
- * sharding and optimizer offload) probe many of the same sizes, and the plan is the same. */
-struct trained {
+/* A program's memory plan at one size, kept: the candidates of a pair (each batching, sharding
+ * and optimizer offload) probe many of the same sizes, and the plan is the same. */
+struct sized {
     int64_t B, S;
     bool grads_in_arena;
     size_t regions[TR_NREGIONS];   /* take_max's of it alone */
     size_t host;                   /* its offloaded activations' ring */
 };
 
+/* A program's plans by size, as planned so far. */
+struct plans {
+    struct sized *at;
+    int n, cap;
+};
+
+/* One (precision, checkpointing) pair: its two programs, planned again for each batching. */
 struct pair {
     const struct tr_plan_job *job;
     struct tr_built train, eval;
@@ -48,15 +54,11 @@ struct pair {
     double optimizer_seconds, optimizer_shard_seconds;   /* the update's passes, whole or the rank's part */
     double gather_copy_seconds;   /* ZeRO 1 and 2's updated parameters through the host buffer */
     double host_optimizer_seconds;   /* offloaded: the update on the host's CPU, at its memory's rate */
-    struct trained *trained;  /* the training program's plans by size, as measured so far */
-    int ntrained, cap_trained;
+    struct plans train_plans, eval_plans;   /* each program's plans by size (planned_at) */
     double pass_kernels, pass_link;   /* the last pass timed (pass_seconds), one micro-batch's: its
                                        * kernels' seconds and its activations' on the host link */
     int first_block[TR_MAX_STAGES + 1];   /* pipelined: the stages' blocks (balanced by time) */
     size_t params_most;       /* pipelined: the largest stage's parameters' bytes */
-    size_t (*eval_regions)[TR_NREGIONS];   /* per evaluation batch (≤ batch): its plan's regions, once
-                                            * planned (the optimizer's slot, unused, marks it done);
-                                            * row 0 for larger batches, planned every time */
 };
 
 static const struct { const char *key, *words; } outside_names[TR_NOUTSIDE] = {
@@ -101,7 +103,7 @@ void tr_knobs_offload_words(const struct tr_knobs *k, int blocks, bool brief, ch
     const char *state = !(k->offload & TR_OFFLOAD_STATE) ? "" : brief ? "optimizer" : "optimizer state";
     const char *and = (k->offload & TR_OFFLOAD_STATE) && (k->offload & TR_OFFLOAD_SAVED) ? (brief ? " + " : " and ") : "";
     char saved[96] = "";
-    if (tr_knobs_saved_some(k, blocks) && k->saved_largest > 0 && k->saved_largest < 100)
+    if ((k->offload & TR_OFFLOAD_SAVED) && k->saved_largest > 0 && k->saved_largest < 100)
         snprintf(saved, sizeof saved, brief ? "activations largest %d%%" : "the largest activations (%d%% of their bytes)",
                  k->saved_largest);
     else if (tr_knobs_saved_some(k, blocks))
@@ -367,20 +369,22 @@ static void measure_stages(struct pair *p, struct tr_candidate *c)
     c->remat_nodes = p->train.remat_nodes;
 }
 
-/* The training program's plan at (B, S): planned once, then kept in the pair. */
-static const struct trained *trained_at(struct pair *p, int64_t B, int64_t S, bool grads_in_arena)
+/* The training (or evaluation) program's plan at (B, S): planned once, then kept in the pair. */
+static const struct sized *planned_at(struct pair *p, bool training, int64_t B, int64_t S, bool grads_in_arena)
 {
-    for (int i = 0; i < p->ntrained; i++)
-        if (p->trained[i].B == B && p->trained[i].S == S && p->trained[i].grads_in_arena == grads_in_arena)
-            return &p->trained[i];
-    if (p->ntrained == p->cap_trained) {
-        p->cap_trained = p->cap_trained ? 2 * p->cap_trained : 64;
-        p->trained = tr_xrealloc(p->trained, (size_t)p->cap_trained * sizeof *p->trained);
+    struct plans *l = training ? &p->train_plans : &p->eval_plans;
+    for (int i = 0; i < l->n; i++)
+        if (l->at[i].B == B && l->at[i].S == S && l->at[i].grads_in_arena == grads_in_arena)
+            return &l->at[i];
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 64;
+        l->at = tr_xrealloc(l->at, (size_t)l->cap * sizeof *l->at);
     }
-    struct trained *t = &p->trained[p->ntrained++];
-    *t = (struct trained){.B = B, .S = S, .grads_in_arena = grads_in_arena};
+    struct sized *t = &l->at[l->n++];
+    *t = (struct sized){.B = B, .S = S, .grads_in_arena = grads_in_arena};
     struct tr_memplan mp;
-    plan_one(&mp, &p->train, p->schedule_train, B, S, p->job->dev, grads_in_arena);
+    plan_one(&mp, training ? &p->train : &p->eval, training ? p->schedule_train : p->schedule_eval, B, S, p->job->dev,
+             grads_in_arena);
     take_max(t->regions, &mp);
     t->host = mp.region_bytes[TR_HOST];
     tr_memplan_free(&mp);
@@ -398,25 +402,17 @@ static void measure(struct pair *p, struct tr_candidate *c)
     memset(c->regions, 0, sizeof c->regions);
     memset(c->host, 0, sizeof c->host);
     for (int b = 0; b < c->k.nbuckets; b++) {
-        const struct trained *t = trained_at(p, c->k.buckets[b].rows, c->k.buckets[b].len, tr_knobs_grads_in_arena(&c->k));
+        const struct sized *t = planned_at(p, true, c->k.buckets[b].rows, c->k.buckets[b].len,
+                                           tr_knobs_grads_in_arena(&c->k));
         for (int r = 0; r < TR_NREGIONS; r++)
             c->regions[r] = t->regions[r] > c->regions[r] ? t->regions[r] : c->regions[r];
         if (t->host > c->host[TR_REGION_ARENA])   /* the offloaded activations' ring */
             c->host[TR_REGION_ARENA] = t->host;
     }
-    int64_t e = c->k.eval_batch <= job->r->train.batch_size ? c->k.eval_batch : 0;
-    if (!e || !p->eval_regions[e][TR_REGION_OPTIMIZER]) {   /* evaluation's regions, planned once a size */
-        struct tr_memplan mp;
-        size_t eval[TR_NREGIONS] = {0};
-        plan_one(&mp, &p->eval, p->schedule_eval, c->k.eval_batch, job->seq, job->dev, false);
-        take_max(eval, &mp);
-        tr_memplan_free(&mp);
-        eval[TR_REGION_OPTIMIZER] = 1;
-        memcpy(p->eval_regions[e], eval, sizeof eval);
-    }
+    const struct sized *e = planned_at(p, false, c->k.eval_batch, job->seq, false);
     for (int r = 0; r < TR_NREGIONS; r++)
-        if (r != TR_REGION_OPTIMIZER && p->eval_regions[e][r] > c->regions[r])
-            c->regions[r] = p->eval_regions[e][r];
+        if (r != TR_REGION_OPTIMIZER && e->regions[r] > c->regions[r])
+            c->regions[r] = e->regions[r];
     c->regions[TR_REGION_OPTIMIZER] = c->k.shard ? p->optimizer_shard : p->optimizer;
     offloaded(p, c);
     if (c->k.shard >= 2)   /* the summed gradients of the rank's shard; each run's are in the arena */
@@ -618,7 +614,6 @@ static int open_pair(struct pair *p, const struct tr_plan_job *job, const struct
         rc = split_pair(p, job, k, by_memory, d);
     if (rc)
         return rc;
-    p->eval_regions = tr_xcalloc((size_t)job->r->train.batch_size + 1, sizeof *p->eval_regions);
     p->schedule_train = creation_order(p->train.g.nnodes);
     p->schedule_eval = creation_order(p->eval.g.nnodes);
     p->optimizer = tr_plan_optimizer_bytes(job->r, &p->train.g);
@@ -652,7 +647,7 @@ static void close_pair(struct pair *p)
 {
     tr_built_free(&p->train);
     tr_built_free(&p->eval);
-    free(p->schedule_train), free(p->schedule_eval), free(p->eval_regions), free(p->trained);
+    free(p->schedule_train), free(p->schedule_eval), free(p->train_plans.at), free(p->eval_plans.at);
 }
 
 /* What bisection probes: a candidate at one size, for the whole step (fixed batching) or for

@@ -45,48 +45,62 @@ extern "C" int tr_cuda_gpu(int index, char *name, unsigned long namesize, unsign
     return 0;
 }
 
-/* The host link each way, as offloading uses it: a page-locked buffer copied to the device and
- * back on a stream, timed by the device's clock, the best of 4 after one that warms the path
- * (the rate a copy engine keeps, not a first copy's page-table walk). Zeros, and CUDA's error
- * cleared, where the buffers cannot be had: the profile's rate or the default stands then. */
-static void measure_link(struct tr_cuda_start *s)
-{
-    const size_t bytes = (size_t)64 << 20;
+/* The host link's measurement's buffers, stream and events, released whatever happens (CUDA's
+ * error cleared: a failure here only leaves the link unmeasured). */
+struct link_probe {
     void *host = NULL, *dev = NULL;
     cudaStream_t stream = NULL;
     cudaEvent_t begin = NULL, end = NULL;
-    if (cudaHostAlloc(&host, bytes, cudaHostAllocDefault) == cudaSuccess && cudaMalloc(&dev, bytes) == cudaSuccess &&
-        cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess &&
-        cudaEventCreate(&begin) == cudaSuccess && cudaEventCreate(&end) == cudaSuccess) {
-        memset(host, 0, bytes);
-        for (int down = 0; down < 2; down++) {
-            double best = 0;
-            for (int i = 0; i < 5; i++) {
-                float ms = 0;
-                cudaEventRecord(begin, stream);
-                cudaMemcpyAsync(down ? host : dev, down ? dev : host, bytes,
-                                down ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice, stream);
-                cudaEventRecord(end, stream);
-                if (cudaEventSynchronize(end) != cudaSuccess || cudaEventElapsedTime(&ms, begin, end) != cudaSuccess)
-                    break;
-                if (i > 0 && ms > 0 && (double)bytes / (ms * 1e-3) > best)
-                    best = (double)bytes / (ms * 1e-3);
-            }
-            *(down ? &s->link_down : &s->link_up) = best;
-        }
-        s->link_bytes = bytes;
+    ~link_probe()
+    {
+        if (begin)
+            cudaEventDestroy(begin);
+        if (end)
+            cudaEventDestroy(end);
+        if (stream)
+            cudaStreamDestroy(stream);
+        cudaFree(dev);
+        cudaFreeHost(host);
+        cudaGetLastError();
     }
-    if (begin)
-        cudaEventDestroy(begin);
-    if (end)
-        cudaEventDestroy(end);
-    if (stream)
-        cudaStreamDestroy(stream);
-    cudaFree(dev);
-    cudaFreeHost(host);
-    cudaGetLastError();
-    if (!(s->link_up > 0 && s->link_down > 0))
-        s->link_up = s->link_down = 0;
+};
+
+/* One copy's rate over the probe's stream, bytes/s, timed by the device's clock; 0 on failure. */
+static double copy_rate(struct link_probe *l, size_t bytes, bool down)
+{
+    float ms = 0;
+    cudaEventRecord(l->begin, l->stream);
+    cudaMemcpyAsync(down ? l->host : l->dev, down ? l->dev : l->host, bytes,
+                    down ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice, l->stream);
+    cudaEventRecord(l->end, l->stream);
+    if (cudaEventSynchronize(l->end) != cudaSuccess || cudaEventElapsedTime(&ms, l->begin, l->end) != cudaSuccess ||
+        ms <= 0)
+        return 0;
+    return (double)bytes / (ms * 1e-3);
+}
+
+/* The host link each way, as offloading uses it: a page-locked buffer copied to the device and
+ * back, the best of 4 after one that warms the path (the rate a copy engine keeps, not a first
+ * copy's page-table walk). Zeros where the buffers cannot be had: the profile's rate or the
+ * default stands then. */
+static void measure_link(struct tr_cuda_start *s)
+{
+    const size_t bytes = (size_t)64 << 20;
+    struct link_probe l;
+    if (cudaHostAlloc(&l.host, bytes, cudaHostAllocDefault) != cudaSuccess || cudaMalloc(&l.dev, bytes) != cudaSuccess ||
+        cudaStreamCreateWithFlags(&l.stream, cudaStreamNonBlocking) != cudaSuccess ||
+        cudaEventCreate(&l.begin) != cudaSuccess || cudaEventCreate(&l.end) != cudaSuccess)
+        return;
+    memset(l.host, 0, bytes);
+    double best[2] = {0, 0};
+    for (int down = 0; down < 2; down++)
+        for (int i = 0; i < 5; i++) {
+            double rate = copy_rate(&l, bytes, down);
+            if (i > 0 && rate > best[down])
+                best[down] = rate;
+        }
+    if (best[0] > 0 && best[1] > 0)
+        s->link_up = best[0], s->link_down = best[1], s->link_bytes = bytes;
 }
 
 extern "C" int tr_cuda_start(int index, struct tr_cuda_start *s, char *err, unsigned long errsize)
